@@ -1,0 +1,86 @@
+//! The browser's REST calls (hydrate build only). Errors come back as the sentence to show.
+
+use gloo_net::http::{Request, Response};
+use uuid::Uuid;
+
+use crate::protocol::{
+    Agent, AgentList, CreateAgentRequest, CreateRunRequest, ErrorBody, EventsPage, RunAccepted,
+};
+
+fn origin() -> String {
+    web_sys::window()
+        .and_then(|window| window.location().origin().ok())
+        .unwrap_or_default()
+}
+
+/// `ws://host/v1/ws`, or `wss://` when the page came over HTTPS.
+pub fn websocket_url() -> String {
+    let origin = origin();
+    let socket_origin = if let Some(rest) = origin.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = origin.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        origin
+    };
+    format!("{socket_origin}/v1/ws")
+}
+
+async fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T, String> {
+    if response.ok() {
+        return response
+            .json::<T>()
+            .await
+            .map_err(|error| format!("unreadable answer: {error}"));
+    }
+    let status = response.status();
+    match response.json::<ErrorBody>().await {
+        Ok(body) => Err(body.error.message),
+        Err(_) => Err(format!("the server answered {status}")),
+    }
+}
+
+fn network(error: gloo_net::Error) -> String {
+    format!("network error: {error}")
+}
+
+pub async fn list_agents() -> Result<Vec<Agent>, String> {
+    let response = Request::get(&format!("{}/v1/agents", origin()))
+        .send()
+        .await
+        .map_err(network)?;
+    decode::<AgentList>(response).await.map(|list| list.agents)
+}
+
+pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String> {
+    let response = Request::post(&format!("{}/v1/agents", origin()))
+        .json(request)
+        .map_err(network)?
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
+pub async fn start_run(agent_id: Uuid, content: String) -> Result<RunAccepted, String> {
+    let request = CreateRunRequest {
+        content,
+        idempotency_key: None,
+    };
+    let response = Request::post(&format!("{}/v1/agents/{agent_id}/runs", origin()))
+        .json(&request)
+        .map_err(network)?
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
+pub async fn events_page(agent_id: Uuid, since: u64, limit: u32) -> Result<EventsPage, String> {
+    let url = format!(
+        "{}/v1/agents/{agent_id}/events?since={since}&limit={limit}",
+        origin()
+    );
+    let response = Request::get(&url).send().await.map_err(network)?;
+    decode(response).await
+}

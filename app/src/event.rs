@@ -1,0 +1,189 @@
+//! `AgentEvent`: the one record type of the per-agent log.
+//!
+//! Defined once here and compiled for the server and for wasm32, so the browser, the server, the
+//! database conversion and the tests all agree on one shape. The server's database row is a
+//! separate type with an explicit conversion (`server::store`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// One event of an agent's append-only log.
+///
+/// `seq` is assigned by the writer when the event is committed: 1, 2, 3 … per agent with no gap.
+/// It is the cursor every client resumes from and the SSE `id:`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentEvent {
+    /// Globally unique; the dedup key across retries.
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub seq: u64,
+    /// The run (one user turn and everything the agent does for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Uuid>,
+    /// A concurrent stream within a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<Uuid>,
+    /// A UI block: one LLM call or one tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_id: Option<Uuid>,
+    /// The logical message that deltas merge into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<Uuid>,
+    pub kind: EventKind,
+    /// The change this event makes to its message, when it is a delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<Value>,
+    /// Dot-separated path into the message content the delta applies to (`""` = the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_action: Option<DeltaAction>,
+    /// The whole payload for non-delta events (user text, usage, error, stop reason …).
+    #[serde(default)]
+    pub content: Value,
+    /// The provider's original event, for "show raw JSON" and debugging.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Value>,
+    /// Provider, model, timings.
+    #[serde(default)]
+    pub metadata: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What an event is. Unknown kinds from newer servers deserialize as `Other` rather than failing,
+/// so an older client keeps working.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    User,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Loading,
+    Usage,
+    RunStarted,
+    RunCompleted,
+    RunFailed,
+    RunCancelled,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+impl EventKind {
+    /// The stable name used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::User => "user",
+            EventKind::Text => "text",
+            EventKind::Thinking => "thinking",
+            EventKind::ToolCall => "tool_call",
+            EventKind::ToolResult => "tool_result",
+            EventKind::Loading => "loading",
+            EventKind::Usage => "usage",
+            EventKind::RunStarted => "run_started",
+            EventKind::RunCompleted => "run_completed",
+            EventKind::RunFailed => "run_failed",
+            EventKind::RunCancelled => "run_cancelled",
+            EventKind::Error => "error",
+            EventKind::Other => "other",
+        }
+    }
+
+    /// The inverse of [`EventKind::as_str`]; unknown names map to `Other`.
+    pub fn parse(name: &str) -> EventKind {
+        serde_json::from_value(Value::String(name.to_owned())).unwrap_or(EventKind::Other)
+    }
+
+    /// True for the kinds that end a run.
+    pub fn is_run_end(self) -> bool {
+        matches!(
+            self,
+            EventKind::RunCompleted | EventKind::RunFailed | EventKind::RunCancelled
+        )
+    }
+}
+
+/// How a delta changes its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeltaAction {
+    /// Append a string to the string at `delta_path`.
+    Append,
+    /// Replace the value at `delta_path`.
+    Replace,
+    /// Merge an object into the object at `delta_path` (keys of the delta win).
+    Merge,
+}
+
+impl DeltaAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeltaAction::Append => "append",
+            DeltaAction::Replace => "replace",
+            DeltaAction::Merge => "merge",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<DeltaAction> {
+        serde_json::from_value(Value::String(name.to_owned())).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_round_trip() {
+        for kind in [
+            EventKind::User,
+            EventKind::Text,
+            EventKind::Thinking,
+            EventKind::ToolCall,
+            EventKind::ToolResult,
+            EventKind::Loading,
+            EventKind::Usage,
+            EventKind::RunStarted,
+            EventKind::RunCompleted,
+            EventKind::RunFailed,
+            EventKind::RunCancelled,
+            EventKind::Error,
+        ] {
+            assert_eq!(EventKind::parse(kind.as_str()), kind);
+        }
+        assert_eq!(EventKind::parse("kind_from_the_future"), EventKind::Other);
+    }
+
+    #[test]
+    fn event_json_omits_empty_optionals_and_round_trips() {
+        let event = AgentEvent {
+            id: Uuid::nil(),
+            agent_id: Uuid::nil(),
+            seq: 7,
+            run_id: None,
+            thread_id: None,
+            block_id: None,
+            message_id: None,
+            kind: EventKind::Text,
+            delta: Some(Value::String("hi".into())),
+            delta_path: Some("text".into()),
+            delta_action: Some(DeltaAction::Append),
+            content: Value::Null,
+            raw: None,
+            metadata: Value::Null,
+            created_at: DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert!(json.get("run_id").is_none());
+        assert_eq!(json["kind"], "text");
+        assert_eq!(json["delta_action"], "append");
+        let back: AgentEvent = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+    }
+}

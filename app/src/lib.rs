@@ -1,0 +1,21 @@
+//! `app`: what the server and the browser share.
+//!
+//! - [`event`]: `AgentEvent`, the one record type of the log.
+//! - [`protocol`]: REST bodies and WebSocket messages.
+//! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
+//! - [`hook`]: `use_agent_messages`, the log as reactive signals (network side in `hydrate` only).
+//! - [`pages`]: the Leptos pages, rendered on the server (`ssr`) and hydrated in the browser.
+//!
+//! Compiles natively (`ssr`, tests) and for wasm32 (`hydrate`); nothing here does server I/O.
+
+pub mod event;
+pub mod hook;
+pub mod pages;
+pub mod protocol;
+pub mod timeline;
+
+#[cfg(feature = "hydrate")]
+pub mod api_client;
+
+pub use event::{AgentEvent, DeltaAction, EventKind};
+pub use pages::{shell, App};

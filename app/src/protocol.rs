@@ -1,0 +1,153 @@
+//! Request, response and WebSocket message shapes shared by the server and the browser.
+//!
+//! Field names of agents follow Letta's agent object where the two overlap (`id`, `name`,
+//! `system`, `description`, `metadata`, `tags`, `created_at`), so Letta clients read them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::event::AgentEvent;
+
+/// An agent: the owner of one event log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: Uuid,
+    pub name: String,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Model name handed to the provider (`None` = the provider's default).
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub metadata: Value,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The seq of the newest committed event (0 = empty log).
+    pub head_seq: u64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /v1/agents`. Every field is optional; unknown Letta fields are accepted and ignored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CreateAgentRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+}
+
+/// `POST /v1/agents/{id}/runs`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CreateRunRequest {
+    pub content: String,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// The 202 answer to a run request: the output goes to the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunAccepted {
+    pub run_id: Uuid,
+    pub agent_id: Uuid,
+}
+
+/// `GET /v1/agents/{id}/events?since=N&limit=M`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventsPage {
+    pub agent_id: Uuid,
+    /// Events with `since < seq`, in seq order, at most `limit` of them.
+    pub events: Vec<AgentEvent>,
+    /// The newest committed seq of the log when the page was read.
+    pub head_seq: u64,
+    /// The cursor to pass as `since` for the next page.
+    pub next_since: u64,
+    /// True when events after `next_since` exist.
+    pub has_more: bool,
+}
+
+/// `GET /v1/agents`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentList {
+    pub agents: Vec<Agent>,
+}
+
+/// The body of every error answer: a stable machine-readable code and a sentence for people.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+/// Messages a client sends on `GET /v1/ws` (JSON text frames, tagged by `type`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// Deliver every event of `agent_id` with `seq > since`, catch-up first, then live.
+    Subscribe {
+        agent_id: Uuid,
+        #[serde(default)]
+        since: u64,
+    },
+    Unsubscribe {
+        agent_id: Uuid,
+    },
+    Ping {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<Value>,
+    },
+}
+
+/// Messages the server sends on `GET /v1/ws`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// The subscription is in place; events with `seq > since` follow.
+    Subscribed {
+        agent_id: Uuid,
+        since: u64,
+        head_seq: u64,
+    },
+    /// A batch of consecutive events of one agent, in seq order.
+    Events {
+        agent_id: Uuid,
+        events: Vec<AgentEvent>,
+    },
+    /// This subscriber fell behind the live buffer. The server catches it up from the store, so
+    /// nothing is lost; the notice says where the live buffer left it.
+    Lagged {
+        agent_id: Uuid,
+        last_delivered_seq: u64,
+        missed_live_batches: u64,
+    },
+    Unsubscribed {
+        agent_id: Uuid,
+    },
+    Pong {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<Value>,
+    },
+    /// Bad input or a failed subscription. The connection stays open unless it says otherwise.
+    Error {
+        code: String,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_id: Option<Uuid>,
+    },
+}

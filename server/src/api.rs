@@ -1,0 +1,210 @@
+//! The REST surface: agents, the paged log, runs.
+
+use app::protocol::{AgentList, CreateAgentRequest, CreateRunRequest, EventsPage, RunAccepted};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiJson};
+use crate::store::NewAgent;
+use crate::AppState;
+
+/// Events per page when the client does not say.
+pub const EVENTS_PAGE_LIMIT_DEFAULT: u32 = 100;
+/// Events per page at most: one page stays a few hundred kilobytes.
+pub const EVENTS_PAGE_LIMIT_MAX: u32 = 1000;
+/// Agents listed at most.
+pub const AGENTS_LIST_LIMIT_MAX: u32 = 1000;
+/// Agents listed when the client does not say.
+pub const AGENTS_LIST_LIMIT_DEFAULT: u32 = 100;
+/// A user message longer than this is refused; the request body limit is a little above it.
+pub const RUN_CONTENT_BYTES_MAX: usize = 32 * 1024;
+/// Agent names longer than this are refused.
+pub const AGENT_NAME_CHARS_MAX: usize = 200;
+
+/// Parses a path id, with an error that says which id was wrong.
+pub fn parse_agent_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| {
+        ApiError::bad_request("invalid_id", format!("agent id {text:?} is not a UUID"))
+    })
+}
+
+/// Parses a non-negative integer query parameter, naming it in the error.
+fn parse_count(name: &str, text: Option<&str>) -> Result<Option<u64>, ApiError> {
+    let Some(text) = text else { return Ok(None) };
+    text.parse::<u64>().map(Some).map_err(|_| {
+        ApiError::bad_request(
+            "invalid_query",
+            format!("{name}={text:?} is not a non-negative integer"),
+        )
+    })
+}
+
+/// Query parameters are taken as text and parsed here, so every bad value gets a sentence that
+/// names it.
+#[derive(Debug, Deserialize)]
+pub struct CountQuery {
+    since: Option<String>,
+    limit: Option<String>,
+}
+
+fn page_limit(text: Option<&str>, default: u32, max: u32) -> Result<u32, ApiError> {
+    match parse_count("limit", text)? {
+        None => Ok(default),
+        Some(0) => Err(ApiError::bad_request("invalid_query", "limit must be at least 1")),
+        Some(limit) if limit > max as u64 => Err(ApiError::bad_request(
+            "limit_too_large",
+            format!("limit={limit} is over the maximum of {max}"),
+        )),
+        Some(limit) => Ok(limit as u32),
+    }
+}
+
+pub async fn create_agent(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<CreateAgentRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    let name = request.name.unwrap_or_default().trim().to_owned();
+    if name.chars().count() > AGENT_NAME_CHARS_MAX {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            format!("name is longer than {AGENT_NAME_CHARS_MAX} characters"),
+        ));
+    }
+    let name = if name.is_empty() {
+        format!("agent-{}", &Uuid::new_v4().simple().to_string()[..8])
+    } else {
+        name
+    };
+    let agent = state
+        .store
+        .create_agent(NewAgent {
+            name,
+            system: request.system,
+            description: request.description,
+            model: request.model,
+            metadata: request.metadata.unwrap_or(serde_json::Value::Null),
+            tags: request.tags.unwrap_or_default(),
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(agent)))
+}
+
+pub async fn list_agents(
+    State(state): State<AppState>,
+    Query(query): Query<CountQuery>,
+) -> Result<Json<AgentList>, ApiError> {
+    if query.since.is_some() {
+        return Err(ApiError::bad_request("invalid_query", "agents take no since"));
+    }
+    let limit = page_limit(
+        query.limit.as_deref(),
+        AGENTS_LIST_LIMIT_DEFAULT,
+        AGENTS_LIST_LIMIT_MAX,
+    )?;
+    let agents = state.store.list_agents(limit).await?;
+    Ok(Json(AgentList { agents }))
+}
+
+pub async fn get_agent(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let agent = state
+        .store
+        .get_agent(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    Ok(Json(agent))
+}
+
+pub async fn delete_agent(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    state.runs.cancel(agent_id);
+    if !state.store.delete_agent(agent_id).await? {
+        return Err(ApiError::unknown_agent(agent_id));
+    }
+    state.hub.close(agent_id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn list_events(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+    Query(query): Query<CountQuery>,
+) -> Result<Json<EventsPage>, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let since = parse_count("since", query.since.as_deref())?.unwrap_or(0);
+    let limit = page_limit(
+        query.limit.as_deref(),
+        EVENTS_PAGE_LIMIT_DEFAULT,
+        EVENTS_PAGE_LIMIT_MAX,
+    )?;
+    // The head is read first: events read after it may be newer, never older, so `has_more` is
+    // never falsely false for the events that existed when the request came in.
+    let head_seq = state
+        .store
+        .head_seq(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    if since > head_seq {
+        return Err(ApiError::bad_request(
+            "since_beyond_head",
+            format!("since={since} is beyond the newest event of this agent (seq {head_seq})"),
+        ));
+    }
+    let events = state.store.read_events(agent_id, since, limit).await?;
+    let next_since = events.last().map_or(since, |event| event.seq);
+    let head_seq = head_seq.max(next_since);
+    Ok(Json(EventsPage {
+        agent_id,
+        has_more: next_since < head_seq,
+        events,
+        head_seq,
+        next_since,
+    }))
+}
+
+pub async fn create_run(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+    ApiJson(request): ApiJson<CreateRunRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    if request.content.trim().is_empty() {
+        return Err(ApiError::bad_request("invalid_body", "content must not be empty"));
+    }
+    if request.content.len() > RUN_CONTENT_BYTES_MAX {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "content_too_large",
+            format!("content is over {RUN_CONTENT_BYTES_MAX} bytes"),
+        ));
+    }
+    let agent = state
+        .store
+        .get_agent(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    let run_id = state.runs.start(&agent, request.content)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunAccepted { run_id, agent_id }),
+    ))
+}
+
+/// Any other `/v1/…` path: a JSON 404 rather than the HTML page-not-found.
+pub async fn unknown_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "unknown_route", "no such API path")
+}
+
+pub async fn healthz() -> &'static str {
+    "ok"
+}

@@ -1,0 +1,97 @@
+//! Server configuration, read from the environment (and `--help` for the list).
+
+use std::path::Path;
+
+use crate::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
+use crate::provider::scripted::ScriptedConfig;
+
+/// Where the database lives when `DATABASE_URL` is not set.
+pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `sqlite://path/to.db`.
+    pub database_url: String,
+    pub scripted: ScriptedConfig,
+    /// Live batches a room buffers per agent before a slow subscriber lags.
+    pub hub_room_batches_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            database_url: DATABASE_URL_DEFAULT.to_owned(),
+            scripted: ScriptedConfig::default(),
+            hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
+        }
+    }
+}
+
+pub const HELP: &str = "\
+agentstream server: streams agent output to browsers and API clients, persisted first.
+
+USAGE: server [--help]
+
+Environment:
+  LEPTOS_SITE_ADDR                      address to listen on (default 127.0.0.1:3000)
+  LEPTOS_SITE_ROOT                      directory of the built site (default target/site)
+  DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
+  AGENTSTREAM_PROVIDER                  scripted (the only provider so far; default)
+  AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS   pause between scripted tokens, 0 = no pause (default 30)
+  AGENTSTREAM_SCRIPTED_REPLY_TOKENS     words in a scripted reply (default 60)
+  AGENTSTREAM_SCRIPTED_SEED             seed of the scripted provider (default 7)
+  AGENTSTREAM_HUB_ROOM_BATCHES_MAX      live batches buffered per agent (default 1024)
+  RUST_LOG                              log filter (default info)
+";
+
+fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={text:?} is not a valid value")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Config {
+    pub fn from_env() -> Result<Config, String> {
+        let defaults = Config::default();
+        let provider = std::env::var("AGENTSTREAM_PROVIDER").unwrap_or_else(|_| "scripted".into());
+        if provider != "scripted" {
+            return Err(format!(
+                "AGENTSTREAM_PROVIDER={provider:?}: only \"scripted\" is available in this build"
+            ));
+        }
+        Ok(Config {
+            database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),
+            scripted: ScriptedConfig {
+                seed: parse_env("AGENTSTREAM_SCRIPTED_SEED", defaults.scripted.seed)?,
+                token_delay_ms: parse_env(
+                    "AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS",
+                    defaults.scripted.token_delay_ms,
+                )?,
+                reply_tokens: parse_env(
+                    "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
+                    defaults.scripted.reply_tokens,
+                )?,
+            },
+            hub_room_batches_max: parse_env(
+                "AGENTSTREAM_HUB_ROOM_BATCHES_MAX",
+                defaults.hub_room_batches_max,
+            )?,
+        })
+    }
+
+    /// Creates the directory of a SQLite file so the default `./data/` works on a fresh clone.
+    pub fn prepare_database_directory(&self) -> std::io::Result<()> {
+        let Some(path) = self.database_url.strip_prefix("sqlite://") else {
+            return Ok(());
+        };
+        let path = path.split('?').next().unwrap_or(path);
+        match Path::new(path).parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent),
+            _ => Ok(()),
+        }
+    }
+}

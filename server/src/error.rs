@@ -1,0 +1,122 @@
+//! The HTTP error boundary: one error type, a stable code and a sentence for the client, the
+//! internal cause in the log.
+
+use app::protocol::{ErrorBody, ErrorDetail};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::de::DeserializeOwned;
+
+use crate::runs::StartRunError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn unknown_agent(agent_id: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            format!("agent {agent_id} does not exist"),
+        )
+    }
+
+    /// A failure that is ours, not the client's: the cause is logged, the client gets a generic
+    /// sentence.
+    pub fn internal(cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!(%cause, "request failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle this request; it has been logged",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        match error {
+            StoreError::UnknownAgent(agent_id) => ApiError::unknown_agent(agent_id),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<StartRunError> for ApiError {
+    fn from(error: StartRunError) -> ApiError {
+        match error {
+            StartRunError::RunInProgress { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "run_in_progress", error.to_string())
+            }
+            StartRunError::TooManyRuns => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_runs", error.to_string())
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        let (status, code) = match &rejection {
+            JsonRejection::JsonSyntaxError(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
+            JsonRejection::JsonDataError(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+            JsonRejection::MissingJsonContentType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "expected_json")
+            }
+            _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+            }
+            _ => (rejection.status(), "unreadable_body"),
+        };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
+
+/// `Json` whose rejections are [`ApiError`]s, so a bad body gets the same JSON error shape as
+/// everything else.
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Json(value) = Json::<T>::from_request(request, state).await?;
+        Ok(ApiJson(value))
+    }
+}

@@ -1,0 +1,104 @@
+//! The hub: per-agent rooms that fan committed events out to live subscribers.
+//!
+//! The hub is a fast path, not the source of truth. Each room is a bounded broadcast buffer of
+//! committed batches. Publishing never waits: a subscriber that falls more than the buffer behind
+//! gets `Lagged` from its receiver, is told so, and catches up from the store
+//! (see [`crate::subscription`]). Nothing is ever silently dropped on the way to a client.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use app::AgentEvent;
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+/// A batch of consecutive committed events of one agent, in seq order, shared by all receivers.
+pub type EventBatch = Arc<[AgentEvent]>;
+
+/// Batches a room keeps for its slowest subscriber. Past this the subscriber lags and catches up
+/// from the store. A batch is one writer commit (at most `WRITER_BATCH_EVENTS_MAX` events), so
+/// this bounds a room at that many events times this, shared by every subscriber of the room.
+pub const HUB_ROOM_BATCHES_MAX_DEFAULT: usize = 1024;
+
+pub struct Hub {
+    /// A std mutex: it is held for a map lookup only, never across an await.
+    rooms: Mutex<HashMap<Uuid, Room>>,
+    room_batches_max: usize,
+}
+
+struct Room {
+    sender: broadcast::Sender<EventBatch>,
+    /// The seq of the newest batch published, to assert that seqs only go up.
+    last_published_seq: u64,
+}
+
+impl Hub {
+    pub fn new(room_batches_max: usize) -> Hub {
+        Hub {
+            rooms: Mutex::new(HashMap::new()),
+            room_batches_max: room_batches_max.max(1),
+        }
+    }
+
+    fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Room>> {
+        // A panic while holding this lock leaves the map itself intact; keep serving.
+        self.rooms.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Joins the room of `agent_id`. Every batch published after this call reaches the receiver
+    /// (or makes it lag); subscribe *before* reading the store so the seam has no hole.
+    pub fn subscribe(&self, agent_id: Uuid) -> broadcast::Receiver<EventBatch> {
+        let mut rooms = self.rooms();
+        let room = rooms.entry(agent_id).or_insert_with(|| Room {
+            sender: broadcast::channel(self.room_batches_max).0,
+            last_published_seq: 0,
+        });
+        room.sender.subscribe()
+    }
+
+    /// Hands a committed batch to the room's subscribers. Never blocks. Called by the writer only,
+    /// after the commit, in commit order.
+    pub fn publish(&self, agent_id: Uuid, batch: EventBatch) {
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return;
+        };
+        let mut rooms = self.rooms();
+        let Some(room) = rooms.get_mut(&agent_id) else {
+            return;
+        };
+        if room.last_published_seq != 0 && first.seq != room.last_published_seq + 1 {
+            tracing::error!(
+                %agent_id,
+                expected = room.last_published_seq + 1,
+                found = first.seq,
+                "published seqs are not consecutive; subscribers will fill from the store"
+            );
+        }
+        room.last_published_seq = last.seq;
+        if room.sender.send(batch).is_err() {
+            // Nobody is listening any more: drop the room rather than keep its buffer.
+            rooms.remove(&agent_id);
+        }
+    }
+
+    /// Drops the room once its last subscriber is gone.
+    pub fn release(&self, agent_id: Uuid) {
+        let mut rooms = self.rooms();
+        if rooms
+            .get(&agent_id)
+            .is_some_and(|room| room.sender.receiver_count() == 0)
+        {
+            rooms.remove(&agent_id);
+        }
+    }
+
+    /// Closes the room of a deleted agent: its subscribers see the channel close.
+    pub fn close(&self, agent_id: Uuid) {
+        self.rooms().remove(&agent_id);
+    }
+
+    /// Rooms alive now (for tests and metrics).
+    pub fn room_count(&self) -> usize {
+        self.rooms().len()
+    }
+}

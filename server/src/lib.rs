@@ -1,0 +1,144 @@
+//! agentstream's server: persists every agent event first, broadcasts it second.
+//!
+//! Read in this order:
+//! - [`store`]: the source of truth (agents, the per-agent log; SQLite today).
+//! - [`writer`]: assigns seqs, group-commits, then hands committed batches to the [`hub`].
+//! - [`hub`]: per-agent rooms with bounded buffers; [`subscription`] turns "store + hub" into an
+//!   exactly-once, in-order feed for one subscriber, recovering from lag.
+//! - [`runs`] and [`provider`]: the agent loop and where its words come from.
+//! - [`api`] and [`ws`]: the HTTP and WebSocket surfaces; [`error`] is their error boundary.
+//!
+//! `main.rs` is thin: it reads the configuration, binds a listener and calls [`serve`], so tests
+//! run the very same server on port 0.
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod hub;
+pub mod provider;
+pub mod runs;
+pub mod store;
+pub mod subscription;
+pub mod writer;
+pub mod ws;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{any, get, post};
+use axum::Router;
+use leptos::prelude::LeptosOptions;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::hub::Hub;
+use crate::provider::scripted::ScriptedProvider;
+use crate::runs::Runs;
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Store, StoreError};
+use crate::writer::Writer;
+
+/// Request bodies above this are refused with 413 before they are read in full. The largest
+/// legitimate body is a run's user message (`api::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
+/// A REST request that takes longer than this is answered 408; WebSockets are exempt.
+pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+
+/// Everything a handler needs. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub writer: Writer,
+    pub runs: Arc<Runs>,
+    pub ws_connections: Arc<Semaphore>,
+    /// Cancelled when the server shuts down, so long-lived sockets let go.
+    pub shutdown: CancellationToken,
+}
+
+impl AppState {
+    /// Opens the store and starts the writer.
+    pub async fn open(config: &Config) -> Result<AppState, StoreError> {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.database_url).await?);
+        let hub = Arc::new(Hub::new(config.hub_room_batches_max));
+        let writer = Writer::spawn(store.clone(), hub.clone());
+        let provider = Arc::new(ScriptedProvider::new(config.scripted.clone()));
+        let runs = Arc::new(Runs::new(writer.clone(), provider));
+        Ok(AppState {
+            store,
+            hub,
+            writer,
+            runs,
+            ws_connections: Arc::new(Semaphore::new(ws::WS_CONNECTIONS_MAX)),
+            shutdown: CancellationToken::new(),
+        })
+    }
+}
+
+/// The API routes (`/v1/…`, `/healthz`).
+pub fn api_router(state: AppState) -> Router {
+    let rest = Router::new()
+        .route("/v1/agents", post(api::create_agent).get(api::list_agents))
+        .route("/v1/agents/{id}", get(api::get_agent).delete(api::delete_agent))
+        .route("/v1/agents/{id}/events", get(api::list_events))
+        .route("/v1/agents/{id}/runs", post(api::create_run))
+        .route("/v1/{*rest}", any(api::unknown_route))
+        .route("/healthz", get(api::healthz))
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(REQUEST_TIMEOUT_MS),
+        ));
+    Router::new()
+        .route("/v1/ws", get(ws::upgrade))
+        .merge(rest)
+        .with_state(state)
+}
+
+/// The whole application: API routes plus the server-rendered pages and static files.
+pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
+    let routes = generate_route_list(app::App);
+    let pages = Router::new()
+        .leptos_routes(&leptos_options, routes, {
+            let leptos_options = leptos_options.clone();
+            move || app::shell(leptos_options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler(app::shell))
+        .with_state(leptos_options);
+    api_router(state).merge(pages)
+}
+
+/// Serves on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    leptos_options: LeptosOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    config
+        .prepare_database_directory()
+        .map_err(ServeError::Io)?;
+    let state = AppState::open(&config).await?;
+    let stop = state.shutdown.clone();
+    let router = app(state, leptos_options);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
+        .await
+        .map_err(ServeError::Io)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("I/O error: {0}")]
+    Io(std::io::Error),
+}

@@ -1,0 +1,387 @@
+//! The SQLite store: one file, WAL, foreign keys on, `synchronous=FULL` so a commit that returned
+//! is on disk. Readers run beside the single writer thanks to WAL.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use app::protocol::Agent;
+use app::{AgentEvent, DeltaAction, EventKind};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use uuid::Uuid;
+
+use super::{AppendBatch, NewAgent, Store, StoreError};
+
+/// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
+/// serialized by SQLite anyway, so more connections would only queue.
+const SQLITE_POOL_CONNECTIONS_MAX: u32 = 8;
+/// How long a statement waits for another connection's write lock before failing.
+const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database at `url` (`sqlite://path/to.db`) and migrates it.
+    pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(SQLITE_POOL_CONNECTIONS_MAX)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(SqliteStore { pool })
+    }
+
+    /// The pool, for tests that look at the file directly.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+const AGENT_COLUMNS: &str =
+    "id, name, system, description, model, metadata, tags, head_seq, created_at";
+const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
+     delta, delta_path, delta_action, content, raw, metadata, created_at";
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|error| corrupt(format!("bad uuid {text:?}: {error}")))
+}
+
+fn parse_optional_uuid(text: Option<String>) -> Result<Option<Uuid>, StoreError> {
+    text.as_deref().map(parse_uuid).transpose()
+}
+
+fn parse_json(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|error| corrupt(format!("bad JSON column: {error}")))
+}
+
+fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&Utc))
+        .map_err(|error| corrupt(format!("bad timestamp {text:?}: {error}")))
+}
+
+fn seq_from_column(value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
+}
+
+fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
+    let tags: Value = parse_json(row.try_get::<&str, _>("tags")?)?;
+    Ok(Agent {
+        id: parse_uuid(row.try_get("id")?)?,
+        name: row.try_get("name")?,
+        system: row.try_get("system")?,
+        description: row.try_get("description")?,
+        model: row.try_get("model")?,
+        metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
+        tags: serde_json::from_value(tags).map_err(corrupt)?,
+        head_seq: seq_from_column(row.try_get("head_seq")?)?,
+        created_at: parse_time(row.try_get("created_at")?)?,
+    })
+}
+
+fn event_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<AgentEvent, StoreError> {
+    let delta_action: Option<String> = row.try_get("delta_action")?;
+    let delta: Option<String> = row.try_get("delta")?;
+    let raw: Option<String> = row.try_get("raw")?;
+    Ok(AgentEvent {
+        id: parse_uuid(row.try_get("id")?)?,
+        agent_id: parse_uuid(row.try_get("agent_id")?)?,
+        seq: seq_from_column(row.try_get("seq")?)?,
+        run_id: parse_optional_uuid(row.try_get("run_id")?)?,
+        thread_id: parse_optional_uuid(row.try_get("thread_id")?)?,
+        block_id: parse_optional_uuid(row.try_get("block_id")?)?,
+        message_id: parse_optional_uuid(row.try_get("message_id")?)?,
+        kind: EventKind::parse(row.try_get("kind")?),
+        delta: delta.as_deref().map(parse_json).transpose()?,
+        delta_path: row.try_get("delta_path")?,
+        delta_action: match delta_action {
+            Some(name) => Some(
+                DeltaAction::parse(&name)
+                    .ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?,
+            ),
+            None => None,
+        },
+        content: parse_json(row.try_get::<&str, _>("content")?)?,
+        raw: raw.as_deref().map(parse_json).transpose()?,
+        metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
+        created_at: parse_time(row.try_get("created_at")?)?,
+    })
+}
+
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("serde_json::Value always serializes")
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+        let created = Agent {
+            id: Uuid::new_v4(),
+            name: agent.name,
+            system: agent.system,
+            description: agent.description,
+            model: agent.model,
+            metadata: agent.metadata,
+            tags: agent.tags,
+            head_seq: 0,
+            created_at: Utc::now(),
+        };
+        sqlx::query(
+            "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
+             created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+        )
+        .bind(created.id.to_string())
+        .bind(&created.name)
+        .bind(&created.system)
+        .bind(&created.description)
+        .bind(&created.model)
+        .bind(json_text(&created.metadata))
+        .bind(json_text(&serde_json::json!(created.tags)))
+        .bind(created.created_at.to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(created)
+    }
+
+    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at DESC, id LIMIT ?"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(agent_from_row).collect()
+    }
+
+    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?"))
+            .bind(agent_id.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(agent_from_row).transpose()
+    }
+
+    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+        let result = sqlx::query("DELETE FROM agents WHERE id = ?")
+            .bind(agent_id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
+        let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = ?")
+            .bind(agent_id.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        head.map(seq_from_column).transpose()
+    }
+
+    async fn read_events(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        let since = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = ? AND seq > ? \
+             ORDER BY seq LIMIT ?"
+        ))
+        .bind(agent_id.to_string())
+        .bind(since)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let events = rows
+            .iter()
+            .map(event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Seqs only go up, and the log has no holes: assert it on read as well as on write.
+        let mut expected = since as u64 + 1;
+        for event in &events {
+            if event.seq != expected {
+                return Err(corrupt(format!(
+                    "agent {agent_id}: expected seq {expected}, found {}",
+                    event.seq
+                )));
+            }
+            expected += 1;
+        }
+        Ok(events)
+    }
+
+    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        let mut committed = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let count = batch.drafts.len() as i64;
+            // The bump comes first so this transaction takes the write lock at once, and an
+            // unknown agent is found before anything is inserted.
+            let head: Option<i64> = sqlx::query_scalar(
+                "UPDATE agents SET head_seq = head_seq + ? WHERE id = ? RETURNING head_seq",
+            )
+            .bind(count)
+            .bind(batch.agent_id.to_string())
+            .fetch_optional(&mut *transaction)
+            .await?;
+            let Some(head) = head else {
+                return Err(StoreError::UnknownAgent(batch.agent_id));
+            };
+            let first_seq = seq_from_column(head - count + 1)?;
+            let mut events = Vec::with_capacity(batch.drafts.len());
+            for (offset, draft) in batch.drafts.iter().enumerate() {
+                let event = draft.clone().into_event(batch.agent_id, first_seq + offset as u64);
+                sqlx::query(&format!(
+                    "INSERT INTO agent_events ({EVENT_COLUMNS}) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ))
+                .bind(event.id.to_string())
+                .bind(event.agent_id.to_string())
+                .bind(event.seq as i64)
+                .bind(event.run_id.map(|id| id.to_string()))
+                .bind(event.thread_id.map(|id| id.to_string()))
+                .bind(event.block_id.map(|id| id.to_string()))
+                .bind(event.message_id.map(|id| id.to_string()))
+                .bind(event.kind.as_str())
+                .bind(event.delta.as_ref().map(json_text))
+                .bind(&event.delta_path)
+                .bind(event.delta_action.map(DeltaAction::as_str))
+                .bind(json_text(&event.content))
+                .bind(event.raw.as_ref().map(json_text))
+                .bind(json_text(&event.metadata))
+                .bind(event.created_at.to_rfc3339())
+                .execute(&mut *transaction)
+                .await?;
+                events.push(event);
+            }
+            committed.push(events);
+        }
+        transaction.commit().await?;
+        Ok(committed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EventDraft;
+
+    async fn open_temporary() -> (tempfile::TempDir, SqliteStore) {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("test.db").display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        (directory, store)
+    }
+
+    fn drafts(count: usize) -> Vec<EventDraft> {
+        (0..count)
+            .map(|index| {
+                let mut draft = EventDraft::new(EventKind::Text);
+                draft.content = serde_json::json!({ "text": index.to_string() });
+                draft
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn append_assigns_gapless_seqs_per_agent() {
+        let (_directory, store) = open_temporary().await;
+        let first = store.create_agent(NewAgent::default()).await.unwrap();
+        let second = store.create_agent(NewAgent::default()).await.unwrap();
+        let batches = vec![
+            AppendBatch { agent_id: first.id, drafts: drafts(3) },
+            AppendBatch { agent_id: second.id, drafts: drafts(2) },
+            AppendBatch { agent_id: first.id, drafts: drafts(2) },
+        ];
+        let committed = store.append(&batches).await.unwrap();
+        let seqs: Vec<Vec<u64>> = committed
+            .iter()
+            .map(|events| events.iter().map(|event| event.seq).collect())
+            .collect();
+        assert_eq!(seqs, vec![vec![1, 2, 3], vec![1, 2], vec![4, 5]]);
+        assert_eq!(store.head_seq(first.id).await.unwrap(), Some(5));
+        let read = store.read_events(first.id, 2, 10).await.unwrap();
+        assert_eq!(read.iter().map(|event| event.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(read[0], committed[0][2]);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_agent_fails_the_whole_append_and_writes_nothing() {
+        let (_directory, store) = open_temporary().await;
+        let known = store.create_agent(NewAgent::default()).await.unwrap();
+        let stranger = Uuid::new_v4();
+        let batches = vec![
+            AppendBatch { agent_id: known.id, drafts: drafts(2) },
+            AppendBatch { agent_id: stranger, drafts: drafts(1) },
+        ];
+        let error = store.append(&batches).await.unwrap_err();
+        assert!(matches!(error, StoreError::UnknownAgent(id) if id == stranger));
+        assert_eq!(store.head_seq(known.id).await.unwrap(), Some(0));
+        assert!(store.read_events(known.id, 0, 10).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_database_refuses_events_of_unknown_agents_by_itself() {
+        let (_directory, store) = open_temporary().await;
+        let result = sqlx::query(
+            "INSERT INTO agent_events (id, agent_id, seq, kind, content, metadata, created_at) \
+             VALUES ('x', 'no-such-agent', 1, 'text', 'null', 'null', '2026-01-01T00:00:00Z')",
+        )
+        .execute(store.pool())
+        .await;
+        let error = result.unwrap_err().to_string();
+        assert!(error.contains("FOREIGN KEY"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn range_reads_use_the_agent_seq_index() {
+        let (_directory, store) = open_temporary().await;
+        let rows = sqlx::query(
+            "EXPLAIN QUERY PLAN SELECT * FROM agent_events \
+             WHERE agent_id = 'a' AND seq > 5 ORDER BY seq LIMIT 10",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        let plan: Vec<String> = rows
+            .iter()
+            .map(|row| row.try_get::<String, _>("detail").unwrap())
+            .collect();
+        let plan = plan.join(" | ");
+        assert!(plan.contains("USING INDEX"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
+    }
+
+    #[tokio::test]
+    async fn deleting_an_agent_deletes_its_log() {
+        let (_directory, store) = open_temporary().await;
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        store
+            .append(&[AppendBatch { agent_id: agent.id, drafts: drafts(3) }])
+            .await
+            .unwrap();
+        assert!(store.delete_agent(agent.id).await.unwrap());
+        assert!(!store.delete_agent(agent.id).await.unwrap());
+        let remaining: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_events")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(remaining, 0);
+    }
+}

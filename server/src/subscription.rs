@@ -1,0 +1,243 @@
+//! One subscriber following one agent's log: catch-up from the store, then live from the hub,
+//! with no gap and no duplicate at the seam, and recovery from the store after a lag.
+//!
+//! The rule on every live batch (as in centrifuge's recovery): events at or below the last
+//! delivered seq are already seen and skipped; a first seq beyond `last + 1` is a gap, filled from
+//! the store before the batch is delivered. Because the hub receiver exists before the store is
+//! first read, every event committed after that moment is either in the read or in the receiver.
+
+use app::protocol::ServerMessage;
+use tokio::sync::{broadcast, mpsc};
+use uuid::Uuid;
+
+use crate::hub::Hub;
+use crate::store::{Store, StoreError};
+
+/// Events read from the store per page (and per frame) while catching up. Bounds the memory one
+/// catch-up holds and the size of one frame.
+pub const CATCHUP_PAGE_EVENTS: u32 = 500;
+
+/// Why a subscription ended other than by the subscriber leaving.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("agent {0} does not exist")]
+    UnknownAgent(Uuid),
+    #[error("since={since} is beyond the newest event of agent {agent_id} (seq {head_seq})")]
+    SinceBeyondHead {
+        agent_id: Uuid,
+        since: u64,
+        head_seq: u64,
+    },
+    #[error("agent {0} was deleted")]
+    AgentDeleted(Uuid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The connection is gone; nothing to report to anyone.
+    #[error("the subscriber went away")]
+    SubscriberGone,
+}
+
+impl FollowError {
+    /// The stable code a client sees.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FollowError::UnknownAgent(_) => "unknown_agent",
+            FollowError::SinceBeyondHead { .. } => "since_beyond_head",
+            FollowError::AgentDeleted(_) => "agent_deleted",
+            FollowError::Store(_) => "internal",
+            FollowError::SubscriberGone => "gone",
+        }
+    }
+}
+
+/// Delivers every event of `agent_id` with `seq > since` to `out`, exactly once and in order,
+/// until the subscriber goes away or the agent is deleted. `out` is the subscriber's bounded
+/// outbound queue: when it is full this task waits, and the hub makes it lag instead of waiting
+/// on it.
+pub async fn follow(
+    store: &dyn Store,
+    hub: &Hub,
+    agent_id: Uuid,
+    since: u64,
+    out: &mpsc::Sender<ServerMessage>,
+) -> Result<(), FollowError> {
+    let mut live = hub.subscribe(agent_id);
+    let result = follow_with(store, agent_id, since, out, &mut live).await;
+    drop(live);
+    hub.release(agent_id);
+    result
+}
+
+async fn follow_with(
+    store: &dyn Store,
+    agent_id: Uuid,
+    since: u64,
+    out: &mpsc::Sender<ServerMessage>,
+    live: &mut broadcast::Receiver<crate::hub::EventBatch>,
+) -> Result<(), FollowError> {
+    let head_seq = store
+        .head_seq(agent_id)
+        .await?
+        .ok_or(FollowError::UnknownAgent(agent_id))?;
+    if since > head_seq {
+        return Err(FollowError::SinceBeyondHead {
+            agent_id,
+            since,
+            head_seq,
+        });
+    }
+    send(
+        out,
+        ServerMessage::Subscribed {
+            agent_id,
+            since,
+            head_seq,
+        },
+    )
+    .await?;
+    let mut last_delivered = catch_up(store, agent_id, since, None, out).await?;
+    loop {
+        match live.recv().await {
+            Ok(batch) => {
+                let Some(first) = batch.first() else { continue };
+                if first.seq > last_delivered + 1 {
+                    last_delivered =
+                        catch_up(store, agent_id, last_delivered, Some(first.seq - 1), out).await?;
+                }
+                let fresh: Vec<_> = batch
+                    .iter()
+                    .filter(|event| event.seq > last_delivered)
+                    .cloned()
+                    .collect();
+                if let Some(newest) = fresh.last() {
+                    debug_assert_eq!(fresh[0].seq, last_delivered + 1);
+                    last_delivered = newest.seq;
+                    send(
+                        out,
+                        ServerMessage::Events {
+                            agent_id,
+                            events: fresh,
+                        },
+                    )
+                    .await?;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                send(
+                    out,
+                    ServerMessage::Lagged {
+                        agent_id,
+                        last_delivered_seq: last_delivered,
+                        missed_live_batches: missed,
+                    },
+                )
+                .await?;
+                last_delivered = catch_up(store, agent_id, last_delivered, None, out).await?;
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                return Err(FollowError::AgentDeleted(agent_id));
+            }
+        }
+    }
+}
+
+/// Sends events after `after` from the store, page by page, up to `until` (inclusive) or to the
+/// end of the log. Returns the last seq delivered.
+async fn catch_up(
+    store: &dyn Store,
+    agent_id: Uuid,
+    after: u64,
+    until: Option<u64>,
+    out: &mpsc::Sender<ServerMessage>,
+) -> Result<u64, FollowError> {
+    let mut last_delivered = after;
+    loop {
+        let wanted = match until {
+            Some(until) if until <= last_delivered => return Ok(last_delivered),
+            Some(until) => (until - last_delivered).min(CATCHUP_PAGE_EVENTS as u64) as u32,
+            None => CATCHUP_PAGE_EVENTS,
+        };
+        let events = store.read_events(agent_id, last_delivered, wanted).await?;
+        let Some(newest) = events.last() else {
+            return match until {
+                // The hub showed us a later seq, so the store must have everything before it.
+                Some(until) => Err(FollowError::Store(StoreError::Corrupt(format!(
+                    "agent {agent_id}: seqs {} to {until} are missing from the store",
+                    last_delivered + 1
+                )))),
+                None => Ok(last_delivered),
+            };
+        };
+        let full_page = events.len() as u32 == wanted;
+        last_delivered = newest.seq;
+        send(out, ServerMessage::Events { agent_id, events }).await?;
+        if !full_page && until.is_none() {
+            return Ok(last_delivered);
+        }
+    }
+}
+
+async fn send(out: &mpsc::Sender<ServerMessage>, message: ServerMessage) -> Result<(), FollowError> {
+    out.send(message)
+        .await
+        .map_err(|_| FollowError::SubscriberGone)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{EventDraft, NewAgent};
+    use crate::writer::Writer;
+    use app::EventKind;
+
+    /// A subscriber that stops reading while the agent writes far more batches than its room
+    /// holds: it must be told it lagged, and still receive every event once, in order.
+    #[tokio::test]
+    async fn a_stalled_subscriber_is_told_and_loses_nothing() {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("s.db").display());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let hub = Arc::new(Hub::new(2));
+        let writer = Writer::spawn(store.clone(), hub.clone());
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        writer
+            .append(agent.id, vec![EventDraft::new(EventKind::Text); 3])
+            .await
+            .unwrap();
+
+        // Capacity 1: the follower blocks on its second message until the test reads.
+        let (out, mut inbox) = mpsc::channel(1);
+        let follower = {
+            let (store, hub) = (store.clone(), hub.clone());
+            tokio::spawn(async move { follow(store.as_ref(), &hub, agent.id, 1, &out).await })
+        };
+        // Let it subscribe, then stall it while 50 separate commits happen.
+        let subscribed = inbox.recv().await.unwrap();
+        assert!(matches!(subscribed, ServerMessage::Subscribed { since: 1, head_seq: 3, .. }));
+        for _ in 0..50 {
+            writer
+                .append(agent.id, vec![EventDraft::new(EventKind::Text)])
+                .await
+                .unwrap();
+        }
+
+        let mut delivered = Vec::new();
+        let mut lagged = false;
+        while delivered.last().copied() != Some(53) {
+            match tokio::time::timeout(Duration::from_secs(5), inbox.recv()).await {
+                Ok(Some(ServerMessage::Events { events, .. })) => {
+                    delivered.extend(events.iter().map(|event| event.seq))
+                }
+                Ok(Some(ServerMessage::Lagged { .. })) => lagged = true,
+                other => panic!("unexpected {other:?} after {delivered:?}"),
+            }
+        }
+        assert!(lagged, "the subscriber was never told it lagged");
+        assert_eq!(delivered, (2..=53).collect::<Vec<u64>>());
+        follower.abort();
+    }
+}

@@ -1,0 +1,227 @@
+//! The writer: save first, emit second.
+//!
+//! Every event goes through one task that assigns seqs (in the database transaction), commits,
+//! and only then hands the committed batch to the hub. When several requests are waiting, they
+//! are committed together in one transaction (group commit), up to [`WRITER_BATCH_EVENTS_MAX`]
+//! events; one fsync then covers many tokens. SQLite allows one writer at a time, so one task
+//! for all agents loses nothing, and it keeps per-agent order trivially: requests of one agent are
+//! committed, published and acknowledged in the order they were submitted.
+
+use std::sync::Arc;
+
+use app::AgentEvent;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::hub::Hub;
+use crate::store::{AppendBatch, EventDraft, Store, StoreError};
+
+/// Requests waiting for the writer. A producer that finds the queue full waits: that is the
+/// database's back-pressure, which is the one a producer should feel (never a subscriber's).
+pub const WRITER_QUEUE_REQUESTS_MAX: usize = 4096;
+/// Events committed in one transaction at most. Large enough to amortize the fsync over a burst
+/// of tokens from many agents, small enough that one commit stays in the low milliseconds.
+pub const WRITER_BATCH_EVENTS_MAX: usize = 512;
+
+/// Why an append did not commit.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the writer has stopped")]
+    WriterStopped,
+}
+
+/// The acknowledgement of one submitted request: the committed events, with their seqs.
+pub type AppendReceipt = oneshot::Receiver<Result<Vec<AgentEvent>, Arc<StoreError>>>;
+
+struct WriteRequest {
+    batch: AppendBatch,
+    reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
+}
+
+/// A handle to the writer task. Cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    sender: mpsc::Sender<WriteRequest>,
+}
+
+impl Writer {
+    /// Starts the writer task. It runs until every `Writer` handle is dropped, committing what is
+    /// still queued before it stops.
+    pub fn spawn(store: Arc<dyn Store>, hub: Arc<Hub>) -> Writer {
+        let (sender, receiver) = mpsc::channel(WRITER_QUEUE_REQUESTS_MAX);
+        tokio::spawn(run(store, hub, receiver));
+        Writer { sender }
+    }
+
+    /// Queues `drafts` for `agent_id` and returns without waiting for the commit. Requests of one
+    /// caller commit in the order they were submitted; await the receipt to learn the seqs.
+    pub async fn submit(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+    ) -> Result<AppendReceipt, AppendError> {
+        let (reply, receipt) = oneshot::channel();
+        let request = WriteRequest {
+            batch: AppendBatch { agent_id, drafts },
+            reply,
+        };
+        self.sender
+            .send(request)
+            .await
+            .map_err(|_| AppendError::WriterStopped)?;
+        Ok(receipt)
+    }
+
+    /// Appends and waits for the commit.
+    pub async fn append(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<AgentEvent>, AppendError> {
+        let receipt = self.submit(agent_id, drafts).await?;
+        wait(receipt).await
+    }
+}
+
+/// Waits for a receipt.
+pub async fn wait(receipt: AppendReceipt) -> Result<Vec<AgentEvent>, AppendError> {
+    match receipt.await {
+        Ok(Ok(events)) => Ok(events),
+        Ok(Err(error)) => Err(AppendError::Store(match Arc::try_unwrap(error) {
+            Ok(error) => error,
+            Err(shared) => StoreError::Corrupt(shared.to_string()),
+        })),
+        Err(_) => Err(AppendError::WriterStopped),
+    }
+}
+
+async fn run(store: Arc<dyn Store>, hub: Arc<Hub>, mut receiver: mpsc::Receiver<WriteRequest>) {
+    while let Some(first) = receiver.recv().await {
+        let mut events_in_batch = first.batch.drafts.len();
+        let mut requests = vec![first];
+        while events_in_batch < WRITER_BATCH_EVENTS_MAX {
+            match receiver.try_recv() {
+                Ok(request) => {
+                    events_in_batch += request.batch.drafts.len();
+                    requests.push(request);
+                }
+                Err(_) => break,
+            }
+        }
+        commit(store.as_ref(), &hub, requests).await;
+    }
+}
+
+/// Commits a group of requests, publishes what committed, and answers every request.
+async fn commit(store: &dyn Store, hub: &Hub, requests: Vec<WriteRequest>) {
+    let batches: Vec<AppendBatch> = requests
+        .iter()
+        .map(|request| request.batch.clone())
+        .collect();
+    let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match store
+        .append(&batches)
+        .await
+    {
+        Ok(committed) => committed.into_iter().map(Ok).collect(),
+        Err(error) if batches.len() == 1 => vec![Err(Arc::new(error))],
+        Err(_) => {
+            // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
+            // commit them one by one so each gets its own answer.
+            let mut outcomes = Vec::with_capacity(batches.len());
+            for batch in &batches {
+                outcomes.push(
+                    store
+                        .append(std::slice::from_ref(batch))
+                        .await
+                        .map(|mut committed| committed.pop().unwrap_or_default())
+                        .map_err(Arc::new),
+                );
+            }
+            outcomes
+        }
+    };
+    for (request, outcome) in requests.into_iter().zip(outcomes) {
+        if let Ok(events) = &outcome {
+            // Only now, after the commit, does anyone see these events.
+            hub.publish(request.batch.agent_id, events.clone().into());
+        } else if let Err(error) = &outcome {
+            tracing::warn!(agent_id = %request.batch.agent_id, %error, "append refused");
+        }
+        // The submitter may have gone away; the events are committed either way.
+        let _ = request.reply.send(outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::NewAgent;
+    use app::EventKind;
+
+    #[tokio::test]
+    async fn a_published_event_is_already_in_the_store() {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("w.db").display());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let hub = Arc::new(Hub::new(1024));
+        let writer = Writer::spawn(store.clone(), hub.clone());
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        let mut live = hub.subscribe(agent.id);
+
+        let mut receipts = Vec::new();
+        for _ in 0..200 {
+            let receipt = writer
+                .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
+                .await
+                .unwrap();
+            receipts.push(receipt);
+        }
+        let mut seen = 0;
+        while seen < 200 {
+            let batch = live.recv().await.unwrap();
+            let last = batch.last().unwrap().seq;
+            // Read the store the moment the batch is seen: it must be there already.
+            let stored = store.read_events(agent.id, last - 1, 1).await.unwrap();
+            assert_eq!(stored.len(), 1, "seq {last} was published before it was committed");
+            for event in batch.iter() {
+                seen += 1;
+                assert_eq!(event.seq, seen as u64);
+            }
+        }
+        for (index, receipt) in receipts.into_iter().enumerate() {
+            let events = wait(receipt).await.unwrap();
+            assert_eq!(events[0].seq, index as u64 + 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bad_request_does_not_fail_its_neighbours() {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("w.db").display());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let hub = Arc::new(Hub::new(16));
+        let writer = Writer::spawn(store.clone(), hub);
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        let good = writer
+            .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
+            .await
+            .unwrap();
+        let bad = writer
+            .submit(Uuid::new_v4(), vec![EventDraft::new(EventKind::Text)])
+            .await
+            .unwrap();
+        let also_good = writer
+            .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
+            .await
+            .unwrap();
+        assert!(matches!(
+            wait(bad).await,
+            Err(AppendError::Store(StoreError::UnknownAgent(_)))
+        ));
+        assert_eq!(wait(good).await.unwrap()[0].seq, 1);
+        assert_eq!(wait(also_good).await.unwrap()[0].seq, 2);
+    }
+}

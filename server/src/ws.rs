@@ -1,0 +1,186 @@
+//! `GET /v1/ws`: the WebSocket surface.
+//!
+//! A connection carries any number of subscriptions (up to a bound). Each subscription is a task
+//! running [`subscription::follow`] into the connection's bounded outbound queue; one task writes
+//! that queue to the socket. A slow socket therefore slows only its own subscriptions, which then
+//! lag at the hub and catch up from the store; it never slows the writer or other clients.
+//! The socket handling is generic over `Sink`/`Stream` so tests can drive it with channels.
+
+use std::collections::HashMap;
+
+use app::protocol::{ClientMessage, ServerMessage};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures::{Sink, SinkExt, Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::subscription::{self, FollowError};
+use crate::AppState;
+
+/// Open WebSocket connections at most. Each costs a task, a queue and its subscriptions; past this
+/// the upgrade is refused with 503 so the server stays responsive.
+pub const WS_CONNECTIONS_MAX: usize = 1024;
+/// The largest frame a client may send. Client messages are small commands; anything bigger is a
+/// mistake or an attack.
+pub const WS_MESSAGE_BYTES_MAX: usize = 64 * 1024;
+/// Subscriptions one connection may hold.
+pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
+/// Frames queued for one socket. When full, the connection's subscriptions wait, lag at the hub,
+/// and are caught up from the store: memory per slow client stays bounded.
+pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
+
+pub async fn upgrade(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
+    let Ok(permit) = state.ws_connections.clone().try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            format!("{WS_CONNECTIONS_MAX} WebSocket connections are open; try again shortly"),
+        )
+        .into_response();
+    };
+    upgrade
+        .max_message_size(WS_MESSAGE_BYTES_MAX)
+        .on_upgrade(move |socket: WebSocket| async move {
+            let (sink, stream) = socket.split();
+            serve_socket(state, sink, stream).await;
+            drop(permit);
+        })
+}
+
+/// Runs one connection until the client leaves or the server shuts down.
+pub async fn serve_socket<W, R>(state: AppState, mut sink: W, mut stream: R)
+where
+    W: Sink<Message> + Unpin + Send + 'static,
+    R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
+{
+    let (out, mut outbound) = mpsc::channel::<ServerMessage>(WS_OUTBOUND_FRAMES_MAX);
+    let socket_writer = tokio::spawn(async move {
+        while let Some(message) = outbound.recv().await {
+            let text = serde_json::to_string(&message).expect("server messages serialize");
+            if sink.send(Message::Text(text.into())).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+
+    let mut subscriptions: HashMap<Uuid, JoinHandle<()>> = HashMap::new();
+    loop {
+        let frame = tokio::select! {
+            _ = state.shutdown.cancelled() => break,
+            frame = stream.next() => frame,
+        };
+        let text = match frame {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Binary(_))) => {
+                reply_error(&out, "unsupported_frame", "send JSON text frames, not binary", None)
+                    .await;
+                continue;
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+        };
+        let message = match serde_json::from_str::<ClientMessage>(text.as_str()) {
+            Ok(message) => message,
+            Err(error) => {
+                let code = if serde_json::from_str::<serde_json::Value>(text.as_str()).is_ok() {
+                    "invalid_message"
+                } else {
+                    "malformed_json"
+                };
+                reply_error(&out, code, &format!("cannot read that message: {error}"), None).await;
+                continue;
+            }
+        };
+        subscriptions.retain(|_, task| !task.is_finished());
+        match message {
+            ClientMessage::Subscribe { agent_id, since } => {
+                if let Some(previous) = subscriptions.remove(&agent_id) {
+                    // A new subscribe for the same agent replaces the old one (a new cursor).
+                    previous.abort();
+                } else if subscriptions.len() >= WS_SUBSCRIPTIONS_PER_CONNECTION_MAX {
+                    reply_error(
+                        &out,
+                        "too_many_subscriptions",
+                        &format!(
+                            "a connection holds at most {WS_SUBSCRIPTIONS_PER_CONNECTION_MAX} \
+                             subscriptions"
+                        ),
+                        Some(agent_id),
+                    )
+                    .await;
+                    continue;
+                }
+                let task = spawn_subscription(state.clone(), agent_id, since, out.clone());
+                subscriptions.insert(agent_id, task);
+            }
+            ClientMessage::Unsubscribe { agent_id } => {
+                if let Some(task) = subscriptions.remove(&agent_id) {
+                    task.abort();
+                }
+                let _ = out.send(ServerMessage::Unsubscribed { agent_id }).await;
+            }
+            ClientMessage::Ping { nonce } => {
+                let _ = out.send(ServerMessage::Pong { nonce }).await;
+            }
+        }
+    }
+    for (_, task) in subscriptions {
+        task.abort();
+    }
+    drop(out);
+    let _ = socket_writer.await;
+}
+
+fn spawn_subscription(
+    state: AppState,
+    agent_id: Uuid,
+    since: u64,
+    out: mpsc::Sender<ServerMessage>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let result =
+            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;
+        match result {
+            Ok(()) | Err(FollowError::SubscriberGone) => {}
+            Err(error) => {
+                if let FollowError::Store(cause) = &error {
+                    tracing::error!(%agent_id, %cause, "subscription failed");
+                }
+                let message = match &error {
+                    FollowError::Store(_) => {
+                        "the server failed to read this log; subscribe again".to_owned()
+                    }
+                    other => other.to_string(),
+                };
+                let _ = out
+                    .send(ServerMessage::Error {
+                        code: error.code().to_owned(),
+                        message,
+                        agent_id: Some(agent_id),
+                    })
+                    .await;
+            }
+        }
+    })
+}
+
+async fn reply_error(
+    out: &mpsc::Sender<ServerMessage>,
+    code: &str,
+    message: &str,
+    agent_id: Option<Uuid>,
+) {
+    let _ = out
+        .send(ServerMessage::Error {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            agent_id,
+        })
+        .await;
+}
