@@ -212,7 +212,6 @@ pub fn apply_delta(content: &mut Value, path: &str, action: DeltaAction, delta: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::Utc;
     use serde_json::json;
 
     fn event(seq: u64, message: u128, kind: EventKind, delta: Option<&str>) -> AgentEvent {
@@ -231,7 +230,7 @@ mod tests {
             content: if delta.is_some() { Value::Null } else { json!({"text": "hello"}) },
             raw: None,
             metadata: Value::Null,
-            created_at: Utc::now(),
+            created_at: Default::default(),
         }
     }
 

@@ -205,7 +205,7 @@ mod tests {
         let writer = Writer::spawn(store.clone(), hub.clone());
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         writer
-            .append(agent.id, vec![EventDraft::new(EventKind::Text); 3])
+            .append(agent.id, (0..3).map(|_| EventDraft::new(EventKind::Text)).collect())
             .await
             .unwrap();
 

@@ -1,0 +1,172 @@
+//! Bad input gets a 4xx (or a WebSocket error frame) with a stable code, and changes nothing.
+
+mod common;
+
+use app::protocol::{ClientMessage, ServerMessage};
+use common::TestServer;
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+struct Case {
+    method: Method,
+    path: String,
+    body: Option<(&'static str, String)>,
+    status: u16,
+    code: &'static str,
+}
+
+fn case(method: Method, path: String, status: u16, code: &'static str) -> Case {
+    Case { method, path, body: None, status, code }
+}
+
+fn with_body(
+    method: Method,
+    path: String,
+    content_type: &'static str,
+    body: String,
+    status: u16,
+    code: &'static str,
+) -> Case {
+    Case { method, path, body: Some((content_type, body)), status, code }
+}
+
+async fn row_counts(server: &TestServer) -> (i64, i64) {
+    let database = server.database().await;
+    let agents: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents")
+        .fetch_one(&database)
+        .await
+        .unwrap();
+    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_events")
+        .fetch_one(&database)
+        .await
+        .unwrap();
+    (agents, events)
+}
+
+#[tokio::test]
+async fn bad_http_requests_get_json_errors_and_write_nothing() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent().await;
+    let stranger = Uuid::new_v4();
+    let json_type = "application/json";
+    let huge = json!({ "content": "x".repeat(200 * 1024) }).to_string();
+    let cases = vec![
+        with_body(Method::POST, "/v1/agents".into(), json_type, "{not json".into(), 400, "malformed_json"),
+        with_body(Method::POST, "/v1/agents".into(), json_type, r#"{"name": 5}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, "/v1/agents".into(), "text/plain", "{}".into(), 415, "expected_json"),
+        with_body(Method::POST, "/v1/agents".into(), json_type, json!({"name": "n".repeat(500)}).to_string(), 400, "invalid_body"),
+        case(Method::GET, "/v1/agents?limit=0".into(), 400, "invalid_query"),
+        case(Method::GET, "/v1/agents?limit=100000".into(), 400, "limit_too_large"),
+        case(Method::GET, "/v1/agents/not-a-uuid".into(), 400, "invalid_id"),
+        case(Method::GET, format!("/v1/agents/{stranger}"), 404, "unknown_agent"),
+        case(Method::DELETE, format!("/v1/agents/{stranger}"), 404, "unknown_agent"),
+        case(Method::DELETE, "/v1/agents/12345".into(), 400, "invalid_id"),
+        case(Method::GET, format!("/v1/agents/{agent}/events?since=-1"), 400, "invalid_query"),
+        case(Method::GET, format!("/v1/agents/{agent}/events?since=abc"), 400, "invalid_query"),
+        case(Method::GET, format!("/v1/agents/{agent}/events?since=1.5"), 400, "invalid_query"),
+        case(Method::GET, format!("/v1/agents/{agent}/events?limit=-3"), 400, "invalid_query"),
+        case(Method::GET, format!("/v1/agents/{agent}/events?limit=1001"), 400, "limit_too_large"),
+        case(Method::GET, format!("/v1/agents/{agent}/events?since=5"), 400, "since_beyond_head"),
+        case(Method::GET, format!("/v1/agents/{stranger}/events"), 404, "unknown_agent"),
+        case(Method::GET, "/v1/agents/xyz/events".into(), 400, "invalid_id"),
+        with_body(Method::POST, format!("/v1/agents/{stranger}/runs"), json_type, r#"{"content":"hi"}"#.into(), 404, "unknown_agent"),
+        with_body(Method::POST, "/v1/agents/nope/runs".into(), json_type, r#"{"content":"hi"}"#.into(), 400, "invalid_id"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, r#"{"content": 5}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, r#"{}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, r#"{"content": "   "}"#.into(), 400, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, r#"{"content": "hi""#.into(), 400, "malformed_json"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, huge, 413, "body_too_large"),
+        case(Method::GET, "/v1/no/such/thing".into(), 404, "unknown_route"),
+    ];
+    for case in cases {
+        let mut request = server.http.request(case.method.clone(), server.url(&case.path));
+        if let Some((content_type, body)) = case.body {
+            request = request.header("content-type", content_type).body(body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, case.status, "{} {}: {text}", case.method, case.path);
+        let body: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{} {}: not JSON: {text}", case.method, case.path));
+        assert_eq!(body["error"]["code"], case.code, "{} {}: {text}", case.method, case.path);
+        assert!(
+            !body["error"]["message"].as_str().unwrap_or("").is_empty(),
+            "{} {}: no message",
+            case.method,
+            case.path
+        );
+    }
+    assert_eq!(row_counts(&server).await, (1, 0), "bad input wrote something");
+    // And the server is still serving.
+    assert_eq!(server.events_page(agent, 0, 10).await.head_seq, 0);
+}
+
+#[tokio::test]
+async fn bad_websocket_messages_get_error_frames_and_the_socket_stays_open() {
+    let server = TestServer::start().await;
+    let agent = server.create_agent().await;
+    let stranger = Uuid::new_v4();
+    let mut client = server.connect().await;
+
+    let text_cases: Vec<(String, &str)> = vec![
+        ("garbage".into(), "malformed_json"),
+        (r#"{"type":"dance"}"#.into(), "invalid_message"),
+        (r#"{"type":"subscribe","agent_id":"not-a-uuid","since":0}"#.into(), "invalid_message"),
+        (format!(r#"{{"type":"subscribe","agent_id":"{agent}","since":-1}}"#), "invalid_message"),
+        (format!(r#"{{"type":"subscribe","agent_id":"{agent}","since":"x"}}"#), "invalid_message"),
+        (r#"[1,2,3]"#.into(), "invalid_message"),
+    ];
+    for (text, code) in text_cases {
+        client.send_raw(Message::Text(text.clone().into())).await;
+        match client.receive().await {
+            ServerMessage::Error { code: got, message, .. } => {
+                assert_eq!(got, code, "{text}: {message}");
+                assert!(!message.is_empty());
+            }
+            other => panic!("{text}: expected an error frame, got {other:?}"),
+        }
+    }
+    client.send_raw(Message::Binary(vec![1, 2, 3].into())).await;
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Error { code, .. } if code == "unsupported_frame"
+    ));
+    client.subscribe(stranger, 0).await;
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Error { code, agent_id: Some(id), .. } if code == "unknown_agent" && id == stranger
+    ));
+    client.subscribe(agent, 9).await;
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Error { code, .. } if code == "since_beyond_head"
+    ));
+
+    // Still open and answering.
+    client
+        .send(&ClientMessage::Ping { nonce: Some(json!(42)) })
+        .await;
+    assert_eq!(client.receive().await, ServerMessage::Pong { nonce: Some(json!(42)) });
+    assert_eq!(row_counts(&server).await, (1, 0), "bad input wrote something");
+}
+
+#[tokio::test]
+async fn an_oversized_websocket_frame_closes_only_that_socket() {
+    let server = TestServer::start().await;
+    let mut reckless = server.connect().await;
+    let mut bystander = server.connect().await;
+    let big = format!(r#"{{"type":"ping","nonce":"{}"}}"#, "x".repeat(200 * 1024));
+    let _ = futures::SinkExt::send(&mut reckless.stream, Message::Text(big.into())).await;
+    let next = tokio::time::timeout(common::WAIT_MAX, futures::StreamExt::next(&mut reckless.stream))
+        .await
+        .expect("the server neither answered nor closed");
+    assert!(
+        !matches!(next, Some(Ok(Message::Text(_)))),
+        "an oversized frame was accepted: {next:?}"
+    );
+    bystander.send(&ClientMessage::Ping { nonce: None }).await;
+    assert_eq!(bystander.receive().await, ServerMessage::Pong { nonce: None });
+}

@@ -1,0 +1,260 @@
+//! A real server on port 0 with a real temporary SQLite file, and clients for it.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentstream_server::config::Config;
+use app::protocol::{ClientMessage, EventsPage, RunAccepted, ServerMessage};
+use app::{AgentEvent, EventKind};
+use futures::{SinkExt, StreamExt};
+use leptos::prelude::get_configuration;
+use serde_json::{json, Value};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use uuid::Uuid;
+
+/// How long a test waits for something the server should do promptly before failing.
+pub const WAIT_MAX: Duration = Duration::from_secs(30);
+
+pub struct TestServer {
+    pub base: String,
+    pub ws_url: String,
+    pub db_path: PathBuf,
+    pub http: reqwest::Client,
+    _directory: tempfile::TempDir,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::start_with(|_| {}).await
+    }
+
+    /// Starts a server; `adjust` changes the configuration first (scripted reply length, buffers).
+    pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let db_path = directory.path().join("agentstream.db");
+        let mut config = Config {
+            database_url: format!("sqlite://{}", db_path.display()),
+            ..Config::default()
+        };
+        config.scripted.token_delay_ms = 0;
+        config.scripted.reply_tokens = 40;
+        adjust(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let leptos_options = get_configuration(None).unwrap().leptos_options;
+        let (shutdown, stop) = oneshot::channel::<()>();
+        tokio::spawn(agentstream_server::serve(listener, config, leptos_options, async {
+            let _ = stop.await;
+        }));
+        let server = TestServer {
+            base: format!("http://{address}"),
+            ws_url: format!("ws://{address}/v1/ws"),
+            db_path,
+            http: reqwest::Client::new(),
+            _directory: directory,
+            _shutdown: shutdown,
+        };
+        let deadline = tokio::time::Instant::now() + WAIT_MAX;
+        loop {
+            if let Ok(response) = server.http.get(server.url("/healthz")).send().await {
+                if response.status().is_success() {
+                    break;
+                }
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the server never came up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A second, independent connection to the server's database file, as an operator would open.
+    pub async fn database(&self) -> SqlitePool {
+        let options = SqliteConnectOptions::new()
+            .filename(&self.db_path)
+            .read_only(true);
+        SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap()
+    }
+
+    pub async fn create_agent(&self) -> Uuid {
+        let response = self
+            .http
+            .post(self.url("/v1/agents"))
+            .json(&json!({ "name": "test agent" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        let body: Value = response.json().await.unwrap();
+        Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
+    }
+
+    pub async fn start_run(&self, agent_id: Uuid, content: &str) -> Uuid {
+        let response = self
+            .http
+            .post(self.url(&format!("/v1/agents/{agent_id}/runs")))
+            .json(&json!({ "content": content }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+        response.json::<RunAccepted>().await.unwrap().run_id
+    }
+
+    pub async fn events_page(&self, agent_id: Uuid, since: u64, limit: u32) -> EventsPage {
+        let response = self
+            .http
+            .get(self.url(&format!(
+                "/v1/agents/{agent_id}/events?since={since}&limit={limit}"
+            )))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.json().await.unwrap()
+    }
+
+    /// The whole log, read through the paged REST API.
+    pub async fn all_events(&self, agent_id: Uuid) -> Vec<AgentEvent> {
+        let mut events = Vec::new();
+        let mut since = 0;
+        loop {
+            let page = self.events_page(agent_id, since, 1000).await;
+            events.extend(page.events);
+            since = page.next_since;
+            if !page.has_more {
+                return events;
+            }
+        }
+    }
+
+    /// Waits until the newest event of the log is the end of `run_id`, and returns the whole log.
+    pub async fn wait_for_run_end(&self, agent_id: Uuid, run_id: Uuid) -> Vec<AgentEvent> {
+        let deadline = tokio::time::Instant::now() + WAIT_MAX;
+        loop {
+            let head = self.events_page(agent_id, 0, 1).await.head_seq;
+            let newest = self.events_page(agent_id, head.saturating_sub(1), 1).await;
+            if newest
+                .events
+                .iter()
+                .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+            {
+                return self.all_events(agent_id).await;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "run {run_id} never ended (head {head})");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn connect(&self) -> WsClient {
+        let (stream, _) = tokio_tungstenite::connect_async(&self.ws_url).await.unwrap();
+        WsClient { stream }
+    }
+
+    /// A WebSocket client whose socket receive buffer is tiny, so that a client which stops
+    /// reading backs the server up quickly.
+    pub async fn connect_with_small_buffer(&self) -> WsClient {
+        let address = self.base.trim_start_matches("http://").parse().unwrap();
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let tcp: TcpStream = socket.connect(address).await.unwrap();
+        let (stream, _) = tokio_tungstenite::client_async(&self.ws_url, MaybeTlsStream::Plain(tcp))
+            .await
+            .unwrap();
+        WsClient { stream }
+    }
+}
+
+pub struct WsClient {
+    pub stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl WsClient {
+    pub async fn send(&mut self, message: &ClientMessage) {
+        let text = serde_json::to_string(message).unwrap();
+        self.stream.send(Message::Text(text.into())).await.unwrap();
+    }
+
+    pub async fn send_raw(&mut self, message: Message) {
+        self.stream.send(message).await.unwrap();
+    }
+
+    pub async fn subscribe(&mut self, agent_id: Uuid, since: u64) {
+        self.send(&ClientMessage::Subscribe { agent_id, since }).await;
+    }
+
+    /// The next server message; fails the test after [`WAIT_MAX`].
+    pub async fn receive(&mut self) -> ServerMessage {
+        loop {
+            let frame = tokio::time::timeout(WAIT_MAX, self.stream.next())
+                .await
+                .expect("the server sent nothing in time")
+                .expect("the socket closed")
+                .expect("the socket failed");
+            match frame {
+                Message::Text(text) => {
+                    return serde_json::from_str(text.as_str())
+                        .unwrap_or_else(|error| panic!("unreadable frame {text}: {error}"))
+                }
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("unexpected frame {other:?}"),
+            }
+        }
+    }
+
+    /// Receives until a run-end event arrives; returns every event received and whether the
+    /// server said the subscriber lagged.
+    pub async fn receive_until_run_end(&mut self) -> (Vec<AgentEvent>, bool) {
+        let mut events = Vec::new();
+        let mut lagged = false;
+        loop {
+            match self.receive().await {
+                ServerMessage::Events { events: batch, .. } => {
+                    let ended = batch.iter().any(|event| event.kind.is_run_end());
+                    events.extend(batch);
+                    if ended {
+                        return (events, lagged);
+                    }
+                }
+                ServerMessage::Lagged { .. } => lagged = true,
+                ServerMessage::Subscribed { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+}
+
+/// Asserts that `events` are exactly seqs `first..=last`, each once, in order.
+pub fn assert_contiguous(events: &[AgentEvent], first: u64) {
+    for (offset, event) in events.iter().enumerate() {
+        assert_eq!(
+            event.seq,
+            first + offset as u64,
+            "expected seq {} at position {offset}, got {}",
+            first + offset as u64,
+            event.seq
+        );
+    }
+}
+
+/// The reply text of `run_id`, folded from its text deltas.
+pub fn reply_text(events: &[AgentEvent], run_id: Uuid) -> String {
+    events
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::Text)
+        .filter_map(|event| event.delta.as_ref().and_then(Value::as_str))
+        .collect()
+}

@@ -1,0 +1,245 @@
+//! The event log end to end: persist, broadcast, resume — against a real server and SQLite file.
+
+mod common;
+
+use std::collections::HashSet;
+
+use app::protocol::ServerMessage;
+use app::EventKind;
+use common::{assert_contiguous, reply_text, TestServer};
+
+#[tokio::test]
+async fn every_run_writes_a_gapless_log_from_start_to_completion() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let mut run_ids = Vec::new();
+    for prompt in ["first question", "second question", "third"] {
+        let run_id = server.start_run(agent_id, prompt).await;
+        server.wait_for_run_end(agent_id, run_id).await;
+        run_ids.push(run_id);
+    }
+    let events = server.all_events(agent_id).await;
+    assert_contiguous(&events, 1);
+    let ids: HashSet<_> = events.iter().map(|event| event.id).collect();
+    assert_eq!(ids.len(), events.len(), "event ids must be unique");
+    for run_id in run_ids {
+        let run: Vec<_> = events.iter().filter(|e| e.run_id == Some(run_id)).collect();
+        assert_eq!(run.first().unwrap().kind, EventKind::RunStarted);
+        assert_eq!(run[1].kind, EventKind::User);
+        assert_eq!(run.last().unwrap().kind, EventKind::RunCompleted);
+        assert_eq!(run.last().unwrap().content["stop_reason"], "end_turn");
+        let reply = reply_text(&events, run_id);
+        assert_eq!(reply.split_whitespace().count(), 40, "{reply}");
+    }
+    let agent: serde_json::Value = server
+        .http
+        .get(server.url(&format!("/v1/agents/{agent_id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(agent["head_seq"], events.len() as u64);
+}
+
+#[tokio::test]
+async fn concurrent_agents_each_get_their_own_gapless_log() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 300).await;
+    let mut agents = Vec::new();
+    for _ in 0..4 {
+        let agent_id = server.create_agent().await;
+        let run_id = server.start_run(agent_id, "go").await;
+        agents.push((agent_id, run_id));
+    }
+    for (agent_id, run_id) in agents {
+        let events = server.wait_for_run_end(agent_id, run_id).await;
+        assert_contiguous(&events, 1);
+        assert!(events.iter().all(|event| event.agent_id == agent_id));
+        assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+    }
+}
+
+#[tokio::test]
+async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 400).await;
+    let database = server.database().await;
+    let agent_id = server.create_agent().await;
+    let mut client = server.connect().await;
+    client.subscribe(agent_id, 0).await;
+    assert!(matches!(client.receive().await, ServerMessage::Subscribed { head_seq: 0, .. }));
+    server.start_run(agent_id, "tell me everything").await;
+
+    let mut received = Vec::new();
+    loop {
+        let ServerMessage::Events { events, .. } = client.receive().await else {
+            panic!("expected only events");
+        };
+        // Look the batch up in the file the moment it arrives, through another connection.
+        let newest = events.last().unwrap().seq as i64;
+        let (count, newest_id): (i64, Option<String>) = sqlx::query_as(
+            "SELECT COUNT(*), (SELECT id FROM agent_events WHERE agent_id = ?1 AND seq = ?2) \
+             FROM agent_events WHERE agent_id = ?1 AND seq <= ?2",
+        )
+        .bind(agent_id.to_string())
+        .bind(newest)
+        .fetch_one(&database)
+        .await
+        .unwrap();
+        assert_eq!(count, newest, "seq {newest} reached a client before it was committed");
+        assert_eq!(newest_id, Some(events.last().unwrap().id.to_string()));
+        let ended = events.iter().any(|event| event.kind.is_run_end());
+        received.extend(events);
+        if ended {
+            break;
+        }
+    }
+    assert_contiguous(&received, 1);
+    assert_eq!(received, server.all_events(agent_id).await);
+}
+
+#[tokio::test]
+async fn since_paging_returns_exactly_the_events_after_n() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 120).await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "page me").await;
+    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let head = all.len() as u64;
+
+    for since in [0, 1, 7, head / 2, head - 1, head] {
+        let page = server.events_page(agent_id, since, 1000).await;
+        assert_eq!(page.head_seq, head);
+        assert_eq!(page.events, all[since as usize..].to_vec(), "since={since}");
+        assert_eq!(page.next_since, head);
+        assert!(!page.has_more);
+    }
+
+    // Small pages walk the log without overlap or hole.
+    let mut walked = Vec::new();
+    let mut since = 0;
+    loop {
+        let page = server.events_page(agent_id, since, 13).await;
+        assert!(page.events.len() <= 13);
+        assert_eq!(page.next_since, since + page.events.len() as u64);
+        walked.extend(page.events);
+        since = page.next_since;
+        if !page.has_more {
+            break;
+        }
+    }
+    assert_eq!(walked, all);
+}
+
+#[tokio::test]
+async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 3000;
+        config.scripted.token_delay_ms = 0;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    server.start_run(agent_id, "a long answer please").await;
+
+    // Join at several points while the run is writing, each with the cursor it had.
+    let mut followers = Vec::new();
+    for _ in 0..4 {
+        let since = server.events_page(agent_id, 0, 1).await.head_seq;
+        let mut client = server.connect().await;
+        client.subscribe(agent_id, since).await;
+        followers.push(tokio::spawn(async move {
+            let (events, _) = client.receive_until_run_end().await;
+            (since, events)
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+    }
+    let mut distinct_starts = HashSet::new();
+    for follower in followers {
+        let (since, events) = follower.await.unwrap();
+        distinct_starts.insert(since);
+        assert_contiguous(&events, since + 1);
+        assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+    }
+    let head = server.events_page(agent_id, 0, 1).await.head_seq;
+    assert!(head > 3000);
+    assert!(distinct_starts.len() > 1, "the subscribers all joined at the same seq");
+}
+
+#[tokio::test]
+async fn a_lagging_subscriber_is_told_and_recovers_everything() {
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 30_000;
+        config.hub_room_batches_max = 1;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let mut client = server.connect_with_small_buffer().await;
+    client.subscribe(agent_id, 0).await;
+    assert!(matches!(client.receive().await, ServerMessage::Subscribed { .. }));
+
+    // Stop reading while the whole run is written.
+    let run_id = server.start_run(agent_id, "flood").await;
+    let all = server.wait_for_run_end(agent_id, run_id).await;
+
+    let (received, lagged) = client.receive_until_run_end().await;
+    assert!(lagged, "the subscriber fell behind but was never told");
+    assert_contiguous(&received, 1);
+    assert_eq!(received.len(), all.len());
+    assert_eq!(received.last().unwrap().id, all.last().unwrap().id);
+}
+
+#[tokio::test]
+async fn resuming_from_a_cursor_after_the_run_replays_the_rest_then_goes_live() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let first_run = server.start_run(agent_id, "one").await;
+    let all = server.wait_for_run_end(agent_id, first_run).await;
+    let cursor = all.len() as u64 / 2;
+
+    let mut client = server.connect().await;
+    client.subscribe(agent_id, cursor).await;
+    let (replayed, _) = client.receive_until_run_end().await;
+    assert_eq!(replayed, all[cursor as usize..].to_vec());
+
+    let second_run = server.start_run(agent_id, "two").await;
+    let (live, _) = client.receive_until_run_end().await;
+    assert_contiguous(&live, all.len() as u64 + 1);
+    assert!(live.iter().all(|event| event.run_id == Some(second_run)));
+}
+
+#[tokio::test]
+async fn a_second_run_while_one_is_going_is_refused() {
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 200;
+        config.scripted.token_delay_ms = 5;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    server.start_run(agent_id, "slow").await;
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+        .json(&serde_json::json!({ "content": "impatient" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "run_in_progress");
+}
+
+#[tokio::test]
+async fn deleting_an_agent_removes_it_and_its_log() {
+    let server = TestServer::start().await;
+    let database = server.database().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "hi").await;
+    server.wait_for_run_end(agent_id, run_id).await;
+    let url = server.url(&format!("/v1/agents/{agent_id}"));
+    assert_eq!(server.http.delete(&url).send().await.unwrap().status(), 204);
+    assert_eq!(server.http.get(&url).send().await.unwrap().status(), 404);
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_events")
+        .fetch_one(&database)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0);
+}
