@@ -1,0 +1,54 @@
+import { defineConfig } from "@playwright/test";
+import * as os from "node:os";
+import * as path from "node:path";
+
+// The server under test: the release binary and site that `scripts/test.sh` built with
+// cargo-leptos, on its own port and a fresh SQLite file, with tokens paced so streaming is visible.
+const repository = path.resolve(__dirname, "..");
+const targetDirectory = process.env.CARGO_TARGET_DIR ?? path.join(repository, "target");
+const serverBinary = process.env.AGENTSTREAM_SERVER_BIN ?? path.join(targetDirectory, "release", "server");
+const port = Number(process.env.AGENTSTREAM_E2E_PORT ?? 3100);
+const database = path.join(os.tmpdir(), `agentstream-e2e-${process.pid}-${Date.now()}.db`);
+
+export default defineConfig({
+  testDir: "./tests",
+  timeout: 60_000,
+  expect: { timeout: 15_000 },
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  reporter: [["list"]],
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    },
+    trace: "off",
+  },
+  webServer: {
+    command: serverBinary,
+    cwd: repository,
+    url: `http://127.0.0.1:${port}/healthz`,
+    reuseExistingServer: false,
+    timeout: 60_000,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: {
+      LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
+      LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+      DATABASE_URL: `sqlite://${database}`,
+      AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "25",
+      AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
+      RUST_LOG: "warn",
+    },
+  },
+});

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust unit and integration tests, then the Playwright tests in Debian's
+# Chromium against the release build. Installs whatever is missing first. Exits non-zero on any
+# failure and ends with a summary of each suite.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
+set -e
+ensure_build_tools
+ensure_chromium
+set +e
+
+cd "$AGENTSTREAM_ROOT"
+summary=()
+failed=0
+started=$SECONDS
+
+run_suite() {
+  local name="$1"; shift
+  local log; log="$(mktemp)"
+  say "$name: $*"
+  "$@" 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  local results
+  results="$(grep -E '^test result:|[0-9]+ (passed|failed|flaky|skipped)' "$log" | sed 's/^ *//' | paste -sd ';' -)"
+  summary+=("$name: $([ "$status" = 0 ] && echo ok || echo FAILED) — ${results:-no summary}")
+  [ "$status" = 0 ] || failed=1
+  rm -f "$log"
+}
+
+# app and server separately: one cargo command for the whole workspace would unify the `ssr`
+# and `hydrate` features.
+run_suite "app (cargo test)" cargo test -p app
+run_suite "server (cargo test)" cargo test -p server
+if build_release; then
+  run_suite "browser (playwright)" bash -c "cd end2end && npx playwright test"
+else
+  summary+=("release build: FAILED — playwright tests not run")
+  failed=1
+fi
+
+echo
+echo "==================== agentstream test summary ===================="
+for line in "${summary[@]}"; do echo "$line"; done
+echo "total time: $((SECONDS - started)) s"
+[ "$failed" = 0 ] && echo "ALL PASSED" || echo "SOME TESTS FAILED"
+exit "$failed"
