@@ -21,7 +21,13 @@ run_suite() {
   "$@" 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
   local results
-  results="$(grep -E '^test result:|[0-9]+ (passed|failed|flaky|skipped)' "$log" | sed 's/^ *//' | paste -sd ';' -)"
+  if grep -q '^test result:' "$log"; then
+    # Sum cargo's per-binary "test result:" lines into one.
+    results="$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+      END { printf "%d passed, %d failed", p, f }' "$log")"
+  else
+    results="$(grep -E '^ *[0-9]+ (passed|failed|flaky|skipped)' "$log" | sed 's/^ *//' | paste -sd ',' -)"
+  fi
   summary+=("$name: $([ "$status" = 0 ] && echo ok || echo FAILED) — ${results:-no summary}")
   [ "$status" = 0 ] || failed=1
   rm -f "$log"
