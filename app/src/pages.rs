@@ -12,7 +12,6 @@ use uuid::Uuid;
 use crate::event::EventKind;
 use crate::hook::use_agent_messages;
 use crate::protocol::Agent;
-use crate::timeline::RunStatus;
 
 /// The HTML document around the app, rendered by the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -145,15 +144,6 @@ fn AgentPage() -> impl IntoView {
     }
 }
 
-fn run_status_label(status: RunStatus) -> &'static str {
-    match status {
-        RunStatus::Running => "running",
-        RunStatus::Completed => "completed",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-    }
-}
-
 #[component]
 fn AgentView(agent_id: Uuid) -> impl IntoView {
     let messages = use_agent_messages(agent_id);
@@ -192,7 +182,7 @@ fn AgentView(agent_id: Uuid) -> impl IntoView {
             timeline
                 .runs()
                 .last()
-                .map(|(_, status)| run_status_label(*status))
+                .map(|run| run.status.as_str())
                 .unwrap_or("idle")
         })
     };

@@ -1,11 +1,17 @@
 //! The timeline: a pure fold of an agent's event log into what a reader sees.
 //!
-//! No I/O here: the browser feeds it from REST and WebSocket, the server from the store, tests from
-//! literals. Delivery may repeat or reorder events; the fold applies each seq exactly once, in seq
-//! order, so every delivery of the same log ends in the same timeline.
+//! No I/O here: the browser feeds it from REST and WebSocket, the server from the store (history
+//! pages), tests from literals. Delivery may repeat, reorder or drop events; the fold applies each
+//! seq exactly once, in seq order, so every delivery of the same log that is eventually complete
+//! ends in the same timeline (the property test below checks exactly that).
+//!
+//! The shape follows the hierarchy of the log: a run holds threads (concurrent streams), a thread
+//! holds blocks (one LLM call, one tool call), a block holds messages (what deltas merge into).
+//! Blocks and messages keep the order in which they first appeared in the log.
 
 use std::collections::{BTreeMap, HashMap};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -17,16 +23,19 @@ use crate::event::{AgentEvent, DeltaAction, EventKind};
 pub const TIMELINE_HELD_EVENTS_MAX: usize = 4096;
 
 /// One logical message: the merge of every event that shares a `message_id`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimelineMessage {
     pub message_id: Uuid,
+    pub block_id: Uuid,
     pub run_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
     pub kind: EventKind,
-    /// The merged content: the non-delta content, with every delta applied in seq order.
+    /// The merged content: whole contents replace it, deltas change it in seq order.
     pub content: Value,
     pub first_seq: u64,
     pub last_seq: u64,
-    /// The newest raw provider event, for "show raw JSON".
+    /// The newest raw provider event, for "show raw JSON". Only the newest is kept, so memory
+    /// follows the content, not the number of deltas.
     pub raw: Option<Value>,
 }
 
@@ -37,8 +46,20 @@ impl TimelineMessage {
     }
 }
 
-/// Where the latest run stands, as far as the log says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One UI block: one LLM call, one tool call, one user message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineBlock {
+    pub block_id: Uuid,
+    pub run_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub first_seq: u64,
+    /// Message ids in order of first appearance.
+    pub message_ids: Vec<Uuid>,
+}
+
+/// Where a run stands, as far as the log says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
     Completed,
@@ -46,16 +67,47 @@ pub enum RunStatus {
     Cancelled,
 }
 
-/// The folded log of one agent.
-#[derive(Clone, Debug, Default)]
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One run: its status, usage and outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: Uuid,
+    pub status: RunStatus,
+    /// The newest usage the log reported (providers report it cumulatively).
+    pub usage: Option<Value>,
+    pub stop_reason: Option<String>,
+    /// `{type, message}` when the run failed.
+    pub error: Option<Value>,
+    /// Threads of this run in order of first appearance.
+    pub thread_ids: Vec<Uuid>,
+    pub first_seq: u64,
+}
+
+/// The folded log of one agent. Serializable, so the server can fold history and hand the result
+/// to the browser, which carries on folding live events into it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timeline {
     /// Every seq up to this one has been applied.
     last_seq: u64,
-    /// Events with seq > last_seq + 1, waiting for the gap before them.
+    /// Events with seq > last_seq + 1, waiting for the gaps before them.
+    #[serde(skip)]
     held: BTreeMap<u64, AgentEvent>,
+    blocks: Vec<TimelineBlock>,
+    block_index: HashMap<Uuid, usize>,
     messages: Vec<TimelineMessage>,
     message_index: HashMap<Uuid, usize>,
-    runs: Vec<(Uuid, RunStatus)>,
+    runs: Vec<RunSummary>,
+    run_index: HashMap<Uuid, usize>,
 }
 
 impl Timeline {
@@ -68,6 +120,12 @@ impl Timeline {
         self.last_seq
     }
 
+    /// Blocks in order of first appearance.
+    pub fn blocks(&self) -> &[TimelineBlock] {
+        &self.blocks
+    }
+
+    /// Messages in order of first appearance.
     pub fn messages(&self) -> &[TimelineMessage] {
         &self.messages
     }
@@ -78,18 +136,52 @@ impl Timeline {
             .map(|&index| &self.messages[index])
     }
 
-    /// Status of each run in the order runs started.
-    pub fn runs(&self) -> &[(Uuid, RunStatus)] {
+    pub fn block(&self, block_id: Uuid) -> Option<&TimelineBlock> {
+        self.block_index
+            .get(&block_id)
+            .map(|&index| &self.blocks[index])
+    }
+
+    /// Runs in the order they started.
+    pub fn runs(&self) -> &[RunSummary] {
         &self.runs
     }
 
-    /// The seq range `(after, before)` that is missing, when events are held behind a gap: the
-    /// caller fetches `since = after` until it has everything below `before`.
+    pub fn run(&self, run_id: Uuid) -> Option<&RunSummary> {
+        self.run_index.get(&run_id).map(|&index| &self.runs[index])
+    }
+
+    /// The result message of a tool call, found by the call's `tool_call_id`.
+    pub fn tool_result(&self, tool_call_id: &str) -> Option<&TimelineMessage> {
+        self.messages.iter().find(|message| {
+            message.kind == EventKind::ToolResult
+                && message.content.get("tool_call_id").and_then(Value::as_str)
+                    == Some(tool_call_id)
+        })
+    }
+
+    /// Events held behind a gap.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The first missing range `(after, before)`: seqs `after + 1 .. before` are missing. The
+    /// caller fetches `since = after`.
     pub fn missing(&self) -> Option<(u64, u64)> {
-        self.held
-            .keys()
-            .next()
-            .map(|&first_held| (self.last_seq, first_held))
+        self.missing_ranges().into_iter().next()
+    }
+
+    /// Every missing range `(after, before)` below the newest held event, in order.
+    pub fn missing_ranges(&self) -> Vec<(u64, u64)> {
+        let mut ranges = Vec::new();
+        let mut previous = self.last_seq;
+        for &seq in self.held.keys() {
+            if seq > previous + 1 {
+                ranges.push((previous, seq));
+            }
+            previous = seq;
+        }
+        ranges
     }
 
     /// Feeds events in any order, with duplicates. Returns true when the timeline changed.
@@ -101,14 +193,17 @@ impl Timeline {
         changed
     }
 
-    /// Feeds one event. Already-applied seqs are ignored; future seqs are held until the gap
-    /// before them is filled. Returns true when the timeline changed.
+    /// Feeds one event. Already-applied seqs are dropped (dedup by seq; ids are unique per seq,
+    /// so this is dedup by id as well); future seqs are held until the gap before them is filled,
+    /// and a held seq or id is not held twice. Returns true when the timeline changed.
     pub fn apply(&mut self, event: AgentEvent) -> bool {
         if event.seq <= self.last_seq {
             return false;
         }
         if event.seq > self.last_seq + 1 {
-            if self.held.len() < TIMELINE_HELD_EVENTS_MAX || self.held.contains_key(&event.seq) {
+            let already_held = self.held.contains_key(&event.seq)
+                || self.held.values().any(|held| held.id == event.id);
+            if !already_held && self.held.len() < TIMELINE_HELD_EVENTS_MAX {
                 self.held.insert(event.seq, event);
             }
             return false;
@@ -123,16 +218,98 @@ impl Timeline {
     fn fold(&mut self, event: AgentEvent) {
         debug_assert_eq!(event.seq, self.last_seq + 1, "the fold applies seqs in order");
         self.last_seq = event.seq;
-        self.track_run(&event);
-        let Some(message_id) = event.message_id else {
-            return;
+        match event.kind {
+            EventKind::RunStarted
+            | EventKind::RunCompleted
+            | EventKind::RunFailed
+            | EventKind::RunCancelled
+            | EventKind::Usage => self.fold_run(&event),
+            _ => self.fold_message(event),
+        }
+    }
+
+    fn run_entry(&mut self, run_id: Uuid, seq: u64) -> &mut RunSummary {
+        let index = match self.run_index.get(&run_id) {
+            Some(&index) => index,
+            None => {
+                self.runs.push(RunSummary {
+                    run_id,
+                    status: RunStatus::Running,
+                    usage: None,
+                    stop_reason: None,
+                    error: None,
+                    thread_ids: Vec::new(),
+                    first_seq: seq,
+                });
+                self.run_index.insert(run_id, self.runs.len() - 1);
+                self.runs.len() - 1
+            }
         };
+        &mut self.runs[index]
+    }
+
+    fn fold_run(&mut self, event: &AgentEvent) {
+        let Some(run_id) = event.run_id else { return };
+        let run = self.run_entry(run_id, event.seq);
+        let stop_reason = event
+            .content
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match event.kind {
+            EventKind::RunStarted => run.status = RunStatus::Running,
+            EventKind::Usage => run.usage = Some(event.content.clone()),
+            EventKind::RunCompleted => {
+                run.status = RunStatus::Completed;
+                run.stop_reason = stop_reason;
+                if let Some(usage) = event.content.get("usage").filter(|usage| !usage.is_null()) {
+                    run.usage = Some(usage.clone());
+                }
+            }
+            EventKind::RunFailed => {
+                run.status = RunStatus::Failed;
+                run.stop_reason = stop_reason;
+                run.error = event.content.get("error").cloned();
+            }
+            EventKind::RunCancelled => {
+                run.status = RunStatus::Cancelled;
+                run.stop_reason = stop_reason;
+            }
+            _ => {}
+        }
+    }
+
+    fn fold_message(&mut self, event: AgentEvent) {
+        // Scenario 1 of the streaming design: an event without a message id is a message of its
+        // own, and a message without a block is a block of its own.
+        let message_id = event.message_id.unwrap_or(event.id);
+        let block_id = event.block_id.unwrap_or(message_id);
+        if let Some(run_id) = event.run_id {
+            let run = self.run_entry(run_id, event.seq);
+            if let Some(thread_id) = event.thread_id {
+                if !run.thread_ids.contains(&thread_id) {
+                    run.thread_ids.push(thread_id);
+                }
+            }
+        }
+        if !self.block_index.contains_key(&block_id) {
+            self.blocks.push(TimelineBlock {
+                block_id,
+                run_id: event.run_id,
+                thread_id: event.thread_id,
+                first_seq: event.seq,
+                message_ids: Vec::new(),
+            });
+            self.block_index.insert(block_id, self.blocks.len() - 1);
+        }
         let index = match self.message_index.get(&message_id) {
             Some(&index) => index,
             None => {
                 self.messages.push(TimelineMessage {
                     message_id,
+                    block_id,
                     run_id: event.run_id,
+                    thread_id: event.thread_id,
                     kind: event.kind,
                     content: Value::Null,
                     first_seq: event.seq,
@@ -140,6 +317,8 @@ impl Timeline {
                     raw: None,
                 });
                 self.message_index.insert(message_id, self.messages.len() - 1);
+                let block = &mut self.blocks[self.block_index[&block_id]];
+                block.message_ids.push(message_id);
                 self.messages.len() - 1
             }
         };
@@ -149,34 +328,17 @@ impl Timeline {
             message.raw = event.raw;
         }
         match (event.delta, event.delta_action) {
-            (Some(delta), Some(action)) => {
-                apply_delta(
-                    &mut message.content,
-                    event.delta_path.as_deref().unwrap_or(""),
-                    action,
-                    delta,
-                );
-            }
+            (Some(delta), Some(action)) => apply_delta(
+                &mut message.content,
+                event.delta_path.as_deref().unwrap_or(""),
+                action,
+                delta,
+            ),
             _ => {
                 if !event.content.is_null() {
                     message.content = event.content;
                 }
             }
-        }
-    }
-
-    fn track_run(&mut self, event: &AgentEvent) {
-        let Some(run_id) = event.run_id else { return };
-        let status = match event.kind {
-            EventKind::RunStarted => RunStatus::Running,
-            EventKind::RunCompleted => RunStatus::Completed,
-            EventKind::RunFailed => RunStatus::Failed,
-            EventKind::RunCancelled => RunStatus::Cancelled,
-            _ => return,
-        };
-        match self.runs.iter_mut().find(|(id, _)| *id == run_id) {
-            Some(entry) => entry.1 = status,
-            None => self.runs.push((run_id, status)),
         }
     }
 }
@@ -198,7 +360,6 @@ pub fn apply_delta(content: &mut Value, path: &str, action: DeltaAction, delta: 
     match action {
         DeltaAction::Append => match (target, delta) {
             (Value::String(existing), Value::String(piece)) => existing.push_str(&piece),
-            (target @ Value::Null, piece) => *target = piece,
             (target, piece) => *target = piece,
         },
         DeltaAction::Replace => *target = delta,
@@ -210,83 +371,4 @@ pub fn apply_delta(content: &mut Value, path: &str, action: DeltaAction, delta: 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn event(seq: u64, message: u128, kind: EventKind, delta: Option<&str>) -> AgentEvent {
-        AgentEvent {
-            id: Uuid::from_u128(1000 + seq as u128),
-            agent_id: Uuid::from_u128(1),
-            seq,
-            run_id: Some(Uuid::from_u128(2)),
-            thread_id: None,
-            block_id: None,
-            message_id: Some(Uuid::from_u128(message)),
-            kind,
-            delta: delta.map(|text| json!(text)),
-            delta_path: delta.map(|_| "text".to_owned()),
-            delta_action: delta.map(|_| DeltaAction::Append),
-            content: if delta.is_some() { Value::Null } else { json!({"text": "hello"}) },
-            raw: None,
-            metadata: Value::Null,
-            created_at: Default::default(),
-        }
-    }
-
-    fn log() -> Vec<AgentEvent> {
-        vec![
-            event(1, 10, EventKind::User, None),
-            event(2, 11, EventKind::Text, Some("Hi")),
-            event(3, 11, EventKind::Text, Some(" there")),
-            event(4, 11, EventKind::Text, Some(".")),
-        ]
-    }
-
-    #[test]
-    fn deltas_merge_into_one_message() {
-        let mut timeline = Timeline::new();
-        timeline.apply_all(log());
-        assert_eq!(timeline.messages().len(), 2);
-        assert_eq!(timeline.messages()[0].text(), "hello");
-        assert_eq!(timeline.messages()[1].text(), "Hi there.");
-        assert_eq!(timeline.last_seq(), 4);
-        assert_eq!(timeline.missing(), None);
-    }
-
-    #[test]
-    fn duplicates_and_reordering_converge() {
-        let mut in_order = Timeline::new();
-        in_order.apply_all(log());
-        let mut shuffled = Timeline::new();
-        let mut events = log();
-        events.reverse();
-        events.extend(log());
-        shuffled.apply_all(events);
-        assert_eq!(shuffled.messages(), in_order.messages());
-        assert_eq!(shuffled.last_seq(), 4);
-    }
-
-    #[test]
-    fn a_gap_is_reported_until_filled() {
-        let mut timeline = Timeline::new();
-        let events = log();
-        timeline.apply(events[0].clone());
-        timeline.apply(events[3].clone());
-        assert_eq!(timeline.missing(), Some((1, 4)));
-        assert_eq!(timeline.last_seq(), 1);
-        timeline.apply_all(events[1..3].iter().cloned());
-        assert_eq!(timeline.missing(), None);
-        assert_eq!(timeline.messages()[1].text(), "Hi there.");
-    }
-
-    #[test]
-    fn delta_actions_at_paths() {
-        let mut content = Value::Null;
-        apply_delta(&mut content, "input.city", DeltaAction::Append, json!("Par"));
-        apply_delta(&mut content, "input.city", DeltaAction::Append, json!("is"));
-        apply_delta(&mut content, "", DeltaAction::Merge, json!({"status": "running"}));
-        apply_delta(&mut content, "status", DeltaAction::Replace, json!("done"));
-        assert_eq!(content, json!({"input": {"city": "Paris"}, "status": "done"}));
-    }
-}
+mod tests;
