@@ -84,3 +84,28 @@ pub async fn events_page(agent_id: Uuid, since: u64, limit: u32) -> Result<Event
     let response = Request::get(&url).send().await.map_err(network)?;
     decode(response).await
 }
+
+pub async fn get_agent(agent_id: Uuid) -> Result<Agent, String> {
+    let response = Request::get(&format!("{}/v1/agents/{agent_id}", origin()))
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
+/// Events read per page while folding history in the browser.
+const HISTORY_PAGE_EVENTS: u32 = 1000;
+
+/// The agent and its whole log folded, over REST (for client-side navigation).
+pub async fn load_history(agent_id: Uuid) -> Result<crate::history::AgentHistory, String> {
+    let agent = get_agent(agent_id).await?;
+    let mut timeline = crate::timeline::Timeline::new();
+    loop {
+        let page = events_page(agent_id, timeline.last_seq(), HISTORY_PAGE_EVENTS).await?;
+        let has_more = page.has_more && !page.events.is_empty();
+        timeline.apply_all(page.events);
+        if !has_more {
+            return Ok(crate::history::AgentHistory { agent, timeline });
+        }
+    }
+}

@@ -1,9 +1,12 @@
 //! `use_agent_messages`: one agent's log as reactive signals.
 //!
-//! Loads history over REST, subscribes on the WebSocket from the timeline's cursor, folds every
-//! batch into the shared [`Timeline`], fills gaps with `GET …/events?since=`, and reconnects with
-//! bounded exponential backoff and jitter. The network side only exists in the browser build: on
-//! the server the signals keep their initial values and no socket is ever opened.
+//! Loads history over REST (or starts from history the server already folded into the page),
+//! subscribes on the WebSocket from the timeline's cursor, folds every batch into the shared
+//! [`Timeline`], fills gaps with `GET …/events?since=`, drops duplicates, and reconnects with
+//! bounded exponential backoff and jitter. Incoming events are buffered and folded at most once
+//! per animation frame, so the DOM updates at most once per frame however fast tokens arrive.
+//! The network side only exists in the browser build: during server rendering the signals keep
+//! their initial values and no socket is ever opened.
 
 use leptos::prelude::*;
 use uuid::Uuid;
@@ -17,7 +20,7 @@ pub enum ConnectionState {
     Connecting,
     /// Subscribed; events arrive as they are committed.
     Live,
-    /// The socket closed; waiting out the backoff before the next attempt.
+    /// The socket closed or the network is gone; waiting out the backoff before the next attempt.
     Reconnecting,
     /// Reading missing events over REST.
     FillingGap,
@@ -43,10 +46,16 @@ pub struct AgentMessages {
     pub error: ReadSignal<Option<String>>,
 }
 
-/// Follows the log of `agent_id` for as long as the calling component lives.
+/// Follows the log of `agent_id` from its beginning, for as long as the calling component lives.
 pub fn use_agent_messages(agent_id: Uuid) -> AgentMessages {
+    use_agent_messages_from(agent_id, Timeline::new())
+}
+
+/// Follows the log of `agent_id` from `initial` (history the server already folded), for as long
+/// as the calling component lives.
+pub fn use_agent_messages_from(agent_id: Uuid, initial: Timeline) -> AgentMessages {
     let signals = Signals {
-        timeline: RwSignal::new(Timeline::new()),
+        timeline: RwSignal::new(initial),
         connection: RwSignal::new(ConnectionState::Connecting),
         error: RwSignal::new(None::<String>),
     };
@@ -82,15 +91,21 @@ struct Signals {
 
 #[cfg(feature = "hydrate")]
 mod client {
-    use futures::channel::oneshot;
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
+    use futures::channel::{mpsc, oneshot};
     use futures::future::{select, Either};
     use futures::{SinkExt, StreamExt};
     use gloo_net::websocket::{futures::WebSocket, Message};
     use leptos::prelude::*;
     use uuid::Uuid;
+    use wasm_bindgen::closure::Closure;
+    use wasm_bindgen::JsCast;
 
     use super::{ConnectionState, Signals};
     use crate::api_client;
+    use crate::event::AgentEvent;
     use crate::protocol::{ClientMessage, ServerMessage};
     use crate::timeline::Timeline;
 
@@ -100,27 +115,115 @@ mod client {
     const RECONNECT_DELAY_MAX_MS: u32 = 10_000;
     /// Events asked for per REST page while catching up or filling a gap.
     const FILL_PAGE_EVENTS: u32 = 1000;
+    /// Events buffered for the next animation frame at most. Hidden tabs get no frames; past this
+    /// the buffer is folded at once, so it never grows without bound.
+    const FRAME_BUFFER_EVENTS_MAX: usize = 5000;
 
-    pub(super) async fn follow(agent_id: Uuid, signals: Signals, mut stop: oneshot::Receiver<()>) {
+    /// Events waiting for the next animation frame.
+    #[derive(Clone)]
+    struct FrameBuffer {
+        events: Rc<RefCell<Vec<AgentEvent>>>,
+        scheduled: Rc<Cell<bool>>,
+        timeline: RwSignal<Timeline>,
+    }
+
+    impl FrameBuffer {
+        fn new(timeline: RwSignal<Timeline>) -> FrameBuffer {
+            FrameBuffer {
+                events: Rc::new(RefCell::new(Vec::new())),
+                scheduled: Rc::new(Cell::new(false)),
+                timeline,
+            }
+        }
+
+        fn push(&self, events: Vec<AgentEvent>) {
+            let buffered = {
+                let mut buffer = self.events.borrow_mut();
+                buffer.extend(events);
+                buffer.len()
+            };
+            if buffered >= FRAME_BUFFER_EVENTS_MAX {
+                self.flush();
+            } else if !self.scheduled.replace(true) {
+                let buffer = self.clone();
+                request_animation_frame(move || buffer.flush());
+            }
+        }
+
+        /// Folds everything buffered in one signal update: one DOM update.
+        fn flush(&self) {
+            self.scheduled.set(false);
+            let events = std::mem::take(&mut *self.events.borrow_mut());
+            if events.is_empty() {
+                return;
+            }
+            self.timeline.update(|timeline| {
+                timeline.apply_all(events);
+            });
+        }
+    }
+
+    /// Wakes the connection loop when the browser goes offline or comes back online.
+    fn network_changes() -> mpsc::UnboundedReceiver<bool> {
+        let (sender, receiver) = mpsc::unbounded();
+        if let Some(window) = web_sys::window() {
+            for (name, online) in [("online", true), ("offline", false)] {
+                let sender = sender.clone();
+                let callback = Closure::<dyn FnMut()>::new(move || {
+                    let _ = sender.unbounded_send(online);
+                });
+                let _ = window
+                    .add_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
+                // The listener lives as long as the page; one pair per live view.
+                callback.forget();
+            }
+        }
+        receiver
+    }
+
+    fn browser_online() -> bool {
+        web_sys::window()
+            .map(|window| window.navigator().on_line())
+            .unwrap_or(true)
+    }
+
+    pub(super) async fn follow(
+        agent_id: Uuid,
+        signals: Signals,
+        mut stop: oneshot::Receiver<()>,
+    ) {
+        let buffer = FrameBuffer::new(signals.timeline);
+        let mut network = network_changes();
         let mut failed_attempts: u32 = 0;
         loop {
-            signals.connection.set(if failed_attempts == 0 {
-                ConnectionState::Connecting
-            } else {
-                ConnectionState::Reconnecting
-            });
-            match session(agent_id, signals, &mut stop).await {
-                SessionEnd::Stopped => return,
-                SessionEnd::Failed(message) => {
-                    signals.error.set(Some(message));
-                    failed_attempts = failed_attempts.saturating_add(1);
+            if browser_online() {
+                signals.connection.set(if failed_attempts == 0 {
+                    ConnectionState::Connecting
+                } else {
+                    ConnectionState::Reconnecting
+                });
+                match session(agent_id, signals, &buffer, &mut stop, &mut network).await {
+                    SessionEnd::Stopped => return,
+                    SessionEnd::Failed(message) => {
+                        signals.error.set(Some(message));
+                        failed_attempts = failed_attempts.saturating_add(1);
+                    }
+                    SessionEnd::Closed => failed_attempts = 1,
                 }
-                SessionEnd::Closed => failed_attempts = 1,
             }
             signals.connection.set(ConnectionState::Reconnecting);
-            let delay_ms = backoff_ms(failed_attempts);
-            let sleep = gloo_timers::future::TimeoutFuture::new(delay_ms);
-            if let Either::Right(_) = select(sleep, &mut stop).await {
+            let sleep = gloo_timers::future::TimeoutFuture::new(backoff_ms(failed_attempts));
+            // Coming back online cuts the wait short.
+            let online = async {
+                while let Some(online) = network.next().await {
+                    if online {
+                        return;
+                    }
+                }
+                std::future::pending::<()>().await
+            };
+            let wake = select(Box::pin(sleep), Box::pin(online));
+            if let Either::Right(_) = select(wake, &mut stop).await {
                 return;
             }
         }
@@ -132,7 +235,7 @@ mod client {
         Failed(String),
     }
 
-    /// Exponential backoff with full jitter, capped.
+    /// Exponential backoff with jitter (between half and all of the step), capped.
     fn backoff_ms(failed_attempts: u32) -> u32 {
         let exponent = failed_attempts.saturating_sub(1).min(16);
         let ceiling = RECONNECT_DELAY_INITIAL_MS
@@ -142,17 +245,24 @@ mod client {
         (ceiling as f64 * (0.5 + jitter / 2.0)) as u32
     }
 
-    /// Reads every event after the timeline's cursor over REST into the timeline.
-    async fn fill(agent_id: Uuid, timeline: RwSignal<Timeline>) -> Result<(), String> {
+    /// Reads events after `after` over REST into the frame buffer, up to `until` (inclusive) or
+    /// the head of the log. Returns the newest seq read.
+    async fn fill(
+        agent_id: Uuid,
+        buffer: &FrameBuffer,
+        after: u64,
+        until: Option<u64>,
+    ) -> Result<u64, String> {
+        let mut newest = after;
         loop {
-            let since = timeline.with_untracked(Timeline::last_seq);
-            let page = api_client::events_page(agent_id, since, FILL_PAGE_EVENTS).await?;
+            let page = api_client::events_page(agent_id, newest, FILL_PAGE_EVENTS).await?;
             let has_more = page.has_more && !page.events.is_empty();
-            timeline.update(|timeline| {
-                timeline.apply_all(page.events);
-            });
-            if !has_more {
-                return Ok(());
+            if let Some(last) = page.events.last() {
+                newest = last.seq;
+            }
+            buffer.push(page.events);
+            if !has_more || until.is_some_and(|until| newest >= until) {
+                return Ok(newest);
             }
         }
     }
@@ -160,25 +270,39 @@ mod client {
     async fn session(
         agent_id: Uuid,
         signals: Signals,
+        buffer: &FrameBuffer,
         stop: &mut oneshot::Receiver<()>,
+        network: &mut mpsc::UnboundedReceiver<bool>,
     ) -> SessionEnd {
-        if let Err(message) = fill(agent_id, signals.timeline).await {
-            return SessionEnd::Failed(message);
-        }
+        // Whatever is still buffered counts as received: fold it before choosing the cursor.
+        buffer.flush();
+        let cursor = signals.timeline.with_untracked(Timeline::last_seq);
+        let mut newest_seen = match fill(agent_id, buffer, cursor, None).await {
+            Ok(newest) => newest,
+            Err(message) => return SessionEnd::Failed(message),
+        };
         let socket = match WebSocket::open(&api_client::websocket_url()) {
             Ok(socket) => socket,
             Err(error) => return SessionEnd::Failed(format!("cannot open the socket: {error}")),
         };
         let (mut sender, mut receiver) = socket.split();
-        let since = signals.timeline.with_untracked(Timeline::last_seq);
-        let subscribe = ClientMessage::Subscribe { agent_id, since };
+        let subscribe = ClientMessage::Subscribe {
+            agent_id,
+            since: newest_seen,
+        };
         let text = serde_json::to_string(&subscribe).expect("client messages serialize");
         if let Err(error) = sender.send(Message::Text(text)).await {
             return SessionEnd::Failed(format!("cannot subscribe: {error}"));
         }
         loop {
-            let frame = match select(receiver.next(), &mut *stop).await {
-                Either::Left((frame, _)) => frame,
+            let frame = match select(select(receiver.next(), network.next()), &mut *stop).await {
+                Either::Left((Either::Left((frame, _)), _)) => frame,
+                Either::Left((Either::Right((Some(false), _)), _)) => {
+                    // The browser says the network is gone: stop trusting this socket now
+                    // rather than wait for a timeout.
+                    return SessionEnd::Closed;
+                }
+                Either::Left((Either::Right(_), _)) => continue,
                 Either::Right(_) => return SessionEnd::Stopped,
             };
             let text = match frame {
@@ -195,18 +319,20 @@ mod client {
                     signals.connection.set(ConnectionState::Live);
                 }
                 ServerMessage::Events { events, .. } => {
-                    let mut missing = None;
-                    signals.timeline.update(|timeline| {
-                        timeline.apply_all(events);
-                        missing = timeline.missing();
-                    });
-                    if missing.is_some() {
+                    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+                        continue;
+                    };
+                    let (first, last) = (first.seq, last.seq);
+                    if first > newest_seen + 1 {
+                        // A hole before this batch: read it before folding the batch.
                         signals.connection.set(ConnectionState::FillingGap);
-                        if let Err(message) = fill(agent_id, signals.timeline).await {
-                            return SessionEnd::Failed(message);
+                        match fill(agent_id, buffer, newest_seen, Some(first - 1)).await {
+                            Ok(_) => signals.connection.set(ConnectionState::Live),
+                            Err(message) => return SessionEnd::Failed(message),
                         }
-                        signals.connection.set(ConnectionState::Live);
                     }
+                    newest_seen = newest_seen.max(last);
+                    buffer.push(events);
                 }
                 ServerMessage::Error { message, .. } => signals.error.set(Some(message)),
                 ServerMessage::Lagged { .. }

@@ -8,7 +8,10 @@
 //!
 //! Compiles natively (`ssr`, tests) and for wasm32 (`hydrate`); nothing here does server I/O.
 
+#![recursion_limit = "256"]
+
 pub mod event;
+pub mod history;
 pub mod hook;
 pub mod pages;
 pub mod protocol;

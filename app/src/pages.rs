@@ -5,13 +5,15 @@ use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
     hooks::use_params_map,
-    ParamSegment, StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
 };
 use uuid::Uuid;
 
 use crate::event::EventKind;
-use crate::hook::use_agent_messages;
+use crate::history::{history_resource, AgentHistory};
+use crate::hook::{use_agent_messages_from, AgentMessages};
 use crate::protocol::Agent;
+use crate::timeline::{RunStatus, Timeline};
 
 /// The HTML document around the app, rendered by the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -44,7 +46,16 @@ pub fn App() -> impl IntoView {
             <main>
                 <Routes fallback=|| view! { <p class="error">"Page not found."</p> }>
                     <Route path=StaticSegment("") view=AgentsPage/>
-                    <Route path=(StaticSegment("agents"), ParamSegment("id")) view=AgentPage/>
+                    <Route
+                        path=(StaticSegment("agents"), ParamSegment("id"))
+                        view=AgentPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(StaticSegment("agents"), ParamSegment("id"), StaticSegment("history"))
+                        view=HistoryPage
+                        ssr=SsrMode::Async
+                    />
                 </Routes>
             </main>
         </Router>
@@ -129,27 +140,109 @@ fn AgentsPage() -> impl IntoView {
     }
 }
 
-/// `/agents/{id}`: the live view of one agent.
-#[component]
-fn AgentPage() -> impl IntoView {
+/// The agent id of the current route, if it is a UUID.
+fn route_agent_id() -> impl Fn() -> Option<Uuid> + Copy {
     let params = use_params_map();
     move || {
-        let agent_id = params
+        params
             .with(|params| params.get("id"))
-            .and_then(|id| Uuid::parse_str(&id).ok());
-        match agent_id {
-            Some(agent_id) => view! { <AgentView agent_id/> }.into_any(),
-            None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
-        }
+            .and_then(|id| Uuid::parse_str(&id).ok())
     }
 }
 
+/// Renders `ready` with the agent's history once it is loaded (on the server, before any HTML is
+/// sent), or the reason it could not be.
+fn with_history<V: IntoView + 'static>(
+    agent_id: Uuid,
+    ready: impl Fn(AgentHistory) -> V + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let history = history_resource(agent_id);
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Loading history…"</p> }>
+            {move || Suspend::new(async move {
+                match history.await {
+                    Ok(history) => ready(history).into_any(),
+                    Err(message) => view! { <p class="error">{message}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// `/agents/{id}`: the live view of one agent.
 #[component]
-fn AgentView(agent_id: Uuid) -> impl IntoView {
-    let messages = use_agent_messages(agent_id);
-    let timeline = messages.timeline;
+fn AgentPage() -> impl IntoView {
+    let agent_id = route_agent_id();
+    move || match agent_id() {
+        Some(agent_id) => with_history(agent_id, |history| view! { <LiveView history/> }).into_any(),
+        None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
+    }
+}
+
+/// `/agents/{id}/history`: the whole conversation, folded and rendered on the server; readable
+/// without JavaScript.
+#[component]
+fn HistoryPage() -> impl IntoView {
+    let agent_id = route_agent_id();
+    move || match agent_id() {
+        Some(agent_id) => with_history(agent_id, |history| {
+            let agent_id = history.agent.id;
+            let timeline = RwSignal::new(history.timeline).read_only();
+            view! {
+                <h1>{history.agent.name}" · history"</h1>
+                <p class="muted">
+                    <a href=format!("/agents/{agent_id}")>"Open the live view"</a>
+                </p>
+                <RunBar timeline/>
+                <div class="timeline-scroll history">
+                    <TimelineView timeline/>
+                </div>
+            }
+        })
+        .into_any(),
+        None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
+    }
+}
+
+/// Within this many pixels of the bottom, the view counts as "at the bottom" and keeps following.
+const FOLLOW_THRESHOLD_PX: i32 = 48;
+
+#[component]
+fn LiveView(history: AgentHistory) -> impl IntoView {
+    let agent_id = history.agent.id;
+    let AgentMessages {
+        timeline,
+        connection,
+        error,
+    } = use_agent_messages_from(agent_id, history.timeline);
     let draft = RwSignal::new(String::new());
     let send_error = RwSignal::new(None::<String>);
+    let following = RwSignal::new(true);
+    let scroller = NodeRef::<leptos::html::Div>::new();
+
+    let scroll_to_bottom = move || {
+        if let Some(element) = scroller.get_untracked() {
+            element.set_scroll_top(element.scroll_height());
+        }
+    };
+    // After every change of the timeline, follow it to the bottom unless the reader scrolled up.
+    Effect::new(move |_| {
+        timeline.track();
+        if following.get_untracked() {
+            request_animation_frame(scroll_to_bottom);
+        }
+    });
+    let on_scroll = move |_| {
+        if let Some(element) = scroller.get_untracked() {
+            let distance =
+                element.scroll_height() - element.scroll_top() - element.client_height();
+            following.set(distance <= FOLLOW_THRESHOLD_PX);
+        }
+    };
+    let jump = move |_| {
+        following.set(true);
+        scroll_to_bottom();
+    };
 
     let send = move || {
         let content = draft.get_untracked();
@@ -157,6 +250,7 @@ fn AgentView(agent_id: Uuid) -> impl IntoView {
             return;
         }
         draft.set(String::new());
+        following.set(true);
         #[cfg(feature = "hydrate")]
         leptos::task::spawn_local(async move {
             match crate::api_client::start_run(agent_id, content).await {
@@ -168,43 +262,23 @@ fn AgentView(agent_id: Uuid) -> impl IntoView {
         let _ = content;
     };
 
-    let message_ids = move || {
-        timeline.with(|timeline| {
-            timeline
-                .messages()
-                .iter()
-                .map(|message| message.message_id)
-                .collect::<Vec<_>>()
-        })
-    };
-    let run_status = move || {
-        timeline.with(|timeline| {
-            timeline
-                .runs()
-                .last()
-                .map(|run| run.status.as_str())
-                .unwrap_or("idle")
-        })
-    };
-
     view! {
         <section class="agent" data-agent-id=agent_id.to_string()>
+            <h1>{history.agent.name}</h1>
             <div class="status-bar">
-                <span class="connection" data-state=move || messages.connection.get().label()>
-                    {move || messages.connection.get().label()}
+                <span class="connection" data-state=move || connection.get().label()>
+                    {move || connection.get().label()}
                 </span>
-                <span class="run-status" data-status=run_status>
-                    "run: "
-                    {run_status}
-                </span>
-                <span class="cursor">{move || format!("seq {}", timeline.with(|t| t.last_seq()))}</span>
+                <RunBar timeline/>
+                <a href=format!("/agents/{agent_id}/history")>"history"</a>
             </div>
-            {move || messages.error.get().map(|message| view! { <p class="error">{message}</p> })}
-            <ol class="messages">
-                <For each=message_ids key=|message_id| *message_id let:message_id>
-                    <MessageView timeline message_id/>
-                </For>
-            </ol>
+            {move || error.get().map(|message| view! { <p class="error">{message}</p> })}
+            <div class="timeline-scroll" node_ref=scroller on:scroll=on_scroll>
+                <TimelineView timeline/>
+            </div>
+            <Show when=move || !following.get()>
+                <button class="jump" on:click=jump>"Jump to latest ↓"</button>
+            </Show>
             <form
                 class="composer"
                 on:submit=move |event: leptos::ev::SubmitEvent| {
@@ -231,12 +305,97 @@ fn AgentView(agent_id: Uuid) -> impl IntoView {
     }
 }
 
+/// The latest run's status and usage, and the cursor.
+#[component]
+fn RunBar(timeline: ReadSignal<Timeline>) -> impl IntoView {
+    let status = move || {
+        timeline.with(|timeline| {
+            timeline
+                .runs()
+                .last()
+                .map(|run| run.status.as_str())
+                .unwrap_or("idle")
+        })
+    };
+    let usage = move || {
+        timeline.with(|timeline| {
+            let usage = timeline.runs().last()?.usage.clone()?;
+            let count = |key: &str| usage.get(key).and_then(serde_json::Value::as_u64);
+            Some(format!(
+                "tokens in {} · out {}",
+                count("input_tokens").unwrap_or(0),
+                count("output_tokens").unwrap_or(0)
+            ))
+        })
+    };
+    view! {
+        <span class="run-status" data-status=status>"run: "{status}</span>
+        <span class="usage">{usage}</span>
+        <span class="cursor">{move || format!("seq {}", timeline.with(Timeline::last_seq))}</span>
+    }
+}
+
+/// The timeline as blocks of messages, in the order they first appeared.
+#[component]
+fn TimelineView(timeline: ReadSignal<Timeline>) -> impl IntoView {
+    let block_ids = move || {
+        timeline.with(|timeline| {
+            timeline
+                .blocks()
+                .iter()
+                .map(|block| block.block_id)
+                .collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <div class="timeline">
+            <For each=block_ids key=|block_id| *block_id let:block_id>
+                <BlockView timeline block_id/>
+            </For>
+        </div>
+    }
+}
+
+/// One block. Blocks of concurrent threads carry a thread label, so interleaved output stays
+/// attributable.
+#[component]
+fn BlockView(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
+    let message_ids = move || {
+        timeline.with(|timeline| {
+            timeline
+                .block(block_id)
+                .map(|block| block.message_ids.clone())
+                .unwrap_or_default()
+        })
+    };
+    let thread_label = move || {
+        timeline.with(|timeline| {
+            let block = timeline.block(block_id)?;
+            let run = timeline.run(block.run_id?)?;
+            if run.thread_ids.len() < 2 {
+                return None;
+            }
+            let position = run.thread_ids.iter().position(|id| Some(*id) == block.thread_id)?;
+            Some(format!("thread {}", position + 1))
+        })
+    };
+    view! {
+        <section class="block">
+            {move || thread_label().map(|label| view! { <div class="thread-label">{label}</div> })}
+            <For each=message_ids key=|message_id| *message_id let:message_id>
+                <MessageView timeline message_id/>
+            </For>
+        </section>
+    }
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
 /// One message. Model output is inserted as text nodes, never as HTML.
 #[component]
-fn MessageView(
-    timeline: ReadSignal<crate::timeline::Timeline>,
-    message_id: Uuid,
-) -> impl IntoView {
+fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoView {
     let kind = timeline.with_untracked(|timeline| {
         timeline
             .message(message_id)
@@ -251,21 +410,153 @@ fn MessageView(
                 .unwrap_or_default()
         })
     };
-    let label = match kind {
-        EventKind::User => "you",
-        EventKind::Thinking => "thinking",
-        EventKind::Text => "agent",
-        EventKind::RunStarted => "run started",
-        EventKind::RunCompleted => "run completed",
-        EventKind::RunFailed => "run failed",
-        EventKind::RunCancelled => "run cancelled",
-        EventKind::Error => "error",
-        other => other.as_str(),
+    let content = move |key: &'static str| {
+        move || {
+            timeline.with(|timeline| {
+                timeline
+                    .message(message_id)
+                    .and_then(|message| message.content.get(key).cloned())
+                    .unwrap_or(serde_json::Value::Null)
+            })
+        }
+    };
+    // Raw JSON is built only while the pointer is over the message: nothing per token otherwise.
+    let hovered = RwSignal::new(false);
+    let raw_json = move || {
+        hovered.get().then(|| {
+            timeline.with(|timeline| {
+                timeline.message(message_id).map(|message| {
+                    pretty(&serde_json::json!({
+                        "message_id": message.message_id,
+                        "kind": message.kind,
+                        "seq": [message.first_seq, message.last_seq],
+                        "content": message.content,
+                        "raw": message.raw,
+                    }))
+                })
+            })
+        })
+    };
+    let raw_view = move || {
+        raw_json()
+            .flatten()
+            .map(|json| view! { <pre class="raw-json">{json}</pre> })
+    };
+
+    let body = match kind {
+        EventKind::User => view! {
+            <div class="role">"you"</div>
+            <div class="body">{text}</div>
+        }
+        .into_any(),
+        EventKind::Text => view! {
+            <div class="role">"agent"</div>
+            <div class="body">{text}</div>
+        }
+        .into_any(),
+        EventKind::Thinking => view! {
+            <details open=true>
+                <summary class="role">"thinking"</summary>
+                <div class="body">{text}</div>
+            </details>
+        }
+        .into_any(),
+        EventKind::ToolCall => {
+            let name = content("name");
+            let input = content("input");
+            let tool_call_id = content("tool_call_id");
+            let outcome = move || {
+                let call_id = tool_call_id();
+                timeline.with(|timeline| {
+                    let result = call_id
+                        .as_str()
+                        .and_then(|call_id| timeline.tool_result(call_id))
+                        .map(|result| result.content.clone());
+                    let run_running = timeline
+                        .message(message_id)
+                        .and_then(|message| message.run_id)
+                        .and_then(|run_id| timeline.run(run_id))
+                        .is_none_or(|run| run.status == RunStatus::Running);
+                    (result, run_running)
+                })
+            };
+            view! {
+                <div class="role">"tool call · " {move || name().as_str().unwrap_or("tool").to_owned()}</div>
+                <pre class="tool-input">{move || pretty(&input())}</pre>
+                {move || match outcome() {
+                    (Some(result), _) => {
+                        let is_error = result.get("is_error").and_then(serde_json::Value::as_bool) == Some(true);
+                        let shown = result.get("result").or_else(|| result.get("content")).cloned().unwrap_or(result);
+                        let text = match shown {
+                            serde_json::Value::String(text) => text,
+                            other => pretty(&other),
+                        };
+                        view! {
+                            <div class=if is_error { "tool-outcome error" } else { "tool-outcome" }>
+                                {if is_error { "error: " } else { "result: " }}{text}
+                            </div>
+                        }.into_any()
+                    }
+                    (None, true) => view! { <div class="tool-outcome running">"running…"</div> }.into_any(),
+                    (None, false) => view! { <div class="tool-outcome muted">"no result"</div> }.into_any(),
+                }}
+            }
+            .into_any()
+        }
+        EventKind::ToolResult => {
+            // Shown inside its call's card when the call is in the timeline.
+            let orphan = move || {
+                let call_id = content("tool_call_id")();
+                timeline.with(|timeline| {
+                    !timeline.messages().iter().any(|message| {
+                        message.kind == EventKind::ToolCall
+                            && message.content.get("tool_call_id") == Some(&call_id)
+                    })
+                })
+            };
+            let result = content("result");
+            view! {
+                <Show when=orphan>
+                    <div class="role">"tool result"</div>
+                    <pre class="body">{move || pretty(&result())}</pre>
+                </Show>
+            }
+            .into_any()
+        }
+        EventKind::Error => {
+            let message = content("message");
+            let error_type = content("type");
+            view! {
+                <div class="role">"error · " {move || error_type().as_str().unwrap_or("error").to_owned()}</div>
+                <div class="body">{move || message().as_str().unwrap_or("").to_owned()}</div>
+            }
+            .into_any()
+        }
+        other => {
+            let whole = move || {
+                timeline.with(|timeline| {
+                    timeline
+                        .message(message_id)
+                        .map(|message| pretty(&message.content))
+                        .unwrap_or_default()
+                })
+            };
+            view! {
+                <div class="role">{other.as_str()}</div>
+                <pre class="body">{whole}</pre>
+            }
+            .into_any()
+        }
     };
     view! {
-        <li class=format!("message kind-{}", kind.as_str()) data-kind=kind.as_str()>
-            <div class="role">{label}</div>
-            <div class="body">{text}</div>
-        </li>
+        <div
+            class=format!("message kind-{}", kind.as_str())
+            data-kind=kind.as_str()
+            on:mouseenter=move |_| hovered.set(true)
+            on:mouseleave=move |_| hovered.set(false)
+        >
+            {body}
+            {raw_view}
+        </div>
     }
 }

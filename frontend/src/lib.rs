@@ -1,3 +1,4 @@
+#![recursion_limit = "256"]
 //! The browser entry point: hydrates the server-rendered page with the same `App` the server
 //! rendered. Everything else lives in `app`.
 

@@ -14,6 +14,7 @@
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod history;
 pub mod hub;
 pub mod provider;
 pub mod runs;
@@ -29,7 +30,8 @@ use std::time::Duration;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get, post};
 use axum::Router;
-use leptos::prelude::LeptosOptions;
+use app::history::HistorySourceHandle;
+use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -103,11 +105,19 @@ pub fn api_router(state: AppState) -> Router {
 /// The whole application: API routes plus the server-rendered pages and static files.
 pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
+    let history = HistorySourceHandle(Arc::new(history::StoreHistory {
+        store: state.store.clone(),
+    }));
     let pages = Router::new()
-        .leptos_routes(&leptos_options, routes, {
-            let leptos_options = leptos_options.clone();
-            move || app::shell(leptos_options.clone())
-        })
+        .leptos_routes_with_context(
+            &leptos_options,
+            routes,
+            move || provide_context(history.clone()),
+            {
+                let leptos_options = leptos_options.clone();
+                move || app::shell(leptos_options.clone())
+            },
+        )
         .fallback(leptos_axum::file_and_error_handler(app::shell))
         .with_state(leptos_options);
     api_router(state).merge(pages)

@@ -102,6 +102,26 @@ fn sentence_tokens(random: &mut Random, count: u32) -> Vec<String> {
     tokens
 }
 
+/// A user message starting with this makes the reply exactly the rest of the message, streamed
+/// word by word: a deterministic way to put any text (markup included) into a reply.
+pub const ECHO_COMMAND: &str = "/echo ";
+
+/// Splits `text` into word tokens that concatenate back to `text` exactly.
+fn echo_tokens(text: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut current = String::new();
+    for character in text.chars() {
+        if character.is_whitespace() && !current.trim().is_empty() {
+            tokens.push(std::mem::take(&mut current));
+        }
+        current.push(character);
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    tokens
+}
+
 /// The whole script for one request, before pacing.
 pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<ProviderEvent> {
     let mut random = Random(config.seed ^ fnv1a(&request.user_message));
@@ -112,11 +132,12 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Provide
             .into_iter()
             .map(ProviderEvent::ThinkingDelta),
     );
-    events.extend(
-        sentence_tokens(&mut random, reply_tokens)
-            .into_iter()
-            .map(ProviderEvent::TextDelta),
-    );
+    let reply = match request.user_message.strip_prefix(ECHO_COMMAND) {
+        Some(echoed) => echo_tokens(echoed),
+        None => sentence_tokens(&mut random, reply_tokens),
+    };
+    let reply_tokens = reply.len() as u32;
+    events.extend(reply.into_iter().map(ProviderEvent::TextDelta));
     events.push(ProviderEvent::Usage {
         input_tokens: request.user_message.split_whitespace().count() as u64
             + request.system.as_deref().map_or(0, |system| system.split_whitespace().count())
@@ -175,6 +196,19 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn echo_replies_with_exactly_the_rest_of_the_message() {
+        let config = ScriptedConfig::default();
+        let text = "<script>alert(1)</script>  two  spaces\nand a line";
+        let events = script(&config, &request(&format!("{ECHO_COMMAND}{text}")));
+        assert_eq!(reply_text(&events), text);
+        let tokens = events
+            .iter()
+            .filter(|event| matches!(event, ProviderEvent::TextDelta(_)))
+            .count();
+        assert_eq!(tokens, 6);
     }
 
     #[test]
