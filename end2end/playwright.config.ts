@@ -5,7 +5,9 @@ import * as path from "node:path";
 // The server under test: the release binary and site that `scripts/test.sh` built with
 // cargo-leptos, on its own port and a fresh SQLite file, with tokens paced so streaming is visible.
 const repository = path.resolve(__dirname, "..");
-const targetDirectory = process.env.CARGO_TARGET_DIR ?? path.join(repository, "target");
+// The same default as scripts/install.sh.
+const targetDirectory =
+  process.env.CARGO_TARGET_DIR ?? path.join(os.homedir(), ".cache", "agentstream", "target");
 const serverBinary = process.env.AGENTSTREAM_SERVER_BIN ?? path.join(targetDirectory, "release", "server");
 const port = Number(process.env.AGENTSTREAM_E2E_PORT ?? 3100);
 const database = path.join(os.tmpdir(), `agentstream-e2e-${process.pid}-${Date.now()}.db`);

@@ -1,0 +1,171 @@
+import { expect, test } from "@playwright/test";
+import {
+  createAgent,
+  numberedWords,
+  openLive,
+  send,
+  serverReplies,
+  waitForCompletion,
+} from "./helpers";
+
+// The scripted provider replies to "/echo <text>" with exactly <text>, one word per token, paced
+// by the server's token delay (25 ms in these tests).
+
+test("cut the network mid-stream: the page says so, reconnects and converges", async ({
+  page,
+  context,
+  request,
+}) => {
+  const agentId = await createAgent(request, "offline");
+  await openLive(page, agentId);
+  const words = numberedWords(160);
+  await send(page, `/echo ${words}`);
+  const reply = page.locator(".message.kind-text .body");
+  await expect(reply).toContainText("w5");
+
+  await context.setOffline(true);
+  await expect(page.locator(".connection")).toHaveAttribute("data-state", "reconnecting");
+  await page.waitForTimeout(2_500);
+  await context.setOffline(false);
+
+  await waitForCompletion(page);
+  await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
+  const [serverText] = await serverReplies(request, agentId);
+  expect(serverText).toBe(words);
+  await expect(reply).toHaveText(serverText);
+});
+
+test("reload mid-stream: the reply converges to exactly the server's text", async ({
+  page,
+  request,
+}) => {
+  const agentId = await createAgent(request, "reload");
+  await openLive(page, agentId);
+  const words = numberedWords(120);
+  await send(page, `/echo ${words}`);
+  await expect(page.locator(".message.kind-text .body")).toContainText("w10");
+  await page.reload();
+  await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
+  await waitForCompletion(page);
+  const [serverText] = await serverReplies(request, agentId);
+  expect(serverText).toBe(words);
+  await expect(page.locator(".message.kind-text .body")).toHaveText(serverText);
+});
+
+test("two tabs on one agent show the identical reply", async ({ context, request }) => {
+  const agentId = await createAgent(request, "two tabs");
+  const first = await context.newPage();
+  const second = await context.newPage();
+  await openLive(first, agentId);
+  await openLive(second, agentId);
+  await send(first, "Hello from the first tab");
+  await waitForCompletion(first);
+  await waitForCompletion(second);
+  const [serverText] = await serverReplies(request, agentId);
+  await expect(first.locator(".message.kind-text .body")).toHaveText(serverText);
+  await expect(second.locator(".message.kind-text .body")).toHaveText(serverText);
+  await expect(second.locator(".message.kind-user .body")).toHaveText("Hello from the first tab");
+});
+
+test("the history page shows the conversation with JavaScript disabled", async ({
+  page,
+  browser,
+  request,
+}) => {
+  const agentId = await createAgent(request, "history");
+  await openLive(page, agentId);
+  await send(page, "What happened?");
+  await waitForCompletion(page);
+  const [serverText] = await serverReplies(request, agentId);
+
+  const noScript = await browser.newContext({ javaScriptEnabled: false });
+  const reader = await noScript.newPage();
+  await reader.goto(`/agents/${agentId}/history`);
+  await expect(reader.getByRole("heading", { name: "history · history" })).toBeVisible();
+  await expect(reader.locator(".message.kind-user .body")).toHaveText("What happened?");
+  await expect(reader.locator(".message.kind-text .body")).toHaveText(serverText);
+  await expect(reader.locator(".message.kind-thinking .body")).not.toBeEmpty();
+  await expect(reader.locator(".run-status")).toHaveAttribute("data-status", "completed");
+  await noScript.close();
+});
+
+test("markup in a reply is shown as text and runs nothing", async ({ page, request }) => {
+  const agentId = await createAgent(request, "xss");
+  await openLive(page, agentId);
+  const markup =
+    `<script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2"> ` +
+    `<b>bold?</b>`;
+  await send(page, `/echo ${markup}`);
+  await waitForCompletion(page);
+  const reply = page.locator(".message.kind-text .body");
+  await expect(reply).toHaveText(markup);
+  await expect(page.locator(".timeline img, .timeline script, .timeline b")).toHaveCount(0);
+  expect(await page.evaluate(() => (window as any).__pwned)).toBeUndefined();
+
+  // The server-rendered pages escape it too.
+  await page.goto(`/agents/${agentId}/history`);
+  await expect(page.locator(".message.kind-text .body")).toHaveText(markup);
+  await expect(page.locator(".timeline img, .timeline script, .timeline b")).toHaveCount(0);
+  expect(await page.evaluate(() => (window as any).__pwned)).toBeUndefined();
+});
+
+test("scrolling up stops auto-scroll; the jump button follows again", async ({
+  page,
+  request,
+}) => {
+  const agentId = await createAgent(request, "scroll");
+  await openLive(page, agentId);
+  await send(page, `/echo ${numberedWords(220, "\n")}`);
+  const scroller = page.locator(".timeline-scroll");
+  const distanceFromBottom = () =>
+    scroller.evaluate((element) => element.scrollHeight - element.scrollTop - element.clientHeight);
+
+  // While following, the view stays at the bottom as the reply grows past the viewport.
+  await expect
+    .poll(() => scroller.evaluate((element) => element.scrollHeight > element.clientHeight * 2))
+    .toBe(true);
+  expect(await distanceFromBottom()).toBeLessThan(60);
+
+  // The reader scrolls up: the view stays where they put it while output keeps coming.
+  await scroller.hover();
+  await page.mouse.wheel(0, -100_000);
+  await expect.poll(() => scroller.evaluate((element) => element.scrollTop)).toBeLessThan(5);
+  const heightBefore = await scroller.evaluate((element) => element.scrollHeight);
+  await expect
+    .poll(() => scroller.evaluate((element) => element.scrollHeight))
+    .toBeGreaterThan(heightBefore + 100);
+  expect(await scroller.evaluate((element) => element.scrollTop)).toBeLessThan(5);
+
+  // Jumping back follows the output again.
+  await page.getByRole("button", { name: /Jump to latest/ }).click();
+  await waitForCompletion(page);
+  await expect.poll(distanceFromBottom).toBeLessThan(60);
+  await expect(page.getByRole("button", { name: /Jump to latest/ })).toHaveCount(0);
+});
+
+test("the live view arrives server-rendered and hydrates without refetching history", async ({
+  page,
+  request,
+}) => {
+  const agentId = await createAgent(request, "ssr");
+  await openLive(page, agentId);
+  await send(page, "Render me on the server");
+  await waitForCompletion(page);
+  const [serverText] = await serverReplies(request, agentId);
+
+  // The HTML itself already holds the conversation.
+  const html = await (await request.get(`/agents/${agentId}`)).text();
+  expect(html).toContain("Render me on the server");
+  expect(html).toContain(serverText.split(" ").slice(0, 4).join(" "));
+
+  // Hydration asks only for what came after the server-rendered cursor, never the whole log.
+  const eventRequests: string[] = [];
+  page.on("request", (sent) => {
+    if (sent.url().includes("/events")) eventRequests.push(sent.url());
+  });
+  await page.reload();
+  await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
+  await expect(page.locator(".message.kind-text .body")).toHaveText(serverText);
+  expect(eventRequests.length).toBeGreaterThan(0);
+  for (const url of eventRequests) expect(url).not.toContain("since=0&");
+});
