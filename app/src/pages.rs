@@ -402,8 +402,14 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
             .map(|message| message.kind)
             .unwrap_or(EventKind::Other)
     });
+    // Re-render this message only when an event of its own arrived: every frame checks one seq
+    // per message instead of copying every message's text.
+    let version = Memo::new(move |_| {
+        timeline.with(|timeline| timeline.message(message_id).map(|message| message.last_seq))
+    });
     let text = move || {
-        timeline.with(|timeline| {
+        let _ = version.get();
+        timeline.with_untracked(|timeline| {
             timeline
                 .message(message_id)
                 .map(|message| message.text().to_owned())
@@ -412,7 +418,8 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
     };
     let content = move |key: &'static str| {
         move || {
-            timeline.with(|timeline| {
+            let _ = version.get();
+            timeline.with_untracked(|timeline| {
                 timeline
                     .message(message_id)
                     .and_then(|message| message.content.get(key).cloned())
@@ -534,7 +541,8 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
         }
         other => {
             let whole = move || {
-                timeline.with(|timeline| {
+                let _ = version.get();
+                timeline.with_untracked(|timeline| {
                     timeline
                         .message(message_id)
                         .map(|message| pretty(&message.content))

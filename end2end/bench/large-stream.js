@@ -1,0 +1,117 @@
+// Renders one large stream live in Chromium and prints how it went.
+//
+//   node bench/large-stream.js [tokens] [token_delay_ms]
+//
+// Starts the release server (scripts/run.sh builds it) on its own port with a fresh database and
+// the scripted provider set to `tokens` reply words, opens the live view, sends a message and
+// measures, in the same run:
+// - the server's time to write the run (run_started → run_completed, from the log's timestamps):
+//   the baseline;
+// - the browser's time from sending to showing "completed" with the whole reply;
+// - the longest gap between animation frames while streaming (the page's worst stall) and the
+//   frames rendered, from a requestAnimationFrame loop in the page;
+// - whether the rendered reply equals the server's.
+const { chromium } = require("playwright-core");
+const { spawn } = require("node:child_process");
+const os = require("node:os");
+const path = require("node:path");
+
+const tokens = Number(process.argv[2] ?? 20000);
+const delayMs = Number(process.argv[3] ?? 0);
+const port = 3300 + Math.floor(Math.random() * 500);
+const base = `http://127.0.0.1:${port}`;
+const repository = path.resolve(__dirname, "..", "..");
+const target =
+  process.env.CARGO_TARGET_DIR ?? path.join(os.homedir(), ".cache", "agentstream", "target");
+
+async function waitForServer() {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) return;
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error("the server did not start");
+}
+
+async function log(agentId) {
+  const events = [];
+  let since = 0;
+  for (;;) {
+    const page = await (await fetch(`${base}/v1/agents/${agentId}/events?since=${since}&limit=1000`)).json();
+    events.push(...page.events);
+    since = page.next_since;
+    if (!page.has_more) return events;
+  }
+}
+
+(async () => {
+  const server = spawn(path.join(target, "release", "server"), [], {
+    cwd: repository,
+    env: {
+      ...process.env,
+      LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
+      LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+      DATABASE_URL: `sqlite://${path.join(os.tmpdir(), `agentstream-bench-${port}-${Date.now()}.db`)}`,
+      AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: String(delayMs),
+      AGENTSTREAM_SCRIPTED_REPLY_TOKENS: String(tokens),
+      RUST_LOG: "warn",
+    },
+    stdio: "inherit",
+  });
+  try {
+    await waitForServer();
+    const agent = await (
+      await fetch(`${base}/v1/agents`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: "bench" }),
+      })
+    ).json();
+    const browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+    const page = await browser.newPage();
+    await page.goto(`${base}/agents/${agent.id}`);
+    await page.waitForSelector('.connection[data-state="live"]');
+    await page.evaluate(() => {
+      window.__frames = { count: 0, worstGapMs: 0, last: performance.now() };
+      const tick = (now) => {
+        const frames = window.__frames;
+        frames.worstGapMs = Math.max(frames.worstGapMs, now - frames.last);
+        frames.last = now;
+        frames.count++;
+        if (!frames.stop) requestAnimationFrame(tick);
+      };
+      requestAnimationFrame(tick);
+    });
+    const started = Date.now();
+    await page.locator(".composer textarea").fill("stream a lot");
+    await page.locator(".composer textarea").press("Enter");
+    await page.waitForSelector('.run-status[data-status="completed"]', { timeout: 600_000 });
+    const browserMs = Date.now() - started;
+    const frames = await page.evaluate(() => {
+      window.__frames.stop = true;
+      return window.__frames;
+    });
+    const rendered = await page.locator(".message.kind-text .body").textContent();
+    const events = await log(agent.id);
+    const reply = events
+      .filter((event) => event.kind === "text")
+      .map((event) => event.delta)
+      .join("");
+    const startedAt = Date.parse(events.find((event) => event.kind === "run_started").created_at);
+    const endedAt = Date.parse(events.find((event) => event.kind === "run_completed").created_at);
+    console.log(`reply tokens:                       ${tokens} (token delay ${delayMs} ms), ${events.length} events`);
+    console.log(`baseline, server wrote the run in:  ${endedAt - startedAt} ms`);
+    console.log(`browser showed it complete after:   ${browserMs} ms`);
+    console.log(`frames while streaming:             ${frames.count}, worst gap between frames ${Math.round(frames.worstGapMs)} ms`);
+    console.log(`rendered reply equals the server's: ${rendered === reply} (${reply.length} characters)`);
+    await browser.close();
+    process.exitCode = rendered === reply ? 0 : 1;
+  } finally {
+    server.kill();
+  }
+})();
