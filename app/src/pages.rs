@@ -225,18 +225,38 @@ fn LiveView(history: AgentHistory) -> impl IntoView {
             element.set_scroll_top(element.scroll_height());
         }
     };
-    // After every change of the timeline, follow it to the bottom unless the reader scrolled up.
+    // After every change of the timeline, follow it to the bottom unless the reader scrolled up
+    // (checked again in the frame: the reader may have scrolled since).
     Effect::new(move |_| {
         timeline.track();
         if following.get_untracked() {
-            request_animation_frame(scroll_to_bottom);
+            request_animation_frame(move || {
+                if following.get_untracked() {
+                    scroll_to_bottom();
+                }
+            });
         }
     });
+    // Scrolling up with the wheel is a clear wish to stop following, even before the view moves.
+    let on_wheel = move |event: leptos::ev::WheelEvent| {
+        if event.delta_y() < 0.0 {
+            following.set(false);
+        }
+    };
+    // Output only ever grows, and following only ever scrolls down: a scroll that moved up was the
+    // reader's. Reaching the bottom again resumes following. (Judging by distance alone would
+    // stop following whenever output grows between a programmatic scroll and its scroll event.)
+    let last_scroll_top = StoredValue::new(0);
     let on_scroll = move |_| {
         if let Some(element) = scroller.get_untracked() {
-            let distance =
-                element.scroll_height() - element.scroll_top() - element.client_height();
-            following.set(distance <= FOLLOW_THRESHOLD_PX);
+            let top = element.scroll_top();
+            let distance = element.scroll_height() - top - element.client_height();
+            if top < last_scroll_top.get_value() {
+                following.set(false);
+            } else if distance <= FOLLOW_THRESHOLD_PX {
+                following.set(true);
+            }
+            last_scroll_top.set_value(top);
         }
     };
     let jump = move |_| {
@@ -273,7 +293,12 @@ fn LiveView(history: AgentHistory) -> impl IntoView {
                 <a href=format!("/agents/{agent_id}/history")>"history"</a>
             </div>
             {move || error.get().map(|message| view! { <p class="error">{message}</p> })}
-            <div class="timeline-scroll" node_ref=scroller on:scroll=on_scroll>
+            <div
+                class="timeline-scroll"
+                node_ref=scroller
+                on:scroll=on_scroll
+                on:wheel=on_wheel
+            >
                 <TimelineView timeline/>
             </div>
             <Show when=move || !following.get()>

@@ -124,7 +124,7 @@ test("scrolling up stops auto-scroll; the jump button follows again", async ({
   await expect
     .poll(() => scroller.evaluate((element) => element.scrollHeight > element.clientHeight * 2))
     .toBe(true);
-  expect(await distanceFromBottom()).toBeLessThan(60);
+  await expect.poll(distanceFromBottom).toBeLessThan(60);
 
   // The reader scrolls up: the view stays where they put it while output keeps coming.
   await scroller.hover();
