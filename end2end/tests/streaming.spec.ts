@@ -37,6 +37,15 @@ test("a reply streams in live and survives a reload", async ({ page }) => {
   expect(finished.length).toBeGreaterThan(early.length);
   await expect(page.locator(".message.kind-thinking .body")).not.toBeEmpty();
 
+  // The raw JSON of a message shows on hover, and only then.
+  const textMessage = page.locator(".message.kind-text");
+  await expect(textMessage.locator(".raw-json")).toHaveCount(0);
+  await textMessage.hover();
+  await expect(textMessage.locator(".raw-json")).toContainText('"kind": "text"');
+  await expect(textMessage.locator(".raw-json")).toContainText('"message_id"');
+  await page.mouse.move(0, 0);
+  await expect(textMessage.locator(".raw-json")).toHaveCount(0);
+
   await page.reload();
   await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
   await expect(page.locator(".message.kind-text .body")).toHaveText(finished);
