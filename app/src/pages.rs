@@ -99,7 +99,7 @@ fn AgentsPage() -> impl IntoView {
 
     view! {
         <h1>"Agents"</h1>
-        <form class="create-agent" on:submit=on_submit>
+        <form class="create-agent" method="post" action="/agents" on:submit=on_submit>
             <input
                 type="text"
                 name="name"
@@ -306,6 +306,8 @@ fn LiveView(history: AgentHistory) -> impl IntoView {
             </Show>
             <form
                 class="composer"
+                method="post"
+                action=format!("/agents/{agent_id}/runs")
                 on:submit=move |event: leptos::ev::SubmitEvent| {
                     event.prevent_default();
                     send();

@@ -169,3 +169,25 @@ test("the live view arrives server-rendered and hydrates without refetching hist
   expect(eventRequests.length).toBeGreaterThan(0);
   for (const url of eventRequests) expect(url).not.toContain("since=0&");
 });
+
+test("without JavaScript the forms still create an agent and send a message", async ({
+  browser,
+  request,
+}) => {
+  const noScript = await browser.newContext({ javaScriptEnabled: false });
+  const page = await noScript.newPage();
+  await page.goto("/");
+  await page.getByPlaceholder("New agent name").fill("plain html");
+  await page.getByRole("button", { name: "Create agent" }).click();
+  await expect(page).toHaveURL(/\/agents\/[0-9a-f-]{36}$/);
+  const agentId = page.url().split("/").pop()!;
+  await page.locator(".composer textarea").fill("/echo sent by a form");
+  await page.getByRole("button", { name: "Send" }).click();
+  await expect(page).toHaveURL(new RegExp(`/agents/${agentId}$`));
+  await expect
+    .poll(async () => (await serverReplies(request, agentId)).join(""), { timeout: 20_000 })
+    .toBe("sent by a form");
+  await page.goto(`/agents/${agentId}/history`);
+  await expect(page.locator(".message.kind-text .body")).toHaveText("sent by a form");
+  await noScript.close();
+});

@@ -67,6 +67,13 @@ pub async fn create_agent(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<CreateAgentRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    create_agent_inner(&state, request).await
+}
+
+async fn create_agent_inner(
+    state: &AppState,
+    request: CreateAgentRequest,
+) -> Result<(StatusCode, Json<app::protocol::Agent>), ApiError> {
     let name = request.name.unwrap_or_default().trim().to_owned();
     if name.chars().count() > AGENT_NAME_CHARS_MAX {
         return Err(ApiError::bad_request(
@@ -178,6 +185,14 @@ pub async fn create_run(
     ApiJson(request): ApiJson<CreateRunRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
+    create_run_inner(&state, agent_id, request).await
+}
+
+async fn create_run_inner(
+    state: &AppState,
+    agent_id: Uuid,
+    request: CreateRunRequest,
+) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
     if request.content.trim().is_empty() {
         return Err(ApiError::bad_request("invalid_body", "content must not be empty"));
     }
@@ -207,4 +222,55 @@ pub async fn unknown_route() -> ApiError {
 
 pub async fn healthz() -> &'static str {
     "ok"
+}
+
+/// The page forms, for browsers without (or not yet running) the WebAssembly app: a plain HTML
+/// form POST does the same as the API call and redirects to the page to look at next.
+pub mod forms {
+    use axum::extract::{Path, State};
+    use axum::response::Redirect;
+    use axum::Form;
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    pub struct CreateAgentForm {
+        #[serde(default)]
+        name: String,
+    }
+
+    /// `POST /agents` from the agents page.
+    pub async fn create_agent(
+        State(state): State<AppState>,
+        Form(form): Form<CreateAgentForm>,
+    ) -> Result<Redirect, ApiError> {
+        let request = CreateAgentRequest {
+            name: Some(form.name),
+            ..Default::default()
+        };
+        let (_, Json(agent)) = super::create_agent_inner(&state, request).await?;
+        Ok(Redirect::to(&format!("/agents/{}", agent.id)))
+    }
+
+    #[derive(Debug, Deserialize)]
+    pub struct SendForm {
+        #[serde(default)]
+        content: String,
+    }
+
+    /// `POST /agents/{id}/runs` from the live view's composer.
+    pub async fn send(
+        State(state): State<AppState>,
+        Path(agent_id): Path<String>,
+        Form(form): Form<SendForm>,
+    ) -> Result<Redirect, ApiError> {
+        let agent_id = parse_agent_id(&agent_id)?;
+        let request = CreateRunRequest {
+            content: form.content,
+            idempotency_key: None,
+        };
+        let _accepted = super::create_run_inner(&state, agent_id, request).await?;
+        Ok(Redirect::to(&format!("/agents/{agent_id}")))
+    }
 }

@@ -90,6 +90,8 @@ pub fn api_router(state: AppState) -> Router {
         .route("/v1/agents/{id}/events", get(api::list_events))
         .route("/v1/agents/{id}/runs", post(api::create_run))
         .route("/v1/{*rest}", any(api::unknown_route))
+        .route("/agents", post(api::forms::create_agent))
+        .route("/agents/{id}/runs", post(api::forms::send))
         .route("/healthz", get(api::healthz))
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
