@@ -336,6 +336,7 @@ mod client {
                 }
                 ServerMessage::Error { message, .. } => signals.error.set(Some(message)),
                 ServerMessage::Lagged { .. }
+                | ServerMessage::CancelRequested { .. }
                 | ServerMessage::Unsubscribed { .. }
                 | ServerMessage::Pong { .. } => {}
             }

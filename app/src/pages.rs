@@ -282,6 +282,23 @@ fn LiveView(history: AgentHistory) -> impl IntoView {
         let _ = content;
     };
 
+    let running = move || {
+        timeline.with(|timeline| {
+            timeline
+                .runs()
+                .last()
+                .is_some_and(|run| run.status == RunStatus::Running)
+        })
+    };
+    let cancel = move |_| {
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            if let Err(message) = crate::api_client::cancel_run(agent_id).await {
+                send_error.set(Some(message));
+            }
+        });
+    };
+
     view! {
         <section class="agent" data-agent-id=agent_id.to_string()>
             <h1>{history.agent.name}</h1>
@@ -326,6 +343,9 @@ fn LiveView(history: AgentHistory) -> impl IntoView {
                     }
                 ></textarea>
                 <button type="submit">"Send"</button>
+                <Show when=running>
+                    <button type="button" class="cancel" on:click=cancel>"Stop"</button>
+                </Show>
             </form>
             {move || send_error.get().map(|message| view! { <p class="error">{message}</p> })}
         </section>

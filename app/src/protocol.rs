@@ -77,6 +77,22 @@ pub struct EventsPage {
     pub has_more: bool,
 }
 
+/// `POST /v1/agents/{id}/messages/cancel` (Letta's path). An empty body cancels whatever runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CancelRequest {
+    #[serde(default)]
+    pub run_ids: Option<Vec<Uuid>>,
+}
+
+/// The answer to a cancel request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelResponse {
+    pub agent_id: Uuid,
+    /// Runs that were asked to stop and have ended (with `run_cancelled`, or otherwise if they
+    /// finished first).
+    pub cancelled_run_ids: Vec<Uuid>,
+}
+
 /// `GET /v1/agents`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentList {
@@ -108,6 +124,12 @@ pub enum ClientMessage {
     Unsubscribe {
         agent_id: Uuid,
     },
+    /// Cancel the agent's running run (only if it is one of `run_ids`, when given).
+    Cancel {
+        agent_id: Uuid,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_ids: Option<Vec<Uuid>>,
+    },
     Ping {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         nonce: Option<Value>,
@@ -138,6 +160,12 @@ pub enum ServerMessage {
     },
     Unsubscribed {
         agent_id: Uuid,
+    },
+    /// The answer to `cancel`: the runs asked to stop (empty when none was running). Each ends
+    /// with a `run_cancelled` event in the log.
+    CancelRequested {
+        agent_id: Uuid,
+        run_ids: Vec<Uuid>,
     },
     Pong {
         #[serde(default, skip_serializing_if = "Option::is_none")]

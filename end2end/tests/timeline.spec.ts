@@ -191,3 +191,24 @@ test("without JavaScript the forms still create an agent and send a message", as
   await expect(page.locator(".message.kind-text .body")).toHaveText("sent by a form");
   await noScript.close();
 });
+
+test("the stop button cancels a long reply and the page shows it cancelled", async ({
+  page,
+  request,
+}) => {
+  const agentId = await createAgent(request, "cancel");
+  await openLive(page, agentId);
+  const words = numberedWords(400);
+  await send(page, `/echo ${words}`);
+  const reply = page.locator(".message.kind-text .body");
+  await expect(reply).toContainText("w10");
+  await page.getByRole("button", { name: "Stop" }).click();
+  await expect(page.locator(".run-status")).toHaveAttribute("data-status", "cancelled");
+  await expect(page.getByRole("button", { name: "Stop" })).toHaveCount(0);
+
+  // What was produced before the stop is kept, on the page and in the log, and nothing after.
+  const [serverText] = await serverReplies(request, agentId);
+  expect(words.startsWith(serverText)).toBe(true);
+  expect(serverText.length).toBeLessThan(words.length);
+  await expect(reply).toHaveText(serverText);
+});

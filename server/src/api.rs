@@ -1,6 +1,9 @@
 //! The REST surface: agents, the paged log, runs.
 
-use app::protocol::{AgentList, CreateAgentRequest, CreateRunRequest, EventsPage, RunAccepted};
+use app::protocol::{
+    AgentList, CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, EventsPage,
+    RunAccepted,
+};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -134,7 +137,7 @@ pub async fn delete_agent(
     Path(agent_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    state.runs.cancel(agent_id);
+    state.runs.cancel(agent_id, None);
     if !state.store.delete_agent(agent_id).await? {
         return Err(ApiError::unknown_agent(agent_id));
     }
@@ -213,6 +216,49 @@ async fn create_run_inner(
         StatusCode::ACCEPTED,
         Json(RunAccepted { run_id, agent_id }),
     ))
+}
+
+/// How long a cancel request waits for the run to write its last event before answering. A run
+/// stops within one provider step; this only bounds a stuck one.
+pub const CANCEL_WAIT_MS_MAX: u64 = 5_000;
+
+pub async fn cancel_run(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<CancelResponse>, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let request: CancelRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|error| {
+            let code = if error.is_data() { "invalid_body" } else { "malformed_json" };
+            let status = if error.is_data() {
+                StatusCode::UNPROCESSABLE_ENTITY
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            ApiError::new(status, code, format!("cannot read the cancel request: {error}"))
+        })?
+    };
+    if state.store.head_seq(agent_id).await?.is_none() {
+        return Err(ApiError::unknown_agent(agent_id));
+    }
+    let mut cancelled_run_ids = Vec::new();
+    if let Some(cancelling) = state.runs.cancel(agent_id, request.run_ids.as_deref()) {
+        let run_id = cancelling.run_id;
+        if !cancelling
+            .ended_within(std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX))
+            .await
+        {
+            tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
+        }
+        cancelled_run_ids.push(run_id);
+    }
+    Ok(Json(CancelResponse {
+        agent_id,
+        cancelled_run_ids,
+    }))
 }
 
 /// Any other `/v1/…` path: a JSON 404 rather than the HTML page-not-found.

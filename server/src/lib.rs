@@ -89,6 +89,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/v1/agents/{id}", get(api::get_agent).delete(api::delete_agent))
         .route("/v1/agents/{id}/events", get(api::list_events))
         .route("/v1/agents/{id}/runs", post(api::create_run))
+        .route("/v1/agents/{id}/messages/cancel", post(api::cancel_run))
         .route("/v1/{*rest}", any(api::unknown_route))
         .route("/agents", post(api::forms::create_agent))
         .route("/agents/{id}/runs", post(api::forms::send))

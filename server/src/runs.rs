@@ -12,6 +12,7 @@ use app::protocol::Agent;
 use app::{DeltaAction, EventKind};
 use futures::StreamExt;
 use serde_json::json;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -37,6 +38,23 @@ pub enum StartRunError {
 struct ActiveRun {
     run_id: Uuid,
     cancel: CancellationToken,
+    /// Turns true when the run's task has written its last event.
+    finished: watch::Receiver<bool>,
+}
+
+/// A cancellation that was requested: the run, and a way to wait until it has ended.
+pub struct Cancelling {
+    pub run_id: Uuid,
+    finished: watch::Receiver<bool>,
+}
+
+impl Cancelling {
+    /// Waits until the run has written its last event, at most `wait`. True when it has.
+    pub async fn ended_within(mut self, wait: std::time::Duration) -> bool {
+        tokio::time::timeout(wait, self.finished.wait_for(|finished| *finished))
+            .await
+            .is_ok_and(|result| result.is_ok())
+    }
 }
 
 /// Starts and tracks runs. One run per agent at a time.
@@ -63,6 +81,7 @@ impl Runs {
     pub fn start(&self, agent: &Agent, user_message: String) -> Result<Uuid, StartRunError> {
         let run_id = Uuid::new_v4();
         let cancel = CancellationToken::new();
+        let (finished_sender, finished) = watch::channel(false);
         {
             let mut active = self.active();
             if let Some(running) = active.get(&agent.id) {
@@ -79,6 +98,7 @@ impl Runs {
                 ActiveRun {
                     run_id,
                     cancel: cancel.clone(),
+                    finished,
                 },
             );
         }
@@ -101,20 +121,30 @@ impl Runs {
             if let Err(error) = run.execute(provider.as_ref(), request, cancel).await {
                 tracing::warn!(%agent_id, %run_id, %error, "run could not write its outcome");
             }
-            let mut active = active.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if active.get(&agent_id).is_some_and(|run| run.run_id == run_id) {
-                active.remove(&agent_id);
+            {
+                let mut active = active.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if active.get(&agent_id).is_some_and(|run| run.run_id == run_id) {
+                    active.remove(&agent_id);
+                }
             }
+            let _ = finished_sender.send(true);
         });
         Ok(run_id)
     }
 
-    /// Cancels the agent's run, if one is going. Returns its id.
-    pub fn cancel(&self, agent_id: Uuid) -> Option<Uuid> {
+    /// Cancels the agent's run, if one is going and (when `run_ids` is given) it is one of them.
+    /// The run stops its provider stream, commits what it produced and ends with `run_cancelled`.
+    pub fn cancel(&self, agent_id: Uuid, run_ids: Option<&[Uuid]>) -> Option<Cancelling> {
         let active = self.active();
         let run = active.get(&agent_id)?;
+        if run_ids.is_some_and(|run_ids| !run_ids.contains(&run.run_id)) {
+            return None;
+        }
         run.cancel.cancel();
-        Some(run.run_id)
+        Some(Cancelling {
+            run_id: run.run_id,
+            finished: run.finished.clone(),
+        })
     }
 
     /// The run in progress for `agent_id`, if any.

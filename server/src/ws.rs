@@ -125,6 +125,17 @@ where
                 }
                 let _ = out.send(ServerMessage::Unsubscribed { agent_id }).await;
             }
+            ClientMessage::Cancel { agent_id, run_ids } => {
+                // The outcome (`run_cancelled`) arrives through the log like everything else.
+                let run_ids = state
+                    .runs
+                    .cancel(agent_id, run_ids.as_deref())
+                    .map(|cancelling| vec![cancelling.run_id])
+                    .unwrap_or_default();
+                let _ = out
+                    .send(ServerMessage::CancelRequested { agent_id, run_ids })
+                    .await;
+            }
             ClientMessage::Ping { nonce } => {
                 let _ = out.send(ServerMessage::Pong { nonce }).await;
             }

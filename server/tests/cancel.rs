@@ -1,0 +1,158 @@
+//! Cancelling a run: over REST (Letta's path) and over the WebSocket.
+
+mod common;
+
+use app::protocol::{CancelResponse, ClientMessage, ServerMessage};
+use app::EventKind;
+use common::{assert_contiguous, TestServer};
+use serde_json::json;
+use uuid::Uuid;
+
+async fn long_running_server() -> TestServer {
+    TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 100_000;
+        config.scripted.token_delay_ms = 2;
+    })
+    .await
+}
+
+/// Waits until the run has written at least `count` text events.
+async fn wait_for_text(server: &TestServer, agent_id: Uuid, count: usize) {
+    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
+    loop {
+        let events = server.all_events(agent_id).await;
+        if events.iter().filter(|event| event.kind == EventKind::Text).count() >= count {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the run wrote no text");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_written() {
+    let server = long_running_server().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "talk forever").await;
+    wait_for_text(&server, agent_id, 20).await;
+
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: CancelResponse = response.json().await.unwrap();
+    assert_eq!(answer.cancelled_run_ids, vec![run_id]);
+
+    // The answer comes once the run has ended: its end is already the newest event, and stays so.
+    let events = server.all_events(agent_id).await;
+    assert_contiguous(&events, 1);
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, EventKind::RunCancelled);
+    assert_eq!(last.content["stop_reason"], "cancelled");
+    let texts = events.iter().filter(|event| event.kind == EventKind::Text).count();
+    assert!(texts >= 20 && texts < 100_000, "{texts} text events");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(server.all_events(agent_id).await.len(), events.len(), "the run kept writing");
+
+    // The agent is free for the next run.
+    let next = server.start_run(agent_id, "again").await;
+    assert_ne!(next, run_id);
+}
+
+#[tokio::test]
+async fn cancel_names_runs_and_leaves_others_alone() {
+    let server = long_running_server().await;
+    let agent_id = server.create_agent().await;
+    let url = server.url(&format!("/v1/agents/{agent_id}/messages/cancel"));
+
+    // Nothing running: nothing cancelled, and an empty body is fine.
+    let idle: CancelResponse = server.http.post(&url).send().await.unwrap().json().await.unwrap();
+    assert!(idle.cancelled_run_ids.is_empty());
+
+    let run_id = server.start_run(agent_id, "go").await;
+    wait_for_text(&server, agent_id, 5).await;
+    let other: CancelResponse = server
+        .http
+        .post(&url)
+        .json(&json!({ "run_ids": [Uuid::new_v4()] }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(other.cancelled_run_ids.is_empty());
+    let named: CancelResponse = server
+        .http
+        .post(&url)
+        .json(&json!({ "run_ids": [run_id] }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(named.cancelled_run_ids, vec![run_id]);
+}
+
+#[tokio::test]
+async fn bad_cancel_requests_get_json_errors() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let cases = [
+        (format!("/v1/agents/{}/messages/cancel", Uuid::new_v4()), "{}", 404, "unknown_agent"),
+        ("/v1/agents/nope/messages/cancel".to_owned(), "{}", 400, "invalid_id"),
+        (format!("/v1/agents/{agent_id}/messages/cancel"), "{oops", 400, "malformed_json"),
+        (format!("/v1/agents/{agent_id}/messages/cancel"), r#"{"run_ids": "x"}"#, 422, "invalid_body"),
+    ];
+    for (path, body, status, code) in cases {
+        let response = server
+            .http
+            .post(server.url(&path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{path} {body}");
+        let answer: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{path} {body}");
+    }
+}
+
+#[tokio::test]
+async fn cancel_over_the_websocket() {
+    let server = long_running_server().await;
+    let agent_id = server.create_agent().await;
+    let mut client = server.connect().await;
+    client.subscribe(agent_id, 0).await;
+    assert!(matches!(client.receive().await, ServerMessage::Subscribed { .. }));
+    let run_id = server.start_run(agent_id, "go").await;
+    wait_for_text(&server, agent_id, 5).await;
+    client
+        .send(&ClientMessage::Cancel { agent_id, run_ids: None })
+        .await;
+    let mut acknowledged = false;
+    loop {
+        match client.receive().await {
+            ServerMessage::CancelRequested { run_ids, .. } => {
+                assert_eq!(run_ids, vec![run_id]);
+                acknowledged = true;
+            }
+            ServerMessage::Events { events, .. } => {
+                if events.iter().any(|event| event.kind == EventKind::RunCancelled) {
+                    break;
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(acknowledged || {
+        // The acknowledgement may trail the log's end by a frame.
+        matches!(client.receive().await, ServerMessage::CancelRequested { .. })
+    });
+}
