@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
+use crate::runs::RUN_ITERATIONS_MAX_DEFAULT;
 use crate::provider::scripted::ScriptedConfig;
 
 /// Where the database lives when `DATABASE_URL` is not set.
@@ -15,6 +16,8 @@ pub struct Config {
     pub scripted: ScriptedConfig,
     /// Live batches a room buffers per agent before a slow subscriber lags.
     pub hub_room_batches_max: usize,
+    /// LLM calls per run at most.
+    pub run_iterations_max: u32,
 }
 
 impl Default for Config {
@@ -23,6 +26,7 @@ impl Default for Config {
             database_url: DATABASE_URL_DEFAULT.to_owned(),
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
+            run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
         }
     }
 }
@@ -41,6 +45,14 @@ Environment:
   AGENTSTREAM_SCRIPTED_REPLY_TOKENS     words in a scripted reply (default 60)
   AGENTSTREAM_SCRIPTED_SEED             seed of the scripted provider (default 7)
   AGENTSTREAM_HUB_ROOM_BATCHES_MAX      live batches buffered per agent (default 1024)
+  AGENTSTREAM_MAX_ITERATIONS            LLM calls per run at most (default 10)
+
+Scripted provider commands (start a message with them):
+  /echo <text>        reply exactly <text>, word by word
+  /tools clock; calculator 2*(3+4); slow 3
+                      call those tools concurrently, then report their results
+  /loop               call the clock at every step (reaches the iteration limit)
+  /fail <error_type>  stream a few words, then fail with that provider error
   RUST_LOG                              log filter (default info)
 ";
 
@@ -79,6 +91,10 @@ impl Config {
             hub_room_batches_max: parse_env(
                 "AGENTSTREAM_HUB_ROOM_BATCHES_MAX",
                 defaults.hub_room_batches_max,
+            )?,
+            run_iterations_max: parse_env(
+                "AGENTSTREAM_MAX_ITERATIONS",
+                defaults.run_iterations_max,
             )?,
         })
     }

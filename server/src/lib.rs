@@ -20,6 +20,7 @@ pub mod provider;
 pub mod runs;
 pub mod store;
 pub mod subscription;
+pub mod tools;
 pub mod writer;
 pub mod ws;
 
@@ -70,7 +71,12 @@ impl AppState {
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
         let writer = Writer::spawn(store.clone(), hub.clone());
         let provider = Arc::new(ScriptedProvider::new(config.scripted.clone()));
-        let runs = Arc::new(Runs::new(writer.clone(), provider));
+        let runs = Arc::new(Runs::new(
+            writer.clone(),
+            provider,
+            tools::builtin(),
+            config.run_iterations_max,
+        ));
         Ok(AppState {
             store,
             hub,

@@ -12,12 +12,15 @@ use app::protocol::Agent;
 use app::{DeltaAction, EventKind};
 use futures::StreamExt;
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::provider::{Provider, ProviderEvent, ProviderRequest};
+use crate::provider::{
+    ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest, ToolCall,
+};
 use crate::store::EventDraft;
+use crate::tools::Tool;
 use crate::writer::{self, AppendError, AppendReceipt, Writer};
 
 /// Runs in flight across all agents. Each holds a provider stream and a task; past this, new runs
@@ -26,6 +29,15 @@ pub const ACTIVE_RUNS_MAX: usize = 256;
 /// Appends a run may have queued but not yet acknowledged. Lets token writes pipeline into the
 /// writer's group commit instead of paying one commit round trip per token.
 pub const RUN_APPENDS_IN_FLIGHT_MAX: usize = 64;
+/// LLM calls one run makes at most (LLM → tools → LLM …) unless configured otherwise; a model
+/// that keeps asking for tools ends with stop reason `max_iterations`.
+pub const RUN_ITERATIONS_MAX_DEFAULT: u32 = 10;
+/// Tool calls one LLM step may make; further calls get an error result without running.
+pub const TOOL_CALLS_PER_STEP_MAX: usize = 16;
+/// Progress and completion reports of the tools of one step waiting to be written.
+const TOOL_UPDATES_QUEUE_MAX: usize = 256;
+/// A tool result longer than this is cut (and says so) before it goes back to the model.
+pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartRunError {
@@ -61,14 +73,23 @@ impl Cancelling {
 pub struct Runs {
     writer: Writer,
     provider: Arc<dyn Provider>,
+    tools: Arc<Vec<Box<dyn Tool>>>,
+    iterations_max: u32,
     active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
 }
 
 impl Runs {
-    pub fn new(writer: Writer, provider: Arc<dyn Provider>) -> Runs {
+    pub fn new(
+        writer: Writer,
+        provider: Arc<dyn Provider>,
+        tools: Vec<Box<dyn Tool>>,
+        iterations_max: u32,
+    ) -> Runs {
         Runs {
             writer,
             provider,
+            tools: Arc::new(tools),
+            iterations_max: iterations_max.max(1),
             active: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -105,7 +126,8 @@ impl Runs {
         let request = ProviderRequest {
             system: agent.system.clone(),
             model: agent.model.clone(),
-            user_message,
+            messages: vec![ConversationMessage::User { text: user_message }],
+            tools: self.tools.iter().map(|tool| tool.spec()).collect(),
         };
         let run = Run {
             agent_id: agent.id,
@@ -113,12 +135,16 @@ impl Runs {
             thread_id: Uuid::new_v4(),
             writer: self.writer.clone(),
             in_flight: VecDeque::new(),
+            provider: self.provider.clone(),
+            tools: self.tools.clone(),
+            cancel,
+            usage: Usage::default(),
         };
-        let provider = self.provider.clone();
+        let iterations_max = self.iterations_max;
         let active = self.active.clone();
         let agent_id = agent.id;
         tokio::spawn(async move {
-            if let Err(error) = run.execute(provider.as_ref(), request, cancel).await {
+            if let Err(error) = run.execute(request, iterations_max).await {
                 tracing::warn!(%agent_id, %run_id, %error, "run could not write its outcome");
             }
             {
@@ -153,13 +179,63 @@ impl Runs {
     }
 }
 
-/// One run's writing side.
+/// Token counts summed over the LLM calls of a run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl Usage {
+    fn json(self) -> serde_json::Value {
+        json!({ "input_tokens": self.input_tokens, "output_tokens": self.output_tokens })
+    }
+}
+
+/// One run's writing side and its agent loop.
 struct Run {
     agent_id: Uuid,
     run_id: Uuid,
+    /// The run's main thread; every tool call gets a thread of its own.
     thread_id: Uuid,
     writer: Writer,
     in_flight: VecDeque<AppendReceipt>,
+    provider: Arc<dyn Provider>,
+    tools: Arc<Vec<Box<dyn Tool>>>,
+    cancel: CancellationToken,
+    /// Usage of the LLM calls finished so far.
+    usage: Usage,
+}
+
+/// How one LLM call ended.
+enum StepEnd {
+    Finished { stop_reason: String },
+    Cancelled,
+    Failed(ProviderError),
+}
+
+/// A tool call as it streams in, with where its events go.
+struct PendingCall {
+    call_id: String,
+    name: String,
+    input_json: String,
+    input: Option<serde_json::Value>,
+    thread_id: Uuid,
+    block_id: Uuid,
+    message_id: Uuid,
+    /// Calls past the per-step bound are answered with an error instead of running.
+    refused: Option<String>,
+}
+
+enum ToolUpdate {
+    Progress(serde_json::Value),
+    Done(Result<serde_json::Value, String>),
+}
+
+enum Outcome {
+    Completed(String),
+    Cancelled,
+    Failed(ProviderError),
 }
 
 impl Run {
@@ -167,6 +243,14 @@ impl Run {
         let mut draft = EventDraft::new(kind);
         draft.run_id = Some(self.run_id);
         draft.thread_id = Some(self.thread_id);
+        draft
+    }
+
+    fn call_draft(&self, call: &PendingCall, kind: EventKind) -> EventDraft {
+        let mut draft = self.draft(kind);
+        draft.thread_id = Some(call.thread_id);
+        draft.block_id = Some(call.block_id);
+        draft.message_id = Some(call.message_id);
         draft
     }
 
@@ -191,84 +275,87 @@ impl Run {
 
     async fn execute(
         mut self,
-        provider: &dyn Provider,
-        request: ProviderRequest,
-        cancel: CancellationToken,
+        mut request: ProviderRequest,
+        iterations_max: u32,
     ) -> Result<(), AppendError> {
-        let metadata = json!({ "provider": provider.name(), "model": request.model });
+        let metadata = json!({ "provider": self.provider.name(), "model": request.model });
         let mut started = self.draft(EventKind::RunStarted);
-        started.metadata = metadata.clone();
+        started.metadata = metadata;
         self.emit(started).await?;
 
-        let mut user = self.draft(EventKind::User);
-        user.block_id = Some(Uuid::new_v4());
-        user.message_id = Some(Uuid::new_v4());
-        user.content = json!({ "text": request.user_message });
-        self.emit(user).await?;
+        if let Some(ConversationMessage::User { text }) = request.messages.last() {
+            let mut user = self.draft(EventKind::User);
+            user.block_id = Some(Uuid::new_v4());
+            user.message_id = Some(Uuid::new_v4());
+            user.content = json!({ "text": text });
+            self.emit(user).await?;
+        }
 
-        let block_id = Uuid::new_v4();
-        let thinking_id = Uuid::new_v4();
-        let text_id = Uuid::new_v4();
-        let mut usage = serde_json::Value::Null;
-        let mut stop_reason = None;
-        let mut stream = provider.stream(request);
-        let outcome = loop {
-            let next = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => break Outcome::Cancelled,
-                next = stream.next() => next,
-            };
-            let event = match next {
-                None => break Outcome::Completed,
-                Some(Err(error)) => break Outcome::Failed(error),
-                Some(Ok(event)) => event,
-            };
-            let (kind, message_id, piece) = match event {
-                ProviderEvent::ThinkingDelta(piece) => (EventKind::Thinking, thinking_id, piece),
-                ProviderEvent::TextDelta(piece) => (EventKind::Text, text_id, piece),
-                ProviderEvent::Usage {
-                    input_tokens,
-                    output_tokens,
-                } => {
-                    usage = json!({ "input_tokens": input_tokens, "output_tokens": output_tokens });
-                    let mut draft = self.draft(EventKind::Usage);
-                    draft.block_id = Some(block_id);
-                    draft.content = usage.clone();
-                    self.emit(draft).await?;
-                    continue;
+        let mut outcome = Outcome::Completed("max_iterations".to_owned());
+        for _ in 0..iterations_max {
+            let (end, text, calls) = self.llm_step(request.clone()).await?;
+            match end {
+                StepEnd::Cancelled => {
+                    self.answer_unrun(&calls, "cancelled before the tool ran").await?;
+                    outcome = Outcome::Cancelled;
+                    break;
                 }
-                ProviderEvent::Stop { reason } => {
-                    stop_reason = Some(reason);
-                    continue;
+                StepEnd::Failed(error) => {
+                    self.answer_unrun(&calls, "the model failed before the tool ran").await?;
+                    outcome = Outcome::Failed(error);
+                    break;
                 }
-            };
-            let mut draft = self.draft(kind);
-            draft.block_id = Some(block_id);
-            draft.message_id = Some(message_id);
-            draft.delta = Some(serde_json::Value::String(piece));
-            draft.delta_path = Some("text".to_owned());
-            draft.delta_action = Some(DeltaAction::Append);
-            self.emit(draft).await?;
-        };
+                StepEnd::Finished { stop_reason } if calls.is_empty() => {
+                    outcome = Outcome::Completed(stop_reason);
+                    break;
+                }
+                StepEnd::Finished { .. } => {
+                    request.messages.push(ConversationMessage::Assistant {
+                        text,
+                        tool_calls: calls
+                            .iter()
+                            .map(|call| ToolCall {
+                                id: call.call_id.clone(),
+                                name: call.name.clone(),
+                                input: call.input.clone().unwrap_or(json!({})),
+                            })
+                            .collect(),
+                    });
+                    let results = self.run_tools(calls).await?;
+                    request.messages.extend(results);
+                    if self.cancel.is_cancelled() {
+                        outcome = Outcome::Cancelled;
+                        break;
+                    }
+                }
+            }
+        }
+
         let end = match outcome {
-            Outcome::Completed => {
+            Outcome::Completed(stop_reason) => {
                 let mut end = self.draft(EventKind::RunCompleted);
-                end.content = json!({
-                    "stop_reason": stop_reason.unwrap_or_else(|| "end_turn".to_owned()),
-                    "usage": usage,
-                });
+                end.content = json!({ "stop_reason": stop_reason, "usage": self.usage.json() });
                 end
             }
             Outcome::Cancelled => {
                 let mut end = self.draft(EventKind::RunCancelled);
-                end.content = json!({ "stop_reason": "cancelled" });
+                end.content = json!({ "stop_reason": "cancelled", "usage": self.usage.json() });
                 end
             }
             Outcome::Failed(error) => {
+                let mut reported = self.draft(EventKind::Error);
+                reported.message_id = Some(Uuid::new_v4());
+                reported.content = json!({
+                    "type": error.kind,
+                    "message": error.message,
+                    "retryable": error.retryable,
+                });
+                self.emit(reported).await?;
                 let mut end = self.draft(EventKind::RunFailed);
                 end.content = json!({
-                    "stop_reason": "llm_api_error",
-                    "error": { "type": error.kind, "message": error.message },
+                    "stop_reason": "error",
+                    "error": { "type": error.kind, "message": error.message, "retryable": error.retryable },
+                    "usage": self.usage.json(),
                 });
                 end
             }
@@ -276,10 +363,275 @@ impl Run {
         self.emit(end).await?;
         self.flush().await
     }
-}
 
-enum Outcome {
-    Completed,
-    Cancelled,
-    Failed(crate::provider::ProviderError),
+    /// One LLM call: streams thinking and text into one block, each tool call into a block and
+    /// thread of its own. Returns how it ended, the text it produced, and the tool calls.
+    async fn llm_step(
+        &mut self,
+        request: ProviderRequest,
+    ) -> Result<(StepEnd, String, Vec<PendingCall>), AppendError> {
+        let block_id = Uuid::new_v4();
+        let thinking_id = Uuid::new_v4();
+        let text_id = Uuid::new_v4();
+        let mut text = String::new();
+        let mut calls: Vec<PendingCall> = Vec::new();
+        let mut step_usage = Usage::default();
+        let mut stop_reason = None;
+        let mut stream = self.provider.stream(request);
+        let end = loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => break StepEnd::Cancelled,
+                next = stream.next() => next,
+            };
+            let event = match next {
+                None => {
+                    break StepEnd::Finished {
+                        stop_reason: stop_reason.take().unwrap_or_else(|| "end_turn".to_owned()),
+                    }
+                }
+                Some(Err(error)) => break StepEnd::Failed(error),
+                Some(Ok(event)) => event,
+            };
+            match event {
+                ProviderEvent::ThinkingDelta(piece) | ProviderEvent::TextDelta(piece)
+                    if piece.is_empty() => {}
+                ProviderEvent::ThinkingDelta(piece) => {
+                    self.emit_text_delta(EventKind::Thinking, block_id, thinking_id, piece)
+                        .await?;
+                }
+                ProviderEvent::TextDelta(piece) => {
+                    text.push_str(&piece);
+                    self.emit_text_delta(EventKind::Text, block_id, text_id, piece)
+                        .await?;
+                }
+                ProviderEvent::ToolCallStart { id, name } => {
+                    if calls.iter().any(|call| call.call_id == id) {
+                        tracing::warn!(run_id = %self.run_id, call_id = %id, "duplicate tool call refused");
+                        continue;
+                    }
+                    let refused = (calls.len() >= TOOL_CALLS_PER_STEP_MAX).then(|| {
+                        format!("more than {TOOL_CALLS_PER_STEP_MAX} tool calls in one step")
+                    });
+                    let call = PendingCall {
+                        call_id: id,
+                        name,
+                        input_json: String::new(),
+                        input: None,
+                        thread_id: Uuid::new_v4(),
+                        block_id: Uuid::new_v4(),
+                        message_id: Uuid::new_v4(),
+                        refused,
+                    };
+                    let mut draft = self.call_draft(&call, EventKind::ToolCall);
+                    draft.content = json!({
+                        "name": call.name,
+                        "tool_call_id": call.call_id,
+                        "input": {},
+                        "status": "streaming",
+                    });
+                    self.emit(draft).await?;
+                    calls.push(call);
+                }
+                ProviderEvent::ToolCallInputDelta { id, json: piece } => {
+                    let Some(index) = calls.iter().position(|call| call.call_id == id) else {
+                        continue;
+                    };
+                    calls[index].input_json.push_str(&piece);
+                    let mut draft = self.call_draft(&calls[index], EventKind::ToolCall);
+                    draft.delta = Some(serde_json::Value::String(piece));
+                    draft.delta_path = Some("input_json".to_owned());
+                    draft.delta_action = Some(DeltaAction::Append);
+                    self.emit(draft).await?;
+                }
+                ProviderEvent::ToolCallEnd { id, input } => {
+                    let Some(index) = calls.iter().position(|call| call.call_id == id) else {
+                        continue;
+                    };
+                    calls[index].input = Some(input.clone());
+                    let mut draft = self.call_draft(&calls[index], EventKind::ToolCall);
+                    draft.delta = Some(json!({ "input": input, "status": "ready" }));
+                    draft.delta_path = Some(String::new());
+                    draft.delta_action = Some(DeltaAction::Merge);
+                    self.emit(draft).await?;
+                }
+                ProviderEvent::Usage {
+                    input_tokens,
+                    output_tokens,
+                } => {
+                    // Providers report usage cumulatively within a call.
+                    step_usage = Usage {
+                        input_tokens,
+                        output_tokens,
+                    };
+                    let total = Usage {
+                        input_tokens: self.usage.input_tokens + input_tokens,
+                        output_tokens: self.usage.output_tokens + output_tokens,
+                    };
+                    let mut draft = self.draft(EventKind::Usage);
+                    draft.block_id = Some(block_id);
+                    draft.content = total.json();
+                    self.emit(draft).await?;
+                }
+                ProviderEvent::Stop { reason } => stop_reason = Some(reason),
+            }
+        };
+        self.usage.input_tokens += step_usage.input_tokens;
+        self.usage.output_tokens += step_usage.output_tokens;
+        // A call whose input never completed: its JSON pieces are all there is.
+        for call in &mut calls {
+            if call.input.is_none() {
+                call.input = serde_json::from_str(&call.input_json).ok();
+            }
+        }
+        Ok((end, text, calls))
+    }
+
+    async fn emit_text_delta(
+        &mut self,
+        kind: EventKind,
+        block_id: Uuid,
+        message_id: Uuid,
+        piece: String,
+    ) -> Result<(), AppendError> {
+        let mut draft = self.draft(kind);
+        draft.block_id = Some(block_id);
+        draft.message_id = Some(message_id);
+        draft.delta = Some(serde_json::Value::String(piece));
+        draft.delta_path = Some("text".to_owned());
+        draft.delta_action = Some(DeltaAction::Append);
+        self.emit(draft).await
+    }
+
+    /// Writes one result for a call and marks the call's card done.
+    async fn emit_result(
+        &mut self,
+        call: &PendingCall,
+        result: Result<serde_json::Value, String>,
+    ) -> Result<ConversationMessage, AppendError> {
+        let (value, is_error) = match result {
+            Ok(value) => (value, false),
+            Err(message) => (json!(message), true),
+        };
+        let mut content = match &value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        if content.chars().count() > TOOL_RESULT_CHARS_MAX {
+            content = content.chars().take(TOOL_RESULT_CHARS_MAX).collect::<String>()
+                + " … [cut: the result was longer than the limit]";
+        }
+        let mut status = self.call_draft(call, EventKind::ToolCall);
+        status.delta = Some(json!({ "status": if is_error { "error" } else { "done" } }));
+        status.delta_path = Some(String::new());
+        status.delta_action = Some(DeltaAction::Merge);
+        self.emit(status).await?;
+        let mut result = self.call_draft(call, EventKind::ToolResult);
+        result.message_id = Some(Uuid::new_v4());
+        result.content = json!({
+            "tool_call_id": call.call_id,
+            "name": call.name,
+            "result": value,
+            "is_error": is_error,
+        });
+        self.emit(result).await?;
+        Ok(ConversationMessage::ToolResult {
+            tool_call_id: call.call_id.clone(),
+            content,
+            is_error,
+        })
+    }
+
+    /// Gives calls that never ran their one (error) result.
+    async fn answer_unrun(&mut self, calls: &[PendingCall], why: &str) -> Result<(), AppendError> {
+        for call in calls {
+            self.emit_result(call, Err(why.to_owned())).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the calls of one step concurrently, each on its own task; writes their progress and
+    /// exactly one result per call; returns the results for the next LLM call.
+    async fn run_tools(
+        &mut self,
+        calls: Vec<PendingCall>,
+    ) -> Result<Vec<ConversationMessage>, AppendError> {
+        let (updates, mut incoming) = mpsc::channel::<(usize, ToolUpdate)>(TOOL_UPDATES_QUEUE_MAX);
+        let mut tasks = Vec::with_capacity(calls.len());
+        for (index, call) in calls.iter().enumerate() {
+            let updates = updates.clone();
+            let immediate = if let Some(why) = &call.refused {
+                Some(Err(why.clone()))
+            } else if call.input.is_none() {
+                Some(Err(format!("the input is not valid JSON: {:?}", call.input_json)))
+            } else if !self.tools.iter().any(|tool| tool.spec().name == call.name) {
+                Some(Err(format!("there is no tool named {:?}", call.name)))
+            } else {
+                None
+            };
+            if let Some(result) = immediate {
+                let _ = updates.send((index, ToolUpdate::Done(result))).await;
+                continue;
+            }
+            let tools = self.tools.clone();
+            let name = call.name.clone();
+            let input = call.input.clone().unwrap_or(json!({}));
+            let cancel = self.cancel.child_token();
+            tasks.push(tokio::spawn(async move {
+                let Some(tool) = tools.iter().find(|tool| tool.spec().name == name) else {
+                    return;
+                };
+                let (progress, mut reports) = mpsc::channel(8);
+                let work = tool.call(input, progress, cancel);
+                tokio::pin!(work);
+                let result = loop {
+                    tokio::select! {
+                        result = &mut work => break result,
+                        Some(report) = reports.recv() => {
+                            let _ = updates.send((index, ToolUpdate::Progress(report))).await;
+                        }
+                    }
+                };
+                let _ = updates.send((index, ToolUpdate::Done(result))).await;
+            }));
+        }
+        drop(updates);
+
+        let mut answered: Vec<Option<ConversationMessage>> = calls.iter().map(|_| None).collect();
+        while let Some((index, update)) = incoming.recv().await {
+            match update {
+                ToolUpdate::Progress(report) => {
+                    let mut draft = self.call_draft(&calls[index], EventKind::ToolCall);
+                    draft.delta = Some(report);
+                    draft.delta_path = Some(String::new());
+                    draft.delta_action = Some(DeltaAction::Merge);
+                    self.emit(draft).await?;
+                }
+                ToolUpdate::Done(result) => {
+                    if answered[index].is_some() {
+                        tracing::warn!(call_id = %calls[index].call_id, "second result refused");
+                        continue;
+                    }
+                    answered[index] = Some(self.emit_result(&calls[index], result).await?);
+                }
+            }
+        }
+        for task in tasks {
+            if let Err(error) = task.await {
+                tracing::error!(%error, "a tool task failed");
+            }
+        }
+        // A task that died without answering still owes its call a result.
+        let mut results = Vec::with_capacity(calls.len());
+        for (index, answer) in answered.into_iter().enumerate() {
+            match answer {
+                Some(message) => results.push(message),
+                None => results.push(
+                    self.emit_result(&calls[index], Err("the tool ended without a result".into()))
+                        .await?,
+                ),
+            }
+        }
+        Ok(results)
+    }
 }

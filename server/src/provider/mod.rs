@@ -1,20 +1,67 @@
 //! Providers: where an agent's words come from.
 //!
-//! A provider turns a request into a stream of [`ProviderEvent`]s; the agent loop
-//! ([`crate::runs`]) turns those into `AgentEvent` drafts for the writer. Today there is the
-//! built-in scripted provider, the offline default.
+//! A provider turns a request (system prompt, the conversation so far, the tools on offer) into a
+//! stream of [`ProviderEvent`]s; the agent loop ([`crate::runs`]) turns those into `AgentEvent`
+//! drafts for the writer, runs the tools the model asks for, and calls the provider again. Today
+//! there is the built-in scripted provider, the offline default.
 
 pub mod scripted;
 
 use futures::stream::BoxStream;
+use serde_json::Value;
+
+/// A tool the model may call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the input object.
+    pub input_schema: Value,
+}
+
+/// A tool call as the model made it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id for the call (`toolu_…`, `call_…`); results refer to it.
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+}
+
+/// One message of the conversation handed to the provider.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConversationMessage {
+    User {
+        text: String,
+    },
+    Assistant {
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    ToolResult {
+        tool_call_id: String,
+        content: String,
+        is_error: bool,
+    },
+}
 
 /// What the agent loop asks a provider for.
 #[derive(Clone, Debug)]
 pub struct ProviderRequest {
     pub system: Option<String>,
     pub model: Option<String>,
-    /// The user's message for this turn.
-    pub user_message: String,
+    pub messages: Vec<ConversationMessage>,
+    pub tools: Vec<ToolSpec>,
+}
+
+impl ProviderRequest {
+    /// The newest user message, if any.
+    pub fn last_user_text(&self) -> Option<&str> {
+        self.messages.iter().rev().find_map(|message| match message {
+            ConversationMessage::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+    }
 }
 
 /// One step of a provider's output, already parsed from its wire format.
@@ -22,26 +69,34 @@ pub struct ProviderRequest {
 pub enum ProviderEvent {
     ThinkingDelta(String),
     TextDelta(String),
+    /// A tool call begins; its input follows as JSON text pieces.
+    ToolCallStart { id: String, name: String },
+    /// A piece of the JSON text of a tool call's input.
+    ToolCallInputDelta { id: String, json: String },
+    /// The tool call is complete; `input` is the parsed input object.
+    ToolCallEnd { id: String, input: Value },
     Usage {
         input_tokens: u64,
         output_tokens: u64,
     },
-    /// The provider finished this turn; `reason` is its stop reason (`end_turn`, `max_tokens` …).
+    /// The provider finished this step; `reason` is its stop reason (`end_turn`, `tool_use` …).
     Stop { reason: String },
 }
 
-#[derive(Clone, Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{kind}: {message}")]
 pub struct ProviderError {
     /// A stable error type (`overloaded_error`, `rate_limit_error` …).
     pub kind: String,
     pub message: String,
+    /// Whether trying again later may succeed.
+    pub retryable: bool,
 }
 
 pub trait Provider: Send + Sync + 'static {
     /// The provider's name, recorded in event metadata.
     fn name(&self) -> &'static str;
-    /// Starts one turn. The stream ends after `Stop` or an error.
+    /// Starts one step. The stream ends after `Stop` or an error.
     fn stream(
         &self,
         request: ProviderRequest,

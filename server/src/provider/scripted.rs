@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::stream::{self, BoxStream, StreamExt};
 
-use super::{Provider, ProviderError, ProviderEvent, ProviderRequest};
+use serde_json::{json, Value};
+
+use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
 
 #[derive(Clone, Debug)]
 pub struct ScriptedConfig {
@@ -105,6 +107,13 @@ fn sentence_tokens(random: &mut Random, count: u32) -> Vec<String> {
 /// A user message starting with this makes the reply exactly the rest of the message, streamed
 /// word by word: a deterministic way to put any text (markup included) into a reply.
 pub const ECHO_COMMAND: &str = "/echo ";
+/// `/tools clock; calculator 2*(3+4); slow 3` asks for those tool calls, concurrently, in one
+/// step; once their results are in, the reply reports them.
+pub const TOOLS_COMMAND: &str = "/tools ";
+/// `/loop` asks for the clock tool at every step, so the run reaches its iteration limit.
+pub const LOOP_COMMAND: &str = "/loop";
+/// `/fail overloaded_error` streams a few words and then fails with that error type.
+pub const FAIL_COMMAND: &str = "/fail ";
 
 /// Splits `text` into word tokens that concatenate back to `text` exactly.
 fn echo_tokens(text: &str) -> Vec<String> {
@@ -122,31 +131,134 @@ fn echo_tokens(text: &str) -> Vec<String> {
     tokens
 }
 
+/// Parses one tool invocation of a `/tools` command into a call's name and input.
+fn scripted_tool_call(invocation: &str) -> (String, Value) {
+    let invocation = invocation.trim();
+    let (name, argument) = invocation
+        .split_once(char::is_whitespace)
+        .map(|(name, argument)| (name, argument.trim()))
+        .unwrap_or((invocation, ""));
+    let input = match name {
+        "calculator" => json!({ "expression": argument }),
+        "slow" => json!({ "seconds": argument.parse::<f64>().unwrap_or(2.0) }),
+        "clock" => json!({}),
+        _ => serde_json::from_str(argument).unwrap_or_else(|_| json!({ "argument": argument })),
+    };
+    (name.to_owned(), input)
+}
+
+/// Streams a tool call the way providers do: start, the input's JSON in pieces, end.
+fn tool_call_events(events: &mut Vec<Step>, id: String, name: String, input: Value) {
+    events.push(Ok(ProviderEvent::ToolCallStart {
+        id: id.clone(),
+        name,
+    }));
+    let json_text = input.to_string();
+    let characters: Vec<char> = json_text.chars().collect();
+    for piece in characters.chunks(8) {
+        events.push(Ok(ProviderEvent::ToolCallInputDelta {
+            id: id.clone(),
+            json: piece.iter().collect(),
+        }));
+    }
+    events.push(Ok(ProviderEvent::ToolCallEnd { id, input }));
+}
+
+type Step = Result<ProviderEvent, ProviderError>;
+
 /// The whole script for one request, before pacing.
-pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<ProviderEvent> {
-    let mut random = Random(config.seed ^ fnv1a(&request.user_message));
+pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
+    let user_text = request.last_user_text().unwrap_or("");
+    let step = request
+        .messages
+        .iter()
+        .filter(|message| matches!(message, ConversationMessage::Assistant { .. }))
+        .count();
+    let mut random = Random(config.seed ^ fnv1a(user_text) ^ step as u64);
     let reply_tokens = config.reply_tokens.min(SCRIPTED_REPLY_TOKENS_MAX);
-    let mut events = Vec::with_capacity(reply_tokens as usize + 16);
+    let mut events: Vec<Step> = Vec::with_capacity(reply_tokens as usize + 16);
     events.extend(
         sentence_tokens(&mut random, SCRIPTED_THINKING_TOKENS)
             .into_iter()
-            .map(ProviderEvent::ThinkingDelta),
+            .map(|token| Ok(ProviderEvent::ThinkingDelta(token))),
     );
-    let reply = match request.user_message.strip_prefix(ECHO_COMMAND) {
-        Some(echoed) => echo_tokens(echoed),
-        None => sentence_tokens(&mut random, reply_tokens),
-    };
-    let reply_tokens = reply.len() as u32;
-    events.extend(reply.into_iter().map(ProviderEvent::TextDelta));
-    events.push(ProviderEvent::Usage {
-        input_tokens: request.user_message.split_whitespace().count() as u64
+    let after_tools = matches!(
+        request.messages.last(),
+        Some(ConversationMessage::ToolResult { .. })
+    );
+    let wants_tools = |text: &str| text.starts_with(TOOLS_COMMAND) || text == LOOP_COMMAND;
+    let mut output_tokens = SCRIPTED_THINKING_TOKENS as u64;
+    let stop_reason;
+    if user_text == LOOP_COMMAND || (wants_tools(user_text) && !after_tools) {
+        let invocations: Vec<&str> = match user_text.strip_prefix(TOOLS_COMMAND) {
+            Some(spec) => spec.split(';').filter(|part| !part.trim().is_empty()).collect(),
+            None => vec!["clock"],
+        };
+        events.push(Ok(ProviderEvent::TextDelta("Let me use my tools.".to_owned())));
+        for (index, invocation) in invocations.into_iter().enumerate() {
+            let (name, input) = scripted_tool_call(invocation);
+            let id = format!("call_{step}_{index}_{:08x}", random.next() as u32);
+            tool_call_events(&mut events, id, name, input);
+            output_tokens += 8;
+        }
+        stop_reason = "tool_use";
+    } else if after_tools {
+        let mut summary = String::from("The tools answered:");
+        for message in &request.messages {
+            if let ConversationMessage::ToolResult {
+                content, is_error, ..
+            } = message
+            {
+                let marker = if *is_error { " (error)" } else { "" };
+                summary.push_str(&format!(" {content}{marker};"));
+            }
+        }
+        summary.push_str(" that is all.");
+        let tokens = echo_tokens(&summary);
+        output_tokens += tokens.len() as u64;
+        events.extend(tokens.into_iter().map(|token| Ok(ProviderEvent::TextDelta(token))));
+        stop_reason = "end_turn";
+    } else if let Some(kind) = user_text.strip_prefix(FAIL_COMMAND) {
+        let kind = kind.trim().to_owned();
+        events.extend(
+            sentence_tokens(&mut random, 5)
+                .into_iter()
+                .map(|token| Ok(ProviderEvent::TextDelta(token))),
+        );
+        let retryable = matches!(kind.as_str(), "overloaded_error" | "rate_limit_error");
+        events.push(Err(ProviderError {
+            message: format!("the scripted provider failed with {kind} as asked"),
+            kind,
+            retryable,
+        }));
+        return events;
+    } else {
+        let reply = match user_text.strip_prefix(ECHO_COMMAND) {
+            Some(echoed) => echo_tokens(echoed),
+            None => sentence_tokens(&mut random, reply_tokens),
+        };
+        output_tokens += reply.len() as u64;
+        events.extend(reply.into_iter().map(|token| Ok(ProviderEvent::TextDelta(token))));
+        stop_reason = "end_turn";
+    }
+    let input_words: usize = request
+        .messages
+        .iter()
+        .map(|message| match message {
+            ConversationMessage::User { text } => text.split_whitespace().count(),
+            ConversationMessage::Assistant { text, .. } => text.split_whitespace().count(),
+            ConversationMessage::ToolResult { content, .. } => content.split_whitespace().count(),
+        })
+        .sum();
+    events.push(Ok(ProviderEvent::Usage {
+        input_tokens: input_words as u64
             + request.system.as_deref().map_or(0, |system| system.split_whitespace().count())
                 as u64,
-        output_tokens: (SCRIPTED_THINKING_TOKENS + reply_tokens) as u64,
-    });
-    events.push(ProviderEvent::Stop {
-        reason: "end_turn".to_owned(),
-    });
+        output_tokens,
+    }));
+    events.push(Ok(ProviderEvent::Stop {
+        reason: stop_reason.to_owned(),
+    }));
     events
 }
 
@@ -162,15 +274,17 @@ impl Provider for ScriptedProvider {
         let delay = Duration::from_millis(self.config.token_delay_ms);
         let events = script(&self.config, &request);
         stream::iter(events)
-            .then(move |event| async move {
+            .then(move |step| async move {
                 let is_token = matches!(
-                    event,
-                    ProviderEvent::TextDelta(_) | ProviderEvent::ThinkingDelta(_)
+                    step,
+                    Ok(ProviderEvent::TextDelta(_)
+                        | ProviderEvent::ThinkingDelta(_)
+                        | ProviderEvent::ToolCallInputDelta { .. })
                 );
                 if is_token && !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                Ok(event)
+                step
             })
             .boxed()
     }
@@ -184,18 +298,54 @@ mod tests {
         ProviderRequest {
             system: None,
             model: None,
-            user_message: text.to_owned(),
+            messages: vec![ConversationMessage::User { text: text.to_owned() }],
+            tools: Vec::new(),
         }
     }
 
-    fn reply_text(events: &[ProviderEvent]) -> String {
+    fn reply_text(events: &[Step]) -> String {
         events
             .iter()
             .filter_map(|event| match event {
-                ProviderEvent::TextDelta(text) => Some(text.as_str()),
+                Ok(ProviderEvent::TextDelta(text)) => Some(text.as_str()),
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn tools_command_streams_each_call_with_its_input_in_pieces() {
+        let config = ScriptedConfig::default();
+        let events = script(&config, &request("/tools clock; calculator 2*(3+4)"));
+        let mut inputs = std::collections::HashMap::<String, String>::new();
+        let mut ended = Vec::new();
+        for event in &events {
+            match event {
+                Ok(ProviderEvent::ToolCallInputDelta { id, json }) => {
+                    inputs.entry(id.clone()).or_default().push_str(json)
+                }
+                Ok(ProviderEvent::ToolCallEnd { id, input }) => ended.push((id.clone(), input.clone())),
+                _ => {}
+            }
+        }
+        assert_eq!(ended.len(), 2);
+        assert_eq!(ended[1].1, json!({"expression": "2*(3+4)"}));
+        for (id, input) in &ended {
+            let pieces: Value = serde_json::from_str(&inputs[id]).unwrap();
+            assert_eq!(&pieces, input);
+        }
+        assert_eq!(
+            events.last().unwrap().as_ref().unwrap(),
+            &ProviderEvent::Stop { reason: "tool_use".into() }
+        );
+    }
+
+    #[test]
+    fn fail_command_ends_in_the_named_error() {
+        let events = script(&ScriptedConfig::default(), &request("/fail overloaded_error"));
+        let error = events.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(error.kind, "overloaded_error");
+        assert!(error.retryable);
     }
 
     #[test]
@@ -206,7 +356,7 @@ mod tests {
         assert_eq!(reply_text(&events), text);
         let tokens = events
             .iter()
-            .filter(|event| matches!(event, ProviderEvent::TextDelta(_)))
+            .filter(|event| matches!(event, Ok(ProviderEvent::TextDelta(_))))
             .count();
         assert_eq!(tokens, 6);
     }
@@ -223,15 +373,15 @@ mod tests {
         assert_ne!(reply_text(&first), reply_text(&script(&config, &request("other"))));
         let tokens = first
             .iter()
-            .filter(|event| matches!(event, ProviderEvent::TextDelta(_)))
+            .filter(|event| matches!(event, Ok(ProviderEvent::TextDelta(_))))
             .count();
         assert_eq!(tokens, 25);
         let text = reply_text(&first);
         assert!(text.ends_with('.'), "{text}");
         assert!(text.chars().next().unwrap().is_uppercase(), "{text}");
         assert_eq!(
-            first.last(),
-            Some(&ProviderEvent::Stop { reason: "end_turn".into() })
+            first.last().unwrap().as_ref().unwrap(),
+            &ProviderEvent::Stop { reason: "end_turn".into() }
         );
     }
 }
