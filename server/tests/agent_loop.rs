@@ -1,0 +1,205 @@
+//! The agent loop with the scripted provider: tools, concurrency, bounds, errors, cancellation.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+
+use app::timeline::{RunStatus, Timeline};
+use app::{AgentEvent, EventKind};
+use common::{assert_contiguous, TestServer};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+fn tool_results(events: &[AgentEvent]) -> Vec<&AgentEvent> {
+    events.iter().filter(|event| event.kind == EventKind::ToolResult).collect()
+}
+
+/// Every tool call (by tool_call_id) has exactly one result.
+fn assert_one_result_per_call(events: &[AgentEvent]) -> HashMap<String, Value> {
+    let calls: HashSet<String> = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolCall)
+        .filter_map(|event| event.content.get("tool_call_id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    let mut results = HashMap::new();
+    for result in tool_results(events) {
+        let call_id = result.content["tool_call_id"].as_str().unwrap().to_owned();
+        assert!(calls.contains(&call_id), "a result for an unknown call {call_id}");
+        assert!(
+            results.insert(call_id.clone(), result.content.clone()).is_none(),
+            "two results for {call_id}"
+        );
+    }
+    assert_eq!(results.len(), calls.len(), "calls without a result");
+    results
+}
+
+fn fold(events: &[AgentEvent]) -> Timeline {
+    let mut timeline = Timeline::new();
+    timeline.apply_all(events.iter().cloned());
+    timeline
+}
+
+#[tokio::test]
+async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server
+        .start_run(agent_id, "/tools clock; calculator 2*(3+4)")
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_contiguous(&events, 1);
+    let results = assert_one_result_per_call(&events);
+    assert_eq!(results.len(), 2);
+    let calculator = results.values().find(|result| result["name"] == "calculator").unwrap();
+    assert_eq!(calculator["result"], json!(14.0));
+    assert_eq!(calculator["is_error"], false);
+
+    let timeline = fold(&events);
+    let run = timeline.run(run_id).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.stop_reason.as_deref(), Some("end_turn"));
+    // The main thread plus one thread per tool call.
+    assert_eq!(run.thread_ids.len(), 3);
+    let calls: Vec<_> = timeline
+        .messages()
+        .iter()
+        .filter(|message| message.kind == EventKind::ToolCall)
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_ne!(calls[0].block_id, calls[1].block_id);
+    assert_ne!(calls[0].thread_id, calls[1].thread_id);
+    // The input streamed in pieces and was replaced by the parsed object.
+    assert_eq!(calls[1].content["input"], json!({"expression": "2*(3+4)"}));
+    assert_eq!(calls[1].content["input_json"], json!("{\"expression\":\"2*(3+4)\"}"));
+    assert_eq!(calls[1].content["status"], "done");
+    // The second LLM call reports the results.
+    let final_text = timeline
+        .messages()
+        .iter()
+        .filter(|message| message.kind == EventKind::Text)
+        .last()
+        .unwrap()
+        .text()
+        .to_owned();
+    assert!(final_text.contains("14"), "{final_text}");
+    // Usage adds up over both LLM calls.
+    let usage = run.usage.clone().unwrap();
+    assert!(usage["output_tokens"].as_u64().unwrap() > 12 + 16, "{usage}");
+}
+
+#[tokio::test]
+async fn the_tools_of_one_step_run_concurrently() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "/tools slow 2; slow 2; slow 2").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_one_result_per_call(&events);
+    let first_result = events
+        .iter()
+        .position(|event| event.kind == EventKind::ToolResult)
+        .unwrap();
+    // Before any tool finished, each of the three had already reported progress.
+    let reporting: HashSet<Uuid> = events[..first_result]
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolCall)
+        .filter(|event| event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some()))
+        .filter_map(|event| event.message_id)
+        .collect();
+    assert_eq!(reporting.len(), 3, "the tools ran one after another");
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_tools_stops_at_the_iteration_bound() {
+    let server = TestServer::start_with(|config| config.run_iterations_max = 3).await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "/loop").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let results = assert_one_result_per_call(&events);
+    assert_eq!(results.len(), 3);
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+    assert_eq!(end.content["stop_reason"], "max_iterations");
+}
+
+#[tokio::test]
+async fn tool_failures_are_results_and_the_run_goes_on() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server
+        .start_run(agent_id, r#"/tools calculator 1/0; no_such_tool {}; calculator (1"#)
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let results = assert_one_result_per_call(&events);
+    assert_eq!(results.len(), 3);
+    for result in results.values() {
+        assert_eq!(result["is_error"], true, "{result}");
+    }
+    assert!(results
+        .values()
+        .any(|result| result["result"].as_str().unwrap().contains("no tool named")));
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+    let timeline = fold(&events);
+    let text = timeline
+        .messages()
+        .iter()
+        .filter(|message| message.kind == EventKind::Text)
+        .last()
+        .unwrap()
+        .text()
+        .to_owned();
+    assert!(text.contains("(error)"), "{text}");
+}
+
+#[tokio::test]
+async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "/tools slow 25").await;
+    // Wait until the tool has reported progress once: it is running.
+    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
+    loop {
+        let events = server.all_events(agent_id).await;
+        if events.iter().any(|event| {
+            event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some())
+        }) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the slow tool never reported");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
+        .json(&json!({ "run_ids": [run_id] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // The cancel answer waits for the run's end, so the log is final now.
+    let events = server.all_events(agent_id).await;
+    let results = assert_one_result_per_call(&events);
+    let result = results.values().next().unwrap();
+    assert_eq!(result["is_error"], true);
+    assert_eq!(result["result"], "cancelled");
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
+}
+
+#[tokio::test]
+async fn a_provider_failure_mid_stream_ends_the_run_with_an_error_event() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "/fail overloaded_error").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert!(events.iter().any(|event| event.kind == EventKind::Text));
+    let error = events.iter().find(|event| event.kind == EventKind::Error).unwrap();
+    assert_eq!(error.content["type"], "overloaded_error");
+    assert_eq!(error.content["retryable"], true);
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunFailed);
+    assert_eq!(end.content["stop_reason"], "error");
+    assert_eq!(end.content["error"]["type"], "overloaded_error");
+    assert_eq!(fold(&events).run(run_id).unwrap().status, RunStatus::Failed);
+}
