@@ -212,3 +212,25 @@ test("the stop button cancels a long reply and the page shows it cancelled", asy
   expect(serverText.length).toBeLessThan(words.length);
   await expect(reply).toHaveText(serverText);
 });
+
+test("a tool-using reply shows tool cards with inputs, progress and results", async ({
+  page,
+  request,
+}) => {
+  const agentId = await createAgent(request, "tools");
+  await openLive(page, agentId);
+  await send(page, "/tools calculator 6*7; slow 2");
+  const cards = page.locator(".message.kind-tool_call");
+  await expect(cards).toHaveCount(2);
+  const calculator = cards.filter({ hasText: "calculator" });
+  const slow = cards.filter({ hasText: "slow" });
+  await expect(slow.locator(".tool-outcome.running")).toBeVisible();
+  await expect(calculator.locator(".tool-input")).toContainText('"expression": "6*7"');
+  await expect(calculator.locator(".tool-outcome")).toHaveText("result: 42.0");
+  await waitForCompletion(page);
+  await expect(slow.locator(".tool-outcome")).toHaveText("result: waited 2 s");
+  // Each call ran on its own thread, and the blocks say so.
+  await expect(page.locator(".thread-label").first()).toBeVisible();
+  // The model's final answer reads the results.
+  await expect(page.locator(".message.kind-text .body").last()).toContainText("42");
+});
