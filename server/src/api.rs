@@ -211,7 +211,16 @@ async fn create_run_inner(
         .get_agent(agent_id)
         .await?
         .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
-    let run_id = state.runs.start(&agent, request.content)?;
+    if let Some(run_id) = state.runs.active_run(agent_id) {
+        return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id }.into());
+    }
+    // The model sees the conversation so far, rebuilt from the log by the shared reducer.
+    let timeline = crate::history::fold_log(state.store.as_ref(), agent_id).await?;
+    let (prior, warnings) = crate::history::conversation_from_timeline(&timeline);
+    for warning in warnings {
+        tracing::warn!(%agent_id, "history for the next turn: {warning}");
+    }
+    let run_id = state.runs.start(&agent, prior, request.content)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(RunAccepted { run_id, agent_id }),

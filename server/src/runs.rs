@@ -98,8 +98,14 @@ impl Runs {
         self.active.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts a run of `agent` for `user_message`; its output goes to the log.
-    pub fn start(&self, agent: &Agent, user_message: String) -> Result<Uuid, StartRunError> {
+    /// Starts a run of `agent` for `user_message`, after the conversation `prior` (rebuilt from
+    /// the log); its output goes to the log.
+    pub fn start(
+        &self,
+        agent: &Agent,
+        prior: Vec<ConversationMessage>,
+        user_message: String,
+    ) -> Result<Uuid, StartRunError> {
         let run_id = Uuid::new_v4();
         let cancel = CancellationToken::new();
         let (finished_sender, finished) = watch::channel(false);
@@ -126,7 +132,10 @@ impl Runs {
         let request = ProviderRequest {
             system: agent.system.clone(),
             model: agent.model.clone(),
-            messages: vec![ConversationMessage::User { text: user_message }],
+            messages: prior
+                .into_iter()
+                .chain([ConversationMessage::User { text: user_message }])
+                .collect(),
             tools: self.tools.iter().map(|tool| tool.spec()).collect(),
         };
         let run = Run {

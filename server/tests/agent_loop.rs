@@ -203,3 +203,20 @@ async fn a_provider_failure_mid_stream_ends_the_run_with_an_error_event() {
     assert_eq!(end.content["error"]["type"], "overloaded_error");
     assert_eq!(fold(&events).run(run_id).unwrap().status, RunStatus::Failed);
 }
+
+#[tokio::test]
+async fn the_next_turn_sees_the_conversation_rebuilt_from_the_log() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let first = server.start_run(agent_id, "/echo one two three").await;
+    server.wait_for_run_end(agent_id, first).await;
+    let second = server.start_run(agent_id, "hello").await;
+    let events = server.wait_for_run_end(agent_id, second).await;
+    let timeline = fold(&events);
+    // The scripted provider counts the words of every message it is given as input tokens:
+    // the first turn's question (4) and answer (3), then the new question (1).
+    let first_usage = timeline.run(first).unwrap().usage.clone().unwrap();
+    let second_usage = timeline.run(second).unwrap().usage.clone().unwrap();
+    assert_eq!(first_usage["input_tokens"], 4);
+    assert_eq!(second_usage["input_tokens"], 8);
+}
