@@ -4,15 +4,26 @@ use std::path::Path;
 
 use crate::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
 use crate::runs::RUN_ITERATIONS_MAX_DEFAULT;
+use crate::provider::anthropic::{AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT};
+use crate::provider::openai::{OpenAiConfig, OPENAI_BASE_URL_DEFAULT, OPENAI_MODEL_DEFAULT};
 use crate::provider::scripted::ScriptedConfig;
 
 /// Where the database lives when `DATABASE_URL` is not set.
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
 
+/// Which provider the server's agents use.
+#[derive(Clone, Debug)]
+pub enum ProviderChoice {
+    Scripted,
+    Anthropic(AnthropicConfig),
+    OpenAi(OpenAiConfig),
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// `sqlite://path/to.db`.
     pub database_url: String,
+    pub provider: ProviderChoice,
     pub scripted: ScriptedConfig,
     /// Live batches a room buffers per agent before a slow subscriber lags.
     pub hub_room_batches_max: usize,
@@ -24,6 +35,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             database_url: DATABASE_URL_DEFAULT.to_owned(),
+            provider: ProviderChoice::Scripted,
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
@@ -40,7 +52,10 @@ Environment:
   LEPTOS_SITE_ADDR                      address to listen on (default 127.0.0.1:3000)
   LEPTOS_SITE_ROOT                      directory of the built site (default target/site)
   DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
-  AGENTSTREAM_PROVIDER                  scripted (the only provider so far; default)
+  AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai
+  AGENTSTREAM_MODEL                     model name for anthropic / openai (an agent's model wins)
+  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL Anthropic Messages API (default https://api.anthropic.com)
+  OPENAI_API_KEY, OPENAI_BASE_URL       any OpenAI-compatible server (default https://api.openai.com/v1)
   AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS   pause between scripted tokens, 0 = no pause (default 30)
   AGENTSTREAM_SCRIPTED_REPLY_TOKENS     words in a scripted reply (default 60)
   AGENTSTREAM_SCRIPTED_SEED             seed of the scripted provider (default 7)
@@ -69,14 +84,34 @@ fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> 
 impl Config {
     pub fn from_env() -> Result<Config, String> {
         let defaults = Config::default();
-        let provider = std::env::var("AGENTSTREAM_PROVIDER").unwrap_or_else(|_| "scripted".into());
-        if provider != "scripted" {
-            return Err(format!(
-                "AGENTSTREAM_PROVIDER={provider:?}: only \"scripted\" is available in this build"
-            ));
-        }
+        let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+        let provider_name = variable("AGENTSTREAM_PROVIDER").unwrap_or_else(|| "scripted".into());
+        let provider = match provider_name.as_str() {
+            "scripted" => ProviderChoice::Scripted,
+            "anthropic" => ProviderChoice::Anthropic(AnthropicConfig {
+                api_key: variable("ANTHROPIC_API_KEY").ok_or(
+                    "AGENTSTREAM_PROVIDER=anthropic needs ANTHROPIC_API_KEY",
+                )?,
+                base_url: variable("ANTHROPIC_BASE_URL")
+                    .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
+                model: variable("AGENTSTREAM_MODEL")
+                    .unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
+            }),
+            "openai" => ProviderChoice::OpenAi(OpenAiConfig {
+                api_key: variable("OPENAI_API_KEY"),
+                base_url: variable("OPENAI_BASE_URL")
+                    .unwrap_or_else(|| OPENAI_BASE_URL_DEFAULT.into()),
+                model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| OPENAI_MODEL_DEFAULT.into()),
+            }),
+            other => {
+                return Err(format!(
+                    "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic or openai"
+                ))
+            }
+        };
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),
+            provider,
             scripted: ScriptedConfig {
                 seed: parse_env("AGENTSTREAM_SCRIPTED_SEED", defaults.scripted.seed)?,
                 token_delay_ms: parse_env(

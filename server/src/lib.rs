@@ -40,7 +40,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::hub::Hub;
+use crate::config::ProviderChoice;
+use crate::provider::anthropic::AnthropicProvider;
+use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::ScriptedProvider;
+use crate::provider::Provider;
 use crate::runs::Runs;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError};
@@ -70,7 +74,11 @@ impl AppState {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.database_url).await?);
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
         let writer = Writer::spawn(store.clone(), hub.clone());
-        let provider = Arc::new(ScriptedProvider::new(config.scripted.clone()));
+        let provider: Arc<dyn Provider> = match &config.provider {
+            ProviderChoice::Scripted => Arc::new(ScriptedProvider::new(config.scripted.clone())),
+            ProviderChoice::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(anthropic.clone())),
+            ProviderChoice::OpenAi(openai) => Arc::new(OpenAiProvider::new(openai.clone())),
+        };
         let runs = Arc::new(Runs::new(
             writer.clone(),
             provider,

@@ -409,6 +409,15 @@ impl Run {
                     self.emit_text_delta(EventKind::Thinking, block_id, thinking_id, piece)
                         .await?;
                 }
+                ProviderEvent::ThinkingSignature(signature) => {
+                    let mut draft = self.draft(EventKind::Thinking);
+                    draft.block_id = Some(block_id);
+                    draft.message_id = Some(thinking_id);
+                    draft.delta = Some(serde_json::Value::String(signature));
+                    draft.delta_path = Some("signature".to_owned());
+                    draft.delta_action = Some(DeltaAction::Append);
+                    self.emit(draft).await?;
+                }
                 ProviderEvent::TextDelta(piece) => {
                     text.push_str(&piece);
                     self.emit_text_delta(EventKind::Text, block_id, text_id, piece)

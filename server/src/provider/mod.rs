@@ -5,6 +5,9 @@
 //! drafts for the writer, runs the tools the model asks for, and calls the provider again. Today
 //! there is the built-in scripted provider, the offline default.
 
+pub mod anthropic;
+pub mod http;
+pub mod openai;
 pub mod scripted;
 
 use futures::stream::BoxStream;
@@ -68,6 +71,8 @@ impl ProviderRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProviderEvent {
     ThinkingDelta(String),
+    /// The signature that authenticates the thinking of this step (Anthropic).
+    ThinkingSignature(String),
     TextDelta(String),
     /// A tool call begins; its input follows as JSON text pieces.
     ToolCallStart { id: String, name: String },
@@ -91,6 +96,20 @@ pub struct ProviderError {
     pub message: String,
     /// Whether trying again later may succeed.
     pub retryable: bool,
+    /// How long the provider asked us to wait before trying again (`retry-after`).
+    pub retry_after_ms: Option<u64>,
+}
+
+impl ProviderError {
+    /// A malformed or unexpected stream: not retryable, it would only fail the same way.
+    pub fn invalid(message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind: "invalid_response".to_owned(),
+            message: message.into(),
+            retryable: false,
+            retry_after_ms: None,
+        }
+    }
 }
 
 pub trait Provider: Send + Sync + 'static {

@@ -230,6 +230,7 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
             message: format!("the scripted provider failed with {kind} as asked"),
             kind,
             retryable,
+            retry_after_ms: None,
         }));
         return events;
     } else {

@@ -1,0 +1,154 @@
+//! What the HTTP providers share: sending the request, classifying HTTP errors (with
+//! `retry-after`), SSE framing (`eventsource-stream`), and handing parsed events to the run
+//! through a bounded queue. Dropping the returned stream (a cancelled run) drops the response and
+//! closes the connection.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::stream::{self, BoxStream, StreamExt};
+use tokio::sync::mpsc;
+
+use super::{ProviderError, ProviderEvent};
+
+/// Parsed events waiting for the run. The run reads as fast as it commits; a full queue makes
+/// the reader of the HTTP body wait, which is TCP back-pressure on the provider, not memory.
+const PROVIDER_EVENTS_QUEUE_MAX: usize = 256;
+/// A provider that sends nothing (not even a ping) for this long is treated as gone.
+pub const PROVIDER_IDLE_TIMEOUT_MS: u64 = 120_000;
+/// How long to wait for the response headers.
+pub const PROVIDER_CONNECT_TIMEOUT_MS: u64 = 30_000;
+/// An error body longer than this is cut before it goes into an error message.
+const ERROR_BODY_CHARS_MAX: usize = 2_000;
+
+/// Turns one SSE event (name, data) into provider events; empty for events that carry nothing.
+pub trait SseParser: Send + 'static {
+    fn parse(&mut self, event: &str, data: &str) -> Result<Vec<ProviderEvent>, ProviderError>;
+    /// Called when the body ends; a parser may flush what it holds or report a cut stream.
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError>;
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_millis(PROVIDER_CONNECT_TIMEOUT_MS))
+        .build()
+        .expect("the HTTP client builds with static settings")
+}
+
+/// The error of a non-success answer, from its status, `retry-after` and body.
+pub async fn http_error(response: reqwest::Response) -> ProviderError {
+    let status = response.status();
+    let retry_after_ms = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .map(|seconds| (seconds * 1000.0) as u64);
+    let body = response.text().await.unwrap_or_default();
+    let parsed: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+    let error = parsed.as_ref().and_then(|body| body.get("error"));
+    let kind = error
+        .and_then(|error| error.get("type"))
+        .and_then(|kind| kind.as_str())
+        .map(str::to_owned)
+        .unwrap_or_else(|| match status.as_u16() {
+            429 => "rate_limit_error".to_owned(),
+            529 => "overloaded_error".to_owned(),
+            401 | 403 => "authentication_error".to_owned(),
+            _ => format!("http_{}", status.as_u16()),
+        });
+    let message = error
+        .and_then(|error| error.get("message"))
+        .and_then(|message| message.as_str())
+        .map(str::to_owned)
+        .unwrap_or_else(|| body.chars().take(ERROR_BODY_CHARS_MAX).collect());
+    ProviderError {
+        retryable: matches!(status.as_u16(), 408 | 429 | 500 | 502 | 503 | 504 | 529),
+        kind,
+        message: format!("HTTP {status}: {message}"),
+        retry_after_ms,
+    }
+}
+
+fn transport_error(error: impl std::fmt::Display) -> ProviderError {
+    ProviderError {
+        kind: "connection_error".to_owned(),
+        message: error.to_string(),
+        retryable: true,
+        retry_after_ms: None,
+    }
+}
+
+/// Sends `request` and streams the parsed events of its SSE body.
+pub fn sse_stream(
+    request: reqwest::RequestBuilder,
+    mut parser: impl SseParser,
+) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+    let (sender, receiver) = mpsc::channel(PROVIDER_EVENTS_QUEUE_MAX);
+    tokio::spawn(async move {
+        let send_all = |events: Result<Vec<ProviderEvent>, ProviderError>| {
+            let sender = sender.clone();
+            async move {
+                match events {
+                    Ok(events) => {
+                        for event in events {
+                            if sender.send(Ok(event)).await.is_err() {
+                                return false;
+                            }
+                        }
+                        true
+                    }
+                    Err(error) => {
+                        let _ = sender.send(Err(error)).await;
+                        false
+                    }
+                }
+            }
+        };
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let _ = sender.send(Err(transport_error(error))).await;
+                return;
+            }
+        };
+        if !response.status().is_success() {
+            let _ = sender.send(Err(http_error(response).await)).await;
+            return;
+        }
+        let mut events = response.bytes_stream().eventsource();
+        loop {
+            let next = tokio::time::timeout(
+                Duration::from_millis(PROVIDER_IDLE_TIMEOUT_MS),
+                events.next(),
+            )
+            .await;
+            let event = match next {
+                Err(_) => {
+                    let _ = sender
+                        .send(Err(transport_error(format!(
+                            "the provider sent nothing for {PROVIDER_IDLE_TIMEOUT_MS} ms"
+                        ))))
+                        .await;
+                    return;
+                }
+                Ok(None) => {
+                    send_all(parser.finish()).await;
+                    return;
+                }
+                Ok(Some(Err(error))) => {
+                    let _ = sender.send(Err(transport_error(error))).await;
+                    return;
+                }
+                Ok(Some(Ok(event))) => event,
+            };
+            if !send_all(parser.parse(&event.event, &event.data)).await {
+                return;
+            }
+        }
+    });
+    stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
+    .boxed()
+}

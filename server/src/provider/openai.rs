@@ -1,0 +1,233 @@
+//! OpenAI Chat Completions streaming, for any OpenAI-compatible server
+//! (`POST {base}/chat/completions`, `stream: true`, `stream_options.include_usage`).
+//!
+//! [`OpenAiParser`] is pure. Tool-call pieces merge by `index`: id and name come first, the
+//! arguments arrive as JSON text in pieces and are parsed when the choice finishes. The stream
+//! ends with `data: [DONE]`; with `include_usage` a last chunk has empty `choices` and `usage`.
+
+use std::collections::BTreeMap;
+
+use futures::stream::BoxStream;
+use serde_json::{json, Value};
+
+use super::http::{self, SseParser};
+use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
+
+pub const OPENAI_BASE_URL_DEFAULT: &str = "https://api.openai.com/v1";
+pub const OPENAI_MODEL_DEFAULT: &str = "gpt-4o-mini";
+
+#[derive(Clone, Debug)]
+pub struct OpenAiConfig {
+    pub api_key: Option<String>,
+    pub base_url: String,
+    pub model: String,
+}
+
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    pub fn new(config: OpenAiConfig) -> OpenAiProvider {
+        OpenAiProvider {
+            config,
+            client: http::client(),
+        }
+    }
+}
+
+pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = &request.system {
+        messages.push(json!({ "role": "system", "content": system }));
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            ConversationMessage::User { text } => json!({ "role": "user", "content": text }),
+            ConversationMessage::Assistant { text, tool_calls } => {
+                let mut message = json!({ "role": "assistant", "content": text });
+                if !tool_calls.is_empty() {
+                    message["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.id,
+                                "type": "function",
+                                "function": { "name": call.name, "arguments": call.input.to_string() },
+                            })
+                        })
+                        .collect();
+                }
+                message
+            }
+            ConversationMessage::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } => json!({ "role": "tool", "tool_call_id": tool_call_id, "content": content }),
+        });
+    }
+    let mut body = json!({
+        "model": request.model.as_deref().unwrap_or(default_model),
+        "stream": true,
+        "stream_options": { "include_usage": true },
+        "messages": messages,
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.input_schema,
+                    },
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+/// A tool call being assembled: (id, arguments text).
+#[derive(Debug, Default)]
+struct OpenCall {
+    id: String,
+    arguments: String,
+}
+
+#[derive(Debug, Default)]
+pub struct OpenAiParser {
+    calls: BTreeMap<u64, OpenCall>,
+    finish_reason: Option<String>,
+    done: bool,
+}
+
+impl OpenAiParser {
+    /// Closes every open tool call (their arguments are complete now).
+    fn close_calls(&mut self) -> Vec<ProviderEvent> {
+        std::mem::take(&mut self.calls)
+            .into_values()
+            .filter_map(|call| {
+                let text = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+                serde_json::from_str::<Value>(text)
+                    .ok()
+                    .map(|input| ProviderEvent::ToolCallEnd { id: call.id, input })
+            })
+            .collect()
+    }
+}
+
+/// OpenAI's finish reasons in the vocabulary of the log.
+fn stop_reason(finish_reason: &str) -> String {
+    match finish_reason {
+        "stop" => "end_turn",
+        "length" => "max_tokens",
+        "tool_calls" | "function_call" => "tool_use",
+        other => other,
+    }
+    .to_owned()
+}
+
+impl SseParser for OpenAiParser {
+    fn parse(&mut self, _event: &str, data: &str) -> Result<Vec<ProviderEvent>, ProviderError> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            let mut events = self.close_calls();
+            events.push(ProviderEvent::Stop {
+                reason: stop_reason(self.finish_reason.as_deref().unwrap_or("stop")),
+            });
+            return Ok(events);
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|error| ProviderError::invalid(format!("unreadable chunk: {error}")))?;
+        if let Some(error) = chunk.get("error") {
+            let kind = error["type"].as_str().or(error["code"].as_str()).unwrap_or("api_error");
+            return Err(ProviderError {
+                retryable: matches!(kind, "rate_limit_error" | "server_error" | "overloaded_error"),
+                kind: kind.to_owned(),
+                message: error["message"].as_str().unwrap_or("").to_owned(),
+                retry_after_ms: None,
+            });
+        }
+        let mut events = Vec::new();
+        if let Some(choice) = chunk["choices"].as_array().and_then(|choices| choices.first()) {
+            let delta = &choice["delta"];
+            // Reasoning text of servers that stream it separately (e.g. DeepSeek, vLLM).
+            if let Some(reasoning) = delta["reasoning_content"].as_str().filter(|text| !text.is_empty()) {
+                events.push(ProviderEvent::ThinkingDelta(reasoning.to_owned()));
+            }
+            if let Some(content) = delta["content"].as_str().filter(|text| !text.is_empty()) {
+                events.push(ProviderEvent::TextDelta(content.to_owned()));
+            }
+            for piece in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = piece["index"].as_u64().unwrap_or(0);
+                if !self.calls.contains_key(&index) {
+                    let id = piece["id"].as_str().unwrap_or_default().to_owned();
+                    let name = piece["function"]["name"].as_str().unwrap_or_default().to_owned();
+                    events.push(ProviderEvent::ToolCallStart { id: id.clone(), name });
+                    self.calls.insert(index, OpenCall { id, arguments: String::new() });
+                }
+                if let Some(arguments) = piece["function"]["arguments"].as_str().filter(|text| !text.is_empty()) {
+                    let call = self.calls.get_mut(&index).expect("inserted above");
+                    call.arguments.push_str(arguments);
+                    events.push(ProviderEvent::ToolCallInputDelta {
+                        id: call.id.clone(),
+                        json: arguments.to_owned(),
+                    });
+                }
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                self.finish_reason = Some(reason.to_owned());
+                events.extend(self.close_calls());
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|usage| !usage.is_null()) {
+            events.push(ProviderEvent::Usage {
+                input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+            });
+        }
+        Ok(events)
+    }
+
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError> {
+        if self.done {
+            Ok(vec![])
+        } else {
+            Err(ProviderError {
+                kind: "connection_error".to_owned(),
+                message: "the stream ended before [DONE]".to_owned(),
+                retryable: true,
+                retry_after_ms: None,
+            })
+        }
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn stream(
+        &self,
+        request: ProviderRequest,
+    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+        let body = request_body(&request, &self.config.model);
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let mut http_request = self
+            .client
+            .post(url)
+            .header("accept", "text/event-stream")
+            .json(&body);
+        if let Some(key) = &self.config.api_key {
+            http_request = http_request.bearer_auth(key);
+        }
+        http::sse_stream(http_request, OpenAiParser::default())
+    }
+}
