@@ -577,6 +577,14 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
             }
             .into_any()
         }
+        EventKind::Loading => {
+            let label = content("label");
+            view! {
+                <div class="role">"waiting"</div>
+                <div class="body">{move || label().as_str().unwrap_or("…").to_owned()}</div>
+            }
+            .into_any()
+        }
         EventKind::Error => {
             let message = content("message");
             let error_type = content("type");

@@ -36,6 +36,13 @@ pub const RUN_ITERATIONS_MAX_DEFAULT: u32 = 10;
 pub const TOOL_CALLS_PER_STEP_MAX: usize = 16;
 /// Progress and completion reports of the tools of one step waiting to be written.
 const TOOL_UPDATES_QUEUE_MAX: usize = 256;
+/// Times a failed LLM call is tried again when the provider says trying again may work (rate
+/// limit, overload, a dropped connection) and nothing of the call reached the log yet.
+pub const PROVIDER_RETRIES_MAX: u32 = 3;
+/// The first retry waits this long unless the provider said `retry-after`; then it doubles.
+pub const PROVIDER_RETRY_DELAY_INITIAL_MS: u64 = 500;
+/// No retry waits longer than this, whatever `retry-after` says.
+pub const PROVIDER_RETRY_DELAY_MAX_MS: u64 = 30_000;
 /// A tool result longer than this is cut (and says so) before it goes back to the model.
 pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
 
@@ -386,7 +393,10 @@ impl Run {
         let mut calls: Vec<PendingCall> = Vec::new();
         let mut step_usage = Usage::default();
         let mut stop_reason = None;
-        let mut stream = self.provider.stream(request);
+        let mut stream = self.provider.stream(request.clone());
+        let mut retries = 0u32;
+        // Nothing of this step is in the log yet: a retry cannot duplicate anything.
+        let mut step_output_started = false;
         let end = loop {
             let next = tokio::select! {
                 biased;
@@ -399,8 +409,41 @@ impl Run {
                         stop_reason: stop_reason.take().unwrap_or_else(|| "end_turn".to_owned()),
                     }
                 }
+                Some(Err(error))
+                    if error.retryable && !step_output_started && retries < PROVIDER_RETRIES_MAX =>
+                {
+                    retries += 1;
+                    let delay_ms = error
+                        .retry_after_ms
+                        .unwrap_or(PROVIDER_RETRY_DELAY_INITIAL_MS << (retries - 1))
+                        .min(PROVIDER_RETRY_DELAY_MAX_MS);
+                    let mut notice = self.draft(EventKind::Loading);
+                    notice.block_id = Some(block_id);
+                    notice.message_id = Some(Uuid::new_v4());
+                    notice.content = json!({
+                        "label": format!(
+                            "{}: retrying in {:.1} s (attempt {} of {})",
+                            error.kind,
+                            delay_ms as f64 / 1000.0,
+                            retries + 1,
+                            PROVIDER_RETRIES_MAX + 1
+                        ),
+                        "error": { "type": error.kind, "message": error.message },
+                        "retry_in_ms": delay_ms,
+                    });
+                    self.emit(notice).await?;
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => break StepEnd::Cancelled,
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(delay_ms)) => {}
+                    }
+                    stream = self.provider.stream(request.clone());
+                    continue;
+                }
                 Some(Err(error)) => break StepEnd::Failed(error),
-                Some(Ok(event)) => event,
+                Some(Ok(event)) => {
+                    step_output_started |= !matches!(event, ProviderEvent::Usage { .. });
+                    event
+                }
             };
             match event {
                 ProviderEvent::ThinkingDelta(piece) | ProviderEvent::TextDelta(piece)

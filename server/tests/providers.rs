@@ -363,3 +363,63 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     assert_eq!(messages[2]["content"][0]["tool_use_id"], "toolu_01");
     assert_eq!(messages[2]["content"][0]["content"], "42.0");
 }
+
+/// Overload before any output is retried (honouring retry-after); the run then completes, and
+/// the wait is visible in the log.
+#[tokio::test]
+async fn an_overloaded_provider_is_retried_and_the_run_completes() {
+    let overloaded = Recorded {
+        status: 529,
+        headers: vec![("content-type", "application/json"), ("retry-after", "0.2")],
+        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+    };
+    let (base_url, replay) =
+        replay_server(vec![overloaded.clone(), overloaded, sse(ANTHROPIC_TEXT_STREAM)], 64).await;
+    let server = common::TestServer::start_with(|config| {
+        config.provider = ProviderChoice::Anthropic(AnthropicConfig {
+            api_key: "k".into(),
+            base_url,
+            model: "claude-test".into(),
+        });
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "hi").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(replay.requests.lock().unwrap().len(), 3);
+    let notices: Vec<_> = events.iter().filter(|event| event.kind == EventKind::Loading).collect();
+    assert_eq!(notices.len(), 2);
+    assert_eq!(notices[0].content["retry_in_ms"], 200);
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+}
+
+/// A provider that keeps failing is given up on after the bounded retries, with the error in
+/// the log.
+#[tokio::test]
+async fn retries_are_bounded_and_the_final_error_is_reported() {
+    let overloaded = Recorded {
+        status: 529,
+        headers: vec![("content-type", "application/json"), ("retry-after", "0.05")],
+        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+    };
+    let (base_url, replay) = replay_server(vec![overloaded; 10], 64).await;
+    let server = common::TestServer::start_with(|config| {
+        config.provider = ProviderChoice::Anthropic(AnthropicConfig {
+            api_key: "k".into(),
+            base_url,
+            model: "claude-test".into(),
+        });
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "hi").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(
+        replay.requests.lock().unwrap().len(),
+        agentstream_server::runs::PROVIDER_RETRIES_MAX as usize + 1
+    );
+    let error = events.iter().find(|event| event.kind == EventKind::Error).unwrap();
+    assert_eq!(error.content["type"], "overloaded_error");
+    assert_eq!(error.content["retryable"], true);
+    assert_eq!(events.last().unwrap().kind, EventKind::RunFailed);
+}
