@@ -6,6 +6,7 @@ use crate::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
 use crate::runs::RUN_ITERATIONS_MAX_DEFAULT;
 use crate::provider::anthropic::{AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT};
 use crate::provider::openai::{OpenAiConfig, OPENAI_BASE_URL_DEFAULT, OPENAI_MODEL_DEFAULT};
+use crate::provider::claude_cli::{ClaudeCliConfig, CLAUDE_CLI_COMMAND_DEFAULT};
 use crate::provider::scripted::ScriptedConfig;
 
 /// Where the database lives when `DATABASE_URL` is not set.
@@ -17,6 +18,7 @@ pub enum ProviderChoice {
     Scripted,
     Anthropic(AnthropicConfig),
     OpenAi(OpenAiConfig),
+    ClaudeCli(ClaudeCliConfig),
 }
 
 #[derive(Clone, Debug)]
@@ -52,7 +54,8 @@ Environment:
   LEPTOS_SITE_ADDR                      address to listen on (default 127.0.0.1:3000)
   LEPTOS_SITE_ROOT                      directory of the built site (default target/site)
   DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
-  AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai
+  AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai | claude-cli
+  AGENTSTREAM_CLAUDE_CLI                the Claude Code executable (default claude)
   AGENTSTREAM_MODEL                     model name for anthropic / openai (an agent's model wins)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL Anthropic Messages API (default https://api.anthropic.com)
   OPENAI_API_KEY, OPENAI_BASE_URL       any OpenAI-compatible server (default https://api.openai.com/v1)
@@ -103,9 +106,14 @@ impl Config {
                     .unwrap_or_else(|| OPENAI_BASE_URL_DEFAULT.into()),
                 model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| OPENAI_MODEL_DEFAULT.into()),
             }),
+            "claude-cli" => ProviderChoice::ClaudeCli(ClaudeCliConfig {
+                command: variable("AGENTSTREAM_CLAUDE_CLI")
+                    .unwrap_or_else(|| CLAUDE_CLI_COMMAND_DEFAULT.into()),
+                model: variable("AGENTSTREAM_MODEL"),
+            }),
             other => {
                 return Err(format!(
-                    "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic or openai"
+                    "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic, openai or claude-cli"
                 ))
             }
         };

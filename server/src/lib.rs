@@ -42,6 +42,7 @@ use crate::config::Config;
 use crate::hub::Hub;
 use crate::config::ProviderChoice;
 use crate::provider::anthropic::AnthropicProvider;
+use crate::provider::claude_cli::ClaudeCliProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::ScriptedProvider;
 use crate::provider::Provider;
@@ -78,6 +79,7 @@ impl AppState {
             ProviderChoice::Scripted => Arc::new(ScriptedProvider::new(config.scripted.clone())),
             ProviderChoice::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(anthropic.clone())),
             ProviderChoice::OpenAi(openai) => Arc::new(OpenAiProvider::new(openai.clone())),
+            ProviderChoice::ClaudeCli(cli) => Arc::new(ClaudeCliProvider::new(cli.clone())),
         };
         let runs = Arc::new(Runs::new(
             writer.clone(),

@@ -241,6 +241,8 @@ struct PendingCall {
     message_id: Uuid,
     /// Calls past the per-step bound are answered with an error instead of running.
     refused: Option<String>,
+    /// The provider ran this call itself (the Claude CLI does) and reported its result.
+    answered_by_provider: bool,
 }
 
 enum ToolUpdate {
@@ -321,7 +323,9 @@ impl Run {
                     outcome = Outcome::Failed(error);
                     break;
                 }
-                StepEnd::Finished { stop_reason } if calls.is_empty() => {
+                StepEnd::Finished { stop_reason }
+                    if calls.iter().all(|call| call.answered_by_provider) =>
+                {
                     outcome = Outcome::Completed(stop_reason);
                     break;
                 }
@@ -483,6 +487,7 @@ impl Run {
                         block_id: Uuid::new_v4(),
                         message_id: Uuid::new_v4(),
                         refused,
+                        answered_by_provider: false,
                     };
                     let mut draft = self.call_draft(&call, EventKind::ToolCall);
                     draft.content = json!({
@@ -533,6 +538,32 @@ impl Run {
                     draft.block_id = Some(block_id);
                     draft.content = total.json();
                     self.emit(draft).await?;
+                }
+                ProviderEvent::ToolResult {
+                    id,
+                    content,
+                    is_error,
+                } => {
+                    let Some(index) = calls.iter().position(|call| call.call_id == id) else {
+                        tracing::warn!(call_id = %id, "a provider tool result for an unknown call");
+                        continue;
+                    };
+                    if calls[index].answered_by_provider {
+                        tracing::warn!(call_id = %id, "second provider result refused");
+                        continue;
+                    }
+                    calls[index].answered_by_provider = true;
+                    let result = if is_error {
+                        Err(match content {
+                            serde_json::Value::String(text) => text,
+                            other => other.to_string(),
+                        })
+                    } else {
+                        Ok(content)
+                    };
+                    let call = calls.remove(index);
+                    self.emit_result(&call, result).await?;
+                    calls.insert(index, call);
                 }
                 ProviderEvent::Stop { reason } => stop_reason = Some(reason),
             }
@@ -605,7 +636,7 @@ impl Run {
 
     /// Gives calls that never ran their one (error) result.
     async fn answer_unrun(&mut self, calls: &[PendingCall], why: &str) -> Result<(), AppendError> {
-        for call in calls {
+        for call in calls.iter().filter(|call| !call.answered_by_provider) {
             self.emit_result(call, Err(why.to_owned())).await?;
         }
         Ok(())

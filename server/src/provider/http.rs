@@ -118,11 +118,14 @@ pub fn sse_stream(
         }
         let mut events = response.bytes_stream().eventsource();
         loop {
-            let next = tokio::time::timeout(
-                Duration::from_millis(PROVIDER_IDLE_TIMEOUT_MS),
-                events.next(),
-            )
-            .await;
+            let next = tokio::select! {
+                // The run went away (cancelled): drop the response, closing the connection.
+                _ = sender.closed() => return,
+                next = tokio::time::timeout(
+                    Duration::from_millis(PROVIDER_IDLE_TIMEOUT_MS),
+                    events.next(),
+                ) => next,
+            };
             let event = match next {
                 Err(_) => {
                     let _ = sender

@@ -6,6 +6,7 @@
 //! there is the built-in scripted provider, the offline default.
 
 pub mod anthropic;
+pub mod claude_cli;
 pub mod http;
 pub mod openai;
 pub mod scripted;
@@ -80,6 +81,12 @@ pub enum ProviderEvent {
     ToolCallInputDelta { id: String, json: String },
     /// The tool call is complete; `input` is the parsed input object.
     ToolCallEnd { id: String, input: Value },
+    /// The result of a tool the provider ran itself (the Claude CLI runs its own tools).
+    ToolResult {
+        id: String,
+        content: Value,
+        is_error: bool,
+    },
     Usage {
         input_tokens: u64,
         output_tokens: u64,

@@ -1,0 +1,287 @@
+//! The Claude Code CLI as a provider: spawns
+//! `claude -p --output-format stream-json --verbose --include-partial-messages` and maps its
+//! JSON lines. The CLI runs its own agent loop and tools; their calls and results arrive as
+//! events of one step. Dropping the stream (a cancelled run) kills the process.
+//!
+//! [`ClaudeCliParser`] is pure: a line in, provider events out. `stream_event` lines carry raw
+//! Anthropic streaming events and go through the Anthropic parser; `system` lines, and
+//! `assistant` lines whose content already streamed, yield nothing.
+
+use std::process::Stdio;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::anthropic::AnthropicParser;
+use super::http::SseParser;
+use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
+
+pub const CLAUDE_CLI_COMMAND_DEFAULT: &str = "claude";
+/// A line longer than this is refused as corrupt rather than read without bound.
+pub const CLAUDE_CLI_LINE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// The end of stderr kept for the error report of a failed process.
+const STDERR_TAIL_BYTES_MAX: usize = 4 * 1024;
+/// Parsed events waiting for the run.
+const CLI_EVENTS_QUEUE_MAX: usize = 256;
+
+#[derive(Clone, Debug)]
+pub struct ClaudeCliConfig {
+    /// The executable (a name on PATH or a path).
+    pub command: String,
+    pub model: Option<String>,
+}
+
+pub struct ClaudeCliProvider {
+    config: ClaudeCliConfig,
+}
+
+impl ClaudeCliProvider {
+    pub fn new(config: ClaudeCliConfig) -> ClaudeCliProvider {
+        ClaudeCliProvider { config }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ClaudeCliParser {
+    anthropic: AnthropicParser,
+    saw_stream_events: bool,
+    pub saw_result: bool,
+}
+
+impl ClaudeCliParser {
+    pub fn parse_line(&mut self, line: &str) -> Result<Vec<ProviderEvent>, ProviderError> {
+        if line.trim().is_empty() {
+            return Ok(vec![]);
+        }
+        let value: Value = serde_json::from_str(line)
+            .map_err(|error| ProviderError::invalid(format!("an unreadable CLI line: {error}")))?;
+        match value["type"].as_str().unwrap_or("") {
+            "stream_event" => {
+                self.saw_stream_events = true;
+                let event = &value["event"];
+                let mut events = self.anthropic.parse("", &event.to_string())?;
+                // One CLI run spans several model messages; only the `result` line ends it.
+                events.retain(|event| !matches!(event, ProviderEvent::Stop { .. }));
+                Ok(events)
+            }
+            "assistant" if !self.saw_stream_events => {
+                // Without partial messages, whole messages are all there is.
+                let mut events = Vec::new();
+                for block in value["message"]["content"].as_array().into_iter().flatten() {
+                    match block["type"].as_str() {
+                        Some("text") => events.push(ProviderEvent::TextDelta(
+                            block["text"].as_str().unwrap_or_default().to_owned(),
+                        )),
+                        Some("thinking") => events.push(ProviderEvent::ThinkingDelta(
+                            block["thinking"].as_str().unwrap_or_default().to_owned(),
+                        )),
+                        Some("tool_use") => {
+                            let id = block["id"].as_str().unwrap_or_default().to_owned();
+                            events.push(ProviderEvent::ToolCallStart {
+                                id: id.clone(),
+                                name: block["name"].as_str().unwrap_or_default().to_owned(),
+                            });
+                            events.push(ProviderEvent::ToolCallEnd {
+                                id,
+                                input: block["input"].clone(),
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(events)
+            }
+            "user" => Ok(value["message"]["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|block| block["type"] == "tool_result")
+                .map(|block| ProviderEvent::ToolResult {
+                    id: block["tool_use_id"].as_str().unwrap_or_default().to_owned(),
+                    content: block["content"].clone(),
+                    is_error: block["is_error"].as_bool().unwrap_or(false),
+                })
+                .collect()),
+            "result" => {
+                self.saw_result = true;
+                let subtype = value["subtype"].as_str().unwrap_or("success");
+                if value["is_error"].as_bool() == Some(true) && subtype != "error_max_turns" {
+                    return Err(ProviderError {
+                        kind: subtype.to_owned(),
+                        message: value["result"].as_str().unwrap_or("the CLI reported an error").to_owned(),
+                        retryable: false,
+                        retry_after_ms: None,
+                    });
+                }
+                let usage = &value["usage"];
+                let input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
+                    + usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
+                    + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                Ok(vec![
+                    ProviderEvent::Usage {
+                        input_tokens,
+                        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+                    },
+                    ProviderEvent::Stop {
+                        reason: if subtype == "error_max_turns" { "max_iterations" } else { "end_turn" }
+                            .to_owned(),
+                    },
+                ])
+            }
+            // system init, api_retry and whatever a newer CLI adds.
+            _ => Ok(vec![]),
+        }
+    }
+}
+
+/// The prompt handed to the CLI: the new message, preceded by the conversation so far.
+fn prompt(request: &ProviderRequest) -> String {
+    let mut transcript = String::new();
+    let last_user = request.messages.iter().rposition(|message| matches!(message, ConversationMessage::User { .. }));
+    for (index, message) in request.messages.iter().enumerate() {
+        if Some(index) == last_user {
+            continue;
+        }
+        match message {
+            ConversationMessage::User { text } => transcript.push_str(&format!("User: {text}\n\n")),
+            ConversationMessage::Assistant { text, .. } if !text.is_empty() => {
+                transcript.push_str(&format!("Assistant: {text}\n\n"))
+            }
+            _ => {}
+        }
+    }
+    let question = request.last_user_text().unwrap_or_default();
+    if transcript.is_empty() {
+        question.to_owned()
+    } else {
+        format!("The conversation so far:\n\n{transcript}Now answer this:\n\n{question}")
+    }
+}
+
+fn failure(kind: &str, message: String) -> ProviderError {
+    ProviderError {
+        kind: kind.to_owned(),
+        message,
+        retryable: false,
+        retry_after_ms: None,
+    }
+}
+
+impl Provider for ClaudeCliProvider {
+    fn name(&self) -> &'static str {
+        "claude-cli"
+    }
+
+    fn stream(
+        &self,
+        request: ProviderRequest,
+    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+        let mut command = tokio::process::Command::new(&self.config.command);
+        command
+            .arg("-p")
+            .arg(prompt(&request))
+            .args(["--output-format", "stream-json", "--verbose", "--include-partial-messages"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A cancelled run drops the stream, the task, the child: the process dies with it.
+            .kill_on_drop(true);
+        if let Some(model) = request.model.as_ref().or(self.config.model.as_ref()) {
+            command.args(["--model", model]);
+        }
+        if let Some(system) = &request.system {
+            command.args(["--append-system-prompt", system]);
+        }
+        let program = self.config.command.clone();
+        let (sender, receiver) = mpsc::channel(CLI_EVENTS_QUEUE_MAX);
+        tokio::spawn(async move {
+            let mut child = match command.spawn() {
+                Ok(child) => child,
+                Err(error) => {
+                    let _ = sender
+                        .send(Err(failure("cli_not_started", format!("cannot start {program:?}: {error}"))))
+                        .await;
+                    return;
+                }
+            };
+            let stdout = child.stdout.take().expect("stdout is piped");
+            let mut stderr = child.stderr.take().expect("stderr is piped");
+            let stderr_tail = tokio::spawn(async move {
+                let mut tail = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while let Ok(read) = stderr.read(&mut buffer).await {
+                    if read == 0 {
+                        break;
+                    }
+                    tail.extend_from_slice(&buffer[..read]);
+                    if tail.len() > STDERR_TAIL_BYTES_MAX {
+                        tail.drain(..tail.len() - STDERR_TAIL_BYTES_MAX);
+                    }
+                }
+                String::from_utf8_lossy(&tail).into_owned()
+            });
+            let mut parser = ClaudeCliParser::default();
+            let mut lines = BufReader::new(stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let mut limited = (&mut lines).take(CLAUDE_CLI_LINE_BYTES_MAX as u64 + 1);
+                let read = tokio::select! {
+                    // The run went away (cancelled): returning drops the child, which kills it.
+                    _ = sender.closed() => return,
+                    read = limited.read_until(b'\n', &mut line) => read,
+                };
+                match read {
+                    Ok(0) => break,
+                    Ok(_) if line.len() > CLAUDE_CLI_LINE_BYTES_MAX => {
+                        let _ = sender
+                            .send(Err(ProviderError::invalid(format!(
+                                "a CLI line longer than {CLAUDE_CLI_LINE_BYTES_MAX} bytes"
+                            ))))
+                            .await;
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        let _ = sender.send(Err(failure("cli_error", error.to_string()))).await;
+                        return;
+                    }
+                }
+                let text = String::from_utf8_lossy(&line);
+                match parser.parse_line(&text) {
+                    Ok(events) => {
+                        for event in events {
+                            if sender.send(Ok(event)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        let _ = sender.send(Err(error)).await;
+                        return;
+                    }
+                }
+            }
+            let status = child.wait().await;
+            let stderr = stderr_tail.await.unwrap_or_default();
+            let succeeded = status.as_ref().is_ok_and(|status| status.success());
+            if !succeeded || !parser.saw_result {
+                let status = status
+                    .map(|status| status.to_string())
+                    .unwrap_or_else(|error| error.to_string());
+                let _ = sender
+                    .send(Err(failure(
+                        "cli_error",
+                        format!("{program} ended ({status}) without a result: {}", stderr.trim()),
+                    )))
+                    .await;
+            }
+        });
+        stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|item| (item, receiver))
+        })
+        .boxed()
+    }
+}
