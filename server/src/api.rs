@@ -89,6 +89,28 @@ async fn create_agent_inner(
     } else {
         name
     };
+    let metadata = request.metadata.unwrap_or(serde_json::Value::Null);
+    if let Some(provider) = metadata.get("provider") {
+        let probe = app::protocol::Agent {
+            id: Uuid::nil(),
+            name: String::new(),
+            system: None,
+            description: None,
+            model: None,
+            metadata: serde_json::json!({ "provider": provider }),
+            tags: Vec::new(),
+            head_seq: 0,
+            created_at: Default::default(),
+        };
+        if provider.as_str().is_none() {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                "metadata.provider must be a string",
+            ));
+        }
+        state.runs.check_provider(&probe)?;
+    }
     let agent = state
         .store
         .create_agent(NewAgent {
@@ -96,7 +118,7 @@ async fn create_agent_inner(
             system: request.system,
             description: request.description,
             model: request.model,
-            metadata: request.metadata.unwrap_or(serde_json::Value::Null),
+            metadata,
             tags: request.tags.unwrap_or_default(),
         })
         .await?;

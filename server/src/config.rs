@@ -26,6 +26,8 @@ pub struct Config {
     /// `sqlite://path/to.db`.
     pub database_url: String,
     pub provider: ProviderChoice,
+    /// Further providers agents may pick with `metadata.provider` (the default is always one).
+    pub agent_providers: Vec<ProviderChoice>,
     pub scripted: ScriptedConfig,
     /// Live batches a room buffers per agent before a slow subscriber lags.
     pub hub_room_batches_max: usize,
@@ -38,6 +40,7 @@ impl Default for Config {
         Config {
             database_url: DATABASE_URL_DEFAULT.to_owned(),
             provider: ProviderChoice::Scripted,
+            agent_providers: Vec::new(),
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
@@ -56,6 +59,8 @@ Environment:
   DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
   AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai | claude-cli
   AGENTSTREAM_CLAUDE_CLI                the Claude Code executable (default claude)
+  An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the default,
+  when the server has its settings (the scripted provider always).
   AGENTSTREAM_MODEL                     model name for anthropic / openai (an agent's model wins)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL Anthropic Messages API (default https://api.anthropic.com)
   OPENAI_API_KEY, OPENAI_BASE_URL       any OpenAI-compatible server (default https://api.openai.com/v1)
@@ -89,6 +94,30 @@ impl Config {
         let defaults = Config::default();
         let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
         let provider_name = variable("AGENTSTREAM_PROVIDER").unwrap_or_else(|| "scripted".into());
+        // Every provider whose settings are present is offered to agents too.
+        let mut agent_providers = vec![ProviderChoice::Scripted];
+        if let Some(api_key) = variable("ANTHROPIC_API_KEY") {
+            agent_providers.push(ProviderChoice::Anthropic(AnthropicConfig {
+                api_key,
+                base_url: variable("ANTHROPIC_BASE_URL")
+                    .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
+                model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
+            }));
+        }
+        if variable("OPENAI_API_KEY").is_some() || variable("OPENAI_BASE_URL").is_some() {
+            agent_providers.push(ProviderChoice::OpenAi(OpenAiConfig {
+                api_key: variable("OPENAI_API_KEY"),
+                base_url: variable("OPENAI_BASE_URL")
+                    .unwrap_or_else(|| OPENAI_BASE_URL_DEFAULT.into()),
+                model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| OPENAI_MODEL_DEFAULT.into()),
+            }));
+        }
+        if let Some(command) = variable("AGENTSTREAM_CLAUDE_CLI") {
+            agent_providers.push(ProviderChoice::ClaudeCli(ClaudeCliConfig {
+                command,
+                model: variable("AGENTSTREAM_MODEL"),
+            }));
+        }
         let provider = match provider_name.as_str() {
             "scripted" => ProviderChoice::Scripted,
             "anthropic" => ProviderChoice::Anthropic(AnthropicConfig {
@@ -120,6 +149,7 @@ impl Config {
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),
             provider,
+            agent_providers,
             scripted: ScriptedConfig {
                 seed: parse_env("AGENTSTREAM_SCRIPTED_SEED", defaults.scripted.seed)?,
                 token_delay_ms: parse_env(

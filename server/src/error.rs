@@ -80,6 +80,9 @@ impl From<StartRunError> for ApiError {
             StartRunError::RunInProgress { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "run_in_progress", error.to_string())
             }
+            StartRunError::UnknownProvider(..) => {
+                ApiError::bad_request("unknown_provider", error.to_string())
+            }
             StartRunError::TooManyRuns => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_runs", error.to_string())
             }

@@ -46,7 +46,7 @@ use crate::provider::claude_cli::ClaudeCliProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::ScriptedProvider;
 use crate::provider::Provider;
-use crate::runs::Runs;
+use crate::runs::{Providers, Runs};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError};
 use crate::writer::Writer;
@@ -75,15 +75,17 @@ impl AppState {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.database_url).await?);
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
         let writer = Writer::spawn(store.clone(), hub.clone());
-        let provider: Arc<dyn Provider> = match &config.provider {
-            ProviderChoice::Scripted => Arc::new(ScriptedProvider::new(config.scripted.clone())),
-            ProviderChoice::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(anthropic.clone())),
-            ProviderChoice::OpenAi(openai) => Arc::new(OpenAiProvider::new(openai.clone())),
-            ProviderChoice::ClaudeCli(cli) => Arc::new(ClaudeCliProvider::new(cli.clone())),
-        };
+        let default = build_provider(&config.provider, config);
+        let mut by_name = std::collections::HashMap::new();
+        for choice in &config.agent_providers {
+            let provider = build_provider(choice, config);
+            by_name.insert(provider.name(), provider);
+        }
+        by_name.insert(default.name(), default.clone());
+        let providers = Providers { default, by_name };
         let runs = Arc::new(Runs::new(
             writer.clone(),
-            provider,
+            providers,
             tools::builtin(),
             config.run_iterations_max,
         ));
@@ -95,6 +97,15 @@ impl AppState {
             ws_connections: Arc::new(Semaphore::new(ws::WS_CONNECTIONS_MAX)),
             shutdown: CancellationToken::new(),
         })
+    }
+}
+
+fn build_provider(choice: &ProviderChoice, config: &Config) -> Arc<dyn Provider> {
+    match choice {
+        ProviderChoice::Scripted => Arc::new(ScriptedProvider::new(config.scripted.clone())),
+        ProviderChoice::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(anthropic.clone())),
+        ProviderChoice::OpenAi(openai) => Arc::new(OpenAiProvider::new(openai.clone())),
+        ProviderChoice::ClaudeCli(cli) => Arc::new(ClaudeCliProvider::new(cli.clone())),
     }
 }
 

@@ -48,6 +48,8 @@ pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartRunError {
+    #[error("provider {0:?} is not configured on this server (available: {1})")]
+    UnknownProvider(String, String),
     #[error("agent {agent_id} is already running run {run_id}")]
     RunInProgress { agent_id: Uuid, run_id: Uuid },
     #[error("{ACTIVE_RUNS_MAX} runs are in progress; try again shortly")]
@@ -76,10 +78,32 @@ impl Cancelling {
     }
 }
 
+/// The providers a server offers: the default, and others agents may choose by name in their
+/// `metadata.provider`.
+#[derive(Clone)]
+pub struct Providers {
+    pub default: Arc<dyn Provider>,
+    pub by_name: HashMap<&'static str, Arc<dyn Provider>>,
+}
+
+impl Providers {
+    /// The provider an agent uses: its `metadata.provider`, or the server's default.
+    pub fn for_agent(&self, agent: &Agent) -> Result<Arc<dyn Provider>, StartRunError> {
+        match agent.metadata.get("provider").and_then(serde_json::Value::as_str) {
+            None => Ok(self.default.clone()),
+            Some(name) => self.by_name.get(name).cloned().ok_or_else(|| {
+                let mut names: Vec<_> = self.by_name.keys().copied().collect();
+                names.sort_unstable();
+                StartRunError::UnknownProvider(name.to_owned(), names.join(", "))
+            }),
+        }
+    }
+}
+
 /// Starts and tracks runs. One run per agent at a time.
 pub struct Runs {
     writer: Writer,
-    provider: Arc<dyn Provider>,
+    providers: Providers,
     tools: Arc<Vec<Box<dyn Tool>>>,
     iterations_max: u32,
     active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
@@ -88,13 +112,13 @@ pub struct Runs {
 impl Runs {
     pub fn new(
         writer: Writer,
-        provider: Arc<dyn Provider>,
+        providers: Providers,
         tools: Vec<Box<dyn Tool>>,
         iterations_max: u32,
     ) -> Runs {
         Runs {
             writer,
-            provider,
+            providers,
             tools: Arc::new(tools),
             iterations_max: iterations_max.max(1),
             active: Arc::new(Mutex::new(HashMap::new())),
@@ -113,6 +137,7 @@ impl Runs {
         prior: Vec<ConversationMessage>,
         user_message: String,
     ) -> Result<Uuid, StartRunError> {
+        let provider = self.providers.for_agent(agent)?;
         let run_id = Uuid::new_v4();
         let cancel = CancellationToken::new();
         let (finished_sender, finished) = watch::channel(false);
@@ -151,7 +176,7 @@ impl Runs {
             thread_id: Uuid::new_v4(),
             writer: self.writer.clone(),
             in_flight: VecDeque::new(),
-            provider: self.provider.clone(),
+            provider,
             tools: self.tools.clone(),
             cancel,
             usage: Usage::default(),
@@ -187,6 +212,11 @@ impl Runs {
             run_id: run.run_id,
             finished: run.finished.clone(),
         })
+    }
+
+    /// Whether an agent's provider choice can be served.
+    pub fn check_provider(&self, agent: &Agent) -> Result<(), StartRunError> {
+        self.providers.for_agent(agent).map(|_| ())
     }
 
     /// The run in progress for `agent_id`, if any.

@@ -423,3 +423,49 @@ async fn retries_are_bounded_and_the_final_error_is_reported() {
     assert_eq!(error.content["retryable"], true);
     assert_eq!(events.last().unwrap().kind, EventKind::RunFailed);
 }
+
+/// An agent can pick another configured provider in its metadata; the server default stays for
+/// the others, and an unavailable choice is refused when the agent is created.
+#[tokio::test]
+async fn an_agent_chooses_its_provider() {
+    let (base_url, replay) = replay_server(vec![sse(ANTHROPIC_TEXT_STREAM)], 64).await;
+    let server = common::TestServer::start_with(|config| {
+        config.agent_providers = vec![ProviderChoice::Anthropic(AnthropicConfig {
+            api_key: "k".into(),
+            base_url,
+            model: "claude-test".into(),
+        })];
+    })
+    .await;
+    let response = server
+        .http
+        .post(server.url("/v1/agents"))
+        .json(&json!({ "name": "claude", "metadata": { "provider": "anthropic" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let agent: Value = response.json().await.unwrap();
+    let agent_id = uuid::Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap();
+    let run_id = server.start_run(agent_id, "hi").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events[0].metadata["provider"], "anthropic");
+    assert_eq!(replay.requests.lock().unwrap().len(), 1);
+
+    // The default agent still uses the scripted provider.
+    let plain = server.create_agent().await;
+    let run_id = server.start_run(plain, "hi").await;
+    let events = server.wait_for_run_end(plain, run_id).await;
+    assert_eq!(events[0].metadata["provider"], "scripted");
+
+    let refused = server
+        .http
+        .post(server.url("/v1/agents"))
+        .json(&json!({ "metadata": { "provider": "openai" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unknown_provider");
+}
