@@ -51,7 +51,7 @@ impl Default for Config {
 pub const HELP: &str = "\
 agentstream server: streams agent output to browsers and API clients, persisted first.
 
-USAGE: server [--help]
+USAGE: server [--help] [--flag value …]
 
 Environment:
   LEPTOS_SITE_ADDR                      address to listen on (default 127.0.0.1:3000)
@@ -59,8 +59,6 @@ Environment:
   DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
   AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai | claude-cli
   AGENTSTREAM_CLAUDE_CLI                the Claude Code executable (default claude)
-  An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the default,
-  when the server has its settings (the scripted provider always).
   AGENTSTREAM_MODEL                     model name for anthropic / openai (an agent's model wins)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL Anthropic Messages API (default https://api.anthropic.com)
   OPENAI_API_KEY, OPENAI_BASE_URL       any OpenAI-compatible server (default https://api.openai.com/v1)
@@ -69,6 +67,10 @@ Environment:
   AGENTSTREAM_SCRIPTED_SEED             seed of the scripted provider (default 7)
   AGENTSTREAM_HUB_ROOM_BATCHES_MAX      live batches buffered per agent (default 1024)
   AGENTSTREAM_MAX_ITERATIONS            LLM calls per run at most (default 10)
+  RUST_LOG                              log filter (default info)
+
+An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
+default, when the server has its settings (the scripted provider always).
 
 Scripted provider commands (start a message with them):
   /echo <text>        reply exactly <text>, word by word
@@ -76,7 +78,6 @@ Scripted provider commands (start a message with them):
                       call those tools concurrently, then report their results
   /loop               call the clock at every step (reaches the iteration limit)
   /fail <error_type>  stream a few words, then fail with that provider error
-  RUST_LOG                              log filter (default info)
 ";
 
 fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
