@@ -78,6 +78,7 @@ Scripted provider commands (start a message with them):
                       call those tools concurrently, then report their results
   /loop               call the clock at every step (reaches the iteration limit)
   /fail <error_type>  stream a few words, then fail with that provider error
+  /stall <seconds>    stream a few words, go silent that long, then finish
 ";
 
 fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {

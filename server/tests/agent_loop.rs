@@ -220,3 +220,48 @@ async fn the_next_turn_sees_the_conversation_rebuilt_from_the_log() {
     assert_eq!(first_usage["input_tokens"], 4);
     assert_eq!(second_usage["input_tokens"], 8);
 }
+
+#[tokio::test]
+async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 12).await;
+    let agent_id = server.create_agent().await;
+    // A short stall: the run waits it out and completes with the whole reply.
+    let run_id = server.start_run(agent_id, "/stall 0.5").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+    let words = events
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::Text)
+        .count();
+    assert_eq!(words, 12);
+
+    // A long stall: cancelling ends the run without waiting for the provider.
+    let run_id = server.start_run(agent_id, "/stall 30").await;
+    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
+    loop {
+        let events = server.all_events(agent_id).await;
+        let words = events
+            .iter()
+            .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::Text)
+            .count();
+        if words >= 3 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the run never started talking");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
+        .send()
+        .await
+        .unwrap();
+    let answer: app::protocol::CancelResponse = response.json().await.unwrap();
+    assert_eq!(answer.cancelled_run_ids, vec![run_id]);
+    // The answer came because the run ended, not because the cancel wait ran out.
+    assert!(started.elapsed() < std::time::Duration::from_millis(
+        agentstream_server::api::CANCEL_WAIT_MS_MAX
+    ));
+    assert_eq!(server.all_events(agent_id).await.last().unwrap().kind, EventKind::RunCancelled);
+}

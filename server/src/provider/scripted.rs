@@ -114,6 +114,13 @@ pub const TOOLS_COMMAND: &str = "/tools ";
 pub const LOOP_COMMAND: &str = "/loop";
 /// `/fail overloaded_error` streams a few words and then fails with that error type.
 pub const FAIL_COMMAND: &str = "/fail ";
+/// `/stall 5` streams a few words, goes silent for 5 seconds (a stalled provider), then
+/// finishes its reply.
+pub const STALL_COMMAND: &str = "/stall ";
+/// A stall lasts at most this long.
+pub const SCRIPTED_STALL_SECONDS_MAX: f64 = 60.0;
+/// Tokens streamed before a stall begins.
+const STALL_AFTER_TOKENS: usize = 3;
 
 /// Splits `text` into word tokens that concatenate back to `text` exactly.
 fn echo_tokens(text: &str) -> Vec<String> {
@@ -273,9 +280,24 @@ impl Provider for ScriptedProvider {
         request: ProviderRequest,
     ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
         let delay = Duration::from_millis(self.config.token_delay_ms);
+        let stall = request
+            .last_user_text()
+            .and_then(|text| text.strip_prefix(STALL_COMMAND))
+            .and_then(|seconds| seconds.trim().parse::<f64>().ok())
+            .map(|seconds| Duration::from_secs_f64(seconds.clamp(0.0, SCRIPTED_STALL_SECONDS_MAX)));
         let events = script(&self.config, &request);
+        let mut tokens_seen = 0usize;
         stream::iter(events)
-            .then(move |step| async move {
+            .map(move |step| {
+                let is_text = matches!(step, Ok(ProviderEvent::TextDelta(_)));
+                tokens_seen += usize::from(is_text);
+                let pause = stall.filter(|_| is_text && tokens_seen == STALL_AFTER_TOKENS + 1);
+                (step, pause)
+            })
+            .then(move |(step, pause)| async move {
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
+                }
                 let is_token = matches!(
                     step,
                     Ok(ProviderEvent::TextDelta(_)
