@@ -77,6 +77,27 @@ async fn replay_server(answers: Vec<Recorded>, chunk_bytes: usize) -> (String, A
     (format!("http://{address}"), state)
 }
 
+/// A test server whose default provider is "Anthropic" at `base_url` (a replay server).
+async fn server_on_anthropic(base_url: String) -> common::TestServer {
+    common::TestServer::start_with(|config| {
+        config.provider = ProviderChoice::Anthropic(AnthropicConfig {
+            api_key: "test-key".into(),
+            base_url,
+            model: "claude-test".into(),
+        });
+    })
+    .await
+}
+
+/// Anthropic's 529 answer, asking to retry after `retry_after` seconds.
+fn overloaded(retry_after: &'static str) -> Recorded {
+    Recorded {
+        status: 529,
+        headers: vec![("content-type", "application/json"), ("retry-after", retry_after)],
+        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+    }
+}
+
 fn request() -> ProviderRequest {
     ProviderRequest {
         system: Some("Be brief.".into()),
@@ -221,11 +242,7 @@ async fn anthropic_mid_stream_error_and_http_overload_are_classified() {
     let mid_stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n\
 event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
 event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
-    let overloaded = Recorded {
-        status: 529,
-        headers: vec![("content-type", "application/json"), ("retry-after", "2")],
-        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
-    };
+    let overloaded = overloaded("2");
     let cut = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n";
     let (base_url, _) = replay_server(vec![sse(mid_stream), overloaded, sse(cut)], 5).await;
     let provider = anthropic(base_url);
@@ -323,14 +340,7 @@ async fn openai_rate_limit_is_retryable_with_its_retry_after() {
 async fn an_anthropic_run_uses_tools_end_to_end() {
     let (base_url, replay) =
         replay_server(vec![sse(ANTHROPIC_TOOL_STREAM), sse(ANTHROPIC_TEXT_STREAM)], 11).await;
-    let server = common::TestServer::start_with(|config| {
-        config.provider = ProviderChoice::Anthropic(AnthropicConfig {
-            api_key: "test-key".into(),
-            base_url,
-            model: "claude-test".into(),
-        });
-    })
-    .await;
+    let server = server_on_anthropic(base_url).await;
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "What is 6*7?").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
@@ -368,21 +378,10 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
 /// the wait is visible in the log.
 #[tokio::test]
 async fn an_overloaded_provider_is_retried_and_the_run_completes() {
-    let overloaded = Recorded {
-        status: 529,
-        headers: vec![("content-type", "application/json"), ("retry-after", "0.2")],
-        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
-    };
+    let overloaded = overloaded("0.2");
     let (base_url, replay) =
         replay_server(vec![overloaded.clone(), overloaded, sse(ANTHROPIC_TEXT_STREAM)], 64).await;
-    let server = common::TestServer::start_with(|config| {
-        config.provider = ProviderChoice::Anthropic(AnthropicConfig {
-            api_key: "k".into(),
-            base_url,
-            model: "claude-test".into(),
-        });
-    })
-    .await;
+    let server = server_on_anthropic(base_url).await;
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "hi").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
@@ -397,20 +396,9 @@ async fn an_overloaded_provider_is_retried_and_the_run_completes() {
 /// the log.
 #[tokio::test]
 async fn retries_are_bounded_and_the_final_error_is_reported() {
-    let overloaded = Recorded {
-        status: 529,
-        headers: vec![("content-type", "application/json"), ("retry-after", "0.05")],
-        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
-    };
+    let overloaded = overloaded("0.05");
     let (base_url, replay) = replay_server(vec![overloaded; 10], 64).await;
-    let server = common::TestServer::start_with(|config| {
-        config.provider = ProviderChoice::Anthropic(AnthropicConfig {
-            api_key: "k".into(),
-            base_url,
-            model: "claude-test".into(),
-        });
-    })
-    .await;
+    let server = server_on_anthropic(base_url).await;
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "hi").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;

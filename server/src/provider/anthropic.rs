@@ -235,12 +235,7 @@ impl SseParser for AnthropicParser {
         if self.stopped {
             Ok(vec![])
         } else {
-            Err(ProviderError {
-                kind: "connection_error".to_owned(),
-                message: "the stream ended before message_stop".to_owned(),
-                retryable: true,
-                retry_after_ms: None,
-            })
+            Err(ProviderError::connection("the stream ended before message_stop"))
         }
     }
 }

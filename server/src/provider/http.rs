@@ -71,12 +71,7 @@ pub async fn http_error(response: reqwest::Response) -> ProviderError {
 }
 
 fn transport_error(error: impl std::fmt::Display) -> ProviderError {
-    ProviderError {
-        kind: "connection_error".to_owned(),
-        message: error.to_string(),
-        retryable: true,
-        retry_after_ms: None,
-    }
+    ProviderError::connection(error.to_string())
 }
 
 /// Sends `request` and streams the parsed events of its SSE body.

@@ -108,6 +108,16 @@ pub struct ProviderError {
 }
 
 impl ProviderError {
+    /// A connection that failed or ended early: trying again may work.
+    pub fn connection(message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind: "connection_error".to_owned(),
+            message: message.into(),
+            retryable: true,
+            retry_after_ms: None,
+        }
+    }
+
     /// A malformed or unexpected stream: not retryable, it would only fail the same way.
     pub fn invalid(message: impl Into<String>) -> ProviderError {
         ProviderError {

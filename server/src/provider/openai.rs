@@ -199,12 +199,7 @@ impl SseParser for OpenAiParser {
         if self.done {
             Ok(vec![])
         } else {
-            Err(ProviderError {
-                kind: "connection_error".to_owned(),
-                message: "the stream ended before [DONE]".to_owned(),
-                retryable: true,
-                retry_after_ms: None,
-            })
+            Err(ProviderError::connection("the stream ended before [DONE]"))
         }
     }
 }
