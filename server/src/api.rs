@@ -54,6 +54,13 @@ pub struct CountQuery {
     limit: Option<String>,
 }
 
+impl CountQuery {
+    /// `since`, parsed, if given.
+    pub fn since_value(&self) -> Result<Option<u64>, ApiError> {
+        parse_count("since", self.since.as_deref())
+    }
+}
+
 fn page_limit(text: Option<&str>, default: u32, max: u32) -> Result<u32, ApiError> {
     match parse_count("limit", text)? {
         None => Ok(default),

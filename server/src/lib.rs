@@ -18,6 +18,7 @@ pub mod history;
 pub mod hub;
 pub mod provider;
 pub mod runs;
+pub mod sse;
 pub mod store;
 pub mod subscription;
 pub mod tools;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get, post};
+use axum::routing::{get, post};
 use axum::Router;
 use app::history::HistorySourceHandle;
 use leptos::prelude::{provide_context, LeptosOptions};
@@ -109,15 +110,20 @@ fn build_provider(choice: &ProviderChoice, config: &Config) -> Arc<dyn Provider>
     }
 }
 
-/// The API routes (`/v1/…`, `/healthz`).
+/// The API routes (`/v1/…`, the page forms, `/healthz`).
 pub fn api_router(state: AppState) -> Router {
+    // Unknown `/v1/…` paths get a JSON 404 from the nested router's fallback (a `/v1/{*rest}`
+    // route would shadow `/v1/agents/{id}/events/stream` in the path matcher).
+    let v1 = Router::new()
+        .route("/agents", post(api::create_agent).get(api::list_agents))
+        .route("/agents/{id}", get(api::get_agent).delete(api::delete_agent))
+        .route("/agents/{id}/events", get(api::list_events))
+        .route("/agents/{id}/events/stream", get(sse::stream_events))
+        .route("/agents/{id}/runs", post(api::create_run))
+        .route("/agents/{id}/messages/cancel", post(api::cancel_run))
+        .fallback(api::unknown_route);
     let rest = Router::new()
-        .route("/v1/agents", post(api::create_agent).get(api::list_agents))
-        .route("/v1/agents/{id}", get(api::get_agent).delete(api::delete_agent))
-        .route("/v1/agents/{id}/events", get(api::list_events))
-        .route("/v1/agents/{id}/runs", post(api::create_run))
-        .route("/v1/agents/{id}/messages/cancel", post(api::cancel_run))
-        .route("/v1/{*rest}", any(api::unknown_route))
+        .nest("/v1", v1)
         .route("/agents", post(api::forms::create_agent))
         .route("/agents/{id}/runs", post(api::forms::send))
         .route("/healthz", get(api::healthz))

@@ -1,0 +1,107 @@
+//! `GET /v1/agents/{id}/events/stream`: the agent's log as Server-Sent Events.
+//!
+//! Each event is one SSE message with `id:` = its seq and `data:` = the `AgentEvent` JSON, so a
+//! browser `EventSource` resumes by itself: on reconnect it sends `Last-Event-ID`, which wins over
+//! `?since=`. Delivery is [`subscription::follow`], the same as the WebSocket's: catch-up from the
+//! store, then live, a slow reader lagging and catching up instead of slowing anyone. A `lagged`
+//! event says so; keep-alive comments go out every [`SSE_KEEPALIVE_INTERVAL_MS`].
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use app::protocol::ServerMessage;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use futures::stream::{self, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::api::{parse_agent_id, CountQuery};
+use crate::error::ApiError;
+use crate::subscription::{self, FollowError};
+use crate::AppState;
+
+/// A comment line goes out this often on a quiet stream, so proxies and clients keep it open.
+pub const SSE_KEEPALIVE_INTERVAL_MS: u64 = 15_000;
+/// Messages queued for one SSE response. When the reader is slower, the subscription lags at the
+/// hub and catches up from the store.
+pub const SSE_OUTBOUND_MESSAGES_MAX: usize = 64;
+
+pub async fn stream_events(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+    Query(query): Query<CountQuery>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let last_event_id = headers
+        .get("last-event-id")
+        .map(|value| value.to_str().unwrap_or("").trim().to_owned());
+    let since = match last_event_id {
+        Some(text) => text.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_cursor",
+                format!("Last-Event-ID {text:?} is not a sequence number"),
+            )
+        })?,
+        None => query.since_value()?.unwrap_or(0),
+    };
+    // Refuse what cannot be followed before the stream starts, with a proper status.
+    let head_seq = state
+        .store
+        .head_seq(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    if since > head_seq {
+        return Err(ApiError::bad_request(
+            "since_beyond_head",
+            format!("since={since} is beyond the newest event of this agent (seq {head_seq})"),
+        ));
+    }
+
+    let (out, receiver) = mpsc::channel::<ServerMessage>(SSE_OUTBOUND_MESSAGES_MAX);
+    tokio::spawn(async move {
+        let result =
+            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;
+        if let Err(error) = result {
+            if !matches!(error, FollowError::SubscriberGone) {
+                let _ = out
+                    .send(ServerMessage::Error {
+                        code: error.code().to_owned(),
+                        message: error.to_string(),
+                        agent_id: Some(agent_id),
+                    })
+                    .await;
+            }
+        }
+    });
+    let events = stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|message| (message, receiver))
+    })
+    .flat_map(|message| stream::iter(sse_events(message)));
+    Ok(Sse::new(events).keep_alive(
+        KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)),
+    ))
+}
+
+/// The SSE messages of one subscription message.
+fn sse_events(message: ServerMessage) -> Vec<Result<Event, Infallible>> {
+    match message {
+        ServerMessage::Events { events, .. } => events
+            .into_iter()
+            .map(|event| {
+                Ok(Event::default()
+                    .id(event.seq.to_string())
+                    .data(serde_json::to_string(&event).expect("events serialize")))
+            })
+            .collect(),
+        ServerMessage::Lagged { .. } | ServerMessage::Error { .. } => {
+            let name = if matches!(message, ServerMessage::Lagged { .. }) { "lagged" } else { "error" };
+            vec![Ok(Event::default()
+                .event(name)
+                .data(serde_json::to_string(&message).expect("messages serialize")))]
+        }
+        _ => Vec::new(),
+    }
+}
