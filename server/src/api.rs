@@ -211,12 +211,23 @@ pub async fn list_events(
     }))
 }
 
+/// Idempotency keys longer than this are refused.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+
 pub async fn create_run(
     State(state): State<AppState>,
     Path(agent_id): Path<String>,
-    ApiJson(request): ApiJson<CreateRunRequest>,
+    headers: axum::http::HeaderMap,
+    ApiJson(mut request): ApiJson<CreateRunRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
+    // The `Idempotency-Key` header and the body's `idempotency_key` mean the same; the header wins.
+    if let Some(header) = headers.get("idempotency-key") {
+        let key = header.to_str().map_err(|_| {
+            ApiError::bad_request("invalid_idempotency_key", "Idempotency-Key must be visible ASCII")
+        })?;
+        request.idempotency_key = Some(key.to_owned());
+    }
     create_run_inner(&state, agent_id, request).await
 }
 
@@ -240,8 +251,42 @@ async fn create_run_inner(
         .get_agent(agent_id)
         .await?
         .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
-    if let Some(run_id) = state.runs.active_run(agent_id) {
-        return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id }.into());
+    let run_id = Uuid::new_v4();
+    let key = request.idempotency_key.as_deref().map(str::trim).filter(|key| !key.is_empty());
+    if let Some(key) = key {
+        if key.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {
+            return Err(ApiError::bad_request(
+                "invalid_idempotency_key",
+                format!("the idempotency key is longer than {IDEMPOTENCY_KEY_CHARS_MAX} characters"),
+            ));
+        }
+        let holder = state.store.claim_run_key(agent_id, key, run_id).await?;
+        if holder != run_id {
+            // A retry: the first request's run, started or finished, is the answer.
+            return Ok((StatusCode::ACCEPTED, Json(RunAccepted { run_id: holder, agent_id })));
+        }
+    }
+    match start_claimed_run(state, &agent, run_id, request.content).await {
+        Ok(run_id) => Ok((StatusCode::ACCEPTED, Json(RunAccepted { run_id, agent_id }))),
+        Err(error) => {
+            if let Some(key) = key {
+                // The run never started: a retry with this key may try again.
+                state.store.release_run_key(agent_id, key).await?;
+            }
+            Err(error)
+        }
+    }
+}
+
+async fn start_claimed_run(
+    state: &AppState,
+    agent: &app::protocol::Agent,
+    run_id: Uuid,
+    content: String,
+) -> Result<Uuid, ApiError> {
+    let agent_id = agent.id;
+    if let Some(running) = state.runs.active_run(agent_id) {
+        return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into());
     }
     // The model sees the conversation so far, rebuilt from the log by the shared reducer.
     let timeline = crate::history::fold_log(state.store.as_ref(), agent_id).await?;
@@ -249,11 +294,7 @@ async fn create_run_inner(
     for warning in warnings {
         tracing::warn!(%agent_id, "history for the next turn: {warning}");
     }
-    let run_id = state.runs.start(&agent, prior, request.content)?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RunAccepted { run_id, agent_id }),
-    ))
+    Ok(state.runs.start(agent, run_id, prior, content)?)
 }
 
 /// How long a cancel request waits for the run to write its last event before answering. A run

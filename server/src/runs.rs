@@ -129,16 +129,16 @@ impl Runs {
         self.active.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts a run of `agent` for `user_message`, after the conversation `prior` (rebuilt from
-    /// the log); its output goes to the log.
+    /// Starts run `run_id` of `agent` for `user_message`, after the conversation `prior` (rebuilt
+    /// from the log); its output goes to the log.
     pub fn start(
         &self,
         agent: &Agent,
+        run_id: Uuid,
         prior: Vec<ConversationMessage>,
         user_message: String,
     ) -> Result<Uuid, StartRunError> {
         let provider = self.providers.for_agent(agent)?;
-        let run_id = Uuid::new_v4();
         let cancel = CancellationToken::new();
         let (finished_sender, finished) = watch::channel(false);
         {

@@ -124,6 +124,16 @@ pub trait Store: Send + Sync + 'static {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError>;
+    /// Claims `key` for `run_id` unless the agent already used it: returns the run that holds the
+    /// key (`run_id` when this call claimed it).
+    async fn claim_run_key(
+        &self,
+        agent_id: Uuid,
+        key: &str,
+        run_id: Uuid,
+    ) -> Result<Uuid, StoreError>;
+    /// Gives a key back (its run never started).
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;

@@ -226,6 +226,53 @@ impl Store for SqliteStore {
         Ok(events)
     }
 
+    async fn claim_run_key(
+        &self,
+        agent_id: Uuid,
+        key: &str,
+        run_id: Uuid,
+    ) -> Result<Uuid, StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO run_keys (agent_id, idempotency_key, run_id, created_at) \
+             VALUES (?, ?, ?, ?) ON CONFLICT (agent_id, idempotency_key) DO NOTHING",
+        )
+        .bind(agent_id.to_string())
+        .bind(key)
+        .bind(run_id.to_string())
+        .bind(Utc::now().to_rfc3339())
+        .execute(&mut *transaction)
+        .await
+        .map_err(|error| match &error {
+            sqlx::Error::Database(database) if database.is_foreign_key_violation() => {
+                StoreError::UnknownAgent(agent_id)
+            }
+            _ => StoreError::Database(error),
+        })?;
+        let holder: String = if inserted.rows_affected() == 1 {
+            run_id.to_string()
+        } else {
+            sqlx::query_scalar(
+                "SELECT run_id FROM run_keys WHERE agent_id = ? AND idempotency_key = ?",
+            )
+            .bind(agent_id.to_string())
+            .bind(key)
+            .fetch_one(&mut *transaction)
+            .await?
+        };
+        transaction.commit().await?;
+        parse_uuid(&holder)
+    }
+
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM run_keys WHERE agent_id = ? AND idempotency_key = ?")
+            .bind(agent_id.to_string())
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         let mut transaction = self.pool.begin().await?;
         let mut committed = Vec::with_capacity(batches.len());

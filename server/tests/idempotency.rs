@@ -1,0 +1,114 @@
+//! A retried run request (same Idempotency-Key header or `idempotency_key`) never starts a
+//! second run or writes a second user message; it gets the first run back.
+
+mod common;
+
+use app::protocol::RunAccepted;
+use app::EventKind;
+use common::TestServer;
+use serde_json::json;
+
+#[tokio::test]
+async fn retries_with_the_same_key_get_the_same_run() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 200).await;
+    let agent_id = server.create_agent().await;
+    let url = server.url(&format!("/v1/agents/{agent_id}/runs"));
+
+    // Five clients retry at once, two by header, three by body field.
+    let mut requests = Vec::new();
+    for attempt in 0..5 {
+        let request = if attempt % 2 == 0 {
+            server.http.post(&url).header("Idempotency-Key", "send-1").json(&json!({"content": "hi"}))
+        } else {
+            server.http.post(&url).json(&json!({"content": "hi", "idempotency_key": "send-1"}))
+        };
+        requests.push(tokio::spawn(request.send()));
+    }
+    let mut run_ids = Vec::new();
+    for request in requests {
+        let response = request.await.unwrap().unwrap();
+        assert_eq!(response.status(), 202);
+        run_ids.push(response.json::<RunAccepted>().await.unwrap().run_id);
+    }
+    run_ids.dedup();
+    assert_eq!(run_ids.len(), 1, "one key, one run: {run_ids:?}");
+    let events = server.wait_for_run_end(agent_id, run_ids[0]).await;
+    let users = events.iter().filter(|event| event.kind == EventKind::User).count();
+    let starts = events.iter().filter(|event| event.kind == EventKind::RunStarted).count();
+    assert_eq!((users, starts), (1, 1));
+
+    // After the run ended, the key still names that run.
+    let again: RunAccepted = server
+        .http
+        .post(&url)
+        .header("Idempotency-Key", "send-1")
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again.run_id, run_ids[0]);
+    assert_eq!(server.all_events(agent_id).await.len(), events.len());
+
+    // A new key is a new run.
+    let fresh: RunAccepted = server
+        .http
+        .post(&url)
+        .header("Idempotency-Key", "send-2")
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(fresh.run_id, run_ids[0]);
+}
+
+#[tokio::test]
+async fn a_refused_request_does_not_burn_its_key_and_bad_keys_are_refused() {
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 300;
+        config.scripted.token_delay_ms = 3;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let url = server.url(&format!("/v1/agents/{agent_id}/runs"));
+    let first = server.start_run(agent_id, "busy").await;
+    // Refused while the first run goes (409)...
+    let refused = server
+        .http
+        .post(&url)
+        .header("Idempotency-Key", "later")
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+    server.wait_for_run_end(agent_id, first).await;
+    // ...so the same key starts a run once the agent is free.
+    let accepted = server
+        .http
+        .post(&url)
+        .header("Idempotency-Key", "later")
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 202);
+    assert_ne!(accepted.json::<RunAccepted>().await.unwrap().run_id, first);
+
+    let too_long = server
+        .http
+        .post(&url)
+        .header("Idempotency-Key", "k".repeat(500))
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_long.status(), 400);
+    let body: serde_json::Value = too_long.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_idempotency_key");
+}
