@@ -163,22 +163,44 @@ mod client {
         }
     }
 
+    /// Network changes waiting for the connection loop. Only the newest matters; when the loop is
+    /// busy, further changes are dropped rather than queued without bound.
+    const NETWORK_CHANGES_QUEUE_MAX: usize = 4;
+
+    /// The `online`/`offline` listeners of one live view; removed when it goes away.
+    struct NetworkListeners {
+        callbacks: Vec<(&'static str, Closure<dyn FnMut()>)>,
+    }
+
+    impl Drop for NetworkListeners {
+        fn drop(&mut self) {
+            if let Some(window) = web_sys::window() {
+                for (name, callback) in &self.callbacks {
+                    let _ = window.remove_event_listener_with_callback(
+                        name,
+                        callback.as_ref().unchecked_ref(),
+                    );
+                }
+            }
+        }
+    }
+
     /// Wakes the connection loop when the browser goes offline or comes back online.
-    fn network_changes() -> mpsc::UnboundedReceiver<bool> {
-        let (sender, receiver) = mpsc::unbounded();
+    fn network_changes() -> (mpsc::Receiver<bool>, NetworkListeners) {
+        let (sender, receiver) = mpsc::channel(NETWORK_CHANGES_QUEUE_MAX);
+        let mut listeners = NetworkListeners { callbacks: Vec::new() };
         if let Some(window) = web_sys::window() {
             for (name, online) in [("online", true), ("offline", false)] {
-                let sender = sender.clone();
+                let mut sender = sender.clone();
                 let callback = Closure::<dyn FnMut()>::new(move || {
-                    let _ = sender.unbounded_send(online);
+                    let _ = sender.try_send(online);
                 });
                 let _ = window
                     .add_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
-                // The listener lives as long as the page; one pair per live view.
-                callback.forget();
+                listeners.callbacks.push((name, callback));
             }
         }
-        receiver
+        (receiver, listeners)
     }
 
     fn browser_online() -> bool {
@@ -193,7 +215,8 @@ mod client {
         mut stop: oneshot::Receiver<()>,
     ) {
         let buffer = FrameBuffer::new(signals.timeline);
-        let mut network = network_changes();
+        // Dropped when this function returns: the view is gone, its listeners go too.
+        let (mut network, _listeners) = network_changes();
         let mut failed_attempts: u32 = 0;
         loop {
             if browser_online() {
@@ -272,7 +295,7 @@ mod client {
         signals: Signals,
         buffer: &FrameBuffer,
         stop: &mut oneshot::Receiver<()>,
-        network: &mut mpsc::UnboundedReceiver<bool>,
+        network: &mut mpsc::Receiver<bool>,
     ) -> SessionEnd {
         // Whatever is still buffered counts as received: fold it before choosing the cursor.
         buffer.flush();
