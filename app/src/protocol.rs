@@ -93,6 +93,21 @@ pub struct CancelResponse {
     pub cancelled_run_ids: Vec<Uuid>,
 }
 
+/// `GET /v1/runs/{run_id}`: a run in Letta's shape, where the fields overlap.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    /// `running`, `completed`, `failed` or `cancelled`.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub stop_reason: Option<String>,
+    pub background: bool,
+    /// `{usage}` and, for a failed run, `{error}`.
+    pub metadata: Value,
+}
+
 /// `GET /v1/agents`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentList {

@@ -340,6 +340,53 @@ pub async fn cancel_run(
     }))
 }
 
+pub async fn get_run(
+    State(state): State<AppState>,
+    Path(run_id): Path<String>,
+) -> Result<Json<app::protocol::RunInfo>, ApiError> {
+    let run_id = Uuid::parse_str(&run_id).map_err(|_| {
+        ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
+    })?;
+    let outline = state.store.run_outline(run_id).await?;
+    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("run {run_id} does not exist"));
+    let started = outline
+        .iter()
+        .find(|event| event.kind == app::EventKind::RunStarted)
+        .ok_or_else(unknown)?;
+    let end = outline.iter().find(|event| event.kind.is_run_end());
+    let usage = outline
+        .iter()
+        .rev()
+        .find_map(|event| match event.kind {
+            app::EventKind::Usage => Some(event.content.clone()),
+            _ => event.content.get("usage").filter(|usage| !usage.is_null()).cloned(),
+        })
+        .unwrap_or(serde_json::Value::Null);
+    let mut metadata = serde_json::json!({ "usage": usage });
+    if let Some(error) = end.and_then(|end| end.content.get("error")) {
+        metadata["error"] = error.clone();
+    }
+    Ok(Json(app::protocol::RunInfo {
+        id: run_id,
+        agent_id: started.agent_id,
+        status: match end.map(|end| end.kind) {
+            Some(app::EventKind::RunCompleted) => "completed",
+            Some(app::EventKind::RunFailed) => "failed",
+            Some(app::EventKind::RunCancelled) => "cancelled",
+            _ => "running",
+        }
+        .to_owned(),
+        created_at: started.created_at,
+        completed_at: end.map(|end| end.created_at),
+        stop_reason: end
+            .and_then(|end| end.content.get("stop_reason"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        background: false,
+        metadata,
+    }))
+}
+
 /// Any other `/v1/…` path: a JSON 404 rather than the HTML page-not-found.
 pub async fn unknown_route() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "unknown_route", "no such API path")

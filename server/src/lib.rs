@@ -121,6 +121,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/events/stream", get(sse::stream_events))
         .route("/agents/{id}/runs", post(api::create_run))
         .route("/agents/{id}/messages/cancel", post(api::cancel_run))
+        .route("/runs/{run_id}", get(api::get_run))
         .fallback(api::unknown_route);
     let rest = Router::new()
         .nest("/v1", v1)

@@ -156,3 +156,39 @@ async fn cancel_over_the_websocket() {
         matches!(client.receive().await, ServerMessage::CancelRequested { .. })
     });
 }
+
+#[tokio::test]
+async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
+    let server = long_running_server().await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "go").await;
+    wait_for_text(&server, agent_id, 3).await;
+    let url = server.url(&format!("/v1/runs/{run_id}"));
+    let running: app::protocol::RunInfo =
+        server.http.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!((running.id, running.agent_id), (run_id, agent_id));
+    assert_eq!(running.status, "running");
+    assert_eq!(running.completed_at, None);
+
+    server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
+        .send()
+        .await
+        .unwrap();
+    let ended: app::protocol::RunInfo =
+        server.http.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ended.status, "cancelled");
+    assert_eq!(ended.stop_reason.as_deref(), Some("cancelled"));
+    assert!(ended.completed_at.unwrap() >= ended.created_at);
+
+    for (path, status, code) in [
+        (format!("/v1/runs/{}", Uuid::new_v4()), 404, "unknown_run"),
+        ("/v1/runs/not-a-run".to_owned(), 400, "invalid_id"),
+    ] {
+        let response = server.http.get(server.url(&path)).send().await.unwrap();
+        assert_eq!(response.status(), status);
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code);
+    }
+}

@@ -124,6 +124,9 @@ pub trait Store: Send + Sync + 'static {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError>;
+    /// The lifecycle and usage events of one run (`run_started`, `usage`, the run's end), in seq
+    /// order; empty for an unknown run. Reads the run index, not the agent's whole log.
+    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError>;
     /// Claims `key` for `run_id` unless the agent already used it: returns the run that holds the
     /// key (`run_id` when this call claimed it).
     async fn claim_run_key(

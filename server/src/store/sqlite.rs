@@ -226,6 +226,17 @@ impl Store for SqliteStore {
         Ok(events)
     }
 
+    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = ? AND kind IN \
+             ('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled') ORDER BY seq"
+        ))
+        .bind(run_id.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
     async fn claim_run_key(
         &self,
         agent_id: Uuid,
