@@ -174,6 +174,23 @@ pub async fn delete_agent(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The agent's head seq, after checking that `since` can be resumed from: the agent exists and
+/// the cursor is not beyond its log (a cursor from another log, or a reset database).
+pub async fn head_for_cursor(state: &AppState, agent_id: Uuid, since: u64) -> Result<u64, ApiError> {
+    let head_seq = state
+        .store
+        .head_seq(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    if since > head_seq {
+        return Err(ApiError::bad_request(
+            "since_beyond_head",
+            format!("since={since} is beyond the newest event of this agent (seq {head_seq})"),
+        ));
+    }
+    Ok(head_seq)
+}
+
 pub async fn list_events(
     State(state): State<AppState>,
     Path(agent_id): Path<String>,
@@ -188,17 +205,7 @@ pub async fn list_events(
     )?;
     // The head is read first: events read after it may be newer, never older, so `has_more` is
     // never falsely false for the events that existed when the request came in.
-    let head_seq = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
-    if since > head_seq {
-        return Err(ApiError::bad_request(
-            "since_beyond_head",
-            format!("since={since} is beyond the newest event of this agent (seq {head_seq})"),
-        ));
-    }
+    let head_seq = head_for_cursor(&state, agent_id, since).await?;
     let events = state.store.read_events(agent_id, since, limit).await?;
     let next_since = events.last().map_or(since, |event| event.seq);
     let head_seq = head_seq.max(next_since);

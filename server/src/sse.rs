@@ -17,7 +17,7 @@ use axum::response::IntoResponse;
 use futures::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 
-use crate::api::{parse_agent_id, CountQuery};
+use crate::api::{head_for_cursor, parse_agent_id, CountQuery};
 use crate::error::ApiError;
 use crate::subscription::{self, FollowError};
 use crate::AppState;
@@ -48,17 +48,7 @@ pub async fn stream_events(
         None => query.since_value()?.unwrap_or(0),
     };
     // Refuse what cannot be followed before the stream starts, with a proper status.
-    let head_seq = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
-    if since > head_seq {
-        return Err(ApiError::bad_request(
-            "since_beyond_head",
-            format!("since={since} is beyond the newest event of this agent (seq {head_seq})"),
-        ));
-    }
+    head_for_cursor(&state, agent_id, since).await?;
 
     let (out, receiver) = mpsc::channel::<ServerMessage>(SSE_OUTBOUND_MESSAGES_MAX);
     tokio::spawn(async move {
