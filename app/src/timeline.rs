@@ -9,7 +9,7 @@
 //! holds blocks (one LLM call, one tool call), a block holds messages (what deltas merge into).
 //! Blocks and messages keep the order in which they first appeared in the log.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -102,6 +102,9 @@ pub struct Timeline {
     /// Events with seq > last_seq + 1, waiting for the gaps before them.
     #[serde(skip)]
     held: BTreeMap<u64, AgentEvent>,
+    /// Ids of the held events, so a re-sent early event is recognised without a scan.
+    #[serde(skip)]
+    held_ids: HashSet<Uuid>,
     blocks: Vec<TimelineBlock>,
     block_index: HashMap<Uuid, usize>,
     messages: Vec<TimelineMessage>,
@@ -201,15 +204,17 @@ impl Timeline {
             return false;
         }
         if event.seq > self.last_seq + 1 {
-            let already_held = self.held.contains_key(&event.seq)
-                || self.held.values().any(|held| held.id == event.id);
+            let already_held =
+                self.held.contains_key(&event.seq) || self.held_ids.contains(&event.id);
             if !already_held && self.held.len() < TIMELINE_HELD_EVENTS_MAX {
+                self.held_ids.insert(event.id);
                 self.held.insert(event.seq, event);
             }
             return false;
         }
         self.fold(event);
         while let Some(next) = self.held.remove(&(self.last_seq + 1)) {
+            self.held_ids.remove(&next.id);
             self.fold(next);
         }
         true

@@ -96,9 +96,4 @@ impl Hub {
     pub fn close(&self, agent_id: Uuid) {
         self.rooms().remove(&agent_id);
     }
-
-    /// Rooms alive now (for tests and metrics).
-    pub fn room_count(&self) -> usize {
-        self.rooms().len()
-    }
 }

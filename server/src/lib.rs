@@ -63,7 +63,6 @@ pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
-    pub writer: Writer,
     pub runs: Arc<Runs>,
     pub ws_connections: Arc<Semaphore>,
     /// Cancelled when the server shuts down, so long-lived sockets let go.
@@ -85,7 +84,7 @@ impl AppState {
         by_name.insert(default.name(), default.clone());
         let providers = Providers { default, by_name };
         let runs = Arc::new(Runs::new(
-            writer.clone(),
+            writer,
             providers,
             tools::builtin(),
             config.run_iterations_max,
@@ -93,7 +92,6 @@ impl AppState {
         Ok(AppState {
             store,
             hub,
-            writer,
             runs,
             ws_connections: Arc::new(Semaphore::new(ws::WS_CONNECTIONS_MAX)),
             shutdown: CancellationToken::new(),

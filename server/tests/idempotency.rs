@@ -8,6 +8,22 @@ use app::EventKind;
 use common::TestServer;
 use serde_json::json;
 
+/// Sends "hi" as a run request with `key` in the Idempotency-Key header.
+async fn send_with_key(
+    server: &TestServer,
+    agent_id: uuid::Uuid,
+    key: impl AsRef<str>,
+) -> reqwest::Response {
+    server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+        .header("Idempotency-Key", key.as_ref())
+        .json(&json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn retries_with_the_same_key_get_the_same_run() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 200).await;
@@ -38,14 +54,7 @@ async fn retries_with_the_same_key_get_the_same_run() {
     assert_eq!((users, starts), (1, 1));
 
     // After the run ended, the key still names that run.
-    let again: RunAccepted = server
-        .http
-        .post(&url)
-        .header("Idempotency-Key", "send-1")
-        .json(&json!({"content": "hi"}))
-        .send()
-        .await
-        .unwrap()
+    let again: RunAccepted = send_with_key(&server, agent_id, "send-1").await
         .json()
         .await
         .unwrap();
@@ -53,14 +62,7 @@ async fn retries_with_the_same_key_get_the_same_run() {
     assert_eq!(server.all_events(agent_id).await.len(), events.len());
 
     // A new key is a new run.
-    let fresh: RunAccepted = server
-        .http
-        .post(&url)
-        .header("Idempotency-Key", "send-2")
-        .json(&json!({"content": "hi"}))
-        .send()
-        .await
-        .unwrap()
+    let fresh: RunAccepted = send_with_key(&server, agent_id, "send-2").await
         .json()
         .await
         .unwrap();
@@ -75,39 +77,17 @@ async fn a_refused_request_does_not_burn_its_key_and_bad_keys_are_refused() {
     })
     .await;
     let agent_id = server.create_agent().await;
-    let url = server.url(&format!("/v1/agents/{agent_id}/runs"));
     let first = server.start_run(agent_id, "busy").await;
     // Refused while the first run goes (409)...
-    let refused = server
-        .http
-        .post(&url)
-        .header("Idempotency-Key", "later")
-        .json(&json!({"content": "hi"}))
-        .send()
-        .await
-        .unwrap();
+    let refused = send_with_key(&server, agent_id, "later").await;
     assert_eq!(refused.status(), 409);
     server.wait_for_run_end(agent_id, first).await;
     // ...so the same key starts a run once the agent is free.
-    let accepted = server
-        .http
-        .post(&url)
-        .header("Idempotency-Key", "later")
-        .json(&json!({"content": "hi"}))
-        .send()
-        .await
-        .unwrap();
+    let accepted = send_with_key(&server, agent_id, "later").await;
     assert_eq!(accepted.status(), 202);
     assert_ne!(accepted.json::<RunAccepted>().await.unwrap().run_id, first);
 
-    let too_long = server
-        .http
-        .post(&url)
-        .header("Idempotency-Key", "k".repeat(500))
-        .json(&json!({"content": "hi"}))
-        .send()
-        .await
-        .unwrap();
+    let too_long = send_with_key(&server, agent_id, "k".repeat(500)).await;
     assert_eq!(too_long.status(), 400);
     let body: serde_json::Value = too_long.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_idempotency_key");
