@@ -4,7 +4,7 @@ use gloo_net::http::{Request, Response};
 use uuid::Uuid;
 
 use crate::protocol::{
-    Agent, AgentList, CreateAgentRequest, CreateRunRequest, ErrorBody, EventsPage, RunAccepted,
+    Agent, CreateAgentRequest, CreateRunRequest, ErrorBody, EventsPage, RunAccepted,
 };
 
 fn origin() -> String {
@@ -49,7 +49,7 @@ pub async fn list_agents() -> Result<Vec<Agent>, String> {
         .send()
         .await
         .map_err(network)?;
-    decode::<AgentList>(response).await.map(|list| list.agents)
+    decode::<Vec<Agent>>(response).await
 }
 
 pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String> {

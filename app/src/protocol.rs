@@ -108,16 +108,13 @@ pub struct RunInfo {
     pub metadata: Value,
 }
 
-/// `GET /v1/agents`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AgentList {
-    pub agents: Vec<Agent>,
-}
-
 /// The body of every error answer: a stable machine-readable code and a sentence for people.
+/// `detail` repeats the sentence where Letta (FastAPI) clients look for it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
+    #[serde(default)]
+    pub detail: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

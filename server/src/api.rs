@@ -1,7 +1,7 @@
 //! The REST surface: agents, the paged log, runs.
 
 use app::protocol::{
-    AgentList, CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, EventsPage,
+    CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, EventsPage,
     RunAccepted,
 };
 use axum::extract::{Path, Query, State};
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiJson};
+use crate::runs::RunOptions;
 use crate::store::NewAgent;
 use crate::AppState;
 
@@ -19,7 +20,7 @@ use crate::AppState;
 pub const EVENTS_PAGE_LIMIT_DEFAULT: u32 = 100;
 /// Events per page at most: one page stays a few hundred kilobytes.
 pub const EVENTS_PAGE_LIMIT_MAX: u32 = 1000;
-/// Agents listed at most.
+/// Agents listed at most (and the most a list's cursors reach back).
 pub const AGENTS_LIST_LIMIT_MAX: u32 = 1000;
 /// Agents listed when the client does not say.
 pub const AGENTS_LIST_LIMIT_DEFAULT: u32 = 100;
@@ -132,20 +133,80 @@ async fn create_agent_inner(
     Ok((StatusCode::CREATED, Json(agent)))
 }
 
+/// `GET /v1/agents` takes Letta's list parameters; others Letta has (filters by project,
+/// template, tags …) are accepted and ignored.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    limit: Option<String>,
+    after: Option<String>,
+    before: Option<String>,
+    order: Option<String>,
+}
+
+impl ListQuery {
+    /// True for newest first: Letta's default.
+    pub fn descending(&self) -> Result<bool, ApiError> {
+        match self.order.as_deref() {
+            None | Some("desc") => Ok(true),
+            Some("asc") => Ok(false),
+            Some(other) => Err(ApiError::bad_request(
+                "invalid_query",
+                format!("order={other:?}: use asc or desc"),
+            )),
+        }
+    }
+
+    /// One page of `items` (in list order): after the item `after`, before the item `before`,
+    /// at most `limit` — Letta's id cursors.
+    pub fn page<T>(
+        &self,
+        mut items: Vec<T>,
+        id: impl Fn(&T) -> String,
+        default: u32,
+        max: u32,
+    ) -> Result<Vec<T>, ApiError> {
+        let limit = page_limit(self.limit.as_deref(), default, max)? as usize;
+        let position = |cursor: &str, name: &str| {
+            items.iter().position(|item| id(item) == cursor).ok_or_else(|| {
+                ApiError::bad_request("invalid_cursor", format!("{name}={cursor:?} is not in this list"))
+            })
+        };
+        let end = match &self.before {
+            Some(before) => position(before, "before")?,
+            None => items.len(),
+        };
+        let start = match &self.after {
+            Some(after) => position(after, "after")? + 1,
+            None => 0,
+        };
+        items.truncate(end);
+        let mut page: Vec<T> = items.into_iter().skip(start).collect();
+        if self.before.is_some() && self.after.is_none() {
+            // Paging backwards: the `limit` items nearest the cursor.
+            let skip = page.len().saturating_sub(limit);
+            page.drain(..skip);
+        }
+        page.truncate(limit);
+        Ok(page)
+    }
+}
+
+/// `GET /v1/agents` (and `/v1/agents/`): Letta's bare array of agents, newest first.
 pub async fn list_agents(
     State(state): State<AppState>,
-    Query(query): Query<CountQuery>,
-) -> Result<Json<AgentList>, ApiError> {
-    if query.since.is_some() {
-        return Err(ApiError::bad_request("invalid_query", "agents take no since"));
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Vec<app::protocol::Agent>>, ApiError> {
+    let mut agents = state.store.list_agents(AGENTS_LIST_LIMIT_MAX).await?;
+    if !query.descending()? {
+        agents.reverse();
     }
-    let limit = page_limit(
-        query.limit.as_deref(),
+    let agents = query.page(
+        agents,
+        |agent| agent.id.to_string(),
         AGENTS_LIST_LIMIT_DEFAULT,
         AGENTS_LIST_LIMIT_MAX,
     )?;
-    let agents = state.store.list_agents(limit).await?;
-    Ok(Json(AgentList { agents }))
+    Ok(Json(agents))
 }
 
 pub async fn get_agent(
@@ -243,10 +304,40 @@ async fn create_run_inner(
     agent_id: Uuid,
     request: CreateRunRequest,
 ) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
-    if request.content.trim().is_empty() {
+    let key = request.idempotency_key.as_deref();
+    let started = start_run(state, agent_id, request.content, key, RunOptions::default()).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunAccepted {
+            run_id: started.run_id,
+            agent_id,
+        }),
+    ))
+}
+
+/// A run that a request started, or found when it was a retry.
+#[derive(Clone, Copy, Debug)]
+pub struct StartedRun {
+    pub run_id: Uuid,
+    /// The seq of the log's head just before this request started the run: every event of the
+    /// run has a greater seq. `None` when the request was a retry and found an earlier run.
+    pub after_seq: Option<u64>,
+}
+
+/// Starts a run of `agent_id` for the user message `content`, from any surface (native REST,
+/// Letta, the page form). With an idempotency `key`, a retry of the same request starts nothing
+/// and gets the first request's run back.
+pub async fn start_run(
+    state: &AppState,
+    agent_id: Uuid,
+    content: String,
+    key: Option<&str>,
+    options: RunOptions,
+) -> Result<StartedRun, ApiError> {
+    if content.trim().is_empty() {
         return Err(ApiError::bad_request("invalid_body", "content must not be empty"));
     }
-    if request.content.len() > RUN_CONTENT_BYTES_MAX {
+    if content.len() > RUN_CONTENT_BYTES_MAX {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "content_too_large",
@@ -259,7 +350,7 @@ async fn create_run_inner(
         .await?
         .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
     let run_id = Uuid::new_v4();
-    let key = request.idempotency_key.as_deref().map(str::trim).filter(|key| !key.is_empty());
+    let key = key.map(str::trim).filter(|key| !key.is_empty());
     if let Some(key) = key {
         if key.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {
             return Err(ApiError::bad_request(
@@ -270,11 +361,17 @@ async fn create_run_inner(
         let holder = state.store.claim_run_key(agent_id, key, run_id).await?;
         if holder != run_id {
             // A retry: the first request's run, started or finished, is the answer.
-            return Ok((StatusCode::ACCEPTED, Json(RunAccepted { run_id: holder, agent_id })));
+            return Ok(StartedRun {
+                run_id: holder,
+                after_seq: None,
+            });
         }
     }
-    match start_claimed_run(state, &agent, run_id, request.content).await {
-        Ok(run_id) => Ok((StatusCode::ACCEPTED, Json(RunAccepted { run_id, agent_id }))),
+    match start_claimed_run(state, &agent, run_id, content, options).await {
+        Ok(after_seq) => Ok(StartedRun {
+            run_id,
+            after_seq: Some(after_seq),
+        }),
         Err(error) => {
             if let Some(key) = key {
                 // The run never started: a retry with this key may try again.
@@ -285,12 +382,15 @@ async fn create_run_inner(
     }
 }
 
+/// Starts the run; returns the head seq just before it (one run per agent: nothing else writes
+/// to this log until the run ends).
 async fn start_claimed_run(
     state: &AppState,
     agent: &app::protocol::Agent,
     run_id: Uuid,
     content: String,
-) -> Result<Uuid, ApiError> {
+    options: RunOptions,
+) -> Result<u64, ApiError> {
     let agent_id = agent.id;
     if let Some(running) = state.runs.active_run(agent_id) {
         return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into());
@@ -301,7 +401,32 @@ async fn start_claimed_run(
     for warning in warnings {
         tracing::warn!(%agent_id, "history for the next turn: {warning}");
     }
-    Ok(state.runs.start(agent, run_id, prior, content)?)
+    let head_seq = state
+        .store
+        .head_seq(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    state.runs.start(agent, run_id, prior, content, options)?;
+    Ok(head_seq)
+}
+
+/// A JSON body that may be left out (empty or blank = all defaults), with the same errors as
+/// [`ApiJson`] for what is there.
+pub fn optional_json_body<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|error| {
+        let (status, code) = if error.is_data() {
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+        } else {
+            (StatusCode::BAD_REQUEST, "malformed_json")
+        };
+        ApiError::new(status, code, format!("cannot read the {what}: {error}"))
+    })
 }
 
 /// How long a cancel request waits for the run to write its last event before answering. A run
@@ -314,19 +439,7 @@ pub async fn cancel_run(
     body: axum::body::Bytes,
 ) -> Result<Json<CancelResponse>, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    let request: CancelRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        CancelRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|error| {
-            let code = if error.is_data() { "invalid_body" } else { "malformed_json" };
-            let status = if error.is_data() {
-                StatusCode::UNPROCESSABLE_ENTITY
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            ApiError::new(status, code, format!("cannot read the cancel request: {error}"))
-        })?
-    };
+    let request: CancelRequest = optional_json_body(&body, "cancel request")?;
     if state.store.head_seq(agent_id).await?.is_none() {
         return Err(ApiError::unknown_agent(agent_id));
     }
@@ -389,7 +502,11 @@ pub async fn get_run(
             .and_then(|end| end.content.get("stop_reason"))
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned),
-        background: false,
+        background: started
+            .metadata
+            .get("background")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
         metadata,
     }))
 }

@@ -12,6 +12,10 @@ use crate::provider::scripted::ScriptedConfig;
 /// Where the database lives when `DATABASE_URL` is not set.
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
 
+/// Letta streams ping this often by default: short enough for proxies that cut idle connections
+/// at 30–60 s, and a disconnected client is noticed within it even while a tool runs silently.
+pub const LETTA_PING_INTERVAL_MS_DEFAULT: u64 = 15_000;
+
 /// Which provider the server's agents use.
 #[derive(Clone, Debug)]
 pub enum ProviderChoice {
@@ -33,6 +37,8 @@ pub struct Config {
     pub hub_room_batches_max: usize,
     /// LLM calls per run at most.
     pub run_iterations_max: u32,
+    /// A Letta stream that asked for pings (`include_pings`, the default) gets one this often.
+    pub letta_ping_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -44,6 +50,7 @@ impl Default for Config {
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
+            letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -67,6 +74,7 @@ Environment:
   AGENTSTREAM_SCRIPTED_SEED             seed of the scripted provider (default 7)
   AGENTSTREAM_HUB_ROOM_BATCHES_MAX      live batches buffered per agent (default 1024)
   AGENTSTREAM_MAX_ITERATIONS            LLM calls per run at most (default 10)
+  AGENTSTREAM_LETTA_PING_INTERVAL_MS    ping interval of Letta streams (default 15000)
   RUST_LOG                              log filter (default info)
 
 An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
@@ -171,6 +179,11 @@ impl Config {
                 "AGENTSTREAM_MAX_ITERATIONS",
                 defaults.run_iterations_max,
             )?,
+            letta_ping_interval_ms: parse_env(
+                "AGENTSTREAM_LETTA_PING_INTERVAL_MS",
+                defaults.letta_ping_interval_ms,
+            )?
+            .max(1),
         })
     }
 

@@ -56,6 +56,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
+            detail: self.message.clone(),
             error: ErrorDetail {
                 code: self.code.to_owned(),
                 message: self.message,

@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod history;
 pub mod hub;
+pub mod letta;
 pub mod provider;
 pub mod runs;
 pub mod sse;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub ws_connections: Arc<Semaphore>,
     /// Cancelled when the server shuts down, so long-lived sockets let go.
     pub shutdown: CancellationToken,
+    /// How often a Letta stream that asked for pings gets one.
+    pub letta_ping_interval: Duration,
 }
 
 impl AppState {
@@ -95,6 +98,7 @@ impl AppState {
             runs,
             ws_connections: Arc::new(Semaphore::new(ws::WS_CONNECTIONS_MAX)),
             shutdown: CancellationToken::new(),
+            letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
         })
     }
 }
@@ -112,25 +116,41 @@ fn build_provider(choice: &ProviderChoice, config: &Config) -> Arc<dyn Provider>
 pub fn api_router(state: AppState) -> Router {
     // Unknown `/v1/…` paths get a JSON 404 from the nested router's fallback (a `/v1/{*rest}`
     // route would shadow `/v1/agents/{id}/events/stream` in the path matcher).
+    let timeout = || {
+        tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(REQUEST_TIMEOUT_MS),
+        )
+    };
+    // Letta's SDKs call `/v1/agents/` (trailing slash) for create and list.
     let v1 = Router::new()
         .route("/agents", post(api::create_agent).get(api::list_agents))
+        .route("/agents/", post(api::create_agent).get(api::list_agents))
         .route("/agents/{id}", get(api::get_agent).delete(api::delete_agent))
         .route("/agents/{id}/events", get(api::list_events))
         .route("/agents/{id}/events/stream", get(sse::stream_events))
         .route("/agents/{id}/runs", post(api::create_run))
         .route("/agents/{id}/messages/cancel", post(api::cancel_run))
         .route("/runs/{run_id}", get(api::get_run))
+        // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
+        // (or stream until it does), so the request timeout does not apply to them.
+        .layer(timeout())
+        .route(
+            "/agents/{id}/messages",
+            post(letta::send_message).get(letta::list_messages),
+        )
+        .route("/agents/{id}/messages/stream", post(letta::stream_messages))
+        .route("/runs/{run_id}/stream", post(letta::resume_run))
         .fallback(api::unknown_route);
-    let rest = Router::new()
-        .nest("/v1", v1)
+    let forms = Router::new()
         .route("/agents", post(api::forms::create_agent))
         .route("/agents/{id}/runs", post(api::forms::send))
         .route("/healthz", get(api::healthz))
-        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
-            Duration::from_millis(REQUEST_TIMEOUT_MS),
-        ));
+        .layer(timeout());
+    let rest = Router::new()
+        .nest("/v1", v1)
+        .merge(forms)
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX));
     Router::new()
         .route("/v1/ws", get(ws::upgrade))
         .merge(rest)

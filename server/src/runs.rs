@@ -100,6 +100,22 @@ impl Providers {
     }
 }
 
+/// How a run was asked for. Recorded in its `run_started` event (and the user message), so every
+/// view of the log — and a stream resumed later, on any server — knows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunOptions {
+    /// The run outlives the request that started it (Letta's `background`): a client that
+    /// disconnects from its stream does not cancel it.
+    pub background: bool,
+    /// The client's id for the user message (Letta's `otid`), echoed on the message.
+    pub otid: Option<String>,
+    /// Letta's `stream_tokens` of the request that started the run: how a resumed Letta stream
+    /// is cut (token fragments or one message per step).
+    pub stream_tokens: Option<bool>,
+    /// LLM calls at most for this run (Letta's `max_steps`); never above the server's limit.
+    pub iterations_max: Option<u32>,
+}
+
 /// Starts and tracks runs. One run per agent at a time.
 pub struct Runs {
     writer: Writer,
@@ -137,6 +153,7 @@ impl Runs {
         run_id: Uuid,
         prior: Vec<ConversationMessage>,
         user_message: String,
+        options: RunOptions,
     ) -> Result<Uuid, StartRunError> {
         let provider = self.providers.for_agent(agent)?;
         let cancel = CancellationToken::new();
@@ -163,7 +180,15 @@ impl Runs {
         }
         let request = ProviderRequest {
             system: agent.system.clone(),
-            model: agent.model.clone(),
+            // A Letta-style handle (`anthropic/claude-…`) names the provider too; the provider
+            // is sent the model name alone.
+            model: agent.model.as_deref().map(|model| {
+                model
+                    .strip_prefix(provider.name())
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    .unwrap_or(model)
+                    .to_owned()
+            }),
             messages: prior
                 .into_iter()
                 .chain([ConversationMessage::User { text: user_message }])
@@ -181,11 +206,13 @@ impl Runs {
             cancel,
             usage: Usage::default(),
         };
-        let iterations_max = self.iterations_max;
+        let iterations_max = options
+            .iterations_max
+            .map_or(self.iterations_max, |asked| asked.clamp(1, self.iterations_max));
         let active = self.active.clone();
         let agent_id = agent.id;
         tokio::spawn(async move {
-            if let Err(error) = run.execute(request, iterations_max).await {
+            if let Err(error) = run.execute(request, iterations_max, options).await {
                 tracing::warn!(%agent_id, %run_id, %error, "run could not write its outcome");
             }
             {
@@ -325,8 +352,14 @@ impl Run {
         mut self,
         mut request: ProviderRequest,
         iterations_max: u32,
+        options: RunOptions,
     ) -> Result<(), AppendError> {
-        let metadata = json!({ "provider": self.provider.name(), "model": request.model });
+        let metadata = json!({
+            "provider": self.provider.name(),
+            "model": request.model,
+            "background": options.background,
+            "stream_tokens": options.stream_tokens,
+        });
         let mut started = self.draft(EventKind::RunStarted);
         started.metadata = metadata;
         self.emit(started).await?;
@@ -336,6 +369,9 @@ impl Run {
             user.block_id = Some(Uuid::new_v4());
             user.message_id = Some(Uuid::new_v4());
             user.content = json!({ "text": text });
+            if let Some(otid) = &options.otid {
+                user.content["otid"] = json!(otid);
+            }
             self.emit(user).await?;
         }
 
