@@ -83,7 +83,13 @@ impl Tool for Calculator {
                 ));
             }
             let value = evaluate(expression)?;
-            Ok(json!(value))
+            // Whole numbers read as whole numbers (`42`, not `42.0`) up to where f64 is exact.
+            const EXACT_INTEGER_MAX: f64 = 9_007_199_254_740_992.0;
+            if value.fract() == 0.0 && value.abs() <= EXACT_INTEGER_MAX {
+                Ok(json!(value as i64))
+            } else {
+                Ok(json!(value))
+            }
         })
     }
 }

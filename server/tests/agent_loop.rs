@@ -53,7 +53,7 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     let results = assert_one_result_per_call(&events);
     assert_eq!(results.len(), 2);
     let calculator = results.values().find(|result| result["name"] == "calculator").unwrap();
-    assert_eq!(calculator["result"], json!(14.0));
+    assert_eq!(calculator["result"], json!(14));
     assert_eq!(calculator["is_error"], false);
 
     let timeline = fold(&events);
