@@ -168,7 +168,7 @@ pub async fn send_message(
     }
     let attached = attach(&state, agent_id, &request).await?;
     // Dropped if the client goes away before the run ends: a foreground run is then cancelled.
-    let _guard = attached.guard;
+    let mut guard = attached.guard;
     let mut items = feed(state.clone(), agent_id, attached.run_id, attached.after_seq, Cut::Steps, 0);
     let mut messages = Vec::new();
     let mut stop_reason = json!({ "message_type": "stop_reason", "stop_reason": "error" });
@@ -187,6 +187,7 @@ pub async fn send_message(
             LettaItem::Usage(_) => usage = item.to_json(),
         }
     }
+    ForegroundGuard::disarm(&mut guard);
     Ok(Json(json!({ "messages": messages, "stop_reason": stop_reason, "usage": usage })).into_response())
 }
 
@@ -256,6 +257,7 @@ async fn attach(state: &AppState, agent_id: Uuid, request: &LettaRequest) -> Res
             runs: state.runs.clone(),
             agent_id,
             run_id: started.run_id,
+            armed: true,
         }),
     })
 }
@@ -285,11 +287,21 @@ struct ForegroundGuard {
     runs: std::sync::Arc<Runs>,
     agent_id: Uuid,
     run_id: Uuid,
+    /// False once the client has had the whole run: dropping then cancels nothing.
+    armed: bool,
+}
+
+impl ForegroundGuard {
+    fn disarm(guard: &mut Option<ForegroundGuard>) {
+        if let Some(guard) = guard {
+            guard.armed = false;
+        }
+    }
 }
 
 impl Drop for ForegroundGuard {
     fn drop(&mut self) {
-        if self.runs.cancel(self.agent_id, Some(&[self.run_id])).is_some() {
+        if self.armed && self.runs.cancel(self.agent_id, Some(&[self.run_id])).is_some() {
             tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
         }
     }
@@ -369,7 +381,7 @@ struct Streaming {
     run_id: Uuid,
     types: Option<Vec<String>>,
     finished: bool,
-    _guard: Option<ForegroundGuard>,
+    guard: Option<ForegroundGuard>,
 }
 
 /// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
@@ -394,7 +406,7 @@ fn sse_response(
         run_id,
         types,
         finished: false,
-        _guard: guard,
+        guard,
     };
     let events = stream::unfold(streaming, |mut streaming| async move {
         if streaming.finished {
@@ -427,6 +439,7 @@ fn sse_response(
                 }
                 Some(None) => {
                     streaming.finished = true;
+                    ForegroundGuard::disarm(&mut streaming.guard);
                     Event::default().data("[DONE]")
                 }
             };
