@@ -18,6 +18,7 @@ pub mod history;
 pub mod hub;
 pub mod letta;
 pub mod provider;
+pub mod recovery;
 pub mod runs;
 pub mod sse;
 pub mod store;
@@ -76,8 +77,27 @@ impl AppState {
     /// Opens the store and starts the writer.
     pub async fn open(config: &Config) -> Result<AppState, StoreError> {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.database_url).await?);
+        AppState::open_with_store(config, store).await
+    }
+
+    /// Starts the writer on `store` and ends the runs a crash left in flight
+    /// ([`recovery::recover`]) before anything else can write.
+    pub async fn open_with_store(
+        config: &Config,
+        store: Arc<dyn Store>,
+    ) -> Result<AppState, StoreError> {
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
         let writer = Writer::spawn(store.clone(), hub.clone());
+        let recovered = recovery::recover(store.as_ref(), &writer)
+            .await
+            .map_err(|error| match error {
+                recovery::RecoveryError::Store(error)
+                | recovery::RecoveryError::Append(writer::AppendError::Store(error)) => error,
+                recovery::RecoveryError::Append(other) => StoreError::Unavailable(other.to_string()),
+            })?;
+        if recovered != recovery::Recovered::default() {
+            tracing::warn!(?recovered, "recovered from an unclean stop");
+        }
         let default = build_provider(&config.provider, config);
         let mut by_name = std::collections::HashMap::new();
         for choice in &config.agent_providers {

@@ -195,10 +195,12 @@ impl Runs {
                 .collect(),
             tools: self.tools.iter().map(|tool| tool.spec()).collect(),
         };
+        let thread_id = Uuid::new_v4();
+        let writer = self.writer.clone();
         let run = Run {
             agent_id: agent.id,
             run_id,
-            thread_id: Uuid::new_v4(),
+            thread_id,
             writer: self.writer.clone(),
             in_flight: VecDeque::new(),
             provider,
@@ -213,7 +215,8 @@ impl Runs {
         let agent_id = agent.id;
         tokio::spawn(async move {
             if let Err(error) = run.execute(request, iterations_max, options).await {
-                tracing::warn!(%agent_id, %run_id, %error, "run could not write its outcome");
+                tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
+                end_after_store_failure(&writer, agent_id, run_id, thread_id, &error).await;
             }
             {
                 let mut active = active.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -250,6 +253,45 @@ impl Runs {
     pub fn active_run(&self, agent_id: Uuid) -> Option<Uuid> {
         self.active().get(&agent_id).map(|run| run.run_id)
     }
+}
+
+/// Times a run that stopped because the log refused an event tries to write its `run_failed`.
+/// If all fail (the database is gone), start-up recovery ends the run as `interrupted`.
+pub const RUN_END_WRITE_ATTEMPTS_MAX: u32 = 8;
+/// The first of those attempts waits this long after the failure; each further one twice as long.
+const RUN_END_WRITE_DELAY_INITIAL_MS: u64 = 10;
+
+/// Ends a run whose events the log refused: an `error` and a `run_failed` (`store_error`), so
+/// clients are not left waiting on a run that will never say more.
+async fn end_after_store_failure(
+    writer: &Writer,
+    agent_id: Uuid,
+    run_id: Uuid,
+    thread_id: Uuid,
+    error: &AppendError,
+) {
+    let detail = json!({ "type": "store_error", "message": error.to_string(), "retryable": true });
+    for attempt in 0..RUN_END_WRITE_ATTEMPTS_MAX {
+        tokio::time::sleep(std::time::Duration::from_millis(
+            RUN_END_WRITE_DELAY_INITIAL_MS << attempt,
+        ))
+        .await;
+        let mut reported = EventDraft::new(EventKind::Error);
+        reported.run_id = Some(run_id);
+        reported.thread_id = Some(thread_id);
+        reported.message_id = Some(Uuid::new_v4());
+        reported.content = detail.clone();
+        let mut end = EventDraft::new(EventKind::RunFailed);
+        end.run_id = Some(run_id);
+        end.thread_id = Some(thread_id);
+        end.content = json!({ "stop_reason": "error", "error": detail, "usage": null });
+        match writer.append(agent_id, vec![reported, end]).await {
+            Ok(_) => return,
+            Err(AppendError::WriterStopped) => break,
+            Err(error) => tracing::warn!(%agent_id, %run_id, %error, attempt, "run_failed not written"),
+        }
+    }
+    tracing::error!(%agent_id, %run_id, "the run's end could not be written; recovery will end it at the next start");
 }
 
 /// Token counts summed over the LLM calls of a run.
@@ -446,8 +488,10 @@ impl Run {
                 end
             }
         };
-        self.emit(end).await?;
-        self.flush().await
+        // Everything before the end is committed first: if any of it failed, the end is not in
+        // the log yet and the caller writes a `run_failed` instead — never two ends.
+        self.flush().await?;
+        self.writer.append(self.agent_id, vec![end]).await.map(|_| ())
     }
 
     /// One LLM call: streams thinking and text into one block, each tool call into a block and

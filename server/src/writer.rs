@@ -23,6 +23,13 @@ pub const WRITER_QUEUE_REQUESTS_MAX: usize = 4096;
 /// of tokens from many agents, small enough that one commit stays in the low milliseconds.
 pub const WRITER_BATCH_EVENTS_MAX: usize = 512;
 
+/// Times the writer tries a group again when the database says trying again may work (busy, an
+/// I/O hiccup) before it fails the group's requests. Retrying here, in the one writer task,
+/// keeps every agent's order: nothing behind the group commits first.
+pub const WRITER_COMMIT_RETRIES_MAX: u32 = 4;
+/// The first retry waits this long; each further one waits twice as long.
+pub const WRITER_RETRY_DELAY_INITIAL_MS: u64 = 2;
+
 /// Why an append did not commit.
 #[derive(Debug, thiserror::Error)]
 pub enum AppendError {
@@ -114,15 +121,37 @@ async fn run(store: Arc<dyn Store>, hub: Arc<Hub>, mut receiver: mpsc::Receiver<
     }
 }
 
+/// One append, tried again (bounded, with backoff) while the error is transient.
+async fn append_retrying(
+    store: &dyn Store,
+    batches: &[AppendBatch],
+) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    let mut attempt = 0;
+    loop {
+        match store.append(batches).await {
+            Err(error) if error.is_transient() && attempt < WRITER_COMMIT_RETRIES_MAX => {
+                tracing::warn!(%error, attempt, "append failed; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(
+                    WRITER_RETRY_DELAY_INITIAL_MS << attempt,
+                ))
+                .await;
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Commits a group of requests, publishes what committed, and answers every request.
 async fn commit(store: &dyn Store, hub: &Hub, requests: Vec<WriteRequest>) {
     let batches: Vec<AppendBatch> = requests
         .iter()
         .map(|request| request.batch.clone())
         .collect();
-    let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match store
-        .append(&batches)
-        .await
+    let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match append_retrying(
+        store, &batches,
+    )
+    .await
     {
         Ok(committed) => committed.into_iter().map(Ok).collect(),
         Err(error) if batches.len() == 1 => vec![Err(Arc::new(error))],
@@ -132,8 +161,7 @@ async fn commit(store: &dyn Store, hub: &Hub, requests: Vec<WriteRequest>) {
             let mut outcomes = Vec::with_capacity(batches.len());
             for batch in &batches {
                 outcomes.push(
-                    store
-                        .append(std::slice::from_ref(batch))
+                    append_retrying(store, std::slice::from_ref(batch))
                         .await
                         .map(|mut committed| committed.pop().unwrap_or_default())
                         .map_err(Arc::new),

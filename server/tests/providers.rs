@@ -354,7 +354,7 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     let thinking = timeline.messages().iter().find(|m| m.kind == EventKind::Thinking).unwrap();
     assert_eq!(thinking.content, json!({"text": "Six times seven.", "signature": "EqQBsig=="}));
     let result = timeline.tool_result("toolu_01").unwrap();
-    assert_eq!(result.content["result"], json!(42.0));
+    assert_eq!(result.content["result"], json!(42));
     let texts: Vec<_> = timeline
         .messages()
         .iter()

@@ -27,6 +27,25 @@ pub enum StoreError {
     /// A row that cannot be decoded or breaks an invariant (e.g. seq out of order).
     #[error("the stored log is inconsistent: {0}")]
     Corrupt(String),
+    /// The database could not do it now (busy, I/O trouble); trying again may work.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl StoreError {
+    /// True when the same call may succeed if tried again: nothing was written, and the cause
+    /// is the database's state, not the request.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Unavailable(_) => true,
+            StoreError::Database(error) => matches!(
+                error,
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed
+            ) || matches!(error, sqlx::Error::Database(database)
+                    if database.code().is_some_and(|code| code == "5" || code == "6")),
+            _ => false,
+        }
+    }
 }
 
 /// A new agent, before the store gives it an id.
@@ -137,6 +156,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Uuid, StoreError>;
     /// Gives a key back (its run never started).
     async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError>;
+    /// The `run_started` events of runs with no terminal event: in flight, or cut off by a crash.
+    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError>;
+    /// Gives back the idempotency keys whose run never wrote `run_started` (its request died
+    /// between claiming the key and starting the run). Returns how many.
+    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;

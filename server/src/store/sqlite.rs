@@ -237,6 +237,31 @@ impl Store for SqliteStore {
         rows.iter().map(event_from_row).collect()
     }
 
+    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+        // Walks the partial index of `run_started` rows, then the run index per run.
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
+             WHERE started.kind = 'run_started' AND NOT EXISTS ( \
+                 SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
+                 AND ended.kind IN ('run_completed', 'run_failed', 'run_cancelled')) \
+             ORDER BY started.agent_id, started.seq"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+        let released = sqlx::query(
+            "DELETE FROM run_keys WHERE NOT EXISTS ( \
+                 SELECT 1 FROM agent_events WHERE agent_events.run_id = run_keys.run_id \
+                 AND agent_events.kind = 'run_started')",
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(released.rows_affected())
+    }
+
     async fn claim_run_key(
         &self,
         agent_id: Uuid,

@@ -1,0 +1,141 @@
+//! Start-up recovery: after a crash, the log says what happened to the runs that were in flight.
+//!
+//! A run that started but has no terminal event was cut off by the process dying (a kill -9, a
+//! power loss). Before the server takes requests, each such run gets what it could not write:
+//! an error result for every tool call still unanswered, an `error` event and a `run_failed`
+//! with error type `interrupted`. Clients that reconnect see the run end like any other; the
+//! next turn's history stays well-formed (every call has its result).
+//!
+//! Idempotency keys claimed by a request whose run never wrote `run_started` are given back, so a
+//! retry of that request starts the run instead of waiting for one that will never come.
+
+use std::collections::HashSet;
+
+use app::{AgentEvent, DeltaAction, EventKind};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::store::{EventDraft, Store, StoreError};
+use crate::writer::{AppendError, Writer};
+
+/// The sentence an interrupted run and its unanswered tool calls carry.
+pub const INTERRUPTED_MESSAGE: &str = "the server stopped while this run was in progress";
+
+/// Events of one interrupted run read per page while looking for its unanswered calls.
+const RECOVERY_PAGE_EVENTS: u32 = 1000;
+
+/// What recovery did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Runs that were in flight, now ended with `run_failed` (`interrupted`).
+    pub interrupted_runs: Vec<Uuid>,
+    /// Tool calls of those runs that got an error result.
+    pub answered_calls: usize,
+    /// Idempotency keys given back because their run never started.
+    pub released_keys: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Append(#[from] AppendError),
+}
+
+/// Ends every run the log shows in flight. Call once at start-up, before any run can start.
+pub async fn recover(store: &dyn Store, writer: &Writer) -> Result<Recovered, RecoveryError> {
+    let mut recovered = Recovered {
+        released_keys: store.release_unstarted_run_keys().await?,
+        ..Recovered::default()
+    };
+    for started in store.unfinished_runs().await? {
+        let Some(run_id) = started.run_id else { continue };
+        let events = run_events(store, &started).await?;
+        let drafts = interruption(&started, &events);
+        recovered.answered_calls += drafts
+            .iter()
+            .filter(|draft| draft.kind == EventKind::ToolResult)
+            .count();
+        writer.append(started.agent_id, drafts).await?;
+        tracing::warn!(agent_id = %started.agent_id, %run_id, "run was in flight when the server stopped: marked interrupted");
+        recovered.interrupted_runs.push(run_id);
+    }
+    Ok(recovered)
+}
+
+/// The events of the run that `started` began: it is the newest run of its agent (one run per
+/// agent at a time), so they are everything from its `run_started` on.
+async fn run_events(store: &dyn Store, started: &AgentEvent) -> Result<Vec<AgentEvent>, StoreError> {
+    let mut events = Vec::new();
+    let mut since = started.seq - 1;
+    loop {
+        let page = store
+            .read_events(started.agent_id, since, RECOVERY_PAGE_EVENTS)
+            .await?;
+        let full = page.len() as u32 == RECOVERY_PAGE_EVENTS;
+        since = page.last().map_or(since, |event| event.seq);
+        events.extend(page.into_iter().filter(|event| event.run_id == started.run_id));
+        if !full {
+            return Ok(events);
+        }
+    }
+}
+
+/// What an interrupted run still owes the log, in order: a result for each unanswered tool call,
+/// the error, the end.
+pub fn interruption(started: &AgentEvent, events: &[AgentEvent]) -> Vec<EventDraft> {
+    let answered: HashSet<&str> = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolResult)
+        .filter_map(|event| event.content.get("tool_call_id").and_then(Value::as_str))
+        .collect();
+    let draft = |kind: EventKind, event: &AgentEvent| {
+        let mut draft = EventDraft::new(kind);
+        draft.run_id = started.run_id;
+        draft.thread_id = event.thread_id;
+        draft
+    };
+    let mut drafts = Vec::new();
+    for call in events.iter().filter(|event| {
+        event.kind == EventKind::ToolCall && event.delta.is_none() && event.delta_path.is_none()
+    }) {
+        let Some(call_id) = call.content.get("tool_call_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if answered.contains(call_id) {
+            continue;
+        }
+        let mut status = draft(EventKind::ToolCall, call);
+        status.block_id = call.block_id;
+        status.message_id = call.message_id;
+        status.delta = Some(json!({ "status": "error" }));
+        status.delta_path = Some(String::new());
+        status.delta_action = Some(DeltaAction::Merge);
+        drafts.push(status);
+        let mut result = draft(EventKind::ToolResult, call);
+        result.block_id = call.block_id;
+        result.message_id = Some(Uuid::new_v4());
+        result.content = json!({
+            "tool_call_id": call_id,
+            "name": call.content.get("name").cloned().unwrap_or(Value::Null),
+            "result": format!("interrupted: {INTERRUPTED_MESSAGE}"),
+            "is_error": true,
+        });
+        drafts.push(result);
+    }
+    let error = json!({ "type": "interrupted", "message": INTERRUPTED_MESSAGE, "retryable": true });
+    let mut reported = draft(EventKind::Error, started);
+    reported.message_id = Some(Uuid::new_v4());
+    reported.content = error.clone();
+    drafts.push(reported);
+    let usage = events
+        .iter()
+        .rev()
+        .find(|event| event.kind == EventKind::Usage)
+        .map_or(Value::Null, |event| event.content.clone());
+    let mut end = draft(EventKind::RunFailed, started);
+    end.content = json!({ "stop_reason": "error", "error": error, "usage": usage });
+    drafts.push(end);
+    drafts
+}

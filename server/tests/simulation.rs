@@ -1,0 +1,694 @@
+//! Simulation: the real store, writer, hub, subscriptions, agent loop and scripted provider,
+//! driven by a seeded workload with faults injected at the seams and process crashes, then
+//! checked against the log's invariants. Many seeds per run; a failure prints its seed and the
+//! command that replays it.
+//!
+//! Faults injected (each seed picks its own rates):
+//! - store appends that fail before they commit, and appends that are slow;
+//! - store reads (catch-up pages, heads) that fail, ending a subscription with an error;
+//! - provider runs that fail mid-stream (`/fail`), stall (`/stall`), run slow tools, or are
+//!   cancelled at a random moment;
+//! - subscribers with tiny outbound queues and a tiny hub buffer (so they lag and catch up from
+//!   the store), that read slowly, disconnect and resume from their last seq, and that feed
+//!   their timeline duplicated and reordered frames;
+//! - process crashes at a random moment: every task and all memory of the server is dropped and
+//!   the database file is reopened (start-up recovery then runs), while clients keep their
+//!   state and resume.
+//!
+//! Invariants checked after every seed:
+//! - the log is gapless per agent (seq 1..=head);
+//! - nothing was delivered that is not committed (every delivered `(seq, id)` is in the log);
+//! - no committed event is lost (every subscriber ends with every seq of its agent);
+//! - every subscriber's timeline equals the fold of the log;
+//! - every run has exactly one terminal event, runs cut off by a crash end `interrupted`, and
+//!   every tool call has exactly one result.
+//!
+//! Replay: `SIM_SEED=<seed> cargo test -p server --test simulation -- --nocapture` runs one seed
+//! (the same workload, fault rates and fault coin flips) 50 times (`SIM_REPEAT`). The schedule of
+//! SQLite's own worker threads is not under the simulation's control, so a replay repeats the
+//! workload and the faults, not every interleaving; a timing-dependent failure shows up within a
+//! few repeats rather than on the first.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentstream_server::config::Config;
+use agentstream_server::runs::RunOptions;
+use agentstream_server::store::sqlite::SqliteStore;
+use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
+use agentstream_server::{api, subscription, AppState};
+use app::protocol::{Agent, ServerMessage};
+use app::timeline::Timeline;
+use app::{AgentEvent, EventKind};
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// Seeds per `cargo test` run unless `SIM_SEEDS` says otherwise.
+const SIM_SEEDS_DEFAULT: u64 = 1000;
+/// The first seed unless `SIM_SEED_BASE` says otherwise (fixed, so CI runs the same seeds).
+const SIM_SEED_BASE_DEFAULT: u64 = 0x5eed_0000;
+/// Times `SIM_SEED=<seed>` runs its seed unless `SIM_REPEAT` says otherwise.
+const SIM_REPLAY_REPEATS_DEFAULT: usize = 50;
+/// A seed that runs longer than this is a failure (a hang is a bug too).
+const SEED_WALL_TIME_MAX: Duration = Duration::from_secs(60);
+
+/// What the seeds did, summed, so a run shows that its faults really happened.
+static RUN_ENDS: [std::sync::atomic::AtomicU64; 5] = [const { std::sync::atomic::AtomicU64::new(0) }; 5];
+const RUN_END_NAMES: [&str; 5] = ["completed", "cancelled", "failed (provider)", "failed (store)", "interrupted by a crash"];
+static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// splitmix64: small, fast, and the same everywhere.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+    fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.below(high - low + 1)
+    }
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+}
+
+/// Fault rates of one seed, and the source of the faults' coin flips.
+struct Faults {
+    append_fail_per_mille: u64,
+    append_delay_max_us: u64,
+    read_fail_per_mille: u64,
+    rng: Mutex<Rng>,
+    /// Off while the harness itself reads the log to check it.
+    enabled: AtomicBool,
+}
+
+impl Faults {
+    fn flip(&self, per_mille: u64) -> bool {
+        self.enabled.load(Ordering::Relaxed) && self.rng.lock().unwrap().chance(per_mille)
+    }
+    fn delay(&self) -> Duration {
+        if !self.enabled.load(Ordering::Relaxed) || self.append_delay_max_us == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(self.rng.lock().unwrap().below(self.append_delay_max_us))
+    }
+}
+
+fn injected(what: &str) -> StoreError {
+    StoreError::Unavailable(format!("injected fault: {what}"))
+}
+
+/// The SQLite store with faults at its boundary. A failed append fails before the transaction
+/// commits, as a full disk or a lost lock would.
+struct FaultyStore {
+    inner: SqliteStore,
+    faults: Arc<Faults>,
+}
+
+#[async_trait]
+impl Store for FaultyStore {
+    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+        self.inner.create_agent(agent).await
+    }
+    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
+        self.inner.list_agents(limit).await
+    }
+    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+        self.inner.get_agent(agent_id).await
+    }
+    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+        self.inner.delete_agent(agent_id).await
+    }
+    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
+        if self.faults.flip(self.faults.read_fail_per_mille) {
+            return Err(injected("head read"));
+        }
+        self.inner.head_seq(agent_id).await
+    }
+    async fn read_events(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
+        if self.faults.flip(self.faults.read_fail_per_mille) {
+            return Err(injected("log read"));
+        }
+        self.inner.read_events(agent_id, since, limit).await
+    }
+    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+        self.inner.run_outline(run_id).await
+    }
+    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
+        self.inner.claim_run_key(agent_id, key, run_id).await
+    }
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+        self.inner.release_run_key(agent_id, key).await
+    }
+    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+        self.inner.unfinished_runs().await
+    }
+    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+        self.inner.release_unstarted_run_keys().await
+    }
+    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        let delay = self.faults.delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if self.faults.flip(self.faults.append_fail_per_mille) {
+            return Err(injected("append"));
+        }
+        self.inner.append(batches).await
+    }
+}
+
+/// What one run of the workload does.
+#[derive(Clone, Debug)]
+struct RunSpec {
+    content: String,
+    /// Cancel it this long after it started, if set.
+    cancel_after_ms: Option<u64>,
+}
+
+/// The whole workload of a seed, decided up front from the seed alone.
+#[derive(Debug)]
+struct Plan {
+    agents: usize,
+    runs: Vec<Vec<RunSpec>>,
+    /// (agent index, outbound queue size, batches read before disconnecting (0 = never), read
+    /// pause in µs, duplicate ‰, reorder ‰)
+    subscribers: Vec<SubscriberSpec>,
+    hub_room_batches_max: usize,
+    reply_tokens: u32,
+    token_delay_ms: u64,
+    /// Crash the process this long into each life (a life without one runs to the end).
+    crashes_ms: Vec<u64>,
+    append_fail_per_mille: u64,
+    append_delay_max_us: u64,
+    read_fail_per_mille: u64,
+}
+
+#[derive(Clone, Debug)]
+struct SubscriberSpec {
+    agent: usize,
+    queue: usize,
+    batches_per_connection: u64,
+    pause_us: u64,
+    duplicate_per_mille: u64,
+    reorder_per_mille: u64,
+}
+
+fn plan(seed: u64) -> Plan {
+    let mut rng = Rng(seed);
+    let agents = rng.range(1, 3) as usize;
+    let contents = |rng: &mut Rng| -> String {
+        match rng.below(7) {
+            0 => "/tools calculator 6*7; clock".into(),
+            1 => "/tools slow 0.05; calculator 1+2".into(),
+            2 => "/fail overloaded_error".into(),
+            3 => "/stall 0.05".into(),
+            4 => format!("/echo {}", (0..rng.range(1, 30)).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")),
+            _ => "tell me something".into(),
+        }
+    };
+    let runs = (0..agents)
+        .map(|_| {
+            (0..rng.range(1, 3))
+                .map(|_| RunSpec {
+                    content: contents(&mut rng),
+                    cancel_after_ms: rng.chance(250).then(|| rng.below(40)),
+                })
+                .collect()
+        })
+        .collect();
+    let subscribers = (0..rng.range(1, 4))
+        .map(|_| SubscriberSpec {
+            agent: rng.below(agents as u64) as usize,
+            queue: rng.range(1, 8) as usize,
+            batches_per_connection: if rng.chance(500) { 0 } else { rng.range(1, 30) },
+            pause_us: if rng.chance(300) { rng.range(100, 2000) } else { 0 },
+            duplicate_per_mille: rng.below(200),
+            reorder_per_mille: rng.below(200),
+        })
+        .collect();
+    let crashes = match rng.below(10) {
+        0..=5 => 0,
+        6..=8 => 1,
+        _ => 2,
+    };
+    Plan {
+        agents,
+        runs,
+        subscribers,
+        hub_room_batches_max: rng.range(1, 8) as usize,
+        reply_tokens: rng.range(3, 40) as u32,
+        token_delay_ms: rng.below(2),
+        crashes_ms: (0..crashes).map(|_| rng.range(5, 120)).collect(),
+        append_fail_per_mille: [0, 0, 5, 20, 60, 300, 600][rng.below(7) as usize],
+        append_delay_max_us: [0, 200, 2000][rng.below(3) as usize],
+        read_fail_per_mille: [0, 0, 10, 40][rng.below(4) as usize],
+    }
+}
+
+/// A client: what it was delivered and what it folded, kept across server crashes.
+struct Client {
+    spec: SubscriberSpec,
+    agent_id: Uuid,
+    rng: Rng,
+    last_seq: u64,
+    delivered: Vec<(u64, Uuid)>,
+    timeline: Timeline,
+    /// Frames held back to be applied late (reordering).
+    held: Vec<AgentEvent>,
+}
+
+impl Client {
+    fn receive(&mut self, events: Vec<AgentEvent>) {
+        for event in events {
+            self.delivered.push((event.seq, event.id));
+            self.last_seq = self.last_seq.max(event.seq);
+            if self.rng.chance(self.spec.duplicate_per_mille) {
+                self.timeline.apply(event.clone());
+            }
+            if self.rng.chance(self.spec.reorder_per_mille) {
+                self.held.push(event);
+            } else {
+                self.timeline.apply(event);
+                if !self.held.is_empty() && self.rng.chance(500) {
+                    self.release_held();
+                }
+            }
+        }
+    }
+
+    fn release_held(&mut self) {
+        while let Some(event) = self.held.pop() {
+            self.timeline.apply(event);
+        }
+    }
+}
+
+/// Carried across lives: which runs were started, and the clients.
+struct World {
+    agent_ids: Vec<Uuid>,
+    next_run: Vec<usize>,
+    clients: Vec<Arc<Mutex<Client>>>,
+}
+
+fn config(plan: &Plan, database_url: &str) -> Config {
+    let mut config = Config {
+        database_url: database_url.to_owned(),
+        hub_room_batches_max: plan.hub_room_batches_max,
+        ..Config::default()
+    };
+    config.scripted.reply_tokens = plan.reply_tokens;
+    config.scripted.token_delay_ms = plan.token_delay_ms;
+    config
+}
+
+/// Opens the server's state on the database file, as a restart does (recovery included),
+/// trying again while injected faults make start-up fail.
+async fn open(plan: &Plan, database_url: &str, faults: &Arc<Faults>) -> AppState {
+    for _ in 0..50 {
+        let inner = SqliteStore::open(database_url).await.expect("the database opens");
+        let store: Arc<dyn Store> = Arc::new(FaultyStore { inner, faults: faults.clone() });
+        match AppState::open_with_store(&config(plan, database_url), store).await {
+            Ok(state) => return state,
+            Err(error) => {
+                eprintln!("start-up failed ({error}); starting again");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+    panic!("the server never started");
+}
+
+/// Starts the agent's remaining runs one after the other and waits for each to end.
+async fn runner(state: AppState, plan: Arc<Plan>, world: Arc<Mutex<World>>, agent: usize) {
+    loop {
+        let (agent_id, spec) = {
+            let mut world = world.lock().unwrap();
+            let index = world.next_run[agent];
+            let Some(spec) = plan.runs[agent].get(index).cloned() else { return };
+            // Counted before it starts: a crash after this point leaves it interrupted, not
+            // started again.
+            world.next_run[agent] += 1;
+            (world.agent_ids[agent], spec)
+        };
+        let started =
+            match api::start_run(&state, agent_id, spec.content.clone(), None, RunOptions::default()).await {
+                Ok(started) => started,
+                // An injected store fault before the run began: nothing was started.
+                Err(_) => continue,
+            };
+        let run_id = started.run_id;
+        if let Some(after) = spec.cancel_after_ms {
+            let runs = state.runs.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                runs.cancel(agent_id, Some(&[run_id]));
+            });
+        }
+        while state.runs.active_run(agent_id) == Some(run_id) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Follows the client's agent, reconnecting (from its last seq) whenever its connection ends.
+async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
+    loop {
+        let (agent_id, since, spec) = {
+            let client = client.lock().unwrap();
+            (client.agent_id, client.last_seq, client.spec.clone())
+        };
+        let (out, mut incoming) = mpsc::channel::<ServerMessage>(spec.queue);
+        let follower = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;
+            })
+        };
+        let mut batches = 0u64;
+        while let Some(message) = incoming.recv().await {
+            if let ServerMessage::Events { events, .. } = message {
+                client.lock().unwrap().receive(events);
+                batches += 1;
+            }
+            if spec.pause_us > 0 {
+                tokio::time::sleep(Duration::from_micros(spec.pause_us)).await;
+            }
+            if spec.batches_per_connection != 0 && batches >= spec.batches_per_connection {
+                break;
+            }
+        }
+        follower.abort();
+        RECONNECTS.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+}
+
+enum LifeEnd {
+    Crashed,
+    Finished,
+}
+
+async fn life(plan: Arc<Plan>, world: Arc<Mutex<World>>, database_url: String, faults: Arc<Faults>, crash_ms: Option<u64>) -> LifeEnd {
+    let state = open(&plan, &database_url, &faults).await;
+    let clients = world.lock().unwrap().clients.clone();
+    for client in clients {
+        tokio::spawn(subscriber(state.clone(), client));
+    }
+    let runners: Vec<_> = (0..plan.agents)
+        .map(|agent| tokio::spawn(runner(state.clone(), plan.clone(), world.clone(), agent)))
+        .collect();
+    if let Some(crash_ms) = crash_ms {
+        tokio::time::sleep(Duration::from_millis(crash_ms)).await;
+        return LifeEnd::Crashed;
+    }
+    for runner in runners {
+        runner.await.expect("a runner panicked");
+    }
+    // Everything is written; wait until every client has caught up with its agent's head.
+    faults.enabled.store(false, Ordering::Relaxed);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut behind = Vec::new();
+        for client in world.lock().unwrap().clients.clone() {
+            let (agent_id, last_seq) = {
+                let client = client.lock().unwrap();
+                (client.agent_id, client.last_seq)
+            };
+            let head = state.store.head_seq(agent_id).await.unwrap().unwrap();
+            if last_seq < head {
+                behind.push((agent_id, last_seq, head));
+            }
+        }
+        if behind.is_empty() {
+            return LifeEnd::Finished;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "subscribers never caught up: {behind:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Runs one seed; panics with the seed's replay command when an invariant fails.
+fn simulate(seed: u64, directory: &std::path::Path) {
+    let plan = Arc::new(plan(seed));
+    static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let file = directory.join(format!("sim-{seed}-{}.db", RUN.fetch_add(1, Ordering::Relaxed)));
+    let database_url = format!("sqlite://{}", file.display());
+    let faults = Arc::new(Faults {
+        append_fail_per_mille: plan.append_fail_per_mille,
+        append_delay_max_us: plan.append_delay_max_us,
+        read_fail_per_mille: plan.read_fail_per_mille,
+        rng: Mutex::new(Rng(seed ^ 0xfa17)),
+        enabled: AtomicBool::new(true),
+    });
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+
+    // The agents exist before the first life.
+    let agent_ids: Vec<Uuid> = runtime().block_on(async {
+        let store = SqliteStore::open(&database_url).await.unwrap();
+        let mut ids = Vec::new();
+        for index in 0..plan.agents {
+            let agent = store
+                .create_agent(NewAgent { name: format!("sim-{index}"), ..NewAgent::default() })
+                .await
+                .unwrap();
+            ids.push(agent.id);
+        }
+        ids
+    });
+    let mut client_rng = Rng(seed ^ 0xc11e);
+    let clients = plan
+        .subscribers
+        .iter()
+        .map(|spec| {
+            Arc::new(Mutex::new(Client {
+                spec: spec.clone(),
+                agent_id: agent_ids[spec.agent],
+                rng: Rng(client_rng.next()),
+                last_seq: 0,
+                delivered: Vec::new(),
+                timeline: Timeline::new(),
+                held: Vec::new(),
+            }))
+        })
+        .collect();
+    let world = Arc::new(Mutex::new(World {
+        agent_ids: agent_ids.clone(),
+        next_run: vec![0; plan.agents],
+        clients,
+    }));
+
+    let mut lives = plan.crashes_ms.iter().copied().map(Some).collect::<Vec<_>>();
+    lives.push(None);
+    let crashed = lives.len() > 1;
+    for crash_ms in lives {
+        faults.enabled.store(true, Ordering::Relaxed);
+        // A life is a process: its runtime holds every task and all of the server's memory;
+        // dropping it mid-flight is the crash.
+        let rt = runtime();
+        let end = rt.block_on(life(plan.clone(), world.clone(), database_url.clone(), faults.clone(), crash_ms));
+        drop(rt);
+        if let LifeEnd::Finished = end {
+            break;
+        }
+        CRASHES.fetch_add(1, Ordering::Relaxed);
+    }
+
+    // Check the invariants against the database file, faults off; then the file goes.
+    let _remove = RemoveOnDrop(file);
+    let world = world.lock().unwrap();
+    runtime().block_on(async {
+        let store = SqliteStore::open(&database_url).await.unwrap();
+        for &agent_id in &agent_ids {
+            let mut log = Vec::new();
+            loop {
+                let page = store.read_events(agent_id, log.len() as u64, 1000).await.unwrap();
+                if page.is_empty() {
+                    break;
+                }
+                log.extend(page);
+            }
+            let head = store.head_seq(agent_id).await.unwrap().unwrap();
+            check_log(seed, agent_id, &log, head, crashed);
+            for client in world.clients.iter() {
+                let mut client = client.lock().unwrap();
+                if client.agent_id != agent_id {
+                    continue;
+                }
+                client.release_held();
+                check_client(seed, &client, &log);
+            }
+        }
+    });
+}
+
+/// Removes the seed's database files (and SQLite's side files) when the seed is done.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn fail(seed: u64, what: String) -> ! {
+    panic!(
+        "seed {seed}: {what}\nreplay: SIM_SEED={seed} cargo test -p server --test simulation -- --nocapture\nplan: {:?}",
+        plan(seed)
+    );
+}
+
+fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: bool) {
+    for (index, event) in log.iter().enumerate() {
+        if event.seq != index as u64 + 1 {
+            fail(seed, format!("agent {agent_id}: seq {} at position {index}: the log has a gap", event.seq));
+        }
+    }
+    if log.len() as u64 != head {
+        fail(seed, format!("agent {agent_id}: head_seq {head} but {} events", log.len()));
+    }
+    let mut runs: HashMap<Uuid, (usize, Vec<&AgentEvent>)> = HashMap::new();
+    for event in log {
+        let Some(run_id) = event.run_id else { continue };
+        let entry = runs.entry(run_id).or_default();
+        if event.kind == EventKind::RunStarted {
+            entry.0 += 1;
+        }
+        if event.kind.is_run_end() {
+            entry.1.push(event);
+        }
+    }
+    for (run_id, (started, ends)) in &runs {
+        if *started != 1 {
+            fail(seed, format!("run {run_id} started {started} times"));
+        }
+        if ends.len() != 1 {
+            fail(seed, format!("run {run_id} has {} terminal events", ends.len()));
+        }
+        let error_type = ends[0].content.pointer("/error/type").and_then(Value::as_str);
+        let interrupted = error_type == Some("interrupted");
+        let outcome = match (ends[0].kind, error_type) {
+            (EventKind::RunCompleted, _) => 0,
+            (EventKind::RunCancelled, _) => 1,
+            (_, Some("interrupted")) => 4,
+            (_, Some("store_error")) => 3,
+            _ => 2,
+        };
+        RUN_ENDS[outcome].fetch_add(1, Ordering::Relaxed);
+        if interrupted && !crashed {
+            fail(seed, format!("run {run_id} marked interrupted without a crash"));
+        }
+    }
+    // Every tool call has exactly one result.
+    let mut timeline = Timeline::new();
+    timeline.apply_all(log.iter().cloned());
+    for message in timeline.messages().iter().filter(|m| m.kind == EventKind::ToolCall) {
+        let Some(call_id) = message.content.get("tool_call_id").and_then(Value::as_str) else { continue };
+        let results = log
+            .iter()
+            .filter(|e| e.kind == EventKind::ToolResult && e.content.get("tool_call_id").and_then(Value::as_str) == Some(call_id))
+            .count();
+        if results != 1 {
+            fail(seed, format!("tool call {call_id} has {results} results"));
+        }
+    }
+}
+
+fn check_client(seed: u64, client: &Client, log: &[AgentEvent]) {
+    for &(seq, id) in &client.delivered {
+        match log.get(seq as usize - 1) {
+            Some(event) if event.id == id => {}
+            Some(event) => fail(seed, format!("delivered seq {seq} as {id}, but the log has {} there: delivered before commit?", event.id)),
+            None => fail(seed, format!("delivered seq {seq}, which was never committed")),
+        }
+    }
+    let mut seen: Vec<u64> = client.delivered.iter().map(|(seq, _)| *seq).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != log.len() {
+        let missing: Vec<u64> = (1..=log.len() as u64).filter(|seq| seen.binary_search(seq).is_err()).take(10).collect();
+        fail(seed, format!("a subscriber of {} never got seqs {missing:?} (of {})", client.agent_id, log.len()));
+    }
+    let mut folded = Timeline::new();
+    folded.apply_all(log.iter().cloned());
+    if client.timeline != folded {
+        fail(seed, format!("a subscriber's timeline differs from the fold of the log (last seq {} vs {})", client.timeline.last_seq(), folded.last_seq()));
+    }
+}
+
+#[test]
+fn simulated_faults_and_crashes_never_break_the_log_invariants() {
+    let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
+        // A replay runs its seed again and again: the workload and fault rates are the seed's,
+        // the interleaving of SQLite's threads is not, so a rare failure needs a few tries.
+        Ok(seed) => {
+            let seed: u64 = seed.parse().expect("SIM_SEED is a number");
+            let repeats = std::env::var("SIM_REPEAT").ok().and_then(|n| n.parse().ok()).unwrap_or(SIM_REPLAY_REPEATS_DEFAULT);
+            vec![seed; repeats]
+        }
+        Err(_) => {
+            let count = std::env::var("SIM_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(SIM_SEEDS_DEFAULT);
+            let base = std::env::var("SIM_SEED_BASE").ok().and_then(|n| n.parse().ok()).unwrap_or(SIM_SEED_BASE_DEFAULT);
+            (base..base + count).collect()
+        }
+    };
+    // tmpfs when there is one: a crash here is a process crash, which fsync does not change.
+    let root = if std::path::Path::new("/dev/shm").is_dir() { Some("/dev/shm") } else { None };
+    let directory = match root {
+        Some(root) => tempfile::tempdir_in(root).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
+    let started = std::time::Instant::now();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seeds = Arc::new(seeds);
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (next, seeds) = (next.clone(), seeds.clone());
+            let directory = directory.path().to_owned();
+            std::thread::spawn(move || loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(index) else { return };
+                let began = std::time::Instant::now();
+                simulate(seed, &directory);
+                if began.elapsed() > SEED_WALL_TIME_MAX {
+                    fail(seed, format!("took {:?}", began.elapsed()));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        if let Err(panic) = worker.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+    println!("simulation: {} seeds in {:.1} s", seeds.len(), started.elapsed().as_secs_f64());
+    let ends: Vec<String> = RUN_END_NAMES
+        .iter()
+        .zip(&RUN_ENDS)
+        .map(|(name, count)| format!("{name} {}", count.load(Ordering::Relaxed)))
+        .collect();
+    println!(
+        "runs: {}; crashes {}; subscriber reconnects {}",
+        ends.join(", "),
+        CRASHES.load(Ordering::Relaxed),
+        RECONNECTS.load(Ordering::Relaxed)
+    );
+}
