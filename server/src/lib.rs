@@ -108,6 +108,7 @@ impl AppState {
         let providers = Providers { default, by_name };
         let runs = Arc::new(Runs::new(
             writer,
+            store.clone(),
             providers,
             tools::builtin(),
             config.run_iterations_max,

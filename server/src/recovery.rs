@@ -66,7 +66,7 @@ pub async fn recover(store: &dyn Store, writer: &Writer) -> Result<Recovered, Re
 
 /// The events of the run that `started` began: it is the newest run of its agent (one run per
 /// agent at a time), so they are everything from its `run_started` on.
-async fn run_events(store: &dyn Store, started: &AgentEvent) -> Result<Vec<AgentEvent>, StoreError> {
+pub async fn run_events(store: &dyn Store, started: &AgentEvent) -> Result<Vec<AgentEvent>, StoreError> {
     let mut events = Vec::new();
     let mut since = started.seq - 1;
     loop {
@@ -85,6 +85,15 @@ async fn run_events(store: &dyn Store, started: &AgentEvent) -> Result<Vec<Agent
 /// What an interrupted run still owes the log, in order: a result for each unanswered tool call,
 /// the error, the end.
 pub fn interruption(started: &AgentEvent, events: &[AgentEvent]) -> Vec<EventDraft> {
+    let error = json!({ "type": "interrupted", "message": INTERRUPTED_MESSAGE, "retryable": true });
+    closing_drafts(started, events, error)
+}
+
+/// The events that end a run which cannot go on (`error` = `{type, message, retryable}`), given
+/// what of it is in the log: an error result for each tool call still unanswered, the `error`
+/// event, and `run_failed`. Used by start-up recovery and by a run the log refused.
+pub fn closing_drafts(started: &AgentEvent, events: &[AgentEvent], error: Value) -> Vec<EventDraft> {
+    let why = error.get("message").and_then(Value::as_str).unwrap_or("the run stopped").to_owned();
     let answered: HashSet<&str> = events
         .iter()
         .filter(|event| event.kind == EventKind::ToolResult)
@@ -119,12 +128,11 @@ pub fn interruption(started: &AgentEvent, events: &[AgentEvent]) -> Vec<EventDra
         result.content = json!({
             "tool_call_id": call_id,
             "name": call.content.get("name").cloned().unwrap_or(Value::Null),
-            "result": format!("interrupted: {INTERRUPTED_MESSAGE}"),
+            "result": format!("not finished: {why}"),
             "is_error": true,
         });
         drafts.push(result);
     }
-    let error = json!({ "type": "interrupted", "message": INTERRUPTED_MESSAGE, "retryable": true });
     let mut reported = draft(EventKind::Error, started);
     reported.message_id = Some(Uuid::new_v4());
     reported.content = error.clone();

@@ -119,6 +119,8 @@ pub struct RunOptions {
 /// Starts and tracks runs. One run per agent at a time.
 pub struct Runs {
     writer: Writer,
+    /// Read when a run must be ended from what the log holds of it.
+    store: Arc<dyn crate::store::Store>,
     providers: Providers,
     tools: Arc<Vec<Box<dyn Tool>>>,
     iterations_max: u32,
@@ -128,12 +130,14 @@ pub struct Runs {
 impl Runs {
     pub fn new(
         writer: Writer,
+        store: Arc<dyn crate::store::Store>,
         providers: Providers,
         tools: Vec<Box<dyn Tool>>,
         iterations_max: u32,
     ) -> Runs {
         Runs {
             writer,
+            store,
             providers,
             tools: Arc::new(tools),
             iterations_max: iterations_max.max(1),
@@ -197,6 +201,7 @@ impl Runs {
         };
         let thread_id = Uuid::new_v4();
         let writer = self.writer.clone();
+        let store = self.store.clone();
         let run = Run {
             agent_id: agent.id,
             run_id,
@@ -216,7 +221,7 @@ impl Runs {
         tokio::spawn(async move {
             if let Err(error) = run.execute(request, iterations_max, options).await {
                 tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
-                end_after_store_failure(&writer, agent_id, run_id, thread_id, &error).await;
+                end_after_store_failure(store.as_ref(), &writer, agent_id, run_id, &error).await;
             }
             {
                 let mut active = active.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -261,13 +266,15 @@ pub const RUN_END_WRITE_ATTEMPTS_MAX: u32 = 8;
 /// The first of those attempts waits this long after the failure; each further one twice as long.
 const RUN_END_WRITE_DELAY_INITIAL_MS: u64 = 10;
 
-/// Ends a run whose events the log refused: an `error` and a `run_failed` (`store_error`), so
-/// clients are not left waiting on a run that will never say more.
+/// Ends a run whose events the log refused, from what of it the log holds: an error result for
+/// each tool call still unanswered, an `error` and a `run_failed` (`store_error`), so clients are
+/// not left waiting on a run that will never say more. A run whose `run_started` never committed
+/// is not in the log at all and gets nothing.
 async fn end_after_store_failure(
+    store: &dyn crate::store::Store,
     writer: &Writer,
     agent_id: Uuid,
     run_id: Uuid,
-    thread_id: Uuid,
     error: &AppendError,
 ) {
     let detail = json!({ "type": "store_error", "message": error.to_string(), "retryable": true });
@@ -276,17 +283,22 @@ async fn end_after_store_failure(
             RUN_END_WRITE_DELAY_INITIAL_MS << attempt,
         ))
         .await;
-        let mut reported = EventDraft::new(EventKind::Error);
-        reported.run_id = Some(run_id);
-        reported.thread_id = Some(thread_id);
-        reported.message_id = Some(Uuid::new_v4());
-        reported.content = detail.clone();
-        let mut end = EventDraft::new(EventKind::RunFailed);
-        end.run_id = Some(run_id);
-        end.thread_id = Some(thread_id);
-        end.content = json!({ "stop_reason": "error", "error": detail, "usage": null });
-        match writer.append(agent_id, vec![reported, end]).await {
-            Ok(_) => return,
+        let outcome = async {
+            let outline = store.run_outline(run_id).await?;
+            let Some(started) = outline.iter().find(|event| event.kind == EventKind::RunStarted)
+            else {
+                return Ok(());
+            };
+            let events = crate::recovery::run_events(store, started).await?;
+            if events.iter().any(|event| event.kind.is_run_end()) {
+                return Ok(());
+            }
+            let drafts = crate::recovery::closing_drafts(started, &events, detail.clone());
+            writer.append(agent_id, drafts).await.map(|_| ())
+        }
+        .await;
+        match outcome {
+            Ok(()) => return,
             Err(AppendError::WriterStopped) => break,
             Err(error) => tracing::warn!(%agent_id, %run_id, %error, attempt, "run_failed not written"),
         }
