@@ -39,6 +39,10 @@ pub struct Config {
     pub run_iterations_max: u32,
     /// A Letta stream that asked for pings (`include_pings`, the default) gets one this often.
     pub letta_ping_interval_ms: u64,
+    /// When set, every request must carry this token (see `auth`).
+    pub api_token: Option<String>,
+    /// Origins besides the server's own whose pages may open a WebSocket.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for Config {
@@ -51,6 +55,8 @@ impl Default for Config {
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
+            api_token: None,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -75,6 +81,10 @@ Environment:
   AGENTSTREAM_HUB_ROOM_BATCHES_MAX      live batches buffered per agent (default 1024)
   AGENTSTREAM_MAX_ITERATIONS            LLM calls per run at most (default 10)
   AGENTSTREAM_LETTA_PING_INTERVAL_MS    ping interval of Letta streams (default 15000)
+  AGENTSTREAM_API_TOKEN                 require this token on every request (default: none);
+                                        a browser opens /?token=<token> once
+  AGENTSTREAM_ALLOWED_ORIGINS           comma-separated origins besides the server's own whose
+                                        pages may open a WebSocket (default: none)
   RUST_LOG                              log filter (default info)
 
 An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
@@ -184,6 +194,16 @@ impl Config {
                 defaults.letta_ping_interval_ms,
             )?
             .max(1),
+            api_token: variable("AGENTSTREAM_API_TOKEN").map(|token| token.trim().to_owned()),
+            allowed_origins: variable("AGENTSTREAM_ALLOWED_ORIGINS")
+                .map(|origins| {
+                    origins
+                        .split(',')
+                        .map(|origin| origin.trim().trim_end_matches('/').to_owned())
+                        .filter(|origin| !origin.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 

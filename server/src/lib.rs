@@ -12,6 +12,7 @@
 //! run the very same server on port 0.
 
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod error;
 pub mod history;
@@ -71,6 +72,10 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// How often a Letta stream that asked for pings gets one.
     pub letta_ping_interval: Duration,
+    /// The access token every request must carry, when configured.
+    pub api_token: Option<Arc<str>>,
+    /// Origins besides the server's own whose pages may open a WebSocket.
+    pub allowed_origins: Arc<Vec<String>>,
 }
 
 impl AppState {
@@ -120,6 +125,8 @@ impl AppState {
             ws_connections: Arc::new(Semaphore::new(ws::WS_CONNECTIONS_MAX)),
             shutdown: CancellationToken::new(),
             letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
+            api_token: config.api_token.as_deref().map(Arc::from),
+            allowed_origins: Arc::new(config.allowed_origins.clone()),
         })
     }
 }
@@ -196,7 +203,9 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
         )
         .fallback(leptos_axum::file_and_error_handler(app::shell))
         .with_state(leptos_options);
-    api_router(state).merge(pages)
+    api_router(state.clone())
+        .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(state, auth::require_token))
 }
 
 /// Serves on `listener` until `shutdown` resolves.

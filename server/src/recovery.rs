@@ -57,7 +57,7 @@ pub async fn recover(store: &dyn Store, writer: &Writer) -> Result<Recovered, Re
             .iter()
             .filter(|draft| draft.kind == EventKind::ToolResult)
             .count();
-        writer.append(started.agent_id, drafts).await?;
+        writer.append_closing(started.agent_id, drafts).await?;
         tracing::warn!(agent_id = %started.agent_id, %run_id, "run was in flight when the server stopped: marked interrupted");
         recovered.interrupted_runs.push(run_id);
     }

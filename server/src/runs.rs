@@ -294,7 +294,7 @@ async fn end_after_store_failure(
                 return Ok(());
             }
             let drafts = crate::recovery::closing_drafts(started, &events, detail.clone());
-            writer.append(agent_id, drafts).await.map(|_| ())
+            writer.append_closing(agent_id, drafts).await.map(|_| ())
         }
         .await;
         match outcome {
@@ -402,8 +402,25 @@ impl Run {
         Ok(())
     }
 
+    /// Runs the agent loop. When the log refuses an event, waits for every append still in
+    /// flight before returning the error, so whoever ends the run sees all of it that committed.
     async fn execute(
         mut self,
+        request: ProviderRequest,
+        iterations_max: u32,
+        options: RunOptions,
+    ) -> Result<(), AppendError> {
+        let result = self.execute_loop(request, iterations_max, options).await;
+        if result.is_err() {
+            while let Some(receipt) = self.in_flight.pop_front() {
+                let _ = writer::wait(receipt).await;
+            }
+        }
+        result
+    }
+
+    async fn execute_loop(
+        &mut self,
         mut request: ProviderRequest,
         iterations_max: u32,
         options: RunOptions,

@@ -44,7 +44,48 @@ pub type AppendReceipt = oneshot::Receiver<Result<Vec<AgentEvent>, Arc<StoreErro
 
 struct WriteRequest {
     batch: AppendBatch,
+    /// False for the events that close a run after a refusal (they must go in even though an
+    /// earlier event of the run was refused).
+    continues_run: bool,
     reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
+}
+
+/// Runs whose events the writer refused, remembered so their later events (already in flight)
+/// are refused too: a run's log never has a hole in the middle. Bounded: a forgotten run is long
+/// over, and its ids never come again.
+pub const REFUSED_RUNS_REMEMBERED_MAX: usize = 1024;
+
+#[derive(Default)]
+struct RefusedRuns {
+    order: std::collections::VecDeque<Uuid>,
+    set: std::collections::HashSet<Uuid>,
+}
+
+impl RefusedRuns {
+    fn insert(&mut self, run_id: Uuid) {
+        if self.set.insert(run_id) {
+            self.order.push_back(run_id);
+            if self.order.len() > REFUSED_RUNS_REMEMBERED_MAX {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.set.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, run_id: Uuid) {
+        if self.set.remove(&run_id) {
+            self.order.retain(|id| *id != run_id);
+        }
+    }
+}
+
+fn behind_a_refusal() -> StoreError {
+    StoreError::Unavailable("an earlier event of this run was refused".into())
+}
+
+fn run_of(batch: &AppendBatch) -> Option<Uuid> {
+    batch.drafts.first().and_then(|draft| draft.run_id)
 }
 
 /// A handle to the writer task. Cheap to clone.
@@ -69,9 +110,29 @@ impl Writer {
         agent_id: Uuid,
         drafts: Vec<EventDraft>,
     ) -> Result<AppendReceipt, AppendError> {
+        self.send(agent_id, drafts, true).await
+    }
+
+    /// Like [`Writer::submit`], for the events that end a run after one of its events was
+    /// refused (see [`REFUSED_RUNS_REMEMBERED_MAX`]).
+    pub async fn submit_closing(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+    ) -> Result<AppendReceipt, AppendError> {
+        self.send(agent_id, drafts, false).await
+    }
+
+    async fn send(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+        continues_run: bool,
+    ) -> Result<AppendReceipt, AppendError> {
         let (reply, receipt) = oneshot::channel();
         let request = WriteRequest {
             batch: AppendBatch { agent_id, drafts },
+            continues_run,
             reply,
         };
         self.sender
@@ -79,6 +140,16 @@ impl Writer {
             .await
             .map_err(|_| AppendError::WriterStopped)?;
         Ok(receipt)
+    }
+
+    /// Appends closing events and waits for the commit.
+    pub async fn append_closing(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<AgentEvent>, AppendError> {
+        let receipt = self.submit_closing(agent_id, drafts).await?;
+        wait(receipt).await
     }
 
     /// Appends and waits for the commit.
@@ -105,6 +176,7 @@ pub async fn wait(receipt: AppendReceipt) -> Result<Vec<AgentEvent>, AppendError
 }
 
 async fn run(store: Arc<dyn Store>, hub: Arc<Hub>, mut receiver: mpsc::Receiver<WriteRequest>) {
+    let mut refused = RefusedRuns::default();
     while let Some(first) = receiver.recv().await {
         let mut events_in_batch = first.batch.drafts.len();
         let mut requests = vec![first];
@@ -117,7 +189,18 @@ async fn run(store: Arc<dyn Store>, hub: Arc<Hub>, mut receiver: mpsc::Receiver<
                 Err(_) => break,
             }
         }
-        commit(store.as_ref(), &hub, requests).await;
+        // Later events of a run the writer already refused are refused without trying: the
+        // run is ending, and its log must not go on past a hole.
+        let (requests, held_back): (Vec<_>, Vec<_>) = requests.into_iter().partition(|request| {
+            !request.continues_run || !run_of(&request.batch).is_some_and(|run| refused.set.contains(&run))
+        });
+        for request in held_back {
+            let _ = request.reply.send(Err(Arc::new(behind_a_refusal())));
+        }
+        if requests.is_empty() {
+            continue;
+        }
+        commit(store.as_ref(), &hub, requests, &mut refused).await;
     }
 }
 
@@ -143,7 +226,12 @@ async fn append_retrying(
 }
 
 /// Commits a group of requests, publishes what committed, and answers every request.
-async fn commit(store: &dyn Store, hub: &Hub, requests: Vec<WriteRequest>) {
+async fn commit(
+    store: &dyn Store,
+    hub: &Hub,
+    requests: Vec<WriteRequest>,
+    refused: &mut RefusedRuns,
+) {
     let batches: Vec<AppendBatch> = requests
         .iter()
         .map(|request| request.batch.clone())
@@ -159,23 +247,37 @@ async fn commit(store: &dyn Store, hub: &Hub, requests: Vec<WriteRequest>) {
             // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
             // commit them one by one so each gets its own answer.
             let mut outcomes = Vec::with_capacity(batches.len());
-            for batch in &batches {
-                outcomes.push(
-                    append_retrying(store, std::slice::from_ref(batch))
-                        .await
-                        .map(|mut committed| committed.pop().unwrap_or_default())
-                        .map_err(Arc::new),
-                );
+            for (request, batch) in requests.iter().zip(&batches) {
+                let run = run_of(batch);
+                if request.continues_run && run.is_some_and(|run| refused.set.contains(&run)) {
+                    outcomes.push(Err(Arc::new(behind_a_refusal())));
+                    continue;
+                }
+                let outcome = append_retrying(store, std::slice::from_ref(batch))
+                    .await
+                    .map(|mut committed| committed.pop().unwrap_or_default())
+                    .map_err(Arc::new);
+                if let (Err(_), Some(run)) = (&outcome, run) {
+                    refused.insert(run);
+                }
+                outcomes.push(outcome);
             }
             outcomes
         }
     };
     for (request, outcome) in requests.into_iter().zip(outcomes) {
+        let run = run_of(&request.batch);
         if let Ok(events) = &outcome {
             // Only now, after the commit, does anyone see these events.
             hub.publish(request.batch.agent_id, events.clone().into());
+            if let (false, Some(run)) = (request.continues_run, run) {
+                refused.remove(run);
+            }
         } else if let Err(error) = &outcome {
             tracing::warn!(agent_id = %request.batch.agent_id, %error, "append refused");
+            if let Some(run) = run {
+                refused.insert(run);
+            }
         }
         // The submitter may have gone away; the events are committed either way.
         let _ = request.reply.send(outcome);

@@ -34,7 +34,19 @@ pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 /// and are caught up from the store: memory per slow client stays bounded.
 pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
 
-pub async fn upgrade(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
+pub async fn upgrade(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    if !crate::auth::origin_allowed(&headers, &state.allowed_origins) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this page's origin may not open a WebSocket here (see AGENTSTREAM_ALLOWED_ORIGINS)",
+        )
+        .into_response();
+    }
     let Ok(permit) = state.ws_connections.clone().try_acquire_owned() else {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

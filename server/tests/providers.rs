@@ -371,7 +371,7 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     assert_eq!(messages[1]["content"][1]["input"], json!({"expression": "6*7"}));
     assert_eq!(messages[2]["content"][0]["type"], "tool_result");
     assert_eq!(messages[2]["content"][0]["tool_use_id"], "toolu_01");
-    assert_eq!(messages[2]["content"][0]["content"], "42.0");
+    assert_eq!(messages[2]["content"][0]["content"], "42");
 }
 
 /// Overload before any output is retried (honouring retry-after); the run then completes, and

@@ -603,7 +603,11 @@ fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: 
         let Some(call_id) = message.content.get("tool_call_id").and_then(Value::as_str) else { continue };
         let results = log
             .iter()
-            .filter(|e| e.kind == EventKind::ToolResult && e.content.get("tool_call_id").and_then(Value::as_str) == Some(call_id))
+            .filter(|e| {
+                e.kind == EventKind::ToolResult
+                    && e.run_id == message.run_id
+                    && e.content.get("tool_call_id").and_then(Value::as_str) == Some(call_id)
+            })
             .count();
         if results != 1 {
             fail(seed, format!("tool call {call_id} has {results} results"));

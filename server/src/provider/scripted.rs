@@ -181,7 +181,10 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         .iter()
         .filter(|message| matches!(message, ConversationMessage::Assistant { .. }))
         .count();
-    let mut random = Random(config.seed ^ fnv1a(user_text) ^ step as u64);
+    // The conversation's length makes each turn's tool-call ids its own, even when a user sends
+    // the same command again (ids must not repeat within a conversation).
+    let mut random =
+        Random(config.seed ^ fnv1a(user_text) ^ step as u64 ^ (request.messages.len() as u64) << 32);
     let reply_tokens = config.reply_tokens.min(SCRIPTED_REPLY_TOKENS_MAX);
     let mut events: Vec<Step> = Vec::with_capacity(reply_tokens as usize + 16);
     events.extend(

@@ -1,0 +1,224 @@
+//! The optional access token, and the WebSocket origin check.
+//!
+//! With `AGENTSTREAM_API_TOKEN` set, every request but `/healthz` and the site's static files
+//! must carry the token, in one of three ways:
+//! - `Authorization: Bearer <token>` — API clients, Letta's SDKs (`apiKey`);
+//! - the `agentstream_token` cookie — the browser: the page's fetches, its WebSocket and an
+//!   `EventSource` carry it by themselves;
+//! - `?token=<token>` — clients that cannot set headers. A page opened as `/?token=<token>` sets
+//!   the cookie (HttpOnly, SameSite=Strict) and redirects to the same page without the token, so
+//!   a browser needs the token once.
+//!
+//! A request without it gets 401: JSON on the API, a small page asking for the token elsewhere.
+//! Without the variable the server is open, as a local tool should be.
+//!
+//! Independently of the token, a WebSocket upgrade that carries an `Origin` (browsers always
+//! send one) must come from the server's own origin or one listed in
+//! `AGENTSTREAM_ALLOWED_ORIGINS`: another site's page cannot ride a visitor's cookie into the
+//! socket.
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The cookie a browser keeps the token in.
+pub const TOKEN_COOKIE: &str = "agentstream_token";
+/// The query parameter that carries the token for clients that cannot set headers.
+pub const TOKEN_QUERY: &str = "token";
+/// How long the browser keeps the cookie.
+pub const TOKEN_COOKIE_MAX_AGE_SECONDS: u64 = 30 * 24 * 3600;
+
+/// Compares without stopping at the first difference, so response time does not tell how much of
+/// a guess was right.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    if given.len() != expected.len() {
+        return false;
+    }
+    given
+        .iter()
+        .zip(expected)
+        .fold(0u8, |difference, (a, b)| difference | (a ^ b))
+        == 0
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(key, value)| (key == name).then_some(value))
+}
+
+fn query_token(query: Option<&str>) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key == TOKEN_QUERY).then(|| percent_decode(value))
+    })
+}
+
+/// Decodes `%XX` and `+` in a query value (enough for a token).
+fn percent_decode(text: &str) -> String {
+    let hex = |byte: u8| (byte as char).to_digit(16).map(|digit| digit as u8);
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let decoded = match bytes[index] {
+            b'%' if index + 2 < bytes.len() => hex(bytes[index + 1])
+                .zip(hex(bytes[index + 2]))
+                .map(|(high, low)| high << 4 | low),
+            _ => None,
+        };
+        match (decoded, bytes[index]) {
+            (Some(byte), _) => {
+                out.push(byte);
+                index += 3;
+                continue;
+            }
+            (None, b'+') => out.push(b' '),
+            (None, byte) => out.push(byte),
+        }
+        index += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Paths anyone may fetch: the health check and the site's static files (code, styles), which
+/// hold no data.
+fn is_public(path: &str) -> bool {
+    path == "/healthz" || path.starts_with("/pkg/") || path == "/favicon.ico"
+}
+
+/// The middleware: lets a request through when no token is configured, the path is public, or
+/// the request carries the token.
+pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(expected) = state.api_token.clone() else {
+        return next.run(request).await;
+    };
+    let path = request.uri().path().to_owned();
+    if is_public(&path) {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let from_query = query_token(request.uri().query());
+    let presented = bearer(headers)
+        .map(str::to_owned)
+        .or_else(|| cookie(headers, TOKEN_COOKIE).map(str::to_owned))
+        .or(from_query.clone());
+    let valid = presented.is_some_and(|token| same_secret(token.as_bytes(), expected.as_bytes()));
+    if !valid {
+        return unauthorized(&path);
+    }
+    // A page opened with `?token=`: keep it in a cookie and take it out of the address bar.
+    let is_page = request.method() == axum::http::Method::GET && !path.starts_with("/v1/");
+    if let (true, Some(_)) = (is_page, from_query) {
+        let rest: Vec<&str> = request
+            .uri()
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter(|pair| !pair.starts_with(&format!("{TOKEN_QUERY}=")) && !pair.is_empty())
+            .collect();
+        let location = if rest.is_empty() { path } else { format!("{path}?{}", rest.join("&")) };
+        let mut response = Redirect::to(&location).into_response();
+        let cookie = format!(
+            "{TOKEN_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict; Max-Age={TOKEN_COOKIE_MAX_AGE_SECONDS}"
+        );
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        return response;
+    }
+    next.run(request).await
+}
+
+fn unauthorized(path: &str) -> Response {
+    let mut response = if path.starts_with("/v1/") {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this server needs its access token: send Authorization: Bearer <token>",
+        )
+        .into_response()
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            Html(
+                "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>agentstream: \
+                 access token</title></head><body><main><h1>This server needs its access token</h1>\
+                 <form method=\"get\"><label>Token <input name=\"token\" type=\"password\" \
+                 autocomplete=\"current-password\" required></label> <button>Open</button></form>\
+                 </main></body></html>",
+            ),
+        )
+            .into_response()
+    };
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// True when a WebSocket upgrade may proceed: no `Origin` (not a browser), the server's own
+/// origin (same host and port as `Host`), or one the operator allowed.
+pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok()) else {
+        return true;
+    };
+    if allowed.iter().any(|allowed| allowed == origin) {
+        return true;
+    }
+    let host = headers.get(header::HOST).and_then(|value| value.to_str().ok());
+    let origin_host = origin.split_once("://").map(|(_, rest)| rest);
+    matches!((origin_host, host), (Some(origin_host), Some(host)) if origin_host == host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_secret(b"s3cret", b"s3cret"));
+        assert!(!same_secret(b"s3cres", b"s3cret"));
+        assert!(!same_secret(b"s3cre", b"s3cret"));
+    }
+
+    #[test]
+    fn credentials_are_found_where_clients_put_them() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
+        headers.insert(header::COOKIE, HeaderValue::from_static("a=1; agentstream_token=xyz; b=2"));
+        assert_eq!(bearer(&headers), Some("abc"));
+        assert_eq!(cookie(&headers, TOKEN_COOKIE), Some("xyz"));
+        assert_eq!(query_token(Some("since=3&token=a%2Bb+c")), Some("a+b c".to_owned()));
+        assert_eq!(query_token(Some("since=3")), None);
+    }
+
+    #[test]
+    fn origins_must_match_the_host_or_be_allowed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:3000"));
+        assert!(origin_allowed(&headers, &[]), "no Origin: not a browser");
+        headers.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:3000"));
+        assert!(origin_allowed(&headers, &[]));
+        headers.insert(header::ORIGIN, HeaderValue::from_static("https://evil.example"));
+        assert!(!origin_allowed(&headers, &[]));
+        assert!(origin_allowed(&headers, &["https://evil.example".to_owned()]));
+    }
+}
