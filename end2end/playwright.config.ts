@@ -10,6 +10,9 @@ const targetDirectory =
   process.env.CARGO_TARGET_DIR ?? path.join(os.homedir(), ".cache", "agentstream", "target");
 const serverBinary = process.env.AGENTSTREAM_SERVER_BIN ?? path.join(targetDirectory, "release", "server");
 const port = Number(process.env.AGENTSTREAM_E2E_PORT ?? 3100);
+/** The port and token of the second server, which requires an access token. */
+export const guardedPort = port + 1;
+export const guardedToken = "e2e-token";
 const database = path.join(os.tmpdir(), `agentstream-e2e-${process.pid}-${Date.now()}.db`);
 
 export default defineConfig({
@@ -36,21 +39,42 @@ export default defineConfig({
     },
     trace: "off",
   },
-  webServer: {
-    command: serverBinary,
-    cwd: repository,
-    url: `http://127.0.0.1:${port}/healthz`,
-    reuseExistingServer: false,
-    timeout: 60_000,
-    stdout: "pipe",
-    stderr: "pipe",
-    env: {
-      LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
-      LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
-      DATABASE_URL: `sqlite://${database}`,
-      AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "25",
-      AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
-      RUST_LOG: "warn",
+  webServer: [
+    {
+      command: serverBinary,
+      cwd: repository,
+      url: `http://127.0.0.1:${port}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
+        LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+        DATABASE_URL: `sqlite://${database}`,
+        AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "25",
+        AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
+        RUST_LOG: "warn",
+      },
     },
-  },
+    // The same server with an access token, for tests/guarded.spec.ts.
+    {
+      command: serverBinary,
+      cwd: repository,
+      url: `http://127.0.0.1:${guardedPort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        LEPTOS_SITE_ADDR: `127.0.0.1:${guardedPort}`,
+        LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+        DATABASE_URL: `sqlite://${database}.guarded`,
+        AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "25",
+        AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
+        AGENTSTREAM_API_TOKEN: guardedToken,
+        RUST_LOG: "warn",
+      },
+    },
+  ],
 });

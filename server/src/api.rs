@@ -516,6 +516,15 @@ pub async fn unknown_route() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "unknown_route", "no such API path")
 }
 
+/// A known `/v1/…` path with a method it does not take: a JSON 405 rather than an empty one.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this API path does not take that method",
+    )
+}
+
 pub async fn healthz() -> &'static str {
     "ok"
 }

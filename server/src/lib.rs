@@ -169,7 +169,8 @@ pub fn api_router(state: AppState) -> Router {
         )
         .route("/agents/{id}/messages/stream", post(letta::stream_messages))
         .route("/runs/{run_id}/stream", post(letta::resume_run))
-        .fallback(api::unknown_route);
+        .fallback(api::unknown_route)
+        .method_not_allowed_fallback(api::method_not_allowed);
     let forms = Router::new()
         .route("/agents", post(api::forms::create_agent))
         .route("/agents/{id}/runs", post(api::forms::send))

@@ -13,12 +13,20 @@ struct Case {
     method: Method,
     path: String,
     body: Option<(&'static str, String)>,
+    header: Option<(&'static str, String)>,
     status: u16,
     code: &'static str,
 }
 
+impl Case {
+    fn header(mut self, name: &'static str, value: String) -> Case {
+        self.header = Some((name, value));
+        self
+    }
+}
+
 fn case(method: Method, path: String, status: u16, code: &'static str) -> Case {
-    Case { method, path, body: None, status, code }
+    Case { method, path, body: None, header: None, status, code }
 }
 
 fn with_body(
@@ -29,7 +37,7 @@ fn with_body(
     status: u16,
     code: &'static str,
 ) -> Case {
-    Case { method, path, body: Some((content_type, body)), status, code }
+    Case { method, path, body: Some((content_type, body)), header: None, status, code }
 }
 
 async fn row_counts(server: &TestServer) -> (i64, i64) {
@@ -79,11 +87,46 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
         with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, r#"{"content": "hi""#.into(), 400, "malformed_json"),
         with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, huge, 413, "body_too_large"),
         case(Method::GET, "/v1/no/such/thing".into(), 404, "unknown_route"),
+        case(Method::PUT, "/v1/agents".into(), 405, "method_not_allowed"),
+        case(Method::PATCH, format!("/v1/agents/{agent}"), 405, "method_not_allowed"),
+        case(Method::GET, "/v1/agents?after=nobody".into(), 400, "invalid_cursor"),
+        case(Method::GET, "/v1/agents/?order=sideways".into(), 400, "invalid_query"),
+        // Cancel.
+        with_body(Method::POST, format!("/v1/agents/{agent}/messages/cancel"), json_type, "{bad".into(), 400, "malformed_json"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/messages/cancel"), json_type, r#"{"run_ids":"x"}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{stranger}/messages/cancel"), json_type, "{}".into(), 404, "unknown_agent"),
+        with_body(Method::POST, "/v1/agents/nope/messages/cancel".into(), json_type, "{}".into(), 400, "invalid_id"),
+        // Runs.
+        case(Method::GET, "/v1/runs/not-a-run".into(), 400, "invalid_id"),
+        case(Method::GET, format!("/v1/runs/{stranger}"), 404, "unknown_run"),
+        with_body(Method::POST, format!("/v1/runs/{stranger}/stream"), json_type, "{}".into(), 404, "unknown_run"),
+        with_body(Method::POST, format!("/v1/runs/{stranger}/stream"), json_type, r#"{"starting_after":"x"}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/runs"), json_type, r#"{"content":"hi"}"#.into(), 400, "invalid_idempotency_key")
+            .header("idempotency-key", "k".repeat(300)),
+        // The SSE tail.
+        case(Method::GET, format!("/v1/agents/{agent}/events/stream?since=5"), 400, "since_beyond_head"),
+        case(Method::GET, format!("/v1/agents/{agent}/events/stream"), 400, "invalid_cursor").header("last-event-id", "abc".into()),
+        case(Method::GET, format!("/v1/agents/{stranger}/events/stream"), 404, "unknown_agent"),
+        case(Method::GET, "/v1/agents/x/events/stream".into(), 400, "invalid_id"),
+        // Letta's message API.
+        case(Method::GET, format!("/v1/agents/{agent}/messages?limit=0"), 400, "invalid_query"),
+        case(Method::GET, format!("/v1/agents/{agent}/messages?limit=5000"), 400, "limit_too_large"),
+        case(Method::GET, format!("/v1/agents/{stranger}/messages"), 404, "unknown_agent"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/messages"), json_type, r#"{"messages":[{"role":"user"}]}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/messages/stream"), json_type, r#"{"input":"hi","max_steps":0}"#.into(), 422, "invalid_body"),
+        with_body(Method::POST, format!("/v1/agents/{agent}/messages/stream"), json_type, "[]".into(), 422, "invalid_body"),
+        // The page forms.
+        with_body(Method::POST, "/agents".into(), "application/x-www-form-urlencoded", format!("name={}", "n".repeat(500)), 400, "invalid_body"),
+        with_body(Method::POST, format!("/agents/{stranger}/runs"), "application/x-www-form-urlencoded", "content=hi".into(), 404, "unknown_agent"),
+        with_body(Method::POST, format!("/agents/{agent}/runs"), "application/x-www-form-urlencoded", "content=".into(), 400, "invalid_body"),
     ];
     for case in cases {
         let mut request = server.http.request(case.method.clone(), server.url(&case.path));
         if let Some((content_type, body)) = case.body {
             request = request.header("content-type", content_type).body(body);
+        }
+        if let Some((name, value)) = case.header {
+            request = request.header(name, value);
         }
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();

@@ -1,0 +1,139 @@
+//! The optional access token on the API, WebSocket, SSE and pages, and the WebSocket origin check.
+
+mod common;
+
+use common::TestServer;
+use futures::StreamExt;
+use reqwest::header;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const TOKEN: &str = "s3cret-token";
+
+async fn guarded() -> TestServer {
+    TestServer::start_with(|config| config.api_token = Some(TOKEN.to_owned())).await
+}
+
+#[tokio::test]
+async fn without_the_token_the_api_answers_401_and_changes_nothing() {
+    let server = guarded().await;
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    for (method, path) in [
+        ("GET", "/v1/agents"),
+        ("POST", "/v1/agents"),
+        ("GET", "/v1/runs/00000000-0000-4000-8000-000000000000"),
+        ("POST", "/v1/agents/00000000-0000-4000-8000-000000000000/messages/stream"),
+        ("GET", "/v1/agents/00000000-0000-4000-8000-000000000000/events/stream"),
+    ] {
+        let request = no_redirects.request(method.parse().unwrap(), server.url(path)).json(&json!({ "name": "x" }));
+        for attempt in [request.try_clone().unwrap(), request.bearer_auth("wrong")] {
+            let response = attempt.send().await.unwrap();
+            assert_eq!(response.status(), 401, "{method} {path}");
+            assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "unauthorized");
+        }
+    }
+    // Nothing was created by the refused POST.
+    let agents: Vec<Value> = server.http.get(server.url("/v1/agents")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert!(agents.is_empty());
+    // The health check stays open for load balancers.
+    assert_eq!(server.http.get(server.url("/healthz")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
+    let server = guarded().await;
+    let created = server
+        .http
+        .post(server.url("/v1/agents"))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "name": "guarded" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let agent_id = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let by_cookie = server
+        .http
+        .get(server.url(&format!("/v1/agents/{agent_id}")))
+        .header(header::COOKIE, format!("agentstream_token={TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_cookie.status(), 200);
+    let sse = server
+        .http
+        .get(server.url(&format!("/v1/agents/{agent_id}/events/stream?token={TOKEN}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 200, "EventSource-style clients pass it in the query");
+    drop(sse);
+
+    // WebSocket: refused without the token, accepted with it.
+    let refused = tokio_tungstenite::connect_async(&server.ws_url).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 401),
+        other => panic!("a WebSocket without the token was not refused: {:?}", other.map(|_| ())),
+    }
+    let mut request = server.ws_url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert(header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the token opens the socket");
+    use futures::SinkExt;
+    socket
+        .send(tokio_tungstenite::tungstenite::Message::Text(
+            json!({ "type": "subscribe", "agent_id": agent_id, "since": 0 }).to_string().into(),
+        ))
+        .await
+        .unwrap();
+    let frame = tokio::time::timeout(common::WAIT_MAX, socket.next()).await.unwrap().unwrap().unwrap();
+    assert!(frame.to_text().unwrap().contains("subscribed"), "{frame:?}");
+}
+
+#[tokio::test]
+async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie() {
+    let server = guarded().await;
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let page = browser.get(server.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 401);
+    assert!(page.text().await.unwrap().contains("<form"), "the page asks for the token");
+
+    let opened = browser.get(server.url(&format!("/agents?x=1&token={TOKEN}"))).send().await.unwrap();
+    assert!(opened.status().is_redirection());
+    assert_eq!(opened.headers()[header::LOCATION], "/agents?x=1", "the token leaves the address bar");
+    let cookie = opened.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(cookie.starts_with(&format!("agentstream_token={TOKEN};")));
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+
+    let page = browser
+        .get(server.url("/"))
+        .header(header::COOKIE, format!("agentstream_token={TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("<html"));
+}
+
+#[tokio::test]
+async fn a_websocket_from_another_sites_page_is_refused() {
+    let server = TestServer::start_with(|config| config.allowed_origins = vec!["https://app.example".into()]).await;
+    let host = server.base.trim_start_matches("http://").to_owned();
+    for (origin, allowed) in [
+        (format!("http://{host}"), true),
+        ("https://app.example".to_owned(), true),
+        ("https://evil.example".to_owned(), false),
+    ] {
+        let mut request = server.ws_url.as_str().into_client_request().unwrap();
+        request.headers_mut().insert(header::ORIGIN, origin.parse().unwrap());
+        let outcome = tokio_tungstenite::connect_async(request).await;
+        match (outcome, allowed) {
+            (Ok(_), true) => {}
+            (Err(tokio_tungstenite::tungstenite::Error::Http(response)), false) => {
+                assert_eq!(response.status(), 403, "{origin}")
+            }
+            (outcome, _) => panic!("{origin}: allowed={allowed}, got {:?}", outcome.map(|_| ())),
+        }
+    }
+}
