@@ -262,7 +262,7 @@ pub async fn list_events(
     let limit = page_limit(
         query.limit.as_deref(),
         EVENTS_PAGE_LIMIT_DEFAULT,
-        EVENTS_PAGE_LIMIT_MAX,
+        state.limits.events_page_limit_max,
     )?;
     // The head is read first: events read after it may be newer, never older, so `has_more` is
     // never falsely false for the events that existed when the request came in.

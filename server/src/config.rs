@@ -16,6 +16,75 @@ pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
 /// at 30–60 s, and a disconnected client is noticed within it even while a tool runs silently.
 pub const LETTA_PING_INTERVAL_MS_DEFAULT: u64 = 15_000;
 
+/// The bounds an operator may change, each with its unit in its name. The defaults are the
+/// constants beside the code each one bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Request bodies above this are refused with 413 before they are read in full.
+    pub request_body_bytes_max: usize,
+    /// A WebSocket frame from a client above this closes that socket.
+    pub ws_message_bytes_max: usize,
+    /// Subscriptions one WebSocket connection may hold.
+    pub ws_subscriptions_per_connection_max: usize,
+    /// Open WebSocket connections per server; past it the upgrade answers 503.
+    pub ws_connections_max: usize,
+    /// Frames queued for one subscriber (WebSocket or SSE); a slower reader lags and is caught up
+    /// from the store.
+    pub subscriber_outbound_frames_max: usize,
+    /// Events per page of `GET /v1/agents/{id}/events` at most.
+    pub events_page_limit_max: u32,
+    /// Events one run may write before it is stopped (stop reason `max_events`).
+    pub run_events_max: u64,
+    /// A tool result longer than this is cut (and says so).
+    pub tool_result_chars_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            request_body_bytes_max: crate::REQUEST_BODY_BYTES_MAX,
+            ws_message_bytes_max: crate::ws::WS_MESSAGE_BYTES_MAX,
+            ws_subscriptions_per_connection_max: crate::ws::WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
+            ws_connections_max: crate::ws::WS_CONNECTIONS_MAX,
+            subscriber_outbound_frames_max: crate::ws::WS_OUTBOUND_FRAMES_MAX,
+            events_page_limit_max: crate::api::EVENTS_PAGE_LIMIT_MAX,
+            run_events_max: crate::runs::RUN_EVENTS_MAX_DEFAULT,
+            tool_result_chars_max: crate::runs::TOOL_RESULT_CHARS_MAX,
+        }
+    }
+}
+
+impl Limits {
+    /// Each limit from its `AGENTSTREAM_…` variable, or the default. Zero is refused: every limit
+    /// must let something through.
+    fn from_env() -> Result<Limits, String> {
+        let defaults = Limits::default();
+        fn positive<T: std::str::FromStr + PartialEq + From<u8>>(name: &str, default: T) -> Result<T, String> {
+            let value = parse_env(name, default)?;
+            if value == T::from(0) {
+                return Err(format!("{name} must be at least 1"));
+            }
+            Ok(value)
+        }
+        Ok(Limits {
+            request_body_bytes_max: positive("AGENTSTREAM_REQUEST_BODY_BYTES_MAX", defaults.request_body_bytes_max)?,
+            ws_message_bytes_max: positive("AGENTSTREAM_WS_MESSAGE_BYTES_MAX", defaults.ws_message_bytes_max)?,
+            ws_subscriptions_per_connection_max: positive(
+                "AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX",
+                defaults.ws_subscriptions_per_connection_max,
+            )?,
+            ws_connections_max: positive("AGENTSTREAM_WS_CONNECTIONS_MAX", defaults.ws_connections_max)?,
+            subscriber_outbound_frames_max: positive(
+                "AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX",
+                defaults.subscriber_outbound_frames_max,
+            )?,
+            events_page_limit_max: positive("AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX", defaults.events_page_limit_max)?,
+            run_events_max: positive("AGENTSTREAM_RUN_EVENTS_MAX", defaults.run_events_max)?,
+            tool_result_chars_max: positive("AGENTSTREAM_TOOL_RESULT_CHARS_MAX", defaults.tool_result_chars_max)?,
+        })
+    }
+}
+
 /// Which provider the server's agents use.
 #[derive(Clone, Debug)]
 pub enum ProviderChoice {
@@ -43,6 +112,7 @@ pub struct Config {
     pub api_token: Option<String>,
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Vec<String>,
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -57,6 +127,7 @@ impl Default for Config {
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             api_token: None,
             allowed_origins: Vec::new(),
+            limits: Limits::default(),
         }
     }
 }
@@ -86,6 +157,16 @@ Environment:
   AGENTSTREAM_ALLOWED_ORIGINS           comma-separated origins besides the server's own whose
                                         pages may open a WebSocket (default: none)
   RUST_LOG                              log filter (default info)
+
+Limits (each must be at least 1):
+  AGENTSTREAM_REQUEST_BODY_BYTES_MAX    request body size (default 65536)
+  AGENTSTREAM_WS_MESSAGE_BYTES_MAX      WebSocket frame from a client (default 65536)
+  AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX  (default 64)
+  AGENTSTREAM_WS_CONNECTIONS_MAX        open WebSockets per server (default 1024)
+  AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX  frames queued per subscriber (default 64)
+  AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX     events per page (default 1000)
+  AGENTSTREAM_RUN_EVENTS_MAX            events one run may write (default 100000)
+  AGENTSTREAM_TOOL_RESULT_CHARS_MAX     tool result length (default 16384)
 
 An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
 default, when the server has its settings (the scripted provider always).
@@ -204,6 +285,7 @@ impl Config {
                         .collect()
                 })
                 .unwrap_or_default(),
+            limits: Limits::from_env()?,
         })
     }
 

@@ -55,8 +55,9 @@ use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError};
 use crate::writer::Writer;
 
-/// Request bodies above this are refused with 413 before they are read in full. The largest
-/// legitimate body is a run's user message (`api::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
+/// Request bodies above this are refused with 413 before they are read in full (by default; see
+/// `config::Limits`). The largest legitimate body is a run's user message
+/// (`api::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
 pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 /// A REST request that takes longer than this is answered 408; WebSockets are exempt.
 pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
@@ -76,6 +77,7 @@ pub struct AppState {
     pub api_token: Option<Arc<str>>,
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Arc<Vec<String>>,
+    pub limits: Arc<config::Limits>,
 }
 
 impl AppState {
@@ -117,16 +119,21 @@ impl AppState {
             providers,
             tools::builtin(),
             config.run_iterations_max,
+            runs::RunLimits {
+                events_max: config.limits.run_events_max,
+                tool_result_chars_max: config.limits.tool_result_chars_max,
+            },
         ));
         Ok(AppState {
             store,
             hub,
             runs,
-            ws_connections: Arc::new(Semaphore::new(ws::WS_CONNECTIONS_MAX)),
+            ws_connections: Arc::new(Semaphore::new(config.limits.ws_connections_max)),
             shutdown: CancellationToken::new(),
             letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
             api_token: config.api_token.as_deref().map(Arc::from),
             allowed_origins: Arc::new(config.allowed_origins.clone()),
+            limits: Arc::new(config.limits.clone()),
         })
     }
 }
@@ -179,7 +186,7 @@ pub fn api_router(state: AppState) -> Router {
     let rest = Router::new()
         .nest("/v1", v1)
         .merge(forms)
-        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX));
+        .layer(DefaultBodyLimit::max(state.limits.request_body_bytes_max));
     Router::new()
         .route("/v1/ws", get(ws::upgrade))
         .merge(rest)

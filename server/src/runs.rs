@@ -43,8 +43,30 @@ pub const PROVIDER_RETRIES_MAX: u32 = 3;
 pub const PROVIDER_RETRY_DELAY_INITIAL_MS: u64 = 500;
 /// No retry waits longer than this, whatever `retry-after` says.
 pub const PROVIDER_RETRY_DELAY_MAX_MS: u64 = 30_000;
-/// A tool result longer than this is cut (and says so) before it goes back to the model.
+/// A tool result longer than this is cut (and says so) before it goes back to the model (by
+/// default; see `config::Limits`).
 pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
+/// Events one run may write unless configured otherwise: far beyond any real reply (a 20 000-token
+/// answer is about 20 000 events), low enough that a runaway model cannot fill the disk.
+pub const RUN_EVENTS_MAX_DEFAULT: u64 = 100_000;
+
+/// The per-run bounds of `config::Limits`.
+#[derive(Clone, Copy, Debug)]
+pub struct RunLimits {
+    /// Past this, the run stops its model and tools and ends with stop reason `max_events`; the
+    /// events that close it (results for open tool calls, the end) are still written.
+    pub events_max: u64,
+    pub tool_result_chars_max: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> RunLimits {
+        RunLimits {
+            events_max: RUN_EVENTS_MAX_DEFAULT,
+            tool_result_chars_max: TOOL_RESULT_CHARS_MAX,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartRunError {
@@ -124,6 +146,7 @@ pub struct Runs {
     providers: Providers,
     tools: Arc<Vec<Box<dyn Tool>>>,
     iterations_max: u32,
+    limits: RunLimits,
     active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
 }
 
@@ -134,6 +157,7 @@ impl Runs {
         providers: Providers,
         tools: Vec<Box<dyn Tool>>,
         iterations_max: u32,
+        limits: RunLimits,
     ) -> Runs {
         Runs {
             writer,
@@ -141,6 +165,7 @@ impl Runs {
             providers,
             tools: Arc::new(tools),
             iterations_max: iterations_max.max(1),
+            limits,
             active: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -212,6 +237,9 @@ impl Runs {
             tools: self.tools.clone(),
             cancel,
             usage: Usage::default(),
+            limits: self.limits,
+            events_written: 0,
+            over_limit: false,
         };
         let iterations_max = options
             .iterations_max
@@ -332,6 +360,11 @@ struct Run {
     cancel: CancellationToken,
     /// Usage of the LLM calls finished so far.
     usage: Usage,
+    limits: RunLimits,
+    /// Events this run has written so far.
+    events_written: u64,
+    /// True once `limits.events_max` was reached: only closing events are written from then on.
+    over_limit: bool,
 }
 
 /// How one LLM call ended.
@@ -385,6 +418,22 @@ impl Run {
 
     /// Queues one event; waits only when [`RUN_APPENDS_IN_FLIGHT_MAX`] are unacknowledged.
     async fn emit(&mut self, draft: EventDraft) -> Result<(), AppendError> {
+        if self.events_written >= self.limits.events_max && !self.over_limit {
+            tracing::warn!(run_id = %self.run_id, events_max = self.limits.events_max, "run reached its event limit; stopping it");
+            self.over_limit = true;
+            self.cancel.cancel();
+        }
+        // Past the limit, only what closes the run: results (and their cards' status) for open
+        // tool calls, the error and the end. Output still on its way is dropped.
+        let closing = matches!(draft.kind, EventKind::ToolResult | EventKind::Error)
+            || draft.kind.is_run_end()
+            || (draft.kind == EventKind::ToolCall
+                && draft.delta_path.as_deref() == Some("")
+                && draft.delta.as_ref().is_some_and(|delta| delta.get("status").is_some()));
+        if self.over_limit && !closing {
+            return Ok(());
+        }
+        self.events_written += 1;
         if self.in_flight.len() >= RUN_APPENDS_IN_FLIGHT_MAX {
             let oldest = self.in_flight.pop_front().expect("the queue is full");
             writer::wait(oldest).await?;
@@ -492,6 +541,11 @@ impl Run {
             Outcome::Completed(stop_reason) => {
                 let mut end = self.draft(EventKind::RunCompleted);
                 end.content = json!({ "stop_reason": stop_reason, "usage": self.usage.json() });
+                end
+            }
+            Outcome::Cancelled if self.over_limit => {
+                let mut end = self.draft(EventKind::RunCompleted);
+                end.content = json!({ "stop_reason": "max_events", "usage": self.usage.json() });
                 end
             }
             Outcome::Cancelled => {
@@ -635,7 +689,13 @@ impl Run {
                         "input": {},
                         "status": "streaming",
                     });
+                    let written_before = self.events_written;
                     self.emit(draft).await?;
+                    if self.events_written == written_before {
+                        // Dropped at the event limit: the call never existed in the log, so it
+                        // must not get a result either.
+                        continue;
+                    }
                     calls.push(call);
                 }
                 ProviderEvent::ToolCallInputDelta { id, json: piece } => {
@@ -748,9 +808,13 @@ impl Run {
             serde_json::Value::String(text) => text.clone(),
             other => other.to_string(),
         };
-        if content.chars().count() > TOOL_RESULT_CHARS_MAX {
-            content = content.chars().take(TOOL_RESULT_CHARS_MAX).collect::<String>()
+        let chars_max = self.limits.tool_result_chars_max;
+        let mut value = value;
+        if content.chars().count() > chars_max {
+            content = content.chars().take(chars_max).collect::<String>()
                 + " … [cut: the result was longer than the limit]";
+            // The log keeps what the model was given, not the whole result.
+            value = json!(content);
         }
         let mut status = self.call_draft(call, EventKind::ToolCall);
         status.delta = Some(json!({ "status": if is_error { "error" } else { "done" } }));

@@ -17,6 +17,8 @@ use axum::response::IntoResponse;
 use futures::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 
+// Messages queued for one SSE response: `limits.subscriber_outbound_frames_max`. When the reader
+// is slower, the subscription lags at the hub and catches up from the store.
 use crate::api::{head_for_cursor, parse_agent_id, CountQuery};
 use crate::error::ApiError;
 use crate::subscription::{self, FollowError};
@@ -24,9 +26,6 @@ use crate::AppState;
 
 /// A comment line goes out this often on a quiet stream, so proxies and clients keep it open.
 pub const SSE_KEEPALIVE_INTERVAL_MS: u64 = 15_000;
-/// Messages queued for one SSE response. When the reader is slower, the subscription lags at the
-/// hub and catches up from the store.
-pub const SSE_OUTBOUND_MESSAGES_MAX: usize = 64;
 
 pub async fn stream_events(
     State(state): State<AppState>,
@@ -50,7 +49,8 @@ pub async fn stream_events(
     // Refuse what cannot be followed before the stream starts, with a proper status.
     head_for_cursor(&state, agent_id, since).await?;
 
-    let (out, receiver) = mpsc::channel::<ServerMessage>(SSE_OUTBOUND_MESSAGES_MAX);
+    let (out, receiver) =
+        mpsc::channel::<ServerMessage>(state.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
         let result =
             subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;

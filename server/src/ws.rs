@@ -22,7 +22,7 @@ use crate::error::ApiError;
 use crate::subscription::{self, FollowError};
 use crate::AppState;
 
-/// Open WebSocket connections at most. Each costs a task, a queue and its subscriptions; past this
+/// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
 /// the upgrade is refused with 503 so the server stays responsive.
 pub const WS_CONNECTIONS_MAX: usize = 1024;
 /// The largest frame a client may send. Client messages are small commands; anything bigger is a
@@ -51,12 +51,15 @@ pub async fn upgrade(
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_connections",
-            format!("{WS_CONNECTIONS_MAX} WebSocket connections are open; try again shortly"),
+            format!(
+                "{} WebSocket connections are open; try again shortly",
+                state.limits.ws_connections_max
+            ),
         )
         .into_response();
     };
     upgrade
-        .max_message_size(WS_MESSAGE_BYTES_MAX)
+        .max_message_size(state.limits.ws_message_bytes_max)
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
             serve_socket(state, sink, stream).await;
@@ -70,7 +73,8 @@ where
     W: Sink<Message> + Unpin + Send + 'static,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
 {
-    let (out, mut outbound) = mpsc::channel::<ServerMessage>(WS_OUTBOUND_FRAMES_MAX);
+    let (out, mut outbound) =
+        mpsc::channel::<ServerMessage>(state.limits.subscriber_outbound_frames_max);
     let socket_writer = tokio::spawn(async move {
         while let Some(message) = outbound.recv().await {
             let text = serde_json::to_string(&message).expect("server messages serialize");
@@ -115,13 +119,13 @@ where
                 if let Some(previous) = subscriptions.remove(&agent_id) {
                     // A new subscribe for the same agent replaces the old one (a new cursor).
                     previous.abort();
-                } else if subscriptions.len() >= WS_SUBSCRIPTIONS_PER_CONNECTION_MAX {
+                } else if subscriptions.len() >= state.limits.ws_subscriptions_per_connection_max {
                     reply_error(
                         &out,
                         "too_many_subscriptions",
                         &format!(
-                            "a connection holds at most {WS_SUBSCRIPTIONS_PER_CONNECTION_MAX} \
-                             subscriptions"
+                            "a connection holds at most {} subscriptions",
+                            state.limits.ws_subscriptions_per_connection_max
                         ),
                         Some(agent_id),
                     )

@@ -163,7 +163,8 @@ pub fn stop_reason(end: &AgentEvent) -> &'static str {
         },
         _ => match ours {
             "max_iterations" => "max_steps",
-            "max_tokens" | "length" => "max_tokens_exceeded",
+            // Our own `max_events` (the run hit its event limit) is the nearest Letta has.
+            "max_tokens" | "length" | "max_events" => "max_tokens_exceeded",
             _ => "end_turn",
         },
     }
