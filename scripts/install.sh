@@ -61,6 +61,14 @@ ensure_chromium() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y --no-install-recommends chromium
 }
 
+# cargo-fuzz, for scripts/fuzz.sh (about a minute to build).
+CARGO_FUZZ_VERSION=0.13.2
+ensure_cargo_fuzz() {
+  if cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then return; fi
+  say "installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+}
+
 ensure_build_tools() {
   ensure_wasm_target
   ensure_node_packages

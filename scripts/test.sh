@@ -37,6 +37,8 @@ run_suite() {
 # and `hydrate` features.
 run_suite "app (cargo test)" cargo test -p app
 run_suite "server (cargo test)" cargo test -p server
+# Each fuzz target briefly, so they keep building and a shallow crash shows up.
+run_suite "fuzz (${AGENTSTREAM_FUZZ_SECONDS:-10} s per target)" scripts/fuzz.sh "${AGENTSTREAM_FUZZ_SECONDS:-10}"
 if build_release; then
   run_suite "browser (playwright)" bash -c "cd end2end && npx playwright test"
 else

@@ -1,0 +1,26 @@
+//! Arbitrary event sequences (JSON lines of `AgentEvent`, seqs renumbered to be a log) through the
+//! Letta mapping in both cuts. Nothing may panic, and `seq_id` only goes up.
+#![no_main]
+
+use agentstream_server::letta::mapping::{map_all, Cut, LettaItem};
+use app::AgentEvent;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let mut events: Vec<AgentEvent> = text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    for (index, event) in events.iter_mut().enumerate() {
+        event.seq = index as u64 + 1;
+    }
+    for cut in [Cut::Tokens, Cut::Steps] {
+        let items = map_all(cut, &events);
+        let mut last = 0;
+        for item in &items {
+            if let LettaItem::Message(message) = item {
+                assert!(message.seq_id > last, "seq_id went back");
+                last = message.seq_id;
+            }
+            let _ = item.to_json();
+        }
+    }
+});
