@@ -419,14 +419,18 @@ pub fn optional_json_body<T: serde::de::DeserializeOwned + Default>(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|error| {
-        let (status, code) = if error.is_data() {
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
-        } else {
-            (StatusCode::BAD_REQUEST, "malformed_json")
-        };
-        ApiError::new(status, code, format!("cannot read the {what}: {error}"))
-    })
+    serde_json::from_slice(body).map_err(|error| body_error(&error, what))
+}
+
+/// The answer to a JSON body that did not parse: 400 when it is not JSON, 422 when it is JSON of
+/// the wrong shape — the same as [`ApiJson`]'s.
+pub fn body_error(error: &serde_json::Error, what: &str) -> ApiError {
+    let (status, code) = if error.is_data() {
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+    } else {
+        (StatusCode::BAD_REQUEST, "malformed_json")
+    };
+    ApiError::new(status, code, format!("cannot read the {what}: {error}"))
 }
 
 /// How long a cancel request waits for the run to write its last event before answering. A run

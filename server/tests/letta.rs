@@ -98,14 +98,7 @@ impl TestServer {
     }
 
     async fn run_status(&self, run_id: &str) -> Value {
-        self.http
-            .get(self.url(&format!("/v1/runs/{run_id}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.get_json(&format!("/v1/runs/{run_id}")).await
     }
 
     /// Polls `GET /v1/runs/{id}` until the run is no longer running.
@@ -195,11 +188,7 @@ async fn step_stream_sends_one_whole_message_per_step() {
 
 #[tokio::test]
 async fn disconnecting_from_a_foreground_stream_cancels_its_run() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 2000;
-        config.scripted.token_delay_ms = 5;
-    })
-    .await;
+    let server = TestServer::start_paced(2000, 5).await;
     let agent_id = server.create_agent().await;
     let mut stream = server
         .letta_stream(agent_id, json!({ "messages": user("talk for a while"), "stream_tokens": true }))
@@ -218,11 +207,7 @@ async fn disconnecting_from_a_foreground_stream_cancels_its_run() {
 
 #[tokio::test]
 async fn a_background_run_survives_disconnect_and_resumes_with_no_gap_and_no_duplicate() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 300;
-        config.scripted.token_delay_ms = 3;
-    })
-    .await;
+    let server = TestServer::start_paced(300, 3).await;
     let agent_id = server.create_agent().await;
     for cut in [true, false] {
         let mut stream = server
@@ -316,16 +301,9 @@ async fn pings_arrive_while_a_slow_tool_runs() {
 async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
-    let response: Value = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages")))
-        .json(&json!({ "messages": user("/echo hello there") }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let response = server
+        .post_json(&format!("/v1/agents/{agent_id}/messages"), &json!({ "messages": user("/echo hello there") }))
+        .await;
     let messages = response["messages"].as_array().unwrap();
     let types: Vec<&str> = messages.iter().map(|m| m["message_type"].as_str().unwrap()).collect();
     assert_eq!(types, ["reasoning_message", "assistant_message"], "{response}");
@@ -369,27 +347,16 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
 
 #[tokio::test]
 async fn cancel_ends_a_streaming_run_with_stop_reason_cancelled() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 2000;
-        config.scripted.token_delay_ms = 5;
-    })
-    .await;
+    let server = TestServer::start_paced(2000, 5).await;
     let agent_id = server.create_agent().await;
     let mut stream = server
         .letta_stream(agent_id, json!({ "messages": user("go on"), "stream_tokens": true, "background": true }))
         .await;
     let first = stream.next().await.unwrap();
     let run_id = first.data["run_id"].as_str().unwrap().to_owned();
-    let response: Value = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
-        .json(&json!({ "run_ids": [run_id] }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let response = server
+        .post_json(&format!("/v1/agents/{agent_id}/messages/cancel"), &json!({ "run_ids": [run_id] }))
+        .await;
     assert_eq!(response["cancelled_run_ids"][0], run_id.as_str());
     let rest = stream.until_done().await;
     let stop = rest.iter().find(|f| message_type(f) == "stop_reason").unwrap();

@@ -71,7 +71,7 @@ async fn pages_are_bounded() {
     let run = server.start_run(agent, "/echo a b c d e f g h").await;
     let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
     loop {
-        let run: Value = server.http.get(server.url(&format!("/v1/runs/{run}"))).send().await.unwrap().json().await.unwrap();
+        let run = server.get_json(&format!("/v1/runs/{run}")).await;
         if run["status"] == "completed" {
             break;
         }

@@ -158,14 +158,8 @@ impl LettaRequest {
 /// Reads a Letta send body as the handlers do: the user's text and the client's otid, or the
 /// error the client would get. (The fuzz targets drive this with arbitrary bytes.)
 pub fn parse_request(body: &[u8]) -> Result<(String, Option<String>), ApiError> {
-    let request: LettaRequest = serde_json::from_slice(body).map_err(|error| {
-        let (status, code) = if error.is_data() {
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
-        } else {
-            (StatusCode::BAD_REQUEST, "malformed_json")
-        };
-        ApiError::new(status, code, format!("cannot read the request: {error}"))
-    })?;
+    let request: LettaRequest = serde_json::from_slice(body)
+        .map_err(|error| crate::api::body_error(&error, "request"))?;
     request.user_message()
 }
 

@@ -73,6 +73,27 @@ impl TestServer {
         server
     }
 
+    /// A server whose scripted replies are `reply_tokens` long with `token_delay_ms` between
+    /// tokens: long enough to act on a run while it streams.
+    pub async fn start_paced(reply_tokens: u32, token_delay_ms: u64) -> TestServer {
+        TestServer::start_with(|config| {
+            config.scripted.reply_tokens = reply_tokens;
+            config.scripted.token_delay_ms = token_delay_ms;
+        })
+        .await
+    }
+
+    /// POSTs `body` as JSON to `path` and returns the answer's JSON, whatever the status.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Value {
+        let response = self.http.post(self.url(path)).json(body).send().await.unwrap();
+        response.json().await.unwrap()
+    }
+
+    /// GETs `path` and returns the answer's JSON, whatever the status.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.http.get(self.url(path)).send().await.unwrap().json().await.unwrap()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
