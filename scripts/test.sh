@@ -35,8 +35,8 @@ run_suite() {
 
 # app and server separately: one cargo command for the whole workspace would unify the `ssr`
 # and `hydrate` features.
-run_suite "app (cargo test)" cargo test -p app
-run_suite "server (cargo test)" cargo test -p server
+run_suite "app (cargo test)" cargo test -p app --no-fail-fast
+run_suite "server (cargo test)" cargo test -p server --no-fail-fast
 # Each fuzz target briefly, so they keep building and a shallow crash shows up.
 run_suite "fuzz (${AGENTSTREAM_FUZZ_SECONDS:-10} s per target)" scripts/fuzz.sh "${AGENTSTREAM_FUZZ_SECONDS:-10}"
 if build_release; then

@@ -142,8 +142,19 @@ async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
 
     // Join at several points while the run is writing, each with the cursor it had.
     let mut followers = Vec::new();
+    let mut previous = 0;
     for _ in 0..4 {
-        let since = server.events_page(agent_id, 0, 1).await.head_seq;
+        // Each joins at a head the one before it did not see (the run is writing meanwhile).
+        let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
+        let since = loop {
+            let head = server.events_page(agent_id, 0, 1).await.head_seq;
+            if head > previous {
+                break head;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the run stopped writing at {head}");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        };
+        previous = since;
         let mut client = server.connect().await;
         client.subscribe(agent_id, since).await;
         followers.push(tokio::spawn(async move {
