@@ -48,6 +48,39 @@ impl SqliteStore {
     }
 }
 
+/// Rows one INSERT statement carries at most: 15 bound values each, well under SQLite's limit of
+/// 32 766 variables per statement.
+const INSERT_ROWS_PER_STATEMENT_MAX: usize = 256;
+
+/// Inserts `events` with one multi-row INSERT.
+async fn insert_events(
+    transaction: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    events: &[&AgentEvent],
+) -> Result<(), StoreError> {
+    let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+        "INSERT INTO agent_events ({EVENT_COLUMNS}) "
+    ));
+    query.push_values(events, |mut row, event| {
+        row.push_bind(event.id.to_string())
+            .push_bind(event.agent_id.to_string())
+            .push_bind(event.seq as i64)
+            .push_bind(event.run_id.map(|id| id.to_string()))
+            .push_bind(event.thread_id.map(|id| id.to_string()))
+            .push_bind(event.block_id.map(|id| id.to_string()))
+            .push_bind(event.message_id.map(|id| id.to_string()))
+            .push_bind(event.kind.as_str())
+            .push_bind(event.delta.as_ref().map(json_text))
+            .push_bind(event.delta_path.clone())
+            .push_bind(event.delta_action.map(DeltaAction::as_str))
+            .push_bind(json_text(&event.content))
+            .push_bind(event.raw.as_ref().map(json_text))
+            .push_bind(json_text(&event.metadata))
+            .push_bind(event.created_at.to_rfc3339());
+    });
+    query.build().persistent(true).execute(&mut **transaction).await?;
+    Ok(())
+}
+
 const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at";
 const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
@@ -310,50 +343,60 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
-        let mut committed = Vec::with_capacity(batches.len());
+        // One head bump per agent for the whole group, then the events in as few INSERT
+        // statements as possible: per-statement round trips to SQLite's worker thread, not the
+        // fsync, are what a commit of many small events costs.
+        let mut totals: Vec<(Uuid, i64)> = Vec::new();
         for batch in batches {
-            let count = batch.drafts.len() as i64;
+            match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
+                Some((_, total)) => *total += batch.drafts.len() as i64,
+                None => totals.push((batch.agent_id, batch.drafts.len() as i64)),
+            }
+        }
+        let mut transaction = self.pool.begin().await?;
+        // The next seq to hand out, per agent.
+        let mut next_seq: Vec<(Uuid, u64)> = Vec::with_capacity(totals.len());
+        for (agent_id, total) in &totals {
             // The bump comes first so this transaction takes the write lock at once, and an
             // unknown agent is found before anything is inserted.
             let head: Option<i64> = sqlx::query_scalar(
                 "UPDATE agents SET head_seq = head_seq + ? WHERE id = ? RETURNING head_seq",
             )
-            .bind(count)
-            .bind(batch.agent_id.to_string())
+            .bind(total)
+            .bind(agent_id.to_string())
             .fetch_optional(&mut *transaction)
             .await?;
             let Some(head) = head else {
-                return Err(StoreError::UnknownAgent(batch.agent_id));
+                return Err(StoreError::UnknownAgent(*agent_id));
             };
-            let first_seq = seq_from_column(head - count + 1)?;
-            let mut events = Vec::with_capacity(batch.drafts.len());
-            for (offset, draft) in batch.drafts.iter().enumerate() {
-                let event = draft.clone().into_event(batch.agent_id, first_seq + offset as u64);
-                sqlx::query(&format!(
-                    "INSERT INTO agent_events ({EVENT_COLUMNS}) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                ))
-                .bind(event.id.to_string())
-                .bind(event.agent_id.to_string())
-                .bind(event.seq as i64)
-                .bind(event.run_id.map(|id| id.to_string()))
-                .bind(event.thread_id.map(|id| id.to_string()))
-                .bind(event.block_id.map(|id| id.to_string()))
-                .bind(event.message_id.map(|id| id.to_string()))
-                .bind(event.kind.as_str())
-                .bind(event.delta.as_ref().map(json_text))
-                .bind(&event.delta_path)
-                .bind(event.delta_action.map(DeltaAction::as_str))
-                .bind(json_text(&event.content))
-                .bind(event.raw.as_ref().map(json_text))
-                .bind(json_text(&event.metadata))
-                .bind(event.created_at.to_rfc3339())
-                .execute(&mut *transaction)
-                .await?;
-                events.push(event);
-            }
+            next_seq.push((*agent_id, seq_from_column(head - total + 1)?));
+        }
+        let mut committed = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let cursor = next_seq
+                .iter_mut()
+                .find(|(agent_id, _)| *agent_id == batch.agent_id)
+                .map(|(_, next)| next)
+                .expect("every agent of the group has a cursor");
+            let events: Vec<AgentEvent> = batch
+                .drafts
+                .iter()
+                .map(|draft| {
+                    let event = draft.clone().into_event(batch.agent_id, *cursor);
+                    *cursor += 1;
+                    event
+                })
+                .collect();
             committed.push(events);
+        }
+        let all: Vec<&AgentEvent> = committed.iter().flatten().collect();
+        let mut rest = all.as_slice();
+        while !rest.is_empty() {
+            // Power-of-two statement sizes: a handful of statement shapes, all cached.
+            let rows = INSERT_ROWS_PER_STATEMENT_MAX.min(1 << rest.len().ilog2());
+            let (chunk, tail) = rest.split_at(rows);
+            insert_events(&mut transaction, chunk).await?;
+            rest = tail;
         }
         transaction.commit().await?;
         Ok(committed)
