@@ -354,21 +354,32 @@ impl Store for SqliteStore {
             }
         }
         let mut transaction = self.pool.begin().await?;
+        // Every agent's head in one statement (it comes first, so this transaction takes the
+        // write lock at once, and an unknown agent is found before anything is inserted):
+        // UPDATE agents SET head_seq = head_seq + CASE id WHEN a THEN n … END WHERE id IN (a, …)
+        let mut bump = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "UPDATE agents SET head_seq = head_seq + CASE id",
+        );
+        for (agent_id, total) in &totals {
+            bump.push(" WHEN ").push_bind(agent_id.to_string());
+            bump.push(" THEN ").push_bind(*total);
+        }
+        bump.push(" END WHERE id IN (");
+        let mut ids = bump.separated(", ");
+        for (agent_id, _) in &totals {
+            ids.push_bind(agent_id.to_string());
+        }
+        bump.push(") RETURNING id, head_seq");
+        let heads = bump.build().persistent(false).fetch_all(&mut *transaction).await?;
         // The next seq to hand out, per agent.
         let mut next_seq: Vec<(Uuid, u64)> = Vec::with_capacity(totals.len());
         for (agent_id, total) in &totals {
-            // The bump comes first so this transaction takes the write lock at once, and an
-            // unknown agent is found before anything is inserted.
-            let head: Option<i64> = sqlx::query_scalar(
-                "UPDATE agents SET head_seq = head_seq + ? WHERE id = ? RETURNING head_seq",
-            )
-            .bind(total)
-            .bind(agent_id.to_string())
-            .fetch_optional(&mut *transaction)
-            .await?;
-            let Some(head) = head else {
-                return Err(StoreError::UnknownAgent(*agent_id));
-            };
+            let key = agent_id.to_string();
+            let head: i64 = heads
+                .iter()
+                .find(|row| row.get::<String, _>(0) == key)
+                .map(|row| row.get(1))
+                .ok_or(StoreError::UnknownAgent(*agent_id))?;
             next_seq.push((*agent_id, seq_from_column(head - total + 1)?));
         }
         let mut committed = Vec::with_capacity(batches.len());
