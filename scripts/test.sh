@@ -38,7 +38,7 @@ run_suite() {
 run_suite "app (cargo test)" cargo test -p app --no-fail-fast
 run_suite "server (cargo test)" cargo test -p server --no-fail-fast
 # The benchmark, tiny, so it keeps building and running (figures: see the README).
-run_suite "benchmark (smoke)" cargo run -q -p server --bin agentstream-bench -- --smoke
+run_suite "benchmark (smoke)" cargo run -q -p server --example bench -- --smoke
 # Each fuzz target briefly, so they keep building and a shallow crash shows up.
 run_suite "fuzz (${AGENTSTREAM_FUZZ_SECONDS:-10} s per target)" scripts/fuzz.sh "${AGENTSTREAM_FUZZ_SECONDS:-10}"
 if build_release; then

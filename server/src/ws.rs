@@ -28,6 +28,13 @@ pub const WS_CONNECTIONS_MAX: usize = 1024;
 /// The largest frame a client may send. Client messages are small commands; anything bigger is a
 /// mistake or an attack.
 pub const WS_MESSAGE_BYTES_MAX: usize = 64 * 1024;
+/// The read buffer each connection allocates up front. Client frames are small commands; the
+/// library's default (128 KiB) made an idle socket cost ~140 KB (`examples/bench.rs`).
+pub const WS_READ_BUFFER_BYTES: usize = 4 * 1024;
+/// Outgoing bytes gathered before they are written to the socket.
+pub const WS_WRITE_BUFFER_BYTES: usize = 8 * 1024;
+/// Outgoing bytes one socket may hold when writes are failing; past it the socket errors.
+pub const WS_WRITE_BUFFER_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Subscriptions one connection may hold.
 pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 /// Frames queued for one socket. When full, the connection's subscriptions wait, lag at the hub,
@@ -60,6 +67,9 @@ pub async fn upgrade(
     };
     upgrade
         .max_message_size(state.limits.ws_message_bytes_max)
+        .read_buffer_size(WS_READ_BUFFER_BYTES)
+        .write_buffer_size(WS_WRITE_BUFFER_BYTES)
+        .max_write_buffer_size(WS_WRITE_BUFFER_BYTES_MAX)
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
             serve_socket(state, sink, stream).await;

@@ -1,0 +1,568 @@
+//! The benchmark: how fast the engine persists and broadcasts, beside the machine's physical
+//! limit (fsyncs per second) and the seed design (one SQLite transaction per event, DELETE
+//! journal), all measured in the same run on the same disk; then the real server over real
+//! sockets: latency of 100 paced streams, resuming a 10 000-event gap, idle WebSocket memory.
+//!
+//! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
+//! version (the test command uses it so the benchmark keeps building and running). Not a test:
+//! nothing here passes or fails on a number.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentstream_server::hub::Hub;
+use agentstream_server::store::sqlite::SqliteStore;
+use agentstream_server::store::{EventDraft, NewAgent, Store};
+use agentstream_server::writer::{self, Writer};
+use app::{DeltaAction, EventKind};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::ConnectOptions;
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+/// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).
+const PRODUCER_IN_FLIGHT_MAX: usize = 64;
+
+struct Sizes {
+    fsync_seconds: f64,
+    baseline_events: u64,
+    agents: u64,
+    events_per_agent: u64,
+    /// Paced streams at once, their events each, and the pause between events.
+    streams: u64,
+    stream_events: u32,
+    stream_delay_ms: u64,
+    gap_events: u32,
+    idle_sockets: usize,
+}
+
+fn main() {
+    let smoke = std::env::args().any(|argument| argument == "--smoke");
+    let sizes = if smoke {
+        Sizes {
+            fsync_seconds: 0.2,
+            baseline_events: 50,
+            agents: 4,
+            events_per_agent: 200,
+            streams: 4,
+            stream_events: 20,
+            stream_delay_ms: 20,
+            gap_events: 300,
+            idle_sockets: 20,
+        }
+    } else {
+        Sizes {
+            fsync_seconds: 2.0,
+            baseline_events: 1_000,
+            agents: 100,
+            events_per_agent: 2_000,
+            streams: 100,
+            stream_events: 250,
+            stream_delay_ms: 20,
+            gap_events: 10_000,
+            idle_sockets: 10_000,
+        }
+    };
+    let directory = std::env::var_os("AGENTSTREAM_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("data/bench"));
+    std::fs::create_dir_all(&directory).expect("the bench directory can be created");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(run(&directory, &sizes, smoke));
+}
+
+async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
+    println!("agentstream-bench{} on {}", if smoke { " (smoke)" } else { "" }, directory.display());
+    let fsyncs = fsync_rate(directory, sizes.fsync_seconds);
+    println!("{:<58} {:>12.0} /s", "fsync (4 KiB write + fdatasync), the physical limit", fsyncs);
+    let baseline = seed_design(directory, sizes.baseline_events).await;
+    println!(
+        "{:<58} {:>12.0} events/s",
+        "baseline: one transaction per event, DELETE journal", baseline
+    );
+    let engine = engine(directory, sizes.agents, sizes.events_per_agent).await;
+    println!(
+        "{:<58} {:>12.0} events/s",
+        format!("engine: persisted + broadcast, {} agents at once", sizes.agents),
+        engine.events_per_second
+    );
+    println!(
+        "{:<58} {:>12.1} ms / {:.1} ms / {:.1} ms",
+        "  submit → received by a subscriber: p50 / p99 / max", engine.p50_ms, engine.p99_ms, engine.max_ms
+    );
+    println!("{:<58} {:>12.0} x", "engine / baseline", engine.events_per_second / baseline);
+    println!("{:<58} {:>12.1} events", "  events per fsync (group commit)", engine.events_per_second / fsyncs);
+
+    let server = live::Server::start(directory, "streams", sizes.stream_delay_ms, sizes.stream_events).await;
+    let latency = live::stream_latency(&server, sizes).await;
+    drop(server);
+    // A second server whose scripted replies are the gap's length, unpaced.
+    let server = live::Server::start(directory, "gap", 0, sizes.gap_events).await;
+    println!(
+        "{:<58} {:>12.1} ms / {:.1} ms / {:.1} ms",
+        format!(
+            "{} streams x {} events/s: event made -> WS frame p50/p99/max",
+            sizes.streams,
+            1000 / sizes.stream_delay_ms.max(1)
+        ),
+        latency.0,
+        latency.1,
+        latency.2
+    );
+    let gap = live::resume_gap(&server).await;
+    println!(
+        "{:<58} {:>12.1} ms / {:.1} ms",
+        format!("resume a {}-event gap over WebSocket: first / all", gap.events),
+        gap.ws_first_ms,
+        gap.ws_all_ms
+    );
+    println!(
+        "{:<58} {:>12.1} ms / {:.1} ms",
+        format!("resume a {}-event gap over REST (pages of 1000): first / all", gap.events),
+        gap.rest_first_ms,
+        gap.rest_all_ms
+    );
+    drop(server);
+    match live::idle_memory(directory, sizes.idle_sockets).await {
+        Some((sockets, bytes_each)) => println!(
+            "{:<58} {:>12.1} KB each",
+            format!("{sockets} idle subscribed WebSockets, server memory"),
+            bytes_each / 1024.0
+        ),
+        None => println!("{:<58} {:>12}", "idle WebSockets: no release server binary to run", "skipped"),
+    }
+}
+
+/// Writes 4 KiB and `fdatasync`s it, over and over, for `seconds`: what one durable commit costs
+/// at the least on this disk.
+fn fsync_rate(directory: &Path, seconds: f64) -> f64 {
+    use std::io::{Seek, Write};
+    let path = directory.join("fsync.probe");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let block = [7u8; 4096];
+    let started = Instant::now();
+    let mut count = 0u64;
+    while started.elapsed().as_secs_f64() < seconds {
+        file.seek(std::io::SeekFrom::Start(0)).unwrap();
+        file.write_all(&block).unwrap();
+        file.sync_data().unwrap();
+        count += 1;
+    }
+    let rate = count as f64 / started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(path);
+    rate
+}
+
+fn remove_database(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+/// The seed design: every token its own transaction (`BEGIN; next seq; INSERT; COMMIT`) in
+/// SQLite's default DELETE journal mode with synchronous=FULL.
+async fn seed_design(directory: &Path, events: u64) -> f64 {
+    let path = directory.join("baseline.db");
+    remove_database(&path);
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Delete)
+        .synchronous(SqliteSynchronous::Full)
+        .disable_statement_logging();
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+    sqlx::query(
+        "CREATE TABLE events (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, seq INTEGER NOT NULL, \
+         content TEXT NOT NULL, UNIQUE (agent_id, seq))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let agent = Uuid::new_v4().to_string();
+    let started = Instant::now();
+    for _ in 0..events {
+        let mut transaction = pool.begin().await.unwrap();
+        let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE agent_id = ?")
+            .bind(&agent)
+            .fetch_one(&mut *transaction)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO events (id, agent_id, seq, content) VALUES (?, ?, ?, ?)")
+            .bind(Uuid::new_v4().to_string())
+            .bind(&agent)
+            .bind(next)
+            .bind(r#"{"text":"token "}"#)
+            .execute(&mut *transaction)
+            .await
+            .unwrap();
+        transaction.commit().await.unwrap();
+    }
+    let rate = events as f64 / started.elapsed().as_secs_f64();
+    pool.close().await;
+    remove_database(&path);
+    rate
+}
+
+struct EngineFigures {
+    events_per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+/// The real store, writer and hub: `agents` producers each append `events_per_agent` token
+/// deltas, pipelined as runs do, while one subscriber per agent receives them from the hub.
+/// The clock stops when every subscriber has its agent's last event.
+async fn engine(directory: &Path, agents: u64, events_per_agent: u64) -> EngineFigures {
+    let path = directory.join("engine.db");
+    remove_database(&path);
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap(),
+    );
+    let hub = Arc::new(Hub::new(agentstream_server::hub::HUB_ROOM_BATCHES_MAX_DEFAULT));
+    let writer = Writer::spawn(store.clone(), hub.clone());
+    let mut agent_ids = Vec::new();
+    for index in 0..agents {
+        let agent = store
+            .create_agent(NewAgent { name: format!("bench-{index}"), ..NewAgent::default() })
+            .await
+            .unwrap();
+        agent_ids.push(agent.id);
+    }
+    // Submit times by (agent, seq), read by the subscribers to measure latency.
+    let submitted: Arc<Vec<std::sync::Mutex<Vec<Instant>>>> =
+        Arc::new((0..agents).map(|_| std::sync::Mutex::new(Vec::new())).collect());
+    let mut subscribers = Vec::new();
+    for (index, &agent_id) in agent_ids.iter().enumerate() {
+        let mut live = hub.subscribe(agent_id);
+        let submitted = submitted.clone();
+        subscribers.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(events_per_agent as usize);
+            let mut last = 0u64;
+            while last < events_per_agent {
+                match live.recv().await {
+                    Ok(batch) => {
+                        let now = Instant::now();
+                        let sent = submitted[index].lock().unwrap();
+                        for event in batch.iter() {
+                            if let Some(at) = sent.get(event.seq as usize - 1) {
+                                latencies.push(now.duration_since(*at));
+                            }
+                            last = event.seq;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => break,
+                }
+            }
+            latencies
+        }));
+    }
+    let started = Instant::now();
+    let mut producers = Vec::new();
+    for (index, &agent_id) in agent_ids.iter().enumerate() {
+        let writer = writer.clone();
+        let submitted = submitted.clone();
+        producers.push(tokio::spawn(async move {
+            let message_id = Uuid::new_v4();
+            let mut in_flight = std::collections::VecDeque::new();
+            for _ in 0..events_per_agent {
+                if in_flight.len() >= PRODUCER_IN_FLIGHT_MAX {
+                    writer::wait(in_flight.pop_front().unwrap()).await.unwrap();
+                }
+                let mut draft = EventDraft::new(EventKind::Text);
+                draft.message_id = Some(message_id);
+                draft.delta = Some(serde_json::Value::String("token ".into()));
+                draft.delta_path = Some("text".into());
+                draft.delta_action = Some(DeltaAction::Append);
+                submitted[index].lock().unwrap().push(Instant::now());
+                in_flight.push_back(writer.submit(agent_id, vec![draft]).await.unwrap());
+            }
+            for receipt in in_flight {
+                writer::wait(receipt).await.unwrap();
+            }
+        }));
+    }
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let mut latencies: Vec<Duration> = Vec::new();
+    for subscriber in subscribers {
+        latencies.extend(subscriber.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let percentile = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    let figures = EngineFigures {
+        events_per_second: (agents * events_per_agent) as f64 / elapsed.as_secs_f64(),
+        p50_ms: percentile(0.50),
+        p99_ms: percentile(0.99),
+        max_ms: percentile(1.0),
+    };
+    drop(writer);
+    remove_database(&path);
+    figures
+}
+
+/// The real server over real sockets.
+mod live {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use agentstream_server::config::Config;
+    use app::protocol::{ClientMessage, ServerMessage};
+    use futures::{SinkExt, StreamExt};
+    use serde_json::{json, Value};
+    use tokio_tungstenite::tungstenite::Message;
+    use uuid::Uuid;
+
+    use super::Sizes;
+
+    pub struct Server {
+        pub base: String,
+        _stop: tokio::sync::oneshot::Sender<()>,
+    }
+
+    impl Server {
+        /// The server in this process on port 0, with the scripted provider paced as asked.
+        pub async fn start(directory: &Path, name: &str, token_delay_ms: u64, reply_tokens: u32) -> Server {
+            let path = directory.join(format!("{name}.db"));
+            super::remove_database(&path);
+            let mut config = Config {
+                database_url: format!("sqlite://{}", path.display()),
+                ..Config::default()
+            };
+            config.scripted.token_delay_ms = token_delay_ms;
+            config.scripted.reply_tokens = reply_tokens;
+            config.limits.ws_connections_max = 20_000;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let options = leptos::prelude::get_configuration(None).unwrap().leptos_options;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(agentstream_server::serve(listener, config, options, async {
+                let _ = stopped.await;
+            }));
+            let http = reqwest::Client::new();
+            while http.get(format!("{base}/healthz")).send().await.is_err() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Server { base, _stop: stop }
+        }
+
+        pub async fn agent(&self) -> Uuid {
+            let body: Value = reqwest::Client::new()
+                .post(format!("{}/v1/agents", self.base))
+                .json(&json!({ "name": "bench" }))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
+        }
+
+        pub async fn run(&self, agent_id: Uuid, content: &str) {
+            let response = reqwest::Client::new()
+                .post(format!("{}/v1/agents/{agent_id}/runs", self.base))
+                .json(&json!({ "content": content }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 202);
+        }
+
+        pub fn ws_url(&self) -> String {
+            format!("{}/v1/ws", self.base.replace("http://", "ws://"))
+        }
+    }
+
+    fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
+        samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let at = |p: f64| samples.get(((samples.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
+        (at(0.5), at(0.99), at(1.0))
+    }
+
+    /// `streams` agents, each with a subscribed WebSocket client, each running a paced run at
+    /// once. Latency: the event's `created_at` (stamped when the provider's event reached the
+    /// run) to the moment its frame is read by the client.
+    pub async fn stream_latency(server: &Server, sizes: &Sizes) -> (f64, f64, f64) {
+        let mut clients = Vec::new();
+        let mut agents = Vec::new();
+        for _ in 0..sizes.streams {
+            let agent_id = server.agent().await;
+            let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
+            let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
+            socket.send(Message::Text(subscribe.into())).await.unwrap();
+            agents.push(agent_id);
+            clients.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while let Some(Ok(frame)) = socket.next().await {
+                    let Message::Text(text) = frame else { continue };
+                    let now = chrono::Utc::now();
+                    if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+                        let mut ended = false;
+                        for event in events {
+                            latencies.push((now - event.created_at).num_microseconds().unwrap_or(0) as f64 / 1000.0);
+                            ended |= event.kind.is_run_end();
+                        }
+                        if ended {
+                            break;
+                        }
+                    }
+                }
+                latencies
+            }));
+        }
+        for &agent_id in &agents {
+            server.run(agent_id, "stream at a steady pace").await;
+        }
+        let mut samples = Vec::new();
+        for client in clients {
+            samples.extend(client.await.unwrap());
+        }
+        percentiles(samples)
+    }
+
+    pub struct Gap {
+        pub events: u64,
+        pub ws_first_ms: f64,
+        pub ws_all_ms: f64,
+        pub rest_first_ms: f64,
+        pub rest_all_ms: f64,
+    }
+
+    /// A log of at least `gap_events` events, then a client that resumes from seq 0.
+    pub async fn resume_gap(server: &Server) -> Gap {
+        let agent_id = server.agent().await;
+        // This server's scripted replies are `gap_events` tokens long, one event each; wait for
+        // the run to end.
+        server.run(agent_id, "a very long answer").await;
+        let http = reqwest::Client::new();
+        let head = loop {
+            let run_done: Value = http
+                .get(format!("{}/v1/agents/{agent_id}/events?since=0&limit=1", server.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let head = run_done["head_seq"].as_u64().unwrap();
+            let last: Value = http
+                .get(format!("{}/v1/agents/{agent_id}/events?since={}&limit=1", server.base, head.saturating_sub(1)))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if last["events"][0]["kind"].as_str().is_some_and(|kind| kind.starts_with("run_") && kind != "run_started") {
+                break head;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
+        let started = Instant::now();
+        socket.send(Message::Text(subscribe.into())).await.unwrap();
+        let (mut first, mut seen) = (None, 0u64);
+        while seen < head {
+            let Some(Ok(Message::Text(text))) = socket.next().await else { break };
+            if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+                first.get_or_insert_with(|| started.elapsed());
+                seen = events.last().map_or(seen, |event| event.seq);
+            }
+        }
+        let ws_all = started.elapsed();
+        let started = Instant::now();
+        let (mut rest_first, mut since) = (None, 0u64);
+        loop {
+            let page: Value = http
+                .get(format!("{}/v1/agents/{agent_id}/events?since={since}&limit=1000", server.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            rest_first.get_or_insert_with(|| started.elapsed());
+            since = page["next_since"].as_u64().unwrap();
+            if page["has_more"] != true {
+                break;
+            }
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        Gap {
+            events: head,
+            ws_first_ms: ms(first.unwrap_or_default()),
+            ws_all_ms: ms(ws_all),
+            rest_first_ms: ms(rest_first.unwrap_or_default()),
+            rest_all_ms: ms(started.elapsed()),
+        }
+    }
+
+    fn rss_bytes(pid: u32) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024.0)
+    }
+
+    /// The release server binary in its own process (so only its memory is counted), `sockets`
+    /// WebSockets each subscribed to an agent and then idle: the server's resident memory
+    /// growth per socket.
+    pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64)> {
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .ok()
+            .or_else(|| std::env::var("HOME").ok().map(|home| format!("{home}/.cache/agentstream/target")))?;
+        let binary = std::env::var("AGENTSTREAM_SERVER_BIN").unwrap_or(format!("{target}/release/server"));
+        if !Path::new(&binary).exists() {
+            return None;
+        }
+        let path = directory.join("idle.db");
+        super::remove_database(&path);
+        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let mut child = tokio::process::Command::new(&binary)
+            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+            .env("DATABASE_URL", format!("sqlite://{}", path.display()))
+            .env("AGENTSTREAM_WS_CONNECTIONS_MAX", (sockets + 16).to_string())
+            .env("RUST_LOG", "error")
+            .kill_on_drop(true)
+            .spawn()
+            .ok()?;
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        while http.get(format!("{base}/healthz")).send().await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let body: Value = http.post(format!("{base}/v1/agents")).json(&json!({ "name": "idle" })).send().await.ok()?.json().await.ok()?;
+        let agent_id = Uuid::parse_str(body["id"].as_str()?).ok()?;
+        let pid = child.id()?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = rss_bytes(pid)?;
+        let url = format!("ws://127.0.0.1:{port}/v1/ws");
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
+        let mut open = Vec::with_capacity(sockets);
+        for _ in 0..sockets {
+            let Ok((mut socket, _)) = tokio_tungstenite::connect_async(&url).await else { break };
+            socket.send(Message::Text(subscribe.clone().into())).await.ok()?;
+            let _subscribed = socket.next().await;
+            open.push(socket);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = rss_bytes(pid)?;
+        let count = open.len();
+        drop(open);
+        let _ = child.kill().await;
+        super::remove_database(&path);
+        Some((count, (after - before) / count.max(1) as f64))
+    }
+}
