@@ -472,7 +472,7 @@ pub async fn get_run(
         ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
     })?;
     let outline = state.store.run_outline(run_id).await?;
-    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("run {run_id} does not exist"));
+    let unknown = || ApiError::unknown_run(run_id);
     let started = outline
         .iter()
         .find(|event| event.kind == app::EventKind::RunStarted)

@@ -41,6 +41,10 @@ impl ApiError {
         )
     }
 
+    pub fn unknown_run(run_id: impl std::fmt::Display) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("run {run_id} does not exist"))
+    }
+
     /// A failure that is ours, not the client's: the cause is logged, the client gets a generic
     /// sentence.
     pub fn internal(cause: impl std::fmt::Display) -> ApiError {

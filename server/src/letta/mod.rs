@@ -504,22 +504,10 @@ pub async fn resume_run(
     let started = outline
         .iter()
         .find(|event| event.kind == EventKind::RunStarted)
-        .ok_or_else(|| {
-            ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("run {run_id} does not exist"))
-        })?;
+        .ok_or_else(|| ApiError::unknown_run(run_id))?;
     let agent_id = started.agent_id;
     let starting_after = request.starting_after.unwrap_or(0);
-    let head_seq = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
-    if starting_after > head_seq {
-        return Err(ApiError::bad_request(
-            "invalid_cursor",
-            format!("starting_after={starting_after} is beyond the newest event of this run's agent (seq {head_seq})"),
-        ));
-    }
+    crate::api::head_for_cursor(&state, agent_id, starting_after).await?;
     let cut = match started.metadata.get("stream_tokens").and_then(Value::as_bool) {
         Some(false) => Cut::Steps,
         _ => Cut::Tokens,
