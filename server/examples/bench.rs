@@ -123,6 +123,12 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         gap.rest_first_ms,
         gap.rest_all_ms
     );
+    let (events, history_ms) = live::history_page(&server).await;
+    println!(
+        "{:<58} {:>12.1} ms",
+        format!("server-rendered history page of {events} events (median of 3)"),
+        history_ms
+    );
     drop(server);
     match live::idle_memory(directory, sizes.idle_sockets).await {
         Some((sockets, bytes_each)) => println!(
@@ -446,29 +452,7 @@ mod live {
         // the run to end.
         server.run(agent_id, "a very long answer").await;
         let http = reqwest::Client::new();
-        let head = loop {
-            let run_done: Value = http
-                .get(format!("{}/v1/agents/{agent_id}/events?since=0&limit=1", server.base))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let head = run_done["head_seq"].as_u64().unwrap();
-            let last: Value = http
-                .get(format!("{}/v1/agents/{agent_id}/events?since={}&limit=1", server.base, head.saturating_sub(1)))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if last["events"][0]["kind"].as_str().is_some_and(|kind| kind.starts_with("run_") && kind != "run_started") {
-                break head;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let head = wait_for_run_end(server, agent_id, 0).await;
         let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
         let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
         let started = Instant::now();
@@ -507,6 +491,56 @@ mod live {
             rest_first_ms: ms(rest_first.unwrap_or_default()),
             rest_all_ms: ms(started.elapsed()),
         }
+    }
+
+    /// Waits until the agent's newest event, past seq `after`, ends a run; returns the head seq.
+    async fn wait_for_run_end(server: &Server, agent_id: Uuid, after: u64) -> u64 {
+        let http = reqwest::Client::new();
+        loop {
+            let first: Value = http
+                .get(format!("{}/v1/agents/{agent_id}/events?since=0&limit=1", server.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let head = first["head_seq"].as_u64().unwrap();
+            let last: Value = http
+                .get(format!("{}/v1/agents/{agent_id}/events?since={}&limit=1", server.base, head.saturating_sub(1)))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let kind = last["events"][0]["kind"].as_str().unwrap_or("");
+            if head > after && kind.starts_with("run_") && kind != "run_started" {
+                return head;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A conversation of two long replies (about 20 000 events), then its history page,
+    /// rendered on the server from the log: the median of three full responses.
+    pub async fn history_page(server: &Server) -> (u64, f64) {
+        let agent_id = server.agent().await;
+        server.run(agent_id, "a very long answer").await;
+        let first = wait_for_run_end(server, agent_id, 0).await;
+        server.run(agent_id, "and another one").await;
+        let head = wait_for_run_end(server, agent_id, first).await;
+        let http = reqwest::Client::new();
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let started = Instant::now();
+            let response = http.get(format!("{}/agents/{agent_id}/history", server.base)).send().await.unwrap();
+            assert!(response.status().is_success(), "history page: {}", response.status());
+            let _body = response.bytes().await.unwrap();
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        (head, times[1])
     }
 
     fn rss_bytes(pid: u32) -> Option<f64> {
