@@ -10,6 +10,8 @@
 // - the browser's time from sending to showing "completed" with the whole reply;
 // - the longest gap between animation frames while streaming (the page's worst stall) and the
 //   frames rendered, from a requestAnimationFrame loop in the page;
+// - long tasks (> 50 ms on the main thread, from a PerformanceObserver) and the most DOM updates
+//   of the conversation within one animation frame (MutationObserver callbacks per frame);
 // - whether the rendered reply equals the server's.
 const { chromium } = require("playwright-core");
 const { spawn } = require("node:child_process");
@@ -77,10 +79,19 @@ async function log(agentId) {
     await page.goto(`${base}/agents/${agent.id}`);
     await page.waitForSelector('.connection[data-state="live"]');
     await page.evaluate(() => {
-      window.__frames = { count: 0, worstGapMs: 0, last: performance.now() };
+      window.__frames = { count: 0, worstGapMs: 0, last: performance.now(), updates: 0, mostUpdatesPerFrame: 0 };
+      window.__longTasks = [];
+      new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
+      }).observe({ type: "longtask" });
+      new MutationObserver(() => {
+        window.__frames.updates++;
+      }).observe(document.body, { childList: true, subtree: true, characterData: true });
       const tick = (now) => {
         const frames = window.__frames;
         frames.worstGapMs = Math.max(frames.worstGapMs, now - frames.last);
+        frames.mostUpdatesPerFrame = Math.max(frames.mostUpdatesPerFrame, frames.updates);
+        frames.updates = 0;
         frames.last = now;
         frames.count++;
         if (!frames.stop) requestAnimationFrame(tick);
@@ -96,6 +107,7 @@ async function log(agentId) {
       window.__frames.stop = true;
       return window.__frames;
     });
+    const longTasks = await page.evaluate(() => window.__longTasks);
     const rendered = await page.locator(".message.kind-text .body").textContent();
     const events = await log(agent.id);
     const reply = events
@@ -108,6 +120,8 @@ async function log(agentId) {
     console.log(`baseline, server wrote the run in:  ${endedAt - startedAt} ms`);
     console.log(`browser showed it complete after:   ${browserMs} ms`);
     console.log(`frames while streaming:             ${frames.count}, worst gap between frames ${Math.round(frames.worstGapMs)} ms`);
+    console.log(`long tasks (> 50 ms):               ${longTasks.length}${longTasks.length ? `, longest ${Math.round(Math.max(...longTasks))} ms` : ""}`);
+    console.log(`most DOM updates within one frame:  ${frames.mostUpdatesPerFrame}`);
     console.log(`rendered reply equals the server's: ${rendered === reply} (${reply.length} characters)`);
     await browser.close();
     process.exitCode = rendered === reply ? 0 : 1;
