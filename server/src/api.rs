@@ -401,11 +401,8 @@ async fn start_claimed_run(
     for warning in warnings {
         tracing::warn!(%agent_id, "history for the next turn: {warning}");
     }
-    let head_seq = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    // The fold read the whole log: its last seq is the head the run's events come after.
+    let head_seq = timeline.last_seq();
     state.runs.start(agent, run_id, prior, content, options)?;
     Ok(head_seq)
 }

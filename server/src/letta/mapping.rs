@@ -47,7 +47,7 @@ pub struct LettaMessage {
 
 impl LettaMessage {
     /// Its `message_type`.
-    pub fn body_type(&self) -> String {
+    pub fn body_type(&self) -> &'static str {
         match &self.body {
             Body::UserMessage { .. } => "user_message",
             Body::ReasoningMessage { .. } => "reasoning_message",
@@ -56,7 +56,6 @@ impl LettaMessage {
             Body::ToolReturnMessage { .. } => "tool_return_message",
             Body::ErrorMessage { .. } => "error_message",
         }
-        .to_owned()
     }
 }
 
@@ -118,7 +117,6 @@ pub enum LettaItem {
     Message(LettaMessage),
     StopReason {
         stop_reason: &'static str,
-        run_id: Option<Uuid>,
         seq_id: u64,
     },
     Usage(UsageStatistics),
@@ -284,7 +282,6 @@ impl LettaMapper {
                 }
                 out.push(LettaItem::StopReason {
                     stop_reason: stop_reason(event),
-                    run_id: event.run_id,
                     seq_id: event.seq,
                 });
                 let (prompt_tokens, completion_tokens) = self.usage;

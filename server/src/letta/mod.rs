@@ -186,7 +186,7 @@ pub async fn send_message(
         match &item {
             LettaItem::Message(message)
                 if message.body_type() != "user_message"
-                    && wanted(&request.include_return_message_types, &message.body_type()) =>
+                    && wanted(&request.include_return_message_types, message.body_type()) =>
             {
                 messages.push(item.to_json())
             }
@@ -339,7 +339,7 @@ fn feed(
     let (items, receiver) = mpsc::channel(LETTA_FEED_ITEMS_MAX);
     tokio::spawn(async move {
         let (log_out, mut log) = mpsc::channel::<ServerMessage>(FEED_LOG_MESSAGES_MAX);
-        let follower = {
+        let mut follower = {
             let state = state.clone();
             AbortOnDrop(tokio::spawn(async move {
                 subscription::follow(state.store.as_ref(), &state.hub, agent_id, after_seq, &log_out)
@@ -347,7 +347,6 @@ fn feed(
             }))
         };
         let mut mapper = LettaMapper::new(cut);
-        let mut follower = follower;
         loop {
             let Some(message) = log.recv().await else {
                 let error = match (&mut follower.0).await {
@@ -429,7 +428,7 @@ fn sse_response(
                 None => ping_event(streaming.run_id),
                 Some(Some(Ok(item))) => {
                     if let LettaItem::Message(message) = &item {
-                        if !wanted(&streaming.types, &message.body_type()) {
+                        if !wanted(&streaming.types, message.body_type()) {
                             continue;
                         }
                     }

@@ -205,7 +205,7 @@ fn fragments_joined_by_id_are_the_steps_cut_messages() {
         let steps = map_all(Cut::Steps, &log.events);
         let mut joined: Vec<(String, String, String)> = Vec::new();
         for message in messages(&tokens) {
-            let kind = message.body_type();
+            let kind = message.body_type().to_owned();
             match joined.iter_mut().find(|(id, _, _)| *id == message.id) {
                 Some((_, _, text_so_far)) => {
                     let piece = text(message);
@@ -223,7 +223,7 @@ fn fragments_joined_by_id_are_the_steps_cut_messages() {
         }
         let whole: Vec<(String, String, String)> = messages(&steps)
             .into_iter()
-            .map(|message| (message.id.clone(), message.body_type(), text(message)))
+            .map(|message| (message.id.clone(), message.body_type().to_owned(), text(message)))
             .collect();
         assert_eq!(joined, whole);
     }
