@@ -81,3 +81,58 @@ build_release() {
   say "building the server and the site (cargo leptos build --release)"
   (cd "$AGENTSTREAM_ROOT" && cargo leptos build --release)
 }
+
+# PostgreSQL binaries (Debian's package). The server itself needs none of this; the test command
+# runs the integration suite against a throwaway PostgreSQL as well as SQLite.
+postgres_bin() {
+  local dir
+  for dir in /usr/lib/postgresql/*/bin; do
+    if [ -x "$dir/initdb" ]; then echo "$dir"; return 0; fi
+  done
+  return 1
+}
+
+ensure_postgres() {
+  if postgres_bin >/dev/null; then return; fi
+  say "installing PostgreSQL from Debian"
+  as_root apt-get update
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y --no-install-recommends postgresql
+}
+
+# Runs a command as the owner of a throwaway cluster: `initdb` and `postgres` refuse to run as
+# root, so as root they run as Debian's `postgres` user.
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Starts a throwaway PostgreSQL (its own data directory, loopback only, trust auth) unless
+# AGENTSTREAM_TEST_DATABASE_URL already names one, and exports that variable. The cluster is
+# stopped and removed by stop_throwaway_postgres.
+AGENTSTREAM_PG_PORT="${AGENTSTREAM_PG_PORT:-55432}"
+start_throwaway_postgres() {
+  if [ -n "${AGENTSTREAM_TEST_DATABASE_URL:-}" ]; then return; fi
+  ensure_postgres
+  local bin; bin="$(postgres_bin)"
+  AGENTSTREAM_PG_DIR="$(mktemp -d /tmp/agentstream-pg.XXXXXX)"
+  export AGENTSTREAM_PG_DIR
+  [ "$(id -u)" = 0 ] && chown postgres: "$AGENTSTREAM_PG_DIR"
+  say "starting a throwaway PostgreSQL in $AGENTSTREAM_PG_DIR on port $AGENTSTREAM_PG_PORT"
+  as_postgres "$bin/initdb" -D "$AGENTSTREAM_PG_DIR/data" -U postgres -A trust -E UTF8 \
+    --no-sync >/dev/null || return 1
+  # Durable commits like production (fsync on, synchronous_commit on); enough connections for
+  # many test servers at once.
+  as_postgres "$bin/pg_ctl" -D "$AGENTSTREAM_PG_DIR/data" -l "$AGENTSTREAM_PG_DIR/log" -w \
+    -o "-p $AGENTSTREAM_PG_PORT -k $AGENTSTREAM_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c shared_buffers=128MB" \
+    start >/dev/null || { cat "$AGENTSTREAM_PG_DIR/log" >&2; return 1; }
+  export AGENTSTREAM_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$AGENTSTREAM_PG_PORT/postgres"
+  # Tests that restart PostgreSQL mid-stream use these.
+  export AGENTSTREAM_TEST_PG_CTL="$bin/pg_ctl"
+  export AGENTSTREAM_TEST_PG_DATA="$AGENTSTREAM_PG_DIR/data"
+}
+
+stop_throwaway_postgres() {
+  if [ -z "${AGENTSTREAM_PG_DIR:-}" ]; then return; fi
+  as_postgres "$(postgres_bin)/pg_ctl" -D "$AGENTSTREAM_PG_DIR/data" -m immediate stop >/dev/null 2>&1
+  rm -rf "$AGENTSTREAM_PG_DIR"
+  unset AGENTSTREAM_PG_DIR
+}

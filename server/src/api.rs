@@ -395,16 +395,36 @@ async fn start_claimed_run(
     if let Some(running) = state.runs.active_run(agent_id) {
         return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into());
     }
-    // The model sees the conversation so far, rebuilt from the log by the shared reducer.
-    let timeline = crate::history::fold_log(state.store.as_ref(), agent_id).await?;
-    let (prior, warnings) = crate::history::conversation_from_timeline(&timeline);
-    for warning in warnings {
-        tracing::warn!(%agent_id, "history for the next turn: {warning}");
+    // With several servers on one database, the agent's one run slot is taken in the database
+    // (this server owns the run; the slot goes with the run's terminal event).
+    let cluster = state.cluster.as_ref().map(|cluster| &cluster.store);
+    if let Some(cluster) = cluster {
+        if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
+            return Err(
+                crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into(),
+            );
+        }
     }
-    // The fold read the whole log: its last seq is the head the run's events come after.
-    let head_seq = timeline.last_seq();
-    state.runs.start(agent, run_id, prior, content, options)?;
-    Ok(head_seq)
+    let started = async {
+        // The model sees the conversation so far, rebuilt from the log by the shared reducer.
+        let timeline = crate::history::fold_log(state.store.as_ref(), agent_id).await?;
+        let (prior, warnings) = crate::history::conversation_from_timeline(&timeline);
+        for warning in warnings {
+            tracing::warn!(%agent_id, "history for the next turn: {warning}");
+        }
+        // The fold read the whole log: its last seq is the head the run's events come after.
+        let head_seq = timeline.last_seq();
+        state.runs.start(agent, run_id, prior, content, options)?;
+        Ok::<u64, ApiError>(head_seq)
+    }
+    .await;
+    if let (Err(_), Some(cluster)) = (&started, cluster) {
+        // The run never started: free the slot now rather than when its lease runs out.
+        if let Err(error) = cluster.release_agent_run(agent_id, run_id).await {
+            tracing::warn!(%agent_id, %run_id, %error, "could not free the run slot");
+        }
+    }
+    started
 }
 
 /// A JSON body that may be left out (empty or blank = all defaults), with the same errors as
@@ -445,20 +465,52 @@ pub async fn cancel_run(
         return Err(ApiError::unknown_agent(agent_id));
     }
     let mut cancelled_run_ids = Vec::new();
+    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
     if let Some(cancelling) = state.runs.cancel(agent_id, request.run_ids.as_deref()) {
         let run_id = cancelling.run_id;
-        if !cancelling
-            .ended_within(std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX))
-            .await
-        {
+        if !cancelling.ended_within(wait).await {
             tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
         }
         cancelled_run_ids.push(run_id);
+    } else if let Some(cluster) = &state.cluster {
+        // The run may execute on another server: ask every server, then wait for its end to
+        // reach the log.
+        if let Some(run_id) = cluster.store.active_run(agent_id).await? {
+            if request.run_ids.as_ref().is_none_or(|run_ids| run_ids.contains(&run_id)) {
+                cluster.store.send_cancel(agent_id, run_id).await?;
+                if !run_ended_within(state.store.as_ref(), run_id, wait).await? {
+                    tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
+                }
+                cancelled_run_ids.push(run_id);
+            }
+        }
     }
     Ok(Json(CancelResponse {
         agent_id,
         cancelled_run_ids,
     }))
+}
+
+/// How often a cancel of a run on another server looks in the log for the run's end.
+const CANCEL_POLL_INTERVAL_MS: u64 = 20;
+
+/// Waits (at most `wait`) until the log holds the end of `run_id`.
+async fn run_ended_within(
+    store: &dyn crate::store::Store,
+    run_id: Uuid,
+    wait: std::time::Duration,
+) -> Result<bool, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let outline = store.run_outline(run_id).await?;
+        if outline.iter().any(|event| event.kind.is_run_end()) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(CANCEL_POLL_INTERVAL_MS)).await;
+    }
 }
 
 pub async fn get_run(

@@ -96,8 +96,10 @@ pub enum ProviderChoice {
 
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// `sqlite://path/to.db`.
+    /// `sqlite://path/to.db` or `postgres://…` (several server processes on one database).
     pub database_url: String,
+    /// With PostgreSQL: run leases and the connection pool (see `store::ClusterOptions`).
+    pub cluster: crate::store::ClusterOptions,
     pub provider: ProviderChoice,
     /// Further providers agents may pick with `metadata.provider` (the default is always one).
     pub agent_providers: Vec<ProviderChoice>,
@@ -119,6 +121,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             database_url: DATABASE_URL_DEFAULT.to_owned(),
+            cluster: crate::store::ClusterOptions::default(),
             provider: ProviderChoice::Scripted,
             agent_providers: Vec::new(),
             scripted: ScriptedConfig::default(),
@@ -141,6 +144,11 @@ Environment:
   LEPTOS_SITE_ADDR                      address to listen on (default 127.0.0.1:3000)
   LEPTOS_SITE_ROOT                      directory of the built site (default target/site)
   DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
+                                        or postgres://user@host/db: several servers on one
+                                        database, fanning events out with LISTEN/NOTIFY
+  AGENTSTREAM_RUN_LEASE_MS              PostgreSQL: a run whose server has not renewed its lease
+                                        this long is ended as interrupted (default 10000)
+  AGENTSTREAM_PG_POOL_CONNECTIONS_MAX   PostgreSQL connections per server (default 16)
   AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai | claude-cli
   AGENTSTREAM_CLAUDE_CLI                the Claude Code executable (default claude)
   AGENTSTREAM_MODEL                     model name for anthropic / openai (an agent's model wins)
@@ -249,6 +257,15 @@ impl Config {
         };
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),
+            cluster: crate::store::ClusterOptions {
+                run_lease_ms: parse_env("AGENTSTREAM_RUN_LEASE_MS", defaults.cluster.run_lease_ms)?
+                    .max(100),
+                pool_connections_max: parse_env(
+                    "AGENTSTREAM_PG_POOL_CONNECTIONS_MAX",
+                    defaults.cluster.pool_connections_max,
+                )?
+                .max(2),
+            },
             provider,
             agent_providers,
             scripted: ScriptedConfig {

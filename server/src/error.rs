@@ -74,6 +74,12 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::UnknownAgent(agent_id) => ApiError::unknown_agent(agent_id),
+            // Busy, restarting, unreachable: the request may succeed if sent again.
+            other if other.is_transient() => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                other.to_string(),
+            ),
             other => ApiError::internal(other),
         }
     }

@@ -56,18 +56,29 @@ impl Hub {
         room.sender.subscribe()
     }
 
-    /// Hands a committed batch to the room's subscribers. Never blocks. Called by the writer only,
-    /// after the commit, in commit order.
+    /// Hands a committed batch to the room's subscribers. Never blocks. Called after the commit:
+    /// by the writer (in commit order), and with PostgreSQL also by [`crate::cluster`] for what
+    /// other processes committed. Events at or below the newest seq already published are cut
+    /// off, so a room's seqs only go up; a hole (another process's commit not fetched yet) is
+    /// filled by each subscriber from the store (see [`crate::subscription`]).
     pub fn publish(&self, agent_id: Uuid, batch: EventBatch) {
-        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
-            return;
-        };
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(&agent_id) else {
             return;
         };
+        let fresh = batch
+            .iter()
+            .position(|event| event.seq > room.last_published_seq);
+        let batch = match fresh {
+            None => return,
+            Some(0) => batch,
+            Some(start) => EventBatch::from(&batch[start..]),
+        };
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return;
+        };
         if room.last_published_seq != 0 && first.seq != room.last_published_seq + 1 {
-            tracing::error!(
+            tracing::debug!(
                 %agent_id,
                 expected = room.last_published_seq + 1,
                 found = first.seq,
@@ -79,6 +90,19 @@ impl Hub {
             // Nobody is listening any more: drop the room rather than keep its buffer.
             rooms.remove(&agent_id);
         }
+    }
+
+    /// The agents that have a room here, with the newest seq published to each (0: none yet).
+    pub fn rooms_published(&self) -> Vec<(Uuid, u64)> {
+        self.rooms()
+            .iter()
+            .map(|(agent_id, room)| (*agent_id, room.last_published_seq))
+            .collect()
+    }
+
+    /// The newest seq published to the agent's room; `None` when it has no room here.
+    pub fn published(&self, agent_id: Uuid) -> Option<u64> {
+        self.rooms().get(&agent_id).map(|room| room.last_published_seq)
     }
 
     /// Drops the room once its last subscriber is gone.

@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod history;
@@ -51,7 +52,6 @@ use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::ScriptedProvider;
 use crate::provider::Provider;
 use crate::runs::{Providers, Runs};
-use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError};
 use crate::writer::Writer;
 
@@ -78,13 +78,16 @@ pub struct AppState {
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Arc<Vec<String>>,
     pub limits: Arc<config::Limits>,
+    /// With PostgreSQL: the other server processes on the same database.
+    pub cluster: Option<Arc<cluster::Cluster>>,
 }
 
 impl AppState {
-    /// Opens the store and starts the writer.
+    /// Opens the store `DATABASE_URL` names and starts the writer (and, with PostgreSQL, the
+    /// cluster tasks).
     pub async fn open(config: &Config) -> Result<AppState, StoreError> {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.database_url).await?);
-        AppState::open_with_store(config, store).await
+        let opened = store::open(&config.database_url, &config.cluster).await?;
+        AppState::open_with(config, opened.store, opened.cluster).await
     }
 
     /// Starts the writer on `store` and ends the runs a crash left in flight
@@ -93,9 +96,18 @@ impl AppState {
         config: &Config,
         store: Arc<dyn Store>,
     ) -> Result<AppState, StoreError> {
+        AppState::open_with(config, store, None).await
+    }
+
+    /// [`AppState::open_with_store`], with the cluster side of a shared database.
+    pub async fn open_with(
+        config: &Config,
+        store: Arc<dyn Store>,
+        cluster_store: Option<Arc<dyn store::ClusterStore>>,
+    ) -> Result<AppState, StoreError> {
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
         let writer = Writer::spawn(store.clone(), hub.clone());
-        let recovered = recovery::recover(store.as_ref(), &writer)
+        let recovered = recovery::recover(store.as_ref(), &writer, &[])
             .await
             .map_err(|error| match error {
                 recovery::RecoveryError::Store(error)
@@ -114,7 +126,7 @@ impl AppState {
         by_name.insert(default.name(), default.clone());
         let providers = Providers { default, by_name };
         let runs = Arc::new(Runs::new(
-            writer,
+            writer.clone(),
             store.clone(),
             providers,
             tools::builtin(),
@@ -124,16 +136,28 @@ impl AppState {
                 tool_result_chars_max: config.limits.tool_result_chars_max,
             },
         ));
+        let shutdown = CancellationToken::new();
+        let cluster = cluster_store.map(|cluster_store| {
+            cluster::Cluster::spawn(
+                cluster_store,
+                store.clone(),
+                hub.clone(),
+                runs.clone(),
+                writer,
+                shutdown.clone(),
+            )
+        });
         Ok(AppState {
             store,
             hub,
             runs,
             ws_connections: Arc::new(Semaphore::new(config.limits.ws_connections_max)),
-            shutdown: CancellationToken::new(),
+            shutdown,
             letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
             api_token: config.api_token.as_deref().map(Arc::from),
             allowed_origins: Arc::new(config.allowed_origins.clone()),
             limits: Arc::new(config.limits.clone()),
+            cluster,
         })
     }
 }

@@ -43,21 +43,35 @@ pub enum RecoveryError {
     Append(#[from] AppendError),
 }
 
-/// Ends every run the log shows in flight. Call once at start-up, before any run can start.
-pub async fn recover(store: &dyn Store, writer: &Writer) -> Result<Recovered, RecoveryError> {
+/// Ends every run the log shows in flight with no live process executing it, except `alive`
+/// (runs this process executes). Called at start-up, before any run can start, and with
+/// PostgreSQL periodically by [`crate::cluster`] for runs whose process is gone.
+pub async fn recover(
+    store: &dyn Store,
+    writer: &Writer,
+    alive: &[Uuid],
+) -> Result<Recovered, RecoveryError> {
     let mut recovered = Recovered {
         released_keys: store.release_unstarted_run_keys().await?,
         ..Recovered::default()
     };
     for started in store.unfinished_runs().await? {
         let Some(run_id) = started.run_id else { continue };
+        if alive.contains(&run_id) {
+            continue;
+        }
         let events = run_events(store, &started).await?;
         let drafts = interruption(&started, &events);
         recovered.answered_calls += drafts
             .iter()
             .filter(|draft| draft.kind == EventKind::ToolResult)
             .count();
-        writer.append_closing(started.agent_id, drafts).await?;
+        match writer.append_closing(started.agent_id, drafts).await {
+            Ok(_) => {}
+            // Another process ended it first (or its owner came back): not ours to end.
+            Err(AppendError::Store(StoreError::RunNotOwned(_))) => continue,
+            Err(error) => return Err(error.into()),
+        }
         tracing::warn!(agent_id = %started.agent_id, %run_id, "run was in flight when the server stopped: marked interrupted");
         recovered.interrupted_runs.push(run_id);
     }

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::provider::{
     ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest, ToolCall,
 };
-use crate::store::EventDraft;
+use crate::store::{EventDraft, StoreError};
 use crate::tools::Tool;
 use crate::writer::{self, AppendError, AppendReceipt, Writer};
 
@@ -286,6 +286,11 @@ impl Runs {
     pub fn active_run(&self, agent_id: Uuid) -> Option<Uuid> {
         self.active().get(&agent_id).map(|run| run.run_id)
     }
+
+    /// Every run this process is executing.
+    pub fn active_run_ids(&self) -> Vec<Uuid> {
+        self.active().values().map(|run| run.run_id).collect()
+    }
 }
 
 /// Times a run that stopped because the log refused an event tries to write its `run_failed`.
@@ -328,6 +333,11 @@ async fn end_after_store_failure(
         match outcome {
             Ok(()) => return,
             Err(AppendError::WriterStopped) => break,
+            Err(AppendError::Store(StoreError::RunNotOwned(_))) => {
+                // Another server ended this run (its lease ran out): the log already has its end.
+                tracing::warn!(%agent_id, %run_id, "the run was ended by another server");
+                return;
+            }
             Err(error) => tracing::warn!(%agent_id, %run_id, %error, attempt, "run_failed not written"),
         }
     }

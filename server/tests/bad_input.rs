@@ -42,15 +42,7 @@ fn with_body(
 
 async fn row_counts(server: &TestServer) -> (i64, i64) {
     let database = server.database().await;
-    let agents: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents")
-        .fetch_one(&database)
-        .await
-        .unwrap();
-    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_events")
-        .fetch_one(&database)
-        .await
-        .unwrap();
-    (agents, events)
+    (database.count_rows("agents").await, database.count_rows("agent_events").await)
 }
 
 #[tokio::test]

@@ -77,15 +77,7 @@ async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
         };
         // Look the batch up in the file the moment it arrives, through another connection.
         let newest = events.last().unwrap().seq as i64;
-        let (count, newest_id): (i64, Option<String>) = sqlx::query_as(
-            "SELECT COUNT(*), (SELECT id FROM agent_events WHERE agent_id = ?1 AND seq = ?2) \
-             FROM agent_events WHERE agent_id = ?1 AND seq <= ?2",
-        )
-        .bind(agent_id.to_string())
-        .bind(newest)
-        .fetch_one(&database)
-        .await
-        .unwrap();
+        let (count, newest_id) = database.committed_through(agent_id, newest as u64).await;
         assert_eq!(count, newest, "seq {newest} reached a client before it was committed");
         assert_eq!(newest_id, Some(events.last().unwrap().id.to_string()));
         let ended = events.iter().any(|event| event.kind.is_run_end());
@@ -248,9 +240,5 @@ async fn deleting_an_agent_removes_it_and_its_log() {
     let url = server.url(&format!("/v1/agents/{agent_id}"));
     assert_eq!(server.http.delete(&url).send().await.unwrap().status(), 204);
     assert_eq!(server.http.get(&url).send().await.unwrap().status(), 404);
-    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_events")
-        .fetch_one(&database)
-        .await
-        .unwrap();
-    assert_eq!(rows, 0);
+    assert_eq!(database.count_rows("agent_events").await, 0);
 }

@@ -1,12 +1,20 @@
 //! The store: the source of truth. Agents and their append-only event logs.
 //!
-//! [`Store`] is the interface; [`sqlite::SqliteStore`] is the implementation used today. A
-//! PostgreSQL store implements the same trait: seq allocation already happens inside the
-//! database transaction (`head_seq` is bumped with the insert), so it carries over unchanged.
+//! [`Store`] is the interface, with two implementations chosen by the `DATABASE_URL` scheme
+//! ([`open`]): [`sqlite::SqliteStore`] (the embedded default, one process) and
+//! [`postgres::PgStore`] (several server processes on one database). In both, seq allocation
+//! happens inside the committing transaction (`head_seq` is bumped with the insert).
+//!
+//! PostgreSQL also implements [`ClusterStore`]: what processes sharing a database need to agree
+//! on (one run per agent cluster-wide, who executes it, cancel requests) and the notices that
+//! tell each process what the others committed.
 //!
 //! **Architecture invariant:** only this module touches sqlx.
 
+pub mod postgres;
 pub mod sqlite;
+
+use std::sync::Arc;
 
 use app::protocol::Agent;
 use app::{AgentEvent, DeltaAction, EventKind};
@@ -30,6 +38,13 @@ pub enum StoreError {
     /// The database could not do it now (busy, I/O trouble); trying again may work.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// Events of a run this process no longer executes: its lease ran out and another process
+    /// ended it. Nothing was written.
+    #[error("run {0} is no longer executed by this process (its lease ran out and it was ended)")]
+    RunNotOwned(Uuid),
+    /// `DATABASE_URL` names no database this server can use.
+    #[error("unsupported DATABASE_URL {0:?}: expected sqlite://… or postgres://…")]
+    UnsupportedUrl(String),
 }
 
 impl StoreError {
@@ -42,10 +57,18 @@ impl StoreError {
                 error,
                 sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed
             ) || matches!(error, sqlx::Error::Database(database)
-                    if database.code().is_some_and(|code| code == "5" || code == "6")),
+                    if database.code().is_some_and(|code| is_transient_code(&code))),
             _ => false,
         }
     }
+}
+
+/// Database error codes that mean "not now" rather than "never": SQLite's BUSY (5) and LOCKED
+/// (6); PostgreSQL's serialization failure and deadlock (class 40), connection trouble (class
+/// 08) and server shutdown or start-up (57P01–57P03).
+fn is_transient_code(code: &str) -> bool {
+    matches!(code, "5" | "6" | "40001" | "40P01" | "57P01" | "57P02" | "57P03")
+        || code.starts_with("08")
 }
 
 /// A new agent, before the store gives it an id.
@@ -156,12 +179,105 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Uuid, StoreError>;
     /// Gives a key back (its run never started).
     async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError>;
-    /// The `run_started` events of runs with no terminal event: in flight, or cut off by a crash.
+    /// The `run_started` events of runs with no terminal event and no live process executing
+    /// them: cut off by a crash. (With one process, every run without an end at start-up; with
+    /// PostgreSQL, the runs whose lease ran out.)
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError>;
-    /// Gives back the idempotency keys whose run never wrote `run_started` (its request died
-    /// between claiming the key and starting the run). Returns how many.
+    /// Gives back the idempotency keys (and, with PostgreSQL, the run slots) whose run never
+    /// wrote `run_started`: its request died between claiming and starting. Returns how many.
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;
+}
+
+/// Opens the store `url` names, migrating it: `sqlite://path` (created if missing) or
+/// `postgres://…` / `postgresql://…`. PostgreSQL comes with its [`ClusterStore`].
+pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreError> {
+    if url.starts_with("sqlite:") {
+        let store = Arc::new(sqlite::SqliteStore::open(url).await?);
+        Ok(Opened { store, cluster: None })
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = Arc::new(postgres::PgStore::open(url, cluster).await?);
+        Ok(Opened {
+            store: store.clone(),
+            cluster: Some(store),
+        })
+    } else {
+        Err(StoreError::UnsupportedUrl(url.to_owned()))
+    }
+}
+
+/// An opened store.
+pub struct Opened {
+    pub store: Arc<dyn Store>,
+    pub cluster: Option<Arc<dyn ClusterStore>>,
+}
+
+/// How processes sharing a database keep track of each other's runs.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// A run's owner must renew its lease within this long, or the run counts as lost with its
+    /// process and is ended (interrupted) by another.
+    pub run_lease_ms: u64,
+    /// Connections of this process to the database.
+    pub pool_connections_max: u32,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> ClusterOptions {
+        ClusterOptions {
+            run_lease_ms: RUN_LEASE_MS_DEFAULT,
+            pool_connections_max: postgres::PG_POOL_CONNECTIONS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// See [`ClusterOptions::run_lease_ms`].
+pub const RUN_LEASE_MS_DEFAULT: u64 = 10_000;
+
+/// What a process learns from the others through the database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// Some process committed `first_seq..=last_seq` of the agent's log.
+    Committed {
+        agent_id: Uuid,
+        first_seq: u64,
+        last_seq: u64,
+    },
+    /// Someone asked to cancel this run, wherever it executes.
+    Cancel { agent_id: Uuid, run_id: Uuid },
+}
+
+/// A connection that receives [`Notice`]s. Notices sent while it is not connected are lost:
+/// whoever holds it catches up from the log after reconnecting.
+#[async_trait]
+pub trait Notices: Send {
+    /// The next notice. An error means the connection is gone: drop this and listen anew.
+    async fn next(&mut self) -> Result<Notice, StoreError>;
+    /// Checks the connection is alive (a quiet connection may be a dead one).
+    async fn ping(&mut self) -> Result<(), StoreError>;
+}
+
+/// Coordination between server processes that share one database (see the module docs).
+#[async_trait]
+pub trait ClusterStore: Send + Sync + 'static {
+    /// This process's id: the owner recorded on the runs it executes.
+    fn node_id(&self) -> Uuid;
+    /// How long a lease lasts without renewal.
+    fn run_lease_ms(&self) -> u64;
+    /// Takes the agent's one run slot for `run_id`, owned by this process. `Some(run)` when
+    /// another run holds it (on any process).
+    async fn claim_agent_run(&self, agent_id: Uuid, run_id: Uuid)
+        -> Result<Option<Uuid>, StoreError>;
+    /// Gives the slot back (the run never started).
+    async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
+    /// The run executing for the agent, on whichever process.
+    async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError>;
+    /// Extends the leases of this process's runs `run_ids`.
+    async fn renew_leases(&self, run_ids: &[Uuid]) -> Result<(), StoreError>;
+    /// Asks every process to cancel the run (the one executing it does).
+    async fn send_cancel(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
+    /// A new connection that receives notices.
+    async fn listen(&self) -> Result<Box<dyn Notices>, StoreError>;
 }

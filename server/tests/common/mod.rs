@@ -1,4 +1,8 @@
-//! A real server on port 0 with a real temporary SQLite file, and clients for it.
+//! A real server on port 0 with a real temporary database, and clients for it.
+//!
+//! The database is a temporary SQLite file, or, when `AGENTSTREAM_TEST_DATABASE_URL` names a
+//! PostgreSQL server (the test command starts a throwaway one), a fresh database on it per test
+//! server: the same suite runs against both backends.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -10,6 +14,7 @@ use app::{AgentEvent, EventKind};
 use futures::{SinkExt, StreamExt};
 use leptos::prelude::get_configuration;
 use serde_json::{json, Value};
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
@@ -24,6 +29,8 @@ pub struct TestServer {
     pub base: String,
     pub ws_url: String,
     pub db_path: PathBuf,
+    /// The server's `DATABASE_URL`.
+    pub database_url: String,
     pub http: reqwest::Client,
     _directory: tempfile::TempDir,
     _shutdown: oneshot::Sender<()>,
@@ -39,12 +46,13 @@ impl TestServer {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let db_path = directory.path().join("agentstream.db");
         let mut config = Config {
-            database_url: format!("sqlite://{}", db_path.display()),
+            database_url: fresh_database_url(&db_path).await,
             ..Config::default()
         };
         config.scripted.token_delay_ms = 0;
         config.scripted.reply_tokens = 40;
         adjust(&mut config);
+        let database_url = config.database_url.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let leptos_options = get_configuration(None).unwrap().leptos_options;
@@ -56,6 +64,7 @@ impl TestServer {
             base: format!("http://{address}"),
             ws_url: format!("ws://{address}/v1/ws"),
             db_path,
+            database_url,
             http: reqwest::Client::new(),
             _directory: directory,
             _shutdown: shutdown,
@@ -98,16 +107,25 @@ impl TestServer {
         format!("{}{path}", self.base)
     }
 
-    /// A second, independent connection to the server's database file, as an operator would open.
-    pub async fn database(&self) -> SqlitePool {
+    /// A second, independent connection to the server's database, as an operator would open.
+    pub async fn database(&self) -> TestDatabase {
+        if self.database_url.starts_with("postgres") {
+            let pool = PgPoolOptions::new()
+                .max_connections(2)
+                .connect(&self.database_url)
+                .await
+                .unwrap();
+            return TestDatabase::Postgres(pool);
+        }
         let options = SqliteConnectOptions::new()
             .filename(&self.db_path)
             .read_only(true);
-        SqlitePoolOptions::new()
+        let pool = SqlitePoolOptions::new()
             .max_connections(2)
             .connect_with(options)
             .await
-            .unwrap()
+            .unwrap();
+        TestDatabase::Sqlite(pool)
     }
 
     pub async fn create_agent(&self) -> Uuid {
@@ -278,4 +296,70 @@ pub fn reply_text(events: &[AgentEvent], run_id: Uuid) -> String {
         .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::Text)
         .filter_map(|event| event.delta.as_ref().and_then(Value::as_str))
         .collect()
+}
+
+/// Whether the suite runs against PostgreSQL (`AGENTSTREAM_TEST_DATABASE_URL` is set).
+pub fn testing_postgres() -> bool {
+    std::env::var("AGENTSTREAM_TEST_DATABASE_URL").is_ok_and(|url| !url.trim().is_empty())
+}
+
+/// A database for one test server: a new PostgreSQL database when the suite runs against
+/// PostgreSQL, else a SQLite file at `sqlite_path`.
+pub async fn fresh_database_url(sqlite_path: &std::path::Path) -> String {
+    if !testing_postgres() {
+        return format!("sqlite://{}", sqlite_path.display());
+    }
+    create_postgres_database().await
+}
+
+/// Creates an empty database on the test PostgreSQL server and returns its URL.
+pub async fn create_postgres_database() -> String {
+    let admin = std::env::var("AGENTSTREAM_TEST_DATABASE_URL").unwrap();
+    let name = format!("agentstream_test_{}", Uuid::new_v4().simple());
+    let pool = PgPoolOptions::new().max_connections(1).connect(&admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+    pool.close().await;
+    let (server, _) = admin.rsplit_once('/').expect("a database URL ends in /<database>");
+    format!("{server}/{name}")
+}
+
+/// A direct connection to a test server's database.
+pub enum TestDatabase {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+impl TestDatabase {
+    /// Rows of `table`.
+    pub async fn count_rows(&self, table: &str) -> i64 {
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        match self {
+            TestDatabase::Sqlite(pool) => sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap(),
+            TestDatabase::Postgres(pool) => sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap(),
+        }
+    }
+
+    /// How many events of the agent have seq ≤ `seq`, and the id of the one at `seq`.
+    pub async fn committed_through(&self, agent_id: Uuid, seq: u64) -> (i64, Option<String>) {
+        match self {
+            TestDatabase::Sqlite(pool) => sqlx::query_as(
+                "SELECT COUNT(*), (SELECT id FROM agent_events WHERE agent_id = ?1 AND seq = ?2) \
+                 FROM agent_events WHERE agent_id = ?1 AND seq <= ?2",
+            )
+            .bind(agent_id.to_string())
+            .bind(seq as i64)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+            TestDatabase::Postgres(pool) => sqlx::query_as(
+                "SELECT COUNT(*), (SELECT id::text FROM agent_events WHERE agent_id = $1 \
+                 AND seq = $2) FROM agent_events WHERE agent_id = $1 AND seq <= $2",
+            )
+            .bind(agent_id)
+            .bind(seq as i64)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+        }
+    }
 }
