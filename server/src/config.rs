@@ -108,6 +108,8 @@ pub struct Config {
     pub hub_room_batches_max: usize,
     /// LLM calls per run at most.
     pub run_iterations_max: u32,
+    /// Times the writer tries a commit again while the database says that may work.
+    pub writer_commit_retries_max: u32,
     /// A Letta stream that asked for pings (`include_pings`, the default) gets one this often.
     pub letta_ping_interval_ms: u64,
     /// When set, every request must carry this token (see `auth`).
@@ -127,6 +129,7 @@ impl Default for Config {
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
+            writer_commit_retries_max: crate::writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             api_token: None,
             allowed_origins: Vec::new(),
@@ -159,6 +162,8 @@ Environment:
   AGENTSTREAM_SCRIPTED_SEED             seed of the scripted provider (default 7)
   AGENTSTREAM_HUB_ROOM_BATCHES_MAX      live batches buffered per agent (default 1024)
   AGENTSTREAM_MAX_ITERATIONS            LLM calls per run at most (default 10)
+  AGENTSTREAM_WRITER_COMMIT_RETRIES_MAX times a commit is tried again while the database is
+                                        busy or restarting, backing off to 500 ms (default 12)
   AGENTSTREAM_LETTA_PING_INTERVAL_MS    ping interval of Letta streams (default 15000)
   AGENTSTREAM_API_TOKEN                 require this token on every request (default: none);
                                         a browser opens /?token=<token> once
@@ -286,6 +291,10 @@ impl Config {
             run_iterations_max: parse_env(
                 "AGENTSTREAM_MAX_ITERATIONS",
                 defaults.run_iterations_max,
+            )?,
+            writer_commit_retries_max: parse_env(
+                "AGENTSTREAM_WRITER_COMMIT_RETRIES_MAX",
+                defaults.writer_commit_retries_max,
             )?,
             letta_ping_interval_ms: parse_env(
                 "AGENTSTREAM_LETTA_PING_INTERVAL_MS",

@@ -106,7 +106,7 @@ impl AppState {
         cluster_store: Option<Arc<dyn store::ClusterStore>>,
     ) -> Result<AppState, StoreError> {
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
-        let writer = Writer::spawn(store.clone(), hub.clone());
+        let writer = Writer::spawn_with(store.clone(), hub.clone(), config.writer_commit_retries_max);
         let recovered = recovery::recover(store.as_ref(), &writer, &[])
             .await
             .map_err(|error| match error {

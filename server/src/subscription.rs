@@ -157,7 +157,7 @@ async fn catch_up(
             Some(until) => (until - last_delivered).min(CATCHUP_PAGE_EVENTS as u64) as u32,
             None => CATCHUP_PAGE_EVENTS,
         };
-        let events = store.read_events(agent_id, last_delivered, wanted).await?;
+        let events = read_retrying(store, agent_id, last_delivered, wanted).await?;
         let Some(newest) = events.last() else {
             return match until {
                 // The hub showed us a later seq, so the store must have everything before it.
@@ -173,6 +173,36 @@ async fn catch_up(
         send(out, ServerMessage::Events { agent_id, events }).await?;
         if !full_page && until.is_none() {
             return Ok(last_delivered);
+        }
+    }
+}
+
+/// Times a catch-up read is tried again when the database says trying again may work (it is
+/// restarting, a connection broke) before the subscription ends with an error.
+pub const CATCHUP_READ_RETRIES_MAX: u32 = 10;
+/// The first of those waits; each further one doubles, up to [`CATCHUP_RETRY_DELAY_MAX_MS`]
+/// (about 5 s in all: a database restart, not an outage).
+pub const CATCHUP_RETRY_DELAY_INITIAL_MS: u64 = 20;
+pub const CATCHUP_RETRY_DELAY_MAX_MS: u64 = 1_000;
+
+/// A page of the log, read again (bounded) while the error is transient: a subscriber mid-stream
+/// rides out a database restart instead of being dropped.
+async fn read_retrying(
+    store: &dyn Store,
+    agent_id: Uuid,
+    after: u64,
+    limit: u32,
+) -> Result<Vec<app::AgentEvent>, StoreError> {
+    let mut attempt = 0;
+    loop {
+        match store.read_events(agent_id, after, limit).await {
+            Err(error) if error.is_transient() && attempt < CATCHUP_READ_RETRIES_MAX => {
+                let delay = (CATCHUP_RETRY_DELAY_INITIAL_MS << attempt).min(CATCHUP_RETRY_DELAY_MAX_MS);
+                tracing::warn!(%agent_id, %error, attempt, "catch-up read failed; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                attempt += 1;
+            }
+            outcome => return outcome,
         }
     }
 }

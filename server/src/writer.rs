@@ -23,12 +23,15 @@ pub const WRITER_QUEUE_REQUESTS_MAX: usize = 4096;
 /// of tokens from many agents, small enough that one commit stays in the low milliseconds.
 pub const WRITER_BATCH_EVENTS_MAX: usize = 512;
 
-/// Times the writer tries a group again when the database says trying again may work (busy, an
-/// I/O hiccup) before it fails the group's requests. Retrying here, in the one writer task,
-/// keeps every agent's order: nothing behind the group commits first.
-pub const WRITER_COMMIT_RETRIES_MAX: u32 = 4;
-/// The first retry waits this long; each further one waits twice as long.
+/// Times the writer tries a group again, by default, when the database says trying again may
+/// work (busy, an I/O hiccup, a PostgreSQL restart) before it fails the group's requests.
+/// Retrying here, in the one writer task, keeps every agent's order: nothing behind the group
+/// commits first. With the delays below, about 2.5 s in all: a database restart, not an outage.
+pub const WRITER_COMMIT_RETRIES_MAX_DEFAULT: u32 = 12;
+/// The first retry waits this long; each further one waits twice as long, up to
+/// [`WRITER_RETRY_DELAY_MAX_MS`].
 pub const WRITER_RETRY_DELAY_INITIAL_MS: u64 = 2;
+pub const WRITER_RETRY_DELAY_MAX_MS: u64 = 500;
 
 /// Why an append did not commit.
 #[derive(Debug, thiserror::Error)]
@@ -98,8 +101,13 @@ impl Writer {
     /// Starts the writer task. It runs until every `Writer` handle is dropped, committing what is
     /// still queued before it stops.
     pub fn spawn(store: Arc<dyn Store>, hub: Arc<Hub>) -> Writer {
+        Writer::spawn_with(store, hub, WRITER_COMMIT_RETRIES_MAX_DEFAULT)
+    }
+
+    /// [`Writer::spawn`] with another retry budget (see [`WRITER_COMMIT_RETRIES_MAX_DEFAULT`]).
+    pub fn spawn_with(store: Arc<dyn Store>, hub: Arc<Hub>, commit_retries_max: u32) -> Writer {
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_REQUESTS_MAX);
-        tokio::spawn(run(store, hub, receiver));
+        tokio::spawn(run(store, hub, receiver, commit_retries_max));
         Writer { sender }
     }
 
@@ -175,7 +183,12 @@ pub async fn wait(receipt: AppendReceipt) -> Result<Vec<AgentEvent>, AppendError
     }
 }
 
-async fn run(store: Arc<dyn Store>, hub: Arc<Hub>, mut receiver: mpsc::Receiver<WriteRequest>) {
+async fn run(
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    mut receiver: mpsc::Receiver<WriteRequest>,
+    retries_max: u32,
+) {
     let mut refused = RefusedRuns::default();
     while let Some(first) = receiver.recv().await {
         let mut events_in_batch = first.batch.drafts.len();
@@ -200,29 +213,86 @@ async fn run(store: Arc<dyn Store>, hub: Arc<Hub>, mut receiver: mpsc::Receiver<
         if requests.is_empty() {
             continue;
         }
-        commit(store.as_ref(), &hub, requests, &mut refused).await;
+        commit(store.as_ref(), &hub, requests, &mut refused, retries_max).await;
     }
 }
 
 /// One append, tried again (bounded, with backoff) while the error is transient.
+///
+/// A failed append may still have committed: the connection can break after `COMMIT` reached
+/// the database and before its answer came back. Appending again would then write the events
+/// twice (or, as the event ids are unique, fail). So before every retry the log is asked
+/// whether the group's events are there; if so, those committed events are the outcome.
 async fn append_retrying(
     store: &dyn Store,
     batches: &[AppendBatch],
+    retries_max: u32,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
     let mut attempt = 0;
+    let mut outcome_unknown = false;
     loop {
-        match store.append(batches).await {
-            Err(error) if error.is_transient() && attempt < WRITER_COMMIT_RETRIES_MAX => {
+        let tried = if outcome_unknown {
+            match committed_already(store, batches).await {
+                Ok(Some(committed)) => {
+                    tracing::warn!("an append whose answer was lost had committed");
+                    return Ok(committed);
+                }
+                Ok(None) => store.append(batches).await,
+                Err(error) => Err(error),
+            }
+        } else {
+            store.append(batches).await
+        };
+        match tried {
+            Err(error) if error.is_transient() && attempt < retries_max => {
                 tracing::warn!(%error, attempt, "append failed; trying again");
                 tokio::time::sleep(std::time::Duration::from_millis(
-                    WRITER_RETRY_DELAY_INITIAL_MS << attempt,
+                    (WRITER_RETRY_DELAY_INITIAL_MS << attempt.min(16)).min(WRITER_RETRY_DELAY_MAX_MS),
                 ))
                 .await;
                 attempt += 1;
+                outcome_unknown = true;
             }
             outcome => return outcome,
         }
     }
+}
+
+/// The group's events as committed, when an earlier attempt committed them; `None` when none of
+/// them is in the log. A group commits whole or not at all.
+async fn committed_already(
+    store: &dyn Store,
+    batches: &[AppendBatch],
+) -> Result<Option<Vec<Vec<AgentEvent>>>, StoreError> {
+    let ids: Vec<Uuid> = batches
+        .iter()
+        .flat_map(|batch| batch.drafts.iter().map(|draft| draft.id))
+        .collect();
+    let found = store.events_by_id(&ids).await?;
+    if found.is_empty() {
+        return Ok(None);
+    }
+    if found.len() != ids.len() {
+        return Err(StoreError::Corrupt(format!(
+            "{} of the {} events of one commit are in the log",
+            found.len(),
+            ids.len()
+        )));
+    }
+    let mut by_id: std::collections::HashMap<Uuid, AgentEvent> =
+        found.into_iter().map(|event| (event.id, event)).collect();
+    Ok(Some(
+        batches
+            .iter()
+            .map(|batch| {
+                batch
+                    .drafts
+                    .iter()
+                    .filter_map(|draft| by_id.remove(&draft.id))
+                    .collect()
+            })
+            .collect(),
+    ))
 }
 
 /// Commits a group of requests, publishes what committed, and answers every request.
@@ -231,13 +301,16 @@ async fn commit(
     hub: &Hub,
     requests: Vec<WriteRequest>,
     refused: &mut RefusedRuns,
+    retries_max: u32,
 ) {
     let batches: Vec<AppendBatch> = requests
         .iter()
         .map(|request| request.batch.clone())
         .collect();
     let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match append_retrying(
-        store, &batches,
+        store,
+        &batches,
+        retries_max,
     )
     .await
     {
@@ -253,7 +326,7 @@ async fn commit(
                     outcomes.push(Err(Arc::new(behind_a_refusal())));
                     continue;
                 }
-                let outcome = append_retrying(store, std::slice::from_ref(batch))
+                let outcome = append_retrying(store, std::slice::from_ref(batch), retries_max)
                     .await
                     .map(|mut committed| committed.pop().unwrap_or_default())
                     .map_err(Arc::new);
@@ -353,5 +426,92 @@ mod tests {
         ));
         assert_eq!(wait(good).await.unwrap()[0].seq, 1);
         assert_eq!(wait(also_good).await.unwrap()[0].seq, 2);
+    }
+
+    /// SQLite whose next `lose` appends commit and then report a transient failure, as a
+    /// connection that breaks after COMMIT does.
+    struct LosesAnswers {
+        inner: SqliteStore,
+        lose: std::sync::atomic::AtomicU32,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for LosesAnswers {
+        async fn create_agent(&self, agent: NewAgent) -> Result<app::protocol::Agent, StoreError> {
+            self.inner.create_agent(agent).await
+        }
+        async fn list_agents(&self, limit: u32) -> Result<Vec<app::protocol::Agent>, StoreError> {
+            self.inner.list_agents(limit).await
+        }
+        async fn get_agent(&self, id: Uuid) -> Result<Option<app::protocol::Agent>, StoreError> {
+            self.inner.get_agent(id).await
+        }
+        async fn delete_agent(&self, id: Uuid) -> Result<bool, StoreError> {
+            self.inner.delete_agent(id).await
+        }
+        async fn head_seq(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
+            self.inner.head_seq(id).await
+        }
+        async fn read_events(&self, id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
+            self.inner.read_events(id, since, limit).await
+        }
+        async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+            self.inner.run_outline(run_id).await
+        }
+        async fn claim_run_key(&self, id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
+            self.inner.claim_run_key(id, key, run_id).await
+        }
+        async fn release_run_key(&self, id: Uuid, key: &str) -> Result<(), StoreError> {
+            self.inner.release_run_key(id, key).await
+        }
+        async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+            self.inner.unfinished_runs().await
+        }
+        async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+            self.inner.release_unstarted_run_keys().await
+        }
+        async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+            self.inner.events_by_id(ids).await
+        }
+        async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+            let committed = self.inner.append(batches).await?;
+            let left = self.lose.load(std::sync::atomic::Ordering::Relaxed);
+            if left > 0 {
+                self.lose.store(left - 1, std::sync::atomic::Ordering::Relaxed);
+                return Err(StoreError::Unavailable("the answer to COMMIT was lost".into()));
+            }
+            Ok(committed)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_whose_answer_was_lost_is_not_written_twice() {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("w.db").display());
+        let store = Arc::new(LosesAnswers {
+            inner: SqliteStore::open(&url).await.unwrap(),
+            lose: std::sync::atomic::AtomicU32::new(0),
+        });
+        let hub = Arc::new(Hub::new(16));
+        let writer = Writer::spawn(store.clone(), hub.clone());
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        let mut live = hub.subscribe(agent.id);
+        writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+
+        store.lose.store(1, std::sync::atomic::Ordering::Relaxed);
+        let drafts = vec![EventDraft::new(EventKind::Text), EventDraft::new(EventKind::Text)];
+        let ids: Vec<Uuid> = drafts.iter().map(|draft| draft.id).collect();
+        let events = writer.append(agent.id, drafts).await.expect("the committed events are the answer");
+        assert_eq!(events.iter().map(|event| (event.id, event.seq)).collect::<Vec<_>>(), vec![(ids[0], 2), (ids[1], 3)]);
+        // In the log once, published once, and the next append follows on.
+        assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(3));
+        writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+        let log = store.read_events(agent.id, 0, 10).await.unwrap();
+        assert_eq!(log.iter().map(|event| event.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        let mut published = Vec::new();
+        while published.len() < 4 {
+            published.extend(live.recv().await.unwrap().iter().map(|event| event.seq));
+        }
+        assert_eq!(published, vec![1, 2, 3, 4]);
     }
 }

@@ -4,114 +4,22 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
-use app::protocol::{ClientMessage, ServerMessage};
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
-use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::process::{Child, Command};
-use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use common::WAIT_MAX;
-
-/// One server process on `port` with its database at `database`.
-struct Process {
-    child: Child,
-    base: String,
-}
+use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
 
 async fn start(port: u16, database: &Path) -> Process {
-    let child = Command::new(env!("CARGO_BIN_EXE_server"))
-        .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-        .env("DATABASE_URL", format!("sqlite://{}", database.display()))
-        .env("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "3")
-        .env("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "3000")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the server binary starts");
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    let deadline = tokio::time::Instant::now() + WAIT_MAX;
-    while !http
-        .get(format!("{base}/healthz"))
-        .send()
-        .await
-        .is_ok_and(|response| response.status().is_success())
-    {
-        assert!(tokio::time::Instant::now() < deadline, "the server never came up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Process { child, base }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A client subscribed to several agents: everything it was delivered, per agent.
-#[derive(Default)]
-struct Seen {
-    events: HashMap<Uuid, Vec<AgentEvent>>,
-}
-
-impl Seen {
-    fn last_seq(&self, agent_id: Uuid) -> u64 {
-        self.events.get(&agent_id).and_then(|events| events.last()).map_or(0, |event| event.seq)
-    }
-}
-
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn subscribe_all(base: &str, agents: &[Uuid], seen: &Seen) -> Socket {
-    let url = format!("{}/v1/ws", base.replace("http://", "ws://"));
-    let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    for &agent_id in agents {
-        let message = ClientMessage::Subscribe { agent_id, since: seen.last_seq(agent_id) };
-        socket.send(Message::Text(serde_json::to_string(&message).unwrap().into())).await.unwrap();
-    }
-    socket
-}
-
-/// Reads frames into `seen` until `done` says so or the socket ends (the server died).
-async fn read(socket: &mut Socket, seen: &mut Seen, mut done: impl FnMut(&Seen) -> bool) {
-    while !done(seen) {
-        let Ok(Some(Ok(frame))) = tokio::time::timeout(WAIT_MAX, socket.next()).await else { return };
-        let Message::Text(text) = frame else { continue };
-        if let ServerMessage::Events { agent_id, events } = serde_json::from_str(text.as_str()).unwrap() {
-            let mine = seen.events.entry(agent_id).or_default();
-            for event in events {
-                assert_eq!(event.seq, mine.last().map_or(0, |e| e.seq) + 1, "delivered in order, once");
-                mine.push(event);
-            }
-        }
-    }
-}
-
-async fn log_of(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<AgentEvent> {
-    let mut events = Vec::new();
-    loop {
-        let page: Value = http
-            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", events.len()))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        events.extend(serde_json::from_value::<Vec<AgentEvent>>(page["events"].clone()).unwrap());
-        if page["has_more"] != true {
-            return events;
-        }
-    }
+    Process::start(port, &[
+        ("DATABASE_URL", format!("sqlite://{}", database.display())),
+        ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "3".into()),
+        ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "3000".into()),
+    ])
+    .await
 }
 
 #[tokio::test]
@@ -154,8 +62,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
     }
     // Wait until every agent is well into its run, then kill the process outright.
     read(&mut socket, &mut seen, |seen| agents.iter().all(|&agent| seen.last_seq(agent) >= 8)).await;
-    server.child.start_kill().unwrap();
-    server.child.wait().await.unwrap();
+    server.kill().await;
     // Whatever was already on its way arrives; then the socket ends.
     read(&mut socket, &mut seen, |_| false).await;
 

@@ -4,8 +4,9 @@
 //! command that replays it.
 //!
 //! Faults injected (each seed picks its own rates):
-//! - store appends that fail before they commit, and appends that are slow;
-//! - store reads (catch-up pages, heads) that fail, ending a subscription with an error;
+//! - store appends that fail before they commit, appends that commit and then report a failure
+//!   (the answer to COMMIT lost on the way), and appends that are slow;
+//! - store reads (catch-up pages, heads, look-ups by id) that fail;
 //! - provider runs that fail mid-stream (`/fail`), stall (`/stall`), run slow tools, or are
 //!   cancelled at a random moment;
 //! - subscribers with tiny outbound queues and a tiny hub buffer (so they lag and catch up from
@@ -88,6 +89,8 @@ impl Rng {
 /// Fault rates of one seed, and the source of the faults' coin flips.
 struct Faults {
     append_fail_per_mille: u64,
+    /// Appends that commit and then report a failure (the answer to COMMIT was lost).
+    lost_ack_per_mille: u64,
     append_delay_max_us: u64,
     read_fail_per_mille: u64,
     rng: Mutex<Rng>,
@@ -159,6 +162,12 @@ impl Store for FaultyStore {
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
         self.inner.release_unstarted_run_keys().await
     }
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        if self.faults.flip(self.faults.read_fail_per_mille) {
+            return Err(injected("read by id"));
+        }
+        self.inner.events_by_id(ids).await
+    }
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         let delay = self.faults.delay();
         if !delay.is_zero() {
@@ -167,7 +176,12 @@ impl Store for FaultyStore {
         if self.faults.flip(self.faults.append_fail_per_mille) {
             return Err(injected("append"));
         }
-        self.inner.append(batches).await
+        let committed = self.inner.append(batches).await?;
+        if self.faults.flip(self.faults.lost_ack_per_mille) {
+            // Committed, but the answer never arrived (a connection that broke after COMMIT).
+            return Err(injected("the commit's answer was lost"));
+        }
+        Ok(committed)
     }
 }
 
@@ -195,6 +209,7 @@ struct Plan {
     append_fail_per_mille: u64,
     append_delay_max_us: u64,
     read_fail_per_mille: u64,
+    lost_ack_per_mille: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -256,6 +271,7 @@ fn plan(seed: u64) -> Plan {
         append_fail_per_mille: [0, 0, 5, 20, 60, 300, 600][rng.below(7) as usize],
         append_delay_max_us: [0, 200, 2000][rng.below(3) as usize],
         read_fail_per_mille: [0, 0, 10, 40][rng.below(4) as usize],
+        lost_ack_per_mille: [0, 0, 10, 100][rng.below(4) as usize],
     }
 }
 
@@ -308,6 +324,8 @@ fn config(plan: &Plan, database_url: &str) -> Config {
     let mut config = Config {
         database_url: database_url.to_owned(),
         hub_room_batches_max: plan.hub_room_batches_max,
+        // Few retries, so that refused appends (and the runs they end) happen often.
+        writer_commit_retries_max: 4,
         ..Config::default()
     };
     config.scripted.reply_tokens = plan.reply_tokens;
@@ -451,6 +469,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         append_fail_per_mille: plan.append_fail_per_mille,
         append_delay_max_us: plan.append_delay_max_us,
         read_fail_per_mille: plan.read_fail_per_mille,
+        lost_ack_per_mille: plan.lost_ack_per_mille,
         rng: Mutex::new(Rng(seed ^ 0xfa17)),
         enabled: AtomicBool::new(true),
     });

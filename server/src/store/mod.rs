@@ -186,6 +186,8 @@ pub trait Store: Send + Sync + 'static {
     /// Gives back the idempotency keys (and, with PostgreSQL, the run slots) whose run never
     /// wrote `run_started`: its request died between claiming and starting. Returns how many.
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError>;
+    /// The events with these ids, in any order (those not in the log are left out).
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;

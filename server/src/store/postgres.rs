@@ -383,6 +383,14 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id = ANY($1)"))
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         let mut totals: Vec<(Uuid, i64)> = Vec::new();
         for batch in batches {

@@ -342,6 +342,26 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        let mut events = Vec::new();
+        // Bounded statement size: the ids of one commit go in chunks.
+        for chunk in ids.chunks(INSERT_ROWS_PER_STATEMENT_MAX) {
+            let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+                "SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ("
+            ));
+            let mut list = query.separated(", ");
+            for id in chunk {
+                list.push_bind(id.to_string());
+            }
+            query.push(")");
+            let rows = query.build().fetch_all(&self.pool).await?;
+            for row in &rows {
+                events.push(event_from_row(row)?);
+            }
+        }
+        Ok(events)
+    }
+
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         // One head bump per agent for the whole group, then the events in as few INSERT
         // statements as possible: per-statement round trips to SQLite's worker thread, not the

@@ -5,6 +5,8 @@
 //! server: the same suite runs against both backends.
 #![allow(dead_code)]
 
+pub mod processes;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -303,20 +305,34 @@ pub fn testing_postgres() -> bool {
     std::env::var("AGENTSTREAM_TEST_DATABASE_URL").is_ok_and(|url| !url.trim().is_empty())
 }
 
+/// A PostgreSQL server for the tests that need one whatever the suite's backend (several server
+/// processes on one database): `AGENTSTREAM_TEST_POSTGRES_URL`, else
+/// `AGENTSTREAM_TEST_DATABASE_URL`. `scripts/test.sh` starts a throwaway one and sets both.
+pub fn postgres_admin_url() -> String {
+    ["AGENTSTREAM_TEST_POSTGRES_URL", "AGENTSTREAM_TEST_DATABASE_URL"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|url| !url.trim().is_empty())
+        .expect(
+            "this test needs PostgreSQL: run scripts/test.sh (it starts one), or set \
+             AGENTSTREAM_TEST_POSTGRES_URL=postgres://user@host:port/postgres",
+        )
+}
+
 /// A database for one test server: a new PostgreSQL database when the suite runs against
 /// PostgreSQL, else a SQLite file at `sqlite_path`.
 pub async fn fresh_database_url(sqlite_path: &std::path::Path) -> String {
     if !testing_postgres() {
         return format!("sqlite://{}", sqlite_path.display());
     }
-    create_postgres_database().await
+    create_postgres_database(&std::env::var("AGENTSTREAM_TEST_DATABASE_URL").unwrap()).await
 }
 
-/// Creates an empty database on the test PostgreSQL server and returns its URL.
-pub async fn create_postgres_database() -> String {
-    let admin = std::env::var("AGENTSTREAM_TEST_DATABASE_URL").unwrap();
+/// Creates an empty database on the PostgreSQL server of `admin` (a URL to an existing
+/// database there) and returns its URL.
+pub async fn create_postgres_database(admin: &str) -> String {
     let name = format!("agentstream_test_{}", Uuid::new_v4().simple());
-    let pool = PgPoolOptions::new().max_connections(1).connect(&admin).await.unwrap();
+    let pool = PgPoolOptions::new().max_connections(1).connect(admin).await.unwrap();
     sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
     pool.close().await;
     let (server, _) = admin.rsplit_once('/').expect("a database URL ends in /<database>");

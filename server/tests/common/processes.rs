@@ -1,0 +1,125 @@
+//! Real `server` processes (the binary cargo built), and a WebSocket client that follows several
+//! agents across them.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use app::protocol::{ClientMessage, ServerMessage};
+use app::AgentEvent;
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::process::{Child, Command};
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+use super::WAIT_MAX;
+
+/// One server process listening on `port`.
+pub struct Process {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Process {
+    /// Starts the server binary with `env` (on top of this process's environment) and waits
+    /// until it answers `/healthz`.
+    pub async fn start(port: u16, env: &[(&str, String)]) -> Process {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_server"));
+        command
+            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            // The server logs (warnings and up) to stdout: into the test output's stderr.
+            .stdout(Stdio::from(std::io::stderr()))
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let child = command.spawn().expect("the server binary starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let deadline = tokio::time::Instant::now() + WAIT_MAX;
+        while !http
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .is_ok_and(|response| response.status().is_success())
+        {
+            assert!(tokio::time::Instant::now() < deadline, "the server never came up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Process { child, base }
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub async fn kill(&mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A client subscribed to several agents: everything it was delivered, per agent.
+#[derive(Default)]
+pub struct Seen {
+    pub events: HashMap<Uuid, Vec<AgentEvent>>,
+}
+
+impl Seen {
+    pub fn last_seq(&self, agent_id: Uuid) -> u64 {
+        self.events.get(&agent_id).and_then(|events| events.last()).map_or(0, |event| event.seq)
+    }
+}
+
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket to `base`, subscribed to each agent from what `seen` already has.
+pub async fn subscribe_all(base: &str, agents: &[Uuid], seen: &Seen) -> Socket {
+    let url = format!("{}/v1/ws", base.replace("http://", "ws://"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    for &agent_id in agents {
+        let message = ClientMessage::Subscribe { agent_id, since: seen.last_seq(agent_id) };
+        socket.send(Message::Text(serde_json::to_string(&message).unwrap().into())).await.unwrap();
+    }
+    socket
+}
+
+/// Reads frames into `seen` until `done` says so, the socket ends (the server died) or nothing
+/// comes for [`WAIT_MAX`]. Asserts that each agent's events arrive once and in order.
+pub async fn read(socket: &mut Socket, seen: &mut Seen, mut done: impl FnMut(&Seen) -> bool) {
+    while !done(seen) {
+        let Ok(Some(Ok(frame))) = tokio::time::timeout(WAIT_MAX, socket.next()).await else { return };
+        let Message::Text(text) = frame else { continue };
+        if let ServerMessage::Events { agent_id, events } = serde_json::from_str(text.as_str()).unwrap() {
+            let mine = seen.events.entry(agent_id).or_default();
+            for event in events {
+                assert_eq!(event.seq, mine.last().map_or(0, |e| e.seq) + 1, "delivered in order, once");
+                mine.push(event);
+            }
+        }
+    }
+}
+
+/// The agent's whole log, through the REST API of `base`.
+pub async fn log_of(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<AgentEvent> {
+    let mut events = Vec::new();
+    loop {
+        let page: Value = http
+            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", events.len()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        events.extend(serde_json::from_value::<Vec<AgentEvent>>(page["events"].clone()).unwrap());
+        if page["has_more"] != true {
+            return events;
+        }
+    }
+}
