@@ -108,11 +108,15 @@ as_postgres() {
 # Starts a throwaway PostgreSQL (its own data directory, loopback only, trust auth) unless
 # AGENTSTREAM_TEST_DATABASE_URL already names one, and exports that variable. The cluster is
 # stopped and removed by stop_throwaway_postgres.
-AGENTSTREAM_PG_PORT="${AGENTSTREAM_PG_PORT:-55432}"
 start_throwaway_postgres() {
   if [ -n "${AGENTSTREAM_TEST_DATABASE_URL:-}" ]; then return; fi
   ensure_postgres
   local bin; bin="$(postgres_bin)"
+  # The first free port from 55432 (another cluster may be running).
+  AGENTSTREAM_PG_PORT="${AGENTSTREAM_PG_PORT:-55432}"
+  while (exec 3<>"/dev/tcp/127.0.0.1/$AGENTSTREAM_PG_PORT") 2>/dev/null; do
+    AGENTSTREAM_PG_PORT=$((AGENTSTREAM_PG_PORT + 1))
+  done
   AGENTSTREAM_PG_DIR="$(mktemp -d /tmp/agentstream-pg.XXXXXX)"
   export AGENTSTREAM_PG_DIR
   [ "$(id -u)" = 0 ] && chown postgres: "$AGENTSTREAM_PG_DIR"

@@ -7,6 +7,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
 set -e
 ensure_build_tools
 ensure_chromium
+# A throwaway PostgreSQL for the second backend and the multi-server tests (unless
+# AGENTSTREAM_TEST_DATABASE_URL names one already); stopped and removed on exit.
+start_throwaway_postgres
+trap stop_throwaway_postgres EXIT
+export AGENTSTREAM_TEST_POSTGRES_URL="$AGENTSTREAM_TEST_DATABASE_URL"
 set +e
 
 cd "$AGENTSTREAM_ROOT"
@@ -36,9 +41,16 @@ run_suite() {
 # app and server separately: one cargo command for the whole workspace would unify the `ssr`
 # and `hydrate` features.
 run_suite "app (cargo test)" cargo test -p app --no-fail-fast
-run_suite "server (cargo test)" cargo test -p server --no-fail-fast
+# The server's suite on SQLite (the default backend; the two-server tests use PostgreSQL)…
+run_suite "server on SQLite (cargo test)" env -u AGENTSTREAM_TEST_DATABASE_URL \
+  cargo test -p server --no-fail-fast
+# …and again with every test server on a fresh PostgreSQL database. Not again: the simulation
+# and the kill -9 test (they drive SQLite files themselves) and the two-server tests (run above).
+run_suite "server on PostgreSQL (cargo test)" cargo test -p server --no-fail-fast --tests -- \
+  --skip simulated_faults --skip kill_9 --skip two_servers
 # The benchmark, tiny, so it keeps building and running (figures: see the README).
-run_suite "benchmark (smoke)" cargo run -q -p server --example bench -- --smoke
+run_suite "benchmark (smoke)" env AGENTSTREAM_BENCH_POSTGRES_URL="$AGENTSTREAM_TEST_DATABASE_URL" \
+  cargo run -q -p server --example bench -- --smoke
 # Each fuzz target briefly, so they keep building and a shallow crash shows up.
 run_suite "fuzz (${AGENTSTREAM_FUZZ_SECONDS:-10} s per target)" scripts/fuzz.sh "${AGENTSTREAM_FUZZ_SECONDS:-10}"
 if build_release; then

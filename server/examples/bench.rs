@@ -6,12 +6,18 @@
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
 //! version (the test command uses it so the benchmark keeps building and running). Not a test:
 //! nothing here passes or fails on a number.
+//!
+//! With `AGENTSTREAM_BENCH_POSTGRES_URL=postgres://…/postgres` (any database on the server; the
+//! bench creates its own beside it), the engine, stream latency, resume and history figures are
+//! measured on PostgreSQL too, with PostgreSQL's own one-transaction-per-event baseline.
+//! `scripts/bench.sh` starts a throwaway PostgreSQL for that.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentstream_server::hub::Hub;
+use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{EventDraft, NewAgent, Store};
 use agentstream_server::writer::{self, Writer};
@@ -75,34 +81,149 @@ fn main() {
 async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     println!("agentstream-bench{} on {}", if smoke { " (smoke)" } else { "" }, directory.display());
     let fsyncs = fsync_rate(directory, sizes.fsync_seconds);
-    println!("{:<58} {:>12.0} /s", "fsync (4 KiB write + fdatasync), the physical limit", fsyncs);
+    println!("{:<66} {:>12.0} /s", "fsync (4 KiB write + fdatasync), the physical limit", fsyncs);
     let baseline = seed_design(directory, sizes.baseline_events).await;
     println!(
-        "{:<58} {:>12.0} events/s",
+        "{:<66} {:>12.0} events/s",
         "baseline: one transaction per event, DELETE journal", baseline
     );
-    let engine = engine(directory, sizes.agents, sizes.events_per_agent).await;
+    let path = directory.join("engine.db");
+    remove_database(&path);
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap(),
+    );
+    let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
+    remove_database(&path);
     println!(
-        "{:<58} {:>12.0} events/s",
+        "{:<66} {:>12.0} events/s",
         format!("engine: persisted + broadcast, {} agents at once", sizes.agents),
         engine.events_per_second
     );
     println!(
-        "{:<58} {:>12.1} ms / {:.1} ms / {:.1} ms",
+        "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
         "  submit → received by a subscriber: p50 / p99 / max", engine.p50_ms, engine.p99_ms, engine.max_ms
     );
-    println!("{:<58} {:>12.0} x", "engine / baseline", engine.events_per_second / baseline);
-    println!("{:<58} {:>12.1} events", "  events per fsync (group commit)", engine.events_per_second / fsyncs);
+    println!("{:<66} {:>12.0} x", "engine / baseline", engine.events_per_second / baseline);
+    println!("{:<66} {:>12.1} events", "  events per fsync (group commit)", engine.events_per_second / fsyncs);
 
-    let server = live::Server::start(directory, "streams", sizes.stream_delay_ms, sizes.stream_events).await;
+    let sqlite_url = |name: &str| {
+        let path = directory.join(format!("{name}.db"));
+        remove_database(&path);
+        format!("sqlite://{}", path.display())
+    };
+    report_live("", &sqlite_url("streams"), &sqlite_url("gap"), sizes).await;
+    match live::idle_memory(directory, sizes.idle_sockets).await {
+        Some((sockets, bytes_each)) => println!(
+            "{:<66} {:>12.1} KB each",
+            format!("{sockets} idle subscribed WebSockets, server memory"),
+            bytes_each / 1024.0
+        ),
+        None => println!("{:<66} {:>12}", "idle WebSockets: no release server binary to run", "skipped"),
+    }
+    match std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL") {
+        Ok(admin) if !admin.trim().is_empty() => postgres(&admin, sizes, baseline).await,
+        _ => println!("PostgreSQL: skipped (set AGENTSTREAM_BENCH_POSTGRES_URL, or run scripts/bench.sh)"),
+    }
+}
+
+/// A fresh database beside `admin`'s on the same PostgreSQL server; its URL.
+async fn create_postgres_database(admin: &str, name: &str) -> String {
+    use sqlx::Connection;
+    let name = format!("agentstream_bench_{name}_{}", Uuid::new_v4().simple());
+    let mut connection = sqlx::PgConnection::connect(admin).await.expect("PostgreSQL answers");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut connection).await.unwrap();
+    let (server, _) = admin.rsplit_once('/').expect("a database URL ends in /<database>");
+    format!("{server}/{name}")
+}
+
+/// The same figures on PostgreSQL (the server's settings as they are; durable commits unless
+/// the server was told otherwise).
+async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(admin).await.expect("PostgreSQL answers");
+    let settings: (String, String, String) = sqlx::query_as(
+        "SELECT current_setting('server_version'), current_setting('fsync'), \
+         current_setting('synchronous_commit')",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    println!(
+        "PostgreSQL {} on loopback (fsync={}, synchronous_commit={})",
+        settings.0, settings.1, settings.2
+    );
+    let baseline = seed_design_postgres(&create_postgres_database(admin, "baseline").await, sizes.baseline_events).await;
+    println!("{:<66} {:>12.0} events/s", "postgres baseline: one transaction per event", baseline);
+    let url = create_postgres_database(admin, "engine").await;
+    let store: Arc<dyn Store> = Arc::new(
+        PgStore::open(&url, &agentstream_server::store::ClusterOptions::default()).await.unwrap(),
+    );
+    let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
+    println!(
+        "{:<66} {:>12.0} events/s",
+        format!("postgres engine: persisted + broadcast, {} agents", sizes.agents),
+        engine.events_per_second
+    );
+    println!(
+        "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
+        "  submit → received by a subscriber: p50 / p99 / max", engine.p50_ms, engine.p99_ms, engine.max_ms
+    );
+    println!("{:<66} {:>12.0} x", "postgres engine / postgres baseline", engine.events_per_second / baseline);
+    println!("{:<66} {:>12.0} x", "postgres engine / SQLite seed-design baseline", engine.events_per_second / sqlite_baseline);
+    report_live(
+        "postgres ",
+        &create_postgres_database(admin, "streams").await,
+        &create_postgres_database(admin, "gap").await,
+        sizes,
+    )
+    .await;
+}
+
+/// One transaction per event on PostgreSQL: `BEGIN; next seq; INSERT; COMMIT`.
+async fn seed_design_postgres(url: &str, events: u64) -> f64 {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query(
+        "CREATE TABLE events (id uuid PRIMARY KEY, agent_id uuid NOT NULL, seq bigint NOT NULL, \
+         content text NOT NULL, UNIQUE (agent_id, seq))",
+    )
+    .execute(&mut connection)
+    .await
+    .unwrap();
+    let agent = Uuid::new_v4();
+    let started = Instant::now();
+    for _ in 0..events {
+        let mut transaction = connection.begin().await.unwrap();
+        let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE agent_id = $1")
+            .bind(agent)
+            .fetch_one(&mut *transaction)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO events (id, agent_id, seq, content) VALUES ($1, $2, $3, $4)")
+            .bind(Uuid::new_v4())
+            .bind(agent)
+            .bind(next)
+            .bind(r#"{"text":"token "}"#)
+            .execute(&mut *transaction)
+            .await
+            .unwrap();
+        transaction.commit().await.unwrap();
+    }
+    events as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The real server over real sockets on two fresh databases: paced-stream latency on the
+/// first; resume of a long gap and the history page on the second.
+async fn report_live(label: &str, streams_url: &str, gap_url: &str, sizes: &Sizes) {
+    let server = live::Server::start(streams_url, sizes.stream_delay_ms, sizes.stream_events).await;
     let latency = live::stream_latency(&server, sizes).await;
     drop(server);
     // A second server whose scripted replies are the gap's length, unpaced.
-    let server = live::Server::start(directory, "gap", 0, sizes.gap_events).await;
+    let server = live::Server::start(gap_url, 0, sizes.gap_events).await;
     println!(
-        "{:<58} {:>12.1} ms / {:.1} ms / {:.1} ms",
+        "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
         format!(
-            "{} streams x {} events/s: event made -> WS frame p50/p99/max",
+            "{label}{} streams x {} events/s: event made -> WS frame p50/p99/max",
             sizes.streams,
             1000 / sizes.stream_delay_ms.max(1)
         ),
@@ -112,32 +233,23 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     );
     let gap = live::resume_gap(&server).await;
     println!(
-        "{:<58} {:>12.1} ms / {:.1} ms",
-        format!("resume a {}-event gap over WebSocket: first / all", gap.events),
+        "{:<66} {:>12.1} ms / {:.1} ms",
+        format!("{label}resume a {}-event gap over WebSocket: first / all", gap.events),
         gap.ws_first_ms,
         gap.ws_all_ms
     );
     println!(
-        "{:<58} {:>12.1} ms / {:.1} ms",
-        format!("resume a {}-event gap over REST (pages of 1000): first / all", gap.events),
+        "{:<66} {:>12.1} ms / {:.1} ms",
+        format!("{label}resume a {}-event gap over REST (pages of 1000): first / all", gap.events),
         gap.rest_first_ms,
         gap.rest_all_ms
     );
     let (events, history_ms) = live::history_page(&server).await;
     println!(
-        "{:<58} {:>12.1} ms",
-        format!("server-rendered history page of {events} events (median of 3)"),
+        "{:<66} {:>12.1} ms",
+        format!("{label}server-rendered history page of {events} events (median of 3)"),
         history_ms
     );
-    drop(server);
-    match live::idle_memory(directory, sizes.idle_sockets).await {
-        Some((sockets, bytes_each)) => println!(
-            "{:<58} {:>12.1} KB each",
-            format!("{sockets} idle subscribed WebSockets, server memory"),
-            bytes_each / 1024.0
-        ),
-        None => println!("{:<58} {:>12}", "idle WebSockets: no release server binary to run", "skipped"),
-    }
 }
 
 /// Writes 4 KiB and `fdatasync`s it, over and over, for `seconds`: what one durable commit costs
@@ -222,12 +334,7 @@ struct EngineFigures {
 /// The real store, writer and hub: `agents` producers each append `events_per_agent` token
 /// deltas, pipelined as runs do, while one subscriber per agent receives them from the hub.
 /// The clock stops when every subscriber has its agent's last event.
-async fn engine(directory: &Path, agents: u64, events_per_agent: u64) -> EngineFigures {
-    let path = directory.join("engine.db");
-    remove_database(&path);
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap(),
-    );
+async fn engine(store: Arc<dyn Store>, agents: u64, events_per_agent: u64) -> EngineFigures {
     let hub = Arc::new(Hub::new(agentstream_server::hub::HUB_ROOM_BATCHES_MAX_DEFAULT));
     let writer = Writer::spawn(store.clone(), hub.clone());
     let mut agent_ids = Vec::new();
@@ -313,7 +420,6 @@ async fn engine(directory: &Path, agents: u64, events_per_agent: u64) -> EngineF
         max_ms: percentile(1.0),
     };
     drop(writer);
-    remove_database(&path);
     figures
 }
 
@@ -337,12 +443,11 @@ mod live {
     }
 
     impl Server {
-        /// The server in this process on port 0, with the scripted provider paced as asked.
-        pub async fn start(directory: &Path, name: &str, token_delay_ms: u64, reply_tokens: u32) -> Server {
-            let path = directory.join(format!("{name}.db"));
-            super::remove_database(&path);
+        /// The server in this process on port 0 on `database_url`, with the scripted provider
+        /// paced as asked.
+        pub async fn start(database_url: &str, token_delay_ms: u64, reply_tokens: u32) -> Server {
             let mut config = Config {
-                database_url: format!("sqlite://{}", path.display()),
+                database_url: database_url.to_owned(),
                 ..Config::default()
             };
             config.scripted.token_delay_ms = token_delay_ms;
