@@ -15,6 +15,8 @@ export AGENTSTREAM_TEST_POSTGRES_URL="$AGENTSTREAM_TEST_DATABASE_URL"
 set +e
 
 cd "$AGENTSTREAM_ROOT"
+# Incremental state is kept per checkout path: a test run of a fresh clone would only add to it.
+export CARGO_INCREMENTAL=0
 summary=()
 failed=0
 started=$SECONDS

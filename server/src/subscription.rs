@@ -13,9 +13,12 @@ use uuid::Uuid;
 use crate::hub::Hub;
 use crate::store::{Store, StoreError};
 
-/// Events read from the store per page (and per frame) while catching up. Bounds the memory one
-/// catch-up holds and the size of one frame.
+/// Events read from the store per page (and per frame) while catching up, at most. Bounds the
+/// memory one catch-up holds and the size of one frame.
 pub const CATCHUP_PAGE_EVENTS: u32 = 500;
+/// The first page of a catch-up is this small, so the first events of a long gap reach the
+/// client at once; each page after it is twice as large, up to [`CATCHUP_PAGE_EVENTS`].
+pub const CATCHUP_FIRST_PAGE_EVENTS: u32 = 32;
 
 /// Why a subscription ended other than by the subscriber leaving.
 #[derive(Debug, thiserror::Error)]
@@ -151,12 +154,14 @@ async fn catch_up(
     out: &mpsc::Sender<ServerMessage>,
 ) -> Result<u64, FollowError> {
     let mut last_delivered = after;
+    let mut page_events = CATCHUP_FIRST_PAGE_EVENTS;
     loop {
         let wanted = match until {
             Some(until) if until <= last_delivered => return Ok(last_delivered),
-            Some(until) => (until - last_delivered).min(CATCHUP_PAGE_EVENTS as u64) as u32,
-            None => CATCHUP_PAGE_EVENTS,
+            Some(until) => (until - last_delivered).min(page_events as u64) as u32,
+            None => page_events,
         };
+        page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
         let events = read_retrying(store, agent_id, last_delivered, wanted).await?;
         let Some(newest) = events.last() else {
             return match until {

@@ -213,7 +213,7 @@ async fn run(
         if requests.is_empty() {
             continue;
         }
-        commit(store.as_ref(), &hub, requests, &mut refused, retries_max).await;
+        commit(&store, &hub, requests, &mut refused, retries_max).await;
     }
 }
 
@@ -227,7 +227,7 @@ async fn append_retrying(
     store: &dyn Store,
     batches: &[AppendBatch],
     retries_max: u32,
-) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+) -> Result<Vec<Vec<AgentEvent>>, Refused> {
     let mut attempt = 0;
     let mut outcome_unknown = false;
     loop {
@@ -253,9 +253,50 @@ async fn append_retrying(
                 attempt += 1;
                 outcome_unknown = true;
             }
-            outcome => return outcome,
+            Ok(committed) => return Ok(committed),
+            Err(error) => {
+                return Err(Refused {
+                    error,
+                    maybe_committed: outcome_unknown,
+                })
+            }
         }
     }
+}
+
+/// An append that did not go through, as far as the writer knows.
+struct Refused {
+    error: StoreError,
+    /// An attempt failed in a way that may have committed, and the log could not be asked.
+    maybe_committed: bool,
+}
+
+/// Times the writer asks the log, after giving up on a group that may have committed, whether
+/// it did; each ask waits twice as long as the one before, from [`WRITER_RETRY_DELAY_INITIAL_MS`].
+pub const RECONCILE_ATTEMPTS_MAX: u32 = 16;
+
+/// After the writer gave up on a group that may have committed: asks the log (bounded, with
+/// backoff) and publishes what did commit, so live subscribers are not left one commit behind
+/// when nothing else follows. Publishing late is safe: the hub cuts what it already has and
+/// subscribers fill holes from the store.
+async fn reconcile(store: Arc<dyn Store>, hub: Arc<Hub>, batch: AppendBatch) {
+    for attempt in 0..RECONCILE_ATTEMPTS_MAX {
+        tokio::time::sleep(std::time::Duration::from_millis(
+            (WRITER_RETRY_DELAY_INITIAL_MS << attempt.min(16)).min(WRITER_RETRY_DELAY_MAX_MS),
+        ))
+        .await;
+        match committed_already(store.as_ref(), std::slice::from_ref(&batch)).await {
+            Ok(Some(mut committed)) => {
+                let events = committed.pop().unwrap_or_default();
+                tracing::warn!(agent_id = %batch.agent_id, events = events.len(), "a refused append had committed; publishing it");
+                hub.publish(batch.agent_id, events.into());
+                return;
+            }
+            Ok(None) => return,
+            Err(_) => continue,
+        }
+    }
+    tracing::error!(agent_id = %batch.agent_id, "could not learn whether a refused append committed");
 }
 
 /// The group's events as committed, when an earlier attempt committed them; `None` when none of
@@ -297,8 +338,8 @@ async fn committed_already(
 
 /// Commits a group of requests, publishes what committed, and answers every request.
 async fn commit(
-    store: &dyn Store,
-    hub: &Hub,
+    store: &Arc<dyn Store>,
+    hub: &Arc<Hub>,
     requests: Vec<WriteRequest>,
     refused: &mut RefusedRuns,
     retries_max: u32,
@@ -307,29 +348,47 @@ async fn commit(
         .iter()
         .map(|request| request.batch.clone())
         .collect();
+    // Requests whose events may have committed although the writer could not learn it.
+    let mut maybe_committed = vec![false; requests.len()];
     let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match append_retrying(
-        store,
+        store.as_ref(),
         &batches,
         retries_max,
     )
     .await
     {
         Ok(committed) => committed.into_iter().map(Ok).collect(),
-        Err(error) if batches.len() == 1 => vec![Err(Arc::new(error))],
+        Err(refused) if batches.len() == 1 || refused.maybe_committed => {
+            // One request; or the group may have committed, and trying it in parts could write
+            // it twice: every request gets the refusal, and the log is asked later.
+            maybe_committed.fill(refused.maybe_committed);
+            let message = refused.error.to_string();
+            let mut first = Some(refused.error);
+            (0..batches.len())
+                .map(|_| {
+                    Err(Arc::new(
+                        first.take().unwrap_or_else(|| StoreError::Unavailable(message.clone())),
+                    ))
+                })
+                .collect()
+        }
         Err(_) => {
             // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
             // commit them one by one so each gets its own answer.
             let mut outcomes = Vec::with_capacity(batches.len());
-            for (request, batch) in requests.iter().zip(&batches) {
+            for (index, (request, batch)) in requests.iter().zip(&batches).enumerate() {
                 let run = run_of(batch);
                 if request.continues_run && run.is_some_and(|run| refused.set.contains(&run)) {
                     outcomes.push(Err(Arc::new(behind_a_refusal())));
                     continue;
                 }
-                let outcome = append_retrying(store, std::slice::from_ref(batch), retries_max)
-                    .await
-                    .map(|mut committed| committed.pop().unwrap_or_default())
-                    .map_err(Arc::new);
+                let outcome = match append_retrying(store.as_ref(), std::slice::from_ref(batch), retries_max).await {
+                    Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
+                    Err(failed) => {
+                        maybe_committed[index] = failed.maybe_committed;
+                        Err(Arc::new(failed.error))
+                    }
+                };
                 if let (Err(_), Some(run)) = (&outcome, run) {
                     refused.insert(run);
                 }
@@ -338,7 +397,7 @@ async fn commit(
             outcomes
         }
     };
-    for (request, outcome) in requests.into_iter().zip(outcomes) {
+    for (index, (request, outcome)) in requests.into_iter().zip(outcomes).enumerate() {
         let run = run_of(&request.batch);
         if let Ok(events) = &outcome {
             // Only now, after the commit, does anyone see these events.
@@ -350,6 +409,9 @@ async fn commit(
             tracing::warn!(agent_id = %request.batch.agent_id, %error, "append refused");
             if let Some(run) = run {
                 refused.insert(run);
+            }
+            if maybe_committed[index] {
+                tokio::spawn(reconcile(store.clone(), hub.clone(), request.batch.clone()));
             }
         }
         // The submitter may have gone away; the events are committed either way.

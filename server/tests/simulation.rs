@@ -690,7 +690,18 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&seed) = seeds.get(index) else { return };
                 let began = std::time::Instant::now();
-                simulate(seed, &directory);
+                // Any panic of a seed (a stuck subscriber, a runner) is reported with its seed.
+                if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| simulate(seed, &directory))) {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+                        .unwrap_or_else(|| "a panic".into());
+                    if what.starts_with("seed ") {
+                        std::panic::resume_unwind(panic);
+                    }
+                    fail(seed, what);
+                }
                 if began.elapsed() > SEED_WALL_TIME_MAX {
                     fail(seed, format!("took {:?}", began.elapsed()));
                 }

@@ -35,6 +35,9 @@ pub enum StoreError {
     /// A row that cannot be decoded or breaks an invariant (e.g. seq out of order).
     #[error("the stored log is inconsistent: {0}")]
     Corrupt(String),
+    /// The database refused the statement (a constraint, a full disk …).
+    #[error("the database failed: {0}")]
+    Failed(String),
     /// The database could not do it now (busy, I/O trouble); trying again may work.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),

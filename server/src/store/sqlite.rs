@@ -1,5 +1,6 @@
 //! The SQLite store: one file, WAL, foreign keys on, `synchronous=FULL` so a commit that returned
-//! is on disk. Readers run beside the single writer thanks to WAL.
+//! is on disk. Readers (sqlx's pool) run beside the single writer thanks to WAL; appends run on
+//! a thread of their own ([`appender`]).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use uuid::Uuid;
 
 use super::{AppendBatch, NewAgent, Store, StoreError};
 
+mod appender;
+
 /// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
 /// serialized by SQLite anyway, so more connections would only queue.
 const SQLITE_POOL_CONNECTIONS_MAX: u32 = 8;
@@ -23,12 +26,14 @@ const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    appender: appender::Appender,
 }
 
 impl SqliteStore {
     /// Opens (creating if missing) the database at `url` (`sqlite://path/to.db`) and migrates it.
     pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
-        let options = SqliteConnectOptions::from_str(url)?
+        let options = SqliteConnectOptions::from_str(url)?;
+        let options = options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
@@ -36,10 +41,12 @@ impl SqliteStore {
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS));
         let pool = SqlitePoolOptions::new()
             .max_connections(SQLITE_POOL_CONNECTIONS_MAX)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(SqliteStore { pool })
+        let path = options.get_filename().to_owned();
+        let appender = appender::Appender::start(path, SQLITE_BUSY_TIMEOUT_MS)?;
+        Ok(SqliteStore { pool, appender })
     }
 
     /// The pool, for tests that look at the file directly.
@@ -48,38 +55,8 @@ impl SqliteStore {
     }
 }
 
-/// Rows one INSERT statement carries at most: 15 bound values each, well under SQLite's limit of
-/// 32 766 variables per statement.
-const INSERT_ROWS_PER_STATEMENT_MAX: usize = 256;
-
-/// Inserts `events` with one multi-row INSERT.
-async fn insert_events(
-    transaction: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    events: &[&AgentEvent],
-) -> Result<(), StoreError> {
-    let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-        "INSERT INTO agent_events ({EVENT_COLUMNS}) "
-    ));
-    query.push_values(events, |mut row, event| {
-        row.push_bind(event.id.to_string())
-            .push_bind(event.agent_id.to_string())
-            .push_bind(event.seq as i64)
-            .push_bind(event.run_id.map(|id| id.to_string()))
-            .push_bind(event.thread_id.map(|id| id.to_string()))
-            .push_bind(event.block_id.map(|id| id.to_string()))
-            .push_bind(event.message_id.map(|id| id.to_string()))
-            .push_bind(event.kind.as_str())
-            .push_bind(event.delta.as_ref().map(json_text))
-            .push_bind(event.delta_path.clone())
-            .push_bind(event.delta_action.map(DeltaAction::as_str))
-            .push_bind(json_text(&event.content))
-            .push_bind(event.raw.as_ref().map(json_text))
-            .push_bind(json_text(&event.metadata))
-            .push_bind(event.created_at.to_rfc3339());
-    });
-    query.build().persistent(true).execute(&mut **transaction).await?;
-    Ok(())
-}
+/// Ids one look-up statement carries at most, well under SQLite's limit of 32 766 variables.
+const IDS_PER_STATEMENT_MAX: usize = 256;
 
 const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at";
@@ -345,7 +322,7 @@ impl Store for SqliteStore {
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
         let mut events = Vec::new();
         // Bounded statement size: the ids of one commit go in chunks.
-        for chunk in ids.chunks(INSERT_ROWS_PER_STATEMENT_MAX) {
+        for chunk in ids.chunks(IDS_PER_STATEMENT_MAX) {
             let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
                 "SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ("
             ));
@@ -363,74 +340,7 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        // One head bump per agent for the whole group, then the events in as few INSERT
-        // statements as possible: per-statement round trips to SQLite's worker thread, not the
-        // fsync, are what a commit of many small events costs.
-        let mut totals: Vec<(Uuid, i64)> = Vec::new();
-        for batch in batches {
-            match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
-                Some((_, total)) => *total += batch.drafts.len() as i64,
-                None => totals.push((batch.agent_id, batch.drafts.len() as i64)),
-            }
-        }
-        let mut transaction = self.pool.begin().await?;
-        // Every agent's head in one statement (it comes first, so this transaction takes the
-        // write lock at once, and an unknown agent is found before anything is inserted):
-        // UPDATE agents SET head_seq = head_seq + CASE id WHEN a THEN n … END WHERE id IN (a, …)
-        let mut bump = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "UPDATE agents SET head_seq = head_seq + CASE id",
-        );
-        for (agent_id, total) in &totals {
-            bump.push(" WHEN ").push_bind(agent_id.to_string());
-            bump.push(" THEN ").push_bind(*total);
-        }
-        bump.push(" END WHERE id IN (");
-        let mut ids = bump.separated(", ");
-        for (agent_id, _) in &totals {
-            ids.push_bind(agent_id.to_string());
-        }
-        bump.push(") RETURNING id, head_seq");
-        let heads = bump.build().persistent(false).fetch_all(&mut *transaction).await?;
-        // The next seq to hand out, per agent.
-        let mut next_seq: Vec<(Uuid, u64)> = Vec::with_capacity(totals.len());
-        for (agent_id, total) in &totals {
-            let key = agent_id.to_string();
-            let head: i64 = heads
-                .iter()
-                .find(|row| row.get::<String, _>(0) == key)
-                .map(|row| row.get(1))
-                .ok_or(StoreError::UnknownAgent(*agent_id))?;
-            next_seq.push((*agent_id, seq_from_column(head - total + 1)?));
-        }
-        let mut committed = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let cursor = next_seq
-                .iter_mut()
-                .find(|(agent_id, _)| *agent_id == batch.agent_id)
-                .map(|(_, next)| next)
-                .expect("every agent of the group has a cursor");
-            let events: Vec<AgentEvent> = batch
-                .drafts
-                .iter()
-                .map(|draft| {
-                    let event = draft.clone().into_event(batch.agent_id, *cursor);
-                    *cursor += 1;
-                    event
-                })
-                .collect();
-            committed.push(events);
-        }
-        let all: Vec<&AgentEvent> = committed.iter().flatten().collect();
-        let mut rest = all.as_slice();
-        while !rest.is_empty() {
-            // Power-of-two statement sizes: a handful of statement shapes, all cached.
-            let rows = INSERT_ROWS_PER_STATEMENT_MAX.min(1 << rest.len().ilog2());
-            let (chunk, tail) = rest.split_at(rows);
-            insert_events(&mut transaction, chunk).await?;
-            rest = tail;
-        }
-        transaction.commit().await?;
-        Ok(committed)
+        self.appender.append(batches.to_vec()).await
     }
 }
 

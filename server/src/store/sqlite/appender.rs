@@ -1,0 +1,175 @@
+//! Appends on a thread of their own, with a connection of their own.
+//!
+//! Profiling the writer showed it bound by round trips, not by fsync: through sqlx every
+//! statement of a group commit (`BEGIN`, the head bump, the inserts, `COMMIT`) is a hop to
+//! sqlx's SQLite worker thread and back. Here a whole group is one hop: the writer hands the
+//! group to this thread, which runs the transaction with cached prepared statements and
+//! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use app::{AgentEvent, DeltaAction};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::store::{AppendBatch, StoreError};
+
+/// Groups waiting for the append thread. The writer sends one group at a time; the bound only
+/// matters for callers that append directly.
+const APPEND_QUEUE_GROUPS_MAX: usize = 16;
+
+struct Job {
+    batches: Vec<AppendBatch>,
+    reply: oneshot::Sender<Result<Vec<Vec<AgentEvent>>, StoreError>>,
+}
+
+/// The handle to the append thread; the thread ends (and closes its connection) when this is
+/// dropped.
+pub(super) struct Appender {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Appender {
+    /// Opens the connection (the file exists and is migrated) and starts the thread.
+    pub(super) fn start(path: PathBuf, busy_timeout_ms: u64) -> Result<Appender, StoreError> {
+        let connection = Connection::open(&path).map_err(sqlite_error)?;
+        connection
+            .busy_timeout(Duration::from_millis(busy_timeout_ms))
+            .map_err(sqlite_error)?;
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+            )
+            .map_err(sqlite_error)?;
+        connection.set_prepared_statement_cache_capacity(16);
+        let (jobs, mut queue) = mpsc::channel::<Job>(APPEND_QUEUE_GROUPS_MAX);
+        std::thread::Builder::new()
+            .name("sqlite-append".into())
+            .spawn(move || {
+                let mut connection = connection;
+                while let Some(job) = queue.blocking_recv() {
+                    let outcome = append(&mut connection, job.batches);
+                    let _ = job.reply.send(outcome);
+                }
+            })
+            .map_err(|error| StoreError::Unavailable(format!("cannot start the append thread: {error}")))?;
+        Ok(Appender { jobs })
+    }
+
+    pub(super) async fn append(
+        &self,
+        batches: Vec<AppendBatch>,
+    ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { batches, reply })
+            .await
+            .map_err(|_| StoreError::Unavailable("the append thread has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the append thread has stopped".into()))?
+    }
+}
+
+/// SQLite's error as the store's: busy, locked and I/O trouble may pass if tried again.
+pub(super) fn sqlite_error(error: rusqlite::Error) -> StoreError {
+    let transient = matches!(
+        &error,
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked | ErrorCode::SystemIoFailure)
+    );
+    if transient {
+        StoreError::Unavailable(error.to_string())
+    } else {
+        StoreError::Failed(format!("SQLite: {error}"))
+    }
+}
+
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("serde_json::Value always serializes")
+}
+
+/// One group in one transaction: per agent, the head bump (which also finds an unknown agent
+/// before anything is inserted), then the events. All or nothing.
+fn append(
+    connection: &mut Connection,
+    batches: Vec<AppendBatch>,
+) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    let mut totals: Vec<(Uuid, u64)> = Vec::new();
+    for batch in &batches {
+        match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
+            Some((_, total)) => *total += batch.drafts.len() as u64,
+            None => totals.push((batch.agent_id, batch.drafts.len() as u64)),
+        }
+    }
+    // IMMEDIATE: take the write lock now, so a busy database is found before any work.
+    let transaction = connection
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    let mut next_seq: Vec<(Uuid, u64)> = Vec::with_capacity(totals.len());
+    {
+        let mut bump = transaction
+            .prepare_cached("UPDATE agents SET head_seq = head_seq + ?2 WHERE id = ?1 RETURNING head_seq")
+            .map_err(sqlite_error)?;
+        for (agent_id, total) in &totals {
+            let head: Option<i64> = bump
+                .query_row(params![agent_id.to_string(), *total as i64], |row| row.get(0))
+                .optional()
+                .map_err(sqlite_error)?;
+            let head = head.ok_or(StoreError::UnknownAgent(*agent_id))?;
+            let head = u64::try_from(head)
+                .map_err(|_| StoreError::Corrupt(format!("negative head_seq {head}")))?;
+            next_seq.push((*agent_id, head - total + 1));
+        }
+    }
+    let mut committed = Vec::with_capacity(batches.len());
+    {
+        let mut insert = transaction
+            .prepare_cached(
+                "INSERT INTO agent_events (id, agent_id, seq, run_id, thread_id, block_id, \
+                 message_id, kind, delta, delta_path, delta_action, content, raw, metadata, \
+                 created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            )
+            .map_err(sqlite_error)?;
+        for batch in batches {
+            let cursor = next_seq
+                .iter_mut()
+                .find(|(agent_id, _)| *agent_id == batch.agent_id)
+                .map(|(_, next)| next)
+                .expect("every agent of the group has a cursor");
+            let agent_id = batch.agent_id;
+            let agent_text = agent_id.to_string();
+            let mut events = Vec::with_capacity(batch.drafts.len());
+            for draft in batch.drafts {
+                let event = draft.into_event(agent_id, *cursor);
+                *cursor += 1;
+                insert
+                    .execute(params![
+                        event.id.to_string(),
+                        agent_text,
+                        event.seq as i64,
+                        event.run_id.map(|id| id.to_string()),
+                        event.thread_id.map(|id| id.to_string()),
+                        event.block_id.map(|id| id.to_string()),
+                        event.message_id.map(|id| id.to_string()),
+                        event.kind.as_str(),
+                        event.delta.as_ref().map(json_text),
+                        event.delta_path,
+                        event.delta_action.map(DeltaAction::as_str),
+                        json_text(&event.content),
+                        event.raw.as_ref().map(json_text),
+                        json_text(&event.metadata),
+                        event.created_at.to_rfc3339(),
+                    ])
+                    .map_err(sqlite_error)?;
+                events.push(event);
+            }
+            committed.push(events);
+        }
+    }
+    transaction.commit().map_err(sqlite_error)?;
+    Ok(committed)
+}
