@@ -31,6 +31,17 @@ async fn server(database: &str, reply_tokens: u32, token_delay_ms: u64, lease_ms
     .await
 }
 
+/// Two servers A and B on a fresh database (scripted replies and leases as [`server`]), a client,
+/// and an agent created on A.
+async fn pair(reply_tokens: u32, token_delay_ms: u64, lease_ms: u64) -> (Process, Process, reqwest::Client, Uuid) {
+    let database = create_postgres_database(&postgres_admin_url()).await;
+    let a = server(&database, reply_tokens, token_delay_ms, lease_ms).await;
+    let b = server(&database, reply_tokens, token_delay_ms, lease_ms).await;
+    let http = reqwest::Client::new();
+    let agent_id = create_agent(&http, &a.base).await;
+    (a, b, http, agent_id)
+}
+
 async fn create_agent(http: &reqwest::Client, base: &str) -> Uuid {
     let agent: Value = http
         .post(format!("{base}/v1/agents"))
@@ -102,11 +113,7 @@ fn assert_seen_is_committed(seen: &Seen, agent_id: Uuid, log: &[AgentEvent]) {
 
 #[tokio::test]
 async fn two_servers_a_subscriber_on_b_sees_a_run_on_a_gap_free_and_in_order() {
-    let database = create_postgres_database(&postgres_admin_url()).await;
-    let a = server(&database, 400, 1, 10_000).await;
-    let b = server(&database, 400, 1, 10_000).await;
-    let http = reqwest::Client::new();
-    let agent_id = create_agent(&http, &a.base).await;
+    let (a, b, http, agent_id) = pair(400, 1, 10_000).await;
 
     // One client on B from the start, one that joins B mid-run.
     let mut seen = Seen::default();
@@ -130,11 +137,7 @@ async fn two_servers_a_subscriber_on_b_sees_a_run_on_a_gap_free_and_in_order() {
 
 #[tokio::test]
 async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
-    let database = create_postgres_database(&postgres_admin_url()).await;
-    let a = server(&database, 30, 0, 10_000).await;
-    let b = server(&database, 30, 0, 10_000).await;
-    let http = reqwest::Client::new();
-    let agent_id = create_agent(&http, &a.base).await;
+    let (a, b, http, agent_id) = pair(30, 0, 10_000).await;
 
     // The agent's one run slot is cluster-wide: B cannot start a run while A's goes on.
     let slow = run(&http, &a.base, agent_id, "/tools slow 1").await;
@@ -210,12 +213,8 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
 
 #[tokio::test]
 async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_converge() {
-    let database = create_postgres_database(&postgres_admin_url()).await;
-    let lease_ms = 600;
-    let mut a = server(&database, 3000, 3, lease_ms).await;
-    let b = server(&database, 3000, 3, lease_ms).await;
-    let http = reqwest::Client::new();
-    let talker = create_agent(&http, &a.base).await;
+    // Short leases: B ends A's runs within a second of A's death.
+    let (mut a, b, http, talker) = pair(3000, 3, 600).await;
     let tooler = create_agent(&http, &a.base).await;
     let agents = [talker, tooler];
     let mut seen = Seen::default();
@@ -258,11 +257,7 @@ async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_conve
 
 #[tokio::test]
 async fn two_servers_a_cancel_sent_to_b_stops_a_run_on_a() {
-    let database = create_postgres_database(&postgres_admin_url()).await;
-    let a = server(&database, 3000, 3, 10_000).await;
-    let b = server(&database, 3000, 3, 10_000).await;
-    let http = reqwest::Client::new();
-    let agent_id = create_agent(&http, &a.base).await;
+    let (a, b, http, agent_id) = pair(3000, 3, 10_000).await;
     let mut seen = Seen::default();
     let mut socket = subscribe_all(&a.base, &[agent_id], &seen).await;
     let run_id = run(&http, &a.base, agent_id, "a very long answer").await;

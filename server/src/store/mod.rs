@@ -196,6 +196,96 @@ pub trait Store: Send + Sync + 'static {
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;
 }
 
+/// Shared by the implementations: row values and the checks every one of them makes.
+pub(crate) mod rows {
+    use std::collections::HashMap;
+
+    use app::AgentEvent;
+    use serde_json::Value;
+    use uuid::Uuid;
+
+    use super::{AppendBatch, StoreError};
+
+    pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt(what.to_string())
+    }
+
+    pub fn parse_json(text: &str) -> Result<Value, StoreError> {
+        serde_json::from_str(text).map_err(|error| corrupt(format!("bad JSON column: {error}")))
+    }
+
+    pub fn json_text(value: &Value) -> String {
+        serde_json::to_string(value).expect("serde_json::Value always serializes")
+    }
+
+    pub fn seq_from_column(value: i64) -> Result<u64, StoreError> {
+        u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
+    }
+
+    /// Seqs only go up, and the log has no holes: asserted on every read as well as on write.
+    pub fn check_contiguous(agent_id: Uuid, since: u64, events: &[AgentEvent]) -> Result<(), StoreError> {
+        let mut expected = since + 1;
+        for event in events {
+            if event.seq != expected {
+                return Err(corrupt(format!(
+                    "agent {agent_id}: expected seq {expected}, found {}",
+                    event.seq
+                )));
+            }
+            expected += 1;
+        }
+        Ok(())
+    }
+
+    /// A statement about `agent_id` that broke a foreign key: the agent does not exist.
+    pub fn unknown_agent_or_database(agent_id: Uuid) -> impl Fn(sqlx::Error) -> StoreError {
+        move |error| match &error {
+            sqlx::Error::Database(database) if database.is_foreign_key_violation() => {
+                StoreError::UnknownAgent(agent_id)
+            }
+            _ => StoreError::Database(error),
+        }
+    }
+
+    /// Events per agent in a group, in order of first appearance.
+    pub fn totals(batches: &[AppendBatch]) -> Vec<(Uuid, u64)> {
+        let mut totals: Vec<(Uuid, u64)> = Vec::new();
+        for batch in batches {
+            match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
+                Some((_, total)) => *total += batch.drafts.len() as u64,
+                None => totals.push((batch.agent_id, batch.drafts.len() as u64)),
+            }
+        }
+        totals
+    }
+
+    /// The next seq to hand out per agent of a group, from each agent's head after the bump.
+    pub struct SeqCursors(HashMap<Uuid, u64>);
+
+    impl SeqCursors {
+        /// `heads`: (agent, head after adding `total`) for every agent of `totals`.
+        pub fn new(
+            totals: &[(Uuid, u64)],
+            head_of: impl Fn(Uuid) -> Option<i64>,
+        ) -> Result<SeqCursors, StoreError> {
+            let mut next = HashMap::with_capacity(totals.len());
+            for (agent_id, total) in totals {
+                let head = head_of(*agent_id).ok_or(StoreError::UnknownAgent(*agent_id))?;
+                next.insert(*agent_id, seq_from_column(head)? + 1 - total);
+            }
+            Ok(SeqCursors(next))
+        }
+
+        /// The seq of the agent's next event, then moves on.
+        pub fn take(&mut self, agent_id: Uuid) -> u64 {
+            let next = self.0.get_mut(&agent_id).expect("every agent of the group has a cursor");
+            let seq = *next;
+            *next += 1;
+            seq
+        }
+    }
+}
+
 /// Opens the store `url` names, migrating it: `sqlite://path` (created if missing) or
 /// `postgres://…` / `postgresql://…`. PostgreSQL comes with its [`ClusterStore`].
 pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreError> {

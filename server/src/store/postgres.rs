@@ -25,6 +25,10 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
+use super::rows::{
+    check_contiguous, corrupt, json_text, parse_json, seq_from_column, totals,
+    unknown_agent_or_database, SeqCursors,
+};
 use super::{
     AppendBatch, ClusterOptions, ClusterStore, NewAgent, Notice, Notices, Store, StoreError,
 };
@@ -77,22 +81,6 @@ const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, mes
      delta::text AS delta, delta_path, delta_action, content::text AS content, raw::text AS raw, \
      metadata::text AS metadata, created_at";
 const RUN_END_KINDS: &str = "('run_completed', 'run_failed', 'run_cancelled')";
-
-fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
-
-fn parse_json(text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|error| corrupt(format!("bad JSON column: {error}")))
-}
-
-fn json_text(value: &Value) -> String {
-    serde_json::to_string(value).expect("serde_json::Value always serializes")
-}
-
-fn seq_from_column(value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
-}
 
 /// PostgreSQL keeps microseconds: times are cut to that before they are stored, so what the
 /// writer publishes equals what a later read returns.
@@ -184,9 +172,6 @@ impl Columns {
     }
 }
 
-fn is_foreign_key_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(database) if database.is_foreign_key_violation())
-}
 
 #[async_trait]
 impl Store for PgStore {
@@ -273,16 +258,7 @@ impl Store for PgStore {
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut expected = since as u64 + 1;
-        for event in &events {
-            if event.seq != expected {
-                return Err(corrupt(format!(
-                    "agent {agent_id}: expected seq {expected}, found {}",
-                    event.seq
-                )));
-            }
-            expected += 1;
-        }
+        check_contiguous(agent_id, since as u64, &events)?;
         Ok(events)
     }
 
@@ -354,13 +330,7 @@ impl Store for PgStore {
         .bind(run_id)
         .fetch_optional(&self.pool)
         .await
-        .map_err(|error| {
-            if is_foreign_key_violation(&error) {
-                StoreError::UnknownAgent(agent_id)
-            } else {
-                StoreError::Database(error)
-            }
-        })?;
+        .map_err(unknown_agent_or_database(agent_id))?;
         if let Some(run_id) = inserted {
             return Ok(run_id);
         }
@@ -392,16 +362,10 @@ impl Store for PgStore {
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        let mut totals: Vec<(Uuid, i64)> = Vec::new();
-        for batch in batches {
-            match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
-                Some((_, total)) => *total += batch.drafts.len() as i64,
-                None => totals.push((batch.agent_id, batch.drafts.len() as i64)),
-            }
-        }
+        let mut totals = totals(batches);
         totals.sort_by_key(|(agent_id, _)| *agent_id);
         let agent_ids: Vec<Uuid> = totals.iter().map(|(agent_id, _)| *agent_id).collect();
-        let counts: Vec<i64> = totals.iter().map(|(_, total)| *total).collect();
+        let counts: Vec<i64> = totals.iter().map(|(_, total)| *total as i64).collect();
 
         let mut transaction = self.pool.begin().await?;
         // Lock the heads in id order (two processes appending to the same agents never wait on
@@ -423,15 +387,12 @@ impl Store for PgStore {
         .bind(&counts)
         .fetch_all(&mut *transaction)
         .await?;
-        let mut next_seq: Vec<(Uuid, u64)> = Vec::with_capacity(totals.len());
-        for (agent_id, total) in &totals {
-            let head: i64 = heads
+        let mut cursors = SeqCursors::new(&totals, |agent_id| {
+            heads
                 .iter()
-                .find(|row| row.get::<Uuid, _>(0) == *agent_id)
+                .find(|row| row.get::<Uuid, _>(0) == agent_id)
                 .map(|row| row.get(1))
-                .ok_or(StoreError::UnknownAgent(*agent_id))?;
-            next_seq.push((*agent_id, seq_from_column(head - total + 1)?));
-        }
+        })?;
 
         // Runs whose events are in this group must be executed by this process (or be lost to
         // their own, which is how another process ends them).
@@ -459,18 +420,12 @@ impl Store for PgStore {
         let mut columns = Columns::default();
         let mut ended_runs: Vec<Uuid> = Vec::new();
         for batch in batches {
-            let cursor = next_seq
-                .iter_mut()
-                .find(|(agent_id, _)| *agent_id == batch.agent_id)
-                .map(|(_, next)| next)
-                .expect("every agent of the group has a cursor");
             let events: Vec<AgentEvent> = batch
                 .drafts
                 .iter()
                 .map(|draft| {
-                    let mut event = draft.clone().into_event(batch.agent_id, *cursor);
+                    let mut event = draft.clone().into_event(batch.agent_id, cursors.take(batch.agent_id));
                     event.created_at = micros(event.created_at);
-                    *cursor += 1;
                     event
                 })
                 .collect();
@@ -514,11 +469,11 @@ impl Store for PgStore {
         .await?;
 
         // One notice per agent (delivered at commit), and the ended runs free their slots.
-        let notices: Vec<String> = next_seq
+        let notices: Vec<String> = totals
             .iter()
-            .zip(&totals)
-            .map(|((agent_id, next), (_, total))| {
-                format!("{agent_id} {} {}", *next - *total as u64, *next - 1)
+            .map(|(agent_id, total)| {
+                let next = cursors.take(*agent_id);
+                format!("{agent_id} {} {}", next - total, next - 1)
             })
             .collect();
         sqlx::query(
@@ -561,13 +516,7 @@ impl ClusterStore for PgStore {
         .bind(self.run_lease_ms as f64 / 1000.0)
         .fetch_optional(&self.pool)
         .await
-        .map_err(|error| {
-            if is_foreign_key_violation(&error) {
-                StoreError::UnknownAgent(agent_id)
-            } else {
-                StoreError::Database(error)
-            }
-        })?;
+        .map_err(unknown_agent_or_database(agent_id))?;
         if claimed.is_some() {
             return Ok(None);
         }

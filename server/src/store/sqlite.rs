@@ -14,6 +14,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
+use super::rows::{
+    check_contiguous, corrupt, json_text, parse_json, seq_from_column, unknown_agent_or_database,
+};
 use super::{AppendBatch, NewAgent, Store, StoreError};
 
 mod appender;
@@ -63,10 +66,6 @@ const AGENT_COLUMNS: &str =
 const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
      delta, delta_path, delta_action, content, raw, metadata, created_at";
 
-fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
-
 fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text).map_err(|error| corrupt(format!("bad uuid {text:?}: {error}")))
 }
@@ -75,18 +74,10 @@ fn parse_optional_uuid(text: Option<String>) -> Result<Option<Uuid>, StoreError>
     text.as_deref().map(parse_uuid).transpose()
 }
 
-fn parse_json(text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|error| corrupt(format!("bad JSON column: {error}")))
-}
-
 fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
     DateTime::parse_from_rfc3339(text)
         .map(|time| time.with_timezone(&Utc))
         .map_err(|error| corrupt(format!("bad timestamp {text:?}: {error}")))
-}
-
-fn seq_from_column(value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
 }
 
 fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
@@ -131,10 +122,6 @@ fn event_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<AgentEvent, StoreErro
         metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
         created_at: parse_time(row.try_get("created_at")?)?,
     })
-}
-
-fn json_text(value: &Value) -> String {
-    serde_json::to_string(value).expect("serde_json::Value always serializes")
 }
 
 #[async_trait]
@@ -222,17 +209,7 @@ impl Store for SqliteStore {
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        // Seqs only go up, and the log has no holes: assert it on read as well as on write.
-        let mut expected = since as u64 + 1;
-        for event in &events {
-            if event.seq != expected {
-                return Err(corrupt(format!(
-                    "agent {agent_id}: expected seq {expected}, found {}",
-                    event.seq
-                )));
-            }
-            expected += 1;
-        }
+        check_contiguous(agent_id, since as u64, &events)?;
         Ok(events)
     }
 
@@ -289,12 +266,7 @@ impl Store for SqliteStore {
         .bind(Utc::now().to_rfc3339())
         .execute(&mut *transaction)
         .await
-        .map_err(|error| match &error {
-            sqlx::Error::Database(database) if database.is_foreign_key_violation() => {
-                StoreError::UnknownAgent(agent_id)
-            }
-            _ => StoreError::Database(error),
-        })?;
+        .map_err(unknown_agent_or_database(agent_id))?;
         let holder: String = if inserted.rows_affected() == 1 {
             run_id.to_string()
         } else {

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use app::{AgentEvent, DeltaAction};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
 /// Groups waiting for the append thread. The writer sends one group at a time; the bound only
@@ -88,28 +88,18 @@ pub(super) fn sqlite_error(error: rusqlite::Error) -> StoreError {
     }
 }
 
-fn json_text(value: &Value) -> String {
-    serde_json::to_string(value).expect("serde_json::Value always serializes")
-}
-
 /// One group in one transaction: per agent, the head bump (which also finds an unknown agent
 /// before anything is inserted), then the events. All or nothing.
 fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-    let mut totals: Vec<(Uuid, u64)> = Vec::new();
-    for batch in &batches {
-        match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
-            Some((_, total)) => *total += batch.drafts.len() as u64,
-            None => totals.push((batch.agent_id, batch.drafts.len() as u64)),
-        }
-    }
+    let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
     let transaction = connection
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
-    let mut next_seq: Vec<(Uuid, u64)> = Vec::with_capacity(totals.len());
+    let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
     {
         let mut bump = transaction
             .prepare_cached("UPDATE agents SET head_seq = head_seq + ?2 WHERE id = ?1 RETURNING head_seq")
@@ -119,12 +109,12 @@ fn append(
                 .query_row(params![agent_id.to_string(), *total as i64], |row| row.get(0))
                 .optional()
                 .map_err(sqlite_error)?;
-            let head = head.ok_or(StoreError::UnknownAgent(*agent_id))?;
-            let head = u64::try_from(head)
-                .map_err(|_| StoreError::Corrupt(format!("negative head_seq {head}")))?;
-            next_seq.push((*agent_id, head - total + 1));
+            heads.extend(head.map(|head| (*agent_id, head)));
         }
     }
+    let mut cursors = SeqCursors::new(&totals, |agent_id| {
+        heads.iter().find(|(id, _)| *id == agent_id).map(|(_, head)| *head)
+    })?;
     let mut committed = Vec::with_capacity(batches.len());
     {
         let mut insert = transaction
@@ -135,17 +125,11 @@ fn append(
             )
             .map_err(sqlite_error)?;
         for batch in batches {
-            let cursor = next_seq
-                .iter_mut()
-                .find(|(agent_id, _)| *agent_id == batch.agent_id)
-                .map(|(_, next)| next)
-                .expect("every agent of the group has a cursor");
             let agent_id = batch.agent_id;
             let agent_text = agent_id.to_string();
             let mut events = Vec::with_capacity(batch.drafts.len());
             for draft in batch.drafts {
-                let event = draft.into_event(agent_id, *cursor);
-                *cursor += 1;
+                let event = draft.into_event(agent_id, cursors.take(agent_id));
                 insert
                     .execute(params![
                         event.id.to_string(),
