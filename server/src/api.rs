@@ -349,7 +349,8 @@ pub async fn start_run(
         .get_agent(agent_id)
         .await?
         .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
-    let run_id = Uuid::new_v4();
+    // v7 (time-ordered) like event ids: the run index grows at its end.
+    let run_id = Uuid::now_v7();
     let key = key.map(str::trim).filter(|key| !key.is_empty());
     if let Some(key) = key {
         if key.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {

@@ -21,6 +21,10 @@ use crate::store::{AppendBatch, StoreError};
 /// matters for callers that append directly.
 const APPEND_QUEUE_GROUPS_MAX: usize = 16;
 
+/// The append connection's page cache. SQLite's default (2 MiB) made the writer re-read the
+/// indexes' pages from the OS on every commit (`pread` was the top kernel symbol of its thread).
+const APPEND_CACHE_KIB: u32 = 64 * 1024;
+
 struct Job {
     batches: Vec<AppendBatch>,
     reply: oneshot::Sender<Result<Vec<Vec<AgentEvent>>, StoreError>>,
@@ -40,9 +44,10 @@ impl Appender {
             .busy_timeout(Duration::from_millis(busy_timeout_ms))
             .map_err(sqlite_error)?;
         connection
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-            )
+            .execute_batch(&format!(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+                 PRAGMA cache_size = -{APPEND_CACHE_KIB};"
+            ))
             .map_err(sqlite_error)?;
         connection.set_prepared_statement_cache_capacity(16);
         let (jobs, mut queue) = mpsc::channel::<Job>(APPEND_QUEUE_GROUPS_MAX);
