@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use app::protocol::Agent;
-use app::{AgentEvent, DeltaAction, EventKind};
+use app::AgentEvent;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -14,12 +14,15 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
+use rusqlite::types::Value as SqlValue;
+
 use super::rows::{
     check_contiguous, corrupt, json_text, parse_json, seq_from_column, unknown_agent_or_database,
 };
 use super::{AppendBatch, NewAgent, Store, StoreError};
 
 mod appender;
+mod reader;
 
 /// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
 /// serialized by SQLite anyway, so more connections would only queue.
@@ -30,6 +33,7 @@ const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
 pub struct SqliteStore {
     pool: SqlitePool,
     appender: appender::Appender,
+    reader: reader::Reader,
 }
 
 impl SqliteStore {
@@ -48,8 +52,9 @@ impl SqliteStore {
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         let path = options.get_filename().to_owned();
-        let appender = appender::Appender::start(path, SQLITE_BUSY_TIMEOUT_MS)?;
-        Ok(SqliteStore { pool, appender })
+        let appender = appender::Appender::start(path.clone(), SQLITE_BUSY_TIMEOUT_MS)?;
+        let reader = reader::Reader::new(path, SQLITE_BUSY_TIMEOUT_MS);
+        Ok(SqliteStore { pool, appender, reader })
     }
 
     /// The pool, for tests that look at the file directly.
@@ -70,10 +75,6 @@ fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text).map_err(|error| corrupt(format!("bad uuid {text:?}: {error}")))
 }
 
-fn parse_optional_uuid(text: Option<String>) -> Result<Option<Uuid>, StoreError> {
-    text.as_deref().map(parse_uuid).transpose()
-}
-
 fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
     DateTime::parse_from_rfc3339(text)
         .map(|time| time.with_timezone(&Utc))
@@ -91,35 +92,6 @@ fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
         metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
         tags: serde_json::from_value(tags).map_err(corrupt)?,
         head_seq: seq_from_column(row.try_get("head_seq")?)?,
-        created_at: parse_time(row.try_get("created_at")?)?,
-    })
-}
-
-fn event_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<AgentEvent, StoreError> {
-    let delta_action: Option<String> = row.try_get("delta_action")?;
-    let delta: Option<String> = row.try_get("delta")?;
-    let raw: Option<String> = row.try_get("raw")?;
-    Ok(AgentEvent {
-        id: parse_uuid(row.try_get("id")?)?,
-        agent_id: parse_uuid(row.try_get("agent_id")?)?,
-        seq: seq_from_column(row.try_get("seq")?)?,
-        run_id: parse_optional_uuid(row.try_get("run_id")?)?,
-        thread_id: parse_optional_uuid(row.try_get("thread_id")?)?,
-        block_id: parse_optional_uuid(row.try_get("block_id")?)?,
-        message_id: parse_optional_uuid(row.try_get("message_id")?)?,
-        kind: EventKind::parse(row.try_get("kind")?),
-        delta: delta.as_deref().map(parse_json).transpose()?,
-        delta_path: row.try_get("delta_path")?,
-        delta_action: match delta_action {
-            Some(name) => Some(
-                DeltaAction::parse(&name)
-                    .ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?,
-            ),
-            None => None,
-        },
-        content: parse_json(row.try_get::<&str, _>("content")?)?,
-        raw: raw.as_deref().map(parse_json).transpose()?,
-        metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
         created_at: parse_time(row.try_get("created_at")?)?,
     })
 }
@@ -195,47 +167,52 @@ impl Store for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let since = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = ? AND seq > ? \
-             ORDER BY seq LIMIT ?"
-        ))
-        .bind(agent_id.to_string())
-        .bind(since)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        let events = rows
-            .iter()
-            .map(event_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        check_contiguous(agent_id, since as u64, &events)?;
+        let since_column = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
+        let events = self
+            .reader
+            .events(
+                format!(
+                    "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = ?1 AND seq > ?2 \
+                     ORDER BY seq LIMIT ?3"
+                ),
+                vec![
+                    SqlValue::Text(agent_id.to_string()),
+                    SqlValue::Integer(since_column),
+                    SqlValue::Integer(i64::from(limit)),
+                ],
+            )
+            .await?;
+        check_contiguous(agent_id, since, &events)?;
         Ok(events)
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = ? AND kind IN \
-             ('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled') ORDER BY seq"
-        ))
-        .bind(run_id.to_string())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(event_from_row).collect()
+        self.reader
+            .events(
+                format!(
+                    "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = ?1 AND kind IN \
+                     ('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled') \
+                     ORDER BY seq"
+                ),
+                vec![SqlValue::Text(run_id.to_string())],
+            )
+            .await
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
         // Walks the partial index of `run_started` rows, then the run index per run.
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
-             WHERE started.kind = 'run_started' AND NOT EXISTS ( \
-                 SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
-                 AND ended.kind IN ('run_completed', 'run_failed', 'run_cancelled')) \
-             ORDER BY started.agent_id, started.seq"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(event_from_row).collect()
+        self.reader
+            .events(
+                format!(
+                    "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
+                     WHERE started.kind = 'run_started' AND NOT EXISTS ( \
+                         SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
+                         AND ended.kind IN ('run_completed', 'run_failed', 'run_cancelled')) \
+                     ORDER BY started.agent_id, started.seq"
+                ),
+                Vec::new(),
+            )
+            .await
     }
 
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
@@ -295,18 +272,10 @@ impl Store for SqliteStore {
         let mut events = Vec::new();
         // Bounded statement size: the ids of one commit go in chunks.
         for chunk in ids.chunks(IDS_PER_STATEMENT_MAX) {
-            let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-                "SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ("
-            ));
-            let mut list = query.separated(", ");
-            for id in chunk {
-                list.push_bind(id.to_string());
-            }
-            query.push(")");
-            let rows = query.build().fetch_all(&self.pool).await?;
-            for row in &rows {
-                events.push(event_from_row(row)?);
-            }
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let ids = chunk.iter().map(|id| SqlValue::Text(id.to_string())).collect();
+            let sql = format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ({marks})");
+            events.extend(self.reader.events(sql, ids).await?);
         }
         Ok(events)
     }
@@ -320,6 +289,7 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
     use crate::store::EventDraft;
+    use app::EventKind;
 
     async fn open_temporary() -> (tempfile::TempDir, SqliteStore) {
         let directory = tempfile::tempdir().unwrap();

@@ -1,0 +1,127 @@
+//! Event reads on blocking threads, with rusqlite connections of their own.
+//!
+//! Through sqlx every row of a result comes over a channel from its SQLite worker thread; a
+//! 10 000-event catch-up was 10 000 such hops. Here a page is one blocking call that steps the
+//! statement and decodes each row in place (text columns borrowed, not copied). Connections are
+//! kept for the next read (bounded); WAL lets them read beside the append thread.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use app::{AgentEvent, DeltaAction, EventKind};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params_from_iter, Connection};
+
+use super::appender::sqlite_error;
+use super::{parse_time, parse_uuid};
+use crate::store::rows::{corrupt, parse_json, seq_from_column};
+use crate::store::StoreError;
+
+/// Idle read connections kept for the next read. More reads at once open more (each closed
+/// after its read); the blocking pool bounds how many run.
+const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
+
+pub(super) struct Reader {
+    path: PathBuf,
+    busy_timeout_ms: u64,
+    idle: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl Reader {
+    pub(super) fn new(path: PathBuf, busy_timeout_ms: u64) -> Reader {
+        Reader {
+            path,
+            busy_timeout_ms,
+            idle: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Runs `sql` (which selects `EVENT_COLUMNS`, in that order) with `params`.
+    pub(super) async fn events(
+        &self,
+        sql: String,
+        params: Vec<SqlValue>,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        let idle = self.idle.clone();
+        let path = self.path.clone();
+        let busy_timeout = Duration::from_millis(self.busy_timeout_ms);
+        tokio::task::spawn_blocking(move || {
+            let kept = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+            let connection = match kept {
+                Some(connection) => connection,
+                None => open(&path, busy_timeout)?,
+            };
+            let events = query(&connection, &sql, params);
+            let mut idle = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if idle.len() < SQLITE_READ_CONNECTIONS_IDLE_MAX {
+                idle.push(connection);
+            }
+            events
+        })
+        .await
+        .map_err(|error| StoreError::Unavailable(format!("a read thread failed: {error}")))?
+    }
+}
+
+fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let connection = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sqlite_error)?;
+    connection.busy_timeout(busy_timeout).map_err(sqlite_error)?;
+    connection.set_prepared_statement_cache_capacity(16);
+    Ok(connection)
+}
+
+fn query(connection: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<Vec<AgentEvent>, StoreError> {
+    let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
+    let mut rows = statement.query(params_from_iter(params)).map_err(sqlite_error)?;
+    let mut events = Vec::new();
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        events.push(event_from_row(row)?);
+    }
+    Ok(events)
+}
+
+fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<&'row str, StoreError> {
+    row.get_ref(index)
+        .and_then(|value| value.as_str().map_err(Into::into))
+        .map_err(|error| corrupt(format!("column {index}: {error}")))
+}
+
+fn optional_text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<Option<&'row str>, StoreError> {
+    row.get_ref(index)
+        .and_then(|value| value.as_str_or_null().map_err(Into::into))
+        .map_err(|error| corrupt(format!("column {index}: {error}")))
+}
+
+/// A row of `EVENT_COLUMNS`: id, agent_id, seq, run_id, thread_id, block_id, message_id, kind,
+/// delta, delta_path, delta_action, content, raw, metadata, created_at.
+fn event_from_row(row: &rusqlite::Row<'_>) -> Result<AgentEvent, StoreError> {
+    let optional_uuid = |index| optional_text(row, index)?.map(parse_uuid).transpose();
+    let seq: i64 = row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?;
+    Ok(AgentEvent {
+        id: parse_uuid(text(row, 0)?)?,
+        agent_id: parse_uuid(text(row, 1)?)?,
+        seq: seq_from_column(seq)?,
+        run_id: optional_uuid(3)?,
+        thread_id: optional_uuid(4)?,
+        block_id: optional_uuid(5)?,
+        message_id: optional_uuid(6)?,
+        kind: EventKind::parse(text(row, 7)?),
+        delta: optional_text(row, 8)?.map(parse_json).transpose()?,
+        delta_path: optional_text(row, 9)?.map(str::to_owned),
+        delta_action: match optional_text(row, 10)? {
+            Some(name) => Some(
+                DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?,
+            ),
+            None => None,
+        },
+        content: parse_json(text(row, 11)?)?,
+        raw: optional_text(row, 12)?.map(parse_json).transpose()?,
+        metadata: parse_json(text(row, 13)?)?,
+        created_at: parse_time(text(row, 14)?)?,
+    })
+}
