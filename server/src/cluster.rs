@@ -40,7 +40,8 @@ pub const LISTENER_RECONNECT_DELAY_MAX_MS: u64 = 2_000;
 /// This process's view of the cluster.
 pub struct Cluster {
     pub store: Arc<dyn ClusterStore>,
-    /// True while the notice connection is up and the rooms are caught up.
+    /// True while the notice connection is up and the rooms are caught up (for the logs and the
+    /// reconnect backoff).
     listening: AtomicBool,
 }
 
@@ -81,27 +82,27 @@ impl Cluster {
         });
         cluster
     }
-
-    /// Whether notices from the other processes are flowing (false while reconnecting).
-    pub fn is_listening(&self) -> bool {
-        self.listening.load(Ordering::Relaxed)
-    }
 }
 
 /// Listens, catches up, follows notices; on a lost connection, starts over.
 async fn listen_loop(cluster: &Cluster, store: &dyn Store, hub: &Hub, runs: &Runs) {
-    let mut delay_ms = LISTENER_RECONNECT_DELAY_INITIAL_MS;
+    let mut failures = 0;
     loop {
         match follow_notices(cluster, store, hub, runs).await {
             Ok(never) => match never {},
             Err(error) => {
-                let was_listening = cluster.listening.swap(false, Ordering::Relaxed);
-                if was_listening {
-                    delay_ms = LISTENER_RECONNECT_DELAY_INITIAL_MS;
+                // A connection that was up starts the backoff over.
+                if cluster.listening.swap(false, Ordering::Relaxed) {
+                    failures = 0;
                 }
-                tracing::warn!(%error, delay_ms, "lost the PostgreSQL notice connection; listening again");
-                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                delay_ms = (delay_ms * 2).min(LISTENER_RECONNECT_DELAY_MAX_MS);
+                let delay = crate::backoff(
+                    LISTENER_RECONNECT_DELAY_INITIAL_MS,
+                    LISTENER_RECONNECT_DELAY_MAX_MS,
+                    failures,
+                );
+                tracing::warn!(%error, ?delay, "lost the PostgreSQL notice connection; listening again");
+                tokio::time::sleep(delay).await;
+                failures += 1;
             }
         }
     }
@@ -175,8 +176,7 @@ async fn catch_up_room(
     // A fresh room (nothing published yet) only needs what was committed now: its subscribers
     // read the log themselves when they joined.
     let from = if published == 0 { first } else { published + 1 }
-        .max(last.saturating_sub(u64::from(NOTICE_FETCH_EVENTS_MAX)) + 1)
-        .max(1);
+        .max(last.saturating_sub(u64::from(NOTICE_FETCH_EVENTS_MAX)) + 1);
     let events = store
         .read_events(agent_id, from - 1, (last + 1 - from) as u32)
         .await?;

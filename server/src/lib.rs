@@ -62,6 +62,11 @@ pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 /// A REST request that takes longer than this is answered 408; WebSockets are exempt.
 pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
 
+/// Exponential backoff: `initial_ms` doubled per `attempt` (from 0), never above `max_ms`.
+pub(crate) fn backoff(initial_ms: u64, max_ms: u64, attempt: u32) -> Duration {
+    Duration::from_millis(initial_ms.saturating_mul(1 << attempt.min(20)).min(max_ms))
+}
+
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {

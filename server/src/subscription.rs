@@ -202,9 +202,13 @@ async fn read_retrying(
     loop {
         match store.read_events(agent_id, after, limit).await {
             Err(error) if error.is_transient() && attempt < CATCHUP_READ_RETRIES_MAX => {
-                let delay = (CATCHUP_RETRY_DELAY_INITIAL_MS << attempt).min(CATCHUP_RETRY_DELAY_MAX_MS);
                 tracing::warn!(%agent_id, %error, attempt, "catch-up read failed; trying again");
-                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                tokio::time::sleep(crate::backoff(
+                    CATCHUP_RETRY_DELAY_INITIAL_MS,
+                    CATCHUP_RETRY_DELAY_MAX_MS,
+                    attempt,
+                ))
+                .await;
                 attempt += 1;
             }
             outcome => return outcome,

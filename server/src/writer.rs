@@ -53,6 +53,12 @@ struct WriteRequest {
     reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
 }
 
+/// What the writer keeps of a request while its batch is being committed.
+struct Reply {
+    continues_run: bool,
+    reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
+}
+
 /// Runs whose events the writer refused, remembered so their later events (already in flight)
 /// are refused too: a run's log never has a hole in the middle. Bounded: a forgotten run is long
 /// over, and its ids never come again.
@@ -246,10 +252,7 @@ async fn append_retrying(
         match tried {
             Err(error) if error.is_transient() && attempt < retries_max => {
                 tracing::warn!(%error, attempt, "append failed; trying again");
-                tokio::time::sleep(std::time::Duration::from_millis(
-                    (WRITER_RETRY_DELAY_INITIAL_MS << attempt.min(16)).min(WRITER_RETRY_DELAY_MAX_MS),
-                ))
-                .await;
+                tokio::time::sleep(retry_delay(attempt)).await;
                 attempt += 1;
                 outcome_unknown = true;
             }
@@ -262,6 +265,11 @@ async fn append_retrying(
             }
         }
     }
+}
+
+/// The wait before retry `attempt` (from 0) of a commit or of a reconcile.
+fn retry_delay(attempt: u32) -> std::time::Duration {
+    crate::backoff(WRITER_RETRY_DELAY_INITIAL_MS, WRITER_RETRY_DELAY_MAX_MS, attempt)
 }
 
 /// An append that did not go through, as far as the writer knows.
@@ -281,10 +289,7 @@ pub const RECONCILE_ATTEMPTS_MAX: u32 = 16;
 /// subscribers fill holes from the store.
 async fn reconcile(store: Arc<dyn Store>, hub: Arc<Hub>, batch: AppendBatch) {
     for attempt in 0..RECONCILE_ATTEMPTS_MAX {
-        tokio::time::sleep(std::time::Duration::from_millis(
-            (WRITER_RETRY_DELAY_INITIAL_MS << attempt.min(16)).min(WRITER_RETRY_DELAY_MAX_MS),
-        ))
-        .await;
+        tokio::time::sleep(retry_delay(attempt)).await;
         match committed_already(store.as_ref(), std::slice::from_ref(&batch)).await {
             Ok(Some(mut committed)) => {
                 let events = committed.pop().unwrap_or_default();
@@ -344,10 +349,19 @@ async fn commit(
     refused: &mut RefusedRuns,
     retries_max: u32,
 ) {
-    let batches: Vec<AppendBatch> = requests
-        .iter()
-        .map(|request| request.batch.clone())
-        .collect();
+    // The batches go to the store by reference; the replies stay beside them (no per-event copy).
+    let (batches, requests): (Vec<AppendBatch>, Vec<Reply>) = requests
+        .into_iter()
+        .map(|request| {
+            (
+                request.batch,
+                Reply {
+                    continues_run: request.continues_run,
+                    reply: request.reply,
+                },
+            )
+        })
+        .unzip();
     // Requests whose events may have committed although the writer could not learn it.
     let mut maybe_committed = vec![false; requests.len()];
     let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match append_retrying(
@@ -397,21 +411,21 @@ async fn commit(
             outcomes
         }
     };
-    for (index, (request, outcome)) in requests.into_iter().zip(outcomes).enumerate() {
-        let run = run_of(&request.batch);
+    for (index, ((request, batch), outcome)) in requests.into_iter().zip(batches).zip(outcomes).enumerate() {
+        let run = run_of(&batch);
         if let Ok(events) = &outcome {
             // Only now, after the commit, does anyone see these events.
-            hub.publish(request.batch.agent_id, events.clone().into());
+            hub.publish(batch.agent_id, events.clone().into());
             if let (false, Some(run)) = (request.continues_run, run) {
                 refused.remove(run);
             }
         } else if let Err(error) = &outcome {
-            tracing::warn!(agent_id = %request.batch.agent_id, %error, "append refused");
+            tracing::warn!(agent_id = %batch.agent_id, %error, "append refused");
             if let Some(run) = run {
                 refused.insert(run);
             }
             if maybe_committed[index] {
-                tokio::spawn(reconcile(store.clone(), hub.clone(), request.batch.clone()));
+                tokio::spawn(reconcile(store.clone(), hub.clone(), batch));
             }
         }
         // The submitter may have gone away; the events are committed either way.

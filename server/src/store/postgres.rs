@@ -38,6 +38,8 @@ use super::{
 pub const PG_POOL_CONNECTIONS_MAX_DEFAULT: u32 = 16;
 /// How long a request waits for a free connection before failing (transiently).
 const PG_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
+/// Tries to take an agent's run slot while its holder keeps ending just in between.
+const CLAIM_ATTEMPTS_MAX: u32 = 3;
 /// The channel commit notices travel on.
 const EVENTS_CHANNEL: &str = "agentstream_events";
 /// The channel cancel requests travel on.
@@ -505,26 +507,30 @@ impl ClusterStore for PgStore {
         agent_id: Uuid,
         run_id: Uuid,
     ) -> Result<Option<Uuid>, StoreError> {
-        let claimed: Option<Uuid> = sqlx::query_scalar(
-            "INSERT INTO active_runs (agent_id, run_id, owner_id, lease_until) \
-             VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
-             ON CONFLICT (agent_id) DO NOTHING RETURNING run_id",
-        )
-        .bind(agent_id)
-        .bind(run_id)
-        .bind(self.node_id)
-        .bind(self.run_lease_ms as f64 / 1000.0)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(unknown_agent_or_database(agent_id))?;
-        if claimed.is_some() {
-            return Ok(None);
+        // The holder may end between the insert and the look-up; then the slot is tried again.
+        for _ in 0..CLAIM_ATTEMPTS_MAX {
+            let claimed: Option<Uuid> = sqlx::query_scalar(
+                "INSERT INTO active_runs (agent_id, run_id, owner_id, lease_until) \
+                 VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
+                 ON CONFLICT (agent_id) DO NOTHING RETURNING run_id",
+            )
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(self.node_id)
+            .bind(self.run_lease_ms as f64 / 1000.0)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unknown_agent_or_database(agent_id))?;
+            if claimed.is_some() {
+                return Ok(None);
+            }
+            if let Some(holder) = self.active_run(agent_id).await? {
+                return Ok(Some(holder));
+            }
         }
-        // Held by another run; it may have ended in between, then try once more.
-        match self.active_run(agent_id).await? {
-            Some(holder) => Ok(Some(holder)),
-            None => Box::pin(self.claim_agent_run(agent_id, run_id)).await,
-        }
+        Err(StoreError::Unavailable(format!(
+            "the run slot of agent {agent_id} kept changing hands"
+        )))
     }
 
     async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {

@@ -18,14 +18,16 @@ use super::{parse_time, parse_uuid};
 use crate::store::rows::{corrupt, parse_json, seq_from_column};
 use crate::store::StoreError;
 
-/// Idle read connections kept for the next read. More reads at once open more (each closed
-/// after its read); the blocking pool bounds how many run.
+/// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
+/// Reads (and so read connections and blocking threads) at once; more wait their turn.
+const SQLITE_READS_AT_ONCE_MAX: usize = 8;
 
 pub(super) struct Reader {
     path: PathBuf,
     busy_timeout_ms: u64,
     idle: Arc<Mutex<Vec<Connection>>>,
+    at_once: Arc<tokio::sync::Semaphore>,
 }
 
 impl Reader {
@@ -34,6 +36,7 @@ impl Reader {
             path,
             busy_timeout_ms,
             idle: Arc::new(Mutex::new(Vec::new())),
+            at_once: Arc::new(tokio::sync::Semaphore::new(SQLITE_READS_AT_ONCE_MAX)),
         }
     }
 
@@ -43,6 +46,12 @@ impl Reader {
         sql: String,
         params: Vec<SqlValue>,
     ) -> Result<Vec<AgentEvent>, StoreError> {
+        let permit = self
+            .at_once
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable("the reader is closed".into()))?;
         let idle = self.idle.clone();
         let path = self.path.clone();
         let busy_timeout = Duration::from_millis(self.busy_timeout_ms);
@@ -57,6 +66,7 @@ impl Reader {
             if idle.len() < SQLITE_READ_CONNECTIONS_IDLE_MAX {
                 idle.push(connection);
             }
+            drop(permit);
             events
         })
         .await
