@@ -94,16 +94,7 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     );
     let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
     remove_database(&path);
-    println!(
-        "{:<66} {:>12.0} events/s",
-        format!("engine: persisted + broadcast, {} agents at once", sizes.agents),
-        engine.events_per_second
-    );
-    println!(
-        "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
-        "  submit → received by a subscriber: p50 / p99 / max", engine.p50_ms, engine.p99_ms, engine.max_ms
-    );
-    println!("{:<66} {:>12.0} x", "engine / baseline", engine.events_per_second / baseline);
+    engine.print("", sizes.agents, baseline);
     println!("{:<66} {:>12.1} events", "  events per fsync (group commit)", engine.events_per_second / fsyncs);
 
     let sqlite_url = |name: &str| {
@@ -159,16 +150,7 @@ async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
         PgStore::open(&url, &agentstream_server::store::ClusterOptions::default()).await.unwrap(),
     );
     let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
-    println!(
-        "{:<66} {:>12.0} events/s",
-        format!("postgres engine: persisted + broadcast, {} agents", sizes.agents),
-        engine.events_per_second
-    );
-    println!(
-        "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
-        "  submit → received by a subscriber: p50 / p99 / max", engine.p50_ms, engine.p99_ms, engine.max_ms
-    );
-    println!("{:<66} {:>12.0} x", "postgres engine / postgres baseline", engine.events_per_second / baseline);
+    engine.print("postgres ", sizes.agents, baseline);
     println!("{:<66} {:>12.0} x", "postgres engine / SQLite seed-design baseline", engine.events_per_second / sqlite_baseline);
     report_live(
         "postgres ",
@@ -329,6 +311,22 @@ struct EngineFigures {
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
+}
+
+impl EngineFigures {
+    /// Throughput, latency, and the ratio to the same backend's per-event baseline.
+    fn print(&self, label: &str, agents: u64, baseline: f64) {
+        println!(
+            "{:<66} {:>12.0} events/s",
+            format!("{label}engine: persisted + broadcast, {agents} agents at once"),
+            self.events_per_second
+        );
+        println!(
+            "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
+            "  submit → received by a subscriber: p50 / p99 / max", self.p50_ms, self.p99_ms, self.max_ms
+        );
+        println!("{:<66} {:>12.0} x", format!("{label}engine / {label}baseline"), self.events_per_second / baseline);
+    }
 }
 
 /// The real store, writer and hub: `agents` producers each append `events_per_agent` token
