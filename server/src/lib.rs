@@ -39,6 +39,7 @@ use axum::Router;
 use app::history::HistorySourceHandle;
 use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -258,6 +259,14 @@ pub async fn serve(
     let state = AppState::open(&config).await?;
     let stop = state.shutdown.clone();
     let router = app(state, leptos_options);
+    // Nagle's algorithm holds a small write back until the previous one is acknowledged, and
+    // the peer delays that acknowledgement by up to 40 ms: a token frame that follows another
+    // within a round trip would wait for it. Events are small and latency is the product.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
