@@ -332,6 +332,15 @@ impl Default for ClusterOptions {
     }
 }
 
+/// The kinds of a run's outline (its start, usage and end), as SQL. The partial index
+/// `agent_events_run_outline` holds just these rows; a query by `run_id` must carry
+/// `kind IN` this text, character for character, or SQLite will not use the index (it matches a
+/// partial index's condition by comparing expressions) and scans the log.
+pub const RUN_OUTLINE_KINDS: &str =
+    "('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled')";
+/// The kinds that end a run, as SQL.
+pub const RUN_END_KINDS: &str = "('run_completed', 'run_failed', 'run_cancelled')";
+
 /// See [`ClusterOptions::run_lease_ms`].
 pub const RUN_LEASE_MS_DEFAULT: u64 = 10_000;
 

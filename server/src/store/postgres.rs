@@ -31,6 +31,7 @@ use super::rows::{
 };
 use super::{
     AppendBatch, ClusterOptions, ClusterStore, NewAgent, Notice, Notices, Store, StoreError,
+    RUN_END_KINDS, RUN_OUTLINE_KINDS,
 };
 
 /// Connections of one process, by default. Reads (history, catch-up), the writer and claims share
@@ -82,7 +83,6 @@ const AGENT_COLUMNS: &str = "id, name, system, description, model, metadata::tex
 const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
      delta::text AS delta, delta_path, delta_action, content::text AS content, raw::text AS raw, \
      metadata::text AS metadata, created_at";
-const RUN_END_KINDS: &str = "('run_completed', 'run_failed', 'run_cancelled')";
 
 /// PostgreSQL keeps microseconds: times are cut to that before they are stored, so what the
 /// writer publishes equals what a later read returns.
@@ -266,8 +266,8 @@ impl Store for PgStore {
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = $1 AND kind IN \
-             ('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled') ORDER BY seq"
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = $1 \
+             AND kind IN {RUN_OUTLINE_KINDS} ORDER BY seq"
         ))
         .bind(run_id)
         .fetch_all(&self.pool)
@@ -282,7 +282,7 @@ impl Store for PgStore {
             "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
              WHERE started.kind = 'run_started' AND NOT EXISTS ( \
                  SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
-                 AND ended.kind IN {RUN_END_KINDS}) \
+                 AND ended.kind IN {RUN_OUTLINE_KINDS} AND ended.kind IN {RUN_END_KINDS}) \
              AND NOT EXISTS (SELECT 1 FROM active_runs AS active \
                  WHERE active.run_id = started.run_id AND active.lease_until >= now()) \
              ORDER BY started.agent_id, started.seq"

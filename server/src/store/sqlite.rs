@@ -19,7 +19,7 @@ use rusqlite::types::Value as SqlValue;
 use super::rows::{
     check_contiguous, corrupt, json_text, parse_json, seq_from_column, unknown_agent_or_database,
 };
-use super::{AppendBatch, NewAgent, Store, StoreError};
+use super::{AppendBatch, NewAgent, Store, StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS};
 
 mod appender;
 mod reader;
@@ -70,6 +70,28 @@ const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at";
 const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
      delta, delta_path, delta_action, content, raw, metadata, created_at";
+
+/// A run's outline events, by run id (walks the partial index `agent_events_run_outline`).
+fn run_outline_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = ?1 \
+         AND kind IN {RUN_OUTLINE_KINDS} ORDER BY seq"
+    )
+}
+
+/// `run_started` events whose run never ended: the partial index of `run_started` rows, then
+/// the outline index per run. `INDEXED BY`: left to itself, SQLite walks the whole log in
+/// `(agent_id, seq)` order to spare itself sorting the few rows found.
+fn unfinished_runs_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
+         INDEXED BY agent_events_run_started \
+         WHERE started.kind = 'run_started' AND NOT EXISTS ( \
+             SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
+             AND ended.kind IN {RUN_OUTLINE_KINDS} AND ended.kind IN {RUN_END_KINDS}) \
+         ORDER BY started.agent_id, started.seq"
+    )
+}
 
 fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text).map_err(|error| corrupt(format!("bad uuid {text:?}: {error}")))
@@ -188,30 +210,13 @@ impl Store for SqliteStore {
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         self.reader
-            .events(
-                format!(
-                    "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = ?1 AND kind IN \
-                     ('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled') \
-                     ORDER BY seq"
-                ),
-                vec![SqlValue::Text(run_id.to_string())],
-            )
+            .events(run_outline_sql(), vec![SqlValue::Text(run_id.to_string())])
             .await
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        // Walks the partial index of `run_started` rows, then the run index per run.
         self.reader
-            .events(
-                format!(
-                    "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
-                     WHERE started.kind = 'run_started' AND NOT EXISTS ( \
-                         SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
-                         AND ended.kind IN ('run_completed', 'run_failed', 'run_cancelled')) \
-                     ORDER BY started.agent_id, started.seq"
-                ),
-                Vec::new(),
-            )
+            .events(unfinished_runs_sql(), Vec::new())
             .await
     }
 
@@ -375,6 +380,32 @@ mod tests {
         let plan = plan.join(" | ");
         assert!(plan.contains("USING INDEX"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
+    }
+
+    /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.
+    async fn plan_of(store: &SqliteStore, sql: &str) -> String {
+        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .bind(Uuid::nil().to_string())
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|row| row.try_get::<String, _>("detail").unwrap())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// Token deltas carry no run index (it cost each commit a page per agent); the run look-ups
+    /// must still find their rows through the partial outline index, not by scanning the log.
+    #[tokio::test]
+    async fn run_look_ups_use_the_outline_index() {
+        let (_directory, store) = open_temporary().await;
+        let outline = plan_of(&store, &run_outline_sql()).await;
+        assert!(outline.contains("USING INDEX agent_events_run_outline"), "{outline}");
+        let unfinished = plan_of(&store, &unfinished_runs_sql()).await;
+        assert!(unfinished.contains("USING INDEX agent_events_run_outline"), "{unfinished}");
+        assert!(unfinished.contains("USING INDEX agent_events_run_started"), "{unfinished}");
+        assert!(!unfinished.contains("SCAN ended"), "{unfinished}");
     }
 
     #[tokio::test]
