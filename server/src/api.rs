@@ -1,19 +1,19 @@
 //! The REST surface: agents, the paged log, runs.
 
 use app::protocol::{
-    CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, EventsPage,
+    CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest,
     RunAccepted,
 };
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiJson};
 use crate::runs::RunOptions;
-use crate::store::NewAgent;
+use crate::store::{EventJson, NewAgent};
 use crate::AppState;
 
 /// Events per page when the client does not say.
@@ -256,7 +256,7 @@ pub async fn list_events(
     State(state): State<AppState>,
     Path(agent_id): Path<String>,
     Query(query): Query<CountQuery>,
-) -> Result<Json<EventsPage>, ApiError> {
+) -> Result<Response, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
     let since = parse_count("since", query.since.as_deref())?.unwrap_or(0);
     let limit = page_limit(
@@ -267,16 +267,21 @@ pub async fn list_events(
     // The head is read first: events read after it may be newer, never older, so `has_more` is
     // never falsely false for the events that existed when the request came in.
     let head_seq = head_for_cursor(&state, agent_id, since).await?;
-    let events = state.store.read_events(agent_id, since, limit).await?;
+    let events = state.store.read_events_json(agent_id, since, limit).await?;
     let next_since = events.last().map_or(since, |event| event.seq);
     let head_seq = head_seq.max(next_since);
-    Ok(Json(EventsPage {
-        agent_id,
-        has_more: next_since < head_seq,
-        events,
-        head_seq,
-        next_since,
-    }))
+    Ok(events_page_response(agent_id, &events, head_seq, next_since))
+}
+
+/// An [`app::protocol::EventsPage`] as serde writes it, around events that are JSON already.
+fn events_page_response(agent_id: Uuid, events: &[EventJson], head_seq: u64, next_since: u64) -> Response {
+    use std::fmt::Write as _;
+    let mut body = String::with_capacity(EventJson::array_len(events) + 160);
+    let _ = write!(body, r#"{{"agent_id":"{agent_id}","events":"#);
+    EventJson::write_array(events, &mut body);
+    let has_more = next_since < head_seq;
+    let _ = write!(body, r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#);
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Idempotency keys longer than this are refused.

@@ -181,7 +181,7 @@ async fn catch_up_room(
         .read_events(agent_id, from - 1, (last + 1 - from) as u32)
         .await?;
     if !events.is_empty() {
-        hub.publish(agent_id, events.into());
+        hub.publish(agent_id, events);
     }
     Ok(())
 }

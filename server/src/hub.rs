@@ -6,14 +6,49 @@
 //! (see [`crate::subscription`]). Nothing is ever silently dropped on the way to a client.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use app::AgentEvent;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use crate::store::EventJson;
+
 /// A batch of consecutive committed events of one agent, in seq order, shared by all receivers.
-pub type EventBatch = Arc<[AgentEvent]>;
+pub type EventBatch = Arc<Batch>;
+
+/// The events of one publish, and their JSON, made once for every subscriber of the room.
+#[derive(Debug)]
+pub struct Batch {
+    events: Box<[AgentEvent]>,
+    json: OnceLock<Arc<[EventJson]>>,
+}
+
+impl Batch {
+    pub fn new(events: Vec<AgentEvent>) -> Batch {
+        Batch {
+            events: events.into_boxed_slice(),
+            json: OnceLock::new(),
+        }
+    }
+
+    /// The events as clients receive them. Serialized by the first subscriber that asks and
+    /// shared by the rest: a room of a hundred sockets prints each event once, not a hundred
+    /// times; a room nobody reads as JSON (in-process receivers) never prints it.
+    pub fn json(&self) -> Arc<[EventJson]> {
+        self.json
+            .get_or_init(|| self.events.iter().map(EventJson::of).collect())
+            .clone()
+    }
+}
+
+impl std::ops::Deref for Batch {
+    type Target = [AgentEvent];
+
+    fn deref(&self) -> &[AgentEvent] {
+        &self.events
+    }
+}
 
 /// Batches a room keeps for its slowest subscriber. Past this the subscriber lags and catches up
 /// from the store. A batch is one writer commit (at most `WRITER_BATCH_EVENTS_MAX` events), so
@@ -61,19 +96,19 @@ impl Hub {
     /// other processes committed. Events at or below the newest seq already published are cut
     /// off, so a room's seqs only go up; a hole (another process's commit not fetched yet) is
     /// filled by each subscriber from the store (see [`crate::subscription`]).
-    pub fn publish(&self, agent_id: Uuid, batch: EventBatch) {
+    pub fn publish(&self, agent_id: Uuid, mut events: Vec<AgentEvent>) {
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(&agent_id) else {
             return;
         };
-        let fresh = batch
+        let Some(fresh) = events
             .iter()
-            .position(|event| event.seq > room.last_published_seq);
-        let batch = match fresh {
-            None => return,
-            Some(0) => batch,
-            Some(start) => EventBatch::from(&batch[start..]),
+            .position(|event| event.seq > room.last_published_seq)
+        else {
+            return;
         };
+        events.drain(..fresh);
+        let batch = Arc::new(Batch::new(events));
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
             return;
         };

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 // is slower, the subscription lags at the hub and catches up from the store.
 use crate::api::{head_for_cursor, parse_agent_id, CountQuery};
 use crate::error::ApiError;
-use crate::subscription::{self, FollowError};
+use crate::subscription::{self, FollowError, Form, Outbound};
 use crate::AppState;
 
 /// A comment line goes out this often on a quiet stream, so proxies and clients keep it open.
@@ -50,18 +50,19 @@ pub async fn stream_events(
     head_for_cursor(&state, agent_id, since).await?;
 
     let (out, receiver) =
-        mpsc::channel::<ServerMessage>(state.limits.subscriber_outbound_frames_max);
+        mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
         let result =
-            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;
+            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json, &out)
+                .await;
         if let Err(error) = result {
             if !matches!(error, FollowError::SubscriberGone) {
                 let _ = out
-                    .send(ServerMessage::Error {
+                    .send(Outbound::Message(ServerMessage::Error {
                         code: error.code().to_owned(),
                         message: error.to_string(),
                         agent_id: Some(agent_id),
-                    })
+                    }))
                     .await;
             }
         }
@@ -75,23 +76,27 @@ pub async fn stream_events(
     ))
 }
 
-/// The SSE messages of one subscription message.
-fn sse_events(message: ServerMessage) -> Vec<Result<Event, Infallible>> {
+/// The SSE messages of one subscription message: one per event, its JSON as it came.
+fn sse_events(message: Outbound) -> Vec<Result<Event, Infallible>> {
     match message {
-        ServerMessage::Events { events, .. } => events
-            .into_iter()
-            .map(|event| {
-                Ok(Event::default()
-                    .id(event.seq.to_string())
-                    .data(serde_json::to_string(&event).expect("events serialize")))
-            })
+        Outbound::Events { .. } => message
+            .events()
+            .iter()
+            .map(|event| Ok(Event::default().id(event.seq.to_string()).data(&*event.json)))
             .collect(),
-        ServerMessage::Lagged { .. } | ServerMessage::Error { .. } => {
+        Outbound::Message(message @ (ServerMessage::Lagged { .. } | ServerMessage::Error { .. })) => {
             let name = if matches!(message, ServerMessage::Lagged { .. }) { "lagged" } else { "error" };
             vec![Ok(Event::default()
                 .event(name)
                 .data(serde_json::to_string(&message).expect("messages serialize")))]
         }
-        _ => Vec::new(),
+        Outbound::Values { events, .. } => events
+            .iter()
+            .map(|event| {
+                let json = serde_json::to_string(event).expect("events serialize");
+                Ok(Event::default().id(event.seq.to_string()).data(json))
+            })
+            .collect(),
+        Outbound::Message(_) => Vec::new(),
     }
 }

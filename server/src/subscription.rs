@@ -6,12 +6,88 @@
 //! the store before the batch is delivered. Because the hub receiver exists before the store is
 //! first read, every event committed after that moment is either in the read or in the receiver.
 
+use std::sync::Arc;
+
 use app::protocol::ServerMessage;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
 use crate::hub::Hub;
-use crate::store::{Store, StoreError};
+use crate::store::{EventJson, Store, StoreError};
+
+/// What a subscription hands its connection to send.
+#[derive(Debug)]
+pub enum Outbound {
+    Message(ServerMessage),
+    /// `events[from..]`, consecutive events of one agent, already JSON: the frame is
+    /// `ServerMessage::Events` written around them (see [`events_frame`]). Live events are
+    /// shared with the room's other subscribers; catch-up pages come from the store as JSON.
+    Events {
+        agent_id: Uuid,
+        events: Arc<[EventJson]>,
+        from: usize,
+    },
+    /// Events as values, for consumers in this process (the Letta mapping): see [`Form`].
+    Values {
+        agent_id: Uuid,
+        events: Vec<app::AgentEvent>,
+    },
+}
+
+impl Outbound {
+    /// The JSON events this carries (none for a message, or for events as values).
+    pub fn events(&self) -> &[EventJson] {
+        match self {
+            Outbound::Events { events, from, .. } => &events[*from..],
+            Outbound::Message(_) | Outbound::Values { .. } => &[],
+        }
+    }
+
+    /// How many events this carries, and the seq of the last.
+    fn count_and_last_seq(&self) -> (usize, Option<u64>) {
+        match self {
+            Outbound::Values { events, .. } => (events.len(), events.last().map(|event| event.seq)),
+            _ => (self.events().len(), self.events().last().map(|event| event.seq)),
+        }
+    }
+
+    /// The WebSocket frame: the `ServerMessage` this is, as JSON text.
+    pub fn frame(&self) -> String {
+        match self {
+            Outbound::Message(message) => {
+                serde_json::to_string(message).expect("server messages serialize")
+            }
+            Outbound::Events { agent_id, .. } => events_frame(*agent_id, self.events()),
+            Outbound::Values { agent_id, events } => serde_json::to_string(&ServerMessage::Events {
+                agent_id: *agent_id,
+                events: events.clone(),
+            })
+            .expect("server messages serialize"),
+        }
+    }
+}
+
+/// How a subscription hands over events: as JSON for sockets (nothing parsed or printed on the
+/// way), or as values for code in this process that reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Json,
+    Values,
+}
+
+/// The text of `ServerMessage::Events { agent_id, events }`, as serde writes it, from events
+/// that are JSON already.
+pub fn events_frame(agent_id: Uuid, events: &[EventJson]) -> String {
+    const HEAD: &str = r#"{"type":"events","agent_id":""#;
+    const MIDDLE: &str = r#"","events":"#;
+    let mut frame = String::with_capacity(HEAD.len() + 36 + MIDDLE.len() + EventJson::array_len(events) + 1);
+    frame.push_str(HEAD);
+    frame.push_str(agent_id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+    frame.push_str(MIDDLE);
+    EventJson::write_array(events, &mut frame);
+    frame.push('}');
+    frame
+}
 
 /// Events read from the store per page (and per frame) while catching up, at most. Bounds the
 /// memory one catch-up holds and the size of one frame.
@@ -62,10 +138,11 @@ pub async fn follow(
     hub: &Hub,
     agent_id: Uuid,
     since: u64,
-    out: &mpsc::Sender<ServerMessage>,
+    form: Form,
+    out: &mpsc::Sender<Outbound>,
 ) -> Result<(), FollowError> {
     let mut live = hub.subscribe(agent_id);
-    let result = follow_with(store, agent_id, since, out, &mut live).await;
+    let result = follow_with(store, agent_id, since, form, out, &mut live).await;
     drop(live);
     hub.release(agent_id);
     result
@@ -75,7 +152,8 @@ async fn follow_with(
     store: &dyn Store,
     agent_id: Uuid,
     since: u64,
-    out: &mpsc::Sender<ServerMessage>,
+    form: Form,
+    out: &mpsc::Sender<Outbound>,
     live: &mut broadcast::Receiver<crate::hub::EventBatch>,
 ) -> Result<(), FollowError> {
     let head_seq = store
@@ -98,31 +176,27 @@ async fn follow_with(
         },
     )
     .await?;
-    let mut last_delivered = catch_up(store, agent_id, since, None, out).await?;
+    let mut last_delivered = catch_up(store, agent_id, since, None, form, out).await?;
     loop {
         match live.recv().await {
             Ok(batch) => {
                 let Some(first) = batch.first() else { continue };
                 if first.seq > last_delivered + 1 {
                     last_delivered =
-                        catch_up(store, agent_id, last_delivered, Some(first.seq - 1), out).await?;
+                        catch_up(store, agent_id, last_delivered, Some(first.seq - 1), form, out).await?;
                 }
-                let fresh: Vec<_> = batch
-                    .iter()
-                    .filter(|event| event.seq > last_delivered)
-                    .cloned()
-                    .collect();
-                if let Some(newest) = fresh.last() {
-                    debug_assert_eq!(fresh[0].seq, last_delivered + 1);
+                // Seqs go up within a batch: what is fresh is a suffix of it.
+                let from = batch.partition_point(|event| event.seq <= last_delivered);
+                if let Some(newest) = batch.last().filter(|_| from < batch.len()) {
+                    debug_assert_eq!(batch[from].seq, last_delivered + 1);
                     last_delivered = newest.seq;
-                    send(
-                        out,
-                        ServerMessage::Events {
-                            agent_id,
-                            events: fresh,
-                        },
-                    )
-                    .await?;
+                    let outbound = match form {
+                        Form::Json => Outbound::Events { agent_id, events: batch.json(), from },
+                        Form::Values => Outbound::Values { agent_id, events: batch[from..].to_vec() },
+                    };
+                    if out.send(outbound).await.is_err() {
+                        return Err(FollowError::SubscriberGone);
+                    }
                 }
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -135,7 +209,7 @@ async fn follow_with(
                     },
                 )
                 .await?;
-                last_delivered = catch_up(store, agent_id, last_delivered, None, out).await?;
+                last_delivered = catch_up(store, agent_id, last_delivered, None, form, out).await?;
             }
             Err(broadcast::error::RecvError::Closed) => {
                 return Err(FollowError::AgentDeleted(agent_id));
@@ -151,7 +225,8 @@ async fn catch_up(
     agent_id: Uuid,
     after: u64,
     until: Option<u64>,
-    out: &mpsc::Sender<ServerMessage>,
+    form: Form,
+    out: &mpsc::Sender<Outbound>,
 ) -> Result<u64, FollowError> {
     let mut last_delivered = after;
     let mut page_events = CATCHUP_FIRST_PAGE_EVENTS;
@@ -162,8 +237,9 @@ async fn catch_up(
             None => page_events,
         };
         page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
-        let events = read_retrying(store, agent_id, last_delivered, wanted).await?;
-        let Some(newest) = events.last() else {
+        let page = read_retrying(store, agent_id, last_delivered, wanted, form).await?;
+        let (count, newest) = page.count_and_last_seq();
+        let Some(newest) = newest else {
             return match until {
                 // The hub showed us a later seq, so the store must have everything before it.
                 Some(until) => Err(FollowError::Store(StoreError::Corrupt(format!(
@@ -173,9 +249,11 @@ async fn catch_up(
                 None => Ok(last_delivered),
             };
         };
-        let full_page = events.len() as u32 == wanted;
-        last_delivered = newest.seq;
-        send(out, ServerMessage::Events { agent_id, events }).await?;
+        let full_page = count as u32 == wanted;
+        last_delivered = newest;
+        if out.send(page).await.is_err() {
+            return Err(FollowError::SubscriberGone);
+        }
         if !full_page && until.is_none() {
             return Ok(last_delivered);
         }
@@ -197,10 +275,20 @@ async fn read_retrying(
     agent_id: Uuid,
     after: u64,
     limit: u32,
-) -> Result<Vec<app::AgentEvent>, StoreError> {
+    form: Form,
+) -> Result<Outbound, StoreError> {
     let mut attempt = 0;
     loop {
-        match store.read_events(agent_id, after, limit).await {
+        let read = match form {
+            Form::Json => store.read_events_json(agent_id, after, limit).await.map(|events| {
+                Outbound::Events { agent_id, events: Arc::from(events), from: 0 }
+            }),
+            Form::Values => store
+                .read_events(agent_id, after, limit)
+                .await
+                .map(|events| Outbound::Values { agent_id, events }),
+        };
+        match read {
             Err(error) if error.is_transient() && attempt < CATCHUP_READ_RETRIES_MAX => {
                 tracing::warn!(%agent_id, %error, attempt, "catch-up read failed; trying again");
                 tokio::time::sleep(crate::backoff(
@@ -216,8 +304,8 @@ async fn read_retrying(
     }
 }
 
-async fn send(out: &mpsc::Sender<ServerMessage>, message: ServerMessage) -> Result<(), FollowError> {
-    out.send(message)
+async fn send(out: &mpsc::Sender<Outbound>, message: ServerMessage) -> Result<(), FollowError> {
+    out.send(Outbound::Message(message))
         .await
         .map_err(|_| FollowError::SubscriberGone)
 }
@@ -232,6 +320,26 @@ mod tests {
     use crate::store::{EventDraft, NewAgent};
     use crate::writer::Writer;
     use app::EventKind;
+
+    /// A WebSocket frame written around JSON events is the frame serde makes of the message.
+    #[test]
+    fn an_events_frame_is_the_message_serialized() {
+        let agent_id = Uuid::now_v7();
+        let events: Vec<app::AgentEvent> = (1..=3)
+            .map(|seq| {
+                let mut draft = EventDraft::new(EventKind::Text);
+                draft.delta = Some(serde_json::Value::String(format!("token {seq}")));
+                draft.into_event(agent_id, seq)
+            })
+            .collect();
+        let json: Vec<EventJson> = events.iter().map(EventJson::of).collect();
+        let message = ServerMessage::Events { agent_id, events: events.clone() };
+        assert_eq!(events_frame(agent_id, &json), serde_json::to_string(&message).unwrap());
+        let empty = ServerMessage::Events { agent_id, events: Vec::new() };
+        assert_eq!(events_frame(agent_id, &[]), serde_json::to_string(&empty).unwrap());
+        let values = Outbound::Values { agent_id, events };
+        assert_eq!(values.frame(), serde_json::to_string(&message).unwrap());
+    }
 
     /// A subscriber that stops reading while the agent writes far more batches than its room
     /// holds: it must be told it lagged, and still receive every event once, in order.
@@ -252,11 +360,14 @@ mod tests {
         let (out, mut inbox) = mpsc::channel(1);
         let follower = {
             let (store, hub) = (store.clone(), hub.clone());
-            tokio::spawn(async move { follow(store.as_ref(), &hub, agent.id, 1, &out).await })
+            tokio::spawn(async move { follow(store.as_ref(), &hub, agent.id, 1, Form::Json, &out).await })
         };
         // Let it subscribe, then stall it while 50 separate commits happen.
         let subscribed = inbox.recv().await.unwrap();
-        assert!(matches!(subscribed, ServerMessage::Subscribed { since: 1, head_seq: 3, .. }));
+        assert!(matches!(
+            subscribed,
+            Outbound::Message(ServerMessage::Subscribed { since: 1, head_seq: 3, .. })
+        ));
         for _ in 0..50 {
             writer
                 .append(agent.id, vec![EventDraft::new(EventKind::Text)])
@@ -268,10 +379,10 @@ mod tests {
         let mut lagged = false;
         while delivered.last().copied() != Some(53) {
             match tokio::time::timeout(Duration::from_secs(5), inbox.recv()).await {
-                Ok(Some(ServerMessage::Events { events, .. })) => {
-                    delivered.extend(events.iter().map(|event| event.seq))
+                Ok(Some(events @ Outbound::Events { .. })) => {
+                    delivered.extend(events.events().iter().map(|event| event.seq))
                 }
-                Ok(Some(ServerMessage::Lagged { .. })) => lagged = true,
+                Ok(Some(Outbound::Message(ServerMessage::Lagged { .. }))) => lagged = true,
                 other => panic!("unexpected {other:?} after {delivered:?}"),
             }
         }

@@ -294,7 +294,7 @@ async fn reconcile(store: Arc<dyn Store>, hub: Arc<Hub>, batch: AppendBatch) {
             Ok(Some(mut committed)) => {
                 let events = committed.pop().unwrap_or_default();
                 tracing::warn!(agent_id = %batch.agent_id, events = events.len(), "a refused append had committed; publishing it");
-                hub.publish(batch.agent_id, events.into());
+                hub.publish(batch.agent_id, events);
                 return;
             }
             Ok(None) => return,
@@ -415,7 +415,7 @@ async fn commit(
         let run = run_of(&batch);
         if let Ok(events) = &outcome {
             // Only now, after the commit, does anyone see these events.
-            hub.publish(batch.agent_id, events.clone().into());
+            hub.publish(batch.agent_id, events.clone());
             if let (false, Some(run)) = (request.continues_run, run) {
                 refused.remove(run);
             }

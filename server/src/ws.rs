@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::subscription::{self, FollowError};
+use crate::subscription::{self, FollowError, Form, Outbound};
 use crate::AppState;
 
 /// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
@@ -84,10 +84,10 @@ where
     R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
 {
     let (out, mut outbound) =
-        mpsc::channel::<ServerMessage>(state.limits.subscriber_outbound_frames_max);
+        mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
     let socket_writer = tokio::spawn(async move {
         while let Some(message) = outbound.recv().await {
-            let text = serde_json::to_string(&message).expect("server messages serialize");
+            let text = message.frame();
             if sink.send(Message::Text(text.into())).await.is_err() {
                 break;
             }
@@ -149,7 +149,9 @@ where
                 if let Some(task) = subscriptions.remove(&agent_id) {
                     task.abort();
                 }
-                let _ = out.send(ServerMessage::Unsubscribed { agent_id }).await;
+                let _ = out
+                    .send(Outbound::Message(ServerMessage::Unsubscribed { agent_id }))
+                    .await;
             }
             ClientMessage::Cancel { agent_id, run_ids } => {
                 // The outcome (`run_cancelled`) arrives through the log like everything else.
@@ -159,11 +161,11 @@ where
                     .map(|cancelling| vec![cancelling.run_id])
                     .unwrap_or_default();
                 let _ = out
-                    .send(ServerMessage::CancelRequested { agent_id, run_ids })
+                    .send(Outbound::Message(ServerMessage::CancelRequested { agent_id, run_ids }))
                     .await;
             }
             ClientMessage::Ping { nonce } => {
-                let _ = out.send(ServerMessage::Pong { nonce }).await;
+                let _ = out.send(Outbound::Message(ServerMessage::Pong { nonce })).await;
             }
         }
     }
@@ -178,11 +180,12 @@ fn spawn_subscription(
     state: AppState,
     agent_id: Uuid,
     since: u64,
-    out: mpsc::Sender<ServerMessage>,
+    out: mpsc::Sender<Outbound>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let result =
-            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;
+            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json, &out)
+                .await;
         match result {
             Ok(()) | Err(FollowError::SubscriberGone) => {}
             Err(error) => {
@@ -196,11 +199,11 @@ fn spawn_subscription(
                     other => other.to_string(),
                 };
                 let _ = out
-                    .send(ServerMessage::Error {
+                    .send(Outbound::Message(ServerMessage::Error {
                         code: error.code().to_owned(),
                         message,
                         agent_id: Some(agent_id),
-                    })
+                    }))
                     .await;
             }
         }
@@ -208,16 +211,16 @@ fn spawn_subscription(
 }
 
 async fn reply_error(
-    out: &mpsc::Sender<ServerMessage>,
+    out: &mpsc::Sender<Outbound>,
     code: &str,
     message: &str,
     agent_id: Option<Uuid>,
 ) {
     let _ = out
-        .send(ServerMessage::Error {
+        .send(Outbound::Message(ServerMessage::Error {
             code: code.to_owned(),
             message: message.to_owned(),
             agent_id,
-        })
+        }))
         .await;
 }

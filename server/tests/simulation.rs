@@ -38,9 +38,10 @@ use std::time::Duration;
 use agentstream_server::config::Config;
 use agentstream_server::runs::RunOptions;
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
+use agentstream_server::store::{AppendBatch, EventJson, NewAgent, Store, StoreError};
+use agentstream_server::subscription::{Form, Outbound};
 use agentstream_server::{api, subscription, AppState};
-use app::protocol::{Agent, ServerMessage};
+use app::protocol::Agent;
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
 use async_trait::async_trait;
@@ -146,6 +147,12 @@ impl Store for FaultyStore {
             return Err(injected("log read"));
         }
         self.inner.read_events(agent_id, since, limit).await
+    }
+    async fn read_events_json(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<EventJson>, StoreError> {
+        if self.faults.flip(self.faults.read_fail_per_mille) {
+            return Err(injected("log read"));
+        }
+        self.inner.read_events_json(agent_id, since, limit).await
     }
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.run_outline(run_id).await
@@ -389,16 +396,22 @@ async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
             let client = client.lock().unwrap();
             (client.agent_id, client.last_seq, client.spec.clone())
         };
-        let (out, mut incoming) = mpsc::channel::<ServerMessage>(spec.queue);
+        let (out, mut incoming) = mpsc::channel::<Outbound>(spec.queue);
         let follower = {
             let state = state.clone();
             tokio::spawn(async move {
-                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, &out).await;
+                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json, &out).await;
             })
         };
         let mut batches = 0u64;
         while let Some(message) = incoming.recv().await {
-            if let ServerMessage::Events { events, .. } = message {
+            if let Outbound::Events { .. } = message {
+                // The JSON a socket would carry, read back as a client does.
+                let events = message
+                    .events()
+                    .iter()
+                    .map(|event| serde_json::from_str(&event.json).expect("events are JSON"))
+                    .collect();
                 client.lock().unwrap().receive(events);
                 batches += 1;
             }

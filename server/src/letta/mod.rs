@@ -14,7 +14,6 @@ pub mod mapping;
 
 use std::time::Duration;
 
-use app::protocol::ServerMessage;
 use app::{AgentEvent, EventKind};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -32,7 +31,7 @@ use crate::api::{parse_agent_id, start_run, ListQuery, IDEMPOTENCY_KEY_CHARS_MAX
 use crate::error::{ApiError, ApiJson};
 use crate::runs::{RunOptions, Runs};
 use crate::sse::SSE_KEEPALIVE_INTERVAL_MS;
-use crate::subscription::{self, FollowError};
+use crate::subscription::{self, FollowError, Form, Outbound};
 use crate::AppState;
 use mapping::{Cut, LettaItem, LettaMapper};
 
@@ -338,11 +337,12 @@ fn feed(
 ) -> mpsc::Receiver<Result<LettaItem, FollowError>> {
     let (items, receiver) = mpsc::channel(LETTA_FEED_ITEMS_MAX);
     tokio::spawn(async move {
-        let (log_out, mut log) = mpsc::channel::<ServerMessage>(FEED_LOG_MESSAGES_MAX);
+        let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);
         let mut follower = {
             let state = state.clone();
             AbortOnDrop(tokio::spawn(async move {
-                subscription::follow(state.store.as_ref(), &state.hub, agent_id, after_seq, &log_out)
+                let store = state.store.as_ref();
+                subscription::follow(store, &state.hub, agent_id, after_seq, Form::Values, &log_out)
                     .await
             }))
         };
@@ -356,7 +356,7 @@ fn feed(
                 let _ = items.send(Err(error)).await;
                 return;
             };
-            let ServerMessage::Events { events, .. } = message else {
+            let Outbound::Values { events, .. } = message else {
                 // `lagged` notices: the subscription catches up from the store by itself.
                 continue;
             };

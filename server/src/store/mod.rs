@@ -149,6 +149,44 @@ impl EventDraft {
     }
 }
 
+/// One committed event as clients receive it: its `AgentEvent` JSON, serialized once, with its
+/// seq beside it (the cursor, and the SSE `id:`).
+///
+/// Catch-up and live delivery send these strings as they are: a 10 000-event resume parsed every
+/// stored JSON value into a tree and printed it again (`examples/bench.rs`), and each subscriber
+/// of a live agent printed the same events again for itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventJson {
+    pub seq: u64,
+    pub json: Box<str>,
+}
+
+impl EventJson {
+    pub fn of(event: &AgentEvent) -> EventJson {
+        EventJson {
+            seq: event.seq,
+            json: serde_json::to_string(event).expect("events serialize").into(),
+        }
+    }
+
+    /// `events` as one JSON array, written into `out`.
+    pub fn write_array(events: &[EventJson], out: &mut String) {
+        out.push('[');
+        for (index, event) in events.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            out.push_str(&event.json);
+        }
+        out.push(']');
+    }
+
+    /// The bytes of `events` as a JSON array.
+    pub fn array_len(events: &[EventJson]) -> usize {
+        2 + events.iter().map(|event| event.json.len() + 1).sum::<usize>()
+    }
+}
+
 /// The events of one agent to commit together, in order.
 #[derive(Clone, Debug)]
 pub struct AppendBatch {
@@ -173,6 +211,18 @@ pub trait Store: Send + Sync + 'static {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError>;
+    /// The same events as [`Store::read_events`], as the JSON clients receive. A store that
+    /// keeps the JSON pieces as text (SQLite) writes it straight from the row, with no tree in
+    /// between.
+    async fn read_events_json(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<EventJson>, StoreError> {
+        let events = self.read_events(agent_id, since, limit).await?;
+        Ok(events.iter().map(EventJson::of).collect())
+    }
     /// The lifecycle and usage events of one run (`run_started`, `usage`, the run's end), in seq
     /// order; empty for an unknown run. Reads the run index, not the agent's whole log.
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError>;
@@ -204,7 +254,6 @@ pub trait Store: Send + Sync + 'static {
 pub(crate) mod rows {
     use std::collections::HashMap;
 
-    use app::AgentEvent;
     use serde_json::Value;
     use uuid::Uuid;
 
@@ -227,14 +276,15 @@ pub(crate) mod rows {
     }
 
     /// Seqs only go up, and the log has no holes: asserted on every read as well as on write.
-    pub fn check_contiguous(agent_id: Uuid, since: u64, events: &[AgentEvent]) -> Result<(), StoreError> {
+    pub fn check_contiguous(
+        agent_id: Uuid,
+        since: u64,
+        seqs: impl IntoIterator<Item = u64>,
+    ) -> Result<(), StoreError> {
         let mut expected = since + 1;
-        for event in events {
-            if event.seq != expected {
-                return Err(corrupt(format!(
-                    "agent {agent_id}: expected seq {expected}, found {}",
-                    event.seq
-                )));
+        for seq in seqs {
+            if seq != expected {
+                return Err(corrupt(format!("agent {agent_id}: expected seq {expected}, found {seq}")));
             }
             expected += 1;
         }

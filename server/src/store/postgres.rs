@@ -260,7 +260,7 @@ impl Store for PgStore {
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        check_contiguous(agent_id, since as u64, &events)?;
+        check_contiguous(agent_id, since as u64, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
 

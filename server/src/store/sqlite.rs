@@ -19,7 +19,7 @@ use rusqlite::types::Value as SqlValue;
 use super::rows::{
     check_contiguous, corrupt, json_text, parse_json, seq_from_column, unknown_agent_or_database,
 };
-use super::{AppendBatch, NewAgent, Store, StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS};
+use super::{AppendBatch, EventJson, NewAgent, Store, StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS};
 
 mod appender;
 mod reader;
@@ -70,6 +70,22 @@ const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at";
 const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
      delta, delta_path, delta_action, content, raw, metadata, created_at";
+
+/// An agent's events after a seq, in order, at most a limit (walks the `(agent_id, seq)` index).
+fn range_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = ?1 AND seq > ?2 \
+         ORDER BY seq LIMIT ?3"
+    )
+}
+
+fn range_params(agent_id: Uuid, since: i64, limit: u32) -> Vec<SqlValue> {
+    vec![
+        SqlValue::Text(agent_id.to_string()),
+        SqlValue::Integer(since),
+        SqlValue::Integer(i64::from(limit)),
+    ]
+}
 
 /// A run's outline events, by run id (walks the partial index `agent_events_run_outline`).
 fn run_outline_sql() -> String {
@@ -192,19 +208,24 @@ impl Store for SqliteStore {
         let since_column = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
         let events = self
             .reader
-            .events(
-                format!(
-                    "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = ?1 AND seq > ?2 \
-                     ORDER BY seq LIMIT ?3"
-                ),
-                vec![
-                    SqlValue::Text(agent_id.to_string()),
-                    SqlValue::Integer(since_column),
-                    SqlValue::Integer(i64::from(limit)),
-                ],
-            )
+            .events(range_sql(), range_params(agent_id, since_column, limit))
             .await?;
-        check_contiguous(agent_id, since, &events)?;
+        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
+        Ok(events)
+    }
+
+    async fn read_events_json(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<EventJson>, StoreError> {
+        let since_column = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
+        let events = self
+            .reader
+            .events_json(range_sql(), range_params(agent_id, since_column, limit))
+            .await?;
+        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
 
@@ -380,6 +401,39 @@ mod tests {
         let plan = plan.join(" | ");
         assert!(plan.contains("USING INDEX"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
+    }
+
+    /// Resumes send the JSON written straight from the row; a client must get exactly what the
+    /// live path (serde, from the event) sends for the same event: every field, every omitted
+    /// `None`, escapes, nested values, the time's `Z`.
+    #[tokio::test]
+    async fn events_read_as_json_are_the_events_serialized() {
+        let (_directory, store) = open_temporary().await;
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        let mut full = EventDraft::new(EventKind::ToolCall);
+        full.run_id = Some(Uuid::now_v7());
+        full.thread_id = Some(Uuid::now_v7());
+        full.block_id = Some(Uuid::now_v7());
+        full.message_id = Some(Uuid::now_v7());
+        full.delta = Some(serde_json::json!({ "arguments": "{\"q\": \"caf\u{e9} \\ \\n\"}", "n": 1.5 }));
+        full.delta_path = Some("tool \"calls\".0".into());
+        full.delta_action = Some(app::DeltaAction::Merge);
+        full.content = serde_json::json!({ "zeta": [1, null, true], "alpha": { "nested": "\u{1f600}" } });
+        full.raw = Some(serde_json::json!({ "type": "content_block_delta", "index": 0 }));
+        full.metadata = serde_json::json!({ "provider": "scripted", "latency_ms": 12 });
+        let bare = EventDraft::new(EventKind::RunCompleted);
+        let mut text = EventDraft::new(EventKind::Text);
+        text.delta = Some(serde_json::Value::String("token ".into()));
+        text.delta_action = Some(app::DeltaAction::Append);
+        store
+            .append(&[AppendBatch { agent_id: agent.id, drafts: vec![full, bare, text] }])
+            .await
+            .unwrap();
+        let events = store.read_events(agent.id, 0, 10).await.unwrap();
+        let json = store.read_events_json(agent.id, 0, 10).await.unwrap();
+        let serialized: Vec<EventJson> = events.iter().map(EventJson::of).collect();
+        assert_eq!(json, serialized);
+        assert_eq!(store.read_events_json(agent.id, 1, 1).await.unwrap(), serialized[1..2]);
     }
 
     /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.

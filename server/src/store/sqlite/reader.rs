@@ -5,6 +5,7 @@
 //! statement and decodes each row in place (text columns borrowed, not copied). Connections are
 //! kept for the next read (bounded); WAL lets them read beside the append thread.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use rusqlite::{params_from_iter, Connection};
 use super::appender::sqlite_error;
 use super::{parse_time, parse_uuid};
 use crate::store::rows::{corrupt, parse_json, seq_from_column};
-use crate::store::StoreError;
+use crate::store::{EventJson, StoreError};
 
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
@@ -46,6 +47,24 @@ impl Reader {
         sql: String,
         params: Vec<SqlValue>,
     ) -> Result<Vec<AgentEvent>, StoreError> {
+        self.rows(sql, params, event_from_row).await
+    }
+
+    /// The same, each row written as the event's JSON (see [`event_json_from_row`]).
+    pub(super) async fn events_json(
+        &self,
+        sql: String,
+        params: Vec<SqlValue>,
+    ) -> Result<Vec<EventJson>, StoreError> {
+        self.rows(sql, params, event_json_from_row).await
+    }
+
+    async fn rows<T: Send + 'static>(
+        &self,
+        sql: String,
+        params: Vec<SqlValue>,
+        decode: fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
         let permit = self
             .at_once
             .clone()
@@ -61,7 +80,7 @@ impl Reader {
                 Some(connection) => connection,
                 None => open(&path, busy_timeout)?,
             };
-            let events = query(&connection, &sql, params);
+            let events = query(&connection, &sql, params, decode);
             let mut idle = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if idle.len() < SQLITE_READ_CONNECTIONS_IDLE_MAX {
                 idle.push(connection);
@@ -85,14 +104,19 @@ fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, St
     Ok(connection)
 }
 
-fn query(connection: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<Vec<AgentEvent>, StoreError> {
+fn query<T>(
+    connection: &Connection,
+    sql: &str,
+    params: Vec<SqlValue>,
+    decode: fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
     let mut rows = statement.query(params_from_iter(params)).map_err(sqlite_error)?;
-    let mut events = Vec::new();
+    let mut decoded = Vec::new();
     while let Some(row) = rows.next().map_err(sqlite_error)? {
-        events.push(event_from_row(row)?);
+        decoded.push(decode(row)?);
     }
-    Ok(events)
+    Ok(decoded)
 }
 
 fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<&'row str, StoreError> {
@@ -134,4 +158,80 @@ fn event_from_row(row: &rusqlite::Row<'_>) -> Result<AgentEvent, StoreError> {
         metadata: parse_json(text(row, 13)?)?,
         created_at: parse_time(text(row, 14)?)?,
     })
+}
+
+/// A row of `EVENT_COLUMNS` written as the JSON `serde_json` makes of the same `AgentEvent`
+/// (field order, omitted `None`s, `Z` times), byte for byte, without building the event: ids are
+/// checked and copied, the JSON columns (stored compact by `json_text`) are checked without
+/// building a tree and copied. A resume sends these strings as they are.
+fn event_json_from_row(row: &rusqlite::Row<'_>) -> Result<EventJson, StoreError> {
+    let seq = seq_from_column(row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?)?;
+    let mut json = String::with_capacity(512);
+    let uuid_field = |json: &mut String, name: &str, text: Option<&str>| -> Result<(), StoreError> {
+        if let Some(text) = text {
+            parse_uuid(text)?;
+            json.push_str(name);
+            json.push('"');
+            json.push_str(text);
+            json.push('"');
+        }
+        Ok(())
+    };
+    uuid_field(&mut json, "{\"id\":", Some(text(row, 0)?))?;
+    uuid_field(&mut json, ",\"agent_id\":", Some(text(row, 1)?))?;
+    let _ = write!(json, ",\"seq\":{seq}");
+    uuid_field(&mut json, ",\"run_id\":", optional_text(row, 3)?)?;
+    uuid_field(&mut json, ",\"thread_id\":", optional_text(row, 4)?)?;
+    uuid_field(&mut json, ",\"block_id\":", optional_text(row, 5)?)?;
+    uuid_field(&mut json, ",\"message_id\":", optional_text(row, 6)?)?;
+    json.push_str(",\"kind\":");
+    push_serialized(&mut json, &EventKind::parse(text(row, 7)?));
+    if let Some(delta) = optional_text(row, 8)? {
+        json.push_str(",\"delta\":");
+        push_json_text(&mut json, delta)?;
+    }
+    if let Some(path) = optional_text(row, 9)? {
+        json.push_str(",\"delta_path\":");
+        push_serialized(&mut json, path);
+    }
+    if let Some(name) = optional_text(row, 10)? {
+        let action = DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?;
+        json.push_str(",\"delta_action\":");
+        push_serialized(&mut json, &action);
+    }
+    json.push_str(",\"content\":");
+    push_json_text(&mut json, text(row, 11)?)?;
+    if let Some(raw) = optional_text(row, 12)? {
+        json.push_str(",\"raw\":");
+        push_json_text(&mut json, raw)?;
+    }
+    json.push_str(",\"metadata\":");
+    push_json_text(&mut json, text(row, 13)?)?;
+    json.push_str(",\"created_at\":\"");
+    let created_at = text(row, 14)?;
+    // Stored by `to_rfc3339` (`+00:00`); serde writes the same instant with `Z`.
+    match created_at.strip_suffix("+00:00") {
+        Some(utc) if parse_time(created_at).is_ok() => {
+            json.push_str(utc);
+            json.push('Z');
+        }
+        _ => {
+            let time = parse_time(created_at)?;
+            json.push_str(&time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+        }
+    }
+    json.push_str("\"}");
+    Ok(EventJson { seq, json: json.into_boxed_str() })
+}
+
+fn push_serialized(json: &mut String, value: &(impl serde::Serialize + ?Sized)) {
+    json.push_str(&serde_json::to_string(value).expect("plain values serialize"));
+}
+
+/// Appends a stored JSON column after checking it is one JSON value (no tree is built).
+fn push_json_text(json: &mut String, text: &str) -> Result<(), StoreError> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
+    json.push_str(text);
+    Ok(())
 }
