@@ -80,8 +80,13 @@ fn main() {
 
 async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     println!("agentstream-bench{} on {}", if smoke { " (smoke)" } else { "" }, directory.display());
-    let fsyncs = fsync_rate(directory, sizes.fsync_seconds);
+    let fsync = fsync_rate(directory, sizes.fsync_seconds);
+    let fsyncs = fsync.per_second;
     println!("{:<66} {:>12.0} /s", "fsync (4 KiB write + fdatasync), the physical limit", fsyncs);
+    println!(
+        "{:<66} {:>12.2} ms / {:.2} ms / {:.2} ms / {:.1} ms",
+        "  one fsync: p50 / p99 / p99.9 / max (the disk's own stalls)", fsync.p50_ms, fsync.p99_ms, fsync.p999_ms, fsync.max_ms
+    );
     let baseline = seed_design(directory, sizes.baseline_events).await;
     println!(
         "{:<66} {:>12.0} events/s",
@@ -234,24 +239,36 @@ async fn report_live(label: &str, streams_url: &str, gap_url: &str, sizes: &Size
     );
 }
 
+struct Fsync {
+    per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    max_ms: f64,
+}
+
 /// Writes 4 KiB and `fdatasync`s it, over and over, for `seconds`: what one durable commit costs
-/// at the least on this disk.
-fn fsync_rate(directory: &Path, seconds: f64) -> f64 {
+/// at the least on this disk, and how long the disk itself sometimes stalls (the floor under
+/// any durable latency percentile).
+fn fsync_rate(directory: &Path, seconds: f64) -> Fsync {
     use std::io::{Seek, Write};
     let path = directory.join("fsync.probe");
     let mut file = std::fs::File::create(&path).unwrap();
     let block = [7u8; 4096];
     let started = Instant::now();
-    let mut count = 0u64;
+    let mut each_ms = Vec::new();
     while started.elapsed().as_secs_f64() < seconds {
+        let one = Instant::now();
         file.seek(std::io::SeekFrom::Start(0)).unwrap();
         file.write_all(&block).unwrap();
         file.sync_data().unwrap();
-        count += 1;
+        each_ms.push(one.elapsed().as_secs_f64() * 1000.0);
     }
-    let rate = count as f64 / started.elapsed().as_secs_f64();
+    let per_second = each_ms.len() as f64 / started.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(path);
-    rate
+    each_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |p: f64| each_ms[((each_ms.len() - 1) as f64 * p).round() as usize];
+    Fsync { per_second, p50_ms: at(0.5), p99_ms: at(0.99), p999_ms: at(0.999), max_ms: at(1.0) }
 }
 
 fn remove_database(path: &Path) {
