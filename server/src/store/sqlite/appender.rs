@@ -7,6 +7,8 @@
 //! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use app::{AgentEvent, DeltaAction};
@@ -50,13 +52,18 @@ impl Appender {
             ))
             .map_err(sqlite_error)?;
         connection.set_prepared_statement_cache_capacity(16);
-        let checkpointer = start_checkpointer(&path, busy_timeout_ms)?;
+        let reset_wanted = Arc::new(AtomicBool::new(false));
+        let checkpointer = start_checkpointer(&path, busy_timeout_ms, reset_wanted.clone())?;
+        let busy_timeout = Duration::from_millis(busy_timeout_ms);
         let (jobs, mut queue) = mpsc::channel::<Job>(APPEND_QUEUE_GROUPS_MAX);
         std::thread::Builder::new()
             .name("sqlite-append".into())
             .spawn(move || {
                 let mut connection = connection;
                 while let Some(job) = queue.blocking_recv() {
+                    if reset_wanted.swap(false, Ordering::Relaxed) {
+                        restart_wal(&connection, busy_timeout);
+                    }
                     let outcome = append(&mut connection, job.batches);
                     let _ = job.reply.send(outcome);
                 }
@@ -85,14 +92,27 @@ impl Appender {
 /// How often the checkpointer moves committed WAL frames into the database file.
 const CHECKPOINT_INTERVAL_MS: u64 = 200;
 
+/// WAL pages past which the append thread starts the WAL over from its beginning.
+///
+/// SQLite restarts the WAL only when a write begins with every frame already checkpointed, which
+/// under steady writes never happens: a passive checkpoint always ends behind the newest commit.
+/// The WAL then grew without end (hundreds of MB in seconds under load), and every commit
+/// appended to a growing file, so its `fdatasync` also had to write the file's new size: a
+/// commit of ten rows took 0.26 ms appending against 0.14 ms overwriting (same disk, same rows).
+/// 8 192 pages of 4 KiB: the WAL stays near 32 MiB.
+const WAL_RESET_PAGES: i64 = 8_192;
+
 /// Checkpoints on a thread of their own. With SQLite's automatic checkpoint, every 1000th page
 /// the commit that crossed the line also copied the WAL into the database and synced it — a
 /// stall of milliseconds for every event in that commit (the stream latency's p99). The append
 /// connection does not checkpoint; this thread does, in PASSIVE mode (it never blocks the
-/// writer or readers), until the returned sender is dropped.
+/// writer or readers), until the returned sender is dropped. When the WAL has grown past
+/// [`WAL_RESET_PAGES`], it checkpoints once more (so little is left) and asks the append thread
+/// to restart the WAL before its next commit (see [`restart_wal`]).
 fn start_checkpointer(
     path: &std::path::Path,
     busy_timeout_ms: u64,
+    reset_wanted: Arc<AtomicBool>,
 ) -> Result<std::sync::mpsc::Sender<()>, StoreError> {
     let connection = Connection::open(path).map_err(sqlite_error)?;
     connection
@@ -104,13 +124,38 @@ fn start_checkpointer(
         .spawn(move || {
             let interval = Duration::from_millis(CHECKPOINT_INTERVAL_MS);
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                    tracing::warn!(%error, "WAL checkpoint failed; trying again later");
+                match passive_checkpoint(&connection) {
+                    Ok(wal_pages) if wal_pages >= WAL_RESET_PAGES => {
+                        if passive_checkpoint(&connection).is_ok() {
+                            reset_wanted.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "WAL checkpoint failed; trying again later"),
                 }
             }
         })
         .map_err(|error| StoreError::Unavailable(format!("cannot start the checkpoint thread: {error}")))?;
     Ok(stop)
+}
+
+/// A PASSIVE checkpoint; the pages in the WAL.
+fn passive_checkpoint(connection: &Connection) -> rusqlite::Result<i64> {
+    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get(1))
+}
+
+/// Checkpoints what the checkpointer left (a few commits) and makes the next commit write the
+/// WAL from its start. Only the append connection writes, so no writer is waited for; a reader
+/// still on the old WAL makes it give up at once (no busy wait on the commit path), and the
+/// checkpointer asks again next time.
+fn restart_wal(connection: &Connection, busy_timeout: Duration) {
+    let _ = connection.busy_timeout(Duration::ZERO);
+    match connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0)) {
+        Ok(0) => {}
+        Ok(_) => tracing::debug!("WAL restart deferred: a reader is on the old WAL"),
+        Err(error) => tracing::debug!(%error, "WAL restart deferred"),
+    }
+    let _ = connection.busy_timeout(busy_timeout);
 }
 
 /// SQLite's error as the store's: busy, locked and I/O trouble may pass if tried again.
@@ -195,4 +240,64 @@ fn append(
     }
     transaction.commit().map_err(sqlite_error)?;
     Ok(committed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit_rows(connection: &Connection, rows: usize) {
+        connection.execute_batch("BEGIN IMMEDIATE").unwrap();
+        for _ in 0..rows {
+            connection
+                .execute("INSERT INTO t (body) VALUES (?1)", [&"x".repeat(300)])
+                .unwrap();
+        }
+        connection.execute_batch("COMMIT").unwrap();
+    }
+
+    /// Under steady writes the WAL must not grow without end: once checkpointed, a restart makes
+    /// the next commits overwrite the WAL from its start instead of appending to it.
+    #[test]
+    fn a_restarted_wal_is_written_from_its_start() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("wal.db");
+        let connection = Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 0; \
+                 CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL);",
+            )
+            .unwrap();
+        let checkpointer = Connection::open(&path).unwrap();
+        let reader = Connection::open(&path).unwrap();
+        let wal_bytes = || std::fs::metadata(directory.path().join("wal.db-wal")).unwrap().len();
+
+        // Steady writes: a reader's snapshot (or the next commit) is always a little ahead of
+        // each passive checkpoint, so no write ever begins with the whole WAL checkpointed and
+        // SQLite keeps appending.
+        let mut pages = Vec::new();
+        for _ in 0..5 {
+            reader.execute_batch("BEGIN; SELECT COUNT(*) FROM t;").unwrap();
+            commit_rows(&connection, 20);
+            pages.push(passive_checkpoint(&checkpointer).unwrap());
+            reader.execute_batch("COMMIT").unwrap();
+            commit_rows(&connection, 20);
+        }
+        assert!(pages.windows(2).all(|pair| pair[1] > pair[0]), "the WAL grows: {pages:?}");
+        // Once more, and the checkpoint is again behind when the next write would begin.
+        reader.execute_batch("BEGIN; SELECT COUNT(*) FROM t;").unwrap();
+        commit_rows(&connection, 20);
+        let pages_before = passive_checkpoint(&checkpointer).unwrap();
+        reader.execute_batch("COMMIT").unwrap();
+        let grown = wal_bytes();
+
+        restart_wal(&connection, Duration::from_secs(1));
+        commit_rows(&connection, 20);
+        let pages_after = passive_checkpoint(&checkpointer).unwrap();
+        assert!(pages_after < pages_before / 2, "{pages_after} pages after the restart, {pages_before} before");
+        assert_eq!(wal_bytes(), grown, "the restarted WAL is overwritten, not extended");
+        let rows: i64 = connection.query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0)).unwrap();
+        assert_eq!(rows, 12 * 20);
+    }
 }
