@@ -93,9 +93,29 @@ impl EventKind {
         }
     }
 
-    /// The inverse of [`EventKind::as_str`]; unknown names map to `Other`.
+    /// Every kind but `Other`.
+    pub const KNOWN: [EventKind; 12] = [
+        EventKind::User,
+        EventKind::Text,
+        EventKind::Thinking,
+        EventKind::ToolCall,
+        EventKind::ToolResult,
+        EventKind::Loading,
+        EventKind::Usage,
+        EventKind::RunStarted,
+        EventKind::RunCompleted,
+        EventKind::RunFailed,
+        EventKind::RunCancelled,
+        EventKind::Error,
+    ];
+
+    /// The inverse of [`EventKind::as_str`]; unknown names map to `Other`. A plain match: it
+    /// runs for every event read from the log (through serde it was a string copy and a tree).
     pub fn parse(name: &str) -> EventKind {
-        serde_json::from_value(Value::String(name.to_owned())).unwrap_or(EventKind::Other)
+        EventKind::KNOWN
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+            .unwrap_or(EventKind::Other)
     }
 
     /// True for the kinds that end a run.
@@ -129,7 +149,9 @@ impl DeltaAction {
     }
 
     pub fn parse(name: &str) -> Option<DeltaAction> {
-        serde_json::from_value(Value::String(name.to_owned())).ok()
+        [DeltaAction::Append, DeltaAction::Replace, DeltaAction::Merge]
+            .into_iter()
+            .find(|action| action.as_str() == name)
     }
 }
 
@@ -137,25 +159,23 @@ impl DeltaAction {
 mod tests {
     use super::*;
 
+    /// The database and the server's hand-written JSON use `as_str`; clients use serde. They
+    /// must agree, and `parse` must invert both.
     #[test]
     fn kind_names_round_trip() {
-        for kind in [
-            EventKind::User,
-            EventKind::Text,
-            EventKind::Thinking,
-            EventKind::ToolCall,
-            EventKind::ToolResult,
-            EventKind::Loading,
-            EventKind::Usage,
-            EventKind::RunStarted,
-            EventKind::RunCompleted,
-            EventKind::RunFailed,
-            EventKind::RunCancelled,
-            EventKind::Error,
-        ] {
+        for kind in EventKind::KNOWN.into_iter().chain([EventKind::Other]) {
+            assert_eq!(serde_json::to_value(kind).unwrap(), Value::String(kind.as_str().into()));
+        }
+        for kind in EventKind::KNOWN {
             assert_eq!(EventKind::parse(kind.as_str()), kind);
+            assert_eq!(serde_json::from_value::<EventKind>(kind.as_str().into()).unwrap(), kind);
         }
         assert_eq!(EventKind::parse("kind_from_the_future"), EventKind::Other);
+        for action in [DeltaAction::Append, DeltaAction::Replace, DeltaAction::Merge] {
+            assert_eq!(serde_json::to_value(action).unwrap(), Value::String(action.as_str().into()));
+            assert_eq!(DeltaAction::parse(action.as_str()), Some(action));
+        }
+        assert_eq!(DeltaAction::parse("prepend"), None);
     }
 
     #[test]

@@ -242,3 +242,46 @@ async fn deleting_an_agent_removes_it_and_its_log() {
     assert_eq!(server.http.get(&url).send().await.unwrap().status(), 404);
     assert_eq!(database.count_rows("agent_events").await, 0);
 }
+
+/// Resumes send each event's JSON written straight from its row; a client must get exactly
+/// what the live path (serde, from the event) sends for the same event — every field, omitted
+/// `None`s, escapes, unicode, nested values, the time's `Z` — on either backend.
+#[tokio::test]
+async fn events_read_as_json_are_the_events_serialized() {
+    use agentstream_server::store::{self, AppendBatch, ClusterOptions, EventDraft, EventJson, NewAgent};
+    let directory = tempfile::tempdir().unwrap();
+    let url = common::fresh_database_url(&directory.path().join("json.db")).await;
+    let opened = store::open(&url, &ClusterOptions::default()).await.unwrap();
+    let store = opened.store;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let run_id = uuid::Uuid::now_v7();
+    if let Some(cluster) = opened.cluster {
+        // PostgreSQL writes a run's events only for the server that holds the run.
+        assert_eq!(cluster.claim_agent_run(agent.id, run_id).await.unwrap(), None);
+    }
+    let mut full = EventDraft::new(EventKind::ToolCall);
+    full.run_id = Some(run_id);
+    full.thread_id = Some(uuid::Uuid::now_v7());
+    full.block_id = Some(uuid::Uuid::now_v7());
+    full.message_id = Some(uuid::Uuid::now_v7());
+    full.delta = Some(serde_json::json!({ "arguments": "{\"q\": \"caf\u{e9} \\ \\n\"}", "n": 1.5 }));
+    full.delta_path = Some("tool \"calls\".0".into());
+    full.delta_action = Some(app::DeltaAction::Merge);
+    full.content = serde_json::json!({ "zeta": [1, null, true], "alpha": { "nested": "\u{1f600}" } });
+    full.raw = Some(serde_json::json!({ "type": "content_block_delta", "index": 0 }));
+    full.metadata = serde_json::json!({ "provider": "scripted", "latency_ms": 12 });
+    let bare = EventDraft::new(EventKind::RunCompleted);
+    let mut text = EventDraft::new(EventKind::Text);
+    text.delta = Some(serde_json::Value::String("token ".into()));
+    text.delta_action = Some(app::DeltaAction::Append);
+    store
+        .append(&[AppendBatch { agent_id: agent.id, drafts: vec![full, bare, text] }])
+        .await
+        .unwrap();
+    let events = store.read_events(agent.id, 0, 10).await.unwrap();
+    let json = store.read_events_json(agent.id, 0, 10).await.unwrap();
+    let serialized: Vec<EventJson> = events.iter().map(EventJson::of).collect();
+    assert_eq!(json.len(), 3);
+    assert_eq!(json, serialized);
+    assert_eq!(store.read_events_json(agent.id, 1, 1).await.unwrap(), serialized[1..2]);
+}

@@ -254,10 +254,11 @@ pub trait Store: Send + Sync + 'static {
 pub(crate) mod rows {
     use std::collections::HashMap;
 
+    use app::{DeltaAction, EventKind};
     use serde_json::Value;
     use uuid::Uuid;
 
-    use super::{AppendBatch, StoreError};
+    use super::{AppendBatch, EventJson, StoreError};
 
     pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
         StoreError::Corrupt(what.to_string())
@@ -288,6 +289,101 @@ pub(crate) mod rows {
             }
             expected += 1;
         }
+        Ok(())
+    }
+
+    /// An event row as the database returns it: ids and numbers decoded, kind, delta action
+    /// and JSON columns still text (JSON stored compact by [`json_text`]), the time already in
+    /// serde's form.
+    pub struct EventRow<'a> {
+        pub id: Uuid,
+        pub agent_id: Uuid,
+        pub seq: u64,
+        pub run_id: Option<Uuid>,
+        pub thread_id: Option<Uuid>,
+        pub block_id: Option<Uuid>,
+        pub message_id: Option<Uuid>,
+        pub kind: &'a str,
+        pub delta: Option<&'a str>,
+        pub delta_path: Option<&'a str>,
+        pub delta_action: Option<&'a str>,
+        pub content: &'a str,
+        pub raw: Option<&'a str>,
+        pub metadata: &'a str,
+        /// RFC 3339 with `Z`, as `chrono`'s serde writes it.
+        pub created_at: std::borrow::Cow<'a, str>,
+    }
+
+    impl EventRow<'_> {
+        /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
+        /// byte, without building the event: the JSON columns are checked without building a
+        /// tree and copied. A resume sends these strings as they are.
+        pub fn to_json(&self) -> Result<EventJson, StoreError> {
+            use std::fmt::Write as _;
+            let mut json = String::with_capacity(
+                400 + self.delta.map_or(0, str::len)
+                    + self.content.len()
+                    + self.raw.map_or(0, str::len)
+                    + self.metadata.len(),
+            );
+            let mut uuid_buffer = Uuid::encode_buffer();
+            let mut uuid = |json: &mut String, name: &str, id: Option<Uuid>| {
+                if let Some(id) = id {
+                    json.push_str(name);
+                    json.push('"');
+                    json.push_str(id.hyphenated().encode_lower(&mut uuid_buffer));
+                    json.push('"');
+                }
+            };
+            uuid(&mut json, "{\"id\":", Some(self.id));
+            uuid(&mut json, ",\"agent_id\":", Some(self.agent_id));
+            let _ = write!(json, ",\"seq\":{}", self.seq);
+            uuid(&mut json, ",\"run_id\":", self.run_id);
+            uuid(&mut json, ",\"thread_id\":", self.thread_id);
+            uuid(&mut json, ",\"block_id\":", self.block_id);
+            uuid(&mut json, ",\"message_id\":", self.message_id);
+            // `as_str` is serde's name (checked in `app::event`'s tests).
+            json.push_str(",\"kind\":\"");
+            json.push_str(EventKind::parse(self.kind).as_str());
+            json.push('"');
+            if let Some(delta) = self.delta {
+                json.push_str(",\"delta\":");
+                push_json_text(&mut json, delta)?;
+            }
+            if let Some(path) = self.delta_path {
+                json.push_str(",\"delta_path\":");
+                json.push_str(&serde_json::to_string(path).expect("strings serialize"));
+            }
+            if let Some(name) = self.delta_action {
+                let action = DeltaAction::parse(name)
+                    .ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?;
+                json.push_str(",\"delta_action\":\"");
+                json.push_str(action.as_str());
+                json.push('"');
+            }
+            json.push_str(",\"content\":");
+            push_json_text(&mut json, self.content)?;
+            if let Some(raw) = self.raw {
+                json.push_str(",\"raw\":");
+                push_json_text(&mut json, raw)?;
+            }
+            json.push_str(",\"metadata\":");
+            push_json_text(&mut json, self.metadata)?;
+            json.push_str(",\"created_at\":\"");
+            json.push_str(&self.created_at);
+            json.push_str("\"}");
+            Ok(EventJson {
+                seq: self.seq,
+                json: json.into_boxed_str(),
+            })
+        }
+    }
+
+    /// Appends a stored JSON column after checking it is one JSON value (no tree is built).
+    fn push_json_text(json: &mut String, text: &str) -> Result<(), StoreError> {
+        serde_json::from_str::<serde::de::IgnoredAny>(text)
+            .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
+        json.push_str(text);
         Ok(())
     }
 

@@ -26,11 +26,11 @@ use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
 use super::rows::{
-    check_contiguous, corrupt, json_text, parse_json, seq_from_column, totals,
+    check_contiguous, corrupt, json_text, parse_json, seq_from_column, totals, EventRow,
     unknown_agent_or_database, SeqCursors,
 };
 use super::{
-    AppendBatch, ClusterOptions, ClusterStore, NewAgent, Notice, Notices, Store, StoreError,
+    AppendBatch, ClusterOptions, EventJson, ClusterStore, NewAgent, Notice, Notices, Store, StoreError,
     RUN_END_KINDS, RUN_OUTLINE_KINDS,
 };
 
@@ -75,6 +75,20 @@ impl PgStore {
     /// The pool, for tests that look at the database directly.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// An agent's event rows after `since`, in seq order, at most `limit`.
+    async fn range(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<PgRow>, StoreError> {
+        let since = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
+        Ok(sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = $1 AND seq > $2 \
+             ORDER BY seq LIMIT $3"
+        ))
+        .bind(agent_id)
+        .bind(since)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
     }
 }
 
@@ -132,6 +146,32 @@ fn event_from_row(row: &PgRow) -> Result<AgentEvent, StoreError> {
         metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
         created_at: row.try_get("created_at")?,
     })
+}
+
+/// A row of `EVENT_COLUMNS` written as the event's JSON (see [`EventRow::to_json`]); the `json`
+/// columns come back as the text that was stored.
+fn event_json_from_row(row: &PgRow) -> Result<EventJson, StoreError> {
+    let created_at: DateTime<Utc> = row.try_get("created_at")?;
+    EventRow {
+        id: row.try_get("id")?,
+        agent_id: row.try_get("agent_id")?,
+        seq: seq_from_column(row.try_get("seq")?)?,
+        run_id: row.try_get("run_id")?,
+        thread_id: row.try_get("thread_id")?,
+        block_id: row.try_get("block_id")?,
+        message_id: row.try_get("message_id")?,
+        kind: row.try_get("kind")?,
+        delta: row.try_get("delta")?,
+        delta_path: row.try_get("delta_path")?,
+        delta_action: row.try_get("delta_action")?,
+        content: row.try_get("content")?,
+        raw: row.try_get("raw")?,
+        metadata: row.try_get("metadata")?,
+        created_at: created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            .into(),
+    }
+    .to_json()
 }
 
 /// The events of a group as column arrays, for one `INSERT … SELECT FROM UNNEST(…)`.
@@ -246,21 +286,27 @@ impl Store for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let since = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = $1 AND seq > $2 \
-             ORDER BY seq LIMIT $3"
-        ))
-        .bind(agent_id)
-        .bind(since)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = self.range(agent_id, since, limit).await?;
         let events = rows
             .iter()
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        check_contiguous(agent_id, since as u64, events.iter().map(|event| event.seq))?;
+        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
+        Ok(events)
+    }
+
+    async fn read_events_json(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<EventJson>, StoreError> {
+        let rows = self.range(agent_id, since, limit).await?;
+        let events = rows
+            .iter()
+            .map(event_json_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
 

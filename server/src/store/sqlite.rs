@@ -403,39 +403,6 @@ mod tests {
         assert!(!plan.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
     }
 
-    /// Resumes send the JSON written straight from the row; a client must get exactly what the
-    /// live path (serde, from the event) sends for the same event: every field, every omitted
-    /// `None`, escapes, nested values, the time's `Z`.
-    #[tokio::test]
-    async fn events_read_as_json_are_the_events_serialized() {
-        let (_directory, store) = open_temporary().await;
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let mut full = EventDraft::new(EventKind::ToolCall);
-        full.run_id = Some(Uuid::now_v7());
-        full.thread_id = Some(Uuid::now_v7());
-        full.block_id = Some(Uuid::now_v7());
-        full.message_id = Some(Uuid::now_v7());
-        full.delta = Some(serde_json::json!({ "arguments": "{\"q\": \"caf\u{e9} \\ \\n\"}", "n": 1.5 }));
-        full.delta_path = Some("tool \"calls\".0".into());
-        full.delta_action = Some(app::DeltaAction::Merge);
-        full.content = serde_json::json!({ "zeta": [1, null, true], "alpha": { "nested": "\u{1f600}" } });
-        full.raw = Some(serde_json::json!({ "type": "content_block_delta", "index": 0 }));
-        full.metadata = serde_json::json!({ "provider": "scripted", "latency_ms": 12 });
-        let bare = EventDraft::new(EventKind::RunCompleted);
-        let mut text = EventDraft::new(EventKind::Text);
-        text.delta = Some(serde_json::Value::String("token ".into()));
-        text.delta_action = Some(app::DeltaAction::Append);
-        store
-            .append(&[AppendBatch { agent_id: agent.id, drafts: vec![full, bare, text] }])
-            .await
-            .unwrap();
-        let events = store.read_events(agent.id, 0, 10).await.unwrap();
-        let json = store.read_events_json(agent.id, 0, 10).await.unwrap();
-        let serialized: Vec<EventJson> = events.iter().map(EventJson::of).collect();
-        assert_eq!(json, serialized);
-        assert_eq!(store.read_events_json(agent.id, 1, 1).await.unwrap(), serialized[1..2]);
-    }
-
     /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.
     async fn plan_of(store: &SqliteStore, sql: &str) -> String {
         let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))

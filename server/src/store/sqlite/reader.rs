@@ -5,7 +5,7 @@
 //! statement and decodes each row in place (text columns borrowed, not copied). Connections are
 //! kept for the next read (bounded); WAL lets them read beside the append thread.
 
-use std::fmt::Write as _;
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use rusqlite::{params_from_iter, Connection};
 
 use super::appender::sqlite_error;
 use super::{parse_time, parse_uuid};
-use crate::store::rows::{corrupt, parse_json, seq_from_column};
+use crate::store::rows::{corrupt, parse_json, seq_from_column, EventRow};
 use crate::store::{EventJson, StoreError};
 
 /// Idle read connections kept for the next read.
@@ -160,78 +160,31 @@ fn event_from_row(row: &rusqlite::Row<'_>) -> Result<AgentEvent, StoreError> {
     })
 }
 
-/// A row of `EVENT_COLUMNS` written as the JSON `serde_json` makes of the same `AgentEvent`
-/// (field order, omitted `None`s, `Z` times), byte for byte, without building the event: ids are
-/// checked and copied, the JSON columns (stored compact by `json_text`) are checked without
-/// building a tree and copied. A resume sends these strings as they are.
+/// A row of `EVENT_COLUMNS` written as the event's JSON (see [`EventRow::to_json`]).
 fn event_json_from_row(row: &rusqlite::Row<'_>) -> Result<EventJson, StoreError> {
-    let seq = seq_from_column(row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?)?;
-    let mut json = String::with_capacity(512);
-    let uuid_field = |json: &mut String, name: &str, text: Option<&str>| -> Result<(), StoreError> {
-        if let Some(text) = text {
-            parse_uuid(text)?;
-            json.push_str(name);
-            json.push('"');
-            json.push_str(text);
-            json.push('"');
-        }
-        Ok(())
-    };
-    uuid_field(&mut json, "{\"id\":", Some(text(row, 0)?))?;
-    uuid_field(&mut json, ",\"agent_id\":", Some(text(row, 1)?))?;
-    let _ = write!(json, ",\"seq\":{seq}");
-    uuid_field(&mut json, ",\"run_id\":", optional_text(row, 3)?)?;
-    uuid_field(&mut json, ",\"thread_id\":", optional_text(row, 4)?)?;
-    uuid_field(&mut json, ",\"block_id\":", optional_text(row, 5)?)?;
-    uuid_field(&mut json, ",\"message_id\":", optional_text(row, 6)?)?;
-    json.push_str(",\"kind\":");
-    push_serialized(&mut json, &EventKind::parse(text(row, 7)?));
-    if let Some(delta) = optional_text(row, 8)? {
-        json.push_str(",\"delta\":");
-        push_json_text(&mut json, delta)?;
-    }
-    if let Some(path) = optional_text(row, 9)? {
-        json.push_str(",\"delta_path\":");
-        push_serialized(&mut json, path);
-    }
-    if let Some(name) = optional_text(row, 10)? {
-        let action = DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?;
-        json.push_str(",\"delta_action\":");
-        push_serialized(&mut json, &action);
-    }
-    json.push_str(",\"content\":");
-    push_json_text(&mut json, text(row, 11)?)?;
-    if let Some(raw) = optional_text(row, 12)? {
-        json.push_str(",\"raw\":");
-        push_json_text(&mut json, raw)?;
-    }
-    json.push_str(",\"metadata\":");
-    push_json_text(&mut json, text(row, 13)?)?;
-    json.push_str(",\"created_at\":\"");
+    let optional_uuid = |index| optional_text(row, index)?.map(parse_uuid).transpose();
     let created_at = text(row, 14)?;
     // Stored by `to_rfc3339` (`+00:00`); serde writes the same instant with `Z`.
-    match created_at.strip_suffix("+00:00") {
-        Some(utc) if parse_time(created_at).is_ok() => {
-            json.push_str(utc);
-            json.push('Z');
-        }
-        _ => {
-            let time = parse_time(created_at)?;
-            json.push_str(&time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
-        }
+    let created_at = match created_at.strip_suffix("+00:00") {
+        Some(utc) if parse_time(created_at).is_ok() => Cow::Owned(format!("{utc}Z")),
+        _ => Cow::Owned(parse_time(created_at)?.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+    };
+    EventRow {
+        id: parse_uuid(text(row, 0)?)?,
+        agent_id: parse_uuid(text(row, 1)?)?,
+        seq: seq_from_column(row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?)?,
+        run_id: optional_uuid(3)?,
+        thread_id: optional_uuid(4)?,
+        block_id: optional_uuid(5)?,
+        message_id: optional_uuid(6)?,
+        kind: text(row, 7)?,
+        delta: optional_text(row, 8)?,
+        delta_path: optional_text(row, 9)?,
+        delta_action: optional_text(row, 10)?,
+        content: text(row, 11)?,
+        raw: optional_text(row, 12)?,
+        metadata: text(row, 13)?,
+        created_at,
     }
-    json.push_str("\"}");
-    Ok(EventJson { seq, json: json.into_boxed_str() })
-}
-
-fn push_serialized(json: &mut String, value: &(impl serde::Serialize + ?Sized)) {
-    json.push_str(&serde_json::to_string(value).expect("plain values serialize"));
-}
-
-/// Appends a stored JSON column after checking it is one JSON value (no tree is built).
-fn push_json_text(json: &mut String, text: &str) -> Result<(), StoreError> {
-    serde_json::from_str::<serde::de::IgnoredAny>(text)
-        .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
-    json.push_str(text);
-    Ok(())
+    .to_json()
 }
