@@ -232,6 +232,7 @@ pub async fn delete_agent(
         return Err(ApiError::unknown_agent(agent_id));
     }
     state.hub.close(agent_id);
+    state.snapshots.remove(agent_id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -413,7 +414,8 @@ async fn start_claimed_run(
     }
     let started = async {
         // The model sees the conversation so far, rebuilt from the log by the shared reducer.
-        let timeline = crate::history::fold_log(state.store.as_ref(), agent_id).await?;
+        let timeline =
+            crate::history::fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
         let (prior, warnings) = crate::history::conversation_from_timeline(&timeline);
         for warning in warnings {
             tracing::warn!(%agent_id, "history for the next turn: {warning}");

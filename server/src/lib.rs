@@ -86,6 +86,8 @@ pub struct AppState {
     pub limits: Arc<config::Limits>,
     /// With PostgreSQL: the other server processes on the same database.
     pub cluster: Option<Arc<cluster::Cluster>>,
+    /// Folded timelines of recently read logs (history pages, the next turn's conversation).
+    pub snapshots: Arc<history::Snapshots>,
 }
 
 impl AppState {
@@ -164,6 +166,7 @@ impl AppState {
             allowed_origins: Arc::new(config.allowed_origins.clone()),
             limits: Arc::new(config.limits.clone()),
             cluster,
+            snapshots: Arc::new(history::Snapshots::default()),
         })
     }
 }
@@ -228,6 +231,7 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
     let history = HistorySourceHandle(Arc::new(history::StoreHistory {
         store: state.store.clone(),
+        snapshots: state.snapshots.clone(),
     }));
     let pages = Router::new()
         .leptos_routes_with_context(
