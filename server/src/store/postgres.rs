@@ -77,10 +77,16 @@ impl PgStore {
         &self.pool
     }
 
-    /// An agent's event rows after `since`, in seq order, at most `limit`.
-    async fn range(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<PgRow>, StoreError> {
+    /// An agent's event rows after `since`, in seq order, at most `limit`, each decoded.
+    async fn range<T>(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+        decode: fn(&PgRow) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
         let since = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
-        Ok(sqlx::query(&format!(
+        let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = $1 AND seq > $2 \
              ORDER BY seq LIMIT $3"
         ))
@@ -88,7 +94,8 @@ impl PgStore {
         .bind(since)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        rows.iter().map(decode).collect()
     }
 }
 
@@ -286,11 +293,7 @@ impl Store for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let rows = self.range(agent_id, since, limit).await?;
-        let events = rows
-            .iter()
-            .map(event_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let events = self.range(agent_id, since, limit, event_from_row).await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
@@ -301,11 +304,7 @@ impl Store for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let rows = self.range(agent_id, since, limit).await?;
-        let events = rows
-            .iter()
-            .map(event_json_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let events = self.range(agent_id, since, limit, event_json_from_row).await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
