@@ -254,7 +254,8 @@ pub trait Store: Send + Sync + 'static {
 pub(crate) mod rows {
     use std::collections::HashMap;
 
-    use app::{DeltaAction, EventKind};
+    use app::{AgentEvent, DeltaAction, EventKind};
+    use chrono::{DateTime, Utc};
     use serde_json::Value;
     use uuid::Uuid;
 
@@ -292,9 +293,9 @@ pub(crate) mod rows {
         Ok(())
     }
 
-    /// An event row as the database returns it: ids and numbers decoded, kind, delta action
-    /// and JSON columns still text (JSON stored compact by [`json_text`]), the time already in
-    /// serde's form.
+    /// An event row as the database returns it: ids, numbers and the time decoded; kind, delta
+    /// action and JSON columns still text (JSON stored compact by [`json_text`]). Both stores
+    /// read rows into this, then into an event or straight into its JSON.
     pub struct EventRow<'a> {
         pub id: Uuid,
         pub agent_id: Uuid,
@@ -310,11 +311,31 @@ pub(crate) mod rows {
         pub content: &'a str,
         pub raw: Option<&'a str>,
         pub metadata: &'a str,
-        /// RFC 3339 with `Z`, as `chrono`'s serde writes it.
-        pub created_at: std::borrow::Cow<'a, str>,
+        pub created_at: DateTime<Utc>,
     }
 
     impl EventRow<'_> {
+        /// The event, its JSON columns parsed.
+        pub fn to_event(&self) -> Result<AgentEvent, StoreError> {
+            Ok(AgentEvent {
+                id: self.id,
+                agent_id: self.agent_id,
+                seq: self.seq,
+                run_id: self.run_id,
+                thread_id: self.thread_id,
+                block_id: self.block_id,
+                message_id: self.message_id,
+                kind: EventKind::parse(self.kind),
+                delta: self.delta.map(parse_json).transpose()?,
+                delta_path: self.delta_path.map(str::to_owned),
+                delta_action: self.delta_action.map(delta_action).transpose()?,
+                content: parse_json(self.content)?,
+                raw: self.raw.map(parse_json).transpose()?,
+                metadata: parse_json(self.metadata)?,
+                created_at: self.created_at,
+            })
+        }
+
         /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
         /// byte, without building the event: the JSON columns are checked without building a
         /// tree and copied. A resume sends these strings as they are.
@@ -355,8 +376,7 @@ pub(crate) mod rows {
                 json.push_str(&serde_json::to_string(path).expect("strings serialize"));
             }
             if let Some(name) = self.delta_action {
-                let action = DeltaAction::parse(name)
-                    .ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?;
+                let action = delta_action(name)?;
                 json.push_str(",\"delta_action\":\"");
                 json.push_str(action.as_str());
                 json.push('"');
@@ -369,14 +389,19 @@ pub(crate) mod rows {
             }
             json.push_str(",\"metadata\":");
             push_json_text(&mut json, self.metadata)?;
+            // serde's form of a `DateTime<Utc>` (RFC 3339, `Z`).
             json.push_str(",\"created_at\":\"");
-            json.push_str(&self.created_at);
+            json.push_str(&self.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
             json.push_str("\"}");
             Ok(EventJson {
                 seq: self.seq,
                 json: json.into_boxed_str(),
             })
         }
+    }
+
+    fn delta_action(name: &str) -> Result<DeltaAction, StoreError> {
+        DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))
     }
 
     /// Appends a stored JSON column after checking it is one JSON value (no tree is built).

@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use app::protocol::Agent;
-use app::{AgentEvent, DeltaAction, EventKind};
+use app::{AgentEvent, DeltaAction};
 use async_trait::async_trait;
 use chrono::{DateTime, DurationRound, Utc};
 use serde_json::Value;
@@ -126,40 +126,9 @@ fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
     })
 }
 
-fn event_from_row(row: &PgRow) -> Result<AgentEvent, StoreError> {
-    let delta_action: Option<&str> = row.try_get("delta_action")?;
-    let delta: Option<&str> = row.try_get("delta")?;
-    let raw: Option<&str> = row.try_get("raw")?;
-    Ok(AgentEvent {
-        id: row.try_get("id")?,
-        agent_id: row.try_get("agent_id")?,
-        seq: seq_from_column(row.try_get("seq")?)?,
-        run_id: row.try_get("run_id")?,
-        thread_id: row.try_get("thread_id")?,
-        block_id: row.try_get("block_id")?,
-        message_id: row.try_get("message_id")?,
-        kind: EventKind::parse(row.try_get("kind")?),
-        delta: delta.map(parse_json).transpose()?,
-        delta_path: row.try_get("delta_path")?,
-        delta_action: match delta_action {
-            Some(name) => Some(
-                DeltaAction::parse(name)
-                    .ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?,
-            ),
-            None => None,
-        },
-        content: parse_json(row.try_get::<&str, _>("content")?)?,
-        raw: raw.map(parse_json).transpose()?,
-        metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
-        created_at: row.try_get("created_at")?,
-    })
-}
-
-/// A row of `EVENT_COLUMNS` written as the event's JSON (see [`EventRow::to_json`]); the `json`
-/// columns come back as the text that was stored.
-fn event_json_from_row(row: &PgRow) -> Result<EventJson, StoreError> {
-    let created_at: DateTime<Utc> = row.try_get("created_at")?;
-    EventRow {
+/// A row of `EVENT_COLUMNS`; the `json` columns come back as the text that was stored.
+fn event_row(row: &PgRow) -> Result<EventRow<'_>, StoreError> {
+    Ok(EventRow {
         id: row.try_get("id")?,
         agent_id: row.try_get("agent_id")?,
         seq: seq_from_column(row.try_get("seq")?)?,
@@ -174,11 +143,16 @@ fn event_json_from_row(row: &PgRow) -> Result<EventJson, StoreError> {
         content: row.try_get("content")?,
         raw: row.try_get("raw")?,
         metadata: row.try_get("metadata")?,
-        created_at: created_at
-            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-            .into(),
-    }
-    .to_json()
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn event_from_row(row: &PgRow) -> Result<AgentEvent, StoreError> {
+    event_row(row)?.to_event()
+}
+
+fn event_json_from_row(row: &PgRow) -> Result<EventJson, StoreError> {
+    event_row(row)?.to_json()
 }
 
 /// The events of a group as column arrays, for one `INSERT … SELECT FROM UNNEST(…)`.

@@ -5,18 +5,17 @@
 //! statement and decodes each row in place (text columns borrowed, not copied). Connections are
 //! kept for the next read (bounded); WAL lets them read beside the append thread.
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use app::{AgentEvent, DeltaAction, EventKind};
+use app::AgentEvent;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
 
 use super::appender::sqlite_error;
 use super::{parse_time, parse_uuid};
-use crate::store::rows::{corrupt, parse_json, seq_from_column, EventRow};
+use crate::store::rows::{corrupt, seq_from_column, EventRow};
 use crate::store::{EventJson, StoreError};
 
 /// Idle read connections kept for the next read.
@@ -133,43 +132,9 @@ fn optional_text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<Opt
 
 /// A row of `EVENT_COLUMNS`: id, agent_id, seq, run_id, thread_id, block_id, message_id, kind,
 /// delta, delta_path, delta_action, content, raw, metadata, created_at.
-fn event_from_row(row: &rusqlite::Row<'_>) -> Result<AgentEvent, StoreError> {
+fn event_row<'row>(row: &'row rusqlite::Row<'_>) -> Result<EventRow<'row>, StoreError> {
     let optional_uuid = |index| optional_text(row, index)?.map(parse_uuid).transpose();
-    let seq: i64 = row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?;
-    Ok(AgentEvent {
-        id: parse_uuid(text(row, 0)?)?,
-        agent_id: parse_uuid(text(row, 1)?)?,
-        seq: seq_from_column(seq)?,
-        run_id: optional_uuid(3)?,
-        thread_id: optional_uuid(4)?,
-        block_id: optional_uuid(5)?,
-        message_id: optional_uuid(6)?,
-        kind: EventKind::parse(text(row, 7)?),
-        delta: optional_text(row, 8)?.map(parse_json).transpose()?,
-        delta_path: optional_text(row, 9)?.map(str::to_owned),
-        delta_action: match optional_text(row, 10)? {
-            Some(name) => Some(
-                DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))?,
-            ),
-            None => None,
-        },
-        content: parse_json(text(row, 11)?)?,
-        raw: optional_text(row, 12)?.map(parse_json).transpose()?,
-        metadata: parse_json(text(row, 13)?)?,
-        created_at: parse_time(text(row, 14)?)?,
-    })
-}
-
-/// A row of `EVENT_COLUMNS` written as the event's JSON (see [`EventRow::to_json`]).
-fn event_json_from_row(row: &rusqlite::Row<'_>) -> Result<EventJson, StoreError> {
-    let optional_uuid = |index| optional_text(row, index)?.map(parse_uuid).transpose();
-    let created_at = text(row, 14)?;
-    // Stored by `to_rfc3339` (`+00:00`); serde writes the same instant with `Z`.
-    let created_at = match created_at.strip_suffix("+00:00") {
-        Some(utc) if parse_time(created_at).is_ok() => Cow::Owned(format!("{utc}Z")),
-        _ => Cow::Owned(parse_time(created_at)?.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
-    };
-    EventRow {
+    Ok(EventRow {
         id: parse_uuid(text(row, 0)?)?,
         agent_id: parse_uuid(text(row, 1)?)?,
         seq: seq_from_column(row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?)?,
@@ -184,7 +149,14 @@ fn event_json_from_row(row: &rusqlite::Row<'_>) -> Result<EventJson, StoreError>
         content: text(row, 11)?,
         raw: optional_text(row, 12)?,
         metadata: text(row, 13)?,
-        created_at,
-    }
-    .to_json()
+        created_at: parse_time(text(row, 14)?)?,
+    })
+}
+
+fn event_from_row(row: &rusqlite::Row<'_>) -> Result<AgentEvent, StoreError> {
+    event_row(row)?.to_event()
+}
+
+fn event_json_from_row(row: &rusqlite::Row<'_>) -> Result<EventJson, StoreError> {
+    event_row(row)?.to_json()
 }
