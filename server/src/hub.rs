@@ -5,6 +5,7 @@
 //! gets `Lagged` from its receiver, is told so, and catches up from the store
 //! (see [`crate::subscription`]). Nothing is ever silently dropped on the way to a client.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -96,18 +97,28 @@ impl Hub {
     /// other processes committed. Events at or below the newest seq already published are cut
     /// off, so a room's seqs only go up; a hole (another process's commit not fetched yet) is
     /// filled by each subscriber from the store (see [`crate::subscription`]).
-    pub fn publish(&self, agent_id: Uuid, mut events: Vec<AgentEvent>) {
+    ///
+    /// The writer lends its committed events (it answers its submitters with them); they are
+    /// copied only when the agent has a room here, and only the fresh ones.
+    pub fn publish<'a>(&self, agent_id: Uuid, events: impl Into<Cow<'a, [AgentEvent]>>) {
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(&agent_id) else {
             return;
         };
+        let events = events.into();
         let Some(fresh) = events
             .iter()
             .position(|event| event.seq > room.last_published_seq)
         else {
             return;
         };
-        events.drain(..fresh);
+        let events = match events {
+            Cow::Borrowed(events) => events[fresh..].to_vec(),
+            Cow::Owned(mut events) => {
+                events.drain(..fresh);
+                events
+            }
+        };
         let batch = Arc::new(Batch::new(events));
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
             return;

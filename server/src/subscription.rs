@@ -194,9 +194,7 @@ async fn follow_with(
                         Form::Json => Outbound::Events { agent_id, events: batch.json(), from },
                         Form::Values => Outbound::Values { agent_id, events: batch[from..].to_vec() },
                     };
-                    if out.send(outbound).await.is_err() {
-                        return Err(FollowError::SubscriberGone);
-                    }
+                    send(out, outbound).await?;
                 }
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -251,9 +249,7 @@ async fn catch_up(
         };
         let full_page = count as u32 == wanted;
         last_delivered = newest;
-        if out.send(page).await.is_err() {
-            return Err(FollowError::SubscriberGone);
-        }
+        send(out, page).await?;
         if !full_page && until.is_none() {
             return Ok(last_delivered);
         }
@@ -304,8 +300,14 @@ async fn read_retrying(
     }
 }
 
-async fn send(out: &mpsc::Sender<Outbound>, message: ServerMessage) -> Result<(), FollowError> {
-    out.send(Outbound::Message(message))
+impl From<ServerMessage> for Outbound {
+    fn from(message: ServerMessage) -> Outbound {
+        Outbound::Message(message)
+    }
+}
+
+async fn send(out: &mpsc::Sender<Outbound>, outbound: impl Into<Outbound>) -> Result<(), FollowError> {
+    out.send(outbound.into())
         .await
         .map_err(|_| FollowError::SubscriberGone)
 }

@@ -415,7 +415,7 @@ async fn commit(
         let run = run_of(&batch);
         if let Ok(events) = &outcome {
             // Only now, after the commit, does anyone see these events.
-            hub.publish(batch.agent_id, events.clone());
+            hub.publish(batch.agent_id, events.as_slice());
             if let (false, Some(run)) = (request.continues_run, run) {
                 refused.remove(run);
             }

@@ -125,11 +125,10 @@ fn start_checkpointer(
             let interval = Duration::from_millis(CHECKPOINT_INTERVAL_MS);
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                 match passive_checkpoint(&connection) {
-                    Ok(wal_pages) if wal_pages >= WAL_RESET_PAGES => {
-                        if passive_checkpoint(&connection).is_ok() {
-                            reset_wanted.store(true, Ordering::Relaxed);
-                        }
-                    }
+                    Ok(wal_pages) if wal_pages >= WAL_RESET_PAGES => match passive_checkpoint(&connection) {
+                        Ok(_) => reset_wanted.store(true, Ordering::Relaxed),
+                        Err(error) => tracing::warn!(%error, "WAL checkpoint failed; trying again later"),
+                    },
                     Ok(_) => {}
                     Err(error) => tracing::warn!(%error, "WAL checkpoint failed; trying again later"),
                 }
@@ -149,13 +148,19 @@ fn passive_checkpoint(connection: &Connection) -> rusqlite::Result<i64> {
 /// still on the old WAL makes it give up at once (no busy wait on the commit path), and the
 /// checkpointer asks again next time.
 fn restart_wal(connection: &Connection, busy_timeout: Duration) {
-    let _ = connection.busy_timeout(Duration::ZERO);
+    if let Err(error) = connection.busy_timeout(Duration::ZERO) {
+        tracing::debug!(%error, "WAL restart deferred");
+        return;
+    }
     match connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0)) {
         Ok(0) => {}
         Ok(_) => tracing::debug!("WAL restart deferred: a reader is on the old WAL"),
         Err(error) => tracing::debug!(%error, "WAL restart deferred"),
     }
-    let _ = connection.busy_timeout(busy_timeout);
+    if let Err(error) = connection.busy_timeout(busy_timeout) {
+        // Without its busy timeout the next commit would fail at the first lock it meets.
+        tracing::error!(%error, "cannot restore the append connection's busy timeout");
+    }
 }
 
 /// SQLite's error as the store's: busy, locked and I/O trouble may pass if tried again.
