@@ -19,6 +19,11 @@ pub struct AgentEvent {
     pub id: Uuid,
     pub agent_id: Uuid,
     pub seq: u64,
+    /// Set only on an event the server merged for a slow subscriber that asked for it (see
+    /// [`crate::coalesce`]): this one event stands for seqs `coalesced_from..=seq`, every one of
+    /// them a string append to the same message. Never stored; the log holds each seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesced_from: Option<u64>,
     /// The run (one user turn and everything the agent does for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<Uuid>,
@@ -50,6 +55,13 @@ pub struct AgentEvent {
     #[serde(default)]
     pub metadata: Value,
     pub created_at: DateTime<Utc>,
+}
+
+impl AgentEvent {
+    /// The first seq this event stands for: its own, or the first of those merged into it.
+    pub fn first_seq(&self) -> u64 {
+        self.coalesced_from.unwrap_or(self.seq)
+    }
 }
 
 /// What an event is. Unknown kinds from newer servers deserialize as `Other` rather than failing,
@@ -184,6 +196,7 @@ mod tests {
             id: Uuid::nil(),
             agent_id: Uuid::nil(),
             seq: 7,
+            coalesced_from: None,
             run_id: None,
             thread_id: None,
             block_id: None,
@@ -201,6 +214,7 @@ mod tests {
         };
         let json = serde_json::to_value(&event).unwrap();
         assert!(json.get("run_id").is_none());
+        assert!(json.get("coalesced_from").is_none());
         assert_eq!(json["kind"], "text");
         assert_eq!(json["delta_action"], "append");
         let back: AgentEvent = serde_json::from_value(json).unwrap();

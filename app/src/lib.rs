@@ -2,6 +2,7 @@
 //!
 //! - [`event`]: `AgentEvent`, the one record type of the log.
 //! - [`protocol`]: REST bodies and WebSocket messages.
+//! - [`coalesce`]: merging runs of token deltas into one event, for subscribers that fall behind.
 //! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
 //! - [`hook`]: `use_agent_messages`, the log as reactive signals (network side in `hydrate` only).
 //! - [`pages`]: the Leptos pages, rendered on the server (`ssr`) and hydrated in the browser.
@@ -10,6 +11,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod coalesce;
 pub mod event;
 pub mod history;
 pub mod hook;

@@ -99,7 +99,8 @@ pub struct RunSummary {
 pub struct Timeline {
     /// Every seq up to this one has been applied.
     last_seq: u64,
-    /// Events with seq > last_seq + 1, waiting for the gaps before them.
+    /// Events with a first seq > last_seq + 1, waiting for the gaps before them, keyed by that
+    /// first seq (a merged event's `coalesced_from`, otherwise its seq).
     #[serde(skip)]
     held: BTreeMap<u64, AgentEvent>,
     /// Ids of the held events, so a re-sent early event is recognised without a scan.
@@ -178,11 +179,12 @@ impl Timeline {
     pub fn missing_ranges(&self) -> Vec<(u64, u64)> {
         let mut ranges = Vec::new();
         let mut previous = self.last_seq;
-        for &seq in self.held.keys() {
-            if seq > previous + 1 {
-                ranges.push((previous, seq));
+        for event in self.held.values() {
+            let first = event.first_seq();
+            if first > previous + 1 {
+                ranges.push((previous, first));
             }
-            previous = seq;
+            previous = previous.max(event.seq);
         }
         ranges
     }
@@ -199,21 +201,38 @@ impl Timeline {
     /// Feeds one event. Already-applied seqs are dropped (dedup by seq; ids are unique per seq,
     /// so this is dedup by id as well); future seqs are held until the gap before them is filled,
     /// and a held seq or id is not held twice. Returns true when the timeline changed.
+    ///
+    /// A merged event ([`crate::coalesce`]) stands for seqs `first_seq()..=seq` and applies as a
+    /// whole when `first_seq()` is next. One that is partly applied already (a gap fill read some
+    /// of its seqs one by one) cannot be split and is dropped: the seqs after the cursor come
+    /// again one by one with the next gap fill, so nothing is lost and nothing applies twice.
     pub fn apply(&mut self, event: AgentEvent) -> bool {
-        if event.seq <= self.last_seq {
+        let first = event.first_seq();
+        if first <= self.last_seq {
             return false;
         }
-        if event.seq > self.last_seq + 1 {
-            let already_held =
-                self.held.contains_key(&event.seq) || self.held_ids.contains(&event.id);
+        if first > self.last_seq + 1 {
+            let already_held = self.held.contains_key(&first) || self.held_ids.contains(&event.id);
             if !already_held && self.held.len() < TIMELINE_HELD_EVENTS_MAX {
                 self.held_ids.insert(event.id);
-                self.held.insert(event.seq, event);
+                self.held.insert(first, event);
             }
             return false;
         }
         self.fold(event);
-        while let Some(next) = self.held.remove(&(self.last_seq + 1)) {
+        loop {
+            // Held events that start at or before the cursor are applied already, or partly
+            // (an overlapping merged event): they can no longer apply.
+            while let Some(entry) = self.held.first_entry() {
+                if *entry.key() > self.last_seq {
+                    break;
+                }
+                let stale = entry.remove();
+                self.held_ids.remove(&stale.id);
+            }
+            let Some(next) = self.held.remove(&(self.last_seq + 1)) else {
+                break;
+            };
             self.held_ids.remove(&next.id);
             self.fold(next);
         }
@@ -221,7 +240,7 @@ impl Timeline {
     }
 
     fn fold(&mut self, event: AgentEvent) {
-        debug_assert_eq!(event.seq, self.last_seq + 1, "the fold applies seqs in order");
+        debug_assert_eq!(event.first_seq(), self.last_seq + 1, "the fold applies seqs in order");
         self.last_seq = event.seq;
         match event.kind {
             EventKind::RunStarted
@@ -255,7 +274,7 @@ impl Timeline {
 
     fn fold_run(&mut self, event: &AgentEvent) {
         let Some(run_id) = event.run_id else { return };
-        let run = self.run_entry(run_id, event.seq);
+        let run = self.run_entry(run_id, event.first_seq());
         let stop_reason = event
             .content
             .get("stop_reason")
@@ -289,8 +308,10 @@ impl Timeline {
         // own, and a message without a block is a block of its own.
         let message_id = event.message_id.unwrap_or(event.id);
         let block_id = event.block_id.unwrap_or(message_id);
+        // Where a merged event's run, block or message begins: at the first seq it stands for.
+        let first_seq = event.first_seq();
         if let Some(run_id) = event.run_id {
-            let run = self.run_entry(run_id, event.seq);
+            let run = self.run_entry(run_id, first_seq);
             if let Some(thread_id) = event.thread_id {
                 if !run.thread_ids.contains(&thread_id) {
                     run.thread_ids.push(thread_id);
@@ -302,7 +323,7 @@ impl Timeline {
                 block_id,
                 run_id: event.run_id,
                 thread_id: event.thread_id,
-                first_seq: event.seq,
+                first_seq,
                 message_ids: Vec::new(),
             });
             self.block_index.insert(block_id, self.blocks.len() - 1);
@@ -317,7 +338,7 @@ impl Timeline {
                     thread_id: event.thread_id,
                     kind: event.kind,
                     content: Value::Null,
-                    first_seq: event.seq,
+                    first_seq,
                     last_seq: event.seq,
                     raw: None,
                 });

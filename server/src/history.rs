@@ -278,6 +278,7 @@ mod tests {
             id: Uuid::from_u128(1000 + seq as u128),
             agent_id: Uuid::from_u128(1),
             seq,
+            coalesced_from: None,
             run_id: Some(Uuid::from_u128(2)),
             thread_id: None,
             block_id: None,

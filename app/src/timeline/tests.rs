@@ -39,6 +39,7 @@ fn at(seq: u64, kind: EventKind) -> Ev {
         id: Uuid::from_u128(0x9000 + seq as u128),
         agent_id: Uuid::from_u128(1),
         seq,
+        coalesced_from: None,
         run_id: None,
         thread_id: None,
         block_id: None,
@@ -455,4 +456,137 @@ proptest! {
         prop_assert_eq!(delivered.held_count(), 0);
         prop_assert_eq!(&delivered, &in_order);
     }
+}
+
+// ---- property: coalesced delivery converges to the same timeline ----
+
+/// A log shaped like streaming: runs of appends to one message (what coalescing merges), between
+/// the other kinds of events of [`arbitrary_log`].
+fn streaming_log() -> impl Strategy<Value = Vec<AgentEvent>> {
+    let step = (0u8..6, 0u128..2, 0u128..3, 0u128..4, 1usize..8, "[a-z ]{0,3}");
+    prop::collection::vec(step, 1..40).prop_map(|steps| {
+        let mut log: Vec<AgentEvent> = Vec::new();
+        for (choice, run_n, block_n, message_n, repeat, text) in steps {
+            let base = |seq, kind| {
+                at(seq, kind)
+                    .run(run_n)
+                    .thread(block_n % 2)
+                    .block(run_n * 10 + block_n)
+                    .message(run_n * 10 + message_n)
+            };
+            let count = if choice <= 2 { repeat } else { 1 };
+            for index in 0..count {
+                let seq = log.len() as u64 + 1;
+                let piece = format!("{text}{index}");
+                let ev = match choice {
+                    0 | 1 => base(seq, Text).append(&piece).raw(json!({ "seq": seq })),
+                    2 => base(seq, Thinking).append(&piece),
+                    3 => base(seq, ToolCall).delta("status", DeltaAction::Replace, json!(text)),
+                    4 => at(seq, Usage).run(run_n).content(json!({"output_tokens": seq})),
+                    _ => at(seq, User).text(&text),
+                };
+                log.push(ev.0);
+            }
+        }
+        log
+    })
+}
+
+/// The log cut where `cuts` says, each piece coalesced as the server coalesces what waits for
+/// one frame.
+fn coalesced_pieces(log: &[AgentEvent], cuts: &[bool]) -> Vec<AgentEvent> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for end in 1..=log.len() {
+        if end == log.len() || cuts[end] {
+            pieces.extend(crate::coalesce::coalesce(&log[start..end]));
+            start = end;
+        }
+    }
+    pieces
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Two coalesced deliveries of the same log, cut differently (two connections, a reconnect),
+    /// mixed in any order, some events dropped, then gap fill with single events: the timeline
+    /// equals the in-order fold of every event. Merged events that overlap what is applied are
+    /// never applied twice.
+    #[test]
+    fn coalesced_delivery_converges_to_in_order_delivery(
+        (log, cuts_a, cuts_b, order_seed, dropped, page) in streaming_log().prop_flat_map(|log| {
+            let n = log.len();
+            (
+                Just(log),
+                prop::collection::vec(prop::bool::weighted(0.3), n),
+                prop::collection::vec(prop::bool::weighted(0.3), n),
+                prop::collection::vec(any::<u32>(), 2 * n),
+                prop::collection::vec(prop::bool::weighted(0.2), 2 * n),
+                1usize..20,
+            )
+        })
+    ) {
+        let mut in_order = Timeline::new();
+        in_order.apply_all(log.iter().cloned());
+
+        let mut delivered: Vec<AgentEvent> = coalesced_pieces(&log, &cuts_a);
+        delivered.extend(coalesced_pieces(&log, &cuts_b));
+        // Shuffle by the generated keys, drop some.
+        let mut keyed: Vec<(u32, bool, AgentEvent)> = delivered
+            .into_iter()
+            .enumerate()
+            .map(|(index, event)| (order_seed[index], dropped[index], event))
+            .collect();
+        keyed.sort_by_key(|(key, _, _)| *key);
+        let mut timeline = Timeline::new();
+        for (_, dropped, event) in keyed {
+            if !dropped {
+                timeline.apply(event);
+            }
+        }
+        while timeline.last_seq() < log.len() as u64 {
+            let since = timeline.last_seq() as usize;
+            let end = (since + page).min(log.len());
+            timeline.apply_all(log[since..end].iter().cloned());
+        }
+        prop_assert_eq!(timeline.held_count(), 0);
+        prop_assert_eq!(&timeline, &in_order);
+    }
+
+    /// Coalescing in one frame keeps nothing back: one merged event per run of appends, and the
+    /// fold of the merged events alone equals the fold of every event.
+    #[test]
+    fn a_coalesced_log_folds_like_the_log(log in streaming_log()) {
+        let merged = crate::coalesce::coalesce(&log);
+        prop_assert!(merged.len() <= log.len());
+        prop_assert_eq!(merged.last().map(|event| event.seq), log.last().map(|event| event.seq));
+        let mut in_order = Timeline::new();
+        in_order.apply_all(log.iter().cloned());
+        let mut folded = Timeline::new();
+        folded.apply_all(merged);
+        prop_assert_eq!(&folded, &in_order);
+    }
+}
+
+#[test]
+fn a_partly_applied_merged_event_is_dropped_and_the_gap_reported() {
+    let appends: Vec<AgentEvent> = (1..=6)
+        .map(|seq| at(seq, Text).block(1).message(1).append(&format!("{seq}")).0)
+        .collect();
+    let merged = crate::coalesce::merge(&appends[2..6]); // seqs 3..=6
+    let mut timeline = Timeline::new();
+    timeline.apply_all(appends[..4].iter().cloned()); // seqs 1..=4 one by one
+    assert!(!timeline.apply(merged.clone()), "3..=6 overlaps what is applied");
+    assert_eq!(timeline.last_seq(), 4);
+    assert_eq!(timeline.messages()[0].text(), "1234");
+    // Held behind a gap, a merged event reports the gap before its first seq.
+    let mut behind = Timeline::new();
+    behind.apply(appends[0].clone());
+    behind.apply(merged.clone());
+    assert_eq!(behind.missing_ranges(), vec![(1, 3)]);
+    behind.apply(appends[1].clone());
+    assert_eq!(behind.last_seq(), 6);
+    assert_eq!(behind.messages()[0].text(), "123456");
+    assert_eq!(behind.messages()[0].first_seq, 1);
 }

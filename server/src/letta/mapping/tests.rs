@@ -24,6 +24,7 @@ impl Log {
             id: Uuid::new_v4(),
             agent_id: self.agent_id,
             seq,
+            coalesced_from: None,
             run_id: Some(self.run_id),
             thread_id: None,
             block_id,
