@@ -309,9 +309,12 @@ mod client {
             Err(error) => return SessionEnd::Failed(format!("cannot open the socket: {error}")),
         };
         let (mut sender, mut receiver) = socket.split();
+        // A live view only needs the merged text of what it fell behind on (a tab that slept, a
+        // slow link): the server may merge runs of token appends; the timeline folds them.
         let subscribe = ClientMessage::Subscribe {
             agent_id,
             since: newest_seen,
+            coalesce: true,
         };
         let text = serde_json::to_string(&subscribe).expect("client messages serialize");
         if let Err(error) = sender.send(Message::Text(text)).await {
@@ -342,14 +345,21 @@ mod client {
                     signals.connection.set(ConnectionState::Live);
                 }
                 ServerMessage::Events { events, .. } => {
-                    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+                    let (Some(first_event), Some(last)) = (events.first(), events.last()) else {
                         continue;
                     };
-                    let (first, last) = (first.seq, last.seq);
+                    let (first, last) = (first_event.first_seq(), last.seq);
                     if first > newest_seen + 1 {
-                        // A hole before this batch: read it before folding the batch.
+                        // A hole before this batch: read it before folding the batch. When the
+                        // batch opens with a merged event, read through its end too, so the fill
+                        // never stops inside it (a merged event cannot be applied in part).
+                        let until = if first_event.coalesced_from.is_some() {
+                            first_event.seq
+                        } else {
+                            first - 1
+                        };
                         signals.connection.set(ConnectionState::FillingGap);
-                        match fill(agent_id, buffer, newest_seen, Some(first - 1)).await {
+                        match fill(agent_id, buffer, newest_seen, Some(until)).await {
                             Ok(_) => signals.connection.set(ConnectionState::Live),
                             Err(message) => return SessionEnd::Failed(message),
                         }

@@ -132,6 +132,11 @@ pub enum ClientMessage {
         agent_id: Uuid,
         #[serde(default)]
         since: u64,
+        /// Let the server merge runs of token appends to one message that wait for this socket
+        /// (it fell behind, or is catching up) into one event each ([`crate::coalesce`]): fewer,
+        /// larger events, the same timeline. Off by default: every seq arrives as its own event.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        coalesce: bool,
     },
     Unsubscribe {
         agent_id: Uuid,

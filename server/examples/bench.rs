@@ -526,7 +526,7 @@ mod live {
         for _ in 0..sizes.streams {
             let agent_id = server.agent().await;
             let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
-            let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
+            let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: false }).unwrap();
             socket.send(Message::Text(subscribe.into())).await.unwrap();
             agents.push(agent_id);
             clients.push(tokio::spawn(async move {
@@ -575,7 +575,7 @@ mod live {
         let http = reqwest::Client::new();
         let head = wait_for_run_end(server, agent_id, 0).await;
         let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
-        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: false }).unwrap();
         let started = Instant::now();
         socket.send(Message::Text(subscribe.into())).await.unwrap();
         let (mut first, mut seen) = (None, 0u64);
@@ -708,7 +708,7 @@ mod live {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = rss_bytes(pid)?;
         let url = format!("ws://127.0.0.1:{port}/v1/ws");
-        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0 }).unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: false }).unwrap();
         let mut open = Vec::with_capacity(sockets);
         for _ in 0..sockets {
             let Ok((mut socket, _)) = tokio_tungstenite::connect_async(&url).await else { break };

@@ -53,12 +53,26 @@ fn parse_count(name: &str, text: Option<&str>) -> Result<Option<u64>, ApiError> 
 pub struct CountQuery {
     since: Option<String>,
     limit: Option<String>,
+    coalesce: Option<String>,
 }
 
 impl CountQuery {
     /// `since`, parsed, if given.
     pub fn since_value(&self) -> Result<Option<u64>, ApiError> {
         parse_count("since", self.since.as_deref())
+    }
+
+    /// `coalesce=true|false` (also `1|0`): merge runs of token appends ([`app::coalesce`]).
+    /// Off when absent.
+    pub fn coalesce_value(&self) -> Result<bool, ApiError> {
+        match self.coalesce.as_deref() {
+            None | Some("false" | "0") => Ok(false),
+            Some("true" | "1") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(
+                "invalid_query",
+                format!("coalesce={other:?} is not true or false"),
+            )),
+        }
     }
 }
 
@@ -267,10 +281,19 @@ pub async fn list_events(
     )?;
     // The head is read first: events read after it may be newer, never older, so `has_more` is
     // never falsely false for the events that existed when the request came in.
+    let coalesce = query.coalesce_value()?;
     let head_seq = head_for_cursor(&state, agent_id, since).await?;
-    let events = state.store.read_events_json(agent_id, since, limit).await?;
+    let mut events = state.store.read_events_json(agent_id, since, limit).await?;
     let next_since = events.last().map_or(since, |event| event.seq);
     let head_seq = head_seq.max(next_since);
+    if coalesce {
+        // `limit` counts seqs read; the page may hold fewer, merged events, and ends at the
+        // same seq.
+        let page: Vec<&EventJson> = events.iter().collect();
+        events = crate::subscription::coalesce_json(&page).map_err(|error| {
+            ApiError::internal(format!("cannot read events back to coalesce them: {error}"))
+        })?;
+    }
     Ok(events_page_response(agent_id, &events, head_seq, next_since))
 }
 

@@ -46,14 +46,16 @@ pub async fn stream_events(
         })?,
         None => query.since_value()?.unwrap_or(0),
     };
+    let coalesce = query.coalesce_value()?;
     // Refuse what cannot be followed before the stream starts, with a proper status.
     head_for_cursor(&state, agent_id, since).await?;
 
     let (out, receiver) =
         mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
+        let form = Form::Json { coalesce };
         let result =
-            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json, &out)
+            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, form, &out)
                 .await;
         if let Err(error) = result {
             if !matches!(error, FollowError::SubscriberGone) {
@@ -70,7 +72,11 @@ pub async fn stream_events(
     let events = stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|message| (message, receiver))
     })
-    .flat_map(|message| stream::iter(sse_events(message)));
+    // What waits while the client is slow goes out together, coalesced where it asked for it.
+    .ready_chunks(subscription::OUTBOUND_DRAIN_MESSAGES_MAX)
+    .flat_map(|waiting| {
+        stream::iter(subscription::coalesce_waiting(waiting).into_iter().flat_map(sse_events))
+    });
     Ok(Sse::new(events).keep_alive(
         KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)),
     ))

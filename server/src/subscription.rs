@@ -26,6 +26,9 @@ pub enum Outbound {
         agent_id: Uuid,
         events: Arc<[EventJson]>,
         from: usize,
+        /// The subscriber asked for runs of appends to be merged when they wait together
+        /// (see [`coalesce_waiting`]).
+        coalesce: bool,
     },
     /// Events as values, for consumers in this process (the Letta mapping): see [`Form`].
     Values {
@@ -68,11 +71,97 @@ impl Outbound {
 }
 
 /// How a subscription hands over events: as JSON for sockets (nothing parsed or printed on the
-/// way), or as values for code in this process that reads them.
+/// way; `coalesce` when the client asked for merged appends), or as values for code in this
+/// process that reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
-    Json,
+    Json { coalesce: bool },
     Values,
+}
+
+/// Messages a socket's writer takes from its queue at once when they are waiting: a slow socket's
+/// backlog, written (and, where asked, coalesced) together. The queue's own bound is smaller or
+/// equal, so this only names the loop's bound.
+pub const OUTBOUND_DRAIN_MESSAGES_MAX: usize = 256;
+/// Events (as stored, before merging) that go into one coalesced frame at most: bounds the
+/// frame and the work of parsing for it.
+pub const COALESCED_FRAME_EVENTS_MAX: usize = 2_000;
+
+/// What waits for one subscriber, ready to write, in the same order. Adjacent event messages of
+/// one agent whose subscription asked to coalesce become one message (up to
+/// [`COALESCED_FRAME_EVENTS_MAX`] events) in which each run of appends to one message is one
+/// merged event ([`app::coalesce`]). A subscriber that keeps up has one message waiting at a time
+/// and gets every event as it is; one that fell behind gets the backlog merged, with every seq
+/// accounted for. Everything else passes unchanged.
+pub fn coalesce_waiting(waiting: Vec<Outbound>) -> Vec<Outbound> {
+    let mut ready: Vec<Outbound> = Vec::with_capacity(waiting.len());
+    // Adjacent coalescing messages of one agent, not merged yet.
+    let mut group: Vec<Outbound> = Vec::new();
+    let mut group_events = 0;
+    let flush = |group: &mut Vec<Outbound>, ready: &mut Vec<Outbound>| {
+        if !group.is_empty() {
+            ready.push(merge_group(std::mem::take(group)));
+        }
+    };
+    for message in waiting {
+        let Outbound::Events { agent_id, coalesce: true, .. } = &message else {
+            flush(&mut group, &mut ready);
+            group_events = 0;
+            ready.push(message);
+            continue;
+        };
+        let count = message.events().len();
+        let joins = match group.first() {
+            Some(Outbound::Events { agent_id: group_agent, .. }) => {
+                group_agent == agent_id && group_events + count <= COALESCED_FRAME_EVENTS_MAX
+            }
+            _ => true,
+        };
+        if !joins {
+            flush(&mut group, &mut ready);
+            group_events = 0;
+        }
+        group_events += count;
+        group.push(message);
+    }
+    flush(&mut group, &mut ready);
+    ready
+}
+
+/// One message for a group of adjacent coalescing event messages of one agent.
+fn merge_group(group: Vec<Outbound>) -> Outbound {
+    let Some(&Outbound::Events { agent_id, .. }) = group.first() else {
+        unreachable!("groups hold event messages only");
+    };
+    let events: Vec<&EventJson> = group.iter().flat_map(|message| message.events()).collect();
+    if events.len() < 2 {
+        return group.into_iter().next().expect("a group is never empty");
+    }
+    match coalesce_json(&events) {
+        Ok(merged) => Outbound::Events { agent_id, events: Arc::from(merged), from: 0, coalesce: true },
+        Err(error) => {
+            // Our own JSON always parses; should it not, send the events as they are.
+            tracing::error!(%agent_id, %error, "cannot read events back to coalesce them");
+            let events: Vec<EventJson> = events.into_iter().cloned().collect();
+            Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce: true }
+        }
+    }
+}
+
+/// Consecutive events with every run of appends merged ([`app::coalesce`]). Only here are
+/// events read back from JSON; those that merge with nothing keep the JSON they came with.
+pub fn coalesce_json(events: &[&EventJson]) -> Result<Vec<EventJson>, serde_json::Error> {
+    let values = events
+        .iter()
+        .map(|event| serde_json::from_str::<app::AgentEvent>(&event.json))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(app::coalesce::runs(&values)
+        .into_iter()
+        .map(|run| match run.len() {
+            1 => events[run.start].clone(),
+            _ => EventJson::of(&app::coalesce::merge(&values[run])),
+        })
+        .collect())
 }
 
 /// The text of `ServerMessage::Events { agent_id, events }`, as serde writes it, from events
@@ -191,7 +280,9 @@ async fn follow_with(
                     debug_assert_eq!(batch[from].seq, last_delivered + 1);
                     last_delivered = newest.seq;
                     let outbound = match form {
-                        Form::Json => Outbound::Events { agent_id, events: batch.json(), from },
+                        Form::Json { coalesce } => {
+                            Outbound::Events { agent_id, events: batch.json(), from, coalesce }
+                        }
                         Form::Values => Outbound::Values { agent_id, events: batch[from..].to_vec() },
                     };
                     send(out, outbound).await?;
@@ -276,9 +367,11 @@ async fn read_retrying(
     let mut attempt = 0;
     loop {
         let read = match form {
-            Form::Json => store.read_events_json(agent_id, after, limit).await.map(|events| {
-                Outbound::Events { agent_id, events: Arc::from(events), from: 0 }
-            }),
+            Form::Json { coalesce } => {
+                store.read_events_json(agent_id, after, limit).await.map(|events| {
+                    Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce }
+                })
+            }
             Form::Values => store
                 .read_events(agent_id, after, limit)
                 .await
@@ -343,6 +436,80 @@ mod tests {
         assert_eq!(values.frame(), serde_json::to_string(&message).unwrap());
     }
 
+    fn appends(agent_id: Uuid, message_id: Uuid, seqs: std::ops::RangeInclusive<u64>) -> Arc<[EventJson]> {
+        seqs.map(|seq| {
+            let mut draft = EventDraft::new(EventKind::Text);
+            draft.message_id = Some(message_id);
+            draft.delta = Some(serde_json::Value::String(format!("{seq} ")));
+            draft.delta_path = Some("text".into());
+            draft.delta_action = Some(app::DeltaAction::Append);
+            EventJson::of(&draft.into_event(agent_id, seq))
+        })
+        .collect()
+    }
+
+    fn shape(messages: &[Outbound]) -> Vec<Vec<(u64, u64)>> {
+        messages
+            .iter()
+            .map(|message| {
+                message
+                    .events()
+                    .iter()
+                    .map(|event| {
+                        let event: app::AgentEvent = serde_json::from_str(&event.json).unwrap();
+                        (event.first_seq(), event.seq)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// What waits together is merged only for subscriptions that asked, only within one agent,
+    /// in order, and never past the frame bound; other messages pass as they are, where they were.
+    #[test]
+    fn waiting_messages_merge_only_where_asked_and_keep_their_order() {
+        let (a, b, message) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let events = |agent_id, seqs, coalesce| Outbound::Events {
+            agent_id,
+            events: appends(agent_id, message, seqs),
+            from: 0,
+            coalesce,
+        };
+        let pong = || Outbound::Message(ServerMessage::Pong { nonce: None });
+        let ready = coalesce_waiting(vec![
+            events(a, 1..=3, true),
+            events(a, 4..=5, true),
+            events(b, 1..=2, true),
+            events(a, 6..=7, true),
+            pong(),
+            events(a, 8..=9, true),
+            events(b, 3..=4, false),
+        ]);
+        assert_eq!(
+            shape(&ready),
+            vec![
+                vec![(1, 5)],
+                vec![(1, 2)],
+                vec![(6, 7)],
+                vec![],
+                vec![(8, 9)],
+                vec![(3, 3), (4, 4)],
+            ]
+        );
+        let merged: app::AgentEvent = serde_json::from_str(&ready[0].events()[0].json).unwrap();
+        assert_eq!(merged.delta, Some(serde_json::json!("1 2 3 4 5 ")));
+        assert!(matches!(ready[3], Outbound::Message(ServerMessage::Pong { .. })));
+
+        // A backlog larger than one frame may hold is cut into frames of at most that many.
+        let page = CATCHUP_PAGE_EVENTS as u64;
+        let pages = (0..10).map(|n| events(a, n * page + 1..=(n + 1) * page, true)).collect();
+        let ready = coalesce_waiting(pages);
+        let per_frame = COALESCED_FRAME_EVENTS_MAX as u64 / page;
+        assert_eq!(ready.len() as u64, 10_u64.div_ceil(per_frame));
+        assert_eq!(shape(&ready)[0], vec![(1, per_frame * page)]);
+        assert_eq!(shape(&ready).last().unwrap().last().unwrap().1, 10 * page);
+    }
+
     /// A subscriber that stops reading while the agent writes far more batches than its room
     /// holds: it must be told it lagged, and still receive every event once, in order.
     #[tokio::test]
@@ -362,7 +529,7 @@ mod tests {
         let (out, mut inbox) = mpsc::channel(1);
         let follower = {
             let (store, hub) = (store.clone(), hub.clone());
-            tokio::spawn(async move { follow(store.as_ref(), &hub, agent.id, 1, Form::Json, &out).await })
+            tokio::spawn(async move { follow(store.as_ref(), &hub, agent.id, 1, Form::Json { coalesce: false }, &out).await })
         };
         // Let it subscribe, then stall it while 50 separate commits happen.
         let subscribed = inbox.recv().await.unwrap();

@@ -86,10 +86,20 @@ where
     let (out, mut outbound) =
         mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
     let socket_writer = tokio::spawn(async move {
-        while let Some(message) = outbound.recv().await {
-            let text = message.frame();
-            if sink.send(Message::Text(text.into())).await.is_err() {
-                break;
+        'writing: while let Some(message) = outbound.recv().await {
+            // Whatever queued up while the last frame was being written is this socket's
+            // backlog: take it together, so subscriptions that asked for it are coalesced.
+            let mut waiting = vec![message];
+            while waiting.len() < subscription::OUTBOUND_DRAIN_MESSAGES_MAX {
+                match outbound.try_recv() {
+                    Ok(message) => waiting.push(message),
+                    Err(_) => break,
+                }
+            }
+            for message in subscription::coalesce_waiting(waiting) {
+                if sink.send(Message::Text(message.frame().into())).await.is_err() {
+                    break 'writing;
+                }
             }
         }
         let _ = sink.close().await;
@@ -125,7 +135,7 @@ where
         };
         subscriptions.retain(|_, task| !task.is_finished());
         match message {
-            ClientMessage::Subscribe { agent_id, since } => {
+            ClientMessage::Subscribe { agent_id, since, coalesce } => {
                 if let Some(previous) = subscriptions.remove(&agent_id) {
                     // A new subscribe for the same agent replaces the old one (a new cursor).
                     previous.abort();
@@ -142,7 +152,8 @@ where
                     .await;
                     continue;
                 }
-                let task = spawn_subscription(state.clone(), agent_id, since, out.clone());
+                let form = Form::Json { coalesce };
+                let task = spawn_subscription(state.clone(), agent_id, since, form, out.clone());
                 subscriptions.insert(agent_id, task);
             }
             ClientMessage::Unsubscribe { agent_id } => {
@@ -180,11 +191,12 @@ fn spawn_subscription(
     state: AppState,
     agent_id: Uuid,
     since: u64,
+    form: Form,
     out: mpsc::Sender<Outbound>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let result =
-            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json, &out)
+            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, form, &out)
                 .await;
         match result {
             Ok(()) | Err(FollowError::SubscriberGone) => {}

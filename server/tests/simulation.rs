@@ -400,7 +400,7 @@ async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
         let follower = {
             let state = state.clone();
             tokio::spawn(async move {
-                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json, &out).await;
+                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json { coalesce: false }, &out).await;
             })
         };
         let mut batches = 0u64;

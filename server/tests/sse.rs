@@ -91,3 +91,29 @@ async fn bad_sse_cursors_get_json_errors() {
         assert_eq!(body["error"]["code"], code);
     }
 }
+
+#[tokio::test]
+async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 2_000).await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "merge me").await;
+    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let url = server.url(&format!("/v1/agents/{agent_id}/events/stream?coalesce=true"));
+    let response = server.http.get(&url).send().await.unwrap();
+    // `read_events` checks that every SSE id is the event's (last) seq: a client that resumes
+    // with Last-Event-ID resumes after everything a merged event stands for.
+    let merged = read_events(response, |event| event.kind.is_run_end()).await;
+    assert!(merged.len() * 10 < all.len(), "{} events for {} seqs", merged.len(), all.len());
+    let mut next = 1;
+    for event in &merged {
+        assert_eq!(event.first_seq(), next);
+        next = event.seq + 1;
+    }
+    let fold = |events: &[AgentEvent]| {
+        let mut timeline = app::timeline::Timeline::new();
+        timeline.apply_all(events.iter().cloned());
+        timeline
+    };
+    assert_eq!(fold(&merged), fold(&all));
+    assert_eq!(common::reply_text(&merged, run_id), common::reply_text(&all, run_id));
+}

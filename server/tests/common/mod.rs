@@ -234,7 +234,7 @@ impl WsClient {
     }
 
     pub async fn subscribe(&mut self, agent_id: Uuid, since: u64) {
-        self.send(&ClientMessage::Subscribe { agent_id, since }).await;
+        self.send(&ClientMessage::Subscribe { agent_id, since, coalesce: false }).await;
     }
 
     /// The next server message; fails the test after [`WAIT_MAX`].

@@ -83,7 +83,7 @@ pub async fn subscribe_all(base: &str, agents: &[Uuid], seen: &Seen) -> Socket {
     let url = format!("{}/v1/ws", base.replace("http://", "ws://"));
     let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     for &agent_id in agents {
-        let message = ClientMessage::Subscribe { agent_id, since: seen.last_seq(agent_id) };
+        let message = ClientMessage::Subscribe { agent_id, since: seen.last_seq(agent_id), coalesce: false };
         socket.send(Message::Text(serde_json::to_string(&message).unwrap().into())).await.unwrap();
     }
     socket

@@ -1,0 +1,142 @@
+//! Coalescing for subscribers that ask for it: runs of token appends that wait for one socket
+//! (it fell behind, or it is catching up) arrive merged, each merged event naming the seqs it
+//! stands for; the folded timeline is the one every event gives, and the cursor still ends at the
+//! newest seq.
+
+mod common;
+
+use app::protocol::{ClientMessage, ServerMessage};
+use app::timeline::Timeline;
+use app::AgentEvent;
+use common::TestServer;
+
+/// Asserts that `events` account for seqs `first..` with no gap and no overlap: each event's
+/// first seq follows the previous event's seq.
+fn assert_ranges_contiguous(events: &[AgentEvent], first: u64) {
+    let mut next = first;
+    for event in events {
+        assert_eq!(
+            (event.first_seq(), event.seq >= event.first_seq()),
+            (next, true),
+            "event {}..={} does not follow seq {}",
+            event.first_seq(),
+            event.seq,
+            next - 1
+        );
+        next = event.seq + 1;
+    }
+}
+
+fn fold(events: &[AgentEvent]) -> Timeline {
+    let mut timeline = Timeline::new();
+    timeline.apply_all(events.iter().cloned());
+    timeline
+}
+
+fn merged_count(events: &[AgentEvent]) -> usize {
+    events.iter().filter(|event| event.coalesced_from.is_some()).count()
+}
+
+#[tokio::test]
+async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timeline() {
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 30_000;
+        config.hub_room_batches_max = 1;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let mut client = server.connect_with_small_buffer().await;
+    client
+        .send(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: true })
+        .await;
+    assert!(matches!(client.receive().await, ServerMessage::Subscribed { .. }));
+
+    // Stop reading while the whole run is written.
+    let run_id = server.start_run(agent_id, "flood").await;
+    let all = server.wait_for_run_end(agent_id, run_id).await;
+
+    let (received, _) = client.receive_until_run_end().await;
+    assert_ranges_contiguous(&received, 1);
+    assert_eq!(received.last().unwrap().id, all.last().unwrap().id);
+    assert!(
+        received.len() * 10 < all.len(),
+        "{} events arrived for {} seqs: the backlog was not merged",
+        received.len(),
+        all.len()
+    );
+    assert!(merged_count(&received) > 0);
+    assert_eq!(fold(&received), fold(&all));
+    assert_eq!(common::reply_text(&received, run_id), common::reply_text(&all, run_id));
+}
+
+#[tokio::test]
+async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 3_000).await;
+    let agent_id = server.create_agent().await;
+    let first_run = server.start_run(agent_id, "one").await;
+    let history = server.wait_for_run_end(agent_id, first_run).await;
+
+    let mut client = server.connect().await;
+    client
+        .send(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: true })
+        .await;
+    let (replayed, _) = client.receive_until_run_end().await;
+    assert_ranges_contiguous(&replayed, 1);
+    assert!(replayed.len() * 10 < history.len(), "{} events for {} seqs", replayed.len(), history.len());
+    assert_eq!(fold(&replayed), fold(&history));
+
+    // The same subscription carries on live, from the seq after the merged catch-up.
+    let second_run = server.start_run(agent_id, "two").await;
+    let (live, _) = client.receive_until_run_end().await;
+    assert_ranges_contiguous(&live, history.len() as u64 + 1);
+    let all = server.all_events(agent_id).await;
+    let received: Vec<AgentEvent> = replayed.into_iter().chain(live).collect();
+    assert_eq!(fold(&received), fold(&all));
+    assert!(received.iter().any(|event| event.run_id == Some(second_run)));
+
+    // Without asking, the same resume gets every seq as its own event.
+    let mut plain = server.connect().await;
+    plain.subscribe(agent_id, 0).await;
+    let (every, _) = plain.receive_until_run_end().await;
+    // (The page that ends the first run may run on into the second.)
+    assert!(every.len() >= history.len());
+    assert!(every[..history.len()] == history[..], "the plain resume is not the log");
+    assert_eq!(merged_count(&every), 0);
+}
+
+#[tokio::test]
+async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 1_500).await;
+    let agent_id = server.create_agent().await;
+    let run_id = server.start_run(agent_id, "page me").await;
+    let all = server.wait_for_run_end(agent_id, run_id).await;
+
+    let mut merged = Vec::new();
+    let mut since = 0;
+    loop {
+        let url = format!("/v1/agents/{agent_id}/events?since={since}&limit=400&coalesce=true");
+        let page: app::protocol::EventsPage =
+            serde_json::from_value(server.get_json(&url).await).unwrap();
+        let plain = server.events_page(agent_id, since, 400).await;
+        assert_eq!((page.next_since, page.has_more, page.head_seq), (plain.next_since, plain.has_more, plain.head_seq));
+        merged.extend(page.events);
+        since = page.next_since;
+        if !page.has_more {
+            break;
+        }
+    }
+    assert_ranges_contiguous(&merged, 1);
+    assert!(merged.len() * 10 < all.len(), "{} events for {} seqs", merged.len(), all.len());
+    assert_eq!(fold(&merged), fold(&all));
+
+    let response = server
+        .http
+        .get(server.url(&format!("/v1/agents/{agent_id}/events?coalesce=maybe")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_query");
+    assert!(body["error"]["message"].as_str().unwrap().contains("coalesce"));
+}
