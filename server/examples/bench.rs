@@ -41,6 +41,9 @@ struct Sizes {
     stream_delay_ms: u64,
     gap_events: u32,
     idle_sockets: usize,
+    /// The slow reader: a reply of this many unpaced-ish tokens (1 ms apart), read at this rate.
+    slow_reply_tokens: u32,
+    slow_read_bytes_per_second: u64,
 }
 
 fn main() {
@@ -56,6 +59,8 @@ fn main() {
             stream_delay_ms: 20,
             gap_events: 300,
             idle_sockets: 20,
+            slow_reply_tokens: 200,
+            slow_read_bytes_per_second: 250_000,
         }
     } else {
         Sizes {
@@ -68,6 +73,8 @@ fn main() {
             stream_delay_ms: 20,
             gap_events: 10_000,
             idle_sockets: 10_000,
+            slow_reply_tokens: 2_000,
+            slow_read_bytes_per_second: 250_000,
         }
     };
     let directory = std::env::var_os("AGENTSTREAM_BENCH_DIR")
@@ -107,7 +114,7 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         remove_database(&path);
         format!("sqlite://{}", path.display())
     };
-    report_live("", &sqlite_url("streams"), &sqlite_url("gap"), sizes).await;
+    report_live("", &sqlite_url("streams"), &sqlite_url("gap"), Some(&sqlite_url("slow")), sizes).await;
     match live::idle_memory(directory, sizes.idle_sockets).await {
         Some((sockets, bytes_each)) => println!(
             "{:<66} {:>12.1} KB each",
@@ -161,6 +168,8 @@ async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
         "postgres ",
         &create_postgres_database(admin, "streams").await,
         &create_postgres_database(admin, "gap").await,
+        // The slow reader measures delivery, not the store: once, on SQLite.
+        None,
         sizes,
     )
     .await;
@@ -201,7 +210,7 @@ async fn seed_design_postgres(url: &str, events: u64) -> f64 {
 
 /// The real server over real sockets on two fresh databases: paced-stream latency on the
 /// first; resume of a long gap and the history page on the second.
-async fn report_live(label: &str, streams_url: &str, gap_url: &str, sizes: &Sizes) {
+async fn report_live(label: &str, streams_url: &str, gap_url: &str, slow_url: Option<&str>, sizes: &Sizes) {
     let server = live::Server::start(streams_url, sizes.stream_delay_ms, sizes.stream_events).await;
     let latency = live::stream_latency(&server, sizes).await;
     drop(server);
@@ -231,6 +240,19 @@ async fn report_live(label: &str, streams_url: &str, gap_url: &str, sizes: &Size
         gap.rest_first_ms,
         gap.rest_all_ms
     );
+    let coalesced = live::resume_gap_coalesced(&server).await;
+    println!(
+        "{:<66} {:>12.1} ms / {:.1} ms",
+        format!("{label}  same, coalesced (WS, {} events for {} seqs): first / all", coalesced.ws_events, gap.events),
+        coalesced.ws_first_ms,
+        coalesced.ws_all_ms
+    );
+    println!(
+        "{:<66} {:>12.1} ms / {:.1} ms",
+        format!("{label}  same, coalesced (REST, {} events): first / all", coalesced.rest_events),
+        coalesced.rest_first_ms,
+        coalesced.rest_all_ms
+    );
     let (events, cold_ms, warm_ms) = live::history_page(&server).await;
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
@@ -238,6 +260,26 @@ async fn report_live(label: &str, streams_url: &str, gap_url: &str, sizes: &Size
         cold_ms,
         warm_ms
     );
+    drop(server);
+    let Some(slow_url) = slow_url else { return };
+    // A third: one fast stream and a reader on a slow link, without and with coalescing.
+    let server = live::Server::start(slow_url, 1, sizes.slow_reply_tokens).await;
+    for coalesce in [false, true] {
+        let slow = live::slow_reader(&server, sizes.slow_read_bytes_per_second, coalesce).await;
+        println!(
+            "{:<66} {:>12.0} ms behind, {:.0} KB, {} frames, {} events",
+            format!(
+                "{label}reader at {} KB/s, {}-token reply at ~1/ms{}",
+                sizes.slow_read_bytes_per_second / 1000,
+                slow.seqs,
+                if coalesce { ", coalesced" } else { ", every event" }
+            ),
+            slow.behind_at_end_ms,
+            slow.bytes as f64 / 1000.0,
+            slow.frames,
+            slow.events
+        );
+    }
 }
 
 struct Fsync {
@@ -611,6 +653,114 @@ mod live {
             ws_all_ms: ms(ws_all),
             rest_first_ms: ms(rest_first.unwrap_or_default()),
             rest_all_ms: ms(started.elapsed()),
+        }
+    }
+
+    pub struct CoalescedGap {
+        pub ws_events: usize,
+        pub ws_first_ms: f64,
+        pub ws_all_ms: f64,
+        pub rest_events: usize,
+        pub rest_first_ms: f64,
+        pub rest_all_ms: f64,
+    }
+
+    /// The same resume as [`resume_gap`], by a client that asks for coalescing (as the live
+    /// view does): runs of appends arrive merged.
+    pub async fn resume_gap_coalesced(server: &Server) -> CoalescedGap {
+        let agent_id = server.agent().await;
+        server.run(agent_id, "a very long answer").await;
+        let head = wait_for_run_end(server, agent_id, 0).await;
+        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
+        let subscribe =
+            serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: true }).unwrap();
+        let started = Instant::now();
+        socket.send(Message::Text(subscribe.into())).await.unwrap();
+        let (mut first, mut seen, mut ws_events) = (None, 0u64, 0);
+        while seen < head {
+            let Some(Ok(Message::Text(text))) = socket.next().await else { break };
+            if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+                first.get_or_insert_with(|| started.elapsed());
+                seen = events.last().map_or(seen, |event| event.seq);
+                ws_events += events.len();
+            }
+        }
+        let ws_all = started.elapsed();
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        let (mut rest_first, mut since, mut rest_events) = (None, 0u64, 0);
+        loop {
+            let page: Value = http
+                .get(format!("{}/v1/agents/{agent_id}/events?since={since}&limit=1000&coalesce=true", server.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            rest_first.get_or_insert_with(|| started.elapsed());
+            rest_events += page["events"].as_array().map_or(0, Vec::len);
+            since = page["next_since"].as_u64().unwrap();
+            if page["has_more"] != true {
+                break;
+            }
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        CoalescedGap {
+            ws_events,
+            ws_first_ms: ms(first.unwrap_or_default()),
+            ws_all_ms: ms(ws_all),
+            rest_events,
+            rest_first_ms: ms(rest_first.unwrap_or_default()),
+            rest_all_ms: ms(started.elapsed()),
+        }
+    }
+
+    pub struct SlowReader {
+        /// Seqs the run wrote.
+        pub seqs: u64,
+        /// From the run's last event being made to this reader having it.
+        pub behind_at_end_ms: f64,
+        pub bytes: usize,
+        pub frames: usize,
+        pub events: usize,
+    }
+
+    /// A reader on a slow link (a small socket buffer, reading `bytes_per_second`) following one
+    /// fast stream live: how far behind it is when the run ends, and what it had to read.
+    pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool) -> SlowReader {
+        let agent_id = server.agent().await;
+        let address = server.base.trim_start_matches("http://").parse().unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let tcp = socket.connect(address).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(server.ws_url(), tcp).await.unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce }).unwrap();
+        socket.send(Message::Text(subscribe.into())).await.unwrap();
+        server.run(agent_id, "a fast answer").await;
+        let (mut bytes, mut frames, mut events) = (0, 0, 0);
+        loop {
+            let Some(Ok(Message::Text(text))) = socket.next().await else {
+                panic!("the slow reader's socket ended early")
+            };
+            // The link's pace: this frame's bytes take this long to arrive.
+            tokio::time::sleep(Duration::from_secs_f64(text.len() as f64 / bytes_per_second as f64)).await;
+            bytes += text.len();
+            frames += 1;
+            let Ok(ServerMessage::Events { events: batch, .. }) = serde_json::from_str(text.as_str()) else {
+                continue;
+            };
+            events += batch.len();
+            if let Some(end) = batch.iter().find(|event| event.kind.is_run_end()) {
+                let behind = chrono::Utc::now() - end.created_at;
+                return SlowReader {
+                    seqs: end.seq,
+                    behind_at_end_ms: behind.num_microseconds().unwrap_or(0) as f64 / 1000.0,
+                    bytes,
+                    frames,
+                    events,
+                };
+            }
         }
     }
 

@@ -270,6 +270,7 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
         }
+        limit_unsent_bytes(stream);
     });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
@@ -278,6 +279,23 @@ pub async fn serve(
         })
         .await
         .map_err(ServeError::Io)
+}
+
+/// Bytes a connection's kernel send queue holds that are not sent yet, at most: past this the
+/// socket stops being writable, so a slow reader's backlog waits in this process, where it can
+/// be coalesced ([`subscription::coalesce_waiting`]) and where the hub sees the reader lag,
+/// rather than in a kernel buffer that autotuning may grow to megabytes. In-flight (sent,
+/// unacknowledged) bytes are not limited by this, so a fast reader far away keeps its
+/// throughput.
+pub const TCP_UNSENT_BYTES_MAX: u32 = 32 * 1024;
+
+fn limit_unsent_bytes(stream: &tokio::net::TcpStream) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Err(error) = socket2::SockRef::from(stream).set_tcp_notsent_lowat(TCP_UNSENT_BYTES_MAX) {
+        tracing::debug!(%error, "cannot set TCP_NOTSENT_LOWAT on an accepted connection");
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = stream;
 }
 
 #[derive(Debug, thiserror::Error)]
