@@ -287,7 +287,7 @@ pub async fn serve(
 /// rather than in a kernel buffer that autotuning may grow to megabytes. In-flight (sent,
 /// unacknowledged) bytes are not limited by this, so a fast reader far away keeps its
 /// throughput.
-pub const TCP_UNSENT_BYTES_MAX: u32 = 32 * 1024;
+pub const TCP_UNSENT_BYTES_MAX: u32 = 16 * 1024;
 
 fn limit_unsent_bytes(stream: &tokio::net::TcpStream) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
