@@ -487,7 +487,7 @@ mod live {
     use std::time::{Duration, Instant};
 
     use agentstream_server::config::Config;
-    use app::protocol::{ClientMessage, ServerMessage};
+    use app::protocol::{ClientMessage, EventsPage, ServerMessage};
     use futures::{SinkExt, StreamExt};
     use serde_json::{json, Value};
     use tokio_tungstenite::tungstenite::Message;
@@ -632,7 +632,8 @@ mod live {
         let started = Instant::now();
         let (mut rest_first, mut since) = (None, 0u64);
         loop {
-            let page: Value = http
+            // Read into the page type, as the live view's client does.
+            let page: EventsPage = http
                 .get(format!("{}/v1/agents/{agent_id}/events?since={since}&limit=1000", server.base))
                 .send()
                 .await
@@ -641,8 +642,8 @@ mod live {
                 .await
                 .unwrap();
             rest_first.get_or_insert_with(|| started.elapsed());
-            since = page["next_since"].as_u64().unwrap();
-            if page["has_more"] != true {
+            since = page.next_since;
+            if !page.has_more {
                 break;
             }
         }
@@ -690,7 +691,7 @@ mod live {
         let started = Instant::now();
         let (mut rest_first, mut since, mut rest_events) = (None, 0u64, 0);
         loop {
-            let page: Value = http
+            let page: EventsPage = http
                 .get(format!("{}/v1/agents/{agent_id}/events?since={since}&limit=1000&coalesce=true", server.base))
                 .send()
                 .await
@@ -699,9 +700,9 @@ mod live {
                 .await
                 .unwrap();
             rest_first.get_or_insert_with(|| started.elapsed());
-            rest_events += page["events"].as_array().map_or(0, Vec::len);
-            since = page["next_since"].as_u64().unwrap();
-            if page["has_more"] != true {
+            rest_events += page.events.len();
+            since = page.next_since;
+            if !page.has_more {
                 break;
             }
         }
