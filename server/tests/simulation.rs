@@ -11,7 +11,8 @@
 //!   cancelled at a random moment;
 //! - subscribers with tiny outbound queues and a tiny hub buffer (so they lag and catch up from
 //!   the store), that read slowly, disconnect and resume from their last seq, and that feed
-//!   their timeline duplicated and reordered frames;
+//!   their timeline duplicated and reordered frames; some ask for coalescing, and take their
+//!   queue's backlog together through `coalesce_waiting` as a socket's writer does;
 //! - process crashes at a random moment: every task and all memory of the server is dropped and
 //!   the database file is reopened (start-up recovery then runs), while clients keep their
 //!   state and resume.
@@ -19,7 +20,8 @@
 //! Invariants checked after every seed:
 //! - the log is gapless per agent (seq 1..=head);
 //! - nothing was delivered that is not committed (every delivered `(seq, id)` is in the log);
-//! - no committed event is lost (every subscriber ends with every seq of its agent);
+//! - no committed event is lost (every subscriber ends with every seq of its agent, a merged
+//!   event counting for each seq it stands for);
 //! - every subscriber's timeline equals the fold of the log;
 //! - every run has exactly one terminal event, runs cut off by a crash end `interrupted`, and
 //!   every tool call has exactly one result.
@@ -63,6 +65,8 @@ static RUN_ENDS: [std::sync::atomic::AtomicU64; 5] = [const { std::sync::atomic:
 const RUN_END_NAMES: [&str; 5] = ["completed", "cancelled", "failed (provider)", "failed (store)", "interrupted by a crash"];
 static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Seqs that reached a coalescing subscriber inside a merged event rather than on their own.
+static MERGED_SEQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// splitmix64: small, fast, and the same everywhere.
 #[derive(Clone, Debug)]
@@ -227,6 +231,8 @@ struct SubscriberSpec {
     pause_us: u64,
     duplicate_per_mille: u64,
     reorder_per_mille: u64,
+    /// Subscribes with `coalesce` and reads its queue as a socket's writer does.
+    coalesce: bool,
 }
 
 fn plan(seed: u64) -> Plan {
@@ -260,6 +266,7 @@ fn plan(seed: u64) -> Plan {
             pause_us: if rng.chance(300) { rng.range(100, 2000) } else { 0 },
             duplicate_per_mille: rng.below(200),
             reorder_per_mille: rng.below(200),
+            coalesce: rng.chance(500),
         })
         .collect();
     let crashes = match rng.below(10) {
@@ -289,6 +296,8 @@ struct Client {
     rng: Rng,
     last_seq: u64,
     delivered: Vec<(u64, Uuid)>,
+    /// Seqs delivered inside merged events (all but each one's last, which is in `delivered`).
+    merged: Vec<u64>,
     timeline: Timeline,
     /// Frames held back to be applied late (reordering).
     held: Vec<AgentEvent>,
@@ -298,6 +307,8 @@ impl Client {
     fn receive(&mut self, events: Vec<AgentEvent>) {
         for event in events {
             self.delivered.push((event.seq, event.id));
+            self.merged.extend(event.first_seq()..event.seq);
+            MERGED_SEQS.fetch_add(event.seq - event.first_seq(), Ordering::Relaxed);
             self.last_seq = self.last_seq.max(event.seq);
             if self.rng.chance(self.spec.duplicate_per_mille) {
                 self.timeline.apply(event.clone());
@@ -400,20 +411,28 @@ async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
         let follower = {
             let state = state.clone();
             tokio::spawn(async move {
-                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, Form::Json { coalesce: false }, &out).await;
+                let form = Form::Json { coalesce: spec.coalesce };
+                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, form, &out).await;
             })
         };
         let mut batches = 0u64;
-        while let Some(message) = incoming.recv().await {
-            if let Outbound::Events { .. } = message {
-                // The JSON a socket would carry, read back as a client does.
-                let events = message
-                    .events()
-                    .iter()
-                    .map(|event| serde_json::from_str(&event.json).expect("events are JSON"))
-                    .collect();
-                client.lock().unwrap().receive(events);
-                batches += 1;
+        while let Some(first) = incoming.recv().await {
+            // What waits is taken together, as a socket's writer takes it.
+            let mut waiting = vec![first];
+            while let Ok(message) = incoming.try_recv() {
+                waiting.push(message);
+            }
+            for message in subscription::coalesce_waiting(waiting) {
+                if let Outbound::Events { .. } = message {
+                    // The JSON a socket would carry, read back as a client does.
+                    let events = message
+                        .events()
+                        .iter()
+                        .map(|event| serde_json::from_str(&event.json).expect("events are JSON"))
+                        .collect();
+                    client.lock().unwrap().receive(events);
+                    batches += 1;
+                }
             }
             if spec.pause_us > 0 {
                 tokio::time::sleep(Duration::from_micros(spec.pause_us)).await;
@@ -512,6 +531,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
                 rng: Rng(client_rng.next()),
                 last_seq: 0,
                 delivered: Vec::new(),
+                merged: Vec::new(),
                 timeline: Timeline::new(),
                 held: Vec::new(),
             }))
@@ -655,7 +675,7 @@ fn check_client(seed: u64, client: &Client, log: &[AgentEvent]) {
             None => fail(seed, format!("delivered seq {seq}, which was never committed")),
         }
     }
-    let mut seen: Vec<u64> = client.delivered.iter().map(|(seq, _)| *seq).collect();
+    let mut seen: Vec<u64> = client.delivered.iter().map(|(seq, _)| *seq).chain(client.merged.iter().copied()).collect();
     seen.sort_unstable();
     seen.dedup();
     if seen.len() != log.len() {
@@ -733,9 +753,10 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
         .map(|(name, count)| format!("{name} {}", count.load(Ordering::Relaxed)))
         .collect();
     println!(
-        "runs: {}; crashes {}; subscriber reconnects {}",
+        "runs: {}; crashes {}; subscriber reconnects {}; seqs delivered merged {}",
         ends.join(", "),
         CRASHES.load(Ordering::Relaxed),
-        RECONNECTS.load(Ordering::Relaxed)
+        RECONNECTS.load(Ordering::Relaxed),
+        MERGED_SEQS.load(Ordering::Relaxed)
     );
 }
