@@ -115,6 +115,9 @@ mod client {
     const RECONNECT_DELAY_MAX_MS: u32 = 10_000;
     /// Events asked for per REST page while catching up or filling a gap.
     const FILL_PAGE_EVENTS: u32 = 1000;
+    /// Pages read at once while catching up: seqs have no holes, so once the first page told the
+    /// head, the cursor of every later page is known without waiting for the one before.
+    const FILL_PAGES_IN_FLIGHT_MAX: usize = 4;
     /// Events buffered for the next animation frame at most. Hidden tabs get no frames; past this
     /// the buffer is folded at once, so it never grows without bound.
     const FRAME_BUFFER_EVENTS_MAX: usize = 5000;
@@ -269,23 +272,37 @@ mod client {
     }
 
     /// Reads events after `after` over REST into the frame buffer, up to `until` (inclusive) or
-    /// the head of the log. Returns the newest seq read.
+    /// the head of the log. Returns the newest seq read. After the first page, the pages up to
+    /// the head it reported are read [`FILL_PAGES_IN_FLIGHT_MAX`] at a time and buffered in
+    /// order.
     async fn fill(
         agent_id: Uuid,
         buffer: &FrameBuffer,
         after: u64,
         until: Option<u64>,
     ) -> Result<u64, String> {
-        let mut newest = after;
+        let first = api_client::events_page(agent_id, after, FILL_PAGE_EVENTS).await?;
+        let mut newest = first.events.last().map_or(after, |event| event.seq);
+        let mut has_more = first.has_more && !first.events.is_empty();
+        let mut head = first.head_seq;
+        buffer.push(first.events);
         loop {
-            let page = api_client::events_page(agent_id, newest, FILL_PAGE_EVENTS).await?;
-            let has_more = page.has_more && !page.events.is_empty();
-            if let Some(last) = page.events.last() {
-                newest = last.seq;
-            }
-            buffer.push(page.events);
             if !has_more || until.is_some_and(|until| newest >= until) {
                 return Ok(newest);
+            }
+            let end = until.map_or(head, |until| until.min(head)).max(newest + 1);
+            let cursors: Vec<u64> = (newest..end).step_by(FILL_PAGE_EVENTS as usize).collect();
+            let mut pages = futures::stream::iter(cursors)
+                .map(|since| api_client::events_page(agent_id, since, FILL_PAGE_EVENTS))
+                .buffered(FILL_PAGES_IN_FLIGHT_MAX);
+            while let Some(page) = pages.next().await {
+                let page = page?;
+                if let Some(last) = page.events.last() {
+                    newest = newest.max(last.seq);
+                }
+                has_more = page.has_more && !page.events.is_empty();
+                head = head.max(page.head_seq);
+                buffer.push(page.events);
             }
         }
     }
