@@ -12,6 +12,8 @@
 //   frames rendered, from a requestAnimationFrame loop in the page;
 // - long tasks (> 50 ms on the main thread, from a PerformanceObserver) and the most DOM updates
 //   of the conversation within one animation frame (MutationObserver callbacks per frame);
+// - what the live view's WebSocket carried: frames, events, and merged events (the view asks the
+//   server to coalesce runs of token appends that wait for it);
 // - whether the rendered reply equals the server's.
 const { chromium } = require("playwright-core");
 const { spawn } = require("node:child_process");
@@ -76,6 +78,28 @@ async function log(agentId) {
         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
     });
     const page = await browser.newPage();
+    // What the live view received over its WebSocket: frames, events, and events that stood for
+    // several seqs (merged by the server because the view asked for coalescing).
+    const received = { frames: 0, events: 0, merged: 0, mergedSeqs: 0 };
+    page.on("websocket", (socket) => {
+      socket.on("framereceived", ({ payload }) => {
+        let message;
+        try {
+          message = JSON.parse(typeof payload === "string" ? payload : payload.toString());
+        } catch {
+          return;
+        }
+        if (message.type !== "events") return;
+        received.frames++;
+        for (const event of message.events) {
+          received.events++;
+          if (event.coalesced_from !== undefined) {
+            received.merged++;
+            received.mergedSeqs += event.seq - event.coalesced_from + 1;
+          }
+        }
+      });
+    });
     await page.goto(`${base}/agents/${agent.id}`);
     await page.waitForSelector('.connection[data-state="live"]');
     await page.evaluate(() => {
@@ -122,6 +146,7 @@ async function log(agentId) {
     console.log(`frames while streaming:             ${frames.count}, worst gap between frames ${Math.round(frames.worstGapMs)} ms`);
     console.log(`long tasks (> 50 ms):               ${longTasks.length}${longTasks.length ? `, longest ${Math.round(Math.max(...longTasks))} ms` : ""}`);
     console.log(`most DOM updates within one frame:  ${frames.mostUpdatesPerFrame}`);
+    console.log(`WebSocket to the browser:           ${received.frames} frames, ${received.events} events, ${received.merged} of them merged (standing for ${received.mergedSeqs} seqs)`);
     console.log(`rendered reply equals the server's: ${rendered === reply} (${reply.length} characters)`);
     await browser.close();
     process.exitCode = rendered === reply ? 0 : 1;
