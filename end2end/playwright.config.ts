@@ -13,6 +13,9 @@ const port = Number(process.env.AGENTSTREAM_E2E_PORT ?? 3100);
 /** The port and token of the second server, which requires an access token. */
 export const guardedPort = port + 1;
 export const guardedToken = "e2e-token";
+/** The port of the third server, whose scripted replies are long and unpaced (tests/fast.spec.ts). */
+export const fastPort = port + 2;
+export const fastReplyTokens = 10_000;
 const database = path.join(os.tmpdir(), `agentstream-e2e-${process.pid}-${Date.now()}.db`);
 
 export default defineConfig({
@@ -73,6 +76,24 @@ export default defineConfig({
         AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "25",
         AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
         AGENTSTREAM_API_TOKEN: guardedToken,
+        RUST_LOG: "warn",
+      },
+    },
+    // The same server with replies far faster than a browser takes frames, for tests/fast.spec.ts.
+    {
+      command: serverBinary,
+      cwd: repository,
+      url: `http://127.0.0.1:${fastPort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        LEPTOS_SITE_ADDR: `127.0.0.1:${fastPort}`,
+        LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+        DATABASE_URL: `sqlite://${database}.fast`,
+        AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "0",
+        AGENTSTREAM_SCRIPTED_REPLY_TOKENS: String(fastReplyTokens),
         RUST_LOG: "warn",
       },
     },
