@@ -80,8 +80,8 @@ pub enum Form {
 }
 
 /// Messages a socket's writer takes from its queue at once when they are waiting: a slow socket's
-/// backlog, written (and, where asked, coalesced) together. The queue's own bound is smaller or
-/// equal, so this only names the loop's bound.
+/// backlog, written (and, where asked, coalesced) together. The queue itself holds
+/// `subscriber_outbound_frames_max` (64 by default); this bounds one drain whatever that is set to.
 pub const OUTBOUND_DRAIN_MESSAGES_MAX: usize = 256;
 /// Events (as stored, before merging) that go into one coalesced frame at most: bounds the
 /// frame and the work of parsing for it.
