@@ -6,32 +6,8 @@
 mod common;
 
 use app::protocol::{ClientMessage, ServerMessage};
-use app::timeline::Timeline;
 use app::AgentEvent;
-use common::TestServer;
-
-/// Asserts that `events` account for seqs `first..` with no gap and no overlap: each event's
-/// first seq follows the previous event's seq.
-fn assert_ranges_contiguous(events: &[AgentEvent], first: u64) {
-    let mut next = first;
-    for event in events {
-        assert_eq!(
-            (event.first_seq(), event.seq >= event.first_seq()),
-            (next, true),
-            "event {}..={} does not follow seq {}",
-            event.first_seq(),
-            event.seq,
-            next - 1
-        );
-        next = event.seq + 1;
-    }
-}
-
-fn fold(events: &[AgentEvent]) -> Timeline {
-    let mut timeline = Timeline::new();
-    timeline.apply_all(events.iter().cloned());
-    timeline
-}
+use common::{assert_ranges_contiguous, fold, TestServer};
 
 fn merged_count(events: &[AgentEvent]) -> usize {
     events.iter().filter(|event| event.coalesced_from.is_some()).count()

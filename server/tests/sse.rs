@@ -104,16 +104,7 @@ async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id()
     // with Last-Event-ID resumes after everything a merged event stands for.
     let merged = read_events(response, |event| event.kind.is_run_end()).await;
     assert!(merged.len() * 10 < all.len(), "{} events for {} seqs", merged.len(), all.len());
-    let mut next = 1;
-    for event in &merged {
-        assert_eq!(event.first_seq(), next);
-        next = event.seq + 1;
-    }
-    let fold = |events: &[AgentEvent]| {
-        let mut timeline = app::timeline::Timeline::new();
-        timeline.apply_all(events.iter().cloned());
-        timeline
-    };
-    assert_eq!(fold(&merged), fold(&all));
+    common::assert_ranges_contiguous(&merged, 1);
+    assert_eq!(common::fold(&merged), common::fold(&all));
     assert_eq!(common::reply_text(&merged, run_id), common::reply_text(&all, run_id));
 }

@@ -291,6 +291,29 @@ pub fn assert_contiguous(events: &[AgentEvent], first: u64) {
     }
 }
 
+/// Asserts that `events` account for seqs `first..` with no gap and no overlap, merged events
+/// (`coalesced_from..=seq`) included: each event's first seq follows the previous event's seq.
+pub fn assert_ranges_contiguous(events: &[AgentEvent], first: u64) {
+    let mut next = first;
+    for event in events {
+        assert!(
+            event.first_seq() == next && event.seq >= event.first_seq(),
+            "event {}..={} does not follow seq {}",
+            event.first_seq(),
+            event.seq,
+            next - 1
+        );
+        next = event.seq + 1;
+    }
+}
+
+/// The timeline of `events`, folded in the order given.
+pub fn fold(events: &[AgentEvent]) -> app::timeline::Timeline {
+    let mut timeline = app::timeline::Timeline::new();
+    timeline.apply_all(events.iter().cloned());
+    timeline
+}
+
 /// The reply text of `run_id`, folded from its text deltas.
 pub fn reply_text(events: &[AgentEvent], run_id: Uuid) -> String {
     events
