@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark (release build): SQLite figures, then the same on a throwaway PostgreSQL.
-# `--smoke` runs a tiny version. Figures and what they compare against: README, "Performance".
+# `--smoke` runs a tiny version. What it measures: README, "Test"; one run's figures: README, "Performance".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
 cd "$AGENTSTREAM_ROOT"
