@@ -44,10 +44,16 @@ pub fn mergeable(previous: &AgentEvent, next: &AgentEvent) -> bool {
 /// The runs of `events` (in seq order) that merge: index ranges covering `events` in order, each
 /// of one event or of several mergeable consecutive ones.
 pub fn runs(events: &[AgentEvent]) -> Vec<Range<usize>> {
+    runs_by(events, mergeable)
+}
+
+/// [`runs`] over any view of events that can tell whether one merges onto the one before (the
+/// server reads only the merge key out of events that are JSON already).
+pub fn runs_by<T>(items: &[T], mergeable: impl Fn(&T, &T) -> bool) -> Vec<Range<usize>> {
     let mut runs = Vec::new();
     let mut start = 0;
-    for index in 1..=events.len() {
-        if index == events.len() || !mergeable(&events[index - 1], &events[index]) {
+    for index in 1..=items.len() {
+        if index == items.len() || !mergeable(&items[index - 1], &items[index]) {
             runs.push(start..index);
             start = index;
         }
@@ -73,10 +79,15 @@ pub fn merge(run: &[AgentEvent]) -> AgentEvent {
             text.push_str(piece);
         }
     }
+    merged(last.clone(), first.first_seq(), text)
+}
+
+/// The event standing for seqs `first_seq..=last.seq`: `last` with the run's joined text.
+pub fn merged(last: AgentEvent, first_seq: u64, text: String) -> AgentEvent {
     AgentEvent {
-        coalesced_from: Some(first.first_seq()),
+        coalesced_from: Some(first_seq),
         delta: Some(Value::String(text)),
-        ..last.clone()
+        ..last
     }
 }
 

@@ -148,20 +148,133 @@ fn merge_group(group: Vec<Outbound>) -> Outbound {
     }
 }
 
-/// Consecutive events with every run of appends merged ([`app::coalesce`]). Only here are
-/// events read back from JSON; those that merge with nothing keep the JSON they came with.
+/// Consecutive events with every run of appends merged ([`app::coalesce`]), from their JSON.
+/// Only what merging needs is read out of each event (ids stay text, they are only compared),
+/// and only the last event of each run of two or more is read whole; events that merge with
+/// nothing keep the JSON they came with.
 pub fn coalesce_json(events: &[&EventJson]) -> Result<Vec<EventJson>, serde_json::Error> {
-    let values = events
+    let keys = events
         .iter()
-        .map(|event| serde_json::from_str::<app::AgentEvent>(&event.json))
+        .map(|event| serde_json::from_str::<MergeKey<'_>>(&event.json))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(app::coalesce::runs(&values)
+    app::coalesce::runs_by(&keys, MergeKey::merges_onto)
         .into_iter()
-        .map(|run| match run.len() {
-            1 => events[run.start].clone(),
-            _ => EventJson::of(&app::coalesce::merge(&values[run])),
+        .map(|run| {
+            if run.len() == 1 {
+                return Ok(events[run.start].clone());
+            }
+            let last = serde_json::from_str::<app::AgentEvent>(&events[run.end - 1].json)?;
+            let mut text = String::new();
+            for key in &keys[run.clone()] {
+                if let Some(MergeDelta::Text(piece)) = &key.delta {
+                    text.push_str(piece);
+                }
+            }
+            let first_seq = keys[run.start].coalesced_from.unwrap_or(keys[run.start].seq);
+            Ok(EventJson::of(&app::coalesce::merged(last, first_seq, text)))
         })
-        .collect())
+        .collect()
+}
+
+/// What [`app::coalesce::mergeable`] looks at, borrowed from an event's JSON.
+#[derive(serde::Deserialize)]
+struct MergeKey<'a> {
+    seq: u64,
+    #[serde(default)]
+    coalesced_from: Option<u64>,
+    #[serde(borrow)]
+    agent_id: &'a str,
+    #[serde(default, borrow)]
+    run_id: Option<&'a str>,
+    #[serde(default, borrow)]
+    thread_id: Option<&'a str>,
+    #[serde(default, borrow)]
+    block_id: Option<&'a str>,
+    #[serde(default, borrow)]
+    message_id: Option<&'a str>,
+    #[serde(borrow)]
+    kind: &'a str,
+    #[serde(default, borrow)]
+    delta: Option<MergeDelta<'a>>,
+    #[serde(default, borrow)]
+    delta_path: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta_action: Option<&'a str>,
+}
+
+impl MergeKey<'_> {
+    fn is_string_append(&self) -> bool {
+        self.message_id.is_some()
+            && self.delta_action == Some(app::DeltaAction::Append.as_str())
+            && matches!(self.delta, Some(MergeDelta::Text(_)))
+    }
+
+    /// [`app::coalesce::mergeable`], on the key: the rules are the same (a test checks the two
+    /// agree).
+    fn merges_onto(previous: &MergeKey<'_>, next: &MergeKey<'_>) -> bool {
+        previous.is_string_append()
+            && next.is_string_append()
+            && next.coalesced_from.unwrap_or(next.seq) == previous.seq + 1
+            && next.agent_id == previous.agent_id
+            && next.kind == previous.kind
+            && next.message_id == previous.message_id
+            && next.block_id == previous.block_id
+            && next.run_id == previous.run_id
+            && next.thread_id == previous.thread_id
+            && next.delta_path == previous.delta_path
+    }
+}
+
+/// A delta as merging sees it: text (borrowed unless it had escapes), or anything else.
+enum MergeDelta<'a> {
+    Text(std::borrow::Cow<'a, str>),
+    Other,
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for MergeDelta<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = MergeDelta<'de>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a delta")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Text(std::borrow::Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Text(std::borrow::Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Text(std::borrow::Cow::Owned(text)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(MergeDelta::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(MergeDelta::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(MergeDelta::Other)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// The text of `ServerMessage::Events { agent_id, events }`, as serde writes it, from events
@@ -462,6 +575,76 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    /// The server merges events from their JSON by reading only a key out of each; the result
+    /// must be what `app::coalesce` makes of the events themselves, whatever the events are.
+    #[test]
+    fn coalescing_json_agrees_with_coalescing_events() {
+        let agent_id = Uuid::now_v7();
+        let (messages, blocks) = ([Uuid::now_v7(), Uuid::now_v7()], [Uuid::now_v7(), Uuid::now_v7()]);
+        let pieces = ["tok", " \"quoted\"\n", "ünï", "", "a\\b", "\u{1F600}"];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let mut events: Vec<app::AgentEvent> = Vec::new();
+        let mut seq = 0;
+        // What the next event targets; it changes now and then, so runs form and break.
+        let (mut kind, mut message, mut block, mut path) = (EventKind::Text, Some(messages[0]), blocks[0], "text");
+        for _ in 0..600 {
+            seq += if next(20) == 0 { 2 } else { 1 }; // now and then a hole
+            // Each changes on its own, so a run also breaks on one difference alone.
+            if next(12) == 0 {
+                kind = if kind == EventKind::Text { EventKind::Thinking } else { EventKind::Text };
+            }
+            if next(12) == 0 {
+                message = if next(6) == 0 { None } else { Some(messages[next(2) as usize]) };
+            }
+            if next(12) == 0 {
+                block = blocks[next(2) as usize];
+            }
+            if next(12) == 0 {
+                path = if path == "text" { "title.\"x\"" } else { "text" };
+            }
+            let mut draft = EventDraft::new(kind);
+            draft.message_id = message;
+            draft.block_id = Some(block);
+            draft.delta_path = Some(path.into());
+            draft.delta_action = Some(match next(20) {
+                0 => app::DeltaAction::Replace,
+                1 => app::DeltaAction::Merge,
+                _ => app::DeltaAction::Append,
+            });
+            draft.delta = Some(match next(24) {
+                0 => serde_json::json!({"a": [1, {"b": null}]}),
+                1 => serde_json::json!(7),
+                2 => serde_json::json!([true, "x"]),
+                _ => serde_json::Value::String(pieces[next(pieces.len() as u64) as usize].into()),
+            });
+            let mut event = draft.into_event(agent_id, seq);
+            if next(15) == 0 {
+                // An event merged already, standing for seqs before it too.
+                let span = next(3) + 1;
+                event.coalesced_from = Some(seq);
+                seq += span;
+                event.seq = seq;
+            }
+            events.push(event);
+        }
+        let json: Vec<EventJson> = events.iter().map(EventJson::of).collect();
+        let json_refs: Vec<&EventJson> = json.iter().collect();
+        let from_json: Vec<app::AgentEvent> = coalesce_json(&json_refs)
+            .unwrap()
+            .iter()
+            .map(|event| serde_json::from_str(&event.json).unwrap())
+            .collect();
+        let from_events = app::coalesce::coalesce(&events);
+        assert!(from_events.len() * 3 < events.len() * 2, "the sample hardly merges: {}", from_events.len());
+        assert_eq!(from_json, from_events);
     }
 
     /// What waits together is merged only for subscriptions that asked, only within one agent,
