@@ -420,8 +420,17 @@ async fn follow_with(
     }
 }
 
+/// Pages a catch-up reads at once. Seqs have no holes, so the cursor of the page after a full
+/// page is known before that page arrives: the next read runs beside the one being delivered
+/// (on another core, over another read connection) instead of after it.
+pub const CATCHUP_READS_AT_ONCE: usize = 2;
+
 /// Sends events after `after` from the store, page by page, up to `until` (inclusive) or to the
 /// end of the log. Returns the last seq delivered.
+///
+/// Up to [`CATCHUP_READS_AT_ONCE`] pages are read at once and delivered in order. A page read
+/// ahead assumed every page before it was full; when one is not (the end of the log), what was
+/// read ahead of it is dropped unread, and reading goes on (or ends) from what was delivered.
 async fn catch_up(
     store: &dyn Store,
     agent_id: Uuid,
@@ -431,15 +440,27 @@ async fn catch_up(
     out: &mpsc::Sender<Outbound>,
 ) -> Result<u64, FollowError> {
     let mut last_delivered = after;
+    // The next page to ask for: its cursor and size (growing from the first page's).
+    let mut cursor = after;
     let mut page_events = CATCHUP_FIRST_PAGE_EVENTS;
+    let mut reads = futures::stream::FuturesOrdered::new();
     loop {
-        let wanted = match until {
-            Some(until) if until <= last_delivered => return Ok(last_delivered),
-            Some(until) => (until - last_delivered).min(page_events as u64) as u32,
-            None => page_events,
+        while reads.len() < CATCHUP_READS_AT_ONCE {
+            let wanted = match until {
+                Some(until) if until <= cursor => break,
+                Some(until) => (until - cursor).min(page_events as u64) as u32,
+                None => page_events,
+            };
+            page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
+            reads.push_back(async move {
+                (wanted, read_retrying(store, agent_id, cursor, wanted, form).await)
+            });
+            cursor += wanted as u64;
+        }
+        let Some((wanted, page)) = futures::StreamExt::next(&mut reads).await else {
+            return Ok(last_delivered);
         };
-        page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
-        let page = read_retrying(store, agent_id, last_delivered, wanted, form).await?;
+        let page = page?;
         let (count, newest) = page.count_and_last_seq();
         let Some(newest) = newest else {
             return match until {
@@ -454,8 +475,13 @@ async fn catch_up(
         let full_page = count as u32 == wanted;
         last_delivered = newest;
         send(out, page).await?;
-        if !full_page && until.is_none() {
-            return Ok(last_delivered);
+        if !full_page {
+            if until.is_none() {
+                return Ok(last_delivered);
+            }
+            // Reads ahead started past seqs this page did not have: start again from here.
+            reads = futures::stream::FuturesOrdered::new();
+            cursor = last_delivered;
         }
     }
 }
