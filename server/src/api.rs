@@ -290,9 +290,12 @@ pub async fn list_events(
         // `limit` counts seqs read; the page may hold fewer, merged events, and ends at the
         // same seq.
         let page: Vec<&EventJson> = events.iter().collect();
-        events = crate::subscription::coalesce_json(&page).map_err(|error| {
+        let merged = crate::subscription::coalesce_json(&page).map_err(|error| {
             ApiError::internal(format!("cannot read events back to coalesce them: {error}"))
         })?;
+        if let Some(merged) = merged {
+            events = merged;
+        }
     }
     Ok(events_page_response(agent_id, &events, head_seq, next_since))
 }

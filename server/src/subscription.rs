@@ -95,18 +95,16 @@ pub const COALESCED_FRAME_EVENTS_MAX: usize = 2_000;
 /// accounted for. Everything else passes unchanged.
 pub fn coalesce_waiting(waiting: Vec<Outbound>) -> Vec<Outbound> {
     let mut ready: Vec<Outbound> = Vec::with_capacity(waiting.len());
-    // Adjacent coalescing messages of one agent, not merged yet.
+    // Adjacent coalescing messages of one agent, not merged yet, and how many events they hold.
     let mut group: Vec<Outbound> = Vec::new();
     let mut group_events = 0;
-    let flush = |group: &mut Vec<Outbound>, ready: &mut Vec<Outbound>| {
-        if !group.is_empty() {
-            ready.push(merge_group(std::mem::take(group)));
-        }
+    let flush = |group: &mut Vec<Outbound>, group_events: &mut usize, ready: &mut Vec<Outbound>| {
+        *group_events = 0;
+        merge_group(std::mem::take(group), ready);
     };
     for message in waiting {
         let Outbound::Events { agent_id, coalesce: true, .. } = &message else {
-            flush(&mut group, &mut ready);
-            group_events = 0;
+            flush(&mut group, &mut group_events, &mut ready);
             ready.push(message);
             continue;
         };
@@ -118,47 +116,55 @@ pub fn coalesce_waiting(waiting: Vec<Outbound>) -> Vec<Outbound> {
             _ => true,
         };
         if !joins {
-            flush(&mut group, &mut ready);
-            group_events = 0;
+            flush(&mut group, &mut group_events, &mut ready);
         }
         group_events += count;
         group.push(message);
     }
-    flush(&mut group, &mut ready);
+    flush(&mut group, &mut group_events, &mut ready);
     ready
 }
 
-/// One message for a group of adjacent coalescing event messages of one agent.
-fn merge_group(group: Vec<Outbound>) -> Outbound {
+/// Adds a group of adjacent coalescing event messages of one agent to `ready`: as one message
+/// when some of their events merge, else as they are (shared, nothing copied).
+fn merge_group(group: Vec<Outbound>, ready: &mut Vec<Outbound>) {
     let Some(&Outbound::Events { agent_id, .. }) = group.first() else {
-        unreachable!("groups hold event messages only");
+        return;
     };
     let events: Vec<&EventJson> = group.iter().flat_map(|message| message.events()).collect();
-    if events.len() < 2 {
-        return group.into_iter().next().expect("a group is never empty");
-    }
-    match coalesce_json(&events) {
-        Ok(merged) => Outbound::Events { agent_id, events: Arc::from(merged), from: 0, coalesce: true },
+    let merged = match coalesce_json(&events) {
+        Ok(merged) => merged,
         Err(error) => {
             // Our own JSON always parses; should it not, send the events as they are.
             tracing::error!(%agent_id, %error, "cannot read events back to coalesce them");
-            let events: Vec<EventJson> = events.into_iter().cloned().collect();
-            Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce: true }
+            None
         }
+    };
+    match merged {
+        Some(merged) => {
+            ready.push(Outbound::Events { agent_id, events: Arc::from(merged), from: 0, coalesce: true })
+        }
+        None => ready.extend(group),
     }
 }
 
-/// Consecutive events with every run of appends merged ([`app::coalesce`]), from their JSON.
-/// Only what merging needs is read out of each event (ids stay text, they are only compared),
-/// and only the last event of each run of two or more is read whole; events that merge with
-/// nothing keep the JSON they came with.
-pub fn coalesce_json(events: &[&EventJson]) -> Result<Vec<EventJson>, serde_json::Error> {
+/// Consecutive events with every run of appends merged ([`app::coalesce`]), from their JSON;
+/// `None` when nothing merges. Only what merging needs is read out of each event (ids stay text,
+/// they are only compared), and only the last event of each run of two or more is read whole;
+/// events that merge with nothing keep the JSON they came with.
+pub fn coalesce_json(events: &[&EventJson]) -> Result<Option<Vec<EventJson>>, serde_json::Error> {
+    if events.len() < 2 {
+        return Ok(None);
+    }
     let keys = events
         .iter()
         .map(|event| serde_json::from_str::<MergeKey<'_>>(&event.json))
         .collect::<Result<Vec<_>, _>>()?;
-    app::coalesce::runs_by(&keys, MergeKey::merges_onto)
-        .into_iter()
+    let runs = app::coalesce::runs_by(&keys, MergeKey::merges_onto);
+    if runs.len() == events.len() {
+        return Ok(None);
+    }
+    runs.into_iter()
         .map(|run| {
             if run.len() == 1 {
                 return Ok(events[run.start].clone());
@@ -170,10 +176,11 @@ pub fn coalesce_json(events: &[&EventJson]) -> Result<Vec<EventJson>, serde_json
                     text.push_str(piece);
                 }
             }
-            let first_seq = keys[run.start].coalesced_from.unwrap_or(keys[run.start].seq);
+            let first_seq = keys[run.start].first_seq();
             Ok(EventJson::of(&app::coalesce::merged(last, first_seq, text)))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// What [`app::coalesce::mergeable`] looks at, borrowed from an event's JSON.
@@ -203,6 +210,10 @@ struct MergeKey<'a> {
 }
 
 impl MergeKey<'_> {
+    fn first_seq(&self) -> u64 {
+        self.coalesced_from.unwrap_or(self.seq)
+    }
+
     fn is_string_append(&self) -> bool {
         self.message_id.is_some()
             && self.delta_action == Some(app::DeltaAction::Append.as_str())
@@ -214,7 +225,7 @@ impl MergeKey<'_> {
     fn merges_onto(previous: &MergeKey<'_>, next: &MergeKey<'_>) -> bool {
         previous.is_string_append()
             && next.is_string_append()
-            && next.coalesced_from.unwrap_or(next.seq) == previous.seq + 1
+            && next.first_seq() == previous.seq + 1
             && next.agent_id == previous.agent_id
             && next.kind == previous.kind
             && next.message_id == previous.message_id
@@ -665,6 +676,7 @@ mod tests {
         let json_refs: Vec<&EventJson> = json.iter().collect();
         let from_json: Vec<app::AgentEvent> = coalesce_json(&json_refs)
             .unwrap()
+            .expect("the sample merges")
             .iter()
             .map(|event| serde_json::from_str(&event.json).unwrap())
             .collect();

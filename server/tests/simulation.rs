@@ -419,8 +419,11 @@ async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
         while let Some(first) = incoming.recv().await {
             // What waits is taken together, as a socket's writer takes it.
             let mut waiting = vec![first];
-            while let Ok(message) = incoming.try_recv() {
-                waiting.push(message);
+            while waiting.len() < subscription::OUTBOUND_DRAIN_MESSAGES_MAX {
+                match incoming.try_recv() {
+                    Ok(message) => waiting.push(message),
+                    Err(_) => break,
+                }
             }
             for message in subscription::coalesce_waiting(waiting) {
                 if let Outbound::Events { .. } = message {
