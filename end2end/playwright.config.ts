@@ -1,4 +1,5 @@
 import { defineConfig } from "@playwright/test";
+import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 
@@ -16,10 +17,14 @@ export const guardedToken = "e2e-token";
 /** The port of the third server, whose scripted replies are long and unpaced (tests/fast.spec.ts). */
 export const fastPort = port + 2;
 export const fastReplyTokens = 10_000;
-const database = path.join(os.tmpdir(), `agentstream-e2e-${process.pid}-${Date.now()}.db`);
+// The servers' databases live in one directory per run, removed by global-teardown.ts. The config
+// is evaluated again in every worker; the environment carries the runner's directory to them.
+process.env.AGENTSTREAM_E2E_DIRECTORY ??= fs.mkdtempSync(path.join(os.tmpdir(), "agentstream-e2e-"));
+const database = path.join(process.env.AGENTSTREAM_E2E_DIRECTORY, "e2e.db");
 
 export default defineConfig({
   testDir: "./tests",
+  globalTeardown: "./global-teardown.ts",
   timeout: 60_000,
   expect: { timeout: 15_000 },
   fullyParallel: false,

@@ -19,6 +19,7 @@ const { chromium } = require("playwright-core");
 const { spawn } = require("node:child_process");
 const os = require("node:os");
 const path = require("node:path");
+const fs = require("node:fs");
 
 const tokens = Number(process.argv[2] ?? 20000);
 const delayMs = Number(process.argv[3] ?? 0);
@@ -50,13 +51,15 @@ async function log(agentId) {
 }
 
 (async () => {
+  // The database lives in a directory of its own, removed when the run ends.
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "agentstream-large-stream-"));
   const server = spawn(path.join(target, "release", "server"), [], {
     cwd: repository,
     env: {
       ...process.env,
       LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
       LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
-      DATABASE_URL: `sqlite://${path.join(os.tmpdir(), `agentstream-bench-${port}-${Date.now()}.db`)}`,
+      DATABASE_URL: `sqlite://${path.join(directory, "bench.db")}`,
       AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: String(delayMs),
       AGENTSTREAM_SCRIPTED_REPLY_TOKENS: String(tokens),
       RUST_LOG: "warn",
@@ -152,5 +155,7 @@ async function log(agentId) {
     process.exitCode = rendered === reply ? 0 : 1;
   } finally {
     server.kill();
+    await new Promise((resolve) => (server.exitCode !== null ? resolve() : server.once("exit", resolve)));
+    fs.rmSync(directory, { recursive: true, force: true });
   }
 })();
