@@ -425,7 +425,7 @@ async fn start_claimed_run(
     options: RunOptions,
 ) -> Result<u64, ApiError> {
     let agent_id = agent.id;
-    if let Some(running) = state.runs.active_run(agent_id) {
+    if let Some(running) = state.runs.active_run_after_ending(agent_id).await {
         return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into());
     }
     // With several servers on one database, the agent's one run slot is taken in the database

@@ -6,6 +6,7 @@
 //! client that reconnects learns it from history alone.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use app::protocol::Agent;
@@ -83,6 +84,8 @@ struct ActiveRun {
     cancel: CancellationToken,
     /// Turns true when the run's task has written its last event.
     finished: watch::Receiver<bool>,
+    /// True once the run has begun writing its end (see [`RUN_ENDING_WAIT_MS_MAX`]).
+    ending: Arc<AtomicBool>,
 }
 
 /// A cancellation that was requested: the run, and a way to wait until it has ended.
@@ -187,6 +190,7 @@ impl Runs {
         let provider = self.providers.for_agent(agent)?;
         let cancel = CancellationToken::new();
         let (finished_sender, finished) = watch::channel(false);
+        let ending = Arc::new(AtomicBool::new(false));
         {
             let mut active = self.active();
             if let Some(running) = active.get(&agent.id) {
@@ -204,6 +208,7 @@ impl Runs {
                     run_id,
                     cancel: cancel.clone(),
                     finished,
+                    ending: ending.clone(),
                 },
             );
         }
@@ -240,6 +245,7 @@ impl Runs {
             limits: self.limits,
             events_written: 0,
             over_limit: false,
+            ending: ending.clone(),
         };
         let iterations_max = options
             .iterations_max
@@ -248,6 +254,7 @@ impl Runs {
         let agent_id = agent.id;
         tokio::spawn(async move {
             if let Err(error) = run.execute(request, iterations_max, options).await {
+                ending.store(true, Ordering::Release);
                 tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
                 end_after_store_failure(store.as_ref(), &writer, agent_id, run_id, &error).await;
             }
@@ -287,6 +294,23 @@ impl Runs {
         self.active().get(&agent_id).map(|run| run.run_id)
     }
 
+    /// The run in progress for `agent_id`, if any, once a run that is writing its end has let
+    /// go of the agent (waiting [`RUN_ENDING_WAIT_MS_MAX`] at most): what a request to start the
+    /// next run asks.
+    pub async fn active_run_after_ending(&self, agent_id: Uuid) -> Option<Uuid> {
+        let mut finished = {
+            let active = self.active();
+            let run = active.get(&agent_id)?;
+            if !run.ending.load(Ordering::Acquire) {
+                return Some(run.run_id);
+            }
+            run.finished.clone()
+        };
+        let wait = std::time::Duration::from_millis(RUN_ENDING_WAIT_MS_MAX);
+        let _ = tokio::time::timeout(wait, finished.wait_for(|finished| *finished)).await;
+        self.active_run(agent_id)
+    }
+
     /// Every run this process is executing.
     pub fn active_run_ids(&self) -> Vec<Uuid> {
         self.active().values().map(|run| run.run_id).collect()
@@ -298,6 +322,11 @@ impl Runs {
 pub const RUN_END_WRITE_ATTEMPTS_MAX: u32 = 8;
 /// The first of those attempts waits this long after the failure; each further one twice as long.
 const RUN_END_WRITE_DELAY_INITIAL_MS: u64 = 10;
+/// How long a request to start a run waits, at most, for the agent's previous run to let go of
+/// the agent once that run is writing its end. Subscribers see the end as soon as it commits,
+/// before the run's task has answered and left; a client that sends the next message right then
+/// waits this long rather than get `run_in_progress`. Past it, the answer is 409 as for any run.
+pub const RUN_ENDING_WAIT_MS_MAX: u64 = 2_000;
 
 /// Ends a run whose events the log refused, from what of it the log holds: an error result for
 /// each tool call still unanswered, an `error` and a `run_failed` (`store_error`), so clients are
@@ -375,6 +404,8 @@ struct Run {
     events_written: u64,
     /// True once `limits.events_max` was reached: only closing events are written from then on.
     over_limit: bool,
+    /// Set just before the run's end is written, for [`Runs::active_run_after_ending`].
+    ending: Arc<AtomicBool>,
 }
 
 /// How one LLM call ended.
@@ -584,6 +615,7 @@ impl Run {
         // Everything before the end is committed first: if any of it failed, the end is not in
         // the log yet and the caller writes a `run_failed` instead — never two ends.
         self.flush().await?;
+        self.ending.store(true, Ordering::Release);
         self.writer.append(self.agent_id, vec![end]).await.map(|_| ())
     }
 

@@ -265,3 +265,44 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
     ));
     assert_eq!(server.all_events(agent_id).await.last().unwrap().kind, EventKind::RunCancelled);
 }
+
+/// A client that sees a run end and sends the next message at once is served, not told the
+/// agent is busy: the end reaches subscribers before the run's task lets go of the agent, so the
+/// next start waits for that instead of answering 409. Several agents at once on a runtime of
+/// two threads, so the run's task is sometimes not the next to run after the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_message_right_after_a_run_end_starts_a_run() {
+    const AGENTS: usize = 6;
+    const TURNS: usize = 40;
+    let server = std::sync::Arc::new(TestServer::start_paced(3, 0).await);
+    let mut conversations = Vec::new();
+    for _ in 0..AGENTS {
+        let server = server.clone();
+        conversations.push(tokio::spawn(async move {
+            let agent_id = server.create_agent().await;
+            let mut client = server.connect().await;
+            client.subscribe(agent_id, 0).await;
+            for turn in 0..TURNS {
+                let response = server
+                    .http
+                    .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+                    .json(&json!({ "content": format!("/echo turn {turn}") }))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = response.status();
+                let body = response.text().await.unwrap();
+                assert_eq!(status, 202, "turn {turn}, sent as soon as the last run ended: {body}");
+                let (events, _) = client.receive_until_run_end().await;
+                assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted, "turn {turn}");
+            }
+            let log = server.all_events(agent_id).await;
+            assert_contiguous(&log, 1);
+            let ends = log.iter().filter(|event| event.kind == EventKind::RunCompleted).count();
+            assert_eq!(ends, TURNS, "one end per turn");
+        }));
+    }
+    for conversation in conversations {
+        conversation.await.unwrap();
+    }
+}
