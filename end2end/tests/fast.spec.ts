@@ -1,4 +1,4 @@
-import { expect, test } from "@playwright/test";
+import { expect, Request, test } from "@playwright/test";
 import { fastPort, fastReplyTokens } from "../playwright.config";
 import { createAgent, openLive, send, serverReplies, waitForCompletion } from "./helpers";
 
@@ -36,4 +36,52 @@ test("a live view that falls behind a fast stream gets merged appends and the ex
   // the seqs they stand for.
   expect(received.merged).toBeGreaterThan(0);
   expect(received.events).toBeLessThan(received.seqs);
+});
+
+test("a view that was offline while a long reply was written catches up over REST, pages at once", async ({
+  page,
+  context,
+  request,
+}) => {
+  const agentId = await createAgent(request, "away");
+  await openLive(page, agentId);
+
+  // The log pages the view reads over REST after it comes back, and how many were in flight at
+  // once (the view reads the pages after the first several at a time: their cursors are known).
+  let tracking = false;
+  const inFlight = new Set<Request>();
+  const pages: string[] = [];
+  let mostInFlight = 0;
+  page.on("request", (request) => {
+    if (!tracking || !/\/v1\/agents\/[^/]+\/events\?/.test(request.url())) return;
+    pages.push(request.url());
+    inFlight.add(request);
+    mostInFlight = Math.max(mostInFlight, inFlight.size);
+  });
+  page.on("requestfinished", (request) => inFlight.delete(request));
+  page.on("requestfailed", (request) => inFlight.delete(request));
+
+  await context.setOffline(true);
+  await expect(page.locator(".connection")).not.toHaveAttribute("data-state", "live");
+  const started = await request.post(`/v1/agents/${agentId}/runs`, {
+    data: { content: "write while the reader is away" },
+  });
+  expect(started.status()).toBe(202);
+  await expect
+    .poll(async () => ((await serverReplies(request, agentId))[0] ?? "").split(" ").length, {
+      timeout: 30_000,
+    })
+    .toBeGreaterThanOrEqual(fastReplyTokens);
+
+  tracking = true;
+  await context.setOffline(false);
+  await waitForCompletion(page);
+  const [serverText] = await serverReplies(request, agentId);
+  await expect(page.locator(".message.kind-text .body")).toHaveText(serverText);
+  await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
+
+  // Over 10 000 events behind: at least ten pages of 1 000, merged, several in flight at once.
+  expect(pages.length).toBeGreaterThanOrEqual(10);
+  expect(pages.every((url) => url.includes("coalesce=true"))).toBe(true);
+  expect(mostInFlight).toBeGreaterThan(1);
 });
