@@ -205,3 +205,32 @@ async fn an_oversized_websocket_frame_closes_only_that_socket() {
     bystander.send(&ClientMessage::Ping { nonce: None }).await;
     assert_eq!(bystander.receive().await, ServerMessage::Pong { nonce: None });
 }
+
+/// A number the client sends comes back as the same number, even one with more digits than a
+/// double holds: it is read to the nearest double (serde_json's exact float parsing), not one
+/// unit off, so it also serializes back to what it was parsed from.
+#[tokio::test]
+async fn a_ping_nonce_comes_back_as_the_number_sent() {
+    let server = TestServer::start().await;
+    let mut client = server.connect().await;
+    let sent = format!("4{}2", "6".repeat(61));
+    let ping = format!(r#"{{"type":"ping","nonce":{sent}}}"#);
+    futures::SinkExt::send(&mut client.stream, Message::Text(ping.into())).await.unwrap();
+    let pong = loop {
+        let frame = tokio::time::timeout(common::WAIT_MAX, futures::StreamExt::next(&mut client.stream))
+            .await
+            .expect("no pong")
+            .expect("the socket closed")
+            .expect("a socket error");
+        if let Message::Text(text) = frame {
+            break text.to_string();
+        }
+    };
+    let nonce = pong
+        .split(r#""nonce":"#)
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .unwrap_or_else(|| panic!("no nonce in {pong}"));
+    // `str::parse` rounds correctly: both sides name the same double only if nothing drifted.
+    assert_eq!(nonce.parse::<f64>().unwrap(), sent.parse::<f64>().unwrap(), "pong: {pong}");
+}
