@@ -215,17 +215,8 @@ async fn a_ping_nonce_comes_back_as_the_number_sent() {
     let mut client = server.connect().await;
     let sent = format!("4{}2", "6".repeat(61));
     let ping = format!(r#"{{"type":"ping","nonce":{sent}}}"#);
-    futures::SinkExt::send(&mut client.stream, Message::Text(ping.into())).await.unwrap();
-    let pong = loop {
-        let frame = tokio::time::timeout(common::WAIT_MAX, futures::StreamExt::next(&mut client.stream))
-            .await
-            .expect("no pong")
-            .expect("the socket closed")
-            .expect("a socket error");
-        if let Message::Text(text) = frame {
-            break text.to_string();
-        }
-    };
+    client.send_raw(Message::Text(ping.into())).await;
+    let pong = client.receive_text().await;
     let nonce = pong
         .split(r#""nonce":"#)
         .nth(1)

@@ -239,6 +239,12 @@ impl WsClient {
 
     /// The next server message; fails the test after [`WAIT_MAX`].
     pub async fn receive(&mut self) -> ServerMessage {
+        let text = self.receive_text().await;
+        serde_json::from_str(&text).unwrap_or_else(|error| panic!("unreadable frame {text}: {error}"))
+    }
+
+    /// The next text frame as sent, unparsed; fails the test after [`WAIT_MAX`].
+    pub async fn receive_text(&mut self) -> String {
         loop {
             let frame = tokio::time::timeout(WAIT_MAX, self.stream.next())
                 .await
@@ -246,10 +252,7 @@ impl WsClient {
                 .expect("the socket closed")
                 .expect("the socket failed");
             match frame {
-                Message::Text(text) => {
-                    return serde_json::from_str(text.as_str())
-                        .unwrap_or_else(|error| panic!("unreadable frame {text}: {error}"))
-                }
+                Message::Text(text) => return text.to_string(),
                 Message::Ping(_) | Message::Pong(_) => continue,
                 other => panic!("unexpected frame {other:?}"),
             }
