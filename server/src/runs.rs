@@ -568,6 +568,11 @@ impl Run {
                             })
                             .collect(),
                     });
+                    // Write-ahead for tools: a tool's effects begin only once its call (input
+                    // and `ready`) is committed. A crash mid-tool then leaves the call in the log
+                    // for recovery to answer, and no reader sees a tool's progress or result
+                    // arrive before the call it belongs to was visible.
+                    self.flush().await?;
                     let results = self.run_tools(calls).await?;
                     request.messages.extend(results);
                     if self.cancel.is_cancelled() {
