@@ -32,6 +32,8 @@
 //! workload and the faults, not every interleaving; a timing-dependent failure shows up within a
 //! few repeats rather than on the first.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,13 +42,13 @@ use std::time::Duration;
 use agentstream_server::config::Config;
 use agentstream_server::runs::RunOptions;
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{AppendBatch, EventJson, NewAgent, Store, StoreError};
+use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
 use agentstream_server::subscription::{Form, Outbound};
 use agentstream_server::{api, subscription, AppState};
-use app::protocol::Agent;
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
 use async_trait::async_trait;
+use common::hooked_store::{HookedStore, Hooks, Read};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -119,82 +121,40 @@ fn injected(what: &str) -> StoreError {
     StoreError::Unavailable(format!("injected fault: {what}"))
 }
 
-/// The SQLite store with faults at its boundary. A failed append fails before the transaction
+/// Faults at the SQLite store's boundary. A failed append fails before the transaction
 /// commits, as a full disk or a lost lock would.
-struct FaultyStore {
-    inner: SqliteStore,
-    faults: Arc<Faults>,
-}
-
 #[async_trait]
-impl Store for FaultyStore {
-    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.inner.create_agent(agent).await
-    }
-    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
-        self.inner.list_agents(limit).await
-    }
-    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        self.inner.get_agent(agent_id).await
-    }
-    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
-        self.inner.delete_agent(agent_id).await
-    }
-    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
-        if self.faults.flip(self.faults.read_fail_per_mille) {
-            return Err(injected("head read"));
+impl Hooks for Arc<Faults> {
+    fn before_read(&self, read: Read) -> Result<(), StoreError> {
+        if self.flip(self.read_fail_per_mille) {
+            return Err(injected(match read {
+                Read::Head => "head read",
+                Read::Log => "log read",
+                Read::ById => "read by id",
+            }));
         }
-        self.inner.head_seq(agent_id).await
+        Ok(())
     }
-    async fn read_events(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
-        if self.faults.flip(self.faults.read_fail_per_mille) {
-            return Err(injected("log read"));
-        }
-        self.inner.read_events(agent_id, since, limit).await
-    }
-    async fn read_events_json(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<EventJson>, StoreError> {
-        if self.faults.flip(self.faults.read_fail_per_mille) {
-            return Err(injected("log read"));
-        }
-        self.inner.read_events_json(agent_id, since, limit).await
-    }
-    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.run_outline(run_id).await
-    }
-    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
-        self.inner.claim_run_key(agent_id, key, run_id).await
-    }
-    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
-        self.inner.release_run_key(agent_id, key).await
-    }
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.unfinished_runs().await
-    }
-    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
-        self.inner.release_unstarted_run_keys().await
-    }
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-        if self.faults.flip(self.faults.read_fail_per_mille) {
-            return Err(injected("read by id"));
-        }
-        self.inner.events_by_id(ids).await
-    }
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        let delay = self.faults.delay();
+    async fn before_append(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
+        let delay = self.delay();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        if self.faults.flip(self.faults.append_fail_per_mille) {
+        if self.flip(self.append_fail_per_mille) {
             return Err(injected("append"));
         }
-        let committed = self.inner.append(batches).await?;
-        if self.faults.flip(self.faults.lost_ack_per_mille) {
+        Ok(())
+    }
+    fn after_commit(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
+        if self.flip(self.lost_ack_per_mille) {
             // Committed, but the answer never arrived (a connection that broke after COMMIT).
             return Err(injected("the commit's answer was lost"));
         }
-        Ok(committed)
+        Ok(())
     }
 }
+
+type FaultyStore = HookedStore<Arc<Faults>>;
 
 /// What one run of the workload does.
 #[derive(Clone, Debug)]
@@ -356,7 +316,7 @@ fn config(plan: &Plan, database_url: &str) -> Config {
 async fn open(plan: &Plan, database_url: &str, faults: &Arc<Faults>) -> AppState {
     for _ in 0..50 {
         let inner = SqliteStore::open(database_url).await.expect("the database opens");
-        let store: Arc<dyn Store> = Arc::new(FaultyStore { inner, faults: faults.clone() });
+        let store: Arc<dyn Store> = Arc::new(FaultyStore { inner, hooks: faults.clone() });
         match AppState::open_with_store(&config(plan, database_url), store).await {
             Ok(state) => return state,
             Err(error) => {

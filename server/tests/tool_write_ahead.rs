@@ -7,36 +7,32 @@
 //! died meanwhile; readers would also see its result arrive right behind a call that had been
 //! invisible for as long as the tool ran.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentstream_server::config::Config;
 use agentstream_server::runs::RunOptions;
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{AppendBatch, EventJson, NewAgent, Store, StoreError};
+use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
 use agentstream_server::{api, AppState};
-use app::protocol::Agent;
-use app::{AgentEvent, EventKind};
+use app::EventKind;
 use async_trait::async_trait;
-use uuid::Uuid;
+use common::hooked_store::{HookedStore, Hooks};
 
 /// How long the commit of a tool call's `ready` event is held back: longer than the tool runs.
 const READY_COMMIT_STALL_MS: u64 = 1_500;
 /// The `slow` tool's run time in the test.
 const TOOL_SECONDS: u64 = 1;
 
+/// What the store saw, and when.
 #[derive(Default)]
 struct Seen {
     /// When the append holding the call's `ready` event returned (it is committed from then).
     ready_committed: Option<Instant>,
     /// When the tool's result was handed to the store.
     result_submitted: Option<Instant>,
-}
-
-/// The SQLite store, with the append that holds a tool call's `ready` event stalled.
-struct StallingStore {
-    inner: SqliteStore,
-    seen: Arc<Mutex<Seen>>,
 }
 
 fn is_ready(batch: &AppendBatch) -> bool {
@@ -47,63 +43,26 @@ fn is_ready(batch: &AppendBatch) -> bool {
     })
 }
 
+/// Stalls the append that holds a tool call's `ready` event, and notes the times.
 #[async_trait]
-impl Store for StallingStore {
-    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.inner.create_agent(agent).await
-    }
-    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
-        self.inner.list_agents(limit).await
-    }
-    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        self.inner.get_agent(agent_id).await
-    }
-    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
-        self.inner.delete_agent(agent_id).await
-    }
-    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
-        self.inner.head_seq(agent_id).await
-    }
-    async fn read_events(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.read_events(agent_id, since, limit).await
-    }
-    async fn read_events_json(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<EventJson>, StoreError> {
-        self.inner.read_events_json(agent_id, since, limit).await
-    }
-    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.run_outline(run_id).await
-    }
-    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
-        self.inner.claim_run_key(agent_id, key, run_id).await
-    }
-    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
-        self.inner.release_run_key(agent_id, key).await
-    }
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.unfinished_runs().await
-    }
-    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
-        self.inner.release_unstarted_run_keys().await
-    }
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.events_by_id(ids).await
-    }
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        let ready = batches.iter().any(is_ready);
+impl Hooks for Arc<Mutex<Seen>> {
+    async fn before_append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let result = batches
             .iter()
             .any(|batch| batch.drafts.iter().any(|draft| draft.kind == EventKind::ToolResult));
         if result {
-            self.seen.lock().unwrap().result_submitted.get_or_insert_with(Instant::now);
+            self.lock().unwrap().result_submitted.get_or_insert_with(Instant::now);
         }
-        if ready {
+        if batches.iter().any(is_ready) {
             tokio::time::sleep(Duration::from_millis(READY_COMMIT_STALL_MS)).await;
         }
-        let committed = self.inner.append(batches).await?;
-        if ready {
-            self.seen.lock().unwrap().ready_committed.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+    fn after_commit(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
+        if batches.iter().any(is_ready) {
+            self.lock().unwrap().ready_committed.get_or_insert_with(Instant::now);
         }
-        Ok(committed)
+        Ok(())
     }
 }
 
@@ -117,7 +76,7 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
     };
     let seen = Arc::new(Mutex::new(Seen::default()));
     let inner = SqliteStore::open(&database_url).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(StallingStore { inner, seen: seen.clone() });
+    let store: Arc<dyn Store> = Arc::new(HookedStore { inner, hooks: seen.clone() });
     let state = AppState::open_with_store(&config, store).await.unwrap();
     let agent = state.store.create_agent(NewAgent::default()).await.unwrap();
 

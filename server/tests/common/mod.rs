@@ -5,6 +5,7 @@
 //! server: the same suite runs against both backends.
 #![allow(dead_code)]
 
+pub mod hooked_store;
 pub mod processes;
 
 use std::path::PathBuf;

@@ -1,0 +1,93 @@
+//! The real SQLite store with hooks at its boundary: the seam where tests inject faults
+//! (failed or slow appends, lost commit answers, failed reads) and observe commits.
+
+use agentstream_server::store::sqlite::SqliteStore;
+use agentstream_server::store::{AppendBatch, EventJson, NewAgent, Store, StoreError};
+use app::protocol::Agent;
+use app::AgentEvent;
+use async_trait::async_trait;
+use uuid::Uuid;
+
+/// Which log read a [`Hooks::before_read`] is asked about.
+#[derive(Clone, Copy, Debug)]
+pub enum Read {
+    Head,
+    Log,
+    ById,
+}
+
+/// What a test does at the store's boundary. Each hook's default lets the call through.
+#[async_trait]
+pub trait Hooks: Send + Sync + 'static {
+    /// Before a log read (head, catch-up page, look-up by id); an error fails the read.
+    fn before_read(&self, _read: Read) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Before an append reaches the database; an error fails it before anything commits.
+    async fn before_append(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// After an append committed; an error is what the caller hears instead of the commit's
+    /// answer (as when a connection breaks after COMMIT).
+    fn after_commit(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+pub struct HookedStore<H> {
+    pub inner: SqliteStore,
+    pub hooks: H,
+}
+
+#[async_trait]
+impl<H: Hooks> Store for HookedStore<H> {
+    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+        self.inner.create_agent(agent).await
+    }
+    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
+        self.inner.list_agents(limit).await
+    }
+    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+        self.inner.get_agent(agent_id).await
+    }
+    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+        self.inner.delete_agent(agent_id).await
+    }
+    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
+        self.hooks.before_read(Read::Head)?;
+        self.inner.head_seq(agent_id).await
+    }
+    async fn read_events(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
+        self.hooks.before_read(Read::Log)?;
+        self.inner.read_events(agent_id, since, limit).await
+    }
+    async fn read_events_json(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<EventJson>, StoreError> {
+        self.hooks.before_read(Read::Log)?;
+        self.inner.read_events_json(agent_id, since, limit).await
+    }
+    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+        self.inner.run_outline(run_id).await
+    }
+    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
+        self.inner.claim_run_key(agent_id, key, run_id).await
+    }
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+        self.inner.release_run_key(agent_id, key).await
+    }
+    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+        self.inner.unfinished_runs().await
+    }
+    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+        self.inner.release_unstarted_run_keys().await
+    }
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        self.hooks.before_read(Read::ById)?;
+        self.inner.events_by_id(ids).await
+    }
+    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        self.hooks.before_append(batches).await?;
+        let committed = self.inner.append(batches).await?;
+        self.hooks.after_commit(batches)?;
+        Ok(committed)
+    }
+}
