@@ -568,11 +568,6 @@ impl Run {
                             })
                             .collect(),
                     });
-                    // Write-ahead for tools: a tool's effects begin only once its call (input
-                    // and `ready`) is committed. A crash mid-tool then leaves the call in the log
-                    // for recovery to answer, and no reader sees a tool's progress or result
-                    // arrive before the call it belongs to was visible.
-                    self.flush().await?;
                     let results = self.run_tools(calls).await?;
                     request.messages.extend(results);
                     if self.cancel.is_cancelled() {
@@ -894,10 +889,15 @@ impl Run {
 
     /// Runs the calls of one step concurrently, each on its own task; writes their progress and
     /// exactly one result per call; returns the results for the next LLM call.
+    ///
+    /// Write-ahead for tools: no tool starts before everything emitted so far (the calls'
+    /// input and `ready`) is committed. A crash while a tool works then leaves its call in the
+    /// log for recovery to answer, and the call is visible for as long as its tool runs.
     async fn run_tools(
         &mut self,
         calls: Vec<PendingCall>,
     ) -> Result<Vec<ConversationMessage>, AppendError> {
+        self.flush().await?;
         let (updates, mut incoming) = mpsc::channel::<(usize, ToolUpdate)>(TOOL_UPDATES_QUEUE_MAX);
         let mut tasks = Vec::with_capacity(calls.len());
         for (index, call) in calls.iter().enumerate() {

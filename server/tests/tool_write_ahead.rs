@@ -4,8 +4,7 @@
 //! commit of the call's `ready` event is held back, as a disk or a database in a checkpoint stall
 //! holds it back. A tool that started before that commit would have done its work (and, for a
 //! tool with effects, changed the world) with no trace of its call in the log if the process
-//! died meanwhile; readers would also see its result arrive right behind a call that had been
-//! invisible for as long as the tool ran.
+//! died meanwhile, and readers would not see the call until the tool was nearly done.
 
 mod common;
 
@@ -82,7 +81,7 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
 
     let content = format!("/tools slow {TOOL_SECONDS}");
     let started = api::start_run(&state, agent.id, content, None, RunOptions::default()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + common::WAIT_MAX;
     while state.runs.active_run(agent.id) == Some(started.run_id) {
         assert!(Instant::now() < deadline, "the run did not end");
         tokio::time::sleep(Duration::from_millis(10)).await;
