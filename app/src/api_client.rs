@@ -114,11 +114,14 @@ pub async fn load_history(agent_id: Uuid) -> Result<crate::history::AgentHistory
 
 /// Asks the server to cancel the agent's running run; answers once it has ended.
 pub async fn cancel_run(agent_id: Uuid) -> Result<crate::protocol::CancelResponse, String> {
-    let response = Request::post(&format!("{}/v1/agents/{agent_id}/messages/cancel", origin()))
-        .json(&crate::protocol::CancelRequest::default())
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
+    let response = Request::post(&format!(
+        "{}/v1/agents/{agent_id}/messages/cancel",
+        origin()
+    ))
+    .json(&crate::protocol::CancelRequest::default())
+    .map_err(network)?
+    .send()
+    .await
+    .map_err(network)?;
     decode(response).await
 }

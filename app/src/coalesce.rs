@@ -71,7 +71,13 @@ pub fn merge(run: &[AgentEvent]) -> AgentEvent {
     };
     let mut text = String::with_capacity(
         run.iter()
-            .map(|event| event.delta.as_ref().and_then(Value::as_str).map_or(0, str::len))
+            .map(|event| {
+                event
+                    .delta
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len)
+            })
             .sum(),
     );
     for event in run {
@@ -182,14 +188,32 @@ mod tests {
             append(15, 9, "h"),
         ];
         let merged = coalesce(&events);
-        let shape: Vec<(u64, u64)> = merged.iter().map(|event| (event.first_seq(), event.seq)).collect();
+        let shape: Vec<(u64, u64)> = merged
+            .iter()
+            .map(|event| (event.first_seq(), event.seq))
+            .collect();
         assert_eq!(
             shape,
-            vec![(1, 2), (3, 3), (4, 4), (5, 5), (6, 6), (7, 7), (8, 8), (9, 9), (10, 10), (11, 11), (12, 12), (14, 15)]
+            vec![
+                (1, 2),
+                (3, 3),
+                (4, 4),
+                (5, 5),
+                (6, 6),
+                (7, 7),
+                (8, 8),
+                (9, 9),
+                (10, 10),
+                (11, 11),
+                (12, 12),
+                (14, 15)
+            ]
         );
         assert_eq!(merged[0].delta, Some(json!("ab")));
         assert_eq!(merged.last().unwrap().delta, Some(json!("gh")));
-        assert!(merged[1..11].iter().all(|event| event.coalesced_from.is_none()));
+        assert!(merged[1..11]
+            .iter()
+            .all(|event| event.coalesced_from.is_none()));
     }
 
     #[test]

@@ -161,9 +161,13 @@ impl DeltaAction {
     }
 
     pub fn parse(name: &str) -> Option<DeltaAction> {
-        [DeltaAction::Append, DeltaAction::Replace, DeltaAction::Merge]
-            .into_iter()
-            .find(|action| action.as_str() == name)
+        [
+            DeltaAction::Append,
+            DeltaAction::Replace,
+            DeltaAction::Merge,
+        ]
+        .into_iter()
+        .find(|action| action.as_str() == name)
     }
 }
 
@@ -176,15 +180,28 @@ mod tests {
     #[test]
     fn kind_names_round_trip() {
         for kind in EventKind::KNOWN.into_iter().chain([EventKind::Other]) {
-            assert_eq!(serde_json::to_value(kind).unwrap(), Value::String(kind.as_str().into()));
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                Value::String(kind.as_str().into())
+            );
         }
         for kind in EventKind::KNOWN {
             assert_eq!(EventKind::parse(kind.as_str()), kind);
-            assert_eq!(serde_json::from_value::<EventKind>(kind.as_str().into()).unwrap(), kind);
+            assert_eq!(
+                serde_json::from_value::<EventKind>(kind.as_str().into()).unwrap(),
+                kind
+            );
         }
         assert_eq!(EventKind::parse("kind_from_the_future"), EventKind::Other);
-        for action in [DeltaAction::Append, DeltaAction::Replace, DeltaAction::Merge] {
-            assert_eq!(serde_json::to_value(action).unwrap(), Value::String(action.as_str().into()));
+        for action in [
+            DeltaAction::Append,
+            DeltaAction::Replace,
+            DeltaAction::Merge,
+        ] {
+            assert_eq!(
+                serde_json::to_value(action).unwrap(),
+                Value::String(action.as_str().into())
+            );
             assert_eq!(DeltaAction::parse(action.as_str()), Some(action));
         }
         assert_eq!(DeltaAction::parse("prepend"), None);

@@ -191,7 +191,9 @@ mod client {
     /// Wakes the connection loop when the browser goes offline or comes back online.
     fn network_changes() -> (mpsc::Receiver<bool>, NetworkListeners) {
         let (sender, receiver) = mpsc::channel(NETWORK_CHANGES_QUEUE_MAX);
-        let mut listeners = NetworkListeners { callbacks: Vec::new() };
+        let mut listeners = NetworkListeners {
+            callbacks: Vec::new(),
+        };
         if let Some(window) = web_sys::window() {
             for (name, online) in [("online", true), ("offline", false)] {
                 let mut sender = sender.clone();
@@ -212,11 +214,7 @@ mod client {
             .unwrap_or(true)
     }
 
-    pub(super) async fn follow(
-        agent_id: Uuid,
-        signals: Signals,
-        mut stop: oneshot::Receiver<()>,
-    ) {
+    pub(super) async fn follow(agent_id: Uuid, signals: Signals, mut stop: oneshot::Receiver<()>) {
         let buffer = FrameBuffer::new(signals.timeline);
         // Dropped when this function returns: the view is gone, its listeners go too.
         let (mut network, _listeners) = network_changes();

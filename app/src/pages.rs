@@ -174,7 +174,9 @@ fn with_history<V: IntoView + 'static>(
 fn AgentPage() -> impl IntoView {
     let agent_id = route_agent_id();
     move || match agent_id() {
-        Some(agent_id) => with_history(agent_id, |history| view! { <LiveView history/> }).into_any(),
+        Some(agent_id) => {
+            with_history(agent_id, |history| view! { <LiveView history/> }).into_any()
+        }
         None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
     }
 }
@@ -422,7 +424,10 @@ fn BlockView(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
             if run.thread_ids.len() < 2 {
                 return None;
             }
-            let position = run.thread_ids.iter().position(|id| Some(*id) == block.thread_id)?;
+            let position = run
+                .thread_ids
+                .iter()
+                .position(|id| Some(*id) == block.thread_id)?;
             Some(format!("thread {}", position + 1))
         })
     };

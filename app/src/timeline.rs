@@ -42,7 +42,10 @@ pub struct TimelineMessage {
 impl TimelineMessage {
     /// The text of text-like messages (`content.text`), or "" when there is none.
     pub fn text(&self) -> &str {
-        self.content.get("text").and_then(Value::as_str).unwrap_or("")
+        self.content
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 }
 
@@ -159,8 +162,7 @@ impl Timeline {
     pub fn tool_result(&self, tool_call_id: &str) -> Option<&TimelineMessage> {
         self.messages.iter().find(|message| {
             message.kind == EventKind::ToolResult
-                && message.content.get("tool_call_id").and_then(Value::as_str)
-                    == Some(tool_call_id)
+                && message.content.get("tool_call_id").and_then(Value::as_str) == Some(tool_call_id)
         })
     }
 
@@ -240,7 +242,11 @@ impl Timeline {
     }
 
     fn fold(&mut self, event: AgentEvent) {
-        debug_assert_eq!(event.first_seq(), self.last_seq + 1, "the fold applies seqs in order");
+        debug_assert_eq!(
+            event.first_seq(),
+            self.last_seq + 1,
+            "the fold applies seqs in order"
+        );
         self.last_seq = event.seq;
         match event.kind {
             EventKind::RunStarted
@@ -342,7 +348,8 @@ impl Timeline {
                     last_seq: event.seq,
                     raw: None,
                 });
-                self.message_index.insert(message_id, self.messages.len() - 1);
+                self.message_index
+                    .insert(message_id, self.messages.len() - 1);
                 let block = &mut self.blocks[self.block_index[&block_id]];
                 block.message_ids.push(message_id);
                 self.messages.len() - 1

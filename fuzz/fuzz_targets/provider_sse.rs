@@ -12,9 +12,12 @@ use libfuzzer_sys::fuzz_target;
 
 fn run(parser: &mut dyn SseParser, data: &[u8]) {
     // The first byte picks the chunk size, so the framing is tested at every split.
-    let Some((&split, body)) = data.split_first() else { return };
+    let Some((&split, body)) = data.split_first() else {
+        return;
+    };
     let chunk = usize::from(split % 64) + 1;
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body.chunks(chunk).map(|piece| Ok(piece.to_vec())).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        body.chunks(chunk).map(|piece| Ok(piece.to_vec())).collect();
     let mut events = futures::stream::iter(chunks).eventsource();
     futures::executor::block_on(async {
         while let Some(event) = events.next().await {

@@ -81,18 +81,32 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("data/bench"));
     std::fs::create_dir_all(&directory).expect("the bench directory can be created");
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(run(&directory, &sizes, smoke));
 }
 
 async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
-    println!("agentstream-bench{} on {}", if smoke { " (smoke)" } else { "" }, directory.display());
+    println!(
+        "agentstream-bench{} on {}",
+        if smoke { " (smoke)" } else { "" },
+        directory.display()
+    );
     let fsync = fsync_rate(directory, sizes.fsync_seconds);
     let fsyncs = fsync.per_second;
-    println!("{:<66} {:>12.0} /s", "fsync (4 KiB write + fdatasync), the physical limit", fsyncs);
+    println!(
+        "{:<66} {:>12.0} /s",
+        "fsync (4 KiB write + fdatasync), the physical limit", fsyncs
+    );
     println!(
         "{:<66} {:>12.2} ms / {:.2} ms / {:.2} ms / {:.1} ms",
-        "  one fsync: p50 / p99 / p99.9 / max (the disk's own stalls)", fsync.p50_ms, fsync.p99_ms, fsync.p999_ms, fsync.max_ms
+        "  one fsync: p50 / p99 / p99.9 / max (the disk's own stalls)",
+        fsync.p50_ms,
+        fsync.p99_ms,
+        fsync.p999_ms,
+        fsync.max_ms
     );
     let baseline = seed_design(directory, sizes.baseline_events).await;
     println!(
@@ -102,31 +116,49 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     let path = directory.join("engine.db");
     remove_database(&path);
     let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap(),
+        SqliteStore::open(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap(),
     );
     let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
     remove_database(&path);
     settle_disk();
     engine.print("", sizes.agents, baseline);
-    println!("{:<66} {:>12.1} events", "  events per fsync (group commit)", engine.events_per_second / fsyncs);
+    println!(
+        "{:<66} {:>12.1} events",
+        "  events per fsync (group commit)",
+        engine.events_per_second / fsyncs
+    );
 
     let sqlite_url = |name: &str| {
         let path = directory.join(format!("{name}.db"));
         remove_database(&path);
         format!("sqlite://{}", path.display())
     };
-    report_live("", &sqlite_url("streams"), &sqlite_url("gap"), Some(&sqlite_url("slow")), sizes).await;
+    report_live(
+        "",
+        &sqlite_url("streams"),
+        &sqlite_url("gap"),
+        Some(&sqlite_url("slow")),
+        sizes,
+    )
+    .await;
     match live::idle_memory(directory, sizes.idle_sockets).await {
         Some((sockets, bytes_each)) => println!(
             "{:<66} {:>12.1} KB each",
             format!("{sockets} idle subscribed WebSockets, server memory"),
             bytes_each / 1024.0
         ),
-        None => println!("{:<66} {:>12}", "idle WebSockets: no release server binary to run", "skipped"),
+        None => println!(
+            "{:<66} {:>12}",
+            "idle WebSockets: no release server binary to run", "skipped"
+        ),
     }
     match std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL") {
         Ok(admin) if !admin.trim().is_empty() => postgres(&admin, sizes, baseline).await,
-        _ => println!("PostgreSQL: skipped (set AGENTSTREAM_BENCH_POSTGRES_URL, or run scripts/bench.sh)"),
+        _ => println!(
+            "PostgreSQL: skipped (set AGENTSTREAM_BENCH_POSTGRES_URL, or run scripts/bench.sh)"
+        ),
     }
 }
 
@@ -134,9 +166,16 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
 async fn create_postgres_database(admin: &str, name: &str) -> String {
     use sqlx::Connection;
     let name = format!("agentstream_bench_{name}_{}", Uuid::new_v4().simple());
-    let mut connection = sqlx::PgConnection::connect(admin).await.expect("PostgreSQL answers");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut connection).await.unwrap();
-    let (server, _) = admin.rsplit_once('/').expect("a database URL ends in /<database>");
+    let mut connection = sqlx::PgConnection::connect(admin)
+        .await
+        .expect("PostgreSQL answers");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let (server, _) = admin
+        .rsplit_once('/')
+        .expect("a database URL ends in /<database>");
     format!("{server}/{name}")
 }
 
@@ -144,7 +183,9 @@ async fn create_postgres_database(admin: &str, name: &str) -> String {
 /// the server was told otherwise).
 async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
     use sqlx::Connection;
-    let mut connection = sqlx::PgConnection::connect(admin).await.expect("PostgreSQL answers");
+    let mut connection = sqlx::PgConnection::connect(admin)
+        .await
+        .expect("PostgreSQL answers");
     let settings: (String, String, String) = sqlx::query_as(
         "SELECT current_setting('server_version'), current_setting('fsync'), \
          current_setting('synchronous_commit')",
@@ -156,11 +197,20 @@ async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
         "PostgreSQL {} on loopback (fsync={}, synchronous_commit={})",
         settings.0, settings.1, settings.2
     );
-    let baseline = seed_design_postgres(&create_postgres_database(admin, "baseline").await, sizes.baseline_events).await;
-    println!("{:<66} {:>12.0} events/s", "postgres baseline: one transaction per event", baseline);
+    let baseline = seed_design_postgres(
+        &create_postgres_database(admin, "baseline").await,
+        sizes.baseline_events,
+    )
+    .await;
+    println!(
+        "{:<66} {:>12.0} events/s",
+        "postgres baseline: one transaction per event", baseline
+    );
     let url = create_postgres_database(admin, "engine").await;
     let store: Arc<dyn Store> = Arc::new(
-        PgStore::open(&url, &agentstream_server::store::ClusterOptions::default()).await.unwrap(),
+        PgStore::open(&url, &agentstream_server::store::ClusterOptions::default())
+            .await
+            .unwrap(),
     );
     let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
     // The same for PostgreSQL: its checkpoint of the engine phase's writes now, not mid-stream
@@ -168,7 +218,11 @@ async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
     let _ = sqlx::query("CHECKPOINT").execute(&mut connection).await;
     settle_disk();
     engine.print("postgres ", sizes.agents, baseline);
-    println!("{:<66} {:>12.0} x", "postgres engine / SQLite seed-design baseline", engine.events_per_second / sqlite_baseline);
+    println!(
+        "{:<66} {:>12.0} x",
+        "postgres engine / SQLite seed-design baseline",
+        engine.events_per_second / sqlite_baseline
+    );
     report_live(
         "postgres ",
         &create_postgres_database(admin, "streams").await,
@@ -195,11 +249,12 @@ async fn seed_design_postgres(url: &str, events: u64) -> f64 {
     let started = Instant::now();
     for _ in 0..events {
         let mut transaction = connection.begin().await.unwrap();
-        let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE agent_id = $1")
-            .bind(agent)
-            .fetch_one(&mut *transaction)
-            .await
-            .unwrap();
+        let next: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE agent_id = $1")
+                .bind(agent)
+                .fetch_one(&mut *transaction)
+                .await
+                .unwrap();
         sqlx::query("INSERT INTO events (id, agent_id, seq, content) VALUES ($1, $2, $3, $4)")
             .bind(Uuid::new_v4())
             .bind(agent)
@@ -215,7 +270,13 @@ async fn seed_design_postgres(url: &str, events: u64) -> f64 {
 
 /// The real server over real sockets on two fresh databases: paced-stream latency on the
 /// first; resume of a long gap and the history page on the second.
-async fn report_live(label: &str, streams_url: &str, gap_url: &str, slow_url: Option<&str>, sizes: &Sizes) {
+async fn report_live(
+    label: &str,
+    streams_url: &str,
+    gap_url: &str,
+    slow_url: Option<&str>,
+    sizes: &Sizes,
+) {
     let server = live::Server::start(streams_url, sizes.stream_delay_ms, sizes.stream_events).await;
     let latency = live::stream_latency(&server, sizes).await;
     drop(server);
@@ -235,32 +296,47 @@ async fn report_live(label: &str, streams_url: &str, gap_url: &str, slow_url: Op
     let gap = live::resume_gap(&server).await;
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!("{label}resume a {}-event gap over WebSocket: first / all", gap.events),
+        format!(
+            "{label}resume a {}-event gap over WebSocket: first / all",
+            gap.events
+        ),
         gap.ws_first_ms,
         gap.ws_all_ms
     );
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!("{label}resume a {}-event gap over REST (pages of 1000): first / all", gap.events),
+        format!(
+            "{label}resume a {}-event gap over REST (pages of 1000): first / all",
+            gap.events
+        ),
         gap.rest_first_ms,
         gap.rest_all_ms
     );
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!("{label}  same, {} pages in flight (as the live view reads): first / all", 4),
+        format!(
+            "{label}  same, {} pages in flight (as the live view reads): first / all",
+            4
+        ),
         gap.rest_parallel_first_ms,
         gap.rest_parallel_all_ms
     );
     let coalesced = live::resume_gap_coalesced(&server).await;
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!("{label}  WS, coalesced ({} events for {} seqs): first / all", coalesced.ws_events, gap.events),
+        format!(
+            "{label}  WS, coalesced ({} events for {} seqs): first / all",
+            coalesced.ws_events, gap.events
+        ),
         coalesced.ws_first_ms,
         coalesced.ws_all_ms
     );
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!("{label}  REST as the live view: 4 in flight, coalesced ({} events)", coalesced.rest_events),
+        format!(
+            "{label}  REST as the live view: 4 in flight, coalesced ({} events)",
+            coalesced.rest_events
+        ),
         coalesced.rest_first_ms,
         coalesced.rest_all_ms
     );
@@ -283,7 +359,11 @@ async fn report_live(label: &str, streams_url: &str, gap_url: &str, slow_url: Op
                 "{label}reader at {} KB/s, {}-token reply at ~1/ms{}",
                 sizes.slow_read_bytes_per_second / 1000,
                 slow.seqs,
-                if coalesce { ", coalesced" } else { ", every event" }
+                if coalesce {
+                    ", coalesced"
+                } else {
+                    ", every event"
+                }
             ),
             slow.behind_at_end_ms,
             slow.bytes as f64 / 1000.0,
@@ -322,7 +402,13 @@ fn fsync_rate(directory: &Path, seconds: f64) -> Fsync {
     let _ = std::fs::remove_file(path);
     each_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |p: f64| each_ms[((each_ms.len() - 1) as f64 * p).round() as usize];
-    Fsync { per_second, p50_ms: at(0.5), p99_ms: at(0.99), p999_ms: at(0.999), max_ms: at(1.0) }
+    Fsync {
+        per_second,
+        p50_ms: at(0.5),
+        p99_ms: at(0.99),
+        p999_ms: at(0.999),
+        max_ms: at(1.0),
+    }
 }
 
 /// Lets the disk finish writing back what a phase left behind (the engine phase writes about
@@ -353,7 +439,11 @@ async fn seed_design(directory: &Path, events: u64) -> f64 {
         .journal_mode(SqliteJournalMode::Delete)
         .synchronous(SqliteSynchronous::Full)
         .disable_statement_logging();
-    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .unwrap();
     sqlx::query(
         "CREATE TABLE events (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, seq INTEGER NOT NULL, \
          content TEXT NOT NULL, UNIQUE (agent_id, seq))",
@@ -365,11 +455,12 @@ async fn seed_design(directory: &Path, events: u64) -> f64 {
     let started = Instant::now();
     for _ in 0..events {
         let mut transaction = pool.begin().await.unwrap();
-        let next: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE agent_id = ?")
-            .bind(&agent)
-            .fetch_one(&mut *transaction)
-            .await
-            .unwrap();
+        let next: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE agent_id = ?")
+                .bind(&agent)
+                .fetch_one(&mut *transaction)
+                .await
+                .unwrap();
         sqlx::query("INSERT INTO events (id, agent_id, seq, content) VALUES (?, ?, ?, ?)")
             .bind(Uuid::new_v4().to_string())
             .bind(&agent)
@@ -403,9 +494,16 @@ impl EngineFigures {
         );
         println!(
             "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
-            "  submit → received by a subscriber: p50 / p99 / max", self.p50_ms, self.p99_ms, self.max_ms
+            "  submit → received by a subscriber: p50 / p99 / max",
+            self.p50_ms,
+            self.p99_ms,
+            self.max_ms
         );
-        println!("{:<66} {:>12.0} x", format!("{label}engine / {label}baseline"), self.events_per_second / baseline);
+        println!(
+            "{:<66} {:>12.0} x",
+            format!("{label}engine / {label}baseline"),
+            self.events_per_second / baseline
+        );
     }
 }
 
@@ -413,19 +511,27 @@ impl EngineFigures {
 /// deltas, pipelined as runs do, while one subscriber per agent receives them from the hub.
 /// The clock stops when every subscriber has its agent's last event.
 async fn engine(store: Arc<dyn Store>, agents: u64, events_per_agent: u64) -> EngineFigures {
-    let hub = Arc::new(Hub::new(agentstream_server::hub::HUB_ROOM_BATCHES_MAX_DEFAULT));
+    let hub = Arc::new(Hub::new(
+        agentstream_server::hub::HUB_ROOM_BATCHES_MAX_DEFAULT,
+    ));
     let writer = Writer::spawn(store.clone(), hub.clone());
     let mut agent_ids = Vec::new();
     for index in 0..agents {
         let agent = store
-            .create_agent(NewAgent { name: format!("bench-{index}"), ..NewAgent::default() })
+            .create_agent(NewAgent {
+                name: format!("bench-{index}"),
+                ..NewAgent::default()
+            })
             .await
             .unwrap();
         agent_ids.push(agent.id);
     }
     // Submit times by (agent, seq), read by the subscribers to measure latency.
-    let submitted: Arc<Vec<std::sync::Mutex<Vec<Instant>>>> =
-        Arc::new((0..agents).map(|_| std::sync::Mutex::new(Vec::new())).collect());
+    let submitted: Arc<Vec<std::sync::Mutex<Vec<Instant>>>> = Arc::new(
+        (0..agents)
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect(),
+    );
     let mut subscribers = Vec::new();
     for (index, &agent_id) in agent_ids.iter().enumerate() {
         let mut live = hub.subscribe(agent_id);
@@ -533,11 +639,18 @@ mod live {
             config.limits.ws_connections_max = 20_000;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let base = format!("http://{}", listener.local_addr().unwrap());
-            let options = leptos::prelude::get_configuration(None).unwrap().leptos_options;
+            let options = leptos::prelude::get_configuration(None)
+                .unwrap()
+                .leptos_options;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            tokio::spawn(agentstream_server::serve(listener, config, options, async {
-                let _ = stopped.await;
-            }));
+            tokio::spawn(agentstream_server::serve(
+                listener,
+                config,
+                options,
+                async {
+                    let _ = stopped.await;
+                },
+            ));
             let http = reqwest::Client::new();
             while http.get(format!("{base}/healthz")).send().await.is_err() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -575,7 +688,12 @@ mod live {
 
     fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
         samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let at = |p: f64| samples.get(((samples.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
+        let at = |p: f64| {
+            samples
+                .get(((samples.len() as f64 - 1.0) * p).round() as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
         (at(0.5), at(0.99), at(1.0))
     }
 
@@ -587,8 +705,15 @@ mod live {
         let mut agents = Vec::new();
         for _ in 0..sizes.streams {
             let agent_id = server.agent().await;
-            let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
-            let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: false }).unwrap();
+            let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+                .await
+                .unwrap();
+            let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+                agent_id,
+                since: 0,
+                coalesce: false,
+            })
+            .unwrap();
             socket.send(Message::Text(subscribe.into())).await.unwrap();
             agents.push(agent_id);
             clients.push(tokio::spawn(async move {
@@ -596,10 +721,15 @@ mod live {
                 while let Some(Ok(frame)) = socket.next().await {
                     let Message::Text(text) = frame else { continue };
                     let now = chrono::Utc::now();
-                    if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+                    if let Ok(ServerMessage::Events { events, .. }) =
+                        serde_json::from_str(text.as_str())
+                    {
                         let mut ended = false;
                         for event in events {
-                            latencies.push((now - event.created_at).num_microseconds().unwrap_or(0) as f64 / 1000.0);
+                            latencies.push(
+                                (now - event.created_at).num_microseconds().unwrap_or(0) as f64
+                                    / 1000.0,
+                            );
                             ended |= event.kind.is_run_end();
                         }
                         if ended {
@@ -637,7 +767,11 @@ mod live {
 
     /// Reads the whole log of `agent_id` from seq 0 as the live view does; the time to the first
     /// page and to the last.
-    async fn rest_pages_in_flight(server: &Server, agent_id: Uuid, coalesce: bool) -> (Duration, Duration, usize) {
+    async fn rest_pages_in_flight(
+        server: &Server,
+        agent_id: Uuid,
+        coalesce: bool,
+    ) -> (Duration, Duration, usize) {
         let http = reqwest::Client::new();
         let page = |since: u64| {
             let http = http.clone();
@@ -646,7 +780,15 @@ mod live {
                 server.base,
                 if coalesce { "&coalesce=true" } else { "" }
             );
-            async move { http.get(url).send().await.unwrap().json::<EventsPage>().await.unwrap() }
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<EventsPage>()
+                    .await
+                    .unwrap()
+            }
         };
         let started = Instant::now();
         let first = page(0).await;
@@ -654,7 +796,9 @@ mod live {
         let (mut newest, head, mut events) = (first.next_since, first.head_seq, first.events.len());
         if first.has_more {
             let cursors: Vec<u64> = (newest..head).step_by(1000).collect();
-            let mut pages = futures::stream::iter(cursors).map(page).buffered(PAGES_IN_FLIGHT);
+            let mut pages = futures::stream::iter(cursors)
+                .map(page)
+                .buffered(PAGES_IN_FLIGHT);
             while let Some(page) = pages.next().await {
                 newest = page.next_since;
                 events += page.events.len();
@@ -672,13 +816,22 @@ mod live {
         server.run(agent_id, "a very long answer").await;
         let http = reqwest::Client::new();
         let head = wait_for_run_end(server, agent_id, 0).await;
-        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
-        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: false }).unwrap();
+        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+            .await
+            .unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce: false,
+        })
+        .unwrap();
         let started = Instant::now();
         socket.send(Message::Text(subscribe.into())).await.unwrap();
         let (mut first, mut seen) = (None, 0u64);
         while seen < head {
-            let Some(Ok(Message::Text(text))) = socket.next().await else { break };
+            let Some(Ok(Message::Text(text))) = socket.next().await else {
+                break;
+            };
             if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
                 first.get_or_insert_with(|| started.elapsed());
                 seen = events.last().map_or(seen, |event| event.seq);
@@ -690,7 +843,10 @@ mod live {
         loop {
             // Read into the page type, as the live view's client does.
             let page: EventsPage = http
-                .get(format!("{}/v1/agents/{agent_id}/events?since={since}&limit=1000", server.base))
+                .get(format!(
+                    "{}/v1/agents/{agent_id}/events?since={since}&limit=1000",
+                    server.base
+                ))
                 .send()
                 .await
                 .unwrap()
@@ -732,14 +888,22 @@ mod live {
         let agent_id = server.agent().await;
         server.run(agent_id, "a very long answer").await;
         let head = wait_for_run_end(server, agent_id, 0).await;
-        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
-        let subscribe =
-            serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: true }).unwrap();
+        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+            .await
+            .unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce: true,
+        })
+        .unwrap();
         let started = Instant::now();
         socket.send(Message::Text(subscribe.into())).await.unwrap();
         let (mut first, mut seen, mut ws_events) = (None, 0u64, 0);
         while seen < head {
-            let Some(Ok(Message::Text(text))) = socket.next().await else { break };
+            let Some(Ok(Message::Text(text))) = socket.next().await else {
+                break;
+            };
             if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
                 first.get_or_insert_with(|| started.elapsed());
                 seen = events.last().map_or(seen, |event| event.seq);
@@ -747,7 +911,8 @@ mod live {
             }
         }
         let ws_all = started.elapsed();
-        let (rest_first, rest_all, rest_events) = rest_pages_in_flight(server, agent_id, true).await;
+        let (rest_first, rest_all, rest_events) =
+            rest_pages_in_flight(server, agent_id, true).await;
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         CoalescedGap {
             ws_events,
@@ -777,8 +942,15 @@ mod live {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.set_recv_buffer_size(4096).unwrap();
         let tcp = socket.connect(address).await.unwrap();
-        let (mut socket, _) = tokio_tungstenite::client_async(server.ws_url(), tcp).await.unwrap();
-        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce }).unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(server.ws_url(), tcp)
+            .await
+            .unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce,
+        })
+        .unwrap();
         socket.send(Message::Text(subscribe.into())).await.unwrap();
         server.run(agent_id, "a fast answer").await;
         let (mut bytes, mut frames, mut events) = (0, 0, 0);
@@ -787,10 +959,15 @@ mod live {
                 panic!("the slow reader's socket ended early")
             };
             // The link's pace: this frame's bytes take this long to arrive.
-            tokio::time::sleep(Duration::from_secs_f64(text.len() as f64 / bytes_per_second as f64)).await;
+            tokio::time::sleep(Duration::from_secs_f64(
+                text.len() as f64 / bytes_per_second as f64,
+            ))
+            .await;
             bytes += text.len();
             frames += 1;
-            let Ok(ServerMessage::Events { events: batch, .. }) = serde_json::from_str(text.as_str()) else {
+            let Ok(ServerMessage::Events { events: batch, .. }) =
+                serde_json::from_str(text.as_str())
+            else {
                 continue;
             };
             events += batch.len();
@@ -812,7 +989,10 @@ mod live {
         let http = reqwest::Client::new();
         loop {
             let first: Value = http
-                .get(format!("{}/v1/agents/{agent_id}/events?since=0&limit=1", server.base))
+                .get(format!(
+                    "{}/v1/agents/{agent_id}/events?since=0&limit=1",
+                    server.base
+                ))
                 .send()
                 .await
                 .unwrap()
@@ -821,7 +1001,11 @@ mod live {
                 .unwrap();
             let head = first["head_seq"].as_u64().unwrap();
             let last: Value = http
-                .get(format!("{}/v1/agents/{agent_id}/events?since={}&limit=1", server.base, head.saturating_sub(1)))
+                .get(format!(
+                    "{}/v1/agents/{agent_id}/events?since={}&limit=1",
+                    server.base,
+                    head.saturating_sub(1)
+                ))
                 .send()
                 .await
                 .unwrap()
@@ -849,8 +1033,16 @@ mod live {
         let mut times = Vec::new();
         for _ in 0..4 {
             let started = Instant::now();
-            let response = http.get(format!("{}/agents/{agent_id}/history", server.base)).send().await.unwrap();
-            assert!(response.status().is_success(), "history page: {}", response.status());
+            let response = http
+                .get(format!("{}/agents/{agent_id}/history", server.base))
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                response.status().is_success(),
+                "history page: {}",
+                response.status()
+            );
             let _body = response.bytes().await.unwrap();
             times.push(started.elapsed().as_secs_f64() * 1000.0);
         }
@@ -872,16 +1064,23 @@ mod live {
     /// WebSockets each subscribed to an agent and then idle: the server's resident memory
     /// growth per socket.
     pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64)> {
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .ok()
-            .or_else(|| std::env::var("HOME").ok().map(|home| format!("{home}/.cache/agentstream/target")))?;
-        let binary = std::env::var("AGENTSTREAM_SERVER_BIN").unwrap_or(format!("{target}/release/server"));
+        let target = std::env::var("CARGO_TARGET_DIR").ok().or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .map(|home| format!("{home}/.cache/agentstream/target"))
+        })?;
+        let binary =
+            std::env::var("AGENTSTREAM_SERVER_BIN").unwrap_or(format!("{target}/release/server"));
         if !Path::new(&binary).exists() {
             return None;
         }
         let path = directory.join("idle.db");
         super::remove_database(&path);
-        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
         let mut child = tokio::process::Command::new(&binary)
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
             .env("DATABASE_URL", format!("sqlite://{}", path.display()))
@@ -895,17 +1094,35 @@ mod live {
         while http.get(format!("{base}/healthz")).send().await.is_err() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let body: Value = http.post(format!("{base}/v1/agents")).json(&json!({ "name": "idle" })).send().await.ok()?.json().await.ok()?;
+        let body: Value = http
+            .post(format!("{base}/v1/agents"))
+            .json(&json!({ "name": "idle" }))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         let agent_id = Uuid::parse_str(body["id"].as_str()?).ok()?;
         let pid = child.id()?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = rss_bytes(pid)?;
         let url = format!("ws://127.0.0.1:{port}/v1/ws");
-        let subscribe = serde_json::to_string(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: false }).unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce: false,
+        })
+        .unwrap();
         let mut open = Vec::with_capacity(sockets);
         for _ in 0..sockets {
-            let Ok((mut socket, _)) = tokio_tungstenite::connect_async(&url).await else { break };
-            socket.send(Message::Text(subscribe.clone().into())).await.ok()?;
+            let Ok((mut socket, _)) = tokio_tungstenite::connect_async(&url).await else {
+                break;
+            };
+            socket
+                .send(Message::Text(subscribe.clone().into()))
+                .await
+                .ok()?;
             let _subscribed = socket.next().await;
             open.push(socket);
         }

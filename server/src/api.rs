@@ -1,8 +1,7 @@
 //! The REST surface: agents, the paged log, runs.
 
 use app::protocol::{
-    CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest,
-    RunAccepted,
+    CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, RunAccepted,
 };
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -79,7 +78,10 @@ impl CountQuery {
 fn page_limit(text: Option<&str>, default: u32, max: u32) -> Result<u32, ApiError> {
     match parse_count("limit", text)? {
         None => Ok(default),
-        Some(0) => Err(ApiError::bad_request("invalid_query", "limit must be at least 1")),
+        Some(0) => Err(ApiError::bad_request(
+            "invalid_query",
+            "limit must be at least 1",
+        )),
         Some(limit) if limit > max as u64 => Err(ApiError::bad_request(
             "limit_too_large",
             format!("limit={limit} is over the maximum of {max}"),
@@ -181,9 +183,15 @@ impl ListQuery {
     ) -> Result<Vec<T>, ApiError> {
         let limit = page_limit(self.limit.as_deref(), default, max)? as usize;
         let position = |cursor: &str, name: &str| {
-            items.iter().position(|item| id(item) == cursor).ok_or_else(|| {
-                ApiError::bad_request("invalid_cursor", format!("{name}={cursor:?} is not in this list"))
-            })
+            items
+                .iter()
+                .position(|item| id(item) == cursor)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_cursor",
+                        format!("{name}={cursor:?} is not in this list"),
+                    )
+                })
         };
         let end = match &self.before {
             Some(before) => position(before, "before")?,
@@ -252,7 +260,11 @@ pub async fn delete_agent(
 
 /// The agent's head seq, after checking that `since` can be resumed from: the agent exists and
 /// the cursor is not beyond its log (a cursor from another log, or a reset database).
-pub async fn head_for_cursor(state: &AppState, agent_id: Uuid, since: u64) -> Result<u64, ApiError> {
+pub async fn head_for_cursor(
+    state: &AppState,
+    agent_id: Uuid,
+    since: u64,
+) -> Result<u64, ApiError> {
     let head_seq = state
         .store
         .head_seq(agent_id)
@@ -297,18 +309,32 @@ pub async fn list_events(
             events = merged;
         }
     }
-    Ok(events_page_response(agent_id, &events, head_seq, next_since))
+    Ok(events_page_response(
+        agent_id, &events, head_seq, next_since,
+    ))
 }
 
 /// An [`app::protocol::EventsPage`] as serde writes it, around events that are JSON already.
-fn events_page_response(agent_id: Uuid, events: &[EventJson], head_seq: u64, next_since: u64) -> Response {
+fn events_page_response(
+    agent_id: Uuid,
+    events: &[EventJson],
+    head_seq: u64,
+    next_since: u64,
+) -> Response {
     use std::fmt::Write as _;
     let mut body = String::with_capacity(EventJson::array_len(events) + 160);
     let _ = write!(body, r#"{{"agent_id":"{agent_id}","events":"#);
     EventJson::write_array(events, &mut body);
     let has_more = next_since < head_seq;
-    let _ = write!(body, r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#);
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+    let _ = write!(
+        body,
+        r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#
+    );
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 /// Idempotency keys longer than this are refused.
@@ -324,7 +350,10 @@ pub async fn create_run(
     // The `Idempotency-Key` header and the body's `idempotency_key` mean the same; the header wins.
     if let Some(header) = headers.get("idempotency-key") {
         let key = header.to_str().map_err(|_| {
-            ApiError::bad_request("invalid_idempotency_key", "Idempotency-Key must be visible ASCII")
+            ApiError::bad_request(
+                "invalid_idempotency_key",
+                "Idempotency-Key must be visible ASCII",
+            )
         })?;
         request.idempotency_key = Some(key.to_owned());
     }
@@ -367,7 +396,10 @@ pub async fn start_run(
     options: RunOptions,
 ) -> Result<StartedRun, ApiError> {
     if content.trim().is_empty() {
-        return Err(ApiError::bad_request("invalid_body", "content must not be empty"));
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "content must not be empty",
+        ));
     }
     if content.len() > RUN_CONTENT_BYTES_MAX {
         return Err(ApiError::new(
@@ -388,7 +420,9 @@ pub async fn start_run(
         if key.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {
             return Err(ApiError::bad_request(
                 "invalid_idempotency_key",
-                format!("the idempotency key is longer than {IDEMPOTENCY_KEY_CHARS_MAX} characters"),
+                format!(
+                    "the idempotency key is longer than {IDEMPOTENCY_KEY_CHARS_MAX} characters"
+                ),
             ));
         }
         let holder = state.store.claim_run_key(agent_id, key, run_id).await?;
@@ -426,16 +460,22 @@ async fn start_claimed_run(
 ) -> Result<u64, ApiError> {
     let agent_id = agent.id;
     if let Some(running) = state.runs.active_run_after_ending(agent_id).await {
-        return Err(crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into());
+        return Err(crate::runs::StartRunError::RunInProgress {
+            agent_id,
+            run_id: running,
+        }
+        .into());
     }
     // With several servers on one database, the agent's one run slot is taken in the database
     // (this server owns the run; the slot goes with the run's terminal event).
     let cluster = state.cluster.as_ref().map(|cluster| &cluster.store);
     if let Some(cluster) = cluster {
         if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
-            return Err(
-                crate::runs::StartRunError::RunInProgress { agent_id, run_id: running }.into(),
-            );
+            return Err(crate::runs::StartRunError::RunInProgress {
+                agent_id,
+                run_id: running,
+            }
+            .into());
         }
     }
     let started = async {
@@ -510,7 +550,11 @@ pub async fn cancel_run(
         // The run may execute on another server: ask every server, then wait for its end to
         // reach the log.
         if let Some(run_id) = cluster.store.active_run(agent_id).await? {
-            if request.run_ids.as_ref().is_none_or(|run_ids| run_ids.contains(&run_id)) {
+            if request
+                .run_ids
+                .as_ref()
+                .is_none_or(|run_ids| run_ids.contains(&run_id))
+            {
                 cluster.store.send_cancel(agent_id, run_id).await?;
                 if !run_ended_within(state.store.as_ref(), run_id, wait).await? {
                     tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
@@ -566,7 +610,11 @@ pub async fn get_run(
         .rev()
         .find_map(|event| match event.kind {
             app::EventKind::Usage => Some(event.content.clone()),
-            _ => event.content.get("usage").filter(|usage| !usage.is_null()).cloned(),
+            _ => event
+                .content
+                .get("usage")
+                .filter(|usage| !usage.is_null())
+                .cloned(),
         })
         .unwrap_or(serde_json::Value::Null);
     let mut metadata = serde_json::json!({ "usage": usage });

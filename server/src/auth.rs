@@ -106,7 +106,11 @@ fn is_public(path: &str) -> bool {
 
 /// The middleware: lets a request through when no token is configured, the path is public, or
 /// the request carries the token.
-pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(expected) = state.api_token.clone() else {
         return next.run(request).await;
     };
@@ -134,7 +138,11 @@ pub async fn require_token(State(state): State<AppState>, request: Request, next
             .split('&')
             .filter(|pair| !pair.starts_with(&format!("{TOKEN_QUERY}=")) && !pair.is_empty())
             .collect();
-        let location = if rest.is_empty() { path } else { format!("{path}?{}", rest.join("&")) };
+        let location = if rest.is_empty() {
+            path
+        } else {
+            format!("{path}?{}", rest.join("&"))
+        };
         let mut response = Redirect::to(&location).into_response();
         let cookie = format!(
             "{TOKEN_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict; Max-Age={TOKEN_COOKIE_MAX_AGE_SECONDS}"
@@ -177,13 +185,18 @@ fn unauthorized(path: &str) -> Response {
 /// True when a WebSocket upgrade may proceed: no `Origin` (not a browser), the server's own
 /// origin (same host and port as `Host`), or one the operator allowed.
 pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok()) else {
+    let Some(origin) = headers
+        .get(header::ORIGIN)
+        .and_then(|value| value.to_str().ok())
+    else {
         return true;
     };
     if allowed.iter().any(|allowed| allowed == origin) {
         return true;
     }
-    let host = headers.get(header::HOST).and_then(|value| value.to_str().ok());
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok());
     let origin_host = origin.split_once("://").map(|(_, rest)| rest);
     matches!((origin_host, host), (Some(origin_host), Some(host)) if origin_host == host)
 }
@@ -202,11 +215,20 @@ mod tests {
     #[test]
     fn credentials_are_found_where_clients_put_them() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
-        headers.insert(header::COOKIE, HeaderValue::from_static("a=1; agentstream_token=xyz; b=2"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; agentstream_token=xyz; b=2"),
+        );
         assert_eq!(bearer(&headers), Some("abc"));
         assert_eq!(cookie(&headers, TOKEN_COOKIE), Some("xyz"));
-        assert_eq!(query_token(Some("since=3&token=a%2Bb+c")), Some("a+b c".to_owned()));
+        assert_eq!(
+            query_token(Some("since=3&token=a%2Bb+c")),
+            Some("a+b c".to_owned())
+        );
         assert_eq!(query_token(Some("since=3")), None);
     }
 
@@ -215,10 +237,19 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:3000"));
         assert!(origin_allowed(&headers, &[]), "no Origin: not a browser");
-        headers.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:3000"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:3000"),
+        );
         assert!(origin_allowed(&headers, &[]));
-        headers.insert(header::ORIGIN, HeaderValue::from_static("https://evil.example"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://evil.example"),
+        );
         assert!(!origin_allowed(&headers, &[]));
-        assert!(origin_allowed(&headers, &["https://evil.example".to_owned()]));
+        assert!(origin_allowed(
+            &headers,
+            &["https://evil.example".to_owned()]
+        ));
     }
 }

@@ -141,12 +141,13 @@ async fn follow_notices(
                 first_seq,
                 last_seq,
             } => {
-                let Some(published) = hub.published(agent_id) else { continue };
+                let Some(published) = hub.published(agent_id) else {
+                    continue;
+                };
                 if last_seq <= published {
                     continue; // this process's own commit, or one already fetched
                 }
-                catch_up_room(store, hub, agent_id, published, Some((first_seq, last_seq)))
-                    .await?;
+                catch_up_room(store, hub, agent_id, published, Some((first_seq, last_seq))).await?;
             }
             Notice::Cancel { agent_id, run_id } => {
                 if runs.cancel(agent_id, Some(&[run_id])).is_some() {

@@ -3,11 +3,13 @@
 use std::path::Path;
 
 use crate::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
-use crate::runs::RUN_ITERATIONS_MAX_DEFAULT;
-use crate::provider::anthropic::{AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT};
-use crate::provider::openai::{OpenAiConfig, OPENAI_BASE_URL_DEFAULT, OPENAI_MODEL_DEFAULT};
+use crate::provider::anthropic::{
+    AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT,
+};
 use crate::provider::claude_cli::{ClaudeCliConfig, CLAUDE_CLI_COMMAND_DEFAULT};
+use crate::provider::openai::{OpenAiConfig, OPENAI_BASE_URL_DEFAULT, OPENAI_MODEL_DEFAULT};
 use crate::provider::scripted::ScriptedConfig;
+use crate::runs::RUN_ITERATIONS_MAX_DEFAULT;
 
 /// Where the database lives when `DATABASE_URL` is not set.
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
@@ -59,7 +61,10 @@ impl Limits {
     /// must let something through.
     fn from_env() -> Result<Limits, String> {
         let defaults = Limits::default();
-        fn positive<T: std::str::FromStr + PartialEq + From<u8>>(name: &str, default: T) -> Result<T, String> {
+        fn positive<T: std::str::FromStr + PartialEq + From<u8>>(
+            name: &str,
+            default: T,
+        ) -> Result<T, String> {
             let value = parse_env(name, default)?;
             if value == T::from(0) {
                 return Err(format!("{name} must be at least 1"));
@@ -67,20 +72,35 @@ impl Limits {
             Ok(value)
         }
         Ok(Limits {
-            request_body_bytes_max: positive("AGENTSTREAM_REQUEST_BODY_BYTES_MAX", defaults.request_body_bytes_max)?,
-            ws_message_bytes_max: positive("AGENTSTREAM_WS_MESSAGE_BYTES_MAX", defaults.ws_message_bytes_max)?,
+            request_body_bytes_max: positive(
+                "AGENTSTREAM_REQUEST_BODY_BYTES_MAX",
+                defaults.request_body_bytes_max,
+            )?,
+            ws_message_bytes_max: positive(
+                "AGENTSTREAM_WS_MESSAGE_BYTES_MAX",
+                defaults.ws_message_bytes_max,
+            )?,
             ws_subscriptions_per_connection_max: positive(
                 "AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX",
                 defaults.ws_subscriptions_per_connection_max,
             )?,
-            ws_connections_max: positive("AGENTSTREAM_WS_CONNECTIONS_MAX", defaults.ws_connections_max)?,
+            ws_connections_max: positive(
+                "AGENTSTREAM_WS_CONNECTIONS_MAX",
+                defaults.ws_connections_max,
+            )?,
             subscriber_outbound_frames_max: positive(
                 "AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX",
                 defaults.subscriber_outbound_frames_max,
             )?,
-            events_page_limit_max: positive("AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX", defaults.events_page_limit_max)?,
+            events_page_limit_max: positive(
+                "AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX",
+                defaults.events_page_limit_max,
+            )?,
             run_events_max: positive("AGENTSTREAM_RUN_EVENTS_MAX", defaults.run_events_max)?,
-            tool_result_chars_max: positive("AGENTSTREAM_TOOL_RESULT_CHARS_MAX", defaults.tool_result_chars_max)?,
+            tool_result_chars_max: positive(
+                "AGENTSTREAM_TOOL_RESULT_CHARS_MAX",
+                defaults.tool_result_chars_max,
+            )?,
         })
     }
 }
@@ -206,7 +226,11 @@ fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> 
 impl Config {
     pub fn from_env() -> Result<Config, String> {
         let defaults = Config::default();
-        let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+        let variable = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|value| !value.trim().is_empty())
+        };
         let provider_name = variable("AGENTSTREAM_PROVIDER").unwrap_or_else(|| "scripted".into());
         // Every provider whose settings are present is offered to agents too.
         let mut agent_providers = vec![ProviderChoice::Scripted];
@@ -215,7 +239,8 @@ impl Config {
                 api_key,
                 base_url: variable("ANTHROPIC_BASE_URL")
                     .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
-                model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
+                model: variable("AGENTSTREAM_MODEL")
+                    .unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
             }));
         }
         if variable("OPENAI_API_KEY").is_some() || variable("OPENAI_BASE_URL").is_some() {
@@ -235,9 +260,8 @@ impl Config {
         let provider = match provider_name.as_str() {
             "scripted" => ProviderChoice::Scripted,
             "anthropic" => ProviderChoice::Anthropic(AnthropicConfig {
-                api_key: variable("ANTHROPIC_API_KEY").ok_or(
-                    "AGENTSTREAM_PROVIDER=anthropic needs ANTHROPIC_API_KEY",
-                )?,
+                api_key: variable("ANTHROPIC_API_KEY")
+                    .ok_or("AGENTSTREAM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")?,
                 base_url: variable("ANTHROPIC_BASE_URL")
                     .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
                 model: variable("AGENTSTREAM_MODEL")
@@ -254,11 +278,9 @@ impl Config {
                     .unwrap_or_else(|| CLAUDE_CLI_COMMAND_DEFAULT.into()),
                 model: variable("AGENTSTREAM_MODEL"),
             }),
-            other => {
-                return Err(format!(
-                    "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic, openai or claude-cli"
-                ))
-            }
+            other => return Err(format!(
+                "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic, openai or claude-cli"
+            )),
         };
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),

@@ -42,7 +42,11 @@ impl ApiError {
     }
 
     pub fn unknown_run(run_id: impl std::fmt::Display) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("run {run_id} does not exist"))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_run",
+            format!("run {run_id} does not exist"),
+        )
     }
 
     /// A failure that is ours, not the client's: the cause is logged, the client gets a generic
@@ -94,9 +98,11 @@ impl From<StartRunError> for ApiError {
             StartRunError::UnknownProvider(..) => {
                 ApiError::bad_request("unknown_provider", error.to_string())
             }
-            StartRunError::TooManyRuns => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_runs", error.to_string())
-            }
+            StartRunError::TooManyRuns => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_runs",
+                error.to_string(),
+            ),
         }
     }
 }

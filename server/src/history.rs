@@ -41,7 +41,9 @@ pub struct Snapshots {
 
 impl Snapshots {
     fn kept(&self) -> std::sync::MutexGuard<'_, (HashMap<Uuid, (Arc<Timeline>, u64)>, u64)> {
-        self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The newest snapshot of the agent's log, if one is kept.
@@ -66,7 +68,10 @@ impl Snapshots {
             return;
         }
         if !map.contains_key(&agent_id) && map.len() >= TIMELINE_SNAPSHOTS_MAX {
-            let oldest = map.iter().min_by_key(|(_, (_, used))| *used).map(|(id, _)| *id);
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(id, _)| *id);
             if let Some(oldest) = oldest {
                 map.remove(&oldest);
             }
@@ -99,7 +104,9 @@ pub async fn fold_log(
 ) -> Result<Timeline, StoreError> {
     let start = snapshots.get(agent_id);
     let from = start.as_ref().map_or(0, |snapshot| snapshot.last_seq());
-    let mut timeline = start.map(|snapshot| (*snapshot).clone()).unwrap_or_default();
+    let mut timeline = start
+        .map(|snapshot| (*snapshot).clone())
+        .unwrap_or_default();
     loop {
         let events = store
             .read_events(agent_id, timeline.last_seq(), HISTORY_PAGE_EVENTS)
@@ -162,7 +169,10 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
             }
             EventKind::ToolResult => {
                 let Some(id) = message.content.get("tool_call_id").and_then(Value::as_str) else {
-                    warnings.push(format!("a tool result without a call id (seq {})", message.first_seq));
+                    warnings.push(format!(
+                        "a tool result without a call id (seq {})",
+                        message.first_seq
+                    ));
                     continue;
                 };
                 let content = match message.content.get("result") {
@@ -171,11 +181,16 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
                     None => String::new(),
                 };
                 let content = if content.chars().count() > TOOL_RESULT_CHARS_MAX {
-                    content.chars().take(TOOL_RESULT_CHARS_MAX).collect::<String>() + " … [cut]"
+                    content
+                        .chars()
+                        .take(TOOL_RESULT_CHARS_MAX)
+                        .collect::<String>()
+                        + " … [cut]"
                 } else {
                     content
                 };
-                let is_error = message.content.get("is_error").and_then(Value::as_bool) == Some(true);
+                let is_error =
+                    message.content.get("is_error").and_then(Value::as_bool) == Some(true);
                 if result_of.contains_key(id) {
                     warnings.push(format!("a second result for tool call {id} was dropped"));
                 } else {
@@ -199,7 +214,9 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
                 text: message.text().to_owned(),
             }),
             EventKind::Text => match conversation.last_mut() {
-                Some(ConversationMessage::Assistant { text, tool_calls }) if tool_calls.is_empty() => {
+                Some(ConversationMessage::Assistant { text, tool_calls })
+                    if tool_calls.is_empty() =>
+                {
                     text.push_str(message.text())
                 }
                 _ => conversation.push(ConversationMessage::Assistant {
@@ -211,17 +228,30 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
                 let id = message.content.get("tool_call_id").and_then(Value::as_str);
                 let name = message.content.get("name").and_then(Value::as_str);
                 let (Some(id), Some(name)) = (id, name) else {
-                    warnings.push(format!("an unusable tool call was dropped (seq {})", message.first_seq));
+                    warnings.push(format!(
+                        "an unusable tool call was dropped (seq {})",
+                        message.first_seq
+                    ));
                     continue;
                 };
                 if !result_of.contains_key(id) {
                     warnings.push(format!("tool call {id} has no result and was dropped"));
                     continue;
                 }
-                let input = message.content.get("input").cloned().unwrap_or(Value::Object(Default::default()));
-                let call = ToolCall { id: id.to_owned(), name: name.to_owned(), input };
+                let input = message
+                    .content
+                    .get("input")
+                    .cloned()
+                    .unwrap_or(Value::Object(Default::default()));
+                let call = ToolCall {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    input,
+                };
                 match conversation.last_mut() {
-                    Some(ConversationMessage::Assistant { tool_calls, .. }) => tool_calls.push(call),
+                    Some(ConversationMessage::Assistant { tool_calls, .. }) => {
+                        tool_calls.push(call)
+                    }
                     _ => conversation.push(ConversationMessage::Assistant {
                         text: String::new(),
                         tool_calls: vec![call],
@@ -235,7 +265,9 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
                 if !call_ids.contains(id) {
                     continue;
                 }
-                let Some((content, is_error)) = result_of.remove(id) else { continue };
+                let Some((content, is_error)) = result_of.remove(id) else {
+                    continue;
+                };
                 results_kept += 1;
                 conversation.push(ConversationMessage::ToolResult {
                     tool_call_id: id.to_owned(),
@@ -254,7 +286,9 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
         else {
             break;
         };
-        let ConversationMessage::ToolResult { tool_call_id, .. } = conversation.remove(first_result) else {
+        let ConversationMessage::ToolResult { tool_call_id, .. } =
+            conversation.remove(first_result)
+        else {
             unreachable!("found a tool result at this position");
         };
         for message in &mut conversation {
@@ -300,12 +334,37 @@ mod tests {
         timeline.apply_all([
             event(1, EventKind::User, 1, json!({"text": "hi"})),
             event(2, EventKind::Text, 2, json!({"text": "Let me check."})),
-            event(3, EventKind::ToolCall, 3, json!({"tool_call_id": "a", "name": "clock", "input": {}})),
-            event(4, EventKind::ToolCall, 4, json!({"tool_call_id": "b", "name": "clock"})),
+            event(
+                3,
+                EventKind::ToolCall,
+                3,
+                json!({"tool_call_id": "a", "name": "clock", "input": {}}),
+            ),
+            event(
+                4,
+                EventKind::ToolCall,
+                4,
+                json!({"tool_call_id": "b", "name": "clock"}),
+            ),
             event(5, EventKind::ToolCall, 5, json!({"garbage": true})),
-            event(6, EventKind::ToolResult, 6, json!({"tool_call_id": "a", "result": "noon"})),
-            event(7, EventKind::ToolResult, 7, json!({"tool_call_id": "a", "result": "again"})),
-            event(8, EventKind::ToolResult, 8, json!({"tool_call_id": "zzz", "result": "?"})),
+            event(
+                6,
+                EventKind::ToolResult,
+                6,
+                json!({"tool_call_id": "a", "result": "noon"}),
+            ),
+            event(
+                7,
+                EventKind::ToolResult,
+                7,
+                json!({"tool_call_id": "a", "result": "again"}),
+            ),
+            event(
+                8,
+                EventKind::ToolResult,
+                8,
+                json!({"tool_call_id": "zzz", "result": "?"}),
+            ),
             event(9, EventKind::Text, 9, json!({"text": "It is noon."})),
         ]);
         let (conversation, warnings) = conversation_from_timeline(&timeline);
@@ -315,20 +374,30 @@ mod tests {
                 ConversationMessage::User { text: "hi".into() },
                 ConversationMessage::Assistant {
                     text: "Let me check.".into(),
-                    tool_calls: vec![ToolCall { id: "a".into(), name: "clock".into(), input: json!({}) }],
+                    tool_calls: vec![ToolCall {
+                        id: "a".into(),
+                        name: "clock".into(),
+                        input: json!({})
+                    }],
                 },
                 ConversationMessage::ToolResult {
                     tool_call_id: "a".into(),
                     content: "noon".into(),
                     is_error: false,
                 },
-                ConversationMessage::Assistant { text: "It is noon.".into(), tool_calls: vec![] },
+                ConversationMessage::Assistant {
+                    text: "It is noon.".into(),
+                    tool_calls: vec![]
+                },
             ]
         );
         let warnings = warnings.join("\n");
         assert!(warnings.contains("tool call b has no result"), "{warnings}");
         assert!(warnings.contains("unusable tool call"), "{warnings}");
-        assert!(warnings.contains("second result for tool call a"), "{warnings}");
+        assert!(
+            warnings.contains("second result for tool call a"),
+            "{warnings}"
+        );
         assert!(warnings.contains("unknown tool call zzz"), "{warnings}");
     }
 
@@ -343,15 +412,29 @@ mod tests {
         let mut events = vec![event(next(), EventKind::User, 1, json!({"text": "go"}))];
         for call in 0..(HISTORY_TOOL_RESULTS_MAX + 5) {
             let id = format!("c{call}");
-            events.push(event(next(), EventKind::ToolCall, 10_000 + call as u128, json!({"tool_call_id": id, "name": "clock"})));
-            events.push(event(next(), EventKind::ToolResult, 20_000 + call as u128, json!({"tool_call_id": id, "result": "x".repeat(TOOL_RESULT_CHARS_MAX + 10)})));
+            events.push(event(
+                next(),
+                EventKind::ToolCall,
+                10_000 + call as u128,
+                json!({"tool_call_id": id, "name": "clock"}),
+            ));
+            events.push(event(
+                next(),
+                EventKind::ToolResult,
+                20_000 + call as u128,
+                json!({"tool_call_id": id, "result": "x".repeat(TOOL_RESULT_CHARS_MAX + 10)}),
+            ));
         }
         timeline.apply_all(events);
         let (conversation, _) = conversation_from_timeline(&timeline);
         let results: Vec<_> = conversation
             .iter()
             .filter_map(|message| match message {
-                ConversationMessage::ToolResult { tool_call_id, content, .. } => Some((tool_call_id, content)),
+                ConversationMessage::ToolResult {
+                    tool_call_id,
+                    content,
+                    ..
+                } => Some((tool_call_id, content)),
                 _ => None,
             })
             .collect();
@@ -365,7 +448,10 @@ mod tests {
                 _ => 0,
             })
             .sum();
-        assert_eq!(calls, HISTORY_TOOL_RESULTS_MAX, "calls and results stay paired");
+        assert_eq!(
+            calls, HISTORY_TOOL_RESULTS_MAX,
+            "calls and results stay paired"
+        );
     }
 }
 
@@ -402,7 +488,13 @@ mod snapshot_tests {
         let store = SqliteStore::open(&url).await.unwrap();
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
-        store.append(&[AppendBatch { agent_id: agent.id, drafts: deltas(first, 0, 1_200) }]).await.unwrap();
+        store
+            .append(&[AppendBatch {
+                agent_id: agent.id,
+                drafts: deltas(first, 0, 1_200),
+            }])
+            .await
+            .unwrap();
         let snapshots = Snapshots::default();
         let folded = fold_log(&store, &snapshots, agent.id).await.unwrap();
         assert_eq!(folded.last_seq(), 1_200);
@@ -410,20 +502,36 @@ mod snapshot_tests {
 
         let mut more = deltas(first, 1_200, 30);
         more.extend(deltas(second, 0, 20));
-        store.append(&[AppendBatch { agent_id: agent.id, drafts: more }]).await.unwrap();
-        let whole = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
+        store
+            .append(&[AppendBatch {
+                agent_id: agent.id,
+                drafts: more,
+            }])
+            .await
+            .unwrap();
+        let whole = fold_log(&store, &Snapshots::default(), agent.id)
+            .await
+            .unwrap();
 
         sqlx::query("DELETE FROM agent_events WHERE seq <= 600")
             .execute(store.pool())
             .await
             .unwrap();
-        assert!(fold_log(&store, &Snapshots::default(), agent.id).await.is_err());
+        assert!(fold_log(&store, &Snapshots::default(), agent.id)
+            .await
+            .is_err());
         let from_snapshot = fold_log(&store, &snapshots, agent.id).await.unwrap();
         assert_eq!(from_snapshot, whole);
         assert_eq!(from_snapshot.last_seq(), 1_250);
         assert_eq!(snapshots.get(agent.id).unwrap().last_seq(), 1_250);
-        let text = from_snapshot.messages()[0].content["text"].as_str().unwrap().to_owned();
-        assert!(text.starts_with("w0 w1 ") && text.ends_with("w1228 w1229 "), "{text:.40}");
+        let text = from_snapshot.messages()[0].content["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            text.starts_with("w0 w1 ") && text.ends_with("w1228 w1229 "),
+            "{text:.40}"
+        );
     }
 
     /// The kept snapshots are bounded; the least recently used goes first, and a snapshot never
@@ -431,7 +539,9 @@ mod snapshot_tests {
     #[test]
     fn snapshots_are_bounded_and_only_move_forward() {
         let snapshots = Snapshots::default();
-        let agents: Vec<Uuid> = (0..=TIMELINE_SNAPSHOTS_MAX as u128).map(Uuid::from_u128).collect();
+        let agents: Vec<Uuid> = (0..=TIMELINE_SNAPSHOTS_MAX as u128)
+            .map(Uuid::from_u128)
+            .collect();
         let folded = |seq: u64| {
             let mut timeline = Timeline::new();
             for seq in 1..=seq {

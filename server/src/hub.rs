@@ -78,7 +78,9 @@ impl Hub {
 
     fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Room>> {
         // A panic while holding this lock leaves the map itself intact; keep serving.
-        self.rooms.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.rooms
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Joins the room of `agent_id`. Every batch published after this call reaches the receiver
@@ -148,7 +150,9 @@ impl Hub {
 
     /// The newest seq published to the agent's room; `None` when it has no room here.
     pub fn published(&self, agent_id: Uuid) -> Option<u64> {
-        self.rooms().get(&agent_id).map(|room| room.last_published_seq)
+        self.rooms()
+            .get(&agent_id)
+            .map(|room| room.last_published_seq)
     }
 
     /// Drops the room once its last subscriber is gone.

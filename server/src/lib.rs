@@ -33,20 +33,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use app::history::HistorySourceHandle;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use axum::Router;
-use app::history::HistorySourceHandle;
 use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::hub::Hub;
 use crate::config::ProviderChoice;
+use crate::hub::Hub;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::claude_cli::ClaudeCliProvider;
 use crate::provider::openai::OpenAiProvider;
@@ -114,13 +114,16 @@ impl AppState {
         cluster_store: Option<Arc<dyn store::ClusterStore>>,
     ) -> Result<AppState, StoreError> {
         let hub = Arc::new(Hub::new(config.hub_room_batches_max));
-        let writer = Writer::spawn_with(store.clone(), hub.clone(), config.writer_commit_retries_max);
+        let writer =
+            Writer::spawn_with(store.clone(), hub.clone(), config.writer_commit_retries_max);
         let recovered = recovery::recover(store.as_ref(), &writer, &[])
             .await
             .map_err(|error| match error {
                 recovery::RecoveryError::Store(error)
                 | recovery::RecoveryError::Append(writer::AppendError::Store(error)) => error,
-                recovery::RecoveryError::Append(other) => StoreError::Unavailable(other.to_string()),
+                recovery::RecoveryError::Append(other) => {
+                    StoreError::Unavailable(other.to_string())
+                }
             })?;
         if recovered != recovery::Recovered::default() {
             tracing::warn!(?recovered, "recovered from an unclean stop");
@@ -194,7 +197,10 @@ pub fn api_router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/agents", post(api::create_agent).get(api::list_agents))
         .route("/agents/", post(api::create_agent).get(api::list_agents))
-        .route("/agents/{id}", get(api::get_agent).delete(api::delete_agent))
+        .route(
+            "/agents/{id}",
+            get(api::get_agent).delete(api::delete_agent),
+        )
         .route("/agents/{id}/events", get(api::list_events))
         .route("/agents/{id}/events/stream", get(sse::stream_events))
         .route("/agents/{id}/runs", post(api::create_run))
@@ -247,7 +253,10 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
         .with_state(leptos_options);
     api_router(state.clone())
         .merge(pages)
-        .layer(axum::middleware::from_fn_with_state(state, auth::require_token))
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            auth::require_token,
+        ))
 }
 
 /// Serves on `listener` until `shutdown` resolves.

@@ -14,12 +14,21 @@ const FLAGS: &[(&str, &str)] = &[
     ("--model", "AGENTSTREAM_MODEL"),
     ("--claude-cli", "AGENTSTREAM_CLAUDE_CLI"),
     ("--max-iterations", "AGENTSTREAM_MAX_ITERATIONS"),
-    ("--scripted-token-delay-ms", "AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS"),
-    ("--scripted-reply-tokens", "AGENTSTREAM_SCRIPTED_REPLY_TOKENS"),
+    (
+        "--scripted-token-delay-ms",
+        "AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS",
+    ),
+    (
+        "--scripted-reply-tokens",
+        "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
+    ),
     ("--scripted-seed", "AGENTSTREAM_SCRIPTED_SEED"),
     ("--api-token", "AGENTSTREAM_API_TOKEN"),
     ("--allowed-origins", "AGENTSTREAM_ALLOWED_ORIGINS"),
-    ("--letta-ping-interval-ms", "AGENTSTREAM_LETTA_PING_INTERVAL_MS"),
+    (
+        "--letta-ping-interval-ms",
+        "AGENTSTREAM_LETTA_PING_INTERVAL_MS",
+    ),
 ];
 
 /// Applies `--flag value` / `--flag=value` to the environment. Runs before any thread exists.

@@ -56,7 +56,9 @@ pub async fn recover(
         ..Recovered::default()
     };
     for started in store.unfinished_runs().await? {
-        let Some(run_id) = started.run_id else { continue };
+        let Some(run_id) = started.run_id else {
+            continue;
+        };
         if alive.contains(&run_id) {
             continue;
         }
@@ -80,7 +82,10 @@ pub async fn recover(
 
 /// The events of the run that `started` began: it is the newest run of its agent (one run per
 /// agent at a time), so they are everything from its `run_started` on.
-pub async fn run_events(store: &dyn Store, started: &AgentEvent) -> Result<Vec<AgentEvent>, StoreError> {
+pub async fn run_events(
+    store: &dyn Store,
+    started: &AgentEvent,
+) -> Result<Vec<AgentEvent>, StoreError> {
     let mut events = Vec::new();
     let mut since = started.seq - 1;
     loop {
@@ -89,7 +94,10 @@ pub async fn run_events(store: &dyn Store, started: &AgentEvent) -> Result<Vec<A
             .await?;
         let full = page.len() as u32 == RECOVERY_PAGE_EVENTS;
         since = page.last().map_or(since, |event| event.seq);
-        events.extend(page.into_iter().filter(|event| event.run_id == started.run_id));
+        events.extend(
+            page.into_iter()
+                .filter(|event| event.run_id == started.run_id),
+        );
         if !full {
             return Ok(events);
         }
@@ -106,8 +114,16 @@ pub fn interruption(started: &AgentEvent, events: &[AgentEvent]) -> Vec<EventDra
 /// The events that end a run which cannot go on (`error` = `{type, message, retryable}`), given
 /// what of it is in the log: an error result for each tool call still unanswered, the `error`
 /// event, and `run_failed`. Used by start-up recovery and by a run the log refused.
-pub fn closing_drafts(started: &AgentEvent, events: &[AgentEvent], error: Value) -> Vec<EventDraft> {
-    let why = error.get("message").and_then(Value::as_str).unwrap_or("the run stopped").to_owned();
+pub fn closing_drafts(
+    started: &AgentEvent,
+    events: &[AgentEvent],
+    error: Value,
+) -> Vec<EventDraft> {
+    let why = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("the run stopped")
+        .to_owned();
     let answered: HashSet<&str> = events
         .iter()
         .filter(|event| event.kind == EventKind::ToolResult)

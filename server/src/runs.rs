@@ -114,7 +114,11 @@ pub struct Providers {
 impl Providers {
     /// The provider an agent uses: its `metadata.provider`, or the server's default.
     pub fn for_agent(&self, agent: &Agent) -> Result<Arc<dyn Provider>, StartRunError> {
-        match agent.metadata.get("provider").and_then(serde_json::Value::as_str) {
+        match agent
+            .metadata
+            .get("provider")
+            .and_then(serde_json::Value::as_str)
+        {
             None => Ok(self.default.clone()),
             Some(name) => self.by_name.get(name).cloned().ok_or_else(|| {
                 let mut names: Vec<_> = self.by_name.keys().copied().collect();
@@ -174,7 +178,9 @@ impl Runs {
     }
 
     fn active(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, ActiveRun>> {
-        self.active.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.active
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Starts run `run_id` of `agent` for `user_message`, after the conversation `prior` (rebuilt
@@ -247,9 +253,9 @@ impl Runs {
             over_limit: false,
             ending: ending.clone(),
         };
-        let iterations_max = options
-            .iterations_max
-            .map_or(self.iterations_max, |asked| asked.clamp(1, self.iterations_max));
+        let iterations_max = options.iterations_max.map_or(self.iterations_max, |asked| {
+            asked.clamp(1, self.iterations_max)
+        });
         let active = self.active.clone();
         let agent_id = agent.id;
         tokio::spawn(async move {
@@ -259,8 +265,13 @@ impl Runs {
                 end_after_store_failure(store.as_ref(), &writer, agent_id, run_id, &error).await;
             }
             {
-                let mut active = active.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                if active.get(&agent_id).is_some_and(|run| run.run_id == run_id) {
+                let mut active = active
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                if active
+                    .get(&agent_id)
+                    .is_some_and(|run| run.run_id == run_id)
+                {
                     active.remove(&agent_id);
                 }
             }
@@ -347,7 +358,9 @@ async fn end_after_store_failure(
         .await;
         let outcome = async {
             let outline = store.run_outline(run_id).await?;
-            let Some(started) = outline.iter().find(|event| event.kind == EventKind::RunStarted)
+            let Some(started) = outline
+                .iter()
+                .find(|event| event.kind == EventKind::RunStarted)
             else {
                 return Ok(());
             };
@@ -367,7 +380,9 @@ async fn end_after_store_failure(
                 tracing::warn!(%agent_id, %run_id, "the run was ended by another server");
                 return;
             }
-            Err(error) => tracing::warn!(%agent_id, %run_id, %error, attempt, "run_failed not written"),
+            Err(error) => {
+                tracing::warn!(%agent_id, %run_id, %error, attempt, "run_failed not written")
+            }
         }
     }
     tracing::error!(%agent_id, %run_id, "the run's end could not be written; recovery will end it at the next start");
@@ -470,7 +485,10 @@ impl Run {
             || draft.kind.is_run_end()
             || (draft.kind == EventKind::ToolCall
                 && draft.delta_path.as_deref() == Some("")
-                && draft.delta.as_ref().is_some_and(|delta| delta.get("status").is_some()));
+                && draft
+                    .delta
+                    .as_ref()
+                    .is_some_and(|delta| delta.get("status").is_some()));
         if self.over_limit && !closing {
             return Ok(());
         }
@@ -541,12 +559,14 @@ impl Run {
             let (end, text, calls) = self.llm_step(request.clone()).await?;
             match end {
                 StepEnd::Cancelled => {
-                    self.answer_unrun(&calls, "cancelled before the tool ran").await?;
+                    self.answer_unrun(&calls, "cancelled before the tool ran")
+                        .await?;
                     outcome = Outcome::Cancelled;
                     break;
                 }
                 StepEnd::Failed(error) => {
-                    self.answer_unrun(&calls, "the model failed before the tool ran").await?;
+                    self.answer_unrun(&calls, "the model failed before the tool ran")
+                        .await?;
                     outcome = Outcome::Failed(error);
                     break;
                 }
@@ -616,7 +636,10 @@ impl Run {
         // the log yet and the caller writes a `run_failed` instead — never two ends.
         self.flush().await?;
         self.ending.store(true, Ordering::Release);
-        self.writer.append(self.agent_id, vec![end]).await.map(|_| ())
+        self.writer
+            .append(self.agent_id, vec![end])
+            .await
+            .map(|_| ())
     }
 
     /// One LLM call: streams thinking and text into one block, each tool call into a block and
@@ -649,7 +672,9 @@ impl Run {
                     }
                 }
                 Some(Err(error))
-                    if error.retryable && !step_output_started && retries < PROVIDER_RETRIES_MAX =>
+                    if error.retryable
+                        && !step_output_started
+                        && retries < PROVIDER_RETRIES_MAX =>
                 {
                     retries += 1;
                     let delay_ms = error
@@ -905,7 +930,10 @@ impl Run {
             let immediate = if let Some(why) = &call.refused {
                 Some(Err(why.clone()))
             } else if call.input.is_none() {
-                Some(Err(format!("the input is not valid JSON: {:?}", call.input_json)))
+                Some(Err(format!(
+                    "the input is not valid JSON: {:?}",
+                    call.input_json
+                )))
             } else if !self.tools.iter().any(|tool| tool.spec().name == call.name) {
                 Some(Err(format!("there is no tool named {:?}", call.name)))
             } else {

@@ -50,13 +50,18 @@ pub async fn stream_events(
     // Refuse what cannot be followed before the stream starts, with a proper status.
     head_for_cursor(&state, agent_id, since).await?;
 
-    let (out, receiver) =
-        mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
+    let (out, receiver) = mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
         let form = Form::Json { coalesce };
-        let result =
-            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, form, &out)
-                .await;
+        let result = subscription::follow(
+            state.store.as_ref(),
+            &state.hub,
+            agent_id,
+            since,
+            form,
+            &out,
+        )
+        .await;
         if let Err(error) = result {
             if !matches!(error, FollowError::SubscriberGone) {
                 let _ = out
@@ -75,11 +80,14 @@ pub async fn stream_events(
     // What waits while the client is slow goes out together, coalesced where it asked for it.
     .ready_chunks(subscription::OUTBOUND_DRAIN_MESSAGES_MAX)
     .flat_map(|waiting| {
-        stream::iter(subscription::coalesce_waiting(waiting).into_iter().flat_map(sse_events))
+        stream::iter(
+            subscription::coalesce_waiting(waiting)
+                .into_iter()
+                .flat_map(sse_events),
+        )
     });
-    Ok(Sse::new(events).keep_alive(
-        KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)),
-    ))
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS))))
 }
 
 /// The SSE messages of one subscription message: one per event, its JSON as it came.
@@ -88,13 +96,23 @@ fn sse_events(message: Outbound) -> Vec<Result<Event, Infallible>> {
         Outbound::Events { .. } => message
             .events()
             .iter()
-            .map(|event| Ok(Event::default().id(event.seq.to_string()).data(&*event.json)))
+            .map(|event| {
+                Ok(Event::default()
+                    .id(event.seq.to_string())
+                    .data(&*event.json))
+            })
             .collect(),
-        Outbound::Message(message @ (ServerMessage::Lagged { .. } | ServerMessage::Error { .. })) => {
-            let name = if matches!(message, ServerMessage::Lagged { .. }) { "lagged" } else { "error" };
-            vec![Ok(Event::default()
-                .event(name)
-                .data(serde_json::to_string(&message).expect("messages serialize")))]
+        Outbound::Message(
+            message @ (ServerMessage::Lagged { .. } | ServerMessage::Error { .. }),
+        ) => {
+            let name = if matches!(message, ServerMessage::Lagged { .. }) {
+                "lagged"
+            } else {
+                "error"
+            };
+            vec![Ok(Event::default().event(name).data(
+                serde_json::to_string(&message).expect("messages serialize"),
+            ))]
         }
         Outbound::Values { events, .. } => events
             .iter()

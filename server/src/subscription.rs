@@ -50,7 +50,10 @@ impl Outbound {
     fn count_and_last_seq(&self) -> (usize, Option<u64>) {
         match self {
             Outbound::Values { events, .. } => (events.len(), events.last().map(|event| event.seq)),
-            _ => (self.events().len(), self.events().last().map(|event| event.seq)),
+            _ => (
+                self.events().len(),
+                self.events().last().map(|event| event.seq),
+            ),
         }
     }
 
@@ -61,11 +64,13 @@ impl Outbound {
                 serde_json::to_string(message).expect("server messages serialize")
             }
             Outbound::Events { agent_id, .. } => events_frame(*agent_id, self.events()),
-            Outbound::Values { agent_id, events } => serde_json::to_string(&ServerMessage::Events {
-                agent_id: *agent_id,
-                events: events.clone(),
-            })
-            .expect("server messages serialize"),
+            Outbound::Values { agent_id, events } => {
+                serde_json::to_string(&ServerMessage::Events {
+                    agent_id: *agent_id,
+                    events: events.clone(),
+                })
+                .expect("server messages serialize")
+            }
         }
     }
 }
@@ -103,16 +108,22 @@ pub fn coalesce_waiting(waiting: Vec<Outbound>) -> Vec<Outbound> {
         merge_group(std::mem::take(group), ready);
     };
     for message in waiting {
-        let Outbound::Events { agent_id, coalesce: true, .. } = &message else {
+        let Outbound::Events {
+            agent_id,
+            coalesce: true,
+            ..
+        } = &message
+        else {
             flush(&mut group, &mut group_events, &mut ready);
             ready.push(message);
             continue;
         };
         let count = message.events().len();
         let joins = match group.first() {
-            Some(Outbound::Events { agent_id: group_agent, .. }) => {
-                group_agent == agent_id && group_events + count <= COALESCED_FRAME_EVENTS_MAX
-            }
+            Some(Outbound::Events {
+                agent_id: group_agent,
+                ..
+            }) => group_agent == agent_id && group_events + count <= COALESCED_FRAME_EVENTS_MAX,
             _ => true,
         };
         if !joins {
@@ -141,9 +152,12 @@ fn merge_group(group: Vec<Outbound>, ready: &mut Vec<Outbound>) {
         }
     };
     match merged {
-        Some(merged) => {
-            ready.push(Outbound::Events { agent_id, events: Arc::from(merged), from: 0, coalesce: true })
-        }
+        Some(merged) => ready.push(Outbound::Events {
+            agent_id,
+            events: Arc::from(merged),
+            from: 0,
+            coalesce: true,
+        }),
         None => ready.extend(group),
     }
 }
@@ -275,12 +289,21 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for MergeDelta<'a> {
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(MergeDelta::Other)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
                 Ok(MergeDelta::Other)
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
                 Ok(MergeDelta::Other)
             }
         }
@@ -293,9 +316,14 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for MergeDelta<'a> {
 pub fn events_frame(agent_id: Uuid, events: &[EventJson]) -> String {
     const HEAD: &str = r#"{"type":"events","agent_id":""#;
     const MIDDLE: &str = r#"","events":"#;
-    let mut frame = String::with_capacity(HEAD.len() + 36 + MIDDLE.len() + EventJson::array_len(events) + 1);
+    let mut frame =
+        String::with_capacity(HEAD.len() + 36 + MIDDLE.len() + EventJson::array_len(events) + 1);
     frame.push_str(HEAD);
-    frame.push_str(agent_id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+    frame.push_str(
+        agent_id
+            .hyphenated()
+            .encode_lower(&mut Uuid::encode_buffer()),
+    );
     frame.push_str(MIDDLE);
     EventJson::write_array(events, &mut frame);
     frame.push('}');
@@ -395,8 +423,15 @@ async fn follow_with(
             Ok(batch) => {
                 let Some(first) = batch.first() else { continue };
                 if first.seq > last_delivered + 1 {
-                    last_delivered =
-                        catch_up(store, agent_id, last_delivered, Some(first.seq - 1), form, out).await?;
+                    last_delivered = catch_up(
+                        store,
+                        agent_id,
+                        last_delivered,
+                        Some(first.seq - 1),
+                        form,
+                        out,
+                    )
+                    .await?;
                 }
                 // Seqs go up within a batch: what is fresh is a suffix of it.
                 let from = batch.partition_point(|event| event.seq <= last_delivered);
@@ -404,10 +439,16 @@ async fn follow_with(
                     debug_assert_eq!(batch[from].seq, last_delivered + 1);
                     last_delivered = newest.seq;
                     let outbound = match form {
-                        Form::Json { coalesce } => {
-                            Outbound::Events { agent_id, events: batch.json(), from, coalesce }
-                        }
-                        Form::Values => Outbound::Values { agent_id, events: batch[from..].to_vec() },
+                        Form::Json { coalesce } => Outbound::Events {
+                            agent_id,
+                            events: batch.json(),
+                            from,
+                            coalesce,
+                        },
+                        Form::Values => Outbound::Values {
+                            agent_id,
+                            events: batch[from..].to_vec(),
+                        },
                     };
                     send(out, outbound).await?;
                 }
@@ -464,7 +505,10 @@ async fn catch_up(
             };
             page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
             reads.push_back(async move {
-                (wanted, read_retrying(store, agent_id, cursor, wanted, form).await)
+                (
+                    wanted,
+                    read_retrying(store, agent_id, cursor, wanted, form).await,
+                )
             });
             cursor += wanted as u64;
         }
@@ -516,17 +560,22 @@ async fn read_retrying(
 ) -> Result<Outbound, StoreError> {
     let mut attempt = 0;
     loop {
-        let read = match form {
-            Form::Json { coalesce } => {
-                store.read_events_json(agent_id, after, limit).await.map(|events| {
-                    Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce }
-                })
-            }
-            Form::Values => store
-                .read_events(agent_id, after, limit)
-                .await
-                .map(|events| Outbound::Values { agent_id, events }),
-        };
+        let read =
+            match form {
+                Form::Json { coalesce } => store
+                    .read_events_json(agent_id, after, limit)
+                    .await
+                    .map(|events| Outbound::Events {
+                        agent_id,
+                        events: Arc::from(events),
+                        from: 0,
+                        coalesce,
+                    }),
+                Form::Values => store
+                    .read_events(agent_id, after, limit)
+                    .await
+                    .map(|events| Outbound::Values { agent_id, events }),
+            };
         match read {
             Err(error) if error.is_transient() && attempt < CATCHUP_READ_RETRIES_MAX => {
                 tracing::warn!(%agent_id, %error, attempt, "catch-up read failed; trying again");
@@ -549,7 +598,10 @@ impl From<ServerMessage> for Outbound {
     }
 }
 
-async fn send(out: &mpsc::Sender<Outbound>, outbound: impl Into<Outbound>) -> Result<(), FollowError> {
+async fn send(
+    out: &mpsc::Sender<Outbound>,
+    outbound: impl Into<Outbound>,
+) -> Result<(), FollowError> {
     out.send(outbound.into())
         .await
         .map_err(|_| FollowError::SubscriberGone)
@@ -578,15 +630,31 @@ mod tests {
             })
             .collect();
         let json: Vec<EventJson> = events.iter().map(EventJson::of).collect();
-        let message = ServerMessage::Events { agent_id, events: events.clone() };
-        assert_eq!(events_frame(agent_id, &json), serde_json::to_string(&message).unwrap());
-        let empty = ServerMessage::Events { agent_id, events: Vec::new() };
-        assert_eq!(events_frame(agent_id, &[]), serde_json::to_string(&empty).unwrap());
+        let message = ServerMessage::Events {
+            agent_id,
+            events: events.clone(),
+        };
+        assert_eq!(
+            events_frame(agent_id, &json),
+            serde_json::to_string(&message).unwrap()
+        );
+        let empty = ServerMessage::Events {
+            agent_id,
+            events: Vec::new(),
+        };
+        assert_eq!(
+            events_frame(agent_id, &[]),
+            serde_json::to_string(&empty).unwrap()
+        );
         let values = Outbound::Values { agent_id, events };
         assert_eq!(values.frame(), serde_json::to_string(&message).unwrap());
     }
 
-    fn appends(agent_id: Uuid, message_id: Uuid, seqs: std::ops::RangeInclusive<u64>) -> Arc<[EventJson]> {
+    fn appends(
+        agent_id: Uuid,
+        message_id: Uuid,
+        seqs: std::ops::RangeInclusive<u64>,
+    ) -> Arc<[EventJson]> {
         seqs.map(|seq| {
             let mut draft = EventDraft::new(EventKind::Text);
             draft.message_id = Some(message_id);
@@ -619,7 +687,10 @@ mod tests {
     #[test]
     fn coalescing_json_agrees_with_coalescing_events() {
         let agent_id = Uuid::now_v7();
-        let (messages, blocks) = ([Uuid::now_v7(), Uuid::now_v7()], [Uuid::now_v7(), Uuid::now_v7()]);
+        let (messages, blocks) = (
+            [Uuid::now_v7(), Uuid::now_v7()],
+            [Uuid::now_v7(), Uuid::now_v7()],
+        );
         let pieces = ["tok", " \"quoted\"\n", "ünï", "", "a\\b", "\u{1F600}"];
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = |below: u64| {
@@ -631,21 +702,34 @@ mod tests {
         let mut events: Vec<app::AgentEvent> = Vec::new();
         let mut seq = 0;
         // What the next event targets; it changes now and then, so runs form and break.
-        let (mut kind, mut message, mut block, mut path) = (EventKind::Text, Some(messages[0]), blocks[0], "text");
+        let (mut kind, mut message, mut block, mut path) =
+            (EventKind::Text, Some(messages[0]), blocks[0], "text");
         for _ in 0..600 {
             seq += if next(20) == 0 { 2 } else { 1 }; // now and then a hole
-            // Each changes on its own, so a run also breaks on one difference alone.
+                                                      // Each changes on its own, so a run also breaks on one difference alone.
             if next(12) == 0 {
-                kind = if kind == EventKind::Text { EventKind::Thinking } else { EventKind::Text };
+                kind = if kind == EventKind::Text {
+                    EventKind::Thinking
+                } else {
+                    EventKind::Text
+                };
             }
             if next(12) == 0 {
-                message = if next(6) == 0 { None } else { Some(messages[next(2) as usize]) };
+                message = if next(6) == 0 {
+                    None
+                } else {
+                    Some(messages[next(2) as usize])
+                };
             }
             if next(12) == 0 {
                 block = blocks[next(2) as usize];
             }
             if next(12) == 0 {
-                path = if path == "text" { "title.\"x\"" } else { "text" };
+                path = if path == "text" {
+                    "title.\"x\""
+                } else {
+                    "text"
+                };
             }
             let mut draft = EventDraft::new(kind);
             draft.message_id = message;
@@ -681,7 +765,11 @@ mod tests {
             .map(|event| serde_json::from_str(&event.json).unwrap())
             .collect();
         let from_events = app::coalesce::coalesce(&events);
-        assert!(from_events.len() * 3 < events.len() * 2, "the sample hardly merges: {}", from_events.len());
+        assert!(
+            from_events.len() * 3 < events.len() * 2,
+            "the sample hardly merges: {}",
+            from_events.len()
+        );
         assert_eq!(from_json, from_events);
     }
 
@@ -719,11 +807,16 @@ mod tests {
         );
         let merged: app::AgentEvent = serde_json::from_str(&ready[0].events()[0].json).unwrap();
         assert_eq!(merged.delta, Some(serde_json::json!("1 2 3 4 5 ")));
-        assert!(matches!(ready[3], Outbound::Message(ServerMessage::Pong { .. })));
+        assert!(matches!(
+            ready[3],
+            Outbound::Message(ServerMessage::Pong { .. })
+        ));
 
         // A backlog larger than one frame may hold is cut into frames of at most that many.
         let page = CATCHUP_PAGE_EVENTS as u64;
-        let pages = (0..10).map(|n| events(a, n * page + 1..=(n + 1) * page, true)).collect();
+        let pages = (0..10)
+            .map(|n| events(a, n * page + 1..=(n + 1) * page, true))
+            .collect();
         let ready = coalesce_waiting(pages);
         let per_frame = COALESCED_FRAME_EVENTS_MAX as u64 / page;
         assert_eq!(ready.len() as u64, 10_u64.div_ceil(per_frame));
@@ -742,7 +835,10 @@ mod tests {
         let writer = Writer::spawn(store.clone(), hub.clone());
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         writer
-            .append(agent.id, (0..3).map(|_| EventDraft::new(EventKind::Text)).collect())
+            .append(
+                agent.id,
+                (0..3).map(|_| EventDraft::new(EventKind::Text)).collect(),
+            )
             .await
             .unwrap();
 
@@ -750,13 +846,27 @@ mod tests {
         let (out, mut inbox) = mpsc::channel(1);
         let follower = {
             let (store, hub) = (store.clone(), hub.clone());
-            tokio::spawn(async move { follow(store.as_ref(), &hub, agent.id, 1, Form::Json { coalesce: false }, &out).await })
+            tokio::spawn(async move {
+                follow(
+                    store.as_ref(),
+                    &hub,
+                    agent.id,
+                    1,
+                    Form::Json { coalesce: false },
+                    &out,
+                )
+                .await
+            })
         };
         // Let it subscribe, then stall it while 50 separate commits happen.
         let subscribed = inbox.recv().await.unwrap();
         assert!(matches!(
             subscribed,
-            Outbound::Message(ServerMessage::Subscribed { since: 1, head_seq: 3, .. })
+            Outbound::Message(ServerMessage::Subscribed {
+                since: 1,
+                head_seq: 3,
+                ..
+            })
         ));
         for _ in 0..50 {
             writer

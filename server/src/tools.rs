@@ -50,7 +50,12 @@ impl Tool for Clock {
         }
     }
 
-    fn call(&self, _: Value, _: ProgressSender, _: CancellationToken) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(
+        &self,
+        _: Value,
+        _: ProgressSender,
+        _: CancellationToken,
+    ) -> BoxFuture<'static, Result<Value, String>> {
         Box::pin(async { Ok(json!(chrono::Utc::now().to_rfc3339())) })
     }
 }
@@ -71,7 +76,12 @@ impl Tool for Calculator {
         }
     }
 
-    fn call(&self, input: Value, _: ProgressSender, _: CancellationToken) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(
+        &self,
+        input: Value,
+        _: ProgressSender,
+        _: CancellationToken,
+    ) -> BoxFuture<'static, Result<Value, String>> {
         Box::pin(async move {
             let expression = input
                 .get("expression")
@@ -97,10 +107,17 @@ impl Tool for Calculator {
 /// Evaluates an arithmetic expression. A tiny recursive-descent parser with a nesting bound.
 pub fn evaluate(expression: &str) -> Result<f64, String> {
     let tokens: Vec<char> = expression.chars().collect();
-    let mut parser = Parser { tokens, position: 0, depth: 0 };
+    let mut parser = Parser {
+        tokens,
+        position: 0,
+        depth: 0,
+    };
     let value = parser.sum()?;
     if parser.peek().is_some() {
-        return Err(format!("unexpected {:?} at position {}", parser.tokens[parser.position], parser.position));
+        return Err(format!(
+            "unexpected {:?} at position {}",
+            parser.tokens[parser.position], parser.position
+        ));
     }
     if !value.is_finite() {
         return Err("the result is not a finite number (division by zero?)".into());
@@ -117,7 +134,11 @@ struct Parser {
 impl Parser {
     /// The next character that is not whitespace (whitespace separates, never joins, numbers).
     fn peek(&mut self) -> Option<char> {
-        while self.tokens.get(self.position).is_some_and(|c| c.is_whitespace()) {
+        while self
+            .tokens
+            .get(self.position)
+            .is_some_and(|c| c.is_whitespace())
+        {
             self.position += 1;
         }
         self.tokens.get(self.position).copied()
@@ -128,7 +149,11 @@ impl Parser {
         while let Some(operator @ ('+' | '-')) = self.peek() {
             self.position += 1;
             let right = self.product()?;
-            value = if operator == '+' { value + right } else { value - right };
+            value = if operator == '+' {
+                value + right
+            } else {
+                value - right
+            };
         }
         Ok(value)
     }
@@ -138,7 +163,11 @@ impl Parser {
         while let Some(operator @ ('*' | '/')) = self.peek() {
             self.position += 1;
             let right = self.factor()?;
-            value = if operator == '*' { value * right } else { value / right };
+            value = if operator == '*' {
+                value * right
+            } else {
+                value / right
+            };
         }
         Ok(value)
     }
@@ -152,7 +181,9 @@ impl Parser {
             Some('(') => {
                 self.depth += 1;
                 if self.depth > CALCULATOR_NESTING_MAX {
-                    return Err(format!("parentheses nest deeper than {CALCULATOR_NESTING_MAX}"));
+                    return Err(format!(
+                        "parentheses nest deeper than {CALCULATOR_NESTING_MAX}"
+                    ));
                 }
                 self.position += 1;
                 let value = self.sum()?;
@@ -173,7 +204,8 @@ impl Parser {
                     self.position += 1;
                 }
                 let text: String = self.tokens[start..self.position].iter().collect();
-                text.parse().map_err(|_| format!("{text:?} is not a number"))
+                text.parse()
+                    .map_err(|_| format!("{text:?} is not a number"))
             }
             Some(c) => Err(format!("unexpected {c:?} at position {}", self.position)),
             None => Err("the expression ends too early".into()),
@@ -189,7 +221,8 @@ impl Tool for Slow {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "slow".into(),
-            description: "Waits a number of seconds, reporting progress; for demos and tests.".into(),
+            description: "Waits a number of seconds, reporting progress; for demos and tests."
+                .into(),
             input_schema: json!({
                 "type": "object",
                 "properties": { "seconds": { "type": "number" } }
@@ -197,7 +230,12 @@ impl Tool for Slow {
         }
     }
 
-    fn call(&self, input: Value, progress: ProgressSender, cancel: CancellationToken) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(
+        &self,
+        input: Value,
+        progress: ProgressSender,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<Value, String>> {
         Box::pin(async move {
             let seconds = input
                 .get("seconds")

@@ -211,7 +211,8 @@ async fn run(
         // Later events of a run the writer already refused are refused without trying: the
         // run is ending, and its log must not go on past a hole.
         let (requests, held_back): (Vec<_>, Vec<_>) = requests.into_iter().partition(|request| {
-            !request.continues_run || !run_of(&request.batch).is_some_and(|run| refused.set.contains(&run))
+            !request.continues_run
+                || !run_of(&request.batch).is_some_and(|run| refused.set.contains(&run))
         });
         for request in held_back {
             let _ = request.reply.send(Err(Arc::new(behind_a_refusal())));
@@ -269,7 +270,11 @@ async fn append_retrying(
 
 /// The wait before retry `attempt` (from 0) of a commit or of a reconcile.
 fn retry_delay(attempt: u32) -> std::time::Duration {
-    crate::backoff(WRITER_RETRY_DELAY_INITIAL_MS, WRITER_RETRY_DELAY_MAX_MS, attempt)
+    crate::backoff(
+        WRITER_RETRY_DELAY_INITIAL_MS,
+        WRITER_RETRY_DELAY_MAX_MS,
+        attempt,
+    )
 }
 
 /// An append that did not go through, as far as the writer knows.
@@ -364,54 +369,57 @@ async fn commit(
         .unzip();
     // Requests whose events may have committed although the writer could not learn it.
     let mut maybe_committed = vec![false; requests.len()];
-    let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> = match append_retrying(
-        store.as_ref(),
-        &batches,
-        retries_max,
-    )
-    .await
-    {
-        Ok(committed) => committed.into_iter().map(Ok).collect(),
-        Err(refused) if batches.len() == 1 || refused.maybe_committed => {
-            // One request; or the group may have committed, and trying it in parts could write
-            // it twice: every request gets the refusal, and the log is asked later.
-            maybe_committed.fill(refused.maybe_committed);
-            let message = refused.error.to_string();
-            let mut first = Some(refused.error);
-            (0..batches.len())
-                .map(|_| {
-                    Err(Arc::new(
-                        first.take().unwrap_or_else(|| StoreError::Unavailable(message.clone())),
-                    ))
-                })
-                .collect()
-        }
-        Err(_) => {
-            // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
-            // commit them one by one so each gets its own answer.
-            let mut outcomes = Vec::with_capacity(batches.len());
-            for (index, (request, batch)) in requests.iter().zip(&batches).enumerate() {
-                let run = run_of(batch);
-                if request.continues_run && run.is_some_and(|run| refused.set.contains(&run)) {
-                    outcomes.push(Err(Arc::new(behind_a_refusal())));
-                    continue;
-                }
-                let outcome = match append_retrying(store.as_ref(), std::slice::from_ref(batch), retries_max).await {
-                    Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
-                    Err(failed) => {
-                        maybe_committed[index] = failed.maybe_committed;
-                        Err(Arc::new(failed.error))
-                    }
-                };
-                if let (Err(_), Some(run)) = (&outcome, run) {
-                    refused.insert(run);
-                }
-                outcomes.push(outcome);
+    let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> =
+        match append_retrying(store.as_ref(), &batches, retries_max).await {
+            Ok(committed) => committed.into_iter().map(Ok).collect(),
+            Err(refused) if batches.len() == 1 || refused.maybe_committed => {
+                // One request; or the group may have committed, and trying it in parts could write
+                // it twice: every request gets the refusal, and the log is asked later.
+                maybe_committed.fill(refused.maybe_committed);
+                let message = refused.error.to_string();
+                let mut first = Some(refused.error);
+                (0..batches.len())
+                    .map(|_| {
+                        Err(Arc::new(first.take().unwrap_or_else(|| {
+                            StoreError::Unavailable(message.clone())
+                        })))
+                    })
+                    .collect()
             }
-            outcomes
-        }
-    };
-    for (index, ((request, batch), outcome)) in requests.into_iter().zip(batches).zip(outcomes).enumerate() {
+            Err(_) => {
+                // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
+                // commit them one by one so each gets its own answer.
+                let mut outcomes = Vec::with_capacity(batches.len());
+                for (index, (request, batch)) in requests.iter().zip(&batches).enumerate() {
+                    let run = run_of(batch);
+                    if request.continues_run && run.is_some_and(|run| refused.set.contains(&run)) {
+                        outcomes.push(Err(Arc::new(behind_a_refusal())));
+                        continue;
+                    }
+                    let outcome = match append_retrying(
+                        store.as_ref(),
+                        std::slice::from_ref(batch),
+                        retries_max,
+                    )
+                    .await
+                    {
+                        Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
+                        Err(failed) => {
+                            maybe_committed[index] = failed.maybe_committed;
+                            Err(Arc::new(failed.error))
+                        }
+                    };
+                    if let (Err(_), Some(run)) = (&outcome, run) {
+                        refused.insert(run);
+                    }
+                    outcomes.push(outcome);
+                }
+                outcomes
+            }
+        };
+    for (index, ((request, batch), outcome)) in
+        requests.into_iter().zip(batches).zip(outcomes).enumerate()
+    {
         let run = run_of(&batch);
         if let Ok(events) = &outcome {
             // Only now, after the commit, does anyone see these events.
@@ -464,7 +472,11 @@ mod tests {
             let last = batch.last().unwrap().seq;
             // Read the store the moment the batch is seen: it must be there already.
             let stored = store.read_events(agent.id, last - 1, 1).await.unwrap();
-            assert_eq!(stored.len(), 1, "seq {last} was published before it was committed");
+            assert_eq!(
+                stored.len(),
+                1,
+                "seq {last} was published before it was committed"
+            );
             for event in batch.iter() {
                 seen += 1;
                 assert_eq!(event.seq, seen as u64);
@@ -528,13 +540,23 @@ mod tests {
         async fn head_seq(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
             self.inner.head_seq(id).await
         }
-        async fn read_events(&self, id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
+        async fn read_events(
+            &self,
+            id: Uuid,
+            since: u64,
+            limit: u32,
+        ) -> Result<Vec<AgentEvent>, StoreError> {
             self.inner.read_events(id, since, limit).await
         }
         async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
             self.inner.run_outline(run_id).await
         }
-        async fn claim_run_key(&self, id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
+        async fn claim_run_key(
+            &self,
+            id: Uuid,
+            key: &str,
+            run_id: Uuid,
+        ) -> Result<Uuid, StoreError> {
             self.inner.claim_run_key(id, key, run_id).await
         }
         async fn release_run_key(&self, id: Uuid, key: &str) -> Result<(), StoreError> {
@@ -549,12 +571,18 @@ mod tests {
         async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
             self.inner.events_by_id(ids).await
         }
-        async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        async fn append(
+            &self,
+            batches: &[AppendBatch],
+        ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
             let committed = self.inner.append(batches).await?;
             let left = self.lose.load(std::sync::atomic::Ordering::Relaxed);
             if left > 0 {
-                self.lose.store(left - 1, std::sync::atomic::Ordering::Relaxed);
-                return Err(StoreError::Unavailable("the answer to COMMIT was lost".into()));
+                self.lose
+                    .store(left - 1, std::sync::atomic::Ordering::Relaxed);
+                return Err(StoreError::Unavailable(
+                    "the answer to COMMIT was lost".into(),
+                ));
             }
             Ok(committed)
         }
@@ -572,18 +600,39 @@ mod tests {
         let writer = Writer::spawn(store.clone(), hub.clone());
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         let mut live = hub.subscribe(agent.id);
-        writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+        writer
+            .append(agent.id, vec![EventDraft::new(EventKind::Text)])
+            .await
+            .unwrap();
 
         store.lose.store(1, std::sync::atomic::Ordering::Relaxed);
-        let drafts = vec![EventDraft::new(EventKind::Text), EventDraft::new(EventKind::Text)];
+        let drafts = vec![
+            EventDraft::new(EventKind::Text),
+            EventDraft::new(EventKind::Text),
+        ];
         let ids: Vec<Uuid> = drafts.iter().map(|draft| draft.id).collect();
-        let events = writer.append(agent.id, drafts).await.expect("the committed events are the answer");
-        assert_eq!(events.iter().map(|event| (event.id, event.seq)).collect::<Vec<_>>(), vec![(ids[0], 2), (ids[1], 3)]);
+        let events = writer
+            .append(agent.id, drafts)
+            .await
+            .expect("the committed events are the answer");
+        assert_eq!(
+            events
+                .iter()
+                .map(|event| (event.id, event.seq))
+                .collect::<Vec<_>>(),
+            vec![(ids[0], 2), (ids[1], 3)]
+        );
         // In the log once, published once, and the next append follows on.
         assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(3));
-        writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+        writer
+            .append(agent.id, vec![EventDraft::new(EventKind::Text)])
+            .await
+            .unwrap();
         let log = store.read_events(agent.id, 0, 10).await.unwrap();
-        assert_eq!(log.iter().map(|event| event.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(
+            log.iter().map(|event| event.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
         let mut published = Vec::new();
         while published.len() < 4 {
             published.extend(live.recv().await.unwrap().iter().map(|event| event.seq));

@@ -97,7 +97,11 @@ where
                 }
             }
             for message in subscription::coalesce_waiting(waiting) {
-                if sink.send(Message::Text(message.frame().into())).await.is_err() {
+                if sink
+                    .send(Message::Text(message.frame().into()))
+                    .await
+                    .is_err()
+                {
                     break 'writing;
                 }
             }
@@ -114,8 +118,13 @@ where
         let text = match frame {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
-                reply_error(&out, "unsupported_frame", "send JSON text frames, not binary", None)
-                    .await;
+                reply_error(
+                    &out,
+                    "unsupported_frame",
+                    "send JSON text frames, not binary",
+                    None,
+                )
+                .await;
                 continue;
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
@@ -129,13 +138,23 @@ where
                 } else {
                     "malformed_json"
                 };
-                reply_error(&out, code, &format!("cannot read that message: {error}"), None).await;
+                reply_error(
+                    &out,
+                    code,
+                    &format!("cannot read that message: {error}"),
+                    None,
+                )
+                .await;
                 continue;
             }
         };
         subscriptions.retain(|_, task| !task.is_finished());
         match message {
-            ClientMessage::Subscribe { agent_id, since, coalesce } => {
+            ClientMessage::Subscribe {
+                agent_id,
+                since,
+                coalesce,
+            } => {
                 if let Some(previous) = subscriptions.remove(&agent_id) {
                     // A new subscribe for the same agent replaces the old one (a new cursor).
                     previous.abort();
@@ -172,11 +191,16 @@ where
                     .map(|cancelling| vec![cancelling.run_id])
                     .unwrap_or_default();
                 let _ = out
-                    .send(Outbound::Message(ServerMessage::CancelRequested { agent_id, run_ids }))
+                    .send(Outbound::Message(ServerMessage::CancelRequested {
+                        agent_id,
+                        run_ids,
+                    }))
                     .await;
             }
             ClientMessage::Ping { nonce } => {
-                let _ = out.send(Outbound::Message(ServerMessage::Pong { nonce })).await;
+                let _ = out
+                    .send(Outbound::Message(ServerMessage::Pong { nonce }))
+                    .await;
             }
         }
     }
@@ -195,9 +219,15 @@ fn spawn_subscription(
     out: mpsc::Sender<Outbound>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let result =
-            subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, form, &out)
-                .await;
+        let result = subscription::follow(
+            state.store.as_ref(),
+            &state.hub,
+            agent_id,
+            since,
+            form,
+            &out,
+        )
+        .await;
         match result {
             Ok(()) | Err(FollowError::SubscriberGone) => {}
             Err(error) => {

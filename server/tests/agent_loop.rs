@@ -11,7 +11,10 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 fn tool_results(events: &[AgentEvent]) -> Vec<&AgentEvent> {
-    events.iter().filter(|event| event.kind == EventKind::ToolResult).collect()
+    events
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolResult)
+        .collect()
 }
 
 /// Every tool call (by tool_call_id) has exactly one result.
@@ -25,9 +28,14 @@ fn assert_one_result_per_call(events: &[AgentEvent]) -> HashMap<String, Value> {
     let mut results = HashMap::new();
     for result in tool_results(events) {
         let call_id = result.content["tool_call_id"].as_str().unwrap().to_owned();
-        assert!(calls.contains(&call_id), "a result for an unknown call {call_id}");
         assert!(
-            results.insert(call_id.clone(), result.content.clone()).is_none(),
+            calls.contains(&call_id),
+            "a result for an unknown call {call_id}"
+        );
+        assert!(
+            results
+                .insert(call_id.clone(), result.content.clone())
+                .is_none(),
             "two results for {call_id}"
         );
     }
@@ -52,7 +60,10 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     assert_contiguous(&events, 1);
     let results = assert_one_result_per_call(&events);
     assert_eq!(results.len(), 2);
-    let calculator = results.values().find(|result| result["name"] == "calculator").unwrap();
+    let calculator = results
+        .values()
+        .find(|result| result["name"] == "calculator")
+        .unwrap();
     assert_eq!(calculator["result"], json!(14));
     assert_eq!(calculator["is_error"], false);
 
@@ -72,7 +83,10 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     assert_ne!(calls[0].thread_id, calls[1].thread_id);
     // The input streamed in pieces and was replaced by the parsed object.
     assert_eq!(calls[1].content["input"], json!({"expression": "2*(3+4)"}));
-    assert_eq!(calls[1].content["input_json"], json!("{\"expression\":\"2*(3+4)\"}"));
+    assert_eq!(
+        calls[1].content["input_json"],
+        json!("{\"expression\":\"2*(3+4)\"}")
+    );
     assert_eq!(calls[1].content["status"], "done");
     // The second LLM call reports the results.
     let final_text = timeline
@@ -86,14 +100,19 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     assert!(final_text.contains("14"), "{final_text}");
     // Usage adds up over both LLM calls.
     let usage = run.usage.clone().unwrap();
-    assert!(usage["output_tokens"].as_u64().unwrap() > 12 + 16, "{usage}");
+    assert!(
+        usage["output_tokens"].as_u64().unwrap() > 12 + 16,
+        "{usage}"
+    );
 }
 
 #[tokio::test]
 async fn the_tools_of_one_step_run_concurrently() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "/tools slow 2; slow 2; slow 2").await;
+    let run_id = server
+        .start_run(agent_id, "/tools slow 2; slow 2; slow 2")
+        .await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_one_result_per_call(&events);
     let first_result = events
@@ -104,7 +123,12 @@ async fn the_tools_of_one_step_run_concurrently() {
     let reporting: HashSet<Uuid> = events[..first_result]
         .iter()
         .filter(|event| event.kind == EventKind::ToolCall)
-        .filter(|event| event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some()))
+        .filter(|event| {
+            event
+                .delta
+                .as_ref()
+                .is_some_and(|delta| delta.get("progress").is_some())
+        })
         .filter_map(|event| event.message_id)
         .collect();
     assert_eq!(reporting.len(), 3, "the tools ran one after another");
@@ -128,7 +152,10 @@ async fn tool_failures_are_results_and_the_run_goes_on() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
     let run_id = server
-        .start_run(agent_id, r#"/tools calculator 1/0; no_such_tool {}; calculator (1"#)
+        .start_run(
+            agent_id,
+            r#"/tools calculator 1/0; no_such_tool {}; calculator (1"#,
+        )
         .await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let results = assert_one_result_per_call(&events);
@@ -163,11 +190,17 @@ async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
     loop {
         let events = server.all_events(agent_id).await;
         if events.iter().any(|event| {
-            event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some())
+            event
+                .delta
+                .as_ref()
+                .is_some_and(|delta| delta.get("progress").is_some())
         }) {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the slow tool never reported");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slow tool never reported"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let response = server
@@ -194,7 +227,10 @@ async fn a_provider_failure_mid_stream_ends_the_run_with_an_error_event() {
     let run_id = server.start_run(agent_id, "/fail overloaded_error").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert!(events.iter().any(|event| event.kind == EventKind::Text));
-    let error = events.iter().find(|event| event.kind == EventKind::Error).unwrap();
+    let error = events
+        .iter()
+        .find(|event| event.kind == EventKind::Error)
+        .unwrap();
     assert_eq!(error.content["type"], "overloaded_error");
     assert_eq!(error.content["retryable"], true);
     let end = events.last().unwrap();
@@ -247,7 +283,10 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
         if words >= 3 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the run never started talking");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run never started talking"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let started = std::time::Instant::now();
@@ -260,10 +299,14 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
     let answer: app::protocol::CancelResponse = response.json().await.unwrap();
     assert_eq!(answer.cancelled_run_ids, vec![run_id]);
     // The answer came because the run ended, not because the cancel wait ran out.
-    assert!(started.elapsed() < std::time::Duration::from_millis(
-        agentstream_server::api::CANCEL_WAIT_MS_MAX
-    ));
-    assert_eq!(server.all_events(agent_id).await.last().unwrap().kind, EventKind::RunCancelled);
+    assert!(
+        started.elapsed()
+            < std::time::Duration::from_millis(agentstream_server::api::CANCEL_WAIT_MS_MAX)
+    );
+    assert_eq!(
+        server.all_events(agent_id).await.last().unwrap().kind,
+        EventKind::RunCancelled
+    );
 }
 
 /// A client that sees a run end and sends the next message at once is served, not told the
@@ -292,13 +335,23 @@ async fn the_next_message_right_after_a_run_end_starts_a_run() {
                     .unwrap();
                 let status = response.status();
                 let body = response.text().await.unwrap();
-                assert_eq!(status, 202, "turn {turn}, sent as soon as the last run ended: {body}");
+                assert_eq!(
+                    status, 202,
+                    "turn {turn}, sent as soon as the last run ended: {body}"
+                );
                 let (events, _) = client.receive_until_run_end().await;
-                assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted, "turn {turn}");
+                assert_eq!(
+                    events.last().unwrap().kind,
+                    EventKind::RunCompleted,
+                    "turn {turn}"
+                );
             }
             let log = server.all_events(agent_id).await;
             assert_contiguous(&log, 1);
-            let ends = log.iter().filter(|event| event.kind == EventKind::RunCompleted).count();
+            let ends = log
+                .iter()
+                .filter(|event| event.kind == EventKind::RunCompleted)
+                .count();
             assert_eq!(ends, TURNS, "one end per turn");
         }));
     }

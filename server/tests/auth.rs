@@ -17,15 +17,26 @@ async fn guarded() -> TestServer {
 #[tokio::test]
 async fn without_the_token_the_api_answers_401_and_changes_nothing() {
     let server = guarded().await;
-    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     for (method, path) in [
         ("GET", "/v1/agents"),
         ("POST", "/v1/agents"),
         ("GET", "/v1/runs/00000000-0000-4000-8000-000000000000"),
-        ("POST", "/v1/agents/00000000-0000-4000-8000-000000000000/messages/stream"),
-        ("GET", "/v1/agents/00000000-0000-4000-8000-000000000000/events/stream"),
+        (
+            "POST",
+            "/v1/agents/00000000-0000-4000-8000-000000000000/messages/stream",
+        ),
+        (
+            "GET",
+            "/v1/agents/00000000-0000-4000-8000-000000000000/events/stream",
+        ),
     ] {
-        let request = no_redirects.request(method.parse().unwrap(), server.url(path)).json(&json!({ "name": "x" }));
+        let request = no_redirects
+            .request(method.parse().unwrap(), server.url(path))
+            .json(&json!({ "name": "x" }));
         for attempt in [request.try_clone().unwrap(), request.bearer_auth("wrong")] {
             let response = attempt.send().await.unwrap();
             assert_eq!(response.status(), 401, "{method} {path}");
@@ -35,10 +46,28 @@ async fn without_the_token_the_api_answers_401_and_changes_nothing() {
         }
     }
     // Nothing was created by the refused POST.
-    let agents: Vec<Value> = server.http.get(server.url("/v1/agents")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    let agents: Vec<Value> = server
+        .http
+        .get(server.url("/v1/agents"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(agents.is_empty());
     // The health check stays open for load balancers.
-    assert_eq!(server.http.get(server.url("/healthz")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        server
+            .http
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 }
 
 #[tokio::test]
@@ -53,7 +82,10 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         .await
         .unwrap();
     assert_eq!(created.status(), 201);
-    let agent_id = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let agent_id = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let by_cookie = server
         .http
         .get(server.url(&format!("/v1/agents/{agent_id}")))
@@ -64,47 +96,89 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
     assert_eq!(by_cookie.status(), 200);
     let sse = server
         .http
-        .get(server.url(&format!("/v1/agents/{agent_id}/events/stream?token={TOKEN}")))
+        .get(server.url(&format!(
+            "/v1/agents/{agent_id}/events/stream?token={TOKEN}"
+        )))
         .send()
         .await
         .unwrap();
-    assert_eq!(sse.status(), 200, "EventSource-style clients pass it in the query");
+    assert_eq!(
+        sse.status(),
+        200,
+        "EventSource-style clients pass it in the query"
+    );
     drop(sse);
 
     // WebSocket: refused without the token, accepted with it.
     let refused = tokio_tungstenite::connect_async(&server.ws_url).await;
     match refused {
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 401),
-        other => panic!("a WebSocket without the token was not refused: {:?}", other.map(|_| ())),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 401)
+        }
+        other => panic!(
+            "a WebSocket without the token was not refused: {:?}",
+            other.map(|_| ())
+        ),
     }
     let mut request = server.ws_url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert(header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
-    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the token opens the socket");
+    request.headers_mut().insert(
+        header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("the token opens the socket");
     use futures::SinkExt;
     socket
         .send(tokio_tungstenite::tungstenite::Message::Text(
-            json!({ "type": "subscribe", "agent_id": agent_id, "since": 0 }).to_string().into(),
+            json!({ "type": "subscribe", "agent_id": agent_id, "since": 0 })
+                .to_string()
+                .into(),
         ))
         .await
         .unwrap();
-    let frame = tokio::time::timeout(common::WAIT_MAX, socket.next()).await.unwrap().unwrap().unwrap();
+    let frame = tokio::time::timeout(common::WAIT_MAX, socket.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(frame.to_text().unwrap().contains("subscribed"), "{frame:?}");
 }
 
 #[tokio::test]
 async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie() {
     let server = guarded().await;
-    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     let page = browser.get(server.url("/")).send().await.unwrap();
     assert_eq!(page.status(), 401);
-    assert!(page.text().await.unwrap().contains("<form"), "the page asks for the token");
+    assert!(
+        page.text().await.unwrap().contains("<form"),
+        "the page asks for the token"
+    );
 
-    let opened = browser.get(server.url(&format!("/agents?x=1&token={TOKEN}"))).send().await.unwrap();
+    let opened = browser
+        .get(server.url(&format!("/agents?x=1&token={TOKEN}")))
+        .send()
+        .await
+        .unwrap();
     assert!(opened.status().is_redirection());
-    assert_eq!(opened.headers()[header::LOCATION], "/agents?x=1", "the token leaves the address bar");
-    let cookie = opened.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
+    assert_eq!(
+        opened.headers()[header::LOCATION],
+        "/agents?x=1",
+        "the token leaves the address bar"
+    );
+    let cookie = opened.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(cookie.starts_with(&format!("agentstream_token={TOKEN};")));
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
 
     let page = browser
         .get(server.url("/"))
@@ -118,7 +192,10 @@ async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie(
 
 #[tokio::test]
 async fn a_websocket_from_another_sites_page_is_refused() {
-    let server = TestServer::start_with(|config| config.allowed_origins = vec!["https://app.example".into()]).await;
+    let server = TestServer::start_with(|config| {
+        config.allowed_origins = vec!["https://app.example".into()]
+    })
+    .await;
     let host = server.base.trim_start_matches("http://").to_owned();
     for (origin, allowed) in [
         (format!("http://{host}"), true),
@@ -126,7 +203,9 @@ async fn a_websocket_from_another_sites_page_is_refused() {
         ("https://evil.example".to_owned(), false),
     ] {
         let mut request = server.ws_url.as_str().into_client_request().unwrap();
-        request.headers_mut().insert(header::ORIGIN, origin.parse().unwrap());
+        request
+            .headers_mut()
+            .insert(header::ORIGIN, origin.parse().unwrap());
         let outcome = tokio_tungstenite::connect_async(request).await;
         match (outcome, allowed) {
             (Ok(_), true) => {}

@@ -21,10 +21,18 @@ async fn wait_for_text(server: &TestServer, agent_id: Uuid, count: usize) {
     let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
     loop {
         let events = server.all_events(agent_id).await;
-        if events.iter().filter(|event| event.kind == EventKind::Text).count() >= count {
+        if events
+            .iter()
+            .filter(|event| event.kind == EventKind::Text)
+            .count()
+            >= count
+        {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the run wrote no text");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run wrote no text"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
@@ -53,10 +61,17 @@ async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_w
     let last = events.last().unwrap();
     assert_eq!(last.kind, EventKind::RunCancelled);
     assert_eq!(last.content["stop_reason"], "cancelled");
-    let texts = events.iter().filter(|event| event.kind == EventKind::Text).count();
+    let texts = events
+        .iter()
+        .filter(|event| event.kind == EventKind::Text)
+        .count();
     assert!(texts >= 20 && texts < 100_000, "{texts} text events");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert_eq!(server.all_events(agent_id).await.len(), events.len(), "the run kept writing");
+    assert_eq!(
+        server.all_events(agent_id).await.len(),
+        events.len(),
+        "the run kept writing"
+    );
 
     // The agent is free for the next run.
     let next = server.start_run(agent_id, "again").await;
@@ -70,7 +85,15 @@ async fn cancel_names_runs_and_leaves_others_alone() {
     let url = server.url(&format!("/v1/agents/{agent_id}/messages/cancel"));
 
     // Nothing running: nothing cancelled, and an empty body is fine.
-    let idle: CancelResponse = server.http.post(&url).send().await.unwrap().json().await.unwrap();
+    let idle: CancelResponse = server
+        .http
+        .post(&url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(idle.cancelled_run_ids.is_empty());
 
     let run_id = server.start_run(agent_id, "go").await;
@@ -104,10 +127,30 @@ async fn bad_cancel_requests_get_json_errors() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
     let cases = [
-        (format!("/v1/agents/{}/messages/cancel", Uuid::new_v4()), "{}", 404, "unknown_agent"),
-        ("/v1/agents/nope/messages/cancel".to_owned(), "{}", 400, "invalid_id"),
-        (format!("/v1/agents/{agent_id}/messages/cancel"), "{oops", 400, "malformed_json"),
-        (format!("/v1/agents/{agent_id}/messages/cancel"), r#"{"run_ids": "x"}"#, 422, "invalid_body"),
+        (
+            format!("/v1/agents/{}/messages/cancel", Uuid::new_v4()),
+            "{}",
+            404,
+            "unknown_agent",
+        ),
+        (
+            "/v1/agents/nope/messages/cancel".to_owned(),
+            "{}",
+            400,
+            "invalid_id",
+        ),
+        (
+            format!("/v1/agents/{agent_id}/messages/cancel"),
+            "{oops",
+            400,
+            "malformed_json",
+        ),
+        (
+            format!("/v1/agents/{agent_id}/messages/cancel"),
+            r#"{"run_ids": "x"}"#,
+            422,
+            "invalid_body",
+        ),
     ];
     for (path, body, status, code) in cases {
         let response = server
@@ -130,11 +173,17 @@ async fn cancel_over_the_websocket() {
     let agent_id = server.create_agent().await;
     let mut client = server.connect().await;
     client.subscribe(agent_id, 0).await;
-    assert!(matches!(client.receive().await, ServerMessage::Subscribed { .. }));
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Subscribed { .. }
+    ));
     let run_id = server.start_run(agent_id, "go").await;
     wait_for_text(&server, agent_id, 5).await;
     client
-        .send(&ClientMessage::Cancel { agent_id, run_ids: None })
+        .send(&ClientMessage::Cancel {
+            agent_id,
+            run_ids: None,
+        })
         .await;
     let mut acknowledged = false;
     loop {
@@ -144,17 +193,25 @@ async fn cancel_over_the_websocket() {
                 acknowledged = true;
             }
             ServerMessage::Events { events, .. } => {
-                if events.iter().any(|event| event.kind == EventKind::RunCancelled) {
+                if events
+                    .iter()
+                    .any(|event| event.kind == EventKind::RunCancelled)
+                {
                     break;
                 }
             }
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert!(acknowledged || {
-        // The acknowledgement may trail the log's end by a frame.
-        matches!(client.receive().await, ServerMessage::CancelRequested { .. })
-    });
+    assert!(
+        acknowledged || {
+            // The acknowledgement may trail the log's end by a frame.
+            matches!(
+                client.receive().await,
+                ServerMessage::CancelRequested { .. }
+            )
+        }
+    );
 }
 
 #[tokio::test]
@@ -164,8 +221,15 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
     let run_id = server.start_run(agent_id, "go").await;
     wait_for_text(&server, agent_id, 3).await;
     let url = server.url(&format!("/v1/runs/{run_id}"));
-    let running: app::protocol::RunInfo =
-        server.http.get(&url).send().await.unwrap().json().await.unwrap();
+    let running: app::protocol::RunInfo = server
+        .http
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!((running.id, running.agent_id), (run_id, agent_id));
     assert_eq!(running.status, "running");
     assert_eq!(running.completed_at, None);
@@ -176,8 +240,15 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
         .send()
         .await
         .unwrap();
-    let ended: app::protocol::RunInfo =
-        server.http.get(&url).send().await.unwrap().json().await.unwrap();
+    let ended: app::protocol::RunInfo = server
+        .http
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ended.status, "cancelled");
     assert_eq!(ended.stop_reason.as_deref(), Some("cancelled"));
     assert!(ended.completed_at.unwrap() >= ended.created_at);

@@ -20,7 +20,10 @@ fn fake_claude() -> String {
 }
 
 fn provider() -> ClaudeCliProvider {
-    ClaudeCliProvider::new(ClaudeCliConfig { command: fake_claude(), model: None })
+    ClaudeCliProvider::new(ClaudeCliConfig {
+        command: fake_claude(),
+        model: None,
+    })
 }
 
 fn request(text: &str) -> ProviderRequest {
@@ -46,18 +49,46 @@ async fn the_cli_stream_maps_to_text_tool_calls_results_usage_and_stop() {
             _ => None,
         })
         .collect();
-    assert_eq!(texts, "I'll check the time.It is noon.", "streamed once, not again from `assistant`");
-    assert!(events.contains(&ProviderEvent::ToolCallStart { id: "toolu_9".into(), name: "Bash".into() }));
-    assert!(events.contains(&ProviderEvent::ToolCallEnd { id: "toolu_9".into(), input: json!({"command": "date"}) }));
-    assert!(events.contains(&ProviderEvent::ToolResult { id: "toolu_9".into(), content: json!("12:00"), is_error: false }));
-    let stops: Vec<_> = events.iter().filter(|event| matches!(event, ProviderEvent::Stop { .. })).collect();
-    assert_eq!(stops, vec![&ProviderEvent::Stop { reason: "end_turn".into() }], "only the result line stops");
+    assert_eq!(
+        texts, "I'll check the time.It is noon.",
+        "streamed once, not again from `assistant`"
+    );
+    assert!(events.contains(&ProviderEvent::ToolCallStart {
+        id: "toolu_9".into(),
+        name: "Bash".into()
+    }));
+    assert!(events.contains(&ProviderEvent::ToolCallEnd {
+        id: "toolu_9".into(),
+        input: json!({"command": "date"})
+    }));
+    assert!(events.contains(&ProviderEvent::ToolResult {
+        id: "toolu_9".into(),
+        content: json!("12:00"),
+        is_error: false
+    }));
+    let stops: Vec<_> = events
+        .iter()
+        .filter(|event| matches!(event, ProviderEvent::Stop { .. }))
+        .collect();
+    assert_eq!(
+        stops,
+        vec![&ProviderEvent::Stop {
+            reason: "end_turn".into()
+        }],
+        "only the result line stops"
+    );
     let last_usage = events
         .iter()
         .rev()
         .find(|event| matches!(event, ProviderEvent::Usage { .. }))
         .unwrap();
-    assert_eq!(last_usage, &ProviderEvent::Usage { input_tokens: 52, output_tokens: 26 });
+    assert_eq!(
+        last_usage,
+        &ProviderEvent::Usage {
+            input_tokens: 52,
+            output_tokens: 26
+        }
+    );
 }
 
 #[tokio::test]
@@ -65,10 +96,21 @@ async fn a_failing_cli_reports_its_exit_status_and_stderr() {
     let events: Vec<_> = provider().stream(request("please fail")).collect().await;
     let error = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(error.kind, "cli_error");
-    assert!(error.message.contains("exit status: 3"), "{}", error.message);
-    assert!(error.message.contains("Invalid API key"), "{}", error.message);
+    assert!(
+        error.message.contains("exit status: 3"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains("Invalid API key"),
+        "{}",
+        error.message
+    );
 
-    let missing = ClaudeCliProvider::new(ClaudeCliConfig { command: "/nonexistent/claude".into(), model: None });
+    let missing = ClaudeCliProvider::new(ClaudeCliConfig {
+        command: "/nonexistent/claude".into(),
+        model: None,
+    });
     let events: Vec<_> = missing.stream(request("hi")).collect().await;
     assert_eq!(events[0].as_ref().unwrap_err().kind, "cli_not_started");
 }
@@ -77,7 +119,10 @@ async fn a_failing_cli_reports_its_exit_status_and_stderr() {
 async fn dropping_the_stream_kills_the_process() {
     let directory = tempfile::tempdir().unwrap();
     let pid_file = directory.path().join("claude.pid");
-    let mut stream = provider().stream(request(&format!("please hang pidfile={}", pid_file.display())));
+    let mut stream = provider().stream(request(&format!(
+        "please hang pidfile={}",
+        pid_file.display()
+    )));
     // Drive the stream until the process has started and written its pid.
     let pid = loop {
         tokio::select! {
@@ -90,13 +135,20 @@ async fn dropping_the_stream_kills_the_process() {
             }
         }
     };
-    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ");
+    let alive = |pid: i32| {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+    };
     assert!(alive(pid));
     drop(stream);
     let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
     while alive(pid) {
-        assert!(tokio::time::Instant::now() < deadline, "the CLI process outlived its run");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the CLI process outlived its run"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -104,7 +156,10 @@ async fn dropping_the_stream_kills_the_process() {
 #[tokio::test]
 async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
     let server = common::TestServer::start_with(|config| {
-        config.provider = ProviderChoice::ClaudeCli(ClaudeCliConfig { command: fake_claude(), model: None });
+        config.provider = ProviderChoice::ClaudeCli(ClaudeCliConfig {
+            command: fake_claude(),
+            model: None,
+        });
     })
     .await;
     let agent_id = server.create_agent().await;
@@ -118,6 +173,9 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
     let result = timeline.tool_result("toolu_9").unwrap();
     assert_eq!(result.content["result"], "12:00");
     assert_eq!(result.content["is_error"], false);
-    let results = events.iter().filter(|event| event.kind == EventKind::ToolResult).count();
+    let results = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolResult)
+        .count();
     assert_eq!(results, 1, "the server must not run the CLI's tools again");
 }

@@ -22,18 +22,31 @@ use common::{assert_contiguous, create_postgres_database, postgres_admin_url, WA
 /// A server process on `database`, with scripted replies of `reply_tokens` words
 /// `token_delay_ms` apart and run leases of `lease_ms`.
 async fn server(database: &str, reply_tokens: u32, token_delay_ms: u64, lease_ms: u64) -> Process {
-    Process::start(free_port(), &[
-        ("DATABASE_URL", database.to_owned()),
-        ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", token_delay_ms.to_string()),
-        ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", reply_tokens.to_string()),
-        ("AGENTSTREAM_RUN_LEASE_MS", lease_ms.to_string()),
-    ])
+    Process::start(
+        free_port(),
+        &[
+            ("DATABASE_URL", database.to_owned()),
+            (
+                "AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS",
+                token_delay_ms.to_string(),
+            ),
+            (
+                "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
+                reply_tokens.to_string(),
+            ),
+            ("AGENTSTREAM_RUN_LEASE_MS", lease_ms.to_string()),
+        ],
+    )
     .await
 }
 
 /// Two servers A and B on a fresh database (scripted replies and leases as [`server`]), a client,
 /// and an agent created on A.
-async fn pair(reply_tokens: u32, token_delay_ms: u64, lease_ms: u64) -> (Process, Process, reqwest::Client, Uuid) {
+async fn pair(
+    reply_tokens: u32,
+    token_delay_ms: u64,
+    lease_ms: u64,
+) -> (Process, Process, reqwest::Client, Uuid) {
     let database = create_postgres_database(&postgres_admin_url()).await;
     let a = server(&database, reply_tokens, token_delay_ms, lease_ms).await;
     let b = server(&database, reply_tokens, token_delay_ms, lease_ms).await;
@@ -56,7 +69,12 @@ async fn create_agent(http: &reqwest::Client, base: &str) -> Uuid {
 }
 
 /// Starts a run; the status and body as answered.
-async fn try_run(http: &reqwest::Client, base: &str, agent_id: Uuid, content: &str) -> (u16, Value) {
+async fn try_run(
+    http: &reqwest::Client,
+    base: &str,
+    agent_id: Uuid,
+    content: &str,
+) -> (u16, Value) {
     let response = http
         .post(format!("{base}/v1/agents/{agent_id}/runs"))
         .json(&json!({ "content": content }))
@@ -74,13 +92,17 @@ async fn run(http: &reqwest::Client, base: &str, agent_id: Uuid, content: &str) 
 }
 
 fn has_ended(seen: &Seen, agent_id: Uuid, run_id: Uuid) -> bool {
-    seen.events
-        .get(&agent_id)
-        .is_some_and(|events| events.iter().any(|e| e.run_id == Some(run_id) && e.kind.is_run_end()))
+    seen.events.get(&agent_id).is_some_and(|events| {
+        events
+            .iter()
+            .any(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
+    })
 }
 
 fn ends_of(log: &[AgentEvent], run_id: Uuid) -> Vec<&AgentEvent> {
-    log.iter().filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end()).collect()
+    log.iter()
+        .filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
+        .collect()
 }
 
 /// Every tool call in the log has exactly one result.
@@ -122,17 +144,33 @@ async fn two_servers_a_subscriber_on_b_sees_a_run_on_a_gap_free_and_in_order() {
     read(&mut socket, &mut seen, |seen| seen.last_seq(agent_id) >= 50).await;
     let mut late = Seen::default();
     let mut late_socket = subscribe_all(&b.base, &[agent_id], &late).await;
-    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, run_id)).await;
-    read(&mut late_socket, &mut late, |late| has_ended(late, agent_id, run_id)).await;
+    read(&mut socket, &mut seen, |seen| {
+        has_ended(seen, agent_id, run_id)
+    })
+    .await;
+    read(&mut late_socket, &mut late, |late| {
+        has_ended(late, agent_id, run_id)
+    })
+    .await;
 
     let log_a = log_of(&http, &a.base, agent_id).await;
     let log_b = log_of(&http, &b.base, agent_id).await;
     assert_eq!(log_a, log_b, "both servers read the same log");
     assert_contiguous(&log_a, 1);
-    assert!(log_a.len() > 400, "the whole reply is in the log: {} events", log_a.len());
+    assert!(
+        log_a.len() > 400,
+        "the whole reply is in the log: {} events",
+        log_a.len()
+    );
     // `read` asserted once-and-in-order; here: all of it, and exactly the log.
-    assert_eq!(seen.events[&agent_id], log_a, "the client on B got A's run exactly");
-    assert_eq!(late.events[&agent_id], log_a, "the late client on B got A's run exactly");
+    assert_eq!(
+        seen.events[&agent_id], log_a,
+        "the client on B got A's run exactly"
+    );
+    assert_eq!(
+        late.events[&agent_id], log_a,
+        "the late client on B got A's run exactly"
+    );
 }
 
 #[tokio::test]
@@ -144,7 +182,13 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
     let (status, body) = try_run(&http, &b.base, agent_id, "hello").await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "run_in_progress");
-    assert!(body["error"]["message"].as_str().unwrap().contains(&slow.to_string()), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&slow.to_string()),
+        "{body}"
+    );
 
     // Then both servers race to start runs on the agent, back to back, while a subscriber on
     // each follows it.
@@ -159,9 +203,14 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
             let mut started = Vec::new();
             let deadline = tokio::time::Instant::now() + WAIT_MAX;
             while started.len() < RUNS_PER_SERVER {
-                assert!(tokio::time::Instant::now() < deadline, "{base} never got its runs in");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{base} never got its runs in"
+                );
                 match try_run(&http, &base, agent_id, "/echo one two three four five").await {
-                    (202, body) => started.push(Uuid::parse_str(body["run_id"].as_str().unwrap()).unwrap()),
+                    (202, body) => {
+                        started.push(Uuid::parse_str(body["run_id"].as_str().unwrap()).unwrap())
+                    }
                     (409, _) => tokio::time::sleep(Duration::from_millis(2)).await,
                     (status, body) => panic!("{status}: {body}"),
                 }
@@ -187,28 +236,55 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
     for event in &log {
         match event.kind {
             EventKind::RunStarted => {
-                assert_eq!(current, None, "a run started at seq {} while another was going", event.seq);
+                assert_eq!(
+                    current, None,
+                    "a run started at seq {} while another was going",
+                    event.seq
+                );
                 current = event.run_id;
             }
             kind if kind.is_run_end() => {
-                assert_eq!(current, event.run_id, "seq {} ends a run that is not going", event.seq);
+                assert_eq!(
+                    current, event.run_id,
+                    "seq {} ends a run that is not going",
+                    event.seq
+                );
                 current = None;
             }
             _ if event.run_id.is_some() => {
-                assert_eq!(current, event.run_id, "seq {} belongs to a run that is not going", event.seq);
+                assert_eq!(
+                    current, event.run_id,
+                    "seq {} belongs to a run that is not going",
+                    event.seq
+                );
             }
             _ => {}
         }
     }
     for run_id in runs_a.iter().chain(&runs_b).chain([&slow]) {
         assert_eq!(ends_of(&log, *run_id).len(), 1, "run {run_id} ended once");
-        let starts = log.iter().filter(|e| e.run_id == Some(*run_id) && e.kind == EventKind::RunStarted).count();
+        let starts = log
+            .iter()
+            .filter(|e| e.run_id == Some(*run_id) && e.kind == EventKind::RunStarted)
+            .count();
         assert_eq!(starts, 1, "run {run_id} started once");
     }
-    read(&mut socket_a, &mut seen_a, |seen| seen.last_seq(agent_id) >= head).await;
-    read(&mut socket_b, &mut seen_b, |seen| seen.last_seq(agent_id) >= head).await;
-    assert_eq!(seen_a.events[&agent_id], log, "the subscriber on A saw the log");
-    assert_eq!(seen_b.events[&agent_id], log, "the subscriber on B saw the log");
+    read(&mut socket_a, &mut seen_a, |seen| {
+        seen.last_seq(agent_id) >= head
+    })
+    .await;
+    read(&mut socket_b, &mut seen_b, |seen| {
+        seen.last_seq(agent_id) >= head
+    })
+    .await;
+    assert_eq!(
+        seen_a.events[&agent_id], log,
+        "the subscriber on A saw the log"
+    );
+    assert_eq!(
+        seen_b.events[&agent_id], log,
+        "the subscriber on B saw the log"
+    );
 }
 
 #[tokio::test]
@@ -223,12 +299,18 @@ async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_conve
         run(&http, &a.base, talker, "a very long answer").await,
         run(&http, &a.base, tooler, "/tools slow 20; calculator 2+2").await,
     ];
-    read(&mut socket, &mut seen, |seen| agents.iter().all(|&agent| seen.last_seq(agent) >= 8)).await;
+    read(&mut socket, &mut seen, |seen| {
+        agents.iter().all(|&agent| seen.last_seq(agent) >= 8)
+    })
+    .await;
     a.kill().await;
 
     // B notices A's leases ran out and ends both runs; its client sees that live.
     read(&mut socket, &mut seen, |seen| {
-        agents.iter().zip(&runs).all(|(&agent, &run_id)| has_ended(seen, agent, run_id))
+        agents
+            .iter()
+            .zip(&runs)
+            .all(|(&agent, &run_id)| has_ended(seen, agent, run_id))
     })
     .await;
     for (&agent_id, &run_id) in agents.iter().zip(&runs) {
@@ -240,10 +322,20 @@ async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_conve
         assert_eq!(ends[0].kind, EventKind::RunFailed);
         assert_eq!(ends[0].content["error"]["type"], "interrupted");
         assert_calls_answered(&log);
-        let status: Value = http.get(format!("{}/v1/runs/{run_id}", b.base)).send().await.unwrap().json().await.unwrap();
+        let status: Value = http
+            .get(format!("{}/v1/runs/{run_id}", b.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(status["status"], "failed");
         // The client on B converged on the log.
-        read(&mut socket, &mut seen, |seen| seen.last_seq(agent_id) >= log.len() as u64).await;
+        read(&mut socket, &mut seen, |seen| {
+            seen.last_seq(agent_id) >= log.len() as u64
+        })
+        .await;
         let mut client = Timeline::new();
         client.apply_all(seen.events[&agent_id].iter().cloned());
         let mut folded = Timeline::new();
@@ -252,7 +344,10 @@ async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_conve
     }
     // The slot is free again: B runs the agent.
     let again = run(&http, &b.base, tooler, "/echo still here").await;
-    read(&mut socket, &mut seen, |seen| has_ended(seen, tooler, again)).await;
+    read(&mut socket, &mut seen, |seen| {
+        has_ended(seen, tooler, again)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -271,17 +366,35 @@ async fn two_servers_a_cancel_sent_to_b_stops_a_run_on_a() {
         .json()
         .await
         .unwrap();
-    assert_eq!(cancelled["cancelled_run_ids"], json!([run_id]), "{cancelled}");
+    assert_eq!(
+        cancelled["cancelled_run_ids"],
+        json!([run_id]),
+        "{cancelled}"
+    );
     // B answered after the end reached the log: it is there, as a cancel.
     let log = log_of(&http, &b.base, agent_id).await;
     let ends = ends_of(&log, run_id);
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0].kind, EventKind::RunCancelled);
-    assert!(log.len() < 3000, "the run stopped early ({} events)", log.len());
-    let status: Value = http.get(format!("{}/v1/runs/{run_id}", a.base)).send().await.unwrap().json().await.unwrap();
+    assert!(
+        log.len() < 3000,
+        "the run stopped early ({} events)",
+        log.len()
+    );
+    let status: Value = http
+        .get(format!("{}/v1/runs/{run_id}", a.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["status"], "cancelled");
     // A's subscriber saw the cancel; nothing is cancelled when nothing runs.
-    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, run_id)).await;
+    read(&mut socket, &mut seen, |seen| {
+        has_ended(seen, agent_id, run_id)
+    })
+    .await;
     let nothing: Value = http
         .post(format!("{}/v1/agents/{agent_id}/messages/cancel", b.base))
         .send()
@@ -311,7 +424,12 @@ fn postgres_bin() -> PathBuf {
 /// A PostgreSQL program run as the owner of the cluster: as root, Debian's `postgres` user
 /// (initdb and postgres refuse to run as root). Its chatter is dropped.
 fn as_owner(program: &Path, arguments: &[&str]) -> Command {
-    let is_root = Command::new("id").arg("-u").output().unwrap().stdout.starts_with(b"0");
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .unwrap()
+        .stdout
+        .starts_with(b"0");
     let mut command = if is_root {
         let mut command = Command::new("runuser");
         command.args(["-u", "postgres", "--"]).arg(program);
@@ -330,15 +448,33 @@ fn must(mut command: Command) {
 
 impl OwnPostgres {
     fn start() -> OwnPostgres {
-        let directory = std::env::temp_dir().join(format!("agentstream-pg-{}", Uuid::new_v4().simple()));
+        let directory =
+            std::env::temp_dir().join(format!("agentstream-pg-{}", Uuid::new_v4().simple()));
         std::fs::create_dir_all(&directory).unwrap();
-        let is_root = Command::new("id").arg("-u").output().unwrap().stdout.starts_with(b"0");
+        let is_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .unwrap()
+            .stdout
+            .starts_with(b"0");
         if is_root {
-            assert!(Command::new("chown").arg("postgres:").arg(&directory).status().unwrap().success());
+            assert!(Command::new("chown")
+                .arg("postgres:")
+                .arg(&directory)
+                .status()
+                .unwrap()
+                .success());
         }
-        let own = OwnPostgres { directory, bin: postgres_bin(), port: free_port() };
+        let own = OwnPostgres {
+            directory,
+            bin: postgres_bin(),
+            port: free_port(),
+        };
         let data = own.data();
-        must(as_owner(&own.bin.join("initdb"), &["-D", &data, "-U", "postgres", "-A", "trust", "--no-sync"]));
+        must(as_owner(
+            &own.bin.join("initdb"),
+            &["-D", &data, "-U", "postgres", "-A", "trust", "--no-sync"],
+        ));
         own.up();
         own
     }
@@ -348,14 +484,33 @@ impl OwnPostgres {
     }
 
     fn up(&self) {
-        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1", self.port, self.directory.display());
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.directory.display()
+        );
         let log = self.directory.join("log").display().to_string();
-        must(as_owner(&self.bin.join("pg_ctl"), &["-D", &self.data(), "-l", &log, "-w", "-o", &options, "start"]));
+        must(as_owner(
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                &self.data(),
+                "-l",
+                &log,
+                "-w",
+                "-o",
+                &options,
+                "start",
+            ],
+        ));
     }
 
     /// Stops at once, like a crash: no checkpoint; the next start replays the WAL.
     fn crash(&self) {
-        must(as_owner(&self.bin.join("pg_ctl"), &["-D", &self.data(), "-m", "immediate", "-w", "stop"]));
+        must(as_owner(
+            &self.bin.join("pg_ctl"),
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        ));
     }
 
     fn url(&self) -> String {
@@ -365,9 +520,12 @@ impl OwnPostgres {
 
 impl Drop for OwnPostgres {
     fn drop(&mut self) {
-        let _ = as_owner(&self.bin.join("pg_ctl"), &["-D", &self.data(), "-m", "immediate", "stop"])
-            .stderr(std::process::Stdio::null())
-            .status();
+        let _ = as_owner(
+            &self.bin.join("pg_ctl"),
+            &["-D", &self.data(), "-m", "immediate", "stop"],
+        )
+        .stderr(std::process::Stdio::null())
+        .status();
         let _ = std::fs::remove_dir_all(&self.directory);
     }
 }
@@ -391,14 +549,23 @@ async fn two_servers_survive_a_postgres_restart_mid_stream() {
 
     // The run ends one way or another (finished, failed on the store, or interrupted), exactly
     // once; B's client hears it, so B's notices came back.
-    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, run_id)).await;
-    assert!(has_ended(&seen, agent_id, run_id), "B's client never saw the run end");
+    read(&mut socket, &mut seen, |seen| {
+        has_ended(seen, agent_id, run_id)
+    })
+    .await;
+    assert!(
+        has_ended(&seen, agent_id, run_id),
+        "B's client never saw the run end"
+    );
     let log = log_of(&http, &b.base, agent_id).await;
     assert_contiguous(&log, 1);
     assert_seen_is_committed(&seen, agent_id, &log);
     let ends = ends_of(&log, run_id);
     assert_eq!(ends.len(), 1, "exactly one end for the run");
-    eprintln!("the run in flight during the restart ended with {:?} {}", ends[0].kind, ends[0].content);
+    eprintln!(
+        "the run in flight during the restart ended with {:?} {}",
+        ends[0].kind, ends[0].content
+    );
     assert_calls_answered(&log);
 
     // Both servers work again: a run on A reaches the client on B, in order, nothing missing.
@@ -409,10 +576,16 @@ async fn two_servers_survive_a_postgres_restart_mid_stream() {
             (status, body) => panic!("{status}: {body}"),
         }
     };
-    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, again)).await;
+    read(&mut socket, &mut seen, |seen| {
+        has_ended(seen, agent_id, again)
+    })
+    .await;
     let log = log_of(&http, &a.base, agent_id).await;
     assert_contiguous(&log, 1);
-    assert_eq!(seen.events[&agent_id], log, "B's client has the whole log, once, in order");
+    assert_eq!(
+        seen.events[&agent_id], log,
+        "B's client has the whole log, once, in order"
+    );
 }
 
 /// The store alone, as two processes' writers see it: two connection pools (two node ids)
@@ -445,9 +618,15 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
                     // Groups that touch one or two agents, in varying order (lock ordering).
                     let a = agents[(task + index) % agents.len()];
                     let b = agents[(task + index + which + 1) % agents.len()];
-                    let mut batches = vec![AppendBatch { agent_id: a, drafts: vec![EventDraft::new(EventKind::Text); 1 + index % 3] }];
+                    let mut batches = vec![AppendBatch {
+                        agent_id: a,
+                        drafts: vec![EventDraft::new(EventKind::Text); 1 + index % 3],
+                    }];
                     if index % 2 == 0 && a != b {
-                        batches.push(AppendBatch { agent_id: b, drafts: vec![EventDraft::new(EventKind::Text); 2] });
+                        batches.push(AppendBatch {
+                            agent_id: b,
+                            drafts: vec![EventDraft::new(EventKind::Text); 2],
+                        });
                     }
                     for batch in &mut batches {
                         for draft in &mut batch.drafts {
@@ -467,18 +646,32 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
     for task in tasks {
         let mine = task.await.unwrap();
         for &agent in &agents {
-            let seqs: Vec<u64> = mine.iter().filter(|(a, _)| *a == agent).map(|(_, seq)| *seq).collect();
-            assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "a writer's appends commit in its order");
+            let seqs: Vec<u64> = mine
+                .iter()
+                .filter(|(a, _)| *a == agent)
+                .map(|(_, seq)| *seq)
+                .collect();
+            assert!(
+                seqs.windows(2).all(|pair| pair[0] < pair[1]),
+                "a writer's appends commit in its order"
+            );
         }
         handed_out.extend(mine);
     }
     for &agent in &agents {
-        let mut seqs: Vec<u64> = handed_out.iter().filter(|(a, _)| *a == agent).map(|(_, seq)| *seq).collect();
+        let mut seqs: Vec<u64> = handed_out
+            .iter()
+            .filter(|(a, _)| *a == agent)
+            .map(|(_, seq)| *seq)
+            .collect();
         seqs.sort_unstable();
         let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
         assert_eq!(seqs, expected, "agent {agent}: every seq once, no hole");
         let log = second.read_events(agent, 0, 100_000).await.unwrap();
         assert_eq!(log.len(), seqs.len());
-        assert_eq!(first.head_seq(agent).await.unwrap(), Some(seqs.len() as u64));
+        assert_eq!(
+            first.head_seq(agent).await.unwrap(),
+            Some(seqs.len() as u64)
+        );
     }
 }

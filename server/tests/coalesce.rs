@@ -10,7 +10,10 @@ use app::AgentEvent;
 use common::{assert_ranges_contiguous, fold, TestServer};
 
 fn merged_count(events: &[AgentEvent]) -> usize {
-    events.iter().filter(|event| event.coalesced_from.is_some()).count()
+    events
+        .iter()
+        .filter(|event| event.coalesced_from.is_some())
+        .count()
 }
 
 #[tokio::test]
@@ -23,9 +26,16 @@ async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timel
     let agent_id = server.create_agent().await;
     let mut client = server.connect_with_small_buffer().await;
     client
-        .send(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: true })
+        .send(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce: true,
+        })
         .await;
-    assert!(matches!(client.receive().await, ServerMessage::Subscribed { .. }));
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Subscribed { .. }
+    ));
 
     // Stop reading while the whole run is written.
     let run_id = server.start_run(agent_id, "flood").await;
@@ -42,7 +52,10 @@ async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timel
     );
     assert!(merged_count(&received) > 0);
     assert_eq!(fold(&received), fold(&all));
-    assert_eq!(common::reply_text(&received, run_id), common::reply_text(&all, run_id));
+    assert_eq!(
+        common::reply_text(&received, run_id),
+        common::reply_text(&all, run_id)
+    );
 }
 
 #[tokio::test]
@@ -54,11 +67,20 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
 
     let mut client = server.connect().await;
     client
-        .send(&ClientMessage::Subscribe { agent_id, since: 0, coalesce: true })
+        .send(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce: true,
+        })
         .await;
     let (replayed, _) = client.receive_until_run_end().await;
     assert_ranges_contiguous(&replayed, 1);
-    assert!(replayed.len() * 10 < history.len(), "{} events for {} seqs", replayed.len(), history.len());
+    assert!(
+        replayed.len() * 10 < history.len(),
+        "{} events for {} seqs",
+        replayed.len(),
+        history.len()
+    );
     assert_eq!(fold(&replayed), fold(&history));
 
     // The same subscription carries on live, from the seq after the merged catch-up.
@@ -68,7 +90,9 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let all = server.all_events(agent_id).await;
     let received: Vec<AgentEvent> = replayed.into_iter().chain(live).collect();
     assert_eq!(fold(&received), fold(&all));
-    assert!(received.iter().any(|event| event.run_id == Some(second_run)));
+    assert!(received
+        .iter()
+        .any(|event| event.run_id == Some(second_run)));
 
     // Without asking, the same resume gets every seq as its own event.
     let mut plain = server.connect().await;
@@ -76,7 +100,10 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let (every, _) = plain.receive_until_run_end().await;
     // (The page that ends the first run may run on into the second.)
     assert!(every.len() >= history.len());
-    assert!(every[..history.len()] == history[..], "the plain resume is not the log");
+    assert!(
+        every[..history.len()] == history[..],
+        "the plain resume is not the log"
+    );
     assert_eq!(merged_count(&every), 0);
 }
 
@@ -94,7 +121,10 @@ async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
         let page: app::protocol::EventsPage =
             serde_json::from_value(server.get_json(&url).await).unwrap();
         let plain = server.events_page(agent_id, since, 400).await;
-        assert_eq!((page.next_since, page.has_more, page.head_seq), (plain.next_since, plain.has_more, plain.head_seq));
+        assert_eq!(
+            (page.next_since, page.has_more, page.head_seq),
+            (plain.next_since, plain.has_more, plain.head_seq)
+        );
         merged.extend(page.events);
         since = page.next_since;
         if !page.has_more {
@@ -102,7 +132,12 @@ async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
         }
     }
     assert_ranges_contiguous(&merged, 1);
-    assert!(merged.len() * 10 < all.len(), "{} events for {} seqs", merged.len(), all.len());
+    assert!(
+        merged.len() * 10 < all.len(),
+        "{} events for {} seqs",
+        merged.len(),
+        all.len()
+    );
     assert_eq!(fold(&merged), fold(&all));
 
     let response = server
@@ -114,5 +149,8 @@ async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
     assert_eq!(response.status(), 400);
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_query");
-    assert!(body["error"]["message"].as_str().unwrap().contains("coalesce"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("coalesce"));
 }

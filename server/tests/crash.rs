@@ -14,11 +14,14 @@ use uuid::Uuid;
 use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
 
 async fn start(port: u16, database: &Path) -> Process {
-    Process::start(port, &[
-        ("DATABASE_URL", format!("sqlite://{}", database.display())),
-        ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "3".into()),
-        ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "3000".into()),
-    ])
+    Process::start(
+        port,
+        &[
+            ("DATABASE_URL", format!("sqlite://{}", database.display())),
+            ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "3".into()),
+            ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "3000".into()),
+        ],
+    )
     .await
 }
 
@@ -48,7 +51,11 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
     let mut socket = subscribe_all(&server.base, &agents, &seen).await;
     let mut runs = Vec::new();
     for (index, &agent_id) in agents.iter().enumerate() {
-        let content = if index % 2 == 0 { "a very long answer" } else { "/tools slow 20; calculator 2+2" };
+        let content = if index % 2 == 0 {
+            "a very long answer"
+        } else {
+            "/tools slow 20; calculator 2+2"
+        };
         let accepted: Value = http
             .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
             .json(&json!({ "content": content }))
@@ -61,7 +68,10 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         runs.push(Uuid::parse_str(accepted["run_id"].as_str().unwrap()).unwrap());
     }
     // Wait until every agent is well into its run, then kill the process outright.
-    read(&mut socket, &mut seen, |seen| agents.iter().all(|&agent| seen.last_seq(agent) >= 8)).await;
+    read(&mut socket, &mut seen, |seen| {
+        agents.iter().all(|&agent| seen.last_seq(agent) >= 8)
+    })
+    .await;
     server.kill().await;
     // Whatever was already on its way arrives; then the socket ends.
     read(&mut socket, &mut seen, |_| false).await;
@@ -73,14 +83,29 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         common::assert_contiguous(&log, 1);
         // Nothing a client was shown is missing or different: it was committed before it was sent.
         for event in seen.events.get(&agent_id).into_iter().flatten() {
-            assert_eq!(&log[event.seq as usize - 1], event, "delivered event {} differs from the log", event.seq);
+            assert_eq!(
+                &log[event.seq as usize - 1],
+                event,
+                "delivered event {} differs from the log",
+                event.seq
+            );
         }
         // The run that was in flight ends, once, as interrupted.
-        let ends: Vec<&AgentEvent> = log.iter().filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end()).collect();
+        let ends: Vec<&AgentEvent> = log
+            .iter()
+            .filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
+            .collect();
         assert_eq!(ends.len(), 1, "exactly one end for run {run_id}");
         assert_eq!(ends[0].kind, EventKind::RunFailed);
         assert_eq!(ends[0].content["error"]["type"], "interrupted");
-        let run: Value = http.get(format!("{}/v1/runs/{run_id}", server.base)).send().await.unwrap().json().await.unwrap();
+        let run: Value = http
+            .get(format!("{}/v1/runs/{run_id}", server.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(run["status"], "failed");
         // Every tool call that started has exactly one result.
         let calls: Vec<&str> = log
@@ -89,7 +114,10 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
             .filter_map(|e| e.content["tool_call_id"].as_str())
             .collect();
         for call in calls {
-            let results = log.iter().filter(|e| e.kind == EventKind::ToolResult && e.content["tool_call_id"] == call).count();
+            let results = log
+                .iter()
+                .filter(|e| e.kind == EventKind::ToolResult && e.content["tool_call_id"] == call)
+                .count();
             assert_eq!(results, 1, "tool call {call} has {results} results");
         }
     }
@@ -101,7 +129,13 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         }
         heads
     };
-    read(&mut socket, &mut seen, |seen| agents.iter().zip(&heads).all(|(&agent, &head)| seen.last_seq(agent) >= head)).await;
+    read(&mut socket, &mut seen, |seen| {
+        agents
+            .iter()
+            .zip(&heads)
+            .all(|(&agent, &head)| seen.last_seq(agent) >= head)
+    })
+    .await;
     for &agent_id in &agents {
         let log = log_of(&http, &server.base, agent_id).await;
         let mut client = Timeline::new();
@@ -110,7 +144,10 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         folded.apply_all(log);
         assert_eq!(client, folded, "the reconnected client converged");
         let run = client.runs().last().unwrap();
-        assert!(format!("{run:?}").contains("interrupted"), "the client sees the run interrupted: {run:?}");
+        assert!(
+            format!("{run:?}").contains("interrupted"),
+            "the client sees the run interrupted: {run:?}"
+        );
     }
     // And the agent works again.
     let accepted: Value = http

@@ -67,7 +67,10 @@ async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
     let agent_id = server.create_agent().await;
     let mut client = server.connect().await;
     client.subscribe(agent_id, 0).await;
-    assert!(matches!(client.receive().await, ServerMessage::Subscribed { head_seq: 0, .. }));
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Subscribed { head_seq: 0, .. }
+    ));
     server.start_run(agent_id, "tell me everything").await;
 
     let mut received = Vec::new();
@@ -78,7 +81,10 @@ async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
         // Look the batch up in the file the moment it arrives, through another connection.
         let newest = events.last().unwrap().seq as i64;
         let (count, newest_id) = database.committed_through(agent_id, newest as u64).await;
-        assert_eq!(count, newest, "seq {newest} reached a client before it was committed");
+        assert_eq!(
+            count, newest,
+            "seq {newest} reached a client before it was committed"
+        );
         assert_eq!(newest_id, Some(events.last().unwrap().id.to_string()));
         let ended = events.iter().any(|event| event.kind.is_run_end());
         received.extend(events);
@@ -143,7 +149,10 @@ async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
             if head > previous {
                 break head;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the run stopped writing at {head}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the run stopped writing at {head}"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         };
         previous = since;
@@ -164,7 +173,10 @@ async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
     }
     let head = server.events_page(agent_id, 0, 1).await.head_seq;
     assert!(head > 3000);
-    assert!(distinct_starts.len() > 1, "the subscribers all joined at the same seq");
+    assert!(
+        distinct_starts.len() > 1,
+        "the subscribers all joined at the same seq"
+    );
 }
 
 #[tokio::test]
@@ -177,7 +189,10 @@ async fn a_lagging_subscriber_is_told_and_recovers_everything() {
     let agent_id = server.create_agent().await;
     let mut client = server.connect_with_small_buffer().await;
     client.subscribe(agent_id, 0).await;
-    assert!(matches!(client.receive().await, ServerMessage::Subscribed { .. }));
+    assert!(matches!(
+        client.receive().await,
+        ServerMessage::Subscribed { .. }
+    ));
 
     // Stop reading while the whole run is written.
     let run_id = server.start_run(agent_id, "flood").await;
@@ -248,7 +263,9 @@ async fn deleting_an_agent_removes_it_and_its_log() {
 /// `None`s, escapes, unicode, nested values, the time's `Z` — on either backend.
 #[tokio::test]
 async fn events_read_as_json_are_the_events_serialized() {
-    use agentstream_server::store::{self, AppendBatch, ClusterOptions, EventDraft, EventJson, NewAgent};
+    use agentstream_server::store::{
+        self, AppendBatch, ClusterOptions, EventDraft, EventJson, NewAgent,
+    };
     let directory = tempfile::tempdir().unwrap();
     let url = common::fresh_database_url(&directory.path().join("json.db")).await;
     let opened = store::open(&url, &ClusterOptions::default()).await.unwrap();
@@ -257,17 +274,22 @@ async fn events_read_as_json_are_the_events_serialized() {
     let run_id = uuid::Uuid::now_v7();
     if let Some(cluster) = opened.cluster {
         // PostgreSQL writes a run's events only for the server that holds the run.
-        assert_eq!(cluster.claim_agent_run(agent.id, run_id).await.unwrap(), None);
+        assert_eq!(
+            cluster.claim_agent_run(agent.id, run_id).await.unwrap(),
+            None
+        );
     }
     let mut full = EventDraft::new(EventKind::ToolCall);
     full.run_id = Some(run_id);
     full.thread_id = Some(uuid::Uuid::now_v7());
     full.block_id = Some(uuid::Uuid::now_v7());
     full.message_id = Some(uuid::Uuid::now_v7());
-    full.delta = Some(serde_json::json!({ "arguments": "{\"q\": \"caf\u{e9} \\ \\n\"}", "n": 1.5 }));
+    full.delta =
+        Some(serde_json::json!({ "arguments": "{\"q\": \"caf\u{e9} \\ \\n\"}", "n": 1.5 }));
     full.delta_path = Some("tool \"calls\".0".into());
     full.delta_action = Some(app::DeltaAction::Merge);
-    full.content = serde_json::json!({ "zeta": [1, null, true], "alpha": { "nested": "\u{1f600}" } });
+    full.content =
+        serde_json::json!({ "zeta": [1, null, true], "alpha": { "nested": "\u{1f600}" } });
     full.raw = Some(serde_json::json!({ "type": "content_block_delta", "index": 0 }));
     full.metadata = serde_json::json!({ "provider": "scripted", "latency_ms": 12 });
     let bare = EventDraft::new(EventKind::RunCompleted);
@@ -275,7 +297,10 @@ async fn events_read_as_json_are_the_events_serialized() {
     text.delta = Some(serde_json::Value::String("token ".into()));
     text.delta_action = Some(app::DeltaAction::Append);
     store
-        .append(&[AppendBatch { agent_id: agent.id, drafts: vec![full, bare, text] }])
+        .append(&[AppendBatch {
+            agent_id: agent.id,
+            drafts: vec![full, bare, text],
+        }])
         .await
         .unwrap();
     let events = store.read_events(agent.id, 0, 10).await.unwrap();
@@ -283,5 +308,8 @@ async fn events_read_as_json_are_the_events_serialized() {
     let serialized: Vec<EventJson> = events.iter().map(EventJson::of).collect();
     assert_eq!(json.len(), 3);
     assert_eq!(json, serialized);
-    assert_eq!(store.read_events_json(agent.id, 1, 1).await.unwrap(), serialized[1..2]);
+    assert_eq!(
+        store.read_events_json(agent.id, 1, 1).await.unwrap(),
+        serialized[1..2]
+    );
 }

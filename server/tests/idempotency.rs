@@ -34,9 +34,16 @@ async fn retries_with_the_same_key_get_the_same_run() {
     let mut requests = Vec::new();
     for attempt in 0..5 {
         let request = if attempt % 2 == 0 {
-            server.http.post(&url).header("Idempotency-Key", "send-1").json(&json!({"content": "hi"}))
+            server
+                .http
+                .post(&url)
+                .header("Idempotency-Key", "send-1")
+                .json(&json!({"content": "hi"}))
         } else {
-            server.http.post(&url).json(&json!({"content": "hi", "idempotency_key": "send-1"}))
+            server
+                .http
+                .post(&url)
+                .json(&json!({"content": "hi", "idempotency_key": "send-1"}))
         };
         requests.push(tokio::spawn(request.send()));
     }
@@ -49,12 +56,19 @@ async fn retries_with_the_same_key_get_the_same_run() {
     run_ids.dedup();
     assert_eq!(run_ids.len(), 1, "one key, one run: {run_ids:?}");
     let events = server.wait_for_run_end(agent_id, run_ids[0]).await;
-    let users = events.iter().filter(|event| event.kind == EventKind::User).count();
-    let starts = events.iter().filter(|event| event.kind == EventKind::RunStarted).count();
+    let users = events
+        .iter()
+        .filter(|event| event.kind == EventKind::User)
+        .count();
+    let starts = events
+        .iter()
+        .filter(|event| event.kind == EventKind::RunStarted)
+        .count();
     assert_eq!((users, starts), (1, 1));
 
     // After the run ended, the key still names that run.
-    let again: RunAccepted = send_with_key(&server, agent_id, "send-1").await
+    let again: RunAccepted = send_with_key(&server, agent_id, "send-1")
+        .await
         .json()
         .await
         .unwrap();
@@ -62,7 +76,8 @@ async fn retries_with_the_same_key_get_the_same_run() {
     assert_eq!(server.all_events(agent_id).await.len(), events.len());
 
     // A new key is a new run.
-    let fresh: RunAccepted = send_with_key(&server, agent_id, "send-2").await
+    let fresh: RunAccepted = send_with_key(&server, agent_id, "send-2")
+        .await
         .json()
         .await
         .unwrap();

@@ -35,9 +35,14 @@ impl LettaStream {
             } else {
                 serde_json::from_str(&event.data).expect("every data line is JSON or [DONE]")
             };
-            Frame { event: event.event, data }
+            Frame {
+                event: event.event,
+                data,
+            }
         });
-        LettaStream { frames: Box::pin(frames) }
+        LettaStream {
+            frames: Box::pin(frames),
+        }
     }
 
     async fn next(&mut self) -> Option<Frame> {
@@ -109,7 +114,10 @@ impl TestServer {
             if run["status"] != "running" {
                 return run;
             }
-            assert!(tokio::time::Instant::now() < deadline, "run {run_id} never ended");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run {run_id} never ended"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -124,36 +132,70 @@ async fn token_stream_fragments_join_to_the_logged_reply_and_carry_letta_fields(
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
     let mut stream = server
-        .letta_stream(agent_id, json!({ "messages": user("/echo one two three four"), "stream_tokens": true }))
+        .letta_stream(
+            agent_id,
+            json!({ "messages": user("/echo one two three four"), "stream_tokens": true }),
+        )
         .await;
     let frames = stream.until_done().await;
     let types: Vec<&str> = frames.iter().map(message_type).collect();
     assert_eq!(types.first(), Some(&"user_message"));
     let tail = &types[types.len() - 3..];
-    assert_eq!(tail, ["stop_reason", "usage_statistics", ""], "stop_reason, usage, then [DONE]");
+    assert_eq!(
+        tail,
+        ["stop_reason", "usage_statistics", ""],
+        "stop_reason, usage, then [DONE]"
+    );
     assert_eq!(frames[frames.len() - 3].data["stop_reason"], "end_turn");
-    let fragments: Vec<&Frame> = frames.iter().filter(|f| message_type(f) == "assistant_message").collect();
-    assert!(fragments.len() >= 4, "one fragment per token, got {}", fragments.len());
+    let fragments: Vec<&Frame> = frames
+        .iter()
+        .filter(|f| message_type(f) == "assistant_message")
+        .collect();
+    assert!(
+        fragments.len() >= 4,
+        "one fragment per token, got {}",
+        fragments.len()
+    );
     let id = &fragments[0].data["id"];
-    assert!(fragments.iter().all(|f| &f.data["id"] == id), "the fragments of one message share its id");
+    assert!(
+        fragments.iter().all(|f| &f.data["id"] == id),
+        "the fragments of one message share its id"
+    );
 
     let run_id = frames[0].data["run_id"].as_str().unwrap().to_owned();
     let log = server.all_events(agent_id).await;
     let run = Uuid::parse_str(&run_id).unwrap();
-    assert_eq!(assistant_text(&frames), reply_text(&log, run), "the stream says what the log says");
+    assert_eq!(
+        assistant_text(&frames),
+        reply_text(&log, run),
+        "the stream says what the log says"
+    );
     assert_eq!(assistant_text(&frames), "one two three four");
 
     let mut last_seq = 0;
-    for frame in frames.iter().filter(|f| !f.data["id"].is_null() && message_type(f) != "ping") {
+    for frame in frames
+        .iter()
+        .filter(|f| !f.data["id"].is_null() && message_type(f) != "ping")
+    {
         for field in ["id", "date", "message_type", "otid", "run_id", "seq_id"] {
-            assert!(!frame.data[field].is_null(), "{field} missing in {}", frame.data);
+            assert!(
+                !frame.data[field].is_null(),
+                "{field} missing in {}",
+                frame.data
+            );
         }
         let seq_id = frame.data["seq_id"].as_u64().unwrap();
         assert!(seq_id > last_seq, "seq_id only goes up");
         last_seq = seq_id;
-        assert!(log.iter().any(|event| event.seq == seq_id), "seq_id is a seq of the log");
+        assert!(
+            log.iter().any(|event| event.seq == seq_id),
+            "seq_id is a seq of the log"
+        );
     }
-    assert!(frames.iter().all(|f| f.event == "message"), "no named events on a good stream");
+    assert!(
+        frames.iter().all(|f| f.event == "message"),
+        "no named events on a good stream"
+    );
 }
 
 #[tokio::test]
@@ -173,17 +215,35 @@ async fn step_stream_sends_one_whole_message_per_step() {
         1,
         "one whole tool call: {types:?}"
     );
-    let call = frames.iter().find(|f| message_type(f) == "tool_call_message").unwrap();
+    let call = frames
+        .iter()
+        .find(|f| message_type(f) == "tool_call_message")
+        .unwrap();
     assert_eq!(call.data["tool_call"]["name"], "calculator");
-    let arguments: Value = serde_json::from_str(call.data["tool_call"]["arguments"].as_str().unwrap()).unwrap();
+    let arguments: Value =
+        serde_json::from_str(call.data["tool_call"]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(arguments["expression"], "6*7");
-    let result = frames.iter().find(|f| message_type(f) == "tool_return_message").unwrap();
+    let result = frames
+        .iter()
+        .find(|f| message_type(f) == "tool_return_message")
+        .unwrap();
     assert_eq!(result.data["status"], "success");
     assert_eq!(result.data["tool_return"], "42");
-    assert_eq!(result.data["tool_call_id"], call.data["tool_call"]["tool_call_id"]);
-    let texts: Vec<&Frame> = frames.iter().filter(|f| message_type(f) == "assistant_message").collect();
-    let ids: std::collections::HashSet<_> = texts.iter().map(|f| f.data["id"].to_string()).collect();
-    assert_eq!(ids.len(), texts.len(), "each assistant message comes whole, once");
+    assert_eq!(
+        result.data["tool_call_id"],
+        call.data["tool_call"]["tool_call_id"]
+    );
+    let texts: Vec<&Frame> = frames
+        .iter()
+        .filter(|f| message_type(f) == "assistant_message")
+        .collect();
+    let ids: std::collections::HashSet<_> =
+        texts.iter().map(|f| f.data["id"].to_string()).collect();
+    assert_eq!(
+        ids.len(),
+        texts.len(),
+        "each assistant message comes whole, once"
+    );
 }
 
 #[tokio::test]
@@ -191,7 +251,10 @@ async fn disconnecting_from_a_foreground_stream_cancels_its_run() {
     let server = TestServer::start_paced(2000, 5).await;
     let agent_id = server.create_agent().await;
     let mut stream = server
-        .letta_stream(agent_id, json!({ "messages": user("talk for a while"), "stream_tokens": true }))
+        .letta_stream(
+            agent_id,
+            json!({ "messages": user("talk for a while"), "stream_tokens": true }),
+        )
         .await;
     let mut run_id = None;
     for _ in 0..10 {
@@ -239,14 +302,30 @@ async fn a_background_run_survives_disconnect_and_resumes_with_no_gap_and_no_dup
                 assert!(seen.insert(seq_id), "seq_id {seq_id} delivered twice");
             }
         }
-        assert!(rest.iter().filter_map(|f| f.data["seq_id"].as_u64()).all(|seq| seq > cursor));
+        assert!(rest
+            .iter()
+            .filter_map(|f| f.data["seq_id"].as_u64())
+            .all(|seq| seq > cursor));
         let mut joined = first;
         joined.extend(rest);
-        let log = server.wait_for_run_end(agent_id, Uuid::parse_str(&run_id).unwrap()).await;
+        let log = server
+            .wait_for_run_end(agent_id, Uuid::parse_str(&run_id).unwrap())
+            .await;
         let run = Uuid::parse_str(&run_id).unwrap();
-        assert_eq!(assistant_text(&joined), reply_text(&log, run), "stream_tokens={cut}: resumed text is the whole reply");
-        assert_eq!(server.run_status(&run_id).await["status"], "completed", "disconnect did not cancel it");
-        let stop = joined.iter().find(|f| message_type(f) == "stop_reason").unwrap();
+        assert_eq!(
+            assistant_text(&joined),
+            reply_text(&log, run),
+            "stream_tokens={cut}: resumed text is the whole reply"
+        );
+        assert_eq!(
+            server.run_status(&run_id).await["status"],
+            "completed",
+            "disconnect did not cancel it"
+        );
+        let stop = joined
+            .iter()
+            .find(|f| message_type(f) == "stop_reason")
+            .unwrap();
         assert_eq!(stop.data["stop_reason"], "end_turn");
     }
 }
@@ -256,20 +335,39 @@ async fn a_retried_send_with_the_same_otid_reattaches_to_the_one_run() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
     let body = json!({ "messages": [{ "role": "user", "content": "/echo only once", "otid": "otid-7" }], "stream_tokens": true });
-    let (first, second) = tokio::join!(server.letta_stream(agent_id, body.clone()), server.letta_stream(agent_id, body.clone()));
+    let (first, second) = tokio::join!(
+        server.letta_stream(agent_id, body.clone()),
+        server.letta_stream(agent_id, body.clone())
+    );
     let (mut first, mut second) = (first, second);
     let (first, second) = tokio::join!(first.until_done(), second.until_done());
     let run_of = |frames: &[Frame]| frames[0].data["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(run_of(&first), run_of(&second), "both requests see the same run");
+    assert_eq!(
+        run_of(&first),
+        run_of(&second),
+        "both requests see the same run"
+    );
     assert_eq!(assistant_text(&first), "only once");
     assert_eq!(assistant_text(&second), "only once");
     // A third, after the run ended, replays it rather than running again.
     let third = server.letta_stream(agent_id, body).await.until_done().await;
     assert_eq!(run_of(&third), run_of(&first));
     let log = server.all_events(agent_id).await;
-    assert_eq!(log.iter().filter(|e| e.kind == EventKind::RunStarted).count(), 1);
-    assert_eq!(log.iter().filter(|e| e.kind == EventKind::User).count(), 1, "one user message");
-    let user = first.iter().find(|f| message_type(f) == "user_message").unwrap();
+    assert_eq!(
+        log.iter()
+            .filter(|e| e.kind == EventKind::RunStarted)
+            .count(),
+        1
+    );
+    assert_eq!(
+        log.iter().filter(|e| e.kind == EventKind::User).count(),
+        1,
+        "one user message"
+    );
+    let user = first
+        .iter()
+        .find(|f| message_type(f) == "user_message")
+        .unwrap();
     assert_eq!(user.data["otid"], "otid-7", "the client's otid is echoed");
 }
 
@@ -278,19 +376,37 @@ async fn pings_arrive_while_a_slow_tool_runs() {
     let server = TestServer::start_with(|config| config.letta_ping_interval_ms = 100).await;
     let agent_id = server.create_agent().await;
     let frames = server
-        .letta_stream(agent_id, json!({ "messages": user("/tools slow 1"), "include_pings": true }))
+        .letta_stream(
+            agent_id,
+            json!({ "messages": user("/tools slow 1"), "include_pings": true }),
+        )
         .await
         .until_done()
         .await;
-    let call = frames.iter().position(|f| message_type(f) == "tool_call_message").unwrap();
-    let result = frames.iter().position(|f| message_type(f) == "tool_return_message").unwrap();
-    let pings = frames[call..result].iter().filter(|f| message_type(f) == "ping").count();
-    assert!(pings >= 3, "a 1 s tool with 100 ms pings: {pings} pings between call and result");
+    let call = frames
+        .iter()
+        .position(|f| message_type(f) == "tool_call_message")
+        .unwrap();
+    let result = frames
+        .iter()
+        .position(|f| message_type(f) == "tool_return_message")
+        .unwrap();
+    let pings = frames[call..result]
+        .iter()
+        .filter(|f| message_type(f) == "ping")
+        .count();
+    assert!(
+        pings >= 3,
+        "a 1 s tool with 100 ms pings: {pings} pings between call and result"
+    );
     let ping = frames.iter().find(|f| message_type(f) == "ping").unwrap();
     assert!(ping.data["id"].is_string() && ping.data["date"].is_string());
     // Without pings asked for, none come.
     let quiet = server
-        .letta_stream(agent_id, json!({ "messages": user("/tools slow 0.5"), "include_pings": false }))
+        .letta_stream(
+            agent_id,
+            json!({ "messages": user("/tools slow 0.5"), "include_pings": false }),
+        )
         .await
         .until_done()
         .await;
@@ -302,11 +418,21 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
     let response = server
-        .post_json(&format!("/v1/agents/{agent_id}/messages"), &json!({ "messages": user("/echo hello there") }))
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages"),
+            &json!({ "messages": user("/echo hello there") }),
+        )
         .await;
     let messages = response["messages"].as_array().unwrap();
-    let types: Vec<&str> = messages.iter().map(|m| m["message_type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["reasoning_message", "assistant_message"], "{response}");
+    let types: Vec<&str> = messages
+        .iter()
+        .map(|m| m["message_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["reasoning_message", "assistant_message"],
+        "{response}"
+    );
     assert_eq!(messages[1]["content"], "hello there");
     assert_eq!(response["stop_reason"]["stop_reason"], "end_turn");
     assert!(response["usage"]["total_tokens"].as_u64().is_some());
@@ -321,7 +447,15 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
     let list = |query: &str| {
         let url = server.url(&format!("/v1/agents/{agent_id}/messages{query}"));
         let http = server.http.clone();
-        async move { http.get(url).send().await.unwrap().json::<Vec<Value>>().await.unwrap() }
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Vec<Value>>()
+                .await
+                .unwrap()
+        }
     };
     // What a reader of the conversation sees: user and assistant messages (reasoning aside).
     let said = |messages: &[Value]| -> Vec<String> {
@@ -332,7 +466,15 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
             .collect()
     };
     let newest_first = list("").await;
-    assert_eq!(said(&newest_first), ["second turn", "/echo second turn", "hello there", "/echo hello there"]);
+    assert_eq!(
+        said(&newest_first),
+        [
+            "second turn",
+            "/echo second turn",
+            "hello there",
+            "/echo hello there"
+        ]
+    );
     let oldest_first = list("?order=asc&limit=3").await;
     assert_eq!(oldest_first[0]["message_type"], "user_message");
     assert_eq!(said(&oldest_first), ["/echo hello there", "hello there"]);
@@ -342,7 +484,11 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
     let before = list(&format!("?order=asc&before={after}")).await;
     assert_eq!(before.len(), 2);
     let everything = list("?limit=1000").await;
-    assert_eq!(everything.len(), 6, "two turns: user, reasoning, assistant each");
+    assert_eq!(
+        everything.len(),
+        6,
+        "two turns: user, reasoning, assistant each"
+    );
 }
 
 #[tokio::test]
@@ -350,16 +496,25 @@ async fn cancel_ends_a_streaming_run_with_stop_reason_cancelled() {
     let server = TestServer::start_paced(2000, 5).await;
     let agent_id = server.create_agent().await;
     let mut stream = server
-        .letta_stream(agent_id, json!({ "messages": user("go on"), "stream_tokens": true, "background": true }))
+        .letta_stream(
+            agent_id,
+            json!({ "messages": user("go on"), "stream_tokens": true, "background": true }),
+        )
         .await;
     let first = stream.next().await.unwrap();
     let run_id = first.data["run_id"].as_str().unwrap().to_owned();
     let response = server
-        .post_json(&format!("/v1/agents/{agent_id}/messages/cancel"), &json!({ "run_ids": [run_id] }))
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({ "run_ids": [run_id] }),
+        )
         .await;
     assert_eq!(response["cancelled_run_ids"][0], run_id.as_str());
     let rest = stream.until_done().await;
-    let stop = rest.iter().find(|f| message_type(f) == "stop_reason").unwrap();
+    let stop = rest
+        .iter()
+        .find(|f| message_type(f) == "stop_reason")
+        .unwrap();
     assert_eq!(stop.data["stop_reason"], "cancelled");
 }
 
@@ -377,29 +532,85 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
         async move { request.send().await.unwrap() }
     };
     let cases = [
-        (post(format!("/v1/runs/{unknown}/stream"), "{}").await, 404, "unknown_run"),
-        (post("/v1/runs/not-a-run/stream".into(), "{}").await, 400, "invalid_id"),
-        (post(format!("/v1/agents/{agent_id}/messages/stream"), "{\"messages\": [").await, 400, "malformed_json"),
-        (post(format!("/v1/agents/{agent_id}/messages/stream"), "{\"messages\": 5}").await, 422, "invalid_body"),
-        (post(format!("/v1/agents/{agent_id}/messages"), "{}").await, 422, "invalid_body"),
         (
-            post(format!("/v1/agents/{agent_id}/messages"), r#"{"messages":[{"role":"system","content":"x"}]}"#).await,
+            post(format!("/v1/runs/{unknown}/stream"), "{}").await,
+            404,
+            "unknown_run",
+        ),
+        (
+            post("/v1/runs/not-a-run/stream".into(), "{}").await,
+            400,
+            "invalid_id",
+        ),
+        (
+            post(
+                format!("/v1/agents/{agent_id}/messages/stream"),
+                "{\"messages\": [",
+            )
+            .await,
+            400,
+            "malformed_json",
+        ),
+        (
+            post(
+                format!("/v1/agents/{agent_id}/messages/stream"),
+                "{\"messages\": 5}",
+            )
+            .await,
             422,
             "invalid_body",
         ),
         (
-            post(format!("/v1/agents/{agent_id}/messages"), r#"{"messages":[{"role":"user","content":[{"type":"image"}]}]}"#).await,
+            post(format!("/v1/agents/{agent_id}/messages"), "{}").await,
             422,
             "invalid_body",
         ),
-        (post(format!("/v1/agents/{unknown}/messages/stream"), r#"{"input":"hi"}"#).await, 404, "unknown_agent"),
         (
-            server.http.get(server.url(&format!("/v1/agents/{agent_id}/messages?after=message-nope"))).send().await.unwrap(),
+            post(
+                format!("/v1/agents/{agent_id}/messages"),
+                r#"{"messages":[{"role":"system","content":"x"}]}"#,
+            )
+            .await,
+            422,
+            "invalid_body",
+        ),
+        (
+            post(
+                format!("/v1/agents/{agent_id}/messages"),
+                r#"{"messages":[{"role":"user","content":[{"type":"image"}]}]}"#,
+            )
+            .await,
+            422,
+            "invalid_body",
+        ),
+        (
+            post(
+                format!("/v1/agents/{unknown}/messages/stream"),
+                r#"{"input":"hi"}"#,
+            )
+            .await,
+            404,
+            "unknown_agent",
+        ),
+        (
+            server
+                .http
+                .get(server.url(&format!(
+                    "/v1/agents/{agent_id}/messages?after=message-nope"
+                )))
+                .send()
+                .await
+                .unwrap(),
             400,
             "invalid_cursor",
         ),
         (
-            server.http.get(server.url(&format!("/v1/agents/{agent_id}/messages?order=sideways"))).send().await.unwrap(),
+            server
+                .http
+                .get(server.url(&format!("/v1/agents/{agent_id}/messages?order=sideways")))
+                .send()
+                .await
+                .unwrap(),
             400,
             "invalid_query",
         ),
@@ -408,7 +619,12 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
         assert_eq!(response.status().as_u16(), status);
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], code, "{body}");
-        assert!(body["detail"].as_str().is_some_and(|detail| !detail.is_empty()), "Letta clients read `detail`: {body}");
+        assert!(
+            body["detail"]
+                .as_str()
+                .is_some_and(|detail| !detail.is_empty()),
+            "Letta clients read `detail`: {body}"
+        );
     }
     // A bad cursor on a real run.
     let frames = server
@@ -417,13 +633,26 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
         .until_done()
         .await;
     let run_id = frames[0].data["run_id"].as_str().unwrap();
-    let response = post(format!("/v1/runs/{run_id}/stream"), r#"{"starting_after": 999999}"#).await;
+    let response = post(
+        format!("/v1/runs/{run_id}/stream"),
+        r#"{"starting_after": 999999}"#,
+    )
+    .await;
     assert_eq!(response.status(), 400);
-    let response = post(format!("/v1/runs/{run_id}/stream"), r#"{"starting_after": -1}"#).await;
+    let response = post(
+        format!("/v1/runs/{run_id}/stream"),
+        r#"{"starting_after": -1}"#,
+    )
+    .await;
     assert_eq!(response.status(), 422);
     // Nothing was written by the bad requests: one run only.
     let log = server.all_events(agent_id).await;
-    assert_eq!(log.iter().filter(|e| e.kind == EventKind::RunStarted).count(), 1);
+    assert_eq!(
+        log.iter()
+            .filter(|e| e.kind == EventKind::RunStarted)
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -446,7 +675,15 @@ async fn letta_create_agent_body_and_trailing_slash_paths_work() {
     assert_eq!(response.status(), 201);
     let agent: Value = response.json().await.unwrap();
     assert_eq!(agent["name"], "letta-shaped");
-    let list: Vec<Value> = server.http.get(server.url("/v1/agents/")).send().await.unwrap().json().await.unwrap();
+    let list: Vec<Value> = server
+        .http
+        .get(server.url("/v1/agents/"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(list.len(), 1, "a bare array, as Letta answers");
     assert_eq!(list[0]["id"], agent["id"]);
 }

@@ -14,10 +14,25 @@ use tokio_tungstenite::tungstenite::Message;
 async fn request_bodies_over_the_limit_get_413() {
     let server = TestServer::start_with(|config| config.limits.request_body_bytes_max = 1024).await;
     let big = json!({ "name": "n".repeat(2000) });
-    let response = server.http.post(server.url("/v1/agents")).json(&big).send().await.unwrap();
+    let response = server
+        .http
+        .post(server.url("/v1/agents"))
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 413);
-    assert_eq!(response.json::<Value>().await.unwrap()["error"]["code"], "body_too_large");
-    let small = server.http.post(server.url("/v1/agents")).json(&json!({ "name": "ok" })).send().await.unwrap();
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["error"]["code"],
+        "body_too_large"
+    );
+    let small = server
+        .http
+        .post(server.url("/v1/agents"))
+        .json(&json!({ "name": "ok" }))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(small.status(), 201);
 }
 
@@ -29,7 +44,11 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
         config.limits.ws_connections_max = 2;
     })
     .await;
-    let agents = [server.create_agent().await, server.create_agent().await, server.create_agent().await];
+    let agents = [
+        server.create_agent().await,
+        server.create_agent().await,
+        server.create_agent().await,
+    ];
     let mut client = server.connect().await;
     client.subscribe(agents[0], 0).await;
     client.subscribe(agents[1], 0).await;
@@ -40,26 +59,45 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
             refused = Some((code, agent_id));
         }
     }
-    assert_eq!(refused, Some(("too_many_subscriptions".to_owned(), Some(agents[2]))));
+    assert_eq!(
+        refused,
+        Some(("too_many_subscriptions".to_owned(), Some(agents[2])))
+    );
 
     // A second connection is allowed, a third is not.
     let mut second = server.connect().await;
     match tokio_tungstenite::connect_async(&server.ws_url).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 503),
-        other => panic!("a third connection was not refused: {:?}", other.map(|_| ())),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503)
+        }
+        other => panic!(
+            "a third connection was not refused: {:?}",
+            other.map(|_| ())
+        ),
     }
     // An oversized frame closes that socket only.
     let big = format!(r#"{{"type":"ping","nonce":"{}"}}"#, "x".repeat(1000));
     let _ = second.stream.send(Message::Text(big.into())).await;
-    let next = tokio::time::timeout(common::WAIT_MAX, second.stream.next()).await.unwrap();
-    assert!(!matches!(next, Some(Ok(Message::Text(_)))), "an oversized frame was answered: {next:?}");
+    let next = tokio::time::timeout(common::WAIT_MAX, second.stream.next())
+        .await
+        .unwrap();
+    assert!(
+        !matches!(next, Some(Ok(Message::Text(_)))),
+        "an oversized frame was answered: {next:?}"
+    );
     client.send(&ClientMessage::Ping { nonce: None }).await;
     assert_eq!(client.receive().await, ServerMessage::Pong { nonce: None });
     // Its slot is free again.
     drop(second);
     let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    while tokio_tungstenite::connect_async(&server.ws_url).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the closed connection's slot never came back");
+    while tokio_tungstenite::connect_async(&server.ws_url)
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the closed connection's slot never came back"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
@@ -75,12 +113,23 @@ async fn pages_are_bounded() {
         if run["status"] == "completed" {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the run never ended: {run}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run never ended: {run}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let over = server.http.get(server.url(&format!("/v1/agents/{agent}/events?limit=6"))).send().await.unwrap();
+    let over = server
+        .http
+        .get(server.url(&format!("/v1/agents/{agent}/events?limit=6")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(over.status(), 400);
-    assert_eq!(over.json::<Value>().await.unwrap()["error"]["code"], "limit_too_large");
+    assert_eq!(
+        over.json::<Value>().await.unwrap()["error"]["code"],
+        "limit_too_large"
+    );
     let page = server.events_page(agent, 0, 5).await;
     assert_eq!(page.events.len(), 5);
     assert!(page.has_more);
@@ -103,17 +152,25 @@ async fn a_run_stops_at_its_event_limit_and_still_ends_cleanly() {
     assert_eq!(end.content["stop_reason"], "max_events");
 
     // With a tool running when the limit hits: the call still gets its one result.
-    let run = server.start_run(agent, "/tools slow 3; calculator 1+1").await;
+    let run = server
+        .start_run(agent, "/tools slow 3; calculator 1+1")
+        .await;
     let log = server.wait_for_run_end(agent, run).await;
     let this_run: Vec<_> = log.iter().filter(|e| e.run_id == Some(run)).collect();
-    assert_eq!(this_run.last().unwrap().content["stop_reason"], "max_events");
+    assert_eq!(
+        this_run.last().unwrap().content["stop_reason"],
+        "max_events"
+    );
     let calls: Vec<&str> = this_run
         .iter()
         .filter(|e| e.kind == EventKind::ToolCall && e.delta_path.is_none())
         .filter_map(|e| e.content["tool_call_id"].as_str())
         .collect();
     for call in &calls {
-        let results = this_run.iter().filter(|e| e.kind == EventKind::ToolResult && e.content["tool_call_id"] == *call).count();
+        let results = this_run
+            .iter()
+            .filter(|e| e.kind == EventKind::ToolResult && e.content["tool_call_id"] == *call)
+            .count();
         assert_eq!(results, 1, "call {call}");
     }
     // The agent takes the next run as usual.
@@ -128,7 +185,10 @@ async fn long_tool_results_are_cut_and_say_so() {
     let agent = server.create_agent().await;
     let run = server.start_run(agent, "/tools clock").await;
     let log = server.wait_for_run_end(agent, run).await;
-    let result = log.iter().find(|e| e.kind == EventKind::ToolResult).unwrap();
+    let result = log
+        .iter()
+        .find(|e| e.kind == EventKind::ToolResult)
+        .unwrap();
     let text = result.content["result"].as_str().unwrap();
     assert!(text.chars().count() < 80 && text.contains("[cut"), "{text}");
 }

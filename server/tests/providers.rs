@@ -31,7 +31,11 @@ struct Recorded {
 }
 
 fn sse(body: &str) -> Recorded {
-    Recorded { status: 200, headers: vec![("content-type", "text/event-stream")], body: body.to_owned() }
+    Recorded {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream")],
+        body: body.to_owned(),
+    }
 }
 
 #[derive(Default)]
@@ -44,7 +48,12 @@ struct Replay {
 async fn replay(State(replay): State<Arc<Replay>>, headers: HeaderMap, body: Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     replay.requests.lock().unwrap().push((headers, request));
-    let answer = replay.answers.lock().unwrap().pop_front().expect("no recorded answer left");
+    let answer = replay
+        .answers
+        .lock()
+        .unwrap()
+        .pop_front()
+        .expect("no recorded answer left");
     let chunk_bytes = replay.chunk_bytes.max(1);
     let bytes = answer.body.into_bytes();
     let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
@@ -93,8 +102,12 @@ async fn server_on_anthropic(base_url: String) -> common::TestServer {
 fn overloaded(retry_after: &'static str) -> Recorded {
     Recorded {
         status: 529,
-        headers: vec![("content-type", "application/json"), ("retry-after", retry_after)],
-        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+        headers: vec![
+            ("content-type", "application/json"),
+            ("retry-after", retry_after),
+        ],
+        body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            .into(),
     }
 }
 
@@ -102,7 +115,9 @@ fn request() -> ProviderRequest {
     ProviderRequest {
         system: Some("Be brief.".into()),
         model: None,
-        messages: vec![ConversationMessage::User { text: "What is 6*7?".into() }],
+        messages: vec![ConversationMessage::User {
+            text: "What is 6*7?".into(),
+        }],
         tools: vec![ToolSpec {
             name: "calculator".into(),
             description: "math".into(),
@@ -208,14 +223,37 @@ fn expected_anthropic_events() -> Vec<ProviderEvent> {
         ProviderEvent::ThinkingSignature("EqQBsig==".into()),
         ProviderEvent::TextDelta("Let me ".into()),
         ProviderEvent::TextDelta("calculate.".into()),
-        ProviderEvent::ToolCallStart { id: "toolu_01".into(), name: "calculator".into() },
-        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "".into() },
-        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "{\"expre".into() },
-        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "ssion\": \"6".into() },
-        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "*7\"}".into() },
-        ProviderEvent::ToolCallEnd { id: "toolu_01".into(), input: json!({"expression": "6*7"}) },
-        ProviderEvent::Usage { input_tokens: 25, output_tokens: 42 },
-        ProviderEvent::Stop { reason: "tool_use".into() },
+        ProviderEvent::ToolCallStart {
+            id: "toolu_01".into(),
+            name: "calculator".into(),
+        },
+        ProviderEvent::ToolCallInputDelta {
+            id: "toolu_01".into(),
+            json: "".into(),
+        },
+        ProviderEvent::ToolCallInputDelta {
+            id: "toolu_01".into(),
+            json: "{\"expre".into(),
+        },
+        ProviderEvent::ToolCallInputDelta {
+            id: "toolu_01".into(),
+            json: "ssion\": \"6".into(),
+        },
+        ProviderEvent::ToolCallInputDelta {
+            id: "toolu_01".into(),
+            json: "*7\"}".into(),
+        },
+        ProviderEvent::ToolCallEnd {
+            id: "toolu_01".into(),
+            input: json!({"expression": "6*7"}),
+        },
+        ProviderEvent::Usage {
+            input_tokens: 25,
+            output_tokens: 42,
+        },
+        ProviderEvent::Stop {
+            reason: "tool_use".into(),
+        },
     ]
 }
 
@@ -225,7 +263,11 @@ async fn anthropic_stream_parses_the_same_however_it_is_split() {
         let (base_url, replay) = replay_server(vec![sse(ANTHROPIC_TOOL_STREAM)], chunk_bytes).await;
         let events = collect(&anthropic(base_url)).await;
         let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
-        assert_eq!(events, expected_anthropic_events(), "split every {chunk_bytes} bytes");
+        assert_eq!(
+            events,
+            expected_anthropic_events(),
+            "split every {chunk_bytes} bytes"
+        );
         let (headers, body) = replay.requests.lock().unwrap()[0].clone();
         assert_eq!(headers["x-api-key"], "test-key");
         assert_eq!(headers["anthropic-version"], "2023-06-01");
@@ -233,7 +275,10 @@ async fn anthropic_stream_parses_the_same_however_it_is_split() {
         assert_eq!(body["system"], "Be brief.");
         assert_eq!(body["model"], "claude-test");
         assert_eq!(body["tools"][0]["name"], "calculator");
-        assert_eq!(body["messages"][0], json!({"role": "user", "content": "What is 6*7?"}));
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "user", "content": "What is 6*7?"})
+        );
     }
 }
 
@@ -248,9 +293,15 @@ event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"
     let provider = anthropic(base_url);
 
     let events = collect(&provider).await;
-    assert_eq!(events[0].as_ref().unwrap(), &ProviderEvent::TextDelta("Hi".into()));
+    assert_eq!(
+        events[0].as_ref().unwrap(),
+        &ProviderEvent::TextDelta("Hi".into())
+    );
     let error = events[1].as_ref().unwrap_err();
-    assert_eq!((error.kind.as_str(), error.retryable), ("overloaded_error", true));
+    assert_eq!(
+        (error.kind.as_str(), error.retryable),
+        ("overloaded_error", true)
+    );
     assert_eq!(events.len(), 2);
 
     let events = collect(&provider).await;
@@ -261,7 +312,10 @@ event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"
 
     let events = collect(&provider).await;
     let error = events.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(error.kind, "connection_error", "a stream cut before message_stop is an error");
+    assert_eq!(
+        error.kind, "connection_error",
+        "a stream cut before message_stop is an error"
+    );
 }
 
 const OPENAI_TOOL_STREAM: &str = r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
@@ -293,26 +347,49 @@ async fn openai_stream_merges_tool_call_pieces_by_index_however_it_is_split() {
             base_url,
             model: "m".into(),
         });
-        let events: Vec<ProviderEvent> =
-            collect(&provider).await.into_iter().map(Result::unwrap).collect();
+        let events: Vec<ProviderEvent> = collect(&provider)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(
             events,
             vec![
                 ProviderEvent::TextDelta("Let me ".into()),
                 ProviderEvent::TextDelta("calculate.".into()),
-                ProviderEvent::ToolCallStart { id: "call_1".into(), name: "calculator".into() },
-                ProviderEvent::ToolCallInputDelta { id: "call_1".into(), json: "{\"expr".into() },
-                ProviderEvent::ToolCallInputDelta { id: "call_1".into(), json: "ession\": \"6*7\"}".into() },
-                ProviderEvent::ToolCallEnd { id: "call_1".into(), input: json!({"expression": "6*7"}) },
-                ProviderEvent::Usage { input_tokens: 10, output_tokens: 5 },
-                ProviderEvent::Stop { reason: "tool_use".into() },
+                ProviderEvent::ToolCallStart {
+                    id: "call_1".into(),
+                    name: "calculator".into()
+                },
+                ProviderEvent::ToolCallInputDelta {
+                    id: "call_1".into(),
+                    json: "{\"expr".into()
+                },
+                ProviderEvent::ToolCallInputDelta {
+                    id: "call_1".into(),
+                    json: "ession\": \"6*7\"}".into()
+                },
+                ProviderEvent::ToolCallEnd {
+                    id: "call_1".into(),
+                    input: json!({"expression": "6*7"})
+                },
+                ProviderEvent::Usage {
+                    input_tokens: 10,
+                    output_tokens: 5
+                },
+                ProviderEvent::Stop {
+                    reason: "tool_use".into()
+                },
             ],
             "split every {chunk_bytes} bytes"
         );
         let (headers, body) = replay.requests.lock().unwrap()[0].clone();
         assert_eq!(headers["authorization"], "Bearer sk-test");
         assert_eq!(body["stream_options"]["include_usage"], true);
-        assert_eq!(body["messages"][0], json!({"role": "system", "content": "Be brief."}));
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "Be brief."})
+        );
         assert_eq!(body["tools"][0]["function"]["name"], "calculator");
     }
 }
@@ -325,7 +402,11 @@ async fn openai_rate_limit_is_retryable_with_its_retry_after() {
         body: r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#.into(),
     };
     let (base_url, _) = replay_server(vec![limited], 4096).await;
-    let provider = OpenAiProvider::new(OpenAiConfig { api_key: None, base_url, model: "m".into() });
+    let provider = OpenAiProvider::new(OpenAiConfig {
+        api_key: None,
+        base_url,
+        model: "m".into(),
+    });
     let events = collect(&provider).await;
     let error = events[0].as_ref().unwrap_err();
     assert_eq!(error.kind, "rate_limit_error");
@@ -338,8 +419,11 @@ async fn openai_rate_limit_is_retryable_with_its_retry_after() {
 /// log.
 #[tokio::test]
 async fn an_anthropic_run_uses_tools_end_to_end() {
-    let (base_url, replay) =
-        replay_server(vec![sse(ANTHROPIC_TOOL_STREAM), sse(ANTHROPIC_TEXT_STREAM)], 11).await;
+    let (base_url, replay) = replay_server(
+        vec![sse(ANTHROPIC_TOOL_STREAM), sse(ANTHROPIC_TEXT_STREAM)],
+        11,
+    )
+    .await;
     let server = server_on_anthropic(base_url).await;
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "What is 6*7?").await;
@@ -348,11 +432,21 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     assert_eq!(end.content["stop_reason"], "end_turn");
-    assert_eq!(end.content["usage"], json!({"input_tokens": 85, "output_tokens": 47}));
+    assert_eq!(
+        end.content["usage"],
+        json!({"input_tokens": 85, "output_tokens": 47})
+    );
     let mut timeline = app::timeline::Timeline::new();
     timeline.apply_all(events.clone());
-    let thinking = timeline.messages().iter().find(|m| m.kind == EventKind::Thinking).unwrap();
-    assert_eq!(thinking.content, json!({"text": "Six times seven.", "signature": "EqQBsig=="}));
+    let thinking = timeline
+        .messages()
+        .iter()
+        .find(|m| m.kind == EventKind::Thinking)
+        .unwrap();
+    assert_eq!(
+        thinking.content,
+        json!({"text": "Six times seven.", "signature": "EqQBsig=="})
+    );
     let result = timeline.tool_result("toolu_01").unwrap();
     assert_eq!(result.content["result"], json!(42));
     let texts: Vec<_> = timeline
@@ -368,7 +462,10 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     let messages = &requests[1].1["messages"];
     assert_eq!(messages[1]["role"], "assistant");
     assert_eq!(messages[1]["content"][1]["type"], "tool_use");
-    assert_eq!(messages[1]["content"][1]["input"], json!({"expression": "6*7"}));
+    assert_eq!(
+        messages[1]["content"][1]["input"],
+        json!({"expression": "6*7"})
+    );
     assert_eq!(messages[2]["content"][0]["type"], "tool_result");
     assert_eq!(messages[2]["content"][0]["tool_use_id"], "toolu_01");
     assert_eq!(messages[2]["content"][0]["content"], "42");
@@ -379,14 +476,20 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
 #[tokio::test]
 async fn an_overloaded_provider_is_retried_and_the_run_completes() {
     let overloaded = overloaded("0.2");
-    let (base_url, replay) =
-        replay_server(vec![overloaded.clone(), overloaded, sse(ANTHROPIC_TEXT_STREAM)], 64).await;
+    let (base_url, replay) = replay_server(
+        vec![overloaded.clone(), overloaded, sse(ANTHROPIC_TEXT_STREAM)],
+        64,
+    )
+    .await;
     let server = server_on_anthropic(base_url).await;
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "hi").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_eq!(replay.requests.lock().unwrap().len(), 3);
-    let notices: Vec<_> = events.iter().filter(|event| event.kind == EventKind::Loading).collect();
+    let notices: Vec<_> = events
+        .iter()
+        .filter(|event| event.kind == EventKind::Loading)
+        .collect();
     assert_eq!(notices.len(), 2);
     assert_eq!(notices[0].content["retry_in_ms"], 200);
     assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
@@ -406,7 +509,10 @@ async fn retries_are_bounded_and_the_final_error_is_reported() {
         replay.requests.lock().unwrap().len(),
         agentstream_server::runs::PROVIDER_RETRIES_MAX as usize + 1
     );
-    let error = events.iter().find(|event| event.kind == EventKind::Error).unwrap();
+    let error = events
+        .iter()
+        .find(|event| event.kind == EventKind::Error)
+        .unwrap();
     assert_eq!(error.content["type"], "overloaded_error");
     assert_eq!(error.content["retryable"], true);
     assert_eq!(events.last().unwrap().kind, EventKind::RunFailed);

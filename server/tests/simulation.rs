@@ -63,8 +63,15 @@ const SIM_REPLAY_REPEATS_DEFAULT: usize = 50;
 const SEED_WALL_TIME_MAX: Duration = Duration::from_secs(60);
 
 /// What the seeds did, summed, so a run shows that its faults really happened.
-static RUN_ENDS: [std::sync::atomic::AtomicU64; 5] = [const { std::sync::atomic::AtomicU64::new(0) }; 5];
-const RUN_END_NAMES: [&str; 5] = ["completed", "cancelled", "failed (provider)", "failed (store)", "interrupted by a crash"];
+static RUN_ENDS: [std::sync::atomic::AtomicU64; 5] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 5];
+const RUN_END_NAMES: [&str; 5] = [
+    "completed",
+    "cancelled",
+    "failed (provider)",
+    "failed (store)",
+    "interrupted by a crash",
+];
 static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Seqs that reached a coalescing subscriber inside a merged event rather than on their own.
@@ -204,7 +211,13 @@ fn plan(seed: u64) -> Plan {
             1 => "/tools slow 0.05; calculator 1+2".into(),
             2 => "/fail overloaded_error".into(),
             3 => "/stall 0.05".into(),
-            4 => format!("/echo {}", (0..rng.range(1, 30)).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")),
+            4 => format!(
+                "/echo {}",
+                (0..rng.range(1, 30))
+                    .map(|i| format!("w{i}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             _ => "tell me something".into(),
         }
     };
@@ -223,7 +236,11 @@ fn plan(seed: u64) -> Plan {
             agent: rng.below(agents as u64) as usize,
             queue: rng.range(1, 8) as usize,
             batches_per_connection: if rng.chance(500) { 0 } else { rng.range(1, 30) },
-            pause_us: if rng.chance(300) { rng.range(100, 2000) } else { 0 },
+            pause_us: if rng.chance(300) {
+                rng.range(100, 2000)
+            } else {
+                0
+            },
             duplicate_per_mille: rng.below(200),
             reorder_per_mille: rng.below(200),
             coalesce: rng.chance(500),
@@ -315,8 +332,13 @@ fn config(plan: &Plan, database_url: &str) -> Config {
 /// trying again while injected faults make start-up fail.
 async fn open(plan: &Plan, database_url: &str, faults: &Arc<Faults>) -> AppState {
     for _ in 0..50 {
-        let inner = SqliteStore::open(database_url).await.expect("the database opens");
-        let store: Arc<dyn Store> = Arc::new(FaultyStore { inner, hooks: faults.clone() });
+        let inner = SqliteStore::open(database_url)
+            .await
+            .expect("the database opens");
+        let store: Arc<dyn Store> = Arc::new(FaultyStore {
+            inner,
+            hooks: faults.clone(),
+        });
         match AppState::open_with_store(&config(plan, database_url), store).await {
             Ok(state) => return state,
             Err(error) => {
@@ -334,18 +356,27 @@ async fn runner(state: AppState, plan: Arc<Plan>, world: Arc<Mutex<World>>, agen
         let (agent_id, spec) = {
             let mut world = world.lock().unwrap();
             let index = world.next_run[agent];
-            let Some(spec) = plan.runs[agent].get(index).cloned() else { return };
+            let Some(spec) = plan.runs[agent].get(index).cloned() else {
+                return;
+            };
             // Counted before it starts: a crash after this point leaves it interrupted, not
             // started again.
             world.next_run[agent] += 1;
             (world.agent_ids[agent], spec)
         };
-        let started =
-            match api::start_run(&state, agent_id, spec.content.clone(), None, RunOptions::default()).await {
-                Ok(started) => started,
-                // An injected store fault before the run began: nothing was started.
-                Err(_) => continue,
-            };
+        let started = match api::start_run(
+            &state,
+            agent_id,
+            spec.content.clone(),
+            None,
+            RunOptions::default(),
+        )
+        .await
+        {
+            Ok(started) => started,
+            // An injected store fault before the run began: nothing was started.
+            Err(_) => continue,
+        };
         let run_id = started.run_id;
         if let Some(after) = spec.cancel_after_ms {
             let runs = state.runs.clone();
@@ -371,8 +402,18 @@ async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
         let follower = {
             let state = state.clone();
             tokio::spawn(async move {
-                let form = Form::Json { coalesce: spec.coalesce };
-                let _ = subscription::follow(state.store.as_ref(), &state.hub, agent_id, since, form, &out).await;
+                let form = Form::Json {
+                    coalesce: spec.coalesce,
+                };
+                let _ = subscription::follow(
+                    state.store.as_ref(),
+                    &state.hub,
+                    agent_id,
+                    since,
+                    form,
+                    &out,
+                )
+                .await;
             })
         };
         let mut batches = 0u64;
@@ -415,7 +456,13 @@ enum LifeEnd {
     Finished,
 }
 
-async fn life(plan: Arc<Plan>, world: Arc<Mutex<World>>, database_url: String, faults: Arc<Faults>, crash_ms: Option<u64>) -> LifeEnd {
+async fn life(
+    plan: Arc<Plan>,
+    world: Arc<Mutex<World>>,
+    database_url: String,
+    faults: Arc<Faults>,
+    crash_ms: Option<u64>,
+) -> LifeEnd {
     let state = open(&plan, &database_url, &faults).await;
     let clients = world.lock().unwrap().clients.clone();
     for client in clients {
@@ -449,7 +496,10 @@ async fn life(plan: Arc<Plan>, world: Arc<Mutex<World>>, database_url: String, f
         if behind.is_empty() {
             return LifeEnd::Finished;
         }
-        assert!(tokio::time::Instant::now() < deadline, "subscribers never caught up: {behind:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "subscribers never caught up: {behind:?}"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -458,7 +508,10 @@ async fn life(plan: Arc<Plan>, world: Arc<Mutex<World>>, database_url: String, f
 fn simulate(seed: u64, directory: &std::path::Path) {
     let plan = Arc::new(plan(seed));
     static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let file = directory.join(format!("sim-{seed}-{}.db", RUN.fetch_add(1, Ordering::Relaxed)));
+    let file = directory.join(format!(
+        "sim-{seed}-{}.db",
+        RUN.fetch_add(1, Ordering::Relaxed)
+    ));
     let database_url = format!("sqlite://{}", file.display());
     let faults = Arc::new(Faults {
         append_fail_per_mille: plan.append_fail_per_mille,
@@ -468,7 +521,12 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         rng: Mutex::new(Rng(seed ^ 0xfa17)),
         enabled: AtomicBool::new(true),
     });
-    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
 
     // The agents exist before the first life.
     let agent_ids: Vec<Uuid> = runtime().block_on(async {
@@ -476,7 +534,10 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         let mut ids = Vec::new();
         for index in 0..plan.agents {
             let agent = store
-                .create_agent(NewAgent { name: format!("sim-{index}"), ..NewAgent::default() })
+                .create_agent(NewAgent {
+                    name: format!("sim-{index}"),
+                    ..NewAgent::default()
+                })
                 .await
                 .unwrap();
             ids.push(agent.id);
@@ -506,7 +567,12 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         clients,
     }));
 
-    let mut lives = plan.crashes_ms.iter().copied().map(Some).collect::<Vec<_>>();
+    let mut lives = plan
+        .crashes_ms
+        .iter()
+        .copied()
+        .map(Some)
+        .collect::<Vec<_>>();
     lives.push(None);
     let crashed = lives.len() > 1;
     for crash_ms in lives {
@@ -514,7 +580,13 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         // A life is a process: its runtime holds every task and all of the server's memory;
         // dropping it mid-flight is the crash.
         let rt = runtime();
-        let end = rt.block_on(life(plan.clone(), world.clone(), database_url.clone(), faults.clone(), crash_ms));
+        let end = rt.block_on(life(
+            plan.clone(),
+            world.clone(),
+            database_url.clone(),
+            faults.clone(),
+            crash_ms,
+        ));
         drop(rt);
         if let LifeEnd::Finished = end {
             break;
@@ -530,7 +602,10 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         for &agent_id in &agent_ids {
             let mut log = Vec::new();
             loop {
-                let page = store.read_events(agent_id, log.len() as u64, 1000).await.unwrap();
+                let page = store
+                    .read_events(agent_id, log.len() as u64, 1000)
+                    .await
+                    .unwrap();
                 if page.is_empty() {
                     break;
                 }
@@ -573,11 +648,20 @@ fn fail(seed: u64, what: String) -> ! {
 fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: bool) {
     for (index, event) in log.iter().enumerate() {
         if event.seq != index as u64 + 1 {
-            fail(seed, format!("agent {agent_id}: seq {} at position {index}: the log has a gap", event.seq));
+            fail(
+                seed,
+                format!(
+                    "agent {agent_id}: seq {} at position {index}: the log has a gap",
+                    event.seq
+                ),
+            );
         }
     }
     if log.len() as u64 != head {
-        fail(seed, format!("agent {agent_id}: head_seq {head} but {} events", log.len()));
+        fail(
+            seed,
+            format!("agent {agent_id}: head_seq {head} but {} events", log.len()),
+        );
     }
     let mut runs: HashMap<Uuid, (usize, Vec<&AgentEvent>)> = HashMap::new();
     for event in log {
@@ -595,9 +679,15 @@ fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: 
             fail(seed, format!("run {run_id} started {started} times"));
         }
         if ends.len() != 1 {
-            fail(seed, format!("run {run_id} has {} terminal events", ends.len()));
+            fail(
+                seed,
+                format!("run {run_id} has {} terminal events", ends.len()),
+            );
         }
-        let error_type = ends[0].content.pointer("/error/type").and_then(Value::as_str);
+        let error_type = ends[0]
+            .content
+            .pointer("/error/type")
+            .and_then(Value::as_str);
         let interrupted = error_type == Some("interrupted");
         let outcome = match (ends[0].kind, error_type) {
             (EventKind::RunCompleted, _) => 0,
@@ -608,14 +698,23 @@ fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: 
         };
         RUN_ENDS[outcome].fetch_add(1, Ordering::Relaxed);
         if interrupted && !crashed {
-            fail(seed, format!("run {run_id} marked interrupted without a crash"));
+            fail(
+                seed,
+                format!("run {run_id} marked interrupted without a crash"),
+            );
         }
     }
     // Every tool call has exactly one result.
     let mut timeline = Timeline::new();
     timeline.apply_all(log.iter().cloned());
-    for message in timeline.messages().iter().filter(|m| m.kind == EventKind::ToolCall) {
-        let Some(call_id) = message.content.get("tool_call_id").and_then(Value::as_str) else { continue };
+    for message in timeline
+        .messages()
+        .iter()
+        .filter(|m| m.kind == EventKind::ToolCall)
+    {
+        let Some(call_id) = message.content.get("tool_call_id").and_then(Value::as_str) else {
+            continue;
+        };
         let results = log
             .iter()
             .filter(|e| {
@@ -638,17 +737,39 @@ fn check_client(seed: u64, client: &Client, log: &[AgentEvent]) {
             None => fail(seed, format!("delivered seq {seq}, which was never committed")),
         }
     }
-    let mut seen: Vec<u64> = client.delivered.iter().map(|(seq, _)| *seq).chain(client.merged.iter().copied()).collect();
+    let mut seen: Vec<u64> = client
+        .delivered
+        .iter()
+        .map(|(seq, _)| *seq)
+        .chain(client.merged.iter().copied())
+        .collect();
     seen.sort_unstable();
     seen.dedup();
     if seen.len() != log.len() {
-        let missing: Vec<u64> = (1..=log.len() as u64).filter(|seq| seen.binary_search(seq).is_err()).take(10).collect();
-        fail(seed, format!("a subscriber of {} never got seqs {missing:?} (of {})", client.agent_id, log.len()));
+        let missing: Vec<u64> = (1..=log.len() as u64)
+            .filter(|seq| seen.binary_search(seq).is_err())
+            .take(10)
+            .collect();
+        fail(
+            seed,
+            format!(
+                "a subscriber of {} never got seqs {missing:?} (of {})",
+                client.agent_id,
+                log.len()
+            ),
+        );
     }
     let mut folded = Timeline::new();
     folded.apply_all(log.iter().cloned());
     if client.timeline != folded {
-        fail(seed, format!("a subscriber's timeline differs from the fold of the log (last seq {} vs {})", client.timeline.last_seq(), folded.last_seq()));
+        fail(
+            seed,
+            format!(
+                "a subscriber's timeline differs from the fold of the log (last seq {} vs {})",
+                client.timeline.last_seq(),
+                folded.last_seq()
+            ),
+        );
     }
 }
 
@@ -659,23 +780,38 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
         // the interleaving of SQLite's threads is not, so a rare failure needs a few tries.
         Ok(seed) => {
             let seed: u64 = seed.parse().expect("SIM_SEED is a number");
-            let repeats = std::env::var("SIM_REPEAT").ok().and_then(|n| n.parse().ok()).unwrap_or(SIM_REPLAY_REPEATS_DEFAULT);
+            let repeats = std::env::var("SIM_REPEAT")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(SIM_REPLAY_REPEATS_DEFAULT);
             vec![seed; repeats]
         }
         Err(_) => {
-            let count = std::env::var("SIM_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(SIM_SEEDS_DEFAULT);
-            let base = std::env::var("SIM_SEED_BASE").ok().and_then(|n| n.parse().ok()).unwrap_or(SIM_SEED_BASE_DEFAULT);
+            let count = std::env::var("SIM_SEEDS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(SIM_SEEDS_DEFAULT);
+            let base = std::env::var("SIM_SEED_BASE")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(SIM_SEED_BASE_DEFAULT);
             (base..base + count).collect()
         }
     };
     // tmpfs when there is one: a crash here is a process crash, which fsync does not change.
-    let root = if std::path::Path::new("/dev/shm").is_dir() { Some("/dev/shm") } else { None };
+    let root = if std::path::Path::new("/dev/shm").is_dir() {
+        Some("/dev/shm")
+    } else {
+        None
+    };
     let directory = match root {
         Some(root) => tempfile::tempdir_in(root).unwrap(),
         None => tempfile::tempdir().unwrap(),
     };
     let started = std::time::Instant::now();
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(4);
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seeds = Arc::new(seeds);
     let workers: Vec<_> = (0..threads)
@@ -684,10 +820,14 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
             let directory = directory.path().to_owned();
             std::thread::spawn(move || loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&seed) = seeds.get(index) else { return };
+                let Some(&seed) = seeds.get(index) else {
+                    return;
+                };
                 let began = std::time::Instant::now();
                 // Any panic of a seed (a stuck subscriber, a runner) is reported with its seed.
-                if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| simulate(seed, &directory))) {
+                if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    simulate(seed, &directory)
+                })) {
                     let what = panic
                         .downcast_ref::<String>()
                         .cloned()
@@ -709,7 +849,11 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
             std::panic::resume_unwind(panic);
         }
     }
-    println!("simulation: {} seeds in {:.1} s", seeds.len(), started.elapsed().as_secs_f64());
+    println!(
+        "simulation: {} seeds in {:.1} s",
+        seeds.len(),
+        started.elapsed().as_secs_f64()
+    );
     let ends: Vec<String> = RUN_END_NAMES
         .iter()
         .zip(&RUN_ENDS)

@@ -64,7 +64,12 @@ async fn the_sse_tail_resumes_from_last_event_id_with_no_gap_and_no_duplicate() 
     assert_eq!(seen, server.all_events(agent_id).await);
 
     // `?since=` works without the header too.
-    let replay = server.http.get(format!("{url}?since=100")).send().await.unwrap();
+    let replay = server
+        .http
+        .get(format!("{url}?since=100"))
+        .send()
+        .await
+        .unwrap();
     let replayed = read_events(replay, |event| event.kind == EventKind::RunCompleted).await;
     assert_contiguous(&replayed, 101);
 }
@@ -75,11 +80,25 @@ async fn bad_sse_cursors_get_json_errors() {
     let agent_id = server.create_agent().await;
     let url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
     let cases = [
-        (server.http.get(format!("{url}?since=-1")), 400, "invalid_query"),
-        (server.http.get(format!("{url}?since=9")), 400, "since_beyond_head"),
-        (server.http.get(&url).header("Last-Event-ID", "abc"), 400, "invalid_cursor"),
         (
-            server.http.get(server.url(&format!("/v1/agents/{}/events/stream", Uuid::new_v4()))),
+            server.http.get(format!("{url}?since=-1")),
+            400,
+            "invalid_query",
+        ),
+        (
+            server.http.get(format!("{url}?since=9")),
+            400,
+            "since_beyond_head",
+        ),
+        (
+            server.http.get(&url).header("Last-Event-ID", "abc"),
+            400,
+            "invalid_cursor",
+        ),
+        (
+            server
+                .http
+                .get(server.url(&format!("/v1/agents/{}/events/stream", Uuid::new_v4()))),
             404,
             "unknown_agent",
         ),
@@ -98,13 +117,23 @@ async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id()
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "merge me").await;
     let all = server.wait_for_run_end(agent_id, run_id).await;
-    let url = server.url(&format!("/v1/agents/{agent_id}/events/stream?coalesce=true"));
+    let url = server.url(&format!(
+        "/v1/agents/{agent_id}/events/stream?coalesce=true"
+    ));
     let response = server.http.get(&url).send().await.unwrap();
     // `read_events` checks that every SSE id is the event's (last) seq: a client that resumes
     // with Last-Event-ID resumes after everything a merged event stands for.
     let merged = read_events(response, |event| event.kind.is_run_end()).await;
-    assert!(merged.len() * 10 < all.len(), "{} events for {} seqs", merged.len(), all.len());
+    assert!(
+        merged.len() * 10 < all.len(),
+        "{} events for {} seqs",
+        merged.len(),
+        all.len()
+    );
     common::assert_ranges_contiguous(&merged, 1);
     assert_eq!(common::fold(&merged), common::fold(&all));
-    assert_eq!(common::reply_text(&merged, run_id), common::reply_text(&all, run_id));
+    assert_eq!(
+        common::reply_text(&merged, run_id),
+        common::reply_text(&all, run_id)
+    );
 }

@@ -37,7 +37,11 @@ struct Seen {
 fn is_ready(batch: &AppendBatch) -> bool {
     batch.drafts.iter().any(|draft| {
         draft.kind == EventKind::ToolCall
-            && draft.delta.as_ref().and_then(|delta| delta.get("status")).and_then(|s| s.as_str())
+            && draft
+                .delta
+                .as_ref()
+                .and_then(|delta| delta.get("status"))
+                .and_then(|s| s.as_str())
                 == Some("ready")
     })
 }
@@ -46,11 +50,17 @@ fn is_ready(batch: &AppendBatch) -> bool {
 #[async_trait]
 impl Hooks for Arc<Mutex<Seen>> {
     async fn before_append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
-        let result = batches
-            .iter()
-            .any(|batch| batch.drafts.iter().any(|draft| draft.kind == EventKind::ToolResult));
+        let result = batches.iter().any(|batch| {
+            batch
+                .drafts
+                .iter()
+                .any(|draft| draft.kind == EventKind::ToolResult)
+        });
         if result {
-            self.lock().unwrap().result_submitted.get_or_insert_with(Instant::now);
+            self.lock()
+                .unwrap()
+                .result_submitted
+                .get_or_insert_with(Instant::now);
         }
         if batches.iter().any(is_ready) {
             tokio::time::sleep(Duration::from_millis(READY_COMMIT_STALL_MS)).await;
@@ -59,7 +69,10 @@ impl Hooks for Arc<Mutex<Seen>> {
     }
     fn after_commit(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         if batches.iter().any(is_ready) {
-            self.lock().unwrap().ready_committed.get_or_insert_with(Instant::now);
+            self.lock()
+                .unwrap()
+                .ready_committed
+                .get_or_insert_with(Instant::now);
         }
         Ok(())
     }
@@ -75,12 +88,17 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
     };
     let seen = Arc::new(Mutex::new(Seen::default()));
     let inner = SqliteStore::open(&database_url).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(HookedStore { inner, hooks: seen.clone() });
+    let store: Arc<dyn Store> = Arc::new(HookedStore {
+        inner,
+        hooks: seen.clone(),
+    });
     let state = AppState::open_with_store(&config, store).await.unwrap();
     let agent = state.store.create_agent(NewAgent::default()).await.unwrap();
 
     let content = format!("/tools slow {TOOL_SECONDS}");
-    let started = api::start_run(&state, agent.id, content, None, RunOptions::default()).await.unwrap();
+    let started = api::start_run(&state, agent.id, content, None, RunOptions::default())
+        .await
+        .unwrap();
     let deadline = Instant::now() + common::WAIT_MAX;
     while state.runs.active_run(agent.id) == Some(started.run_id) {
         assert!(Instant::now() < deadline, "the run did not end");
@@ -88,10 +106,19 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
     }
 
     let log = state.store.read_events(agent.id, 0, 1000).await.unwrap();
-    let result = log.iter().find(|event| event.kind == EventKind::ToolResult).expect("the tool answered");
-    assert_eq!(result.content["is_error"], false, "the tool ran: {}", result.content);
+    let result = log
+        .iter()
+        .find(|event| event.kind == EventKind::ToolResult)
+        .expect("the tool answered");
+    assert_eq!(
+        result.content["is_error"], false,
+        "the tool ran: {}",
+        result.content
+    );
     let seen = seen.lock().unwrap();
-    let ready_committed = seen.ready_committed.expect("the call's ready event was committed");
+    let ready_committed = seen
+        .ready_committed
+        .expect("the call's ready event was committed");
     let result_submitted = seen.result_submitted.expect("the result was written");
     // The tool sleeps TOOL_SECONDS from its start; started after the commit, its result comes
     // at least that long after it. Started before (during the stall), the result was already

@@ -118,7 +118,10 @@ fn render(timeline: &Timeline) -> String {
         lines.push(format!(
             "{}{}",
             name(block.block_id),
-            block.thread_id.map(|id| format!(" ({})", name(id))).unwrap_or_default()
+            block
+                .thread_id
+                .map(|id| format!(" ({})", name(id)))
+                .unwrap_or_default()
         ));
         for message_id in &block.message_ids {
             let message = timeline.message(*message_id).unwrap();
@@ -210,7 +213,10 @@ fn scenario_4_sequential_operations_are_separate_blocks_in_order() {
         vec![
             at(1, Text).block(1).message(1).append("Checking"),
             at(2, Text).block(1).message(1).append("…"),
-            at(3, Loading).block(2).message(2).content(json!({"label": "calling tool"})),
+            at(3, Loading)
+                .block(2)
+                .message(2)
+                .content(json!({"label": "calling tool"})),
             at(4, Text).block(2).message(3).text("tool said yes"),
             at(5, Text).block(3).message(4).append("So"),
             at(6, Text).block(3).message(4).append(" yes."),
@@ -232,11 +238,33 @@ fn scenario_5_concurrent_threads_interleave_and_merge_per_message() {
     check(
         vec![
             at(1, RunStarted).run(1),
-            at(2, Text).run(1).block(1).thread(1).message(1).append("Weather: Sunny"),
-            at(3, Text).run(1).block(2).thread(2).message(2).append("News: ..."),
-            at(4, Text).run(1).block(1).thread(1).message(1).append(", 25°C"),
-            at(5, Text).run(1).block(3).thread(3).message(3).append("Summary..."),
-            at(6, RunCompleted).run(1).content(json!({"stop_reason": "end_turn"})),
+            at(2, Text)
+                .run(1)
+                .block(1)
+                .thread(1)
+                .message(1)
+                .append("Weather: Sunny"),
+            at(3, Text)
+                .run(1)
+                .block(2)
+                .thread(2)
+                .message(2)
+                .append("News: ..."),
+            at(4, Text)
+                .run(1)
+                .block(1)
+                .thread(1)
+                .message(1)
+                .append(", 25°C"),
+            at(5, Text)
+                .run(1)
+                .block(3)
+                .thread(3)
+                .message(3)
+                .append("Summary..."),
+            at(6, RunCompleted)
+                .run(1)
+                .content(json!({"stop_reason": "end_turn"})),
         ],
         r#"
         run R1 completed stop=end_turn threads=T1,T2,T3
@@ -254,12 +282,34 @@ fn scenario_5_concurrent_threads_interleave_and_merge_per_message() {
 fn tool_input_streams_as_json_pieces_then_is_replaced_by_the_parsed_object() {
     check(
         vec![
-            at(1, ToolCall).block(1).message(1).content(json!({"name": "weather", "tool_call_id": "t9"})),
-            at(2, ToolCall).block(1).message(1).delta("input_json", DeltaAction::Append, json!("{\"city\": \"Pa")),
-            at(3, ToolCall).block(1).message(1).delta("input_json", DeltaAction::Append, json!("ris\"}")),
-            at(4, ToolCall).block(1).message(1).delta("input", DeltaAction::Replace, json!({"city": "Paris"})),
-            at(5, ToolCall).block(1).message(1).delta("", DeltaAction::Merge, json!({"status": "done"})),
-            at(6, ToolResult).block(2).message(2).content(json!({"tool_call_id": "t9", "result": "sunny"})),
+            at(1, ToolCall)
+                .block(1)
+                .message(1)
+                .content(json!({"name": "weather", "tool_call_id": "t9"})),
+            at(2, ToolCall).block(1).message(1).delta(
+                "input_json",
+                DeltaAction::Append,
+                json!("{\"city\": \"Pa"),
+            ),
+            at(3, ToolCall).block(1).message(1).delta(
+                "input_json",
+                DeltaAction::Append,
+                json!("ris\"}"),
+            ),
+            at(4, ToolCall).block(1).message(1).delta(
+                "input",
+                DeltaAction::Replace,
+                json!({"city": "Paris"}),
+            ),
+            at(5, ToolCall).block(1).message(1).delta(
+                "",
+                DeltaAction::Merge,
+                json!({"status": "done"}),
+            ),
+            at(6, ToolResult)
+                .block(2)
+                .message(2)
+                .content(json!({"tool_call_id": "t9", "result": "sunny"})),
         ],
         r#"
         B1
@@ -276,14 +326,27 @@ fn run_outcomes_usage_and_errors_come_from_the_log() {
         vec![
             at(1, RunStarted).run(1),
             at(2, User).run(1).block(1).message(1).text("hi"),
-            at(3, Usage).run(1).content(json!({"input_tokens": 3, "output_tokens": 1})),
-            at(4, Usage).run(1).content(json!({"input_tokens": 3, "output_tokens": 9})),
-            at(5, RunCompleted).run(1).content(json!({"stop_reason": "end_turn", "usage": null})),
+            at(3, Usage)
+                .run(1)
+                .content(json!({"input_tokens": 3, "output_tokens": 1})),
+            at(4, Usage)
+                .run(1)
+                .content(json!({"input_tokens": 3, "output_tokens": 9})),
+            at(5, RunCompleted)
+                .run(1)
+                .content(json!({"stop_reason": "end_turn", "usage": null})),
             at(6, RunStarted).run(2),
-            at(7, Error).run(2).message(2).content(json!({"type": "overloaded_error", "message": "Overloaded"})),
-            at(8, RunFailed).run(2).content(json!({"stop_reason": "llm_api_error", "error": {"type": "overloaded_error"}})),
+            at(7, Error)
+                .run(2)
+                .message(2)
+                .content(json!({"type": "overloaded_error", "message": "Overloaded"})),
+            at(8, RunFailed).run(2).content(
+                json!({"stop_reason": "llm_api_error", "error": {"type": "overloaded_error"}}),
+            ),
             at(9, RunStarted).run(3),
-            at(10, RunCancelled).run(3).content(json!({"stop_reason": "cancelled"})),
+            at(10, RunCancelled)
+                .run(3)
+                .content(json!({"stop_reason": "cancelled"})),
         ],
         r#"
         run R1 completed stop=end_turn usage={"input_tokens":3,"output_tokens":9}
@@ -302,8 +365,12 @@ fn the_tool_result_is_found_by_its_call_id() {
     let mut timeline = Timeline::new();
     timeline.apply_all(
         [
-            at(1, ToolCall).message(1).content(json!({"name": "a", "tool_call_id": "x"})),
-            at(2, ToolResult).message(2).content(json!({"tool_call_id": "x", "result": 1})),
+            at(1, ToolCall)
+                .message(1)
+                .content(json!({"name": "a", "tool_call_id": "x"})),
+            at(2, ToolResult)
+                .message(2)
+                .content(json!({"tool_call_id": "x", "result": 1})),
         ]
         .map(|ev| ev.0),
     );
@@ -314,9 +381,13 @@ fn the_tool_result_is_found_by_its_call_id() {
 #[test]
 fn only_the_newest_raw_event_is_kept() {
     let mut timeline = Timeline::new();
-    timeline.apply_all(
-        (1..=100).map(|seq| at(seq, Text).message(1).append("x").raw(json!({ "n": seq })).0),
-    );
+    timeline.apply_all((1..=100).map(|seq| {
+        at(seq, Text)
+            .message(1)
+            .append("x")
+            .raw(json!({ "n": seq }))
+            .0
+    }));
     let message = timeline.message(message(1)).unwrap();
     assert_eq!(message.raw, Some(json!({"n": 100})));
     assert_eq!(message.text().len(), 100);
@@ -368,12 +439,25 @@ fn a_serialized_timeline_carries_on_folding() {
 #[test]
 fn delta_actions_at_paths() {
     let mut content = Value::Null;
-    apply_delta(&mut content, "input.city", DeltaAction::Append, json!("Par"));
+    apply_delta(
+        &mut content,
+        "input.city",
+        DeltaAction::Append,
+        json!("Par"),
+    );
     apply_delta(&mut content, "input.city", DeltaAction::Append, json!("is"));
-    apply_delta(&mut content, "", DeltaAction::Merge, json!({"status": "running"}));
+    apply_delta(
+        &mut content,
+        "",
+        DeltaAction::Merge,
+        json!({"status": "running"}),
+    );
     apply_delta(&mut content, "status", DeltaAction::Replace, json!("done"));
     apply_delta(&mut content, "status.deep", DeltaAction::Append, json!("x"));
-    assert_eq!(content, json!({"input": {"city": "Paris"}, "status": {"deep": "x"}}));
+    assert_eq!(
+        content,
+        json!({"input": {"city": "Paris"}, "status": {"deep": "x"}})
+    );
 }
 
 // ---- property: any delivery converges to the in-order timeline ----
@@ -397,11 +481,19 @@ fn arbitrary_log() -> impl Strategy<Value = Vec<AgentEvent>> {
                 };
                 let ev = match choice {
                     0 => at(seq, RunStarted).run(run_n),
-                    1 => at(seq, RunCompleted).run(run_n).content(json!({"stop_reason": "end_turn"})),
-                    2 => at(seq, Usage).run(run_n).content(json!({"output_tokens": seq})),
+                    1 => at(seq, RunCompleted)
+                        .run(run_n)
+                        .content(json!({"stop_reason": "end_turn"})),
+                    2 => at(seq, Usage)
+                        .run(run_n)
+                        .content(json!({"output_tokens": seq})),
                     3 => base(Text).append(&text),
                     4 => base(Thinking).append(&text).raw(json!({ "seq": seq })),
-                    5 => base(ToolCall).delta("input", DeltaAction::Merge, json!({ text.clone(): seq })),
+                    5 => base(ToolCall).delta(
+                        "input",
+                        DeltaAction::Merge,
+                        json!({ text.clone(): seq }),
+                    ),
                     6 => base(ToolCall).delta("status", DeltaAction::Replace, json!(text)),
                     _ => at(seq, User).text(&text),
                 };
@@ -413,7 +505,13 @@ fn arbitrary_log() -> impl Strategy<Value = Vec<AgentEvent>> {
 
 /// Delivers `log` as a flaky connection would: in `order`, some events twice, some never; then
 /// fills what is missing with `since` queries of at most `page` events, as the hook does.
-fn deliver(log: &[AgentEvent], order: &[usize], duplicated: &[bool], dropped: &[bool], page: usize) -> Timeline {
+fn deliver(
+    log: &[AgentEvent],
+    order: &[usize],
+    duplicated: &[bool],
+    dropped: &[bool],
+    page: usize,
+) -> Timeline {
     let mut timeline = Timeline::new();
     for &index in order {
         if dropped[index] {
@@ -463,7 +561,14 @@ proptest! {
 /// A log shaped like streaming: runs of appends to one message (what coalescing merges), between
 /// the other kinds of events of [`arbitrary_log`].
 fn streaming_log() -> impl Strategy<Value = Vec<AgentEvent>> {
-    let step = (0u8..6, 0u128..2, 0u128..3, 0u128..4, 1usize..8, "[a-z ]{0,3}");
+    let step = (
+        0u8..6,
+        0u128..2,
+        0u128..3,
+        0u128..4,
+        1usize..8,
+        "[a-z ]{0,3}",
+    );
     prop::collection::vec(step, 1..40).prop_map(|steps| {
         let mut log: Vec<AgentEvent> = Vec::new();
         for (choice, run_n, block_n, message_n, repeat, text) in steps {
@@ -482,7 +587,9 @@ fn streaming_log() -> impl Strategy<Value = Vec<AgentEvent>> {
                     0 | 1 => base(seq, Text).append(&piece).raw(json!({ "seq": seq })),
                     2 => base(seq, Thinking).append(&piece),
                     3 => base(seq, ToolCall).delta("status", DeltaAction::Replace, json!(text)),
-                    4 => at(seq, Usage).run(run_n).content(json!({"output_tokens": seq})),
+                    4 => at(seq, Usage)
+                        .run(run_n)
+                        .content(json!({"output_tokens": seq})),
                     _ => at(seq, User).text(&text),
                 };
                 log.push(ev.0);
@@ -572,12 +679,21 @@ proptest! {
 #[test]
 fn a_partly_applied_merged_event_is_dropped_and_the_gap_reported() {
     let appends: Vec<AgentEvent> = (1..=6)
-        .map(|seq| at(seq, Text).block(1).message(1).append(&format!("{seq}")).0)
+        .map(|seq| {
+            at(seq, Text)
+                .block(1)
+                .message(1)
+                .append(&format!("{seq}"))
+                .0
+        })
         .collect();
     let merged = crate::coalesce::merge(&appends[2..6]); // seqs 3..=6
     let mut timeline = Timeline::new();
     timeline.apply_all(appends[..4].iter().cloned()); // seqs 1..=4 one by one
-    assert!(!timeline.apply(merged.clone()), "3..=6 overlaps what is applied");
+    assert!(
+        !timeline.apply(merged.clone()),
+        "3..=6 overlaps what is applied"
+    );
     assert_eq!(timeline.last_seq(), 4);
     assert_eq!(timeline.messages()[0].text(), "1234");
     // Held behind a gap, a merged event reports the gap before its first seq.

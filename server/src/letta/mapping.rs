@@ -126,7 +126,9 @@ impl LettaItem {
     /// The item as the JSON of one SSE `data:` line.
     pub fn to_json(&self) -> Value {
         match self {
-            LettaItem::Message(message) => serde_json::to_value(message).expect("messages serialize"),
+            LettaItem::Message(message) => {
+                serde_json::to_value(message).expect("messages serialize")
+            }
             LettaItem::StopReason { stop_reason, .. } => {
                 serde_json::json!({ "message_type": "stop_reason", "stop_reason": stop_reason })
             }
@@ -152,7 +154,11 @@ pub fn message_id(id: Uuid) -> String {
 
 /// Letta's stop reason for the event that ended a run.
 pub fn stop_reason(end: &AgentEvent) -> &'static str {
-    let ours = end.content.get("stop_reason").and_then(Value::as_str).unwrap_or("");
+    let ours = end
+        .content
+        .get("stop_reason")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     match end.kind {
         EventKind::RunCancelled => "cancelled",
         EventKind::RunFailed => match end.content.pointer("/error/type").and_then(Value::as_str) {
@@ -233,7 +239,11 @@ impl LettaMapper {
         match event.kind {
             EventKind::User => {
                 let content = text_of(&event.content, "text");
-                let otid = event.content.get("otid").and_then(Value::as_str).map(str::to_owned);
+                let otid = event
+                    .content
+                    .get("otid")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 let mut message = self.message(event, Body::UserMessage { content });
                 message.otid = otid.or(message.otid);
                 out.push(LettaItem::Message(message));
@@ -311,7 +321,9 @@ impl LettaMapper {
 
     /// [`Cut::Steps`]: folds a delta into the message it belongs to, if that message is held.
     fn absorb(&mut self, event: &AgentEvent) -> Absorbed {
-        let Some(key) = event.message_id else { return Absorbed::NotHeld };
+        let Some(key) = event.message_id else {
+            return Absorbed::NotHeld;
+        };
         let Some(index) = self.held.iter().position(|held| held.key == key) else {
             return Absorbed::NotHeld;
         };
@@ -371,7 +383,9 @@ impl LettaMapper {
                 self.emit_or_hold(event, message, out);
             }
             (Some("input_json"), Some(Value::String(piece))) if self.cut == Cut::Tokens => {
-                let Some(info) = self.calls.get_mut(&key) else { return };
+                let Some(info) = self.calls.get_mut(&key) else {
+                    return;
+                };
                 info.streamed = true;
                 let part = ToolCallPart {
                     name: None,
@@ -383,8 +397,12 @@ impl LettaMapper {
             }
             // The input is complete: sent whole unless its pieces already went out.
             (Some(""), Some(delta)) if self.cut == Cut::Tokens => {
-                let Some(input) = delta.get("input") else { return };
-                let Some(info) = self.calls.get_mut(&key) else { return };
+                let Some(input) = delta.get("input") else {
+                    return;
+                };
+                let Some(info) = self.calls.get_mut(&key) else {
+                    return;
+                };
                 if info.streamed {
                     return;
                 }
@@ -402,7 +420,12 @@ impl LettaMapper {
         }
     }
 
-    fn emit_or_hold(&mut self, event: &AgentEvent, message: LettaMessage, out: &mut Vec<LettaItem>) {
+    fn emit_or_hold(
+        &mut self,
+        event: &AgentEvent,
+        message: LettaMessage,
+        out: &mut Vec<LettaItem>,
+    ) {
         match (self.cut, event.message_id) {
             (Cut::Steps, Some(key)) => self.held.push(Held { key, message }),
             _ => out.push(LettaItem::Message(message)),
@@ -412,7 +435,10 @@ impl LettaMapper {
     fn release_held(&mut self, out: &mut Vec<LettaItem>) {
         let mut held = std::mem::take(&mut self.held);
         held.sort_by_key(|held| held.message.seq_id);
-        out.extend(held.into_iter().map(|held| LettaItem::Message(held.message)));
+        out.extend(
+            held.into_iter()
+                .map(|held| LettaItem::Message(held.message)),
+        );
     }
 
     /// The common fields of the message an event starts (or is a fragment of).
@@ -454,7 +480,9 @@ fn text_body(event: &AgentEvent) -> Option<Body> {
             content: text_of(&event.content, "text"),
         }),
         (EventKind::Thinking, "text", Some(piece)) => Some(reasoning(piece, None)),
-        (EventKind::Thinking, "signature", Some(piece)) => Some(reasoning(String::new(), Some(piece))),
+        (EventKind::Thinking, "signature", Some(piece)) => {
+            Some(reasoning(String::new(), Some(piece)))
+        }
         (EventKind::Thinking, _, None) => Some(reasoning(text_of(&event.content, "text"), None)),
         _ => None,
     }
@@ -478,7 +506,10 @@ fn usage_of(usage: &Value) -> Option<(u64, u64)> {
 /// Maps a finite list of events (a run, a log) to items, releasing whatever is held at the end.
 pub fn map_all<'a>(cut: Cut, events: impl IntoIterator<Item = &'a AgentEvent>) -> Vec<LettaItem> {
     let mut mapper = LettaMapper::new(cut);
-    let mut items: Vec<LettaItem> = events.into_iter().flat_map(|event| mapper.push(event)).collect();
+    let mut items: Vec<LettaItem> = events
+        .into_iter()
+        .flat_map(|event| mapper.push(event))
+        .collect();
     items.extend(mapper.finish());
     items
 }

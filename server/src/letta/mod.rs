@@ -125,7 +125,11 @@ fn unprocessable(message: impl Into<String>) -> ApiError {
 impl LettaRequest {
     /// The user's text and the client's otid for it.
     fn user_message(&self) -> Result<(String, Option<String>), ApiError> {
-        if let Some(messages) = self.messages.as_ref().filter(|messages| !messages.is_empty()) {
+        if let Some(messages) = self
+            .messages
+            .as_ref()
+            .filter(|messages| !messages.is_empty())
+        {
             let mut texts = Vec::with_capacity(messages.len());
             for message in messages {
                 if message.role != "user" {
@@ -157,8 +161,8 @@ impl LettaRequest {
 /// Reads a Letta send body as the handlers do: the user's text and the client's otid, or the
 /// error the client would get. (The fuzz targets drive this with arbitrary bytes.)
 pub fn parse_request(body: &[u8]) -> Result<(String, Option<String>), ApiError> {
-    let request: LettaRequest = serde_json::from_slice(body)
-        .map_err(|error| crate::api::body_error(&error, "request"))?;
+    let request: LettaRequest =
+        serde_json::from_slice(body).map_err(|error| crate::api::body_error(&error, "request"))?;
     request.user_message()
 }
 
@@ -176,7 +180,14 @@ pub async fn send_message(
     let attached = attach(&state, agent_id, &request).await?;
     // Dropped if the client goes away before the run ends: a foreground run is then cancelled.
     let mut guard = attached.guard;
-    let mut items = feed(state.clone(), agent_id, attached.run_id, attached.after_seq, Cut::Steps, 0);
+    let mut items = feed(
+        state.clone(),
+        agent_id,
+        attached.run_id,
+        attached.after_seq,
+        Cut::Steps,
+        0,
+    );
     let mut messages = Vec::new();
     let mut stop_reason = json!({ "message_type": "stop_reason", "stop_reason": "error" });
     let mut usage = json!({ "message_type": "usage_statistics" });
@@ -195,7 +206,10 @@ pub async fn send_message(
         }
     }
     ForegroundGuard::disarm(&mut guard);
-    Ok(Json(json!({ "messages": messages, "stop_reason": stop_reason, "usage": usage })).into_response())
+    Ok(
+        Json(json!({ "messages": messages, "stop_reason": stop_reason, "usage": usage }))
+            .into_response(),
+    )
 }
 
 /// `POST /v1/agents/{id}/messages/stream`.
@@ -214,7 +228,14 @@ async fn stream_run_request(
     request: LettaRequest,
 ) -> Result<Response, ApiError> {
     let attached = attach(&state, agent_id, &request).await?;
-    let items = feed(state.clone(), agent_id, attached.run_id, attached.after_seq, request.cut(), 0);
+    let items = feed(
+        state.clone(),
+        agent_id,
+        attached.run_id,
+        attached.after_seq,
+        request.cut(),
+        0,
+    );
     Ok(sse_response(
         &state,
         items,
@@ -234,7 +255,11 @@ struct Attached {
     guard: Option<ForegroundGuard>,
 }
 
-async fn attach(state: &AppState, agent_id: Uuid, request: &LettaRequest) -> Result<Attached, ApiError> {
+async fn attach(
+    state: &AppState,
+    agent_id: Uuid,
+    request: &LettaRequest,
+) -> Result<Attached, ApiError> {
     let (text, otid) = request.user_message()?;
     if let Some(otid) = &otid {
         if otid.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX - OTID_KEY_PREFIX.len() {
@@ -274,7 +299,10 @@ async fn run_start_seq(state: &AppState, run_id: Uuid) -> Result<u64, ApiError> 
     let deadline = tokio::time::Instant::now() + Duration::from_millis(RUN_ATTACH_WAIT_MS_MAX);
     loop {
         let outline = state.store.run_outline(run_id).await?;
-        if let Some(started) = outline.iter().find(|event| event.kind == EventKind::RunStarted) {
+        if let Some(started) = outline
+            .iter()
+            .find(|event| event.kind == EventKind::RunStarted)
+        {
             return Ok(started.seq);
         }
         if tokio::time::Instant::now() >= deadline {
@@ -308,7 +336,12 @@ impl ForegroundGuard {
 
 impl Drop for ForegroundGuard {
     fn drop(&mut self) {
-        if self.armed && self.runs.cancel(self.agent_id, Some(&[self.run_id])).is_some() {
+        if self.armed
+            && self
+                .runs
+                .cancel(self.agent_id, Some(&[self.run_id]))
+                .is_some()
+        {
             tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
         }
     }
@@ -342,8 +375,15 @@ fn feed(
             let state = state.clone();
             AbortOnDrop(tokio::spawn(async move {
                 let store = state.store.as_ref();
-                subscription::follow(store, &state.hub, agent_id, after_seq, Form::Values, &log_out)
-                    .await
+                subscription::follow(
+                    store,
+                    &state.hub,
+                    agent_id,
+                    after_seq,
+                    Form::Values,
+                    &log_out,
+                )
+                .await
             }))
         };
         let mut mapper = LettaMapper::new(cut);
@@ -507,12 +547,30 @@ pub async fn resume_run(
     let agent_id = started.agent_id;
     let starting_after = request.starting_after.unwrap_or(0);
     crate::api::head_for_cursor(&state, agent_id, starting_after).await?;
-    let cut = match started.metadata.get("stream_tokens").and_then(Value::as_bool) {
+    let cut = match started
+        .metadata
+        .get("stream_tokens")
+        .and_then(Value::as_bool)
+    {
         Some(false) => Cut::Steps,
         _ => Cut::Tokens,
     };
-    let items = feed(state.clone(), agent_id, run_id, started.seq - 1, cut, starting_after);
-    Ok(sse_response(&state, items, run_id, request.include_pings.unwrap_or(true), None, None))
+    let items = feed(
+        state.clone(),
+        agent_id,
+        run_id,
+        started.seq - 1,
+        cut,
+        starting_after,
+    );
+    Ok(sse_response(
+        &state,
+        items,
+        run_id,
+        request.include_pings.unwrap_or(true),
+        None,
+        None,
+    ))
 }
 
 /// `GET /v1/agents/{id}/messages`: the conversation as whole Letta messages, newest first unless
@@ -550,7 +608,10 @@ async fn read_log(state: &AppState, agent_id: Uuid) -> Result<Vec<AgentEvent>, A
     let mut events: Vec<AgentEvent> = Vec::new();
     loop {
         let since = events.last().map_or(0, |event| event.seq);
-        let page = state.store.read_events(agent_id, since, PAGE_EVENTS).await?;
+        let page = state
+            .store
+            .read_events(agent_id, since, PAGE_EVENTS)
+            .await?;
         let full = page.len() as u32 == PAGE_EVENTS;
         events.extend(page);
         if events.len() > MESSAGES_LOG_EVENTS_MAX {

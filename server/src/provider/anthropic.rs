@@ -79,7 +79,10 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
                                 blocks.iter().all(|block| block["type"] == "tool_result")
                             }) =>
                     {
-                        last["content"].as_array_mut().expect("checked above").push(block.clone());
+                        last["content"]
+                            .as_array_mut()
+                            .expect("checked above")
+                            .push(block.clone());
                         true
                     }
                     _ => false,
@@ -138,7 +141,9 @@ impl SseParser for AnthropicParser {
         let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
         Ok(match kind {
             "message_start" => {
-                self.input_tokens = value["message"]["usage"]["input_tokens"].as_u64().unwrap_or(0);
+                self.input_tokens = value["message"]["usage"]["input_tokens"]
+                    .as_u64()
+                    .unwrap_or(0);
                 vec![]
             }
             "content_block_start" => {
@@ -167,11 +172,17 @@ impl SseParser for AnthropicParser {
                         delta["signature"].as_str().unwrap_or_default().to_owned(),
                     )],
                     "input_json_delta" => {
-                        let piece = delta["partial_json"].as_str().unwrap_or_default().to_owned();
+                        let piece = delta["partial_json"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned();
                         match self.tool_blocks.get_mut(&index) {
                             Some((id, json_text)) => {
                                 json_text.push_str(&piece);
-                                vec![ProviderEvent::ToolCallInputDelta { id: id.clone(), json: piece }]
+                                vec![ProviderEvent::ToolCallInputDelta {
+                                    id: id.clone(),
+                                    json: piece,
+                                }]
                             }
                             None => vec![],
                         }
@@ -183,7 +194,11 @@ impl SseParser for AnthropicParser {
                 let index = field(&value, "index")?.as_u64().unwrap_or(0);
                 match self.tool_blocks.remove(&index) {
                     Some((id, json_text)) => {
-                        let text = if json_text.trim().is_empty() { "{}" } else { json_text.as_str() };
+                        let text = if json_text.trim().is_empty() {
+                            "{}"
+                        } else {
+                            json_text.as_str()
+                        };
                         match serde_json::from_str::<Value>(text) {
                             Ok(input) => vec![ProviderEvent::ToolCallEnd { id, input }],
                             // The run answers such a call with an error result.
@@ -210,7 +225,10 @@ impl SseParser for AnthropicParser {
             "message_stop" => {
                 self.stopped = true;
                 vec![ProviderEvent::Stop {
-                    reason: self.stop_reason.clone().unwrap_or_else(|| "end_turn".to_owned()),
+                    reason: self
+                        .stop_reason
+                        .clone()
+                        .unwrap_or_else(|| "end_turn".to_owned()),
                 }]
             }
             "error" => {
@@ -235,7 +253,9 @@ impl SseParser for AnthropicParser {
         if self.stopped {
             Ok(vec![])
         } else {
-            Err(ProviderError::connection("the stream ended before message_stop"))
+            Err(ProviderError::connection(
+                "the stream ended before message_stop",
+            ))
         }
     }
 }

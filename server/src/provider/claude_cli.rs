@@ -110,7 +110,10 @@ impl ClaudeCliParser {
                 if value["is_error"].as_bool() == Some(true) && subtype != "error_max_turns" {
                     return Err(ProviderError {
                         kind: subtype.to_owned(),
-                        message: value["result"].as_str().unwrap_or("the CLI reported an error").to_owned(),
+                        message: value["result"]
+                            .as_str()
+                            .unwrap_or("the CLI reported an error")
+                            .to_owned(),
                         retryable: false,
                         retry_after_ms: None,
                     });
@@ -125,8 +128,12 @@ impl ClaudeCliParser {
                         output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
                     },
                     ProviderEvent::Stop {
-                        reason: if subtype == "error_max_turns" { "max_iterations" } else { "end_turn" }
-                            .to_owned(),
+                        reason: if subtype == "error_max_turns" {
+                            "max_iterations"
+                        } else {
+                            "end_turn"
+                        }
+                        .to_owned(),
                     },
                 ])
             }
@@ -139,7 +146,10 @@ impl ClaudeCliParser {
 /// The prompt handed to the CLI: the new message, preceded by the conversation so far.
 fn prompt(request: &ProviderRequest) -> String {
     let mut transcript = String::new();
-    let last_user = request.messages.iter().rposition(|message| matches!(message, ConversationMessage::User { .. }));
+    let last_user = request
+        .messages
+        .iter()
+        .rposition(|message| matches!(message, ConversationMessage::User { .. }));
     for (index, message) in request.messages.iter().enumerate() {
         if Some(index) == last_user {
             continue;
@@ -182,7 +192,12 @@ impl Provider for ClaudeCliProvider {
         command
             .arg("-p")
             .arg(prompt(&request))
-            .args(["--output-format", "stream-json", "--verbose", "--include-partial-messages"])
+            .args([
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -201,7 +216,10 @@ impl Provider for ClaudeCliProvider {
                 Ok(child) => child,
                 Err(error) => {
                     let _ = sender
-                        .send(Err(failure("cli_not_started", format!("cannot start {program:?}: {error}"))))
+                        .send(Err(failure(
+                            "cli_not_started",
+                            format!("cannot start {program:?}: {error}"),
+                        )))
                         .await;
                     return;
                 }
@@ -245,7 +263,9 @@ impl Provider for ClaudeCliProvider {
                     }
                     Ok(_) => {}
                     Err(error) => {
-                        let _ = sender.send(Err(failure("cli_error", error.to_string()))).await;
+                        let _ = sender
+                            .send(Err(failure("cli_error", error.to_string())))
+                            .await;
                         return;
                     }
                 }
@@ -274,7 +294,10 @@ impl Provider for ClaudeCliProvider {
                 let _ = sender
                     .send(Err(failure(
                         "cli_error",
-                        format!("{program} ended ({status}) without a result: {}", stderr.trim()),
+                        format!(
+                            "{program} ended ({status}) without a result: {}",
+                            stderr.trim()
+                        ),
                     )))
                     .await;
             }

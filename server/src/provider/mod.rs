@@ -61,10 +61,13 @@ pub struct ProviderRequest {
 impl ProviderRequest {
     /// The newest user message, if any.
     pub fn last_user_text(&self) -> Option<&str> {
-        self.messages.iter().rev().find_map(|message| match message {
-            ConversationMessage::User { text } => Some(text.as_str()),
-            _ => None,
-        })
+        self.messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                ConversationMessage::User { text } => Some(text.as_str()),
+                _ => None,
+            })
     }
 }
 
@@ -76,11 +79,20 @@ pub enum ProviderEvent {
     ThinkingSignature(String),
     TextDelta(String),
     /// A tool call begins; its input follows as JSON text pieces.
-    ToolCallStart { id: String, name: String },
+    ToolCallStart {
+        id: String,
+        name: String,
+    },
     /// A piece of the JSON text of a tool call's input.
-    ToolCallInputDelta { id: String, json: String },
+    ToolCallInputDelta {
+        id: String,
+        json: String,
+    },
     /// The tool call is complete; `input` is the parsed input object.
-    ToolCallEnd { id: String, input: Value },
+    ToolCallEnd {
+        id: String,
+        input: Value,
+    },
     /// The result of a tool the provider ran itself (the Claude CLI runs its own tools).
     ToolResult {
         id: String,
@@ -92,7 +104,9 @@ pub enum ProviderEvent {
         output_tokens: u64,
     },
     /// The provider finished this step; `reason` is its stop reason (`end_turn`, `tool_use` …).
-    Stop { reason: String },
+    Stop {
+        reason: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -113,7 +113,11 @@ impl OpenAiParser {
         std::mem::take(&mut self.calls)
             .into_values()
             .filter_map(|call| {
-                let text = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+                let text = if call.arguments.trim().is_empty() {
+                    "{}"
+                } else {
+                    call.arguments.as_str()
+                };
                 serde_json::from_str::<Value>(text)
                     .ok()
                     .map(|input| ProviderEvent::ToolCallEnd { id: call.id, input })
@@ -146,19 +150,31 @@ impl SseParser for OpenAiParser {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|error| ProviderError::invalid(format!("unreadable chunk: {error}")))?;
         if let Some(error) = chunk.get("error") {
-            let kind = error["type"].as_str().or(error["code"].as_str()).unwrap_or("api_error");
+            let kind = error["type"]
+                .as_str()
+                .or(error["code"].as_str())
+                .unwrap_or("api_error");
             return Err(ProviderError {
-                retryable: matches!(kind, "rate_limit_error" | "server_error" | "overloaded_error"),
+                retryable: matches!(
+                    kind,
+                    "rate_limit_error" | "server_error" | "overloaded_error"
+                ),
                 kind: kind.to_owned(),
                 message: error["message"].as_str().unwrap_or("").to_owned(),
                 retry_after_ms: None,
             });
         }
         let mut events = Vec::new();
-        if let Some(choice) = chunk["choices"].as_array().and_then(|choices| choices.first()) {
+        if let Some(choice) = chunk["choices"]
+            .as_array()
+            .and_then(|choices| choices.first())
+        {
             let delta = &choice["delta"];
             // Reasoning text of servers that stream it separately (e.g. DeepSeek, vLLM).
-            if let Some(reasoning) = delta["reasoning_content"].as_str().filter(|text| !text.is_empty()) {
+            if let Some(reasoning) = delta["reasoning_content"]
+                .as_str()
+                .filter(|text| !text.is_empty())
+            {
                 events.push(ProviderEvent::ThinkingDelta(reasoning.to_owned()));
             }
             if let Some(content) = delta["content"].as_str().filter(|text| !text.is_empty()) {
@@ -168,11 +184,26 @@ impl SseParser for OpenAiParser {
                 let index = piece["index"].as_u64().unwrap_or(0);
                 if !self.calls.contains_key(&index) {
                     let id = piece["id"].as_str().unwrap_or_default().to_owned();
-                    let name = piece["function"]["name"].as_str().unwrap_or_default().to_owned();
-                    events.push(ProviderEvent::ToolCallStart { id: id.clone(), name });
-                    self.calls.insert(index, OpenCall { id, arguments: String::new() });
+                    let name = piece["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    events.push(ProviderEvent::ToolCallStart {
+                        id: id.clone(),
+                        name,
+                    });
+                    self.calls.insert(
+                        index,
+                        OpenCall {
+                            id,
+                            arguments: String::new(),
+                        },
+                    );
                 }
-                if let Some(arguments) = piece["function"]["arguments"].as_str().filter(|text| !text.is_empty()) {
+                if let Some(arguments) = piece["function"]["arguments"]
+                    .as_str()
+                    .filter(|text| !text.is_empty())
+                {
                     let call = self.calls.get_mut(&index).expect("inserted above");
                     call.arguments.push_str(arguments);
                     events.push(ProviderEvent::ToolCallInputDelta {
@@ -214,7 +245,10 @@ impl Provider for OpenAiProvider {
         request: ProviderRequest,
     ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
         let body = request_body(&request, &self.config.model);
-        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
         let mut http_request = self
             .client
             .post(url)

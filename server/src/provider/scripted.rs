@@ -46,11 +46,57 @@ impl ScriptedProvider {
 }
 
 const WORDS: &[&str] = &[
-    "the", "stream", "event", "log", "agent", "token", "every", "client", "resumes", "from",
-    "its", "cursor", "and", "nothing", "is", "lost", "on", "the", "way", "a", "gap", "fills",
-    "itself", "sequence", "numbers", "only", "go", "up", "commit", "first", "broadcast",
-    "second", "browser", "server", "history", "reply", "tool", "result", "thinking", "quietly",
-    "durable", "ordered", "live", "view", "keeps", "up", "with", "words", "as", "they", "arrive",
+    "the",
+    "stream",
+    "event",
+    "log",
+    "agent",
+    "token",
+    "every",
+    "client",
+    "resumes",
+    "from",
+    "its",
+    "cursor",
+    "and",
+    "nothing",
+    "is",
+    "lost",
+    "on",
+    "the",
+    "way",
+    "a",
+    "gap",
+    "fills",
+    "itself",
+    "sequence",
+    "numbers",
+    "only",
+    "go",
+    "up",
+    "commit",
+    "first",
+    "broadcast",
+    "second",
+    "browser",
+    "server",
+    "history",
+    "reply",
+    "tool",
+    "result",
+    "thinking",
+    "quietly",
+    "durable",
+    "ordered",
+    "live",
+    "view",
+    "keeps",
+    "up",
+    "with",
+    "words",
+    "as",
+    "they",
+    "arrive",
 ];
 
 /// splitmix64: a tiny, well-known deterministic generator; no dependency for a demo script.
@@ -183,8 +229,9 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         .count();
     // The conversation's length makes each turn's tool-call ids its own, even when a user sends
     // the same command again (ids must not repeat within a conversation).
-    let mut random =
-        Random(config.seed ^ fnv1a(user_text) ^ step as u64 ^ (request.messages.len() as u64) << 32);
+    let mut random = Random(
+        config.seed ^ fnv1a(user_text) ^ step as u64 ^ (request.messages.len() as u64) << 32,
+    );
     let reply_tokens = config.reply_tokens.min(SCRIPTED_REPLY_TOKENS_MAX);
     let mut events: Vec<Step> = Vec::with_capacity(reply_tokens as usize + 16);
     events.extend(
@@ -201,10 +248,15 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
     let stop_reason;
     if user_text == LOOP_COMMAND || (wants_tools(user_text) && !after_tools) {
         let invocations: Vec<&str> = match user_text.strip_prefix(TOOLS_COMMAND) {
-            Some(spec) => spec.split(';').filter(|part| !part.trim().is_empty()).collect(),
+            Some(spec) => spec
+                .split(';')
+                .filter(|part| !part.trim().is_empty())
+                .collect(),
             None => vec!["clock"],
         };
-        events.push(Ok(ProviderEvent::TextDelta("Let me use my tools.".to_owned())));
+        events.push(Ok(ProviderEvent::TextDelta(
+            "Let me use my tools.".to_owned(),
+        )));
         for (index, invocation) in invocations.into_iter().enumerate() {
             let (name, input) = scripted_tool_call(invocation);
             let id = format!("call_{step}_{index}_{:08x}", random.next() as u32);
@@ -226,7 +278,11 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         summary.push_str(" that is all.");
         let tokens = echo_tokens(&summary);
         output_tokens += tokens.len() as u64;
-        events.extend(tokens.into_iter().map(|token| Ok(ProviderEvent::TextDelta(token))));
+        events.extend(
+            tokens
+                .into_iter()
+                .map(|token| Ok(ProviderEvent::TextDelta(token))),
+        );
         stop_reason = "end_turn";
     } else if let Some(kind) = user_text.strip_prefix(FAIL_COMMAND) {
         let kind = kind.trim().to_owned();
@@ -249,7 +305,11 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
             None => sentence_tokens(&mut random, reply_tokens),
         };
         output_tokens += reply.len() as u64;
-        events.extend(reply.into_iter().map(|token| Ok(ProviderEvent::TextDelta(token))));
+        events.extend(
+            reply
+                .into_iter()
+                .map(|token| Ok(ProviderEvent::TextDelta(token))),
+        );
         stop_reason = "end_turn";
     }
     let input_words: usize = request
@@ -263,8 +323,10 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         .sum();
     events.push(Ok(ProviderEvent::Usage {
         input_tokens: input_words as u64
-            + request.system.as_deref().map_or(0, |system| system.split_whitespace().count())
-                as u64,
+            + request
+                .system
+                .as_deref()
+                .map_or(0, |system| system.split_whitespace().count()) as u64,
         output_tokens,
     }));
     events.push(Ok(ProviderEvent::Stop {
@@ -324,7 +386,9 @@ mod tests {
         ProviderRequest {
             system: None,
             model: None,
-            messages: vec![ConversationMessage::User { text: text.to_owned() }],
+            messages: vec![ConversationMessage::User {
+                text: text.to_owned(),
+            }],
             tools: Vec::new(),
         }
     }
@@ -350,7 +414,9 @@ mod tests {
                 Ok(ProviderEvent::ToolCallInputDelta { id, json }) => {
                     inputs.entry(id.clone()).or_default().push_str(json)
                 }
-                Ok(ProviderEvent::ToolCallEnd { id, input }) => ended.push((id.clone(), input.clone())),
+                Ok(ProviderEvent::ToolCallEnd { id, input }) => {
+                    ended.push((id.clone(), input.clone()))
+                }
                 _ => {}
             }
         }
@@ -362,13 +428,18 @@ mod tests {
         }
         assert_eq!(
             events.last().unwrap().as_ref().unwrap(),
-            &ProviderEvent::Stop { reason: "tool_use".into() }
+            &ProviderEvent::Stop {
+                reason: "tool_use".into()
+            }
         );
     }
 
     #[test]
     fn fail_command_ends_in_the_named_error() {
-        let events = script(&ScriptedConfig::default(), &request("/fail overloaded_error"));
+        let events = script(
+            &ScriptedConfig::default(),
+            &request("/fail overloaded_error"),
+        );
         let error = events.last().unwrap().as_ref().unwrap_err();
         assert_eq!(error.kind, "overloaded_error");
         assert!(error.retryable);
@@ -396,7 +467,10 @@ mod tests {
         };
         let first = script(&config, &request("hello"));
         assert_eq!(first, script(&config, &request("hello")));
-        assert_ne!(reply_text(&first), reply_text(&script(&config, &request("other"))));
+        assert_ne!(
+            reply_text(&first),
+            reply_text(&script(&config, &request("other")))
+        );
         let tokens = first
             .iter()
             .filter(|event| matches!(event, Ok(ProviderEvent::TextDelta(_))))
@@ -407,7 +481,9 @@ mod tests {
         assert!(text.chars().next().unwrap().is_uppercase(), "{text}");
         assert_eq!(
             first.last().unwrap().as_ref().unwrap(),
-            &ProviderEvent::Stop { reason: "end_turn".into() }
+            &ProviderEvent::Stop {
+                reason: "end_turn".into()
+            }
         );
     }
 }

@@ -56,11 +56,13 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Unavailable(_) => true,
-            StoreError::Database(error) => matches!(
-                error,
-                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed
-            ) || matches!(error, sqlx::Error::Database(database)
-                    if database.code().is_some_and(|code| is_transient_code(&code))),
+            StoreError::Database(error) => {
+                matches!(
+                    error,
+                    sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed
+                ) || matches!(error, sqlx::Error::Database(database)
+                    if database.code().is_some_and(|code| is_transient_code(&code)))
+            }
             _ => false,
         }
     }
@@ -70,8 +72,10 @@ impl StoreError {
 /// (6); PostgreSQL's serialization failure and deadlock (class 40), connection trouble (class
 /// 08) and server shutdown or start-up (57P01–57P03).
 fn is_transient_code(code: &str) -> bool {
-    matches!(code, "5" | "6" | "40001" | "40P01" | "57P01" | "57P02" | "57P03")
-        || code.starts_with("08")
+    matches!(
+        code,
+        "5" | "6" | "40001" | "40P01" | "57P01" | "57P02" | "57P03"
+    ) || code.starts_with("08")
 }
 
 /// A new agent, before the store gives it an id.
@@ -166,7 +170,9 @@ impl EventJson {
     pub fn of(event: &AgentEvent) -> EventJson {
         EventJson {
             seq: event.seq,
-            json: serde_json::to_string(event).expect("events serialize").into(),
+            json: serde_json::to_string(event)
+                .expect("events serialize")
+                .into(),
         }
     }
 
@@ -184,7 +190,10 @@ impl EventJson {
 
     /// The bytes of `events` as a JSON array.
     pub fn array_len(events: &[EventJson]) -> usize {
-        2 + events.iter().map(|event| event.json.len() + 1).sum::<usize>()
+        2 + events
+            .iter()
+            .map(|event| event.json.len() + 1)
+            .sum::<usize>()
     }
 }
 
@@ -287,7 +296,9 @@ pub(crate) mod rows {
         let mut expected = since + 1;
         for seq in seqs {
             if seq != expected {
-                return Err(corrupt(format!("agent {agent_id}: expected seq {expected}, found {seq}")));
+                return Err(corrupt(format!(
+                    "agent {agent_id}: expected seq {expected}, found {seq}"
+                )));
             }
             expected += 1;
         }
@@ -396,7 +407,11 @@ pub(crate) mod rows {
             push_json_text(&mut json, self.metadata)?;
             // serde's form of a `DateTime<Utc>` (RFC 3339, `Z`).
             json.push_str(",\"created_at\":\"");
-            json.push_str(&self.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+            json.push_str(
+                &self
+                    .created_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            );
             json.push_str("\"}");
             Ok(EventJson {
                 seq: self.seq,
@@ -431,7 +446,10 @@ pub(crate) mod rows {
     pub fn totals(batches: &[AppendBatch]) -> Vec<(Uuid, u64)> {
         let mut totals: Vec<(Uuid, u64)> = Vec::new();
         for batch in batches {
-            match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
+            match totals
+                .iter_mut()
+                .find(|(agent_id, _)| *agent_id == batch.agent_id)
+            {
                 Some((_, total)) => *total += batch.drafts.len() as u64,
                 None => totals.push((batch.agent_id, batch.drafts.len() as u64)),
             }
@@ -458,7 +476,10 @@ pub(crate) mod rows {
 
         /// The seq of the agent's next event, then moves on.
         pub fn take(&mut self, agent_id: Uuid) -> u64 {
-            let next = self.0.get_mut(&agent_id).expect("every agent of the group has a cursor");
+            let next = self
+                .0
+                .get_mut(&agent_id)
+                .expect("every agent of the group has a cursor");
             let seq = *next;
             *next += 1;
             seq
@@ -471,7 +492,10 @@ pub(crate) mod rows {
 pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreError> {
     if url.starts_with("sqlite:") {
         let store = Arc::new(sqlite::SqliteStore::open(url).await?);
-        Ok(Opened { store, cluster: None })
+        Ok(Opened {
+            store,
+            cluster: None,
+        })
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = Arc::new(postgres::PgStore::open(url, cluster).await?);
         Ok(Opened {
@@ -552,8 +576,11 @@ pub trait ClusterStore: Send + Sync + 'static {
     fn run_lease_ms(&self) -> u64;
     /// Takes the agent's one run slot for `run_id`, owned by this process. `Some(run)` when
     /// another run holds it (on any process).
-    async fn claim_agent_run(&self, agent_id: Uuid, run_id: Uuid)
-        -> Result<Option<Uuid>, StoreError>;
+    async fn claim_agent_run(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<Option<Uuid>, StoreError>;
     /// Gives the slot back (the run never started).
     async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
     /// The run executing for the agent, on whichever process.

@@ -26,12 +26,12 @@ use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
 use super::rows::{
-    check_contiguous, corrupt, json_text, parse_json, seq_from_column, totals, EventRow,
-    unknown_agent_or_database, SeqCursors,
+    check_contiguous, corrupt, json_text, parse_json, seq_from_column, totals,
+    unknown_agent_or_database, EventRow, SeqCursors,
 };
 use super::{
-    AppendBatch, ClusterOptions, EventJson, ClusterStore, NewAgent, Notice, Notices, Store, StoreError,
-    RUN_END_KINDS, RUN_OUTLINE_KINDS,
+    AppendBatch, ClusterOptions, ClusterStore, EventJson, NewAgent, Notice, Notices, Store,
+    StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS,
 };
 
 /// Connections of one process, by default. Reads (history, catch-up), the writer and claims share
@@ -108,7 +108,8 @@ const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, mes
 /// PostgreSQL keeps microseconds: times are cut to that before they are stored, so what the
 /// writer publishes equals what a later read returns.
 fn micros(time: DateTime<Utc>) -> DateTime<Utc> {
-    time.duration_trunc(chrono::TimeDelta::microseconds(1)).unwrap_or(time)
+    time.duration_trunc(chrono::TimeDelta::microseconds(1))
+        .unwrap_or(time)
 }
 
 fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
@@ -187,14 +188,14 @@ impl Columns {
         self.kind.push(event.kind.as_str());
         self.delta.push(event.delta.as_ref().map(json_text));
         self.delta_path.push(event.delta_path.clone());
-        self.delta_action.push(event.delta_action.map(DeltaAction::as_str));
+        self.delta_action
+            .push(event.delta_action.map(DeltaAction::as_str));
         self.content.push(json_text(&event.content));
         self.raw.push(event.raw.as_ref().map(json_text));
         self.metadata.push(json_text(&event.metadata));
         self.created_at.push(event.created_at);
     }
 }
-
 
 #[async_trait]
 impl Store for PgStore {
@@ -278,7 +279,9 @@ impl Store for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let events = self.range(agent_id, since, limit, event_json_from_row).await?;
+        let events = self
+            .range(agent_id, since, limit, event_json_from_row)
+            .await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
@@ -375,10 +378,12 @@ impl Store for PgStore {
     }
 
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-        let rows = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id = ANY($1)"))
-            .bind(ids)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE id = ANY($1)"
+        ))
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(event_from_row).collect()
     }
 
@@ -445,7 +450,9 @@ impl Store for PgStore {
                 .drafts
                 .iter()
                 .map(|draft| {
-                    let mut event = draft.clone().into_event(batch.agent_id, cursors.take(batch.agent_id));
+                    let mut event = draft
+                        .clone()
+                        .into_event(batch.agent_id, cursors.take(batch.agent_id));
                     event.created_at = micros(event.created_at);
                     event
                 })
@@ -674,15 +681,25 @@ mod tests {
         let run = Uuid::new_v4();
         assert_eq!(
             parse_notice(EVENTS_CHANNEL, &format!("{agent} 3 7")),
-            Some(Notice::Committed { agent_id: agent, first_seq: 3, last_seq: 7 })
+            Some(Notice::Committed {
+                agent_id: agent,
+                first_seq: 3,
+                last_seq: 7
+            })
         );
         assert_eq!(
             parse_notice(CONTROL_CHANNEL, &format!("cancel {agent} {run}")),
-            Some(Notice::Cancel { agent_id: agent, run_id: run })
+            Some(Notice::Cancel {
+                agent_id: agent,
+                run_id: run
+            })
         );
         assert_eq!(parse_notice(EVENTS_CHANNEL, "x 1 2"), None);
         assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 1")), None);
-        assert_eq!(parse_notice(CONTROL_CHANNEL, &format!("stop {agent} {run}")), None);
+        assert_eq!(
+            parse_notice(CONTROL_CHANNEL, &format!("stop {agent} {run}")),
+            None
+        );
         assert_eq!(parse_notice("other", "anything"), None);
     }
 }

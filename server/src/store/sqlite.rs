@@ -19,7 +19,9 @@ use rusqlite::types::Value as SqlValue;
 use super::rows::{
     check_contiguous, corrupt, json_text, parse_json, seq_from_column, unknown_agent_or_database,
 };
-use super::{AppendBatch, EventJson, NewAgent, Store, StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS};
+use super::{
+    AppendBatch, EventJson, NewAgent, Store, StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS,
+};
 
 mod appender;
 mod reader;
@@ -54,7 +56,11 @@ impl SqliteStore {
         let path = options.get_filename().to_owned();
         let appender = appender::Appender::start(path.clone(), SQLITE_BUSY_TIMEOUT_MS)?;
         let reader = reader::Reader::new(path, SQLITE_BUSY_TIMEOUT_MS);
-        Ok(SqliteStore { pool, appender, reader })
+        Ok(SqliteStore {
+            pool,
+            appender,
+            reader,
+        })
     }
 
     /// The pool, for tests that look at the file directly.
@@ -236,9 +242,7 @@ impl Store for SqliteStore {
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.reader
-            .events(unfinished_runs_sql(), Vec::new())
-            .await
+        self.reader.events(unfinished_runs_sql(), Vec::new()).await
     }
 
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
@@ -299,7 +303,10 @@ impl Store for SqliteStore {
         // Bounded statement size: the ids of one commit go in chunks.
         for chunk in ids.chunks(IDS_PER_STATEMENT_MAX) {
             let marks = vec!["?"; chunk.len()].join(", ");
-            let ids = chunk.iter().map(|id| SqlValue::Text(id.to_string())).collect();
+            let ids = chunk
+                .iter()
+                .map(|id| SqlValue::Text(id.to_string()))
+                .collect();
             let sql = format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ({marks})");
             events.extend(self.reader.events(sql, ids).await?);
         }
@@ -340,9 +347,18 @@ mod tests {
         let first = store.create_agent(NewAgent::default()).await.unwrap();
         let second = store.create_agent(NewAgent::default()).await.unwrap();
         let batches = vec![
-            AppendBatch { agent_id: first.id, drafts: drafts(3) },
-            AppendBatch { agent_id: second.id, drafts: drafts(2) },
-            AppendBatch { agent_id: first.id, drafts: drafts(2) },
+            AppendBatch {
+                agent_id: first.id,
+                drafts: drafts(3),
+            },
+            AppendBatch {
+                agent_id: second.id,
+                drafts: drafts(2),
+            },
+            AppendBatch {
+                agent_id: first.id,
+                drafts: drafts(2),
+            },
         ];
         let committed = store.append(&batches).await.unwrap();
         let seqs: Vec<Vec<u64>> = committed
@@ -352,7 +368,10 @@ mod tests {
         assert_eq!(seqs, vec![vec![1, 2, 3], vec![1, 2], vec![4, 5]]);
         assert_eq!(store.head_seq(first.id).await.unwrap(), Some(5));
         let read = store.read_events(first.id, 2, 10).await.unwrap();
-        assert_eq!(read.iter().map(|event| event.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(
+            read.iter().map(|event| event.seq).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
         assert_eq!(read[0], committed[0][2]);
     }
 
@@ -362,8 +381,14 @@ mod tests {
         let known = store.create_agent(NewAgent::default()).await.unwrap();
         let stranger = Uuid::new_v4();
         let batches = vec![
-            AppendBatch { agent_id: known.id, drafts: drafts(2) },
-            AppendBatch { agent_id: stranger, drafts: drafts(1) },
+            AppendBatch {
+                agent_id: known.id,
+                drafts: drafts(2),
+            },
+            AppendBatch {
+                agent_id: stranger,
+                drafts: drafts(1),
+            },
         ];
         let error = store.append(&batches).await.unwrap_err();
         assert!(matches!(error, StoreError::UnknownAgent(id) if id == stranger));
@@ -400,7 +425,10 @@ mod tests {
             .collect();
         let plan = plan.join(" | ");
         assert!(plan.contains("USING INDEX"), "{plan}");
-        assert!(!plan.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
+        assert!(
+            !plan.contains("TEMP B-TREE"),
+            "range reads must not sort: {plan}"
+        );
     }
 
     /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.
@@ -422,10 +450,19 @@ mod tests {
     async fn run_look_ups_use_the_outline_index() {
         let (_directory, store) = open_temporary().await;
         let outline = plan_of(&store, &run_outline_sql()).await;
-        assert!(outline.contains("USING INDEX agent_events_run_outline"), "{outline}");
+        assert!(
+            outline.contains("USING INDEX agent_events_run_outline"),
+            "{outline}"
+        );
         let unfinished = plan_of(&store, &unfinished_runs_sql()).await;
-        assert!(unfinished.contains("USING INDEX agent_events_run_outline"), "{unfinished}");
-        assert!(unfinished.contains("USING INDEX agent_events_run_started"), "{unfinished}");
+        assert!(
+            unfinished.contains("USING INDEX agent_events_run_outline"),
+            "{unfinished}"
+        );
+        assert!(
+            unfinished.contains("USING INDEX agent_events_run_started"),
+            "{unfinished}"
+        );
         assert!(!unfinished.contains("SCAN ended"), "{unfinished}");
     }
 
@@ -434,7 +471,10 @@ mod tests {
         let (_directory, store) = open_temporary().await;
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         store
-            .append(&[AppendBatch { agent_id: agent.id, drafts: drafts(3) }])
+            .append(&[AppendBatch {
+                agent_id: agent.id,
+                drafts: drafts(3),
+            }])
             .await
             .unwrap();
         assert!(store.delete_agent(agent.id).await.unwrap());

@@ -57,18 +57,33 @@ impl<H: Hooks> Store for HookedStore<H> {
         self.hooks.before_read(Read::Head)?;
         self.inner.head_seq(agent_id).await
     }
-    async fn read_events(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn read_events(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
         self.hooks.before_read(Read::Log)?;
         self.inner.read_events(agent_id, since, limit).await
     }
-    async fn read_events_json(&self, agent_id: Uuid, since: u64, limit: u32) -> Result<Vec<EventJson>, StoreError> {
+    async fn read_events_json(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<EventJson>, StoreError> {
         self.hooks.before_read(Read::Log)?;
         self.inner.read_events_json(agent_id, since, limit).await
     }
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.run_outline(run_id).await
     }
-    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> Result<Uuid, StoreError> {
+    async fn claim_run_key(
+        &self,
+        agent_id: Uuid,
+        key: &str,
+        run_id: Uuid,
+    ) -> Result<Uuid, StoreError> {
         self.inner.claim_run_key(agent_id, key, run_id).await
     }
     async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {

@@ -60,9 +60,14 @@ impl TestServer {
         let address = listener.local_addr().unwrap();
         let leptos_options = get_configuration(None).unwrap().leptos_options;
         let (shutdown, stop) = oneshot::channel::<()>();
-        tokio::spawn(agentstream_server::serve(listener, config, leptos_options, async {
-            let _ = stop.await;
-        }));
+        tokio::spawn(agentstream_server::serve(
+            listener,
+            config,
+            leptos_options,
+            async {
+                let _ = stop.await;
+            },
+        ));
         let server = TestServer {
             base: format!("http://{address}"),
             ws_url: format!("ws://{address}/v1/ws"),
@@ -79,7 +84,10 @@ impl TestServer {
                     break;
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "the server never came up");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server never came up"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         server
@@ -97,13 +105,26 @@ impl TestServer {
 
     /// POSTs `body` as JSON to `path` and returns the answer's JSON, whatever the status.
     pub async fn post_json(&self, path: &str, body: &Value) -> Value {
-        let response = self.http.post(self.url(path)).json(body).send().await.unwrap();
+        let response = self
+            .http
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
         response.json().await.unwrap()
     }
 
     /// GETs `path` and returns the answer's JSON, whatever the status.
     pub async fn get_json(&self, path: &str) -> Value {
-        self.http.get(self.url(path)).send().await.unwrap().json().await.unwrap()
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -196,13 +217,18 @@ impl TestServer {
             {
                 return self.all_events(agent_id).await;
             }
-            assert!(tokio::time::Instant::now() < deadline, "run {run_id} never ended (head {head})");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run {run_id} never ended (head {head})"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     pub async fn connect(&self) -> WsClient {
-        let (stream, _) = tokio_tungstenite::connect_async(&self.ws_url).await.unwrap();
+        let (stream, _) = tokio_tungstenite::connect_async(&self.ws_url)
+            .await
+            .unwrap();
         WsClient { stream }
     }
 
@@ -235,13 +261,19 @@ impl WsClient {
     }
 
     pub async fn subscribe(&mut self, agent_id: Uuid, since: u64) {
-        self.send(&ClientMessage::Subscribe { agent_id, since, coalesce: false }).await;
+        self.send(&ClientMessage::Subscribe {
+            agent_id,
+            since,
+            coalesce: false,
+        })
+        .await;
     }
 
     /// The next server message; fails the test after [`WAIT_MAX`].
     pub async fn receive(&mut self) -> ServerMessage {
         let text = self.receive_text().await;
-        serde_json::from_str(&text).unwrap_or_else(|error| panic!("unreadable frame {text}: {error}"))
+        serde_json::from_str(&text)
+            .unwrap_or_else(|error| panic!("unreadable frame {text}: {error}"))
     }
 
     /// The next text frame as sent, unparsed; fails the test after [`WAIT_MAX`].
@@ -336,14 +368,17 @@ pub fn testing_postgres() -> bool {
 /// processes on one database): `AGENTSTREAM_TEST_POSTGRES_URL`, else
 /// `AGENTSTREAM_TEST_DATABASE_URL`. `scripts/test.sh` starts a throwaway one and sets both.
 pub fn postgres_admin_url() -> String {
-    ["AGENTSTREAM_TEST_POSTGRES_URL", "AGENTSTREAM_TEST_DATABASE_URL"]
-        .iter()
-        .filter_map(|name| std::env::var(name).ok())
-        .find(|url| !url.trim().is_empty())
-        .expect(
-            "this test needs PostgreSQL: run scripts/test.sh (it starts one), or set \
+    [
+        "AGENTSTREAM_TEST_POSTGRES_URL",
+        "AGENTSTREAM_TEST_DATABASE_URL",
+    ]
+    .iter()
+    .filter_map(|name| std::env::var(name).ok())
+    .find(|url| !url.trim().is_empty())
+    .expect(
+        "this test needs PostgreSQL: run scripts/test.sh (it starts one), or set \
              AGENTSTREAM_TEST_POSTGRES_URL=postgres://user@host:port/postgres",
-        )
+    )
 }
 
 /// A database for one test server: a new PostgreSQL database when the suite runs against
@@ -359,10 +394,19 @@ pub async fn fresh_database_url(sqlite_path: &std::path::Path) -> String {
 /// database there) and returns its URL.
 pub async fn create_postgres_database(admin: &str) -> String {
     let name = format!("agentstream_test_{}", Uuid::new_v4().simple());
-    let pool = PgPoolOptions::new().max_connections(1).connect(admin).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(admin)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .unwrap();
     pool.close().await;
-    let (server, _) = admin.rsplit_once('/').expect("a database URL ends in /<database>");
+    let (server, _) = admin
+        .rsplit_once('/')
+        .expect("a database URL ends in /<database>");
     format!("{server}/{name}")
 }
 

@@ -46,7 +46,10 @@ impl Process {
             .await
             .is_ok_and(|response| response.status().is_success())
         {
-            assert!(tokio::time::Instant::now() < deadline, "the server never came up");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server never came up"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Process { child, base }
@@ -60,7 +63,11 @@ impl Process {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A client subscribed to several agents: everything it was delivered, per agent.
@@ -71,7 +78,10 @@ pub struct Seen {
 
 impl Seen {
     pub fn last_seq(&self, agent_id: Uuid) -> u64 {
-        self.events.get(&agent_id).and_then(|events| events.last()).map_or(0, |event| event.seq)
+        self.events
+            .get(&agent_id)
+            .and_then(|events| events.last())
+            .map_or(0, |event| event.seq)
     }
 }
 
@@ -83,8 +93,17 @@ pub async fn subscribe_all(base: &str, agents: &[Uuid], seen: &Seen) -> Socket {
     let url = format!("{}/v1/ws", base.replace("http://", "ws://"));
     let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     for &agent_id in agents {
-        let message = ClientMessage::Subscribe { agent_id, since: seen.last_seq(agent_id), coalesce: false };
-        socket.send(Message::Text(serde_json::to_string(&message).unwrap().into())).await.unwrap();
+        let message = ClientMessage::Subscribe {
+            agent_id,
+            since: seen.last_seq(agent_id),
+            coalesce: false,
+        };
+        socket
+            .send(Message::Text(
+                serde_json::to_string(&message).unwrap().into(),
+            ))
+            .await
+            .unwrap();
     }
     socket
 }
@@ -93,12 +112,20 @@ pub async fn subscribe_all(base: &str, agents: &[Uuid], seen: &Seen) -> Socket {
 /// comes for [`WAIT_MAX`]. Asserts that each agent's events arrive once and in order.
 pub async fn read(socket: &mut Socket, seen: &mut Seen, mut done: impl FnMut(&Seen) -> bool) {
     while !done(seen) {
-        let Ok(Some(Ok(frame))) = tokio::time::timeout(WAIT_MAX, socket.next()).await else { return };
+        let Ok(Some(Ok(frame))) = tokio::time::timeout(WAIT_MAX, socket.next()).await else {
+            return;
+        };
         let Message::Text(text) = frame else { continue };
-        if let ServerMessage::Events { agent_id, events } = serde_json::from_str(text.as_str()).unwrap() {
+        if let ServerMessage::Events { agent_id, events } =
+            serde_json::from_str(text.as_str()).unwrap()
+        {
             let mine = seen.events.entry(agent_id).or_default();
             for event in events {
-                assert_eq!(event.seq, mine.last().map_or(0, |e| e.seq) + 1, "delivered in order, once");
+                assert_eq!(
+                    event.seq,
+                    mine.last().map_or(0, |e| e.seq) + 1,
+                    "delivered in order, once"
+                );
                 mine.push(event);
             }
         }
@@ -110,7 +137,10 @@ pub async fn log_of(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<A
     let mut events = Vec::new();
     loop {
         let page: Value = http
-            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", events.len()))
+            .get(format!(
+                "{base}/v1/agents/{agent_id}/events?since={}&limit=1000",
+                events.len()
+            ))
             .send()
             .await
             .unwrap()

@@ -18,7 +18,12 @@ impl Log {
         }
     }
 
-    fn push(&mut self, kind: EventKind, message_id: Option<Uuid>, block_id: Option<Uuid>) -> &mut AgentEvent {
+    fn push(
+        &mut self,
+        kind: EventKind,
+        message_id: Option<Uuid>,
+        block_id: Option<Uuid>,
+    ) -> &mut AgentEvent {
         let seq = self.events.len() as u64 + 1;
         self.events.push(AgentEvent {
             id: Uuid::new_v4(),
@@ -41,14 +46,28 @@ impl Log {
         self.events.last_mut().unwrap()
     }
 
-    fn delta(&mut self, kind: EventKind, message_id: Uuid, block_id: Uuid, path: &str, delta: Value, action: DeltaAction) {
+    fn delta(
+        &mut self,
+        kind: EventKind,
+        message_id: Uuid,
+        block_id: Uuid,
+        path: &str,
+        delta: Value,
+        action: DeltaAction,
+    ) {
         let event = self.push(kind, Some(message_id), Some(block_id));
         event.delta_path = Some(path.to_owned());
         event.delta = Some(delta);
         event.delta_action = Some(action);
     }
 
-    fn content(&mut self, kind: EventKind, message_id: Option<Uuid>, block_id: Option<Uuid>, content: Value) {
+    fn content(
+        &mut self,
+        kind: EventKind,
+        message_id: Option<Uuid>,
+        block_id: Option<Uuid>,
+        content: Value,
+    ) {
         self.push(kind, message_id, block_id).content = content;
     }
 }
@@ -74,13 +93,39 @@ fn tool_run(end: EventKind, end_content: Value) -> (Log, Ids) {
     };
     let (llm, call_block) = (Uuid::new_v4(), Uuid::new_v4());
     log.content(EventKind::RunStarted, None, None, Value::Null);
-    log.content(EventKind::User, Some(ids.user), Some(Uuid::new_v4()), json!({ "text": "add 2 and 3", "otid": "client-otid-1" }));
+    log.content(
+        EventKind::User,
+        Some(ids.user),
+        Some(Uuid::new_v4()),
+        json!({ "text": "add 2 and 3", "otid": "client-otid-1" }),
+    );
     for piece in ["Let me ", "add."] {
-        log.delta(EventKind::Thinking, ids.thinking, llm, "text", json!(piece), DeltaAction::Append);
+        log.delta(
+            EventKind::Thinking,
+            ids.thinking,
+            llm,
+            "text",
+            json!(piece),
+            DeltaAction::Append,
+        );
     }
-    log.delta(EventKind::Thinking, ids.thinking, llm, "signature", json!("sig=="), DeltaAction::Append);
+    log.delta(
+        EventKind::Thinking,
+        ids.thinking,
+        llm,
+        "signature",
+        json!("sig=="),
+        DeltaAction::Append,
+    );
     for piece in ["I'll ", "use the ", "calculator."] {
-        log.delta(EventKind::Text, ids.text, llm, "text", json!(piece), DeltaAction::Append);
+        log.delta(
+            EventKind::Text,
+            ids.text,
+            llm,
+            "text",
+            json!(piece),
+            DeltaAction::Append,
+        );
     }
     log.content(
         EventKind::ToolCall,
@@ -89,11 +134,37 @@ fn tool_run(end: EventKind, end_content: Value) -> (Log, Ids) {
         json!({ "name": "calculator", "tool_call_id": "toolu_1", "input": {}, "status": "streaming" }),
     );
     for piece in ["{\"expression\":", " \"2+3\"}"] {
-        log.delta(EventKind::ToolCall, ids.call, call_block, "input_json", json!(piece), DeltaAction::Append);
+        log.delta(
+            EventKind::ToolCall,
+            ids.call,
+            call_block,
+            "input_json",
+            json!(piece),
+            DeltaAction::Append,
+        );
     }
-    log.delta(EventKind::ToolCall, ids.call, call_block, "", json!({ "input": { "expression": "2+3" }, "status": "ready" }), DeltaAction::Merge);
-    log.content(EventKind::Usage, None, Some(llm), json!({ "input_tokens": 12, "output_tokens": 7 }));
-    log.delta(EventKind::ToolCall, ids.call, call_block, "", json!({ "status": "done" }), DeltaAction::Merge);
+    log.delta(
+        EventKind::ToolCall,
+        ids.call,
+        call_block,
+        "",
+        json!({ "input": { "expression": "2+3" }, "status": "ready" }),
+        DeltaAction::Merge,
+    );
+    log.content(
+        EventKind::Usage,
+        None,
+        Some(llm),
+        json!({ "input_tokens": 12, "output_tokens": 7 }),
+    );
+    log.delta(
+        EventKind::ToolCall,
+        ids.call,
+        call_block,
+        "",
+        json!({ "status": "done" }),
+        DeltaAction::Merge,
+    );
     log.content(
         EventKind::ToolResult,
         Some(ids.result),
@@ -125,7 +196,11 @@ fn types(items: &[LettaItem]) -> Vec<String> {
 fn text(message: &LettaMessage) -> String {
     match &message.body {
         Body::UserMessage { content } | Body::AssistantMessage { content } => content.clone(),
-        Body::ReasoningMessage { reasoning, signature, .. } => {
+        Body::ReasoningMessage {
+            reasoning,
+            signature,
+            ..
+        } => {
             format!("{reasoning}|{}", signature.clone().unwrap_or_default())
         }
         Body::ToolCallMessage { tool_call } => tool_call.arguments.clone(),
@@ -156,20 +231,32 @@ fn steps_cut_is_one_whole_message_per_message_then_stop_reason_and_usage() {
     );
     let messages = messages(&items);
     assert_eq!(messages[0].id, message_id(ids.user));
-    assert_eq!(messages[0].otid.as_deref(), Some("client-otid-1"), "the client's otid is echoed");
+    assert_eq!(
+        messages[0].otid.as_deref(),
+        Some("client-otid-1"),
+        "the client's otid is echoed"
+    );
     assert_eq!(text(messages[1]), "Let me add.|sig==");
     assert_eq!(messages[2].id, message_id(ids.text));
     assert_eq!(text(messages[2]), "I'll use the calculator.");
-    let Body::ToolCallMessage { tool_call } = &messages[3].body else { panic!() };
+    let Body::ToolCallMessage { tool_call } = &messages[3].body else {
+        panic!()
+    };
     assert_eq!(tool_call.name.as_deref(), Some("calculator"));
     assert_eq!(tool_call.tool_call_id, "toolu_1");
-    assert_eq!(serde_json::from_str::<Value>(&tool_call.arguments).unwrap(), json!({ "expression": "2+3" }));
+    assert_eq!(
+        serde_json::from_str::<Value>(&tool_call.arguments).unwrap(),
+        json!({ "expression": "2+3" })
+    );
     assert_eq!(messages[4].id, message_id(ids.result));
     let json = items[4].to_json();
     assert_eq!(json["tool_return"], "5");
     assert_eq!(json["status"], "success");
     assert_eq!(json["tool_call_id"], "toolu_1");
-    assert_eq!(items[5].to_json(), json!({ "message_type": "stop_reason", "stop_reason": "end_turn" }));
+    assert_eq!(
+        items[5].to_json(),
+        json!({ "message_type": "stop_reason", "stop_reason": "end_turn" })
+    );
     let usage = items[6].to_json();
     assert_eq!(usage["prompt_tokens"], 12);
     assert_eq!(usage["completion_tokens"], 7);
@@ -185,17 +272,40 @@ fn tokens_cut_sends_every_delta_as_a_fragment_of_its_message() {
     let (log, ids) = tool_run(EventKind::RunCompleted, completed());
     let items = map_all(Cut::Tokens, &log.events);
     let messages = messages(&items);
-    let text_fragments: Vec<_> = messages.iter().filter(|m| m.id == message_id(ids.text)).collect();
+    let text_fragments: Vec<_> = messages
+        .iter()
+        .filter(|m| m.id == message_id(ids.text))
+        .collect();
     assert_eq!(text_fragments.len(), 3, "one fragment per token delta");
     assert_eq!(text(text_fragments[0]), "I'll ");
-    let call: Vec<_> = messages.iter().filter(|m| m.id == message_id(ids.call)).collect();
-    assert_eq!(call.len(), 3, "the call's start and its two input pieces; the complete input is not repeated");
-    let Body::ToolCallMessage { tool_call } = &call[0].body else { panic!() };
+    let call: Vec<_> = messages
+        .iter()
+        .filter(|m| m.id == message_id(ids.call))
+        .collect();
+    assert_eq!(
+        call.len(),
+        3,
+        "the call's start and its two input pieces; the complete input is not repeated"
+    );
+    let Body::ToolCallMessage { tool_call } = &call[0].body else {
+        panic!()
+    };
     assert_eq!(tool_call.name.as_deref(), Some("calculator"));
-    let Body::ToolCallMessage { tool_call } = &call[1].body else { panic!() };
-    assert_eq!((tool_call.name.as_deref(), tool_call.arguments.as_str()), (None, "{\"expression\":"));
-    assert_eq!(tool_call.tool_call_id, "toolu_1", "every piece names its call");
-    assert_eq!(types(&items).last().map(String::as_str), Some("usage_statistics"));
+    let Body::ToolCallMessage { tool_call } = &call[1].body else {
+        panic!()
+    };
+    assert_eq!(
+        (tool_call.name.as_deref(), tool_call.arguments.as_str()),
+        (None, "{\"expression\":")
+    );
+    assert_eq!(
+        tool_call.tool_call_id, "toolu_1",
+        "every piece names its call"
+    );
+    assert_eq!(
+        types(&items).last().map(String::as_str),
+        Some("usage_statistics")
+    );
 }
 
 #[test]
@@ -224,7 +334,13 @@ fn fragments_joined_by_id_are_the_steps_cut_messages() {
         }
         let whole: Vec<(String, String, String)> = messages(&steps)
             .into_iter()
-            .map(|message| (message.id.clone(), message.body_type().to_owned(), text(message)))
+            .map(|message| {
+                (
+                    message.id.clone(),
+                    message.body_type().to_owned(),
+                    text(message),
+                )
+            })
             .collect();
         assert_eq!(joined, whole);
     }
@@ -236,11 +352,21 @@ fn seq_ids_only_go_up_so_starting_after_resumes_exactly() {
     for cut in [Cut::Tokens, Cut::Steps] {
         let items = map_all(cut, &log.events);
         let seq_ids: Vec<u64> = messages(&items).iter().map(|m| m.seq_id).collect();
-        assert!(seq_ids.windows(2).all(|pair| pair[0] < pair[1]), "{cut:?}: {seq_ids:?}");
+        assert!(
+            seq_ids.windows(2).all(|pair| pair[0] < pair[1]),
+            "{cut:?}: {seq_ids:?}"
+        );
         // Resuming after any cursor gives exactly the rest.
         for cursor in 0..=log.events.len() as u64 {
-            let resumed: Vec<_> = items.iter().filter(|item| item.seq_id() > cursor).cloned().collect();
-            let position = items.iter().position(|item| item.seq_id() > cursor).unwrap_or(items.len());
+            let resumed: Vec<_> = items
+                .iter()
+                .filter(|item| item.seq_id() > cursor)
+                .cloned()
+                .collect();
+            let position = items
+                .iter()
+                .position(|item| item.seq_id() > cursor)
+                .unwrap_or(items.len());
             assert_eq!(resumed, items[position..].to_vec());
         }
     }
@@ -249,12 +375,36 @@ fn seq_ids_only_go_up_so_starting_after_resumes_exactly() {
 #[test]
 fn stop_reasons_in_letta_terms() {
     let cases = [
-        (EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }), "end_turn"),
-        (EventKind::RunCompleted, json!({ "stop_reason": "max_iterations" }), "max_steps"),
-        (EventKind::RunCompleted, json!({ "stop_reason": "max_tokens" }), "max_tokens_exceeded"),
-        (EventKind::RunCancelled, json!({ "stop_reason": "cancelled" }), "cancelled"),
-        (EventKind::RunFailed, json!({ "stop_reason": "error", "error": { "type": "overloaded_error" } }), "llm_api_error"),
-        (EventKind::RunFailed, json!({ "stop_reason": "error", "error": { "type": "interrupted" } }), "error"),
+        (
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "end_turn" }),
+            "end_turn",
+        ),
+        (
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "max_iterations" }),
+            "max_steps",
+        ),
+        (
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "max_tokens" }),
+            "max_tokens_exceeded",
+        ),
+        (
+            EventKind::RunCancelled,
+            json!({ "stop_reason": "cancelled" }),
+            "cancelled",
+        ),
+        (
+            EventKind::RunFailed,
+            json!({ "stop_reason": "error", "error": { "type": "overloaded_error" } }),
+            "llm_api_error",
+        ),
+        (
+            EventKind::RunFailed,
+            json!({ "stop_reason": "error", "error": { "type": "interrupted" } }),
+            "error",
+        ),
     ];
     for (kind, content, expected) in cases {
         let (log, _) = tool_run(kind, content.clone());
@@ -271,8 +421,20 @@ fn stop_reasons_in_letta_terms() {
 fn an_input_that_arrives_whole_is_sent_as_one_arguments_fragment() {
     let mut log = Log::new();
     let (call, block) = (Uuid::new_v4(), Uuid::new_v4());
-    log.content(EventKind::ToolCall, Some(call), Some(block), json!({ "name": "clock", "tool_call_id": "c1", "input": {}, "status": "streaming" }));
-    log.delta(EventKind::ToolCall, call, block, "", json!({ "input": { "zone": "UTC" }, "status": "ready" }), DeltaAction::Merge);
+    log.content(
+        EventKind::ToolCall,
+        Some(call),
+        Some(block),
+        json!({ "name": "clock", "tool_call_id": "c1", "input": {}, "status": "streaming" }),
+    );
+    log.delta(
+        EventKind::ToolCall,
+        call,
+        block,
+        "",
+        json!({ "input": { "zone": "UTC" }, "status": "ready" }),
+        DeltaAction::Merge,
+    );
     let items = map_all(Cut::Tokens, &log.events);
     let arguments: Vec<String> = messages(&items)
         .iter()
@@ -288,10 +450,18 @@ fn an_input_that_arrives_whole_is_sent_as_one_arguments_fragment() {
 fn a_provider_error_is_an_error_message_before_the_stop_reason() {
     let mut log = Log::new();
     log.content(EventKind::RunStarted, None, None, Value::Null);
-    log.content(EventKind::Error, Some(Uuid::new_v4()), None, json!({ "type": "overloaded_error", "message": "busy", "retryable": true }));
+    log.content(
+        EventKind::Error,
+        Some(Uuid::new_v4()),
+        None,
+        json!({ "type": "overloaded_error", "message": "busy", "retryable": true }),
+    );
     log.content(EventKind::RunFailed, None, None, json!({ "stop_reason": "error", "error": { "type": "overloaded_error", "message": "busy" } }));
     let items = map_all(Cut::Tokens, &log.events);
-    assert_eq!(types(&items), ["error_message", "stop_reason", "usage_statistics"]);
+    assert_eq!(
+        types(&items),
+        ["error_message", "stop_reason", "usage_statistics"]
+    );
     let error = items[0].to_json();
     assert_eq!(error["error_type"], "overloaded_error");
     assert_eq!(error["message"], "busy");
@@ -302,7 +472,9 @@ fn a_provider_error_is_an_error_message_before_the_stop_reason() {
 fn every_message_carries_the_common_letta_fields() {
     let (log, _) = tool_run(EventKind::RunCompleted, completed());
     for item in map_all(Cut::Tokens, &log.events) {
-        let LettaItem::Message(_) = item else { continue };
+        let LettaItem::Message(_) = item else {
+            continue;
+        };
         let json = item.to_json();
         for field in ["id", "date", "message_type", "otid", "run_id", "seq_id"] {
             assert!(!json[field].is_null(), "{field} missing in {json}");

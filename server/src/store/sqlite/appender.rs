@@ -70,7 +70,9 @@ impl Appender {
                 // Dropping the sender stops the checkpointer.
                 drop(checkpointer);
             })
-            .map_err(|error| StoreError::Unavailable(format!("cannot start the append thread: {error}")))?;
+            .map_err(|error| {
+                StoreError::Unavailable(format!("cannot start the append thread: {error}"))
+            })?;
         Ok(Appender { jobs })
     }
 
@@ -123,18 +125,28 @@ fn start_checkpointer(
         .name("sqlite-checkpoint".into())
         .spawn(move || {
             let interval = Duration::from_millis(CHECKPOINT_INTERVAL_MS);
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(interval)
+            {
                 match passive_checkpoint(&connection) {
-                    Ok(wal_pages) if wal_pages >= WAL_RESET_PAGES => match passive_checkpoint(&connection) {
-                        Ok(_) => reset_wanted.store(true, Ordering::Relaxed),
-                        Err(error) => tracing::warn!(%error, "WAL checkpoint failed; trying again later"),
-                    },
+                    Ok(wal_pages) if wal_pages >= WAL_RESET_PAGES => {
+                        match passive_checkpoint(&connection) {
+                            Ok(_) => reset_wanted.store(true, Ordering::Relaxed),
+                            Err(error) => {
+                                tracing::warn!(%error, "WAL checkpoint failed; trying again later")
+                            }
+                        }
+                    }
                     Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "WAL checkpoint failed; trying again later"),
+                    Err(error) => {
+                        tracing::warn!(%error, "WAL checkpoint failed; trying again later")
+                    }
                 }
             }
         })
-        .map_err(|error| StoreError::Unavailable(format!("cannot start the checkpoint thread: {error}")))?;
+        .map_err(|error| {
+            StoreError::Unavailable(format!("cannot start the checkpoint thread: {error}"))
+        })?;
     Ok(stop)
 }
 
@@ -152,7 +164,9 @@ fn restart_wal(connection: &Connection, busy_timeout: Duration) {
         tracing::debug!(%error, "WAL restart deferred");
         return;
     }
-    match connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0)) {
+    match connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
+        row.get::<_, i64>(0)
+    }) {
         Ok(0) => {}
         Ok(_) => tracing::debug!("WAL restart deferred: a reader is on the old WAL"),
         Err(error) => tracing::debug!(%error, "WAL restart deferred"),
@@ -191,18 +205,25 @@ fn append(
     let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
     {
         let mut bump = transaction
-            .prepare_cached("UPDATE agents SET head_seq = head_seq + ?2 WHERE id = ?1 RETURNING head_seq")
+            .prepare_cached(
+                "UPDATE agents SET head_seq = head_seq + ?2 WHERE id = ?1 RETURNING head_seq",
+            )
             .map_err(sqlite_error)?;
         for (agent_id, total) in &totals {
             let head: Option<i64> = bump
-                .query_row(params![agent_id.to_string(), *total as i64], |row| row.get(0))
+                .query_row(params![agent_id.to_string(), *total as i64], |row| {
+                    row.get(0)
+                })
                 .optional()
                 .map_err(sqlite_error)?;
             heads.extend(head.map(|head| (*agent_id, head)));
         }
     }
     let mut cursors = SeqCursors::new(&totals, |agent_id| {
-        heads.iter().find(|(id, _)| *id == agent_id).map(|(_, head)| *head)
+        heads
+            .iter()
+            .find(|(id, _)| *id == agent_id)
+            .map(|(_, head)| *head)
     })?;
     let mut committed = Vec::with_capacity(batches.len());
     {
@@ -276,22 +297,33 @@ mod tests {
             .unwrap();
         let checkpointer = Connection::open(&path).unwrap();
         let reader = Connection::open(&path).unwrap();
-        let wal_bytes = || std::fs::metadata(directory.path().join("wal.db-wal")).unwrap().len();
+        let wal_bytes = || {
+            std::fs::metadata(directory.path().join("wal.db-wal"))
+                .unwrap()
+                .len()
+        };
 
         // Steady writes: a reader's snapshot (or the next commit) is always a little ahead of
         // each passive checkpoint, so no write ever begins with the whole WAL checkpointed and
         // SQLite keeps appending.
         let mut pages = Vec::new();
         for _ in 0..5 {
-            reader.execute_batch("BEGIN; SELECT COUNT(*) FROM t;").unwrap();
+            reader
+                .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
+                .unwrap();
             commit_rows(&connection, 20);
             pages.push(passive_checkpoint(&checkpointer).unwrap());
             reader.execute_batch("COMMIT").unwrap();
             commit_rows(&connection, 20);
         }
-        assert!(pages.windows(2).all(|pair| pair[1] > pair[0]), "the WAL grows: {pages:?}");
+        assert!(
+            pages.windows(2).all(|pair| pair[1] > pair[0]),
+            "the WAL grows: {pages:?}"
+        );
         // Once more, and the checkpoint is again behind when the next write would begin.
-        reader.execute_batch("BEGIN; SELECT COUNT(*) FROM t;").unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
+            .unwrap();
         commit_rows(&connection, 20);
         let pages_before = passive_checkpoint(&checkpointer).unwrap();
         reader.execute_batch("COMMIT").unwrap();
@@ -300,9 +332,18 @@ mod tests {
         restart_wal(&connection, Duration::from_secs(1));
         commit_rows(&connection, 20);
         let pages_after = passive_checkpoint(&checkpointer).unwrap();
-        assert!(pages_after < pages_before / 2, "{pages_after} pages after the restart, {pages_before} before");
-        assert_eq!(wal_bytes(), grown, "the restarted WAL is overwritten, not extended");
-        let rows: i64 = connection.query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0)).unwrap();
+        assert!(
+            pages_after < pages_before / 2,
+            "{pages_after} pages after the restart, {pages_before} before"
+        );
+        assert_eq!(
+            wal_bytes(),
+            grown,
+            "the restarted WAL is overwritten, not extended"
+        );
+        let rows: i64 = connection
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap();
         assert_eq!(rows, 12 * 20);
     }
 }

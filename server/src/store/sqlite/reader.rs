@@ -74,7 +74,10 @@ impl Reader {
         let path = self.path.clone();
         let busy_timeout = Duration::from_millis(self.busy_timeout_ms);
         tokio::task::spawn_blocking(move || {
-            let kept = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+            let kept = idle
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .pop();
             let connection = match kept {
                 Some(connection) => connection,
                 None => open(&path, busy_timeout)?,
@@ -98,7 +101,9 @@ fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, St
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(sqlite_error)?;
-    connection.busy_timeout(busy_timeout).map_err(sqlite_error)?;
+    connection
+        .busy_timeout(busy_timeout)
+        .map_err(sqlite_error)?;
     connection.set_prepared_statement_cache_capacity(16);
     Ok(connection)
 }
@@ -110,7 +115,9 @@ fn query<T>(
     decode: fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
 ) -> Result<Vec<T>, StoreError> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
-    let mut rows = statement.query(params_from_iter(params)).map_err(sqlite_error)?;
+    let mut rows = statement
+        .query(params_from_iter(params))
+        .map_err(sqlite_error)?;
     let mut decoded = Vec::new();
     while let Some(row) = rows.next().map_err(sqlite_error)? {
         decoded.push(decode(row)?);
@@ -124,7 +131,10 @@ fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<&'row str, S
         .map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-fn optional_text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<Option<&'row str>, StoreError> {
+fn optional_text<'row>(
+    row: &'row rusqlite::Row<'_>,
+    index: usize,
+) -> Result<Option<&'row str>, StoreError> {
     row.get_ref(index)
         .and_then(|value| value.as_str_or_null().map_err(Into::into))
         .map_err(|error| corrupt(format!("column {index}: {error}")))
@@ -137,7 +147,10 @@ fn event_row<'row>(row: &'row rusqlite::Row<'_>) -> Result<EventRow<'row>, Store
     Ok(EventRow {
         id: parse_uuid(text(row, 0)?)?,
         agent_id: parse_uuid(text(row, 1)?)?,
-        seq: seq_from_column(row.get(2).map_err(|error| corrupt(format!("seq: {error}")))?)?,
+        seq: seq_from_column(
+            row.get(2)
+                .map_err(|error| corrupt(format!("seq: {error}")))?,
+        )?,
         run_id: optional_uuid(3)?,
         thread_id: optional_uuid(4)?,
         block_id: optional_uuid(5)?,
