@@ -172,8 +172,11 @@ mod client {
 
     /// The `online`/`offline` listeners of one live view; removed when it goes away.
     struct NetworkListeners {
-        callbacks: Vec<(&'static str, Closure<dyn FnMut()>)>,
+        callbacks: Vec<(&'static str, Listener)>,
     }
+
+    /// A browser event listener kept alive for as long as it is registered.
+    type Listener = Closure<dyn FnMut()>;
 
     impl Drop for NetworkListeners {
         fn drop(&mut self) {

@@ -278,9 +278,11 @@ impl Config {
                     .unwrap_or_else(|| CLAUDE_CLI_COMMAND_DEFAULT.into()),
                 model: variable("AGENTSTREAM_MODEL"),
             }),
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic, openai or claude-cli"
-            )),
+            ))
+            }
         };
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),

@@ -35,12 +35,14 @@ pub const SNAPSHOT_EVENTS_MIN: u64 = 1_000;
 /// snapshot is only ever made by folding the log, and is dropped with its agent.
 #[derive(Default)]
 pub struct Snapshots {
-    /// By agent: the snapshot and when it was last used (a counter).
-    kept: Mutex<(HashMap<Uuid, (Arc<Timeline>, u64)>, u64)>,
+    kept: Mutex<Kept>,
 }
 
+/// By agent: the snapshot and when it was last used; then the use counter.
+type Kept = (HashMap<Uuid, (Arc<Timeline>, u64)>, u64);
+
 impl Snapshots {
-    fn kept(&self) -> std::sync::MutexGuard<'_, (HashMap<Uuid, (Arc<Timeline>, u64)>, u64)> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -92,8 +92,7 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     let final_text = timeline
         .messages()
         .iter()
-        .filter(|message| message.kind == EventKind::Text)
-        .last()
+        .rfind(|message| message.kind == EventKind::Text)
         .unwrap()
         .text()
         .to_owned();
@@ -172,8 +171,7 @@ async fn tool_failures_are_results_and_the_run_goes_on() {
     let text = timeline
         .messages()
         .iter()
-        .filter(|message| message.kind == EventKind::Text)
-        .last()
+        .rfind(|message| message.kind == EventKind::Text)
         .unwrap()
         .text()
         .to_owned();

@@ -483,7 +483,9 @@ async fn life(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let mut behind = Vec::new();
-        for client in world.lock().unwrap().clients.clone() {
+        // Cloned out first: a guard in the loop's head would live through the loop's awaits.
+        let clients = world.lock().unwrap().clients.clone();
+        for client in clients {
             let (agent_id, last_seq) = {
                 let client = client.lock().unwrap();
                 (client.agent_id, client.last_seq)

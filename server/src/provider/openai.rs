@@ -182,7 +182,7 @@ impl SseParser for OpenAiParser {
             }
             for piece in delta["tool_calls"].as_array().into_iter().flatten() {
                 let index = piece["index"].as_u64().unwrap_or(0);
-                if !self.calls.contains_key(&index) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = self.calls.entry(index) {
                     let id = piece["id"].as_str().unwrap_or_default().to_owned();
                     let name = piece["function"]["name"]
                         .as_str()
@@ -192,13 +192,10 @@ impl SseParser for OpenAiParser {
                         id: id.clone(),
                         name,
                     });
-                    self.calls.insert(
-                        index,
-                        OpenCall {
-                            id,
-                            arguments: String::new(),
-                        },
-                    );
+                    slot.insert(OpenCall {
+                        id,
+                        arguments: String::new(),
+                    });
                 }
                 if let Some(arguments) = piece["function"]["arguments"]
                     .as_str()

@@ -11,6 +11,7 @@
 //!
 //! **Architecture invariant:** only this module touches sqlx.
 
+mod migrations;
 pub mod postgres;
 pub mod sqlite;
 
@@ -293,14 +294,12 @@ pub(crate) mod rows {
         since: u64,
         seqs: impl IntoIterator<Item = u64>,
     ) -> Result<(), StoreError> {
-        let mut expected = since + 1;
-        for seq in seqs {
+        for (expected, seq) in (since + 1..).zip(seqs) {
             if seq != expected {
                 return Err(corrupt(format!(
                     "agent {agent_id}: expected seq {expected}, found {seq}"
                 )));
             }
-            expected += 1;
         }
         Ok(())
     }
