@@ -63,7 +63,7 @@ impl PgStore {
             .acquire_timeout(Duration::from_millis(PG_ACQUIRE_TIMEOUT_MS))
             .connect_with(options)
             .await?;
-        sqlx::migrate!("./migrations_postgres").run(&pool).await?;
+        super::migrations::postgres().run(&pool).await?;
         Ok(PgStore {
             pool,
             url: url.to_owned(),

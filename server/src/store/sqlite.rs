@@ -52,7 +52,7 @@ impl SqliteStore {
             .max_connections(SQLITE_POOL_CONNECTIONS_MAX)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        super::migrations::sqlite().run(&pool).await?;
         let path = options.get_filename().to_owned();
         let appender = appender::Appender::start(path.clone(), SQLITE_BUSY_TIMEOUT_MS)?;
         let reader = reader::Reader::new(path, SQLITE_BUSY_TIMEOUT_MS);
