@@ -1,5 +1,18 @@
 # Installs what building and testing agentstream needs, skipping whatever is already there.
-# Sourced by scripts/run.sh and scripts/test.sh; every step is idempotent and prints what it does.
+# Sourced by scripts/run.sh, test.sh, bench.sh and fuzz.sh.
+#
+# Two rules keep it from failing silently (the scripts run under `set -euo pipefail`, where a
+# failing pipeline ends the script without a word):
+# - A probe (`probe_*`) never fails: it prints `ok <what>`, `missing` or `wrong <what>` and
+#   returns 0 whatever is installed. scripts/test-install.sh checks each one with its tool absent.
+# - Anything that can fail runs through `step "<what>" "<what to do>" command…`, which on failure
+#   prints the step, the command, its status and what to do.
+# Sourcing also sets an ERR trap, so a failure outside a step still names its command and line.
+#
+# What is needed: the Rust toolchain (rustup) with the wasm32 target, Node.js's npm (binaryen's
+# wasm-opt and the browser tests' packages, in end2end/), and for the tests Debian's Chromium
+# and PostgreSQL and cargo-fuzz. The site is built by the workspace's own build tool
+# (`cargo xtask`, xtask/): no cargo-leptos or wasm-bindgen CLI to compile.
 #
 # Reuse of build output: unless CARGO_TARGET_DIR is set, builds go to a directory outside the
 # checkout (~/.cache/agentstream/target), so a fresh clone on the same machine (CI) does not
@@ -7,96 +20,177 @@
 
 AGENTSTREAM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentstream/target}"
-export PATH="$HOME/.cargo/bin:$AGENTSTREAM_ROOT/end2end/node_modules/.bin:$PATH"
-
-# cargo-leptos 0.3.11 needs a newer rustc than 1.95; 0.3.6 builds with it (about 20 minutes).
-CARGO_LEPTOS_VERSION="0.3.6"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$AGENTSTREAM_ROOT/end2end/node_modules/.bin:$PATH"
 
 say() { printf '==> %s\n' "$*" >&2; }
 
-as_root() {
-  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+# Names the command that failed when `set -e` is about to end the script.
+trap 'say "FAILED (status $?) at ${BASH_SOURCE[0]:-$0}:$LINENO: $BASH_COMMAND"' ERR
+
+# step "<what>" "<what to do if it fails>" command args…
+step() {
+  local what="$1" hint="$2"
+  shift 2
+  say "$what"
+  local started=$SECONDS status=0
+  "$@" || status=$?
+  if [ "$status" -ne 0 ]; then
+    {
+      echo "==> FAILED: $what"
+      echo "    command: $*"
+      echo "    exit status: $status"
+      echo "    what to do: $hint"
+    } >&2
+    return "$status"
+  fi
+  say "$what: done in $((SECONDS - started)) s"
 }
+
+# fail "<what>" "<what to do>": a missing prerequisite that this script cannot install.
+fail() {
+  {
+    echo "==> FAILED: $1"
+    echo "    what to do: $2"
+  } >&2
+  return 1
+}
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "not root and no sudo: cannot run $*" >&2
+    return 1
+  fi
+}
+
+# --- probes: each prints one line and returns 0 ---------------------------------------------
+
+# The first line a command prints of its version, or nothing (never a failure).
+version_of() {
+  "$@" 2>/dev/null | head -n 1 || true
+}
+
+probe_rustup() {
+  if command -v rustup >/dev/null 2>&1; then echo "ok $(version_of rustup --version)"; else echo missing; fi
+}
+
+probe_wasm_target() {
+  if ! command -v rustup >/dev/null 2>&1; then echo missing; return 0; fi
+  local installed
+  installed="$(rustup target list --installed 2>/dev/null || true)"
+  if grep -qx wasm32-unknown-unknown <<<"$installed"; then
+    echo "ok wasm32-unknown-unknown"
+  else
+    echo missing
+  fi
+}
+
+probe_npm() {
+  if command -v npm >/dev/null 2>&1; then echo "ok npm $(version_of npm --version)"; else echo missing; fi
+}
+
+# end2end/'s npm packages: up to date when installed after the lockfile last changed.
+probe_node_packages() {
+  local directory="$AGENTSTREAM_ROOT/end2end"
+  if [ ! -x "$directory/node_modules/.bin/wasm-opt" ]; then echo missing
+  elif [ "$directory/package-lock.json" -nt "$directory/node_modules/.package-lock.json" ]; then
+    echo "wrong (package-lock.json is newer than node_modules)"
+  else echo "ok $(version_of "$directory/node_modules/.bin/wasm-opt" --version)"; fi
+}
+
+CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
+probe_chromium() {
+  if [ -x "$CHROMIUM_PATH" ]; then echo "ok $CHROMIUM_PATH"; else echo missing; fi
+}
+
+# cargo-fuzz, for scripts/fuzz.sh.
+CARGO_FUZZ_VERSION=0.13.2
+probe_cargo_fuzz() {
+  local have
+  have="$(version_of cargo fuzz --version)"
+  case "$have" in
+    "") echo missing ;;
+    *"$CARGO_FUZZ_VERSION"*) echo "ok $have" ;;
+    *) echo "wrong $have (wanted $CARGO_FUZZ_VERSION)" ;;
+  esac
+}
+
+# PostgreSQL's server binaries (Debian's package): the directory of initdb.
+AGENTSTREAM_POSTGRES_LIB="${AGENTSTREAM_POSTGRES_LIB:-/usr/lib/postgresql}"
+postgres_bin() {
+  local dir
+  for dir in "$AGENTSTREAM_POSTGRES_LIB"/*/bin; do
+    if [ -x "$dir/initdb" ]; then echo "$dir"; return 0; fi
+  done
+  return 1
+}
+probe_postgres() {
+  local bin
+  if bin="$(postgres_bin)"; then echo "ok $bin"; else echo missing; fi
+}
+
+# --- ensure: probe, then install or say what to do ---------------------------------------
 
 ensure_wasm_target() {
-  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-    say "adding the wasm32-unknown-unknown target"
+  case "$(probe_rustup)" in ok*) ;; *)
+    fail "rustup not found" "install Rust with rustup (https://rustup.rs), then run this again"
+    return ;;
+  esac
+  case "$(probe_wasm_target)" in ok*) return ;; esac
+  step "adding the wasm32-unknown-unknown target (about 30 s)" \
+    "check the network; rustup must reach static.rust-lang.org" \
     rustup target add wasm32-unknown-unknown
-  fi
 }
 
-ensure_cargo_leptos() {
-  if cargo leptos --version 2>/dev/null | grep -q "$CARGO_LEPTOS_VERSION"; then return; fi
-  say "installing cargo-leptos $CARGO_LEPTOS_VERSION from source (about 20 minutes on 2 cores)"
-  cargo install "cargo-leptos@$CARGO_LEPTOS_VERSION" --locked --features no_downloads
-}
-
-# cargo-leptos needs the wasm-bindgen CLI of exactly the version in Cargo.lock.
-ensure_wasm_bindgen_cli() {
-  local wanted have
-  wanted="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' \
-    "$AGENTSTREAM_ROOT/Cargo.lock")"
-  have="$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }')"
-  if [ "$have" = "$wanted" ]; then return; fi
-  say "installing wasm-bindgen-cli $wanted (about 3 minutes)"
-  # Not --locked: its own lockfile pins a crate the registry no longer serves.
-  cargo install wasm-bindgen-cli --version "$wanted" --force
-}
-
-# npm packages of end2end/: Playwright's test runner (no browser download) and binaryen's
-# wasm-opt. Debian's binaryen 108 produces a broken bundle; npm's binaryen goes first on PATH.
+# npm packages of end2end/: binaryen's wasm-opt (Debian's binaryen 108 produces a broken
+# bundle; npm's is used) and Playwright's test runner (no browser download).
 ensure_node_packages() {
-  local directory="$AGENTSTREAM_ROOT/end2end"
-  if [ ! -x "$directory/node_modules/.bin/wasm-opt" ] \
-    || [ "$directory/package-lock.json" -nt "$directory/node_modules/.package-lock.json" ]; then
-    say "installing the npm packages of end2end/"
-    (cd "$directory" && npm ci --no-audit --no-fund)
-  fi
+  case "$(probe_node_packages)" in ok*) return ;; esac
+  case "$(probe_npm)" in ok*) ;; *)
+    fail "npm not found (binaryen's wasm-opt and the browser tests come from npm)" \
+      "install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)"
+    return ;;
+  esac
+  step "installing the npm packages of end2end/ (npm ci)" \
+    "check the network (the npm registry) and that npm is 9 or later" \
+    bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/end2end"
 }
 
 ensure_chromium() {
-  if [ -x /usr/bin/chromium ]; then return; fi
-  say "installing Chromium from Debian"
-  as_root apt-get update
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y --no-install-recommends chromium
+  case "$(probe_chromium)" in ok*) return ;; esac
+  step "installing Chromium from Debian (apt-get)" \
+    "install Debian's chromium package yourself, or set CHROMIUM_PATH to a Chromium binary" \
+    apt_install chromium
 }
 
-# cargo-fuzz, for scripts/fuzz.sh (about a minute to build).
-CARGO_FUZZ_VERSION=0.13.2
 ensure_cargo_fuzz() {
-  if cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then return; fi
-  say "installing cargo-fuzz $CARGO_FUZZ_VERSION"
-  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+  case "$(probe_cargo_fuzz)" in ok*) return ;; esac
+  step "installing cargo-fuzz $CARGO_FUZZ_VERSION (about a minute)" \
+    "check the network (crates.io); or install it yourself: cargo install cargo-fuzz --version $CARGO_FUZZ_VERSION --locked" \
+    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+}
+
+ensure_postgres() {
+  case "$(probe_postgres)" in ok*) return ;; esac
+  step "installing PostgreSQL from Debian (apt-get)" \
+    "install Debian's postgresql package yourself, or set AGENTSTREAM_TEST_DATABASE_URL to a PostgreSQL of your own" \
+    apt_install postgresql
+}
+
+apt_install() {
+  as_root apt-get update && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y --no-install-recommends "$@"
 }
 
 ensure_build_tools() {
   ensure_wasm_target
   ensure_node_packages
-  ensure_wasm_bindgen_cli
-  ensure_cargo_leptos
 }
 
-# Builds the release server and the site (wasm bundle, CSS, assets) under target/site.
+# Builds the release server and the site (wasm bundle, CSS, assets) under target/site with the
+# workspace's build tool (xtask/; its first build takes about a minute and a half).
 build_release() {
-  say "building the server and the site (cargo leptos build --release)"
-  (cd "$AGENTSTREAM_ROOT" && cargo leptos build --release)
-}
-
-# PostgreSQL binaries (Debian's package). The server itself needs none of this; the test command
-# runs the integration suite against a throwaway PostgreSQL as well as SQLite.
-postgres_bin() {
-  local dir
-  for dir in /usr/lib/postgresql/*/bin; do
-    if [ -x "$dir/initdb" ]; then echo "$dir"; return 0; fi
-  done
-  return 1
-}
-
-ensure_postgres() {
-  if postgres_bin >/dev/null; then return; fi
-  say "installing PostgreSQL from Debian"
-  as_root apt-get update
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y --no-install-recommends postgresql
+  step "building the server and the site (cargo xtask build --release)" \
+    "read the step that failed above; a clean retry is: rm -rf $CARGO_TARGET_DIR" \
+    bash -c 'cd "$1" && cargo xtask build --release' xtask "$AGENTSTREAM_ROOT"
 }
 
 # Runs a command as the owner of a throwaway cluster: `initdb` and `postgres` refuse to run as
@@ -119,15 +213,21 @@ start_throwaway_postgres() {
   done
   AGENTSTREAM_PG_DIR="$(mktemp -d /tmp/agentstream-pg.XXXXXX)"
   export AGENTSTREAM_PG_DIR
-  [ "$(id -u)" = 0 ] && chown postgres: "$AGENTSTREAM_PG_DIR"
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$AGENTSTREAM_PG_DIR"; fi
   say "starting a throwaway PostgreSQL in $AGENTSTREAM_PG_DIR on port $AGENTSTREAM_PG_PORT"
-  as_postgres "$bin/initdb" -D "$AGENTSTREAM_PG_DIR/data" -U postgres -A trust -E UTF8 \
+  step "creating the throwaway cluster (initdb)" "read initdb's message above" \
+    as_postgres "$bin/initdb" -D "$AGENTSTREAM_PG_DIR/data" -U postgres -A trust -E UTF8 \
     --no-sync >/dev/null || return 1
   # Durable commits like production (fsync on, synchronous_commit on); enough connections for
   # many test servers at once.
   as_postgres "$bin/pg_ctl" -D "$AGENTSTREAM_PG_DIR/data" -l "$AGENTSTREAM_PG_DIR/log" -w \
     -o "-p $AGENTSTREAM_PG_PORT -k $AGENTSTREAM_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c shared_buffers=128MB" \
-    start >/dev/null || { cat "$AGENTSTREAM_PG_DIR/log" >&2; return 1; }
+    start >/dev/null || {
+      cat "$AGENTSTREAM_PG_DIR/log" >&2
+      fail "starting the throwaway PostgreSQL (its log is above)" \
+        "set AGENTSTREAM_TEST_DATABASE_URL to a PostgreSQL of your own"
+      return 1
+    }
   export AGENTSTREAM_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$AGENTSTREAM_PG_PORT/postgres"
   # Tests that restart PostgreSQL mid-stream use these.
   export AGENTSTREAM_TEST_PG_CTL="$bin/pg_ctl"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs agentstream: installs what is missing, builds, and serves on http://127.0.0.1:3000 with a
-# SQLite file under ./data/ and the scripted provider.
+# SQLite file under ./data/ and the scripted provider. Arguments go to the server
+# (`./scripts/run.sh --help` lists them).
 # Override with LEPTOS_SITE_ADDR=host:port and DATABASE_URL=sqlite://path/to.db.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
@@ -12,5 +13,5 @@ cd "$AGENTSTREAM_ROOT"
 export LEPTOS_SITE_ROOT="${LEPTOS_SITE_ROOT:-$AGENTSTREAM_ROOT/target/site}"
 export LEPTOS_SITE_ADDR="${LEPTOS_SITE_ADDR:-127.0.0.1:3000}"
 export DATABASE_URL="${DATABASE_URL:-sqlite://$AGENTSTREAM_ROOT/data/agentstream.db}"
-say "serving on http://$LEPTOS_SITE_ADDR (database $DATABASE_URL)"
+say "ready in $SECONDS s; serving on http://$LEPTOS_SITE_ADDR (database $DATABASE_URL)"
 exec "$CARGO_TARGET_DIR/release/server" "$@"

@@ -1,0 +1,213 @@
+//! The site beside the server: the wasm bundle (wasm-bindgen, then wasm-opt for a release), the
+//! stylesheet and the static assets, written where the server serves them
+//! (`<site-root>/<site-pkg-dir>/<name>.{js,wasm,css}` and the assets at the site's root), exactly
+//! the files cargo-leptos writes.
+
+use crate::project::Project;
+use crate::step::{self, StepError};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The oldest binaryen whose `wasm-opt` is known to keep the bundle working: Debian's 108 makes
+/// a bundle that fails at load ("WebAssembly.Table.set(): Argument 1 is invalid for table");
+/// npm's 132 (end2end/package.json) works.
+const WASM_OPT_VERSION_MIN: u32 = 116;
+
+/// Writes the wasm bundle's JavaScript and module from the compiled lib package.
+pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
+    let step = "generate the bundle's JavaScript (wasm-bindgen)";
+    step::announce(step);
+    let started = Instant::now();
+    let input = project.wasm_artifact(release);
+    if !input.is_file() {
+        return Err(StepError::new(
+            step,
+            format!("{} does not exist", input.display()),
+            "build the wasm module first (`cargo xtask build` does both)",
+        ));
+    }
+    let pkg_dir = project.pkg_dir();
+    let fail = |error: String| {
+        StepError::new(
+            step,
+            error,
+            "check that Cargo.lock's wasm-bindgen is the version xtask/Cargo.toml pins",
+        )
+    };
+    let mut bindgen = wasm_bindgen_cli_support::Bindgen::new();
+    bindgen
+        .input_path(&input)
+        .out_name(&project.output_name)
+        .debug(!release)
+        .keep_debug(!release);
+    let mut output = bindgen
+        .web(true)
+        .and_then(|bindgen| bindgen.generate_output())
+        .map_err(|error| fail(format!("{error:#}")))?;
+    output
+        .emit(&pkg_dir)
+        .map_err(|error| fail(format!("cannot write to {}: {error:#}", pkg_dir.display())))?;
+    // leptos's hydration script loads `<name>.wasm`, not wasm-bindgen's `<name>_bg.wasm`.
+    let emitted = pkg_dir.join(format!("{}_bg.wasm", project.output_name));
+    let wasm = wasm_file(project);
+    fs::rename(&emitted, &wasm).map_err(|error| {
+        fail(format!(
+            "cannot rename {} to {}: {error}",
+            emitted.display(),
+            wasm.display()
+        ))
+    })?;
+    eprintln!(
+        "==> {step} done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The bundle's module as the server serves it.
+pub fn wasm_file(project: &Project) -> PathBuf {
+    project
+        .pkg_dir()
+        .join(format!("{}.wasm", project.output_name))
+}
+
+/// Shrinks the release module with binaryen's `wasm-opt -Oz`, as cargo-leptos does.
+pub fn optimize(project: &Project) -> Result<(), StepError> {
+    let step = "optimise the wasm module (wasm-opt -Oz)";
+    let wasm_opt = find_wasm_opt(project).map_err(|cause| {
+        StepError::new(
+            step,
+            cause,
+            "install npm's binaryen: `npm ci` in end2end/ (./scripts/run.sh does it)",
+        )
+    })?;
+    let wasm = wasm_file(project);
+    let mut command = Command::new(&wasm_opt);
+    command
+        .args(["-Oz", "--enable-bulk-memory"])
+        .arg(&wasm)
+        .arg("-o")
+        .arg(&wasm);
+    step::run(
+        step,
+        command,
+        "the wasm module may be malformed: rebuild it (`cargo xtask build --release`)",
+    )
+}
+
+/// `wasm-opt` from end2end/'s npm packages, else from PATH, refused if too old.
+fn find_wasm_opt(project: &Project) -> Result<PathBuf, String> {
+    let local = project.root.join("end2end/node_modules/.bin/wasm-opt");
+    let program = if local.is_file() {
+        local
+    } else {
+        PathBuf::from("wasm-opt")
+    };
+    let output = Command::new(&program)
+        .arg("--version")
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", program.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    match parse_wasm_opt_version(&text) {
+        Some(version) if version >= WASM_OPT_VERSION_MIN => Ok(program),
+        Some(version) => Err(format!(
+            "{} is binaryen {version}; versions before {WASM_OPT_VERSION_MIN} break the bundle",
+            program.display()
+        )),
+        None => Err(format!(
+            "{} printed no version ({:?})",
+            program.display(),
+            text.trim()
+        )),
+    }
+}
+
+/// `wasm-opt version 132 (version_132)` → 132.
+fn parse_wasm_opt_version(text: &str) -> Option<u32> {
+    let rest = text.trim().strip_prefix("wasm-opt version ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Copies the stylesheet to `pkg/<name>.css` and the assets to the site's root.
+pub fn style_and_assets(project: &Project) -> Result<(), StepError> {
+    let step = "copy the stylesheet and the assets";
+    let hint = "check the paths in [workspace.metadata.leptos] of Cargo.toml";
+    let fail = |error: String| StepError::new(step, error, hint);
+    fs::create_dir_all(project.pkg_dir()).map_err(|error| {
+        fail(format!(
+            "cannot create {}: {error}",
+            project.pkg_dir().display()
+        ))
+    })?;
+    if let Some(style) = &project.style_file {
+        let destination = project
+            .pkg_dir()
+            .join(format!("{}.css", project.output_name));
+        fs::copy(style, &destination).map_err(|error| {
+            fail(format!(
+                "cannot copy {} to {}: {error}",
+                style.display(),
+                destination.display()
+            ))
+        })?;
+    }
+    if let Some(assets) = &project.assets_dir {
+        copy_tree(assets, &project.site_root).map_err(fail)?;
+    }
+    Ok(())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let entries =
+        fs::read_dir(from).map_err(|error| format!("cannot read {}: {error}", from.display()))?;
+    fs::create_dir_all(to).map_err(|error| format!("cannot create {}: {error}", to.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|error| format!("cannot read {}: {error}", from.display()))?;
+        let source = entry.path();
+        let destination = to.join(entry.file_name());
+        if source.is_dir() {
+            copy_tree(&source, &destination)?;
+        } else {
+            fs::copy(&source, &destination)
+                .map_err(|error| format!("cannot copy {}: {error}", source.display()))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_wasm_opt_versions() {
+        let cases = [
+            ("wasm-opt version 132 (version_132)\n", Some(132)),
+            ("wasm-opt version 108", Some(108)),
+            ("wasm-opt version 116-beta", Some(116)),
+            ("binaryen 132", None),
+            ("", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_wasm_opt_version(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn copies_nested_assets() {
+        let root = std::env::temp_dir().join(format!("xtask-assets-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("from/icons")).unwrap();
+        fs::write(root.join("from/favicon.svg"), "<svg/>").unwrap();
+        fs::write(root.join("from/icons/a.png"), [1, 2, 3]).unwrap();
+        copy_tree(&root.join("from"), &root.join("to")).unwrap();
+        assert_eq!(fs::read(root.join("to/favicon.svg")).unwrap(), b"<svg/>");
+        assert_eq!(fs::read(root.join("to/icons/a.png")).unwrap(), [1, 2, 3]);
+        let missing = copy_tree(&root.join("nowhere"), &root.join("to")).unwrap_err();
+        assert!(missing.contains("cannot read"), "{missing}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+}
