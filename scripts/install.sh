@@ -20,7 +20,9 @@
 
 AGENTSTREAM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentstream/target}"
-export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$AGENTSTREAM_ROOT/end2end/node_modules/.bin:$PATH"
+# The sbin directories last: runuser, and dpkg's helpers under apt-get, live there, and a PATH
+# of /usr/bin:/bin alone (a login without them, `env -i`) would lose them.
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$AGENTSTREAM_ROOT/end2end/node_modules/.bin:$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 say() { printf '==> %s\n' "$*" >&2; }
 
