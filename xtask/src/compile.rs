@@ -84,11 +84,17 @@ pub fn build(project: &Project, release: bool, parts: Parts) -> Result<(), StepE
     } else {
         Ok(())
     };
-    // Never leave the server's build running behind the bundle's error, and report the
-    // server's failure too.
-    let server = server.map_or(Ok(()), step::Running::wait);
-    bundle?;
-    server?;
+    // A failed bundle stops the server's build at once: its error is the one to read, and a
+    // build left running would hold the target directory's lock.
+    if let Err(error) = bundle {
+        if let Some(server) = server {
+            server.stop();
+        }
+        return Err(error);
+    }
+    if let Some(server) = server {
+        server.wait()?;
+    }
     if parts.files {
         site::style_and_assets(project)?;
     }

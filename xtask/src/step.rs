@@ -3,7 +3,10 @@
 
 use std::fmt;
 use std::process::{Child, Command, ExitStatus};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a stopped command may take to end after SIGTERM before it is killed.
+const STOP_GRACE_MS: u64 = 5_000;
 
 /// Why a step failed, in the words a person needs to act on it.
 #[derive(Debug)]
@@ -115,8 +118,23 @@ impl Running {
         }
     }
 
-    /// Stops the command (the watch loop replaces a server this way).
+    /// Stops the command: SIGTERM first, so a server shuts down as it would in production
+    /// (its runs end cleanly), then SIGKILL after [`STOP_GRACE_MS`]. A stopped cargo's compiler
+    /// processes finish the crate they are on and exit.
     pub fn stop(mut self) {
+        let terminated = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|status| status.success());
+        if terminated {
+            let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
