@@ -1,5 +1,5 @@
-//! The cargo builds: the server (native) and the lib package (wasm32), side by side, then the
-//! site from their output. The commands are the ones cargo-leptos runs for the same
+//! The cargo builds: the server (native) and the lib package (wasm32), started together, then
+//! the site from their output. The commands are the ones cargo-leptos runs for the same
 //! `[workspace.metadata.leptos]`, so both tools fill one target directory with the same files.
 
 use crate::project::Project;
@@ -62,10 +62,11 @@ pub fn bundle_command(project: &Project, release: bool) -> Command {
     command
 }
 
-/// Builds what `parts` names; a failure names its step. The server and the bundle compile side
-/// by side, and the bundle's own steps (wasm-bindgen, wasm-opt) run as soon as its compile
-/// ends, while the server still compiles (it takes the longer: about 7 of a cold build's
-/// 9 minutes on two cores), so they add nothing to the wall time.
+/// Builds what `parts` names; a failure names its step. Both cargo commands start at once, but
+/// they share one target directory, whose lock lets one compile at a time. What the overlap
+/// buys: when the bundle's compile takes the lock first (as in every build measured here),
+/// its own steps (wasm-bindgen, and wasm-opt's 50 s in a release build) run while the server
+/// compiles and add nothing to the wall time.
 pub fn build(project: &Project, release: bool, parts: Parts) -> Result<(), StepError> {
     if parts.bundle {
         check_wasm_target()?;
