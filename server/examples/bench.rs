@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentstream_server::hub::Hub;
+use agentstream_server::delivery::hub::Hub;
+use agentstream_server::delivery::writer::{self, Writer};
 use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{EventDraft, NewAgent, Store};
-use agentstream_server::writer::{self, Writer};
 use app::{DeltaAction, EventKind};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::ConnectOptions;
@@ -512,7 +512,7 @@ impl EngineFigures {
 /// The clock stops when every subscriber has its agent's last event.
 async fn engine(store: Arc<dyn Store>, agents: u64, events_per_agent: u64) -> EngineFigures {
     let hub = Arc::new(Hub::new(
-        agentstream_server::hub::HUB_ROOM_BATCHES_MAX_DEFAULT,
+        agentstream_server::delivery::hub::HUB_ROOM_BATCHES_MAX_DEFAULT,
     ));
     let writer = Writer::spawn(store.clone(), hub.clone());
     let mut agent_ids = Vec::new();

@@ -10,8 +10,8 @@ use axum::Json;
 use serde::Deserialize;
 use uuid::Uuid;
 
+use crate::agent::RunOptions;
 use crate::error::{ApiError, ApiJson};
-use crate::runs::RunOptions;
 use crate::store::{EventJson, NewAgent};
 use crate::AppState;
 
@@ -302,7 +302,7 @@ pub async fn list_events(
         // `limit` counts seqs read; the page may hold fewer, merged events, and ends at the
         // same seq.
         let page: Vec<&EventJson> = events.iter().collect();
-        let merged = crate::subscription::coalesce_json(&page).map_err(|error| {
+        let merged = crate::delivery::subscription::coalesce_json(&page).map_err(|error| {
             ApiError::internal(format!("cannot read events back to coalesce them: {error}"))
         })?;
         if let Some(merged) = merged {
@@ -460,7 +460,7 @@ async fn start_claimed_run(
 ) -> Result<u64, ApiError> {
     let agent_id = agent.id;
     if let Some(running) = state.runs.active_run_after_ending(agent_id).await {
-        return Err(crate::runs::StartRunError::RunInProgress {
+        return Err(crate::agent::StartRunError::RunInProgress {
             agent_id,
             run_id: running,
         }
@@ -471,7 +471,7 @@ async fn start_claimed_run(
     let cluster = state.cluster.as_ref().map(|cluster| &cluster.store);
     if let Some(cluster) = cluster {
         if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
-            return Err(crate::runs::StartRunError::RunInProgress {
+            return Err(crate::agent::StartRunError::RunInProgress {
                 agent_id,
                 run_id: running,
             }

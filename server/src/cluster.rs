@@ -22,10 +22,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::hub::Hub;
-use crate::runs::Runs;
+use crate::agent::Runs;
+use crate::delivery::hub::Hub;
+use crate::delivery::writer::Writer;
 use crate::store::{ClusterStore, Notice, Notices, Store, StoreError};
-use crate::writer::Writer;
 
 /// Events read from the log for one commit notice (or one room's catch-up) at most. A room
 /// further behind gets the newest this many; its subscribers fill the rest from the store.

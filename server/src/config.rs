@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use crate::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
+use crate::agent::RUN_ITERATIONS_MAX_DEFAULT;
+use crate::delivery::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
 use crate::provider::anthropic::{
     AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT,
 };
 use crate::provider::claude_cli::{ClaudeCliConfig, CLAUDE_CLI_COMMAND_DEFAULT};
 use crate::provider::openai::{OpenAiConfig, OPENAI_BASE_URL_DEFAULT, OPENAI_MODEL_DEFAULT};
 use crate::provider::scripted::ScriptedConfig;
-use crate::runs::RUN_ITERATIONS_MAX_DEFAULT;
 
 /// Where the database lives when `DATABASE_URL` is not set.
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
@@ -50,8 +50,8 @@ impl Default for Limits {
             ws_connections_max: crate::ws::WS_CONNECTIONS_MAX,
             subscriber_outbound_frames_max: crate::ws::WS_OUTBOUND_FRAMES_MAX,
             events_page_limit_max: crate::api::EVENTS_PAGE_LIMIT_MAX,
-            run_events_max: crate::runs::RUN_EVENTS_MAX_DEFAULT,
-            tool_result_chars_max: crate::runs::TOOL_RESULT_CHARS_MAX,
+            run_events_max: crate::agent::RUN_EVENTS_MAX_DEFAULT,
+            tool_result_chars_max: crate::agent::TOOL_RESULT_CHARS_MAX,
         }
     }
 }
@@ -149,7 +149,7 @@ impl Default for Config {
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
-            writer_commit_retries_max: crate::writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
+            writer_commit_retries_max: crate::delivery::writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             api_token: None,
             allowed_origins: Vec::new(),

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 
-use crate::runs::StartRunError;
+use crate::agent::StartRunError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::agent::TOOL_RESULT_CHARS_MAX;
 use crate::provider::{ConversationMessage, ToolCall};
-use crate::runs::TOOL_RESULT_CHARS_MAX;
 use crate::store::{Store, StoreError};
 
 /// Events read per store page while folding a history page.

@@ -11,22 +11,20 @@
 //! `main.rs` is thin: it reads the configuration, binds a listener and calls [`serve`], so tests
 //! run the very same server on port 0.
 
+pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod delivery;
 pub mod error;
 pub mod history;
-pub mod hub;
 pub mod letta;
 pub mod provider;
 pub mod recovery;
-pub mod runs;
 pub mod sse;
 pub mod store;
-pub mod subscription;
 pub mod tools;
-pub mod writer;
 pub mod ws;
 
 use std::future::Future;
@@ -44,17 +42,17 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::{Providers, Runs};
 use crate::config::Config;
 use crate::config::ProviderChoice;
-use crate::hub::Hub;
+use crate::delivery::hub::Hub;
+use crate::delivery::writer::Writer;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::claude_cli::ClaudeCliProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::ScriptedProvider;
 use crate::provider::Provider;
-use crate::runs::{Providers, Runs};
 use crate::store::{Store, StoreError};
-use crate::writer::Writer;
 
 /// Request bodies above this are refused with 413 before they are read in full (by default; see
 /// `config::Limits`). The largest legitimate body is a run's user message
@@ -120,7 +118,9 @@ impl AppState {
             .await
             .map_err(|error| match error {
                 recovery::RecoveryError::Store(error)
-                | recovery::RecoveryError::Append(writer::AppendError::Store(error)) => error,
+                | recovery::RecoveryError::Append(delivery::writer::AppendError::Store(error)) => {
+                    error
+                }
                 recovery::RecoveryError::Append(other) => {
                     StoreError::Unavailable(other.to_string())
                 }
@@ -142,7 +142,7 @@ impl AppState {
             providers,
             tools::builtin(),
             config.run_iterations_max,
-            runs::RunLimits {
+            agent::RunLimits {
                 events_max: config.limits.run_events_max,
                 tool_result_chars_max: config.limits.tool_result_chars_max,
             },

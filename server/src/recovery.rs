@@ -15,8 +15,8 @@ use app::{AgentEvent, DeltaAction, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::delivery::writer::{AppendError, Writer};
 use crate::store::{EventDraft, Store, StoreError};
-use crate::writer::{AppendError, Writer};
 
 /// The sentence an interrupted run and its unanswered tool calls carry.
 pub const INTERRUPTED_MESSAGE: &str = "the server stopped while this run was in progress";

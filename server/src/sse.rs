@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 // Messages queued for one SSE response: `limits.subscriber_outbound_frames_max`. When the reader
 // is slower, the subscription lags at the hub and catches up from the store.
 use crate::api::{head_for_cursor, parse_agent_id, CountQuery};
+use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::error::ApiError;
-use crate::subscription::{self, FollowError, Form, Outbound};
 use crate::AppState;
 
 /// A comment line goes out this often on a quiet stream, so proxies and clients keep it open.

@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::error::ApiError;
-use crate::subscription::{self, FollowError, Form, Outbound};
 use crate::AppState;
 
 /// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this

@@ -57,9 +57,22 @@ async fn the_cli_stream_maps_to_text_tool_calls_results_usage_and_stop() {
         id: "toolu_9".into(),
         name: "Bash".into()
     }));
+    let input: String = events
+        .iter()
+        .filter_map(|event| match event {
+            ProviderEvent::ToolCallInputDelta { id, json } if id == "toolu_9" => {
+                Some(json.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&input).unwrap(),
+        json!({"command": "date"}),
+        "the input's pieces, once"
+    );
     assert!(events.contains(&ProviderEvent::ToolCallEnd {
         id: "toolu_9".into(),
-        input: json!({"command": "date"})
     }));
     assert!(events.contains(&ProviderEvent::ToolResult {
         id: "toolu_9".into(),
@@ -178,4 +191,25 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
         .filter(|event| event.kind == EventKind::ToolResult)
         .count();
     assert_eq!(results, 1, "the server must not run the CLI's tools again");
+}
+
+#[test]
+fn a_whole_message_tool_call_passes_its_input_as_one_piece() {
+    use agentstream_server::provider::claude_cli::ClaudeCliParser;
+    let mut parser = ClaudeCliParser::default();
+    let line = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"date"}}]}}"#;
+    assert_eq!(
+        parser.parse_line(line).unwrap(),
+        vec![
+            ProviderEvent::ToolCallStart {
+                id: "t1".into(),
+                name: "Bash".into()
+            },
+            ProviderEvent::ToolCallInputDelta {
+                id: "t1".into(),
+                json: r#"{"command":"date"}"#.into()
+            },
+            ProviderEvent::ToolCallEnd { id: "t1".into() },
+        ]
+    );
 }

@@ -39,12 +39,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentstream_server::agent::RunOptions;
 use agentstream_server::config::Config;
-use agentstream_server::runs::RunOptions;
+use agentstream_server::delivery::subscription;
+use agentstream_server::delivery::subscription::{Form, Outbound};
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
-use agentstream_server::subscription::{Form, Outbound};
-use agentstream_server::{api, subscription, AppState};
+use agentstream_server::{api, AppState};
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
 use async_trait::async_trait;
@@ -681,9 +682,18 @@ fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: 
             fail(seed, format!("run {run_id} started {started} times"));
         }
         if ends.len() != 1 {
+            let events: Vec<String> = log
+                .iter()
+                .filter(|event| event.run_id == Some(*run_id))
+                .map(|event| format!("{} {}", event.seq, event.kind.as_str()))
+                .collect();
             fail(
                 seed,
-                format!("run {run_id} has {} terminal events", ends.len()),
+                format!(
+                    "run {run_id} has {} terminal events; its events: {}",
+                    ends.len(),
+                    events.join(", ")
+                ),
             );
         }
         let error_type = ends[0]

@@ -11,8 +11,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentstream_server::agent::RunOptions;
 use agentstream_server::config::Config;
-use agentstream_server::runs::RunOptions;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
 use agentstream_server::{api, AppState};

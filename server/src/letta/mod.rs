@@ -27,11 +27,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::{RunOptions, Runs};
 use crate::api::{parse_agent_id, start_run, ListQuery, IDEMPOTENCY_KEY_CHARS_MAX};
+use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::error::{ApiError, ApiJson};
-use crate::runs::{RunOptions, Runs};
 use crate::sse::SSE_KEEPALIVE_INTERVAL_MS;
-use crate::subscription::{self, FollowError, Form, Outbound};
 use crate::AppState;
 use mapping::{Cut, LettaItem, LettaMapper};
 

@@ -2,7 +2,7 @@
 //!
 //! [`AnthropicParser`] is pure: SSE events in, provider events out; `message_start`, `ping`,
 //! text/thinking block starts and unknown event types yield nothing. Tool input arrives as
-//! `input_json_delta` pieces; their concatenation parses to the input object (empty = `{}`).
+//! `input_json_delta` pieces, passed on as they come; the block's stop ends the call.
 //! Usage in `message_delta` is cumulative; input tokens come from `message_start`.
 
 use std::collections::HashMap;
@@ -121,8 +121,8 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
 /// The streaming parser: one per response.
 #[derive(Debug, Default)]
 pub struct AnthropicParser {
-    /// Tool-use blocks by content-block index: (id, accumulated input JSON).
-    tool_blocks: HashMap<u64, (String, String)>,
+    /// Tool-use blocks by content-block index: their call ids.
+    tool_blocks: HashMap<u64, String>,
     input_tokens: u64,
     stop_reason: Option<String>,
     stopped: bool,
@@ -152,7 +152,7 @@ impl SseParser for AnthropicParser {
                 if block["type"] == "tool_use" {
                     let id = block["id"].as_str().unwrap_or_default().to_owned();
                     let name = block["name"].as_str().unwrap_or_default().to_owned();
-                    self.tool_blocks.insert(index, (id.clone(), String::new()));
+                    self.tool_blocks.insert(index, id.clone());
                     vec![ProviderEvent::ToolCallStart { id, name }]
                 } else {
                     vec![]
@@ -176,9 +176,8 @@ impl SseParser for AnthropicParser {
                             .as_str()
                             .unwrap_or_default()
                             .to_owned();
-                        match self.tool_blocks.get_mut(&index) {
-                            Some((id, json_text)) => {
-                                json_text.push_str(&piece);
+                        match self.tool_blocks.get(&index) {
+                            Some(id) => {
                                 vec![ProviderEvent::ToolCallInputDelta {
                                     id: id.clone(),
                                     json: piece,
@@ -193,18 +192,7 @@ impl SseParser for AnthropicParser {
             "content_block_stop" => {
                 let index = field(&value, "index")?.as_u64().unwrap_or(0);
                 match self.tool_blocks.remove(&index) {
-                    Some((id, json_text)) => {
-                        let text = if json_text.trim().is_empty() {
-                            "{}"
-                        } else {
-                            json_text.as_str()
-                        };
-                        match serde_json::from_str::<Value>(text) {
-                            Ok(input) => vec![ProviderEvent::ToolCallEnd { id, input }],
-                            // The run answers such a call with an error result.
-                            Err(_) => vec![],
-                        }
-                    }
+                    Some(id) => vec![ProviderEvent::ToolCallEnd { id }],
                     None => vec![],
                 }
             }

@@ -83,10 +83,12 @@ impl ClaudeCliParser {
                                 id: id.clone(),
                                 name: block["name"].as_str().unwrap_or_default().to_owned(),
                             });
-                            events.push(ProviderEvent::ToolCallEnd {
-                                id,
-                                input: block["input"].clone(),
+                            // The input comes whole: one piece.
+                            events.push(ProviderEvent::ToolCallInputDelta {
+                                id: id.clone(),
+                                json: block["input"].to_string(),
                             });
+                            events.push(ProviderEvent::ToolCallEnd { id });
                         }
                         _ => {}
                     }

@@ -1,7 +1,7 @@
 //! Providers: where an agent's words come from.
 //!
 //! A provider turns a request (system prompt, the conversation so far, the tools on offer) into a
-//! stream of [`ProviderEvent`]s; the agent loop ([`crate::runs`]) turns those into `AgentEvent`
+//! stream of [`ProviderEvent`]s; the agent loop ([`crate::agent`]) turns those into `AgentEvent`
 //! drafts for the writer, runs the tools the model asks for, and calls the provider again. Today
 //! there is the built-in scripted provider, the offline default.
 
@@ -88,10 +88,10 @@ pub enum ProviderEvent {
         id: String,
         json: String,
     },
-    /// The tool call is complete; `input` is the parsed input object.
+    /// The tool call's input is complete. The agent parses the pieces (`agent::step`, the one
+    /// place input accumulates); a provider that gets the input whole sends it as one piece.
     ToolCallEnd {
         id: String,
-        input: Value,
     },
     /// The result of a tool the provider ran itself (the Claude CLI runs its own tools).
     ToolResult {

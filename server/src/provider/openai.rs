@@ -2,7 +2,8 @@
 //! (`POST {base}/chat/completions`, `stream: true`, `stream_options.include_usage`).
 //!
 //! [`OpenAiParser`] is pure. Tool-call pieces merge by `index`: id and name come first, the
-//! arguments arrive as JSON text in pieces and are parsed when the choice finishes. The stream
+//! arguments arrive as JSON text in pieces, passed on as they come; the choice's finish ends
+//! every open call. The stream
 //! ends with `data: [DONE]`; with `include_usage` a last chunk has empty `choices` and `usage`.
 
 use std::collections::BTreeMap;
@@ -93,16 +94,10 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
     body
 }
 
-/// A tool call being assembled: (id, arguments text).
-#[derive(Debug, Default)]
-struct OpenCall {
-    id: String,
-    arguments: String,
-}
-
 #[derive(Debug, Default)]
 pub struct OpenAiParser {
-    calls: BTreeMap<u64, OpenCall>,
+    /// Open tool calls by index: their ids.
+    calls: BTreeMap<u64, String>,
     finish_reason: Option<String>,
     done: bool,
 }
@@ -112,16 +107,7 @@ impl OpenAiParser {
     fn close_calls(&mut self) -> Vec<ProviderEvent> {
         std::mem::take(&mut self.calls)
             .into_values()
-            .filter_map(|call| {
-                let text = if call.arguments.trim().is_empty() {
-                    "{}"
-                } else {
-                    call.arguments.as_str()
-                };
-                serde_json::from_str::<Value>(text)
-                    .ok()
-                    .map(|input| ProviderEvent::ToolCallEnd { id: call.id, input })
-            })
+            .map(|id| ProviderEvent::ToolCallEnd { id })
             .collect()
     }
 }
@@ -192,19 +178,15 @@ impl SseParser for OpenAiParser {
                         id: id.clone(),
                         name,
                     });
-                    slot.insert(OpenCall {
-                        id,
-                        arguments: String::new(),
-                    });
+                    slot.insert(id);
                 }
                 if let Some(arguments) = piece["function"]["arguments"]
                     .as_str()
                     .filter(|text| !text.is_empty())
                 {
-                    let call = self.calls.get_mut(&index).expect("inserted above");
-                    call.arguments.push_str(arguments);
+                    let id = self.calls.get(&index).expect("inserted above");
                     events.push(ProviderEvent::ToolCallInputDelta {
-                        id: call.id.clone(),
+                        id: id.clone(),
                         json: arguments.to_owned(),
                     });
                 }

@@ -3,7 +3,7 @@
 //! The hub is a fast path, not the source of truth. Each room is a bounded broadcast buffer of
 //! committed batches. Publishing never waits: a subscriber that falls more than the buffer behind
 //! gets `Lagged` from its receiver, is told so, and catches up from the store
-//! (see [`crate::subscription`]). Nothing is ever silently dropped on the way to a client.
+//! (see [`crate::delivery::subscription`]). Nothing is ever silently dropped on the way to a client.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -98,7 +98,7 @@ impl Hub {
     /// by the writer (in commit order), and with PostgreSQL also by [`crate::cluster`] for what
     /// other processes committed. Events at or below the newest seq already published are cut
     /// off, so a room's seqs only go up; a hole (another process's commit not fetched yet) is
-    /// filled by each subscriber from the store (see [`crate::subscription`]).
+    /// filled by each subscriber from the store (see [`crate::delivery::subscription`]).
     ///
     /// The writer lends its committed events (it answers its submitters with them); they are
     /// copied only when the agent has a room here, and only the fresh ones.

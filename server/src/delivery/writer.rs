@@ -13,7 +13,7 @@ use app::AgentEvent;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::hub::Hub;
+use crate::delivery::hub::Hub;
 use crate::store::{AppendBatch, EventDraft, Store, StoreError};
 
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the

@@ -12,7 +12,7 @@ use app::protocol::ServerMessage;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
-use crate::hub::Hub;
+use crate::delivery::hub::Hub;
 use crate::store::{EventJson, Store, StoreError};
 
 /// What a subscription hands its connection to send.
@@ -395,7 +395,7 @@ async fn follow_with(
     since: u64,
     form: Form,
     out: &mpsc::Sender<Outbound>,
-    live: &mut broadcast::Receiver<crate::hub::EventBatch>,
+    live: &mut broadcast::Receiver<crate::delivery::hub::EventBatch>,
 ) -> Result<(), FollowError> {
     let head_seq = store
         .head_seq(agent_id)
@@ -613,9 +613,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::delivery::writer::Writer;
     use crate::store::sqlite::SqliteStore;
     use crate::store::{EventDraft, NewAgent};
-    use crate::writer::Writer;
     use app::EventKind;
 
     /// A WebSocket frame written around JSON events is the frame serde makes of the message.

@@ -1,0 +1,34 @@
+//! The agent: runs — one user turn and everything the agent does for it.
+//!
+//! A run is a task that asks the provider for a reply and writes what comes back to the log
+//! through the writer: `run_started`, the user's message, the thinking and text deltas, tool
+//! calls and their results, usage, and exactly one of `run_completed` / `run_failed` /
+//! `run_cancelled`. The outcome is in the log, so a client that reconnects learns it from
+//! history alone.
+//!
+//! - [`registry`]: which agent runs what; starting and cancelling runs.
+//! - `run`: the agent loop and the run's writing side (pipelining, the event limit).
+//! - `call`: one LLM call as I/O around the pure step assembler, `step`.
+//! - `tools`: running a step's tool calls, one result per call.
+//! - `failure`: ending a run whose events the log refused.
+//!
+//! May use: the store, the writer ([`crate::delivery::writer`]), providers and tools. Never the
+//! HTTP layer or a client protocol's surface: every surface calls in here, not the other way.
+
+mod call;
+mod failure;
+pub mod registry;
+mod run;
+mod step;
+mod tools;
+
+pub use registry::{
+    Cancelling, Providers, RunLimits, RunOptions, Runs, StartRunError, ACTIVE_RUNS_MAX,
+    RUN_ENDING_WAIT_MS_MAX, RUN_EVENTS_MAX_DEFAULT, RUN_ITERATIONS_MAX_DEFAULT,
+};
+pub use run::RUN_APPENDS_IN_FLIGHT_MAX;
+pub use step::{
+    PROVIDER_RETRIES_MAX, PROVIDER_RETRY_DELAY_INITIAL_MS, PROVIDER_RETRY_DELAY_MAX_MS,
+    TOOL_CALLS_PER_STEP_MAX,
+};
+pub use tools::TOOL_RESULT_CHARS_MAX;

@@ -1,0 +1,404 @@
+//! One run: the agent loop (LLM call → tools → LLM call …) and the run's writing side, which
+//! pipelines its events into the writer and enforces the run's event limit.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use app::EventKind;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::registry::{RunLimits, RunOptions};
+use super::step::{RunIds, Usage};
+use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
+use crate::provider::{ConversationMessage, Provider, ProviderError, ProviderRequest, ToolCall};
+use crate::store::EventDraft;
+use crate::tools::Tool;
+
+/// Appends a run may have queued but not yet acknowledged. Lets token writes pipeline into the
+/// writer's group commit instead of paying one commit round trip per token.
+pub const RUN_APPENDS_IN_FLIGHT_MAX: usize = 64;
+
+/// How one LLM call ended.
+pub(super) enum StepEnd {
+    Finished { stop_reason: String },
+    Cancelled,
+    Failed(ProviderError),
+}
+
+/// How the whole run ended.
+pub(super) enum Outcome {
+    Completed(String),
+    Cancelled,
+    Failed(ProviderError),
+}
+
+/// One run's writing side and its agent loop.
+pub(super) struct Run {
+    pub(super) agent_id: Uuid,
+    pub(super) ids: RunIds,
+    writer: Writer,
+    in_flight: VecDeque<AppendReceipt>,
+    pub(super) provider: Arc<dyn Provider>,
+    pub(super) tools: Arc<Vec<Box<dyn Tool>>>,
+    pub(super) cancel: CancellationToken,
+    /// Usage of the LLM calls finished so far.
+    pub(super) usage: Usage,
+    pub(super) limits: RunLimits,
+    /// Events this run has written so far.
+    events_written: u64,
+    /// True once `limits.events_max` was reached: only closing events are written from then on.
+    over_limit: bool,
+    /// Set just before the run's end is written, for `Runs::active_run_after_ending`.
+    ending: Arc<AtomicBool>,
+}
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        agent_id: Uuid,
+        run_id: Uuid,
+        writer: Writer,
+        provider: Arc<dyn Provider>,
+        tools: Arc<Vec<Box<dyn Tool>>>,
+        cancel: CancellationToken,
+        limits: RunLimits,
+        ending: Arc<AtomicBool>,
+    ) -> Run {
+        Run {
+            agent_id,
+            ids: RunIds {
+                run_id,
+                thread_id: Uuid::new_v4(),
+            },
+            writer,
+            in_flight: VecDeque::new(),
+            provider,
+            tools,
+            cancel,
+            usage: Usage::default(),
+            limits,
+            events_written: 0,
+            over_limit: false,
+            ending,
+        }
+    }
+
+    /// Queues one event; waits only when [`RUN_APPENDS_IN_FLIGHT_MAX`] are unacknowledged.
+    /// False when the event was dropped: the run is past its event limit and it is not one that
+    /// closes the run.
+    pub(super) async fn emit(&mut self, draft: EventDraft) -> Result<bool, AppendError> {
+        if self.events_written >= self.limits.events_max && !self.over_limit {
+            tracing::warn!(run_id = %self.ids.run_id, events_max = self.limits.events_max, "run reached its event limit; stopping it");
+            self.over_limit = true;
+            self.cancel.cancel();
+        }
+        if self.over_limit && !closes_a_run(&draft) {
+            return Ok(false);
+        }
+        self.events_written += 1;
+        if self.in_flight.len() >= RUN_APPENDS_IN_FLIGHT_MAX {
+            let oldest = self.in_flight.pop_front().expect("the queue is full");
+            writer::wait(oldest).await?;
+        }
+        let receipt = self.writer.submit(self.agent_id, vec![draft]).await?;
+        self.in_flight.push_back(receipt);
+        Ok(true)
+    }
+
+    /// Waits until everything emitted so far is committed.
+    pub(super) async fn flush(&mut self) -> Result<(), AppendError> {
+        while let Some(receipt) = self.in_flight.pop_front() {
+            writer::wait(receipt).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the agent loop. When the log refuses an event, waits for every append still in
+    /// flight before returning the error, so whoever ends the run sees all of it that committed.
+    pub(super) async fn execute(
+        mut self,
+        request: ProviderRequest,
+        iterations_max: u32,
+        options: RunOptions,
+    ) -> Result<(), AppendError> {
+        let result = self.execute_loop(request, iterations_max, options).await;
+        if result.is_err() {
+            while let Some(receipt) = self.in_flight.pop_front() {
+                let _ = writer::wait(receipt).await;
+            }
+        }
+        result
+    }
+
+    async fn execute_loop(
+        &mut self,
+        mut request: ProviderRequest,
+        iterations_max: u32,
+        options: RunOptions,
+    ) -> Result<(), AppendError> {
+        for draft in opening_drafts(self.ids, self.provider.name(), &request, &options) {
+            self.emit(draft).await?;
+        }
+        let mut outcome = Outcome::Completed("max_iterations".to_owned());
+        for _ in 0..iterations_max {
+            let (end, step) = self.llm_step(request.clone()).await?;
+            match end {
+                StepEnd::Cancelled => {
+                    self.answer_unrun(&step.calls, "cancelled before the tool ran")
+                        .await?;
+                    outcome = Outcome::Cancelled;
+                    break;
+                }
+                StepEnd::Failed(error) => {
+                    self.answer_unrun(&step.calls, "the model failed before the tool ran")
+                        .await?;
+                    outcome = Outcome::Failed(error);
+                    break;
+                }
+                StepEnd::Finished { stop_reason }
+                    if step.calls.iter().all(|call| call.answered_by_provider) =>
+                {
+                    outcome = Outcome::Completed(stop_reason);
+                    break;
+                }
+                StepEnd::Finished { .. } => {
+                    request.messages.push(ConversationMessage::Assistant {
+                        text: step.text,
+                        tool_calls: step
+                            .calls
+                            .iter()
+                            .map(|call| ToolCall {
+                                id: call.call_id.clone(),
+                                name: call.name.clone(),
+                                input: call.input.clone().unwrap_or(json!({})),
+                            })
+                            .collect(),
+                    });
+                    let results = self.run_tools(step.calls).await?;
+                    request.messages.extend(results);
+                    if self.cancel.is_cancelled() {
+                        outcome = Outcome::Cancelled;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut ends = closing_drafts(self.ids, outcome, self.over_limit, self.usage);
+        let end = ends.pop().expect("a run's end");
+        for draft in ends {
+            self.emit(draft).await?;
+        }
+        // Everything before the end is committed first: if any of it failed, the end is not in
+        // the log yet and the caller writes a `run_failed` instead — never two ends.
+        self.flush().await?;
+        self.ending.store(true, Ordering::Release);
+        self.writer
+            .append(self.agent_id, vec![end])
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Whether a run past its event limit still writes `draft`: results (and their cards' status)
+/// for open tool calls, the error and the end. Output still on its way is dropped.
+fn closes_a_run(draft: &EventDraft) -> bool {
+    matches!(draft.kind, EventKind::ToolResult | EventKind::Error)
+        || draft.kind.is_run_end()
+        || (draft.kind == EventKind::ToolCall
+            && draft.delta_path.as_deref() == Some("")
+            && draft
+                .delta
+                .as_ref()
+                .is_some_and(|delta| delta.get("status").is_some()))
+}
+
+/// `run_started` (how the run was asked for) and the user's message.
+fn opening_drafts(
+    ids: RunIds,
+    provider: &str,
+    request: &ProviderRequest,
+    options: &RunOptions,
+) -> Vec<EventDraft> {
+    let mut started = ids.draft(EventKind::RunStarted);
+    started.metadata = json!({
+        "provider": provider,
+        "model": request.model,
+        "background": options.background,
+        "stream_tokens": options.stream_tokens,
+    });
+    let mut drafts = vec![started];
+    if let Some(ConversationMessage::User { text }) = request.messages.last() {
+        let mut user = ids.draft(EventKind::User);
+        user.block_id = Some(Uuid::new_v4());
+        user.message_id = Some(Uuid::new_v4());
+        user.content = json!({ "text": text });
+        if let Some(otid) = &options.otid {
+            user.content["otid"] = json!(otid);
+        }
+        drafts.push(user);
+    }
+    drafts
+}
+
+/// What closes a run that ended with `outcome`: the run's end last, after an `error` for a
+/// failure.
+fn closing_drafts(
+    ids: RunIds,
+    outcome: Outcome,
+    over_limit: bool,
+    usage: Usage,
+) -> Vec<EventDraft> {
+    let end = |kind, content| {
+        let mut draft = ids.draft(kind);
+        draft.content = content;
+        draft
+    };
+    match outcome {
+        Outcome::Completed(stop_reason) => vec![end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": stop_reason, "usage": usage.json() }),
+        )],
+        Outcome::Cancelled if over_limit => vec![end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "max_events", "usage": usage.json() }),
+        )],
+        Outcome::Cancelled => vec![end(
+            EventKind::RunCancelled,
+            json!({ "stop_reason": "cancelled", "usage": usage.json() }),
+        )],
+        Outcome::Failed(error) => {
+            let detail = json!({
+                "type": error.kind,
+                "message": error.message,
+                "retryable": error.retryable,
+            });
+            let mut reported = end(EventKind::Error, detail.clone());
+            reported.message_id = Some(Uuid::new_v4());
+            vec![
+                reported,
+                end(
+                    EventKind::RunFailed,
+                    json!({ "stop_reason": "error", "error": detail, "usage": usage.json() }),
+                ),
+            ]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> RunIds {
+        RunIds {
+            run_id: Uuid::from_u128(1),
+            thread_id: Uuid::from_u128(2),
+        }
+    }
+
+    #[test]
+    fn each_outcome_closes_the_run_once() {
+        let usage = Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+        };
+        let failure = ProviderError {
+            kind: "overloaded_error".into(),
+            message: "busy".into(),
+            retryable: true,
+            retry_after_ms: None,
+        };
+        let cases = [
+            (
+                Outcome::Completed("end_turn".into()),
+                false,
+                vec![
+                    r#"run_completed {"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":4}}"#,
+                ],
+            ),
+            (
+                Outcome::Cancelled,
+                false,
+                vec![
+                    r#"run_cancelled {"stop_reason":"cancelled","usage":{"input_tokens":3,"output_tokens":4}}"#,
+                ],
+            ),
+            (
+                Outcome::Cancelled,
+                true,
+                vec![
+                    r#"run_completed {"stop_reason":"max_events","usage":{"input_tokens":3,"output_tokens":4}}"#,
+                ],
+            ),
+            (
+                Outcome::Failed(failure),
+                false,
+                vec![
+                    r#"error {"message":"busy","retryable":true,"type":"overloaded_error"}"#,
+                    r#"run_failed {"error":{"message":"busy","retryable":true,"type":"overloaded_error"},"stop_reason":"error","usage":{"input_tokens":3,"output_tokens":4}}"#,
+                ],
+            ),
+        ];
+        for (outcome, over_limit, expected) in cases {
+            let drafts: Vec<String> = closing_drafts(ids(), outcome, over_limit, usage)
+                .iter()
+                .map(|draft| format!("{} {}", draft.kind.as_str(), draft.content))
+                .collect();
+            assert_eq!(drafts, expected);
+        }
+    }
+
+    #[test]
+    fn past_the_limit_only_what_closes_the_run_is_written() {
+        let call_status = {
+            let mut draft = ids().draft(EventKind::ToolCall);
+            draft.delta = Some(json!({ "status": "done" }));
+            draft.delta_path = Some(String::new());
+            draft
+        };
+        let call_progress = {
+            let mut draft = ids().draft(EventKind::ToolCall);
+            draft.delta = Some(json!({ "progress": 0.5 }));
+            draft.delta_path = Some(String::new());
+            draft
+        };
+        let cases = [
+            (ids().draft(EventKind::Text), false),
+            (ids().draft(EventKind::Usage), false),
+            (call_progress, false),
+            (call_status, true),
+            (ids().draft(EventKind::ToolResult), true),
+            (ids().draft(EventKind::Error), true),
+            (ids().draft(EventKind::RunCancelled), true),
+        ];
+        for (draft, closes) in cases {
+            assert_eq!(closes_a_run(&draft), closes, "{:?}", draft.kind);
+        }
+    }
+
+    #[test]
+    fn a_run_opens_with_how_it_was_asked_for_and_the_message() {
+        let request = ProviderRequest {
+            system: None,
+            model: Some("m".into()),
+            messages: vec![ConversationMessage::User { text: "hi".into() }],
+            tools: vec![],
+        };
+        let options = RunOptions {
+            background: true,
+            otid: Some("o1".into()),
+            ..RunOptions::default()
+        };
+        let drafts = opening_drafts(ids(), "scripted", &request, &options);
+        assert_eq!(drafts[0].kind, EventKind::RunStarted);
+        assert_eq!(
+            drafts[0].metadata,
+            json!({"provider": "scripted", "model": "m", "background": true, "stream_tokens": null})
+        );
+        assert_eq!(drafts[1].kind, EventKind::User);
+        assert_eq!(drafts[1].content, json!({"text": "hi", "otid": "o1"}));
+    }
+}

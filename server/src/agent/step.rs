@@ -1,0 +1,377 @@
+//! One LLM call's output, assembled: provider events in, event drafts and tool-call bookkeeping
+//! out. Pure — no I/O, no waiting — so every case is a row of data in the tests below;
+//! [`super::call`] is the I/O loop around it (the provider's stream, cancellation, the writer).
+//!
+//! This is the one place a tool call's input accumulates: providers pass its JSON text on in
+//! pieces and say when it is complete; the text is parsed here.
+
+use app::{DeltaAction, EventKind};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::provider::{ProviderError, ProviderEvent};
+use crate::store::EventDraft;
+
+/// Tool calls one LLM step may make; further calls get an error result without running.
+pub const TOOL_CALLS_PER_STEP_MAX: usize = 16;
+/// Times a failed LLM call is tried again when the provider says trying again may work (rate
+/// limit, overload, a dropped connection) and nothing of the call reached the log yet.
+pub const PROVIDER_RETRIES_MAX: u32 = 3;
+/// The first retry waits this long unless the provider said `retry-after`; then it doubles.
+pub const PROVIDER_RETRY_DELAY_INITIAL_MS: u64 = 500;
+/// No retry waits longer than this, whatever `retry-after` says.
+pub const PROVIDER_RETRY_DELAY_MAX_MS: u64 = 30_000;
+
+/// Where a run's events go: its id and its main thread (every tool call gets a thread of its
+/// own).
+#[derive(Clone, Copy, Debug)]
+pub struct RunIds {
+    pub run_id: Uuid,
+    pub thread_id: Uuid,
+}
+
+impl RunIds {
+    /// A draft of `kind` on the run's main thread.
+    pub fn draft(&self, kind: EventKind) -> EventDraft {
+        let mut draft = EventDraft::new(kind);
+        draft.run_id = Some(self.run_id);
+        draft.thread_id = Some(self.thread_id);
+        draft
+    }
+
+    /// A draft of `kind` on a tool call's thread, block and message.
+    pub fn call_draft(&self, call: &PendingCall, kind: EventKind) -> EventDraft {
+        let mut draft = self.draft(kind);
+        draft.thread_id = Some(call.thread_id);
+        draft.block_id = Some(call.block_id);
+        draft.message_id = Some(call.message_id);
+        draft
+    }
+
+    /// A merge into a tool call's card (`{"status": …}`, progress).
+    pub fn call_merge(&self, call: &PendingCall, delta: Value) -> EventDraft {
+        let mut draft = self.call_draft(call, EventKind::ToolCall);
+        draft.delta = Some(delta);
+        draft.delta_path = Some(String::new());
+        draft.delta_action = Some(DeltaAction::Merge);
+        draft
+    }
+}
+
+/// Token counts (of one LLM call, or summed over a run's calls).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn json(self) -> Value {
+        json!({ "input_tokens": self.input_tokens, "output_tokens": self.output_tokens })
+    }
+
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+        }
+    }
+}
+
+/// A tool call as it streams in, with where its events go.
+#[derive(Debug)]
+pub struct PendingCall {
+    pub call_id: String,
+    pub name: String,
+    /// The input's JSON text so far.
+    pub input_json: String,
+    /// The parsed input, once the provider said it is complete and it parsed.
+    pub input: Option<Value>,
+    pub thread_id: Uuid,
+    pub block_id: Uuid,
+    pub message_id: Uuid,
+    /// Calls past the per-step bound are answered with an error instead of running.
+    pub refused: Option<String>,
+    /// The provider ran this call itself (the Claude CLI does) and reported its result.
+    pub answered_by_provider: bool,
+    /// The provider said the input is complete.
+    ended: bool,
+}
+
+impl PendingCall {
+    /// Why this call cannot run, before any tool is looked up.
+    pub fn input_problem(&self) -> Option<String> {
+        if !self.ended {
+            Some("the model's input for this call never completed".to_owned())
+        } else if self.input.is_none() {
+            Some(format!(
+                "the input is not valid JSON: {:?}",
+                self.input_json
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// What a provider event asks the run to do.
+#[derive(Debug)]
+pub enum Output {
+    /// Write this event.
+    Write(EventDraft),
+    /// Write this event, which opens a tool call's card. A run past its event limit drops it;
+    /// it must then call [`Step::forget_call`], so a call never in the log gets no result.
+    OpenCall { call_id: String, draft: EventDraft },
+    /// The provider ran call `index` itself: write this result for it.
+    ProviderResult {
+        index: usize,
+        result: Result<Value, String>,
+    },
+}
+
+/// What one LLM call produced, once its stream ended.
+#[derive(Debug)]
+pub struct Assembled {
+    pub text: String,
+    pub calls: Vec<PendingCall>,
+    pub usage: Usage,
+    /// The provider's stop reason, if it gave one.
+    pub stop_reason: Option<String>,
+}
+
+/// One LLM call being assembled. Thinking and text go to one block, each tool call to a block
+/// and thread of its own.
+pub struct Step {
+    ids: RunIds,
+    block_id: Uuid,
+    thinking_id: Uuid,
+    text_id: Uuid,
+    text: String,
+    calls: Vec<PendingCall>,
+    /// The run's usage before this call: usage events carry the run's running total.
+    usage_before: Usage,
+    usage: Usage,
+    stop_reason: Option<String>,
+    /// Something of this call is in the log: a retry would duplicate it.
+    output_started: bool,
+    retries: u32,
+}
+
+impl Step {
+    pub fn new(ids: RunIds, usage_before: Usage) -> Step {
+        Step {
+            ids,
+            block_id: Uuid::new_v4(),
+            thinking_id: Uuid::new_v4(),
+            text_id: Uuid::new_v4(),
+            text: String::new(),
+            calls: Vec::new(),
+            usage_before,
+            usage: Usage::default(),
+            stop_reason: None,
+            output_started: false,
+            retries: 0,
+        }
+    }
+
+    /// What `event` becomes: at most one thing to write.
+    pub fn apply(&mut self, event: ProviderEvent) -> Option<Output> {
+        self.output_started |= !matches!(event, ProviderEvent::Usage { .. });
+        match event {
+            ProviderEvent::ThinkingDelta(piece) | ProviderEvent::TextDelta(piece)
+                if piece.is_empty() =>
+            {
+                None
+            }
+            ProviderEvent::ThinkingDelta(piece) => {
+                Some(self.text_delta(EventKind::Thinking, self.thinking_id, "text", piece))
+            }
+            ProviderEvent::ThinkingSignature(signature) => Some(self.text_delta(
+                EventKind::Thinking,
+                self.thinking_id,
+                "signature",
+                signature,
+            )),
+            ProviderEvent::TextDelta(piece) => {
+                self.text.push_str(&piece);
+                Some(self.text_delta(EventKind::Text, self.text_id, "text", piece))
+            }
+            ProviderEvent::ToolCallStart { id, name } => self.open_call(id, name),
+            ProviderEvent::ToolCallInputDelta { id, json: piece } => {
+                let call = self.open(&id)?;
+                call.input_json.push_str(&piece);
+                let call = &self.calls[self.index(&id)?];
+                let mut draft = self.ids.call_draft(call, EventKind::ToolCall);
+                draft.delta = Some(Value::String(piece));
+                draft.delta_path = Some("input_json".to_owned());
+                draft.delta_action = Some(DeltaAction::Append);
+                Some(Output::Write(draft))
+            }
+            ProviderEvent::ToolCallEnd { id } => {
+                let call = self.open(&id)?;
+                call.ended = true;
+                // A call with no input at all takes none: `{}`. Text that does not parse leaves
+                // the input unset, and the run answers the call with an error result.
+                let text = call.input_json.trim();
+                let input = if text.is_empty() {
+                    Some(json!({}))
+                } else {
+                    serde_json::from_str::<Value>(text).ok()
+                };
+                call.input = input.clone();
+                let input = input?;
+                let call = &self.calls[self.index(&id)?];
+                Some(Output::Write(self.ids.call_merge(
+                    call,
+                    json!({ "input": input, "status": "ready" }),
+                )))
+            }
+            ProviderEvent::Usage {
+                input_tokens,
+                output_tokens,
+            } => {
+                // Providers report usage cumulatively within a call.
+                self.usage = Usage {
+                    input_tokens,
+                    output_tokens,
+                };
+                let mut draft = self.ids.draft(EventKind::Usage);
+                draft.block_id = Some(self.block_id);
+                draft.content = self.usage_before.plus(self.usage).json();
+                Some(Output::Write(draft))
+            }
+            ProviderEvent::ToolResult {
+                id,
+                content,
+                is_error,
+            } => {
+                let Some(index) = self.index(&id) else {
+                    tracing::warn!(call_id = %id, "a provider tool result for an unknown call");
+                    return None;
+                };
+                let call = &mut self.calls[index];
+                if call.answered_by_provider {
+                    tracing::warn!(call_id = %id, "second provider result refused");
+                    return None;
+                }
+                call.answered_by_provider = true;
+                let result = if is_error {
+                    Err(match content {
+                        Value::String(text) => text,
+                        other => other.to_string(),
+                    })
+                } else {
+                    Ok(content)
+                };
+                Some(Output::ProviderResult { index, result })
+            }
+            ProviderEvent::Stop { reason } => {
+                self.stop_reason = Some(reason);
+                None
+            }
+        }
+    }
+
+    /// Forgets the call an [`Output::OpenCall`] opened, when the run did not write it.
+    pub fn forget_call(&mut self, call_id: &str) {
+        self.calls.retain(|call| call.call_id != call_id);
+    }
+
+    /// The calls so far.
+    pub fn calls(&self) -> &[PendingCall] {
+        &self.calls
+    }
+
+    /// After the provider failed with `error`: how long to wait before trying again and the
+    /// notice that says so, or `None` when the failure is final — it is not retryable, the
+    /// retries are used up, or part of this call is already in the log.
+    pub fn retry(&mut self, error: &ProviderError) -> Option<(u64, EventDraft)> {
+        if !error.retryable || self.output_started || self.retries >= PROVIDER_RETRIES_MAX {
+            return None;
+        }
+        self.retries += 1;
+        let delay_ms = error
+            .retry_after_ms
+            .unwrap_or(PROVIDER_RETRY_DELAY_INITIAL_MS << (self.retries - 1))
+            .min(PROVIDER_RETRY_DELAY_MAX_MS);
+        let mut notice = self.ids.draft(EventKind::Loading);
+        notice.block_id = Some(self.block_id);
+        notice.message_id = Some(Uuid::new_v4());
+        notice.content = json!({
+            "label": format!(
+                "{}: retrying in {:.1} s (attempt {} of {})",
+                error.kind,
+                delay_ms as f64 / 1000.0,
+                self.retries + 1,
+                PROVIDER_RETRIES_MAX + 1
+            ),
+            "error": { "type": error.kind, "message": error.message },
+            "retry_in_ms": delay_ms,
+        });
+        Some((delay_ms, notice))
+    }
+
+    /// The call's output once its stream has ended (however it ended).
+    pub fn finish(self) -> Assembled {
+        Assembled {
+            text: self.text,
+            calls: self.calls,
+            usage: self.usage,
+            stop_reason: self.stop_reason,
+        }
+    }
+
+    fn text_delta(&self, kind: EventKind, message_id: Uuid, path: &str, piece: String) -> Output {
+        let mut draft = self.ids.draft(kind);
+        draft.block_id = Some(self.block_id);
+        draft.message_id = Some(message_id);
+        draft.delta = Some(Value::String(piece));
+        draft.delta_path = Some(path.to_owned());
+        draft.delta_action = Some(DeltaAction::Append);
+        Output::Write(draft)
+    }
+
+    fn open_call(&mut self, id: String, name: String) -> Option<Output> {
+        if self.index(&id).is_some() {
+            tracing::warn!(run_id = %self.ids.run_id, call_id = %id, "duplicate tool call refused");
+            return None;
+        }
+        let refused = (self.calls.len() >= TOOL_CALLS_PER_STEP_MAX)
+            .then(|| format!("more than {TOOL_CALLS_PER_STEP_MAX} tool calls in one step"));
+        let call = PendingCall {
+            call_id: id,
+            name,
+            input_json: String::new(),
+            input: None,
+            thread_id: Uuid::new_v4(),
+            block_id: Uuid::new_v4(),
+            message_id: Uuid::new_v4(),
+            refused,
+            answered_by_provider: false,
+            ended: false,
+        };
+        let mut draft = self.ids.call_draft(&call, EventKind::ToolCall);
+        draft.content = json!({
+            "name": call.name,
+            "tool_call_id": call.call_id,
+            "input": {},
+            "status": "streaming",
+        });
+        let call_id = call.call_id.clone();
+        self.calls.push(call);
+        Some(Output::OpenCall { call_id, draft })
+    }
+
+    fn index(&self, call_id: &str) -> Option<usize> {
+        self.calls.iter().position(|call| call.call_id == call_id)
+    }
+
+    /// A call whose input is still streaming.
+    fn open(&mut self, call_id: &str) -> Option<&mut PendingCall> {
+        let index = self.index(call_id)?;
+        Some(&mut self.calls[index]).filter(|call| !call.ended)
+    }
+}
+
+#[cfg(test)]
+mod tests;
