@@ -15,5 +15,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = serde_json::from_slice::<CreateAgentRequest>(data);
     let _ = serde_json::from_slice::<CreateRunRequest>(data);
     let _ = serde_json::from_slice::<CancelRequest>(data);
-    let _ = agentstream_server::letta::parse_request(data);
+    let _ = agentstream_server::surfaces::letta::parse_request(data);
 });

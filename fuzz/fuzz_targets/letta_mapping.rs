@@ -2,7 +2,7 @@
 //! Letta mapping in both cuts. Nothing may panic, and `seq_id` only goes up.
 #![no_main]
 
-use agentstream_server::letta::mapping::{map_all, Cut, LettaItem};
+use agentstream_server::surfaces::letta::mapping::{map_all, Cut, LettaItem};
 use app::AgentEvent;
 use libfuzzer_sys::fuzz_target;
 

@@ -164,19 +164,9 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
 
 /// A fresh database beside `admin`'s on the same PostgreSQL server; its URL.
 async fn create_postgres_database(admin: &str, name: &str) -> String {
-    use sqlx::Connection;
-    let name = format!("agentstream_bench_{name}_{}", Uuid::new_v4().simple());
-    let mut connection = sqlx::PgConnection::connect(admin)
+    PgStore::create_database(admin, &format!("agentstream_bench_{name}"))
         .await
-        .expect("PostgreSQL answers");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut connection)
-        .await
-        .unwrap();
-    let (server, _) = admin
-        .rsplit_once('/')
-        .expect("a database URL ends in /<database>");
-    format!("{server}/{name}")
+        .expect("the benchmark's database is created")
 }
 
 /// The same figures on PostgreSQL (the server's settings as they are; durable commits unless

@@ -11,7 +11,7 @@
 //!   are trusted again, so a room is never silently stale.
 //! - **Leases** ([`lease_loop`]): renews the leases of the runs this process executes, and ends
 //!   runs whose process is gone (lease ran out) as interrupted — the same code start-up recovery
-//!   runs ([`crate::recovery::recover`]).
+//!   runs ([`crate::agent::recovery::recover`]).
 //!
 //! Subscribers need nothing new: a batch that skips seqs is a gap they fill from the store.
 
@@ -200,8 +200,8 @@ async fn lease_loop(cluster: &Cluster, store: &dyn Store, runs: &Runs, writer: &
         if let Err(error) = cluster.store.renew_leases(&alive).await {
             tracing::warn!(%error, "could not renew the leases of this server's runs");
         }
-        match crate::recovery::recover(store, writer, &alive).await {
-            Ok(recovered) if recovered != crate::recovery::Recovered::default() => {
+        match crate::agent::recovery::recover(store, writer, &alive).await {
+            Ok(recovered) if recovered != crate::agent::recovery::Recovered::default() => {
                 tracing::warn!(?recovered, "ended runs whose server is gone");
             }
             Ok(_) => {}

@@ -44,12 +44,13 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            request_body_bytes_max: crate::REQUEST_BODY_BYTES_MAX,
-            ws_message_bytes_max: crate::ws::WS_MESSAGE_BYTES_MAX,
-            ws_subscriptions_per_connection_max: crate::ws::WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
-            ws_connections_max: crate::ws::WS_CONNECTIONS_MAX,
-            subscriber_outbound_frames_max: crate::ws::WS_OUTBOUND_FRAMES_MAX,
-            events_page_limit_max: crate::api::EVENTS_PAGE_LIMIT_MAX,
+            request_body_bytes_max: crate::http::REQUEST_BODY_BYTES_MAX,
+            ws_message_bytes_max: crate::surfaces::native::ws::WS_MESSAGE_BYTES_MAX,
+            ws_subscriptions_per_connection_max:
+                crate::surfaces::native::ws::WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
+            ws_connections_max: crate::surfaces::native::ws::WS_CONNECTIONS_MAX,
+            subscriber_outbound_frames_max: crate::surfaces::native::ws::WS_OUTBOUND_FRAMES_MAX,
+            events_page_limit_max: crate::http::rest::EVENTS_PAGE_LIMIT_MAX,
             run_events_max: crate::agent::RUN_EVENTS_MAX_DEFAULT,
             tool_result_chars_max: crate::agent::TOOL_RESULT_CHARS_MAX,
         }

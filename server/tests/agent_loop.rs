@@ -184,23 +184,19 @@ async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
     let agent_id = server.create_agent().await;
     let run_id = server.start_run(agent_id, "/tools slow 25").await;
     // Wait until the tool has reported progress once: it is running.
-    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    loop {
+    common::wait_until("the slow tool to report progress", || async {
         let events = server.all_events(agent_id).await;
-        if events.iter().any(|event| {
-            event
-                .delta
-                .as_ref()
-                .is_some_and(|delta| delta.get("progress").is_some())
-        }) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the slow tool never reported"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        events
+            .iter()
+            .any(|event| {
+                event
+                    .delta
+                    .as_ref()
+                    .is_some_and(|delta| delta.get("progress").is_some())
+            })
+            .then_some(())
+    })
+    .await;
     let response = server
         .http
         .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
@@ -271,22 +267,15 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
 
     // A long stall: cancelling ends the run without waiting for the provider.
     let run_id = server.start_run(agent_id, "/stall 30").await;
-    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    loop {
+    common::wait_until("the run to start talking", || async {
         let events = server.all_events(agent_id).await;
         let words = events
             .iter()
             .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::Text)
             .count();
-        if words >= 3 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the run never started talking"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        (words >= 3).then_some(())
+    })
+    .await;
     let started = std::time::Instant::now();
     let response = server
         .http
@@ -299,7 +288,7 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
     // The answer came because the run ended, not because the cancel wait ran out.
     assert!(
         started.elapsed()
-            < std::time::Duration::from_millis(agentstream_server::api::CANCEL_WAIT_MS_MAX)
+            < std::time::Duration::from_millis(agentstream_server::http::rest::CANCEL_WAIT_MS_MAX)
     );
     assert_eq!(
         server.all_events(agent_id).await.last().unwrap().kind,

@@ -18,23 +18,15 @@ async fn long_running_server() -> TestServer {
 
 /// Waits until the run has written at least `count` text events.
 async fn wait_for_text(server: &TestServer, agent_id: Uuid, count: usize) {
-    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    loop {
+    common::wait_until("the run to write text", || async {
         let events = server.all_events(agent_id).await;
-        if events
+        let texts = events
             .iter()
             .filter(|event| event.kind == EventKind::Text)
-            .count()
-            >= count
-        {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the run wrote no text"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+            .count();
+        (texts >= count).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

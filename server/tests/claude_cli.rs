@@ -156,14 +156,10 @@ async fn dropping_the_stream_kills_the_process() {
     };
     assert!(alive(pid));
     drop(stream);
-    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    while alive(pid) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the CLI process outlived its run"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_until("the CLI process to end with its run", || async {
+        (!alive(pid)).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -143,18 +143,11 @@ async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
     let mut previous = 0;
     for _ in 0..4 {
         // Each joins at a head the one before it did not see (the run is writing meanwhile).
-        let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-        let since = loop {
+        let since = common::wait_until("the run to write more", || async {
             let head = server.events_page(agent_id, 0, 1).await.head_seq;
-            if head > previous {
-                break head;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the run stopped writing at {head}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        };
+            (head > previous).then_some(head)
+        })
+        .await;
         previous = since;
         let mut client = server.connect().await;
         client.subscribe(agent_id, since).await;

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use app::EventKind;
 use common::{reply_text, TestServer, WAIT_MAX};
 use eventsource_stream::Eventsource;
@@ -108,18 +106,11 @@ impl TestServer {
 
     /// Polls `GET /v1/runs/{id}` until the run is no longer running.
     async fn wait_run_status(&self, run_id: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + WAIT_MAX;
-        loop {
+        common::wait_until(&format!("run {run_id} to end"), || async {
             let run = self.run_status(run_id).await;
-            if run["status"] != "running" {
-                return run;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "run {run_id} never ended"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            (run["status"] != "running").then_some(run)
+        })
+        .await
     }
 }
 

@@ -89,17 +89,13 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
     assert_eq!(client.receive().await, ServerMessage::Pong { nonce: None });
     // Its slot is free again.
     drop(second);
-    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    while tokio_tungstenite::connect_async(&server.ws_url)
-        .await
-        .is_err()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the closed connection's slot never came back"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    common::wait_until("the closed connection's slot to come back", || async {
+        tokio_tungstenite::connect_async(&server.ws_url)
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -107,18 +103,11 @@ async fn pages_are_bounded() {
     let server = TestServer::start_with(|config| config.limits.events_page_limit_max = 5).await;
     let agent = server.create_agent().await;
     let run = server.start_run(agent, "/echo a b c d e f g h").await;
-    let deadline = tokio::time::Instant::now() + common::WAIT_MAX;
-    loop {
+    common::wait_until("the run to complete", || async {
         let run = server.get_json(&format!("/v1/runs/{run}")).await;
-        if run["status"] == "completed" {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the run never ended: {run}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        (run["status"] == "completed").then_some(())
+    })
+    .await;
     let over = server
         .http
         .get(server.url(&format!("/v1/agents/{agent}/events?limit=6")))

@@ -15,7 +15,7 @@ use agentstream_server::agent::RunOptions;
 use agentstream_server::config::Config;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
-use agentstream_server::{api, AppState};
+use agentstream_server::AppState;
 use app::EventKind;
 use async_trait::async_trait;
 use common::hooked_store::{HookedStore, Hooks};
@@ -96,14 +96,15 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
     let agent = state.store.create_agent(NewAgent::default()).await.unwrap();
 
     let content = format!("/tools slow {TOOL_SECONDS}");
-    let started = api::start_run(&state, agent.id, content, None, RunOptions::default())
+    let started = state
+        .starter
+        .start_run(agent.id, content, None, RunOptions::default())
         .await
         .unwrap();
-    let deadline = Instant::now() + common::WAIT_MAX;
-    while state.runs.active_run(agent.id) == Some(started.run_id) {
-        assert!(Instant::now() < deadline, "the run did not end");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait_until("the run to end", || async {
+        (state.runs.active_run(agent.id) != Some(started.run_id)).then_some(())
+    })
+    .await;
 
     let log = state.store.read_events(agent.id, 0, 1000).await.unwrap();
     let result = log

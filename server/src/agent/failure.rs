@@ -38,11 +38,11 @@ pub(super) async fn end_after_store_failure(
             else {
                 return Ok(());
             };
-            let events = crate::recovery::run_events(store, started).await?;
+            let events = crate::agent::recovery::run_events(store, started).await?;
             if events.iter().any(|event| event.kind.is_run_end()) {
                 return Ok(());
             }
-            let drafts = crate::recovery::closing_drafts(started, &events, detail.clone());
+            let drafts = crate::agent::recovery::closing_drafts(started, &events, detail.clone());
             writer.append_closing(agent_id, drafts).await.map(|_| ())
         }
         .await;

@@ -10,15 +10,23 @@
 //! - `run`: the agent loop and the run's writing side (pipelining, the event limit).
 //! - `call`: one LLM call as I/O around the pure step assembler, `step`.
 //! - `tools`: running a step's tool calls, one result per call.
-//! - `failure`: ending a run whose events the log refused.
+//! - `failure`: ending a run whose events the log refused; [`recovery`]: ending the runs a
+//!   crash left in flight.
+//! - [`start`]: starting a run — the use case every surface calls.
+//! - [`history`]: the log folded (with snapshots); [`conversation`]: the next turn's prompt
+//!   rebuilt from it.
 //!
 //! May use: the store, the writer ([`crate::delivery::writer`]), providers and tools. Never the
 //! HTTP layer or a client protocol's surface: every surface calls in here, not the other way.
 
 mod call;
+pub mod conversation;
 mod failure;
+pub mod history;
+pub mod recovery;
 pub mod registry;
 mod run;
+pub mod start;
 mod step;
 mod tools;
 

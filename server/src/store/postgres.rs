@@ -54,6 +54,32 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// Creates an empty database named `<prefix>_<random>` on the PostgreSQL server `admin`
+    /// points at (a URL to any database there) and returns its URL: a throwaway database for a
+    /// test server or a benchmark. `prefix` is letters, digits and `_`.
+    pub async fn create_database(admin: &str, prefix: &str) -> Result<String, StoreError> {
+        use sqlx::Connection;
+        if prefix.is_empty()
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(StoreError::Failed(format!(
+                "{prefix:?} is not a database name prefix (letters, digits, _)"
+            )));
+        }
+        let (server, _) = admin
+            .rsplit_once('/')
+            .ok_or_else(|| StoreError::UnsupportedUrl(admin.to_owned()))?;
+        let name = format!("{prefix}_{}", Uuid::new_v4().simple());
+        let mut connection = sqlx::PgConnection::connect(admin).await?;
+        connection
+            .execute(format!("CREATE DATABASE {name}").as_str())
+            .await?;
+        connection.close().await?;
+        Ok(format!("{server}/{name}"))
+    }
+
     /// Connects to the database at `url` and migrates it (every process may; PostgreSQL's
     /// advisory lock in sqlx's migrator lets one at a time).
     pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<PgStore, StoreError> {

@@ -27,6 +27,28 @@ use uuid::Uuid;
 
 /// How long a test waits for something the server should do promptly before failing.
 pub const WAIT_MAX: Duration = Duration::from_secs(30);
+/// How often [`wait_until`] looks again.
+pub const POLL_INTERVAL_MS: u64 = 20;
+
+/// Looks at `check` every [`POLL_INTERVAL_MS`] until it gives a value, for [`WAIT_MAX`] at most;
+/// past that the test fails, saying it waited for `what`.
+pub async fn wait_until<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT_MAX;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited {WAIT_MAX:?} for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await;
+    }
+}
 
 pub struct TestServer {
     pub base: String,
@@ -77,19 +99,13 @@ impl TestServer {
             _directory: directory,
             _shutdown: shutdown,
         };
-        let deadline = tokio::time::Instant::now() + WAIT_MAX;
-        loop {
-            if let Ok(response) = server.http.get(server.url("/healthz")).send().await {
-                if response.status().is_success() {
-                    break;
-                }
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the server never came up"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until("the server to come up", || async {
+            let response = server.http.get(server.url("/healthz")).send().await;
+            response
+                .is_ok_and(|response| response.status().is_success())
+                .then_some(())
+        })
+        .await;
         server
     }
 
@@ -206,23 +222,17 @@ impl TestServer {
 
     /// Waits until the newest event of the log is the end of `run_id`, and returns the whole log.
     pub async fn wait_for_run_end(&self, agent_id: Uuid, run_id: Uuid) -> Vec<AgentEvent> {
-        let deadline = tokio::time::Instant::now() + WAIT_MAX;
-        loop {
+        wait_until(&format!("run {run_id} to end"), || async {
             let head = self.events_page(agent_id, 0, 1).await.head_seq;
             let newest = self.events_page(agent_id, head.saturating_sub(1), 1).await;
-            if newest
+            newest
                 .events
                 .iter()
                 .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
-            {
-                return self.all_events(agent_id).await;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "run {run_id} never ended (head {head})"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+                .then_some(())
+        })
+        .await;
+        self.all_events(agent_id).await
     }
 
     pub async fn connect(&self) -> WsClient {
@@ -393,21 +403,9 @@ pub async fn fresh_database_url(sqlite_path: &std::path::Path) -> String {
 /// Creates an empty database on the PostgreSQL server of `admin` (a URL to an existing
 /// database there) and returns its URL.
 pub async fn create_postgres_database(admin: &str) -> String {
-    let name = format!("agentstream_test_{}", Uuid::new_v4().simple());
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(admin)
+    agentstream_server::store::postgres::PgStore::create_database(admin, "agentstream_test")
         .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let (server, _) = admin
-        .rsplit_once('/')
-        .expect("a database URL ends in /<database>");
-    format!("{server}/{name}")
+        .expect("the test database is created")
 }
 
 /// A direct connection to a test server's database.

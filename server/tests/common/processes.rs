@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::time::Duration;
 
 use app::protocol::{ClientMessage, ServerMessage};
 use app::AgentEvent;
@@ -39,19 +38,13 @@ impl Process {
         let child = command.spawn().expect("the server binary starts");
         let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
-        let deadline = tokio::time::Instant::now() + WAIT_MAX;
-        while !http
-            .get(format!("{base}/healthz"))
-            .send()
-            .await
-            .is_ok_and(|response| response.status().is_success())
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the server never came up"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        super::wait_until("the server to come up", || async {
+            let response = http.get(format!("{base}/healthz")).send().await;
+            response
+                .is_ok_and(|response| response.status().is_success())
+                .then_some(())
+        })
+        .await;
         Process { child, base }
     }
 

@@ -64,7 +64,14 @@ impl Appender {
                     if reset_wanted.swap(false, Ordering::Relaxed) {
                         restart_wal(&connection, busy_timeout);
                     }
-                    let outcome = append(&mut connection, job.batches);
+                    // A group whose writer has gone (the process is stopping, or its runtime
+                    // is) is not committed: nobody would learn that it was, and a run whose
+                    // events committed after recovery looked at the log would stay open.
+                    let abandoned = || job.reply.is_closed();
+                    if abandoned() {
+                        continue;
+                    }
+                    let outcome = append(&mut connection, job.batches, abandoned);
                     let _ = job.reply.send(outcome);
                 }
                 // Dropping the sender stops the checkpointer.
@@ -192,10 +199,12 @@ pub(super) fn sqlite_error(error: rusqlite::Error) -> StoreError {
 }
 
 /// One group in one transaction: per agent, the head bump (which also finds an unknown agent
-/// before anything is inserted), then the events. All or nothing.
+/// before anything is inserted), then the events. All or nothing; nothing when `abandoned`
+/// says, just before the commit, that nobody waits for the answer any more.
 fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
+    abandoned: impl Fn() -> bool,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
     let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
@@ -264,6 +273,12 @@ fn append(
             committed.push(events);
         }
     }
+    if abandoned() {
+        // Dropping the transaction rolls it back.
+        return Err(StoreError::Unavailable(
+            "the writer went away before the commit".into(),
+        ));
+    }
     transaction.commit().map_err(sqlite_error)?;
     Ok(committed)
 }
@@ -271,6 +286,30 @@ fn append(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{EventDraft, NewAgent, Store};
+
+    #[tokio::test]
+    async fn a_group_nobody_waits_for_is_not_committed() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("log.db");
+        let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        let mut connection = Connection::open(&path).unwrap();
+        let group = || {
+            vec![AppendBatch {
+                agent_id: agent.id,
+                drafts: vec![EventDraft::new(app::EventKind::Text)],
+            }]
+        };
+        assert!(append(&mut connection, group(), || true).is_err());
+        assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
+        assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);
+        assert!(append(&mut connection, group(), || false).is_ok());
+        assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(1));
+    }
 
     fn commit_rows(connection: &Connection, rows: usize) {
         connection.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -19,16 +19,16 @@ use tokio::sync::mpsc;
 
 // Messages queued for one SSE response: `limits.subscriber_outbound_frames_max`. When the reader
 // is slower, the subscription lags at the hub and catches up from the store.
-use crate::api::{head_for_cursor, parse_agent_id, CountQuery};
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
-use crate::error::ApiError;
-use crate::AppState;
+use crate::http::error::ApiError;
+use crate::http::params::{head_for_cursor, parse_agent_id, CountQuery};
+use crate::state::Feeds;
 
 /// A comment line goes out this often on a quiet stream, so proxies and clients keep it open.
 pub const SSE_KEEPALIVE_INTERVAL_MS: u64 = 15_000;
 
 pub async fn stream_events(
-    State(state): State<AppState>,
+    State(feeds): State<Feeds>,
     Path(agent_id): Path<String>,
     Query(query): Query<CountQuery>,
     headers: HeaderMap,
@@ -48,14 +48,14 @@ pub async fn stream_events(
     };
     let coalesce = query.coalesce_value()?;
     // Refuse what cannot be followed before the stream starts, with a proper status.
-    head_for_cursor(&state, agent_id, since).await?;
+    head_for_cursor(feeds.store.as_ref(), agent_id, since).await?;
 
-    let (out, receiver) = mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
+    let (out, receiver) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
         let form = Form::Json { coalesce };
         let result = subscription::follow(
-            state.store.as_ref(),
-            &state.hub,
+            feeds.store.as_ref(),
+            &feeds.hub,
             agent_id,
             since,
             form,

@@ -7,6 +7,7 @@
 //! The socket handling is generic over `Sink`/`Stream` so tests can drive it with channels.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use app::protocol::{ClientMessage, ServerMessage};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -18,9 +19,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::Runs;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
-use crate::error::ApiError;
-use crate::AppState;
+use crate::http::error::ApiError;
+use crate::state::{Access, Feeds, WsConnections};
 
 /// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
 /// the upgrade is refused with 503 so the server stays responsive.
@@ -42,11 +44,14 @@ pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
 
 pub async fn upgrade(
-    State(state): State<AppState>,
+    State(feeds): State<Feeds>,
+    State(access): State<Access>,
+    State(WsConnections(connections)): State<WsConnections>,
+    State(runs): State<Arc<Runs>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    if !crate::auth::origin_allowed(&headers, &state.allowed_origins) {
+    if !crate::http::auth::origin_allowed(&headers, &access.allowed_origins) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "origin_not_allowed",
@@ -54,37 +59,37 @@ pub async fn upgrade(
         )
         .into_response();
     }
-    let Ok(permit) = state.ws_connections.clone().try_acquire_owned() else {
+    let Ok(permit) = connections.try_acquire_owned() else {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_connections",
             format!(
                 "{} WebSocket connections are open; try again shortly",
-                state.limits.ws_connections_max
+                feeds.limits.ws_connections_max
             ),
         )
         .into_response();
     };
     upgrade
-        .max_message_size(state.limits.ws_message_bytes_max)
+        .max_message_size(feeds.limits.ws_message_bytes_max)
         .read_buffer_size(WS_READ_BUFFER_BYTES)
         .write_buffer_size(WS_WRITE_BUFFER_BYTES)
         .max_write_buffer_size(WS_WRITE_BUFFER_BYTES_MAX)
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
-            serve_socket(state, sink, stream).await;
+            serve_socket(feeds, runs, sink, stream).await;
             drop(permit);
         })
 }
 
 /// Runs one connection until the client leaves or the server shuts down.
-pub async fn serve_socket<W, R>(state: AppState, mut sink: W, mut stream: R)
+pub async fn serve_socket<W, R>(feeds: Feeds, runs: Arc<Runs>, mut sink: W, mut stream: R)
 where
     W: Sink<Message> + Unpin + Send + 'static,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
 {
     let (out, mut outbound) =
-        mpsc::channel::<Outbound>(state.limits.subscriber_outbound_frames_max);
+        mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     let socket_writer = tokio::spawn(async move {
         'writing: while let Some(message) = outbound.recv().await {
             // Whatever queued up while the last frame was being written is this socket's
@@ -112,7 +117,7 @@ where
     let mut subscriptions: HashMap<Uuid, JoinHandle<()>> = HashMap::new();
     loop {
         let frame = tokio::select! {
-            _ = state.shutdown.cancelled() => break,
+            _ = feeds.shutdown.cancelled() => break,
             frame = stream.next() => frame,
         };
         let text = match frame {
@@ -158,13 +163,13 @@ where
                 if let Some(previous) = subscriptions.remove(&agent_id) {
                     // A new subscribe for the same agent replaces the old one (a new cursor).
                     previous.abort();
-                } else if subscriptions.len() >= state.limits.ws_subscriptions_per_connection_max {
+                } else if subscriptions.len() >= feeds.limits.ws_subscriptions_per_connection_max {
                     reply_error(
                         &out,
                         "too_many_subscriptions",
                         &format!(
                             "a connection holds at most {} subscriptions",
-                            state.limits.ws_subscriptions_per_connection_max
+                            feeds.limits.ws_subscriptions_per_connection_max
                         ),
                         Some(agent_id),
                     )
@@ -172,7 +177,7 @@ where
                     continue;
                 }
                 let form = Form::Json { coalesce };
-                let task = spawn_subscription(state.clone(), agent_id, since, form, out.clone());
+                let task = spawn_subscription(feeds.clone(), agent_id, since, form, out.clone());
                 subscriptions.insert(agent_id, task);
             }
             ClientMessage::Unsubscribe { agent_id } => {
@@ -185,8 +190,7 @@ where
             }
             ClientMessage::Cancel { agent_id, run_ids } => {
                 // The outcome (`run_cancelled`) arrives through the log like everything else.
-                let run_ids = state
-                    .runs
+                let run_ids = runs
                     .cancel(agent_id, run_ids.as_deref())
                     .map(|cancelling| vec![cancelling.run_id])
                     .unwrap_or_default();
@@ -212,7 +216,7 @@ where
 }
 
 fn spawn_subscription(
-    state: AppState,
+    feeds: Feeds,
     agent_id: Uuid,
     since: u64,
     form: Form,
@@ -220,8 +224,8 @@ fn spawn_subscription(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let result = subscription::follow(
-            state.store.as_ref(),
-            &state.hub,
+            feeds.store.as_ref(),
+            &feeds.hub,
             agent_id,
             since,
             form,

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 
+use crate::agent::start::StartError;
 use crate::agent::StartRunError;
 use crate::store::StoreError;
 
@@ -103,6 +104,25 @@ impl From<StartRunError> for ApiError {
                 "too_many_runs",
                 error.to_string(),
             ),
+        }
+    }
+}
+
+impl From<StartError> for ApiError {
+    fn from(error: StartError) -> ApiError {
+        match error {
+            StartError::EmptyContent => ApiError::bad_request("invalid_body", error.to_string()),
+            StartError::ContentTooLarge => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "content_too_large",
+                error.to_string(),
+            ),
+            StartError::KeyTooLong => {
+                ApiError::bad_request("invalid_idempotency_key", error.to_string())
+            }
+            StartError::UnknownAgent(agent_id) => ApiError::unknown_agent(agent_id),
+            StartError::Run(error) => error.into(),
+            StartError::Store(error) => error.into(),
         }
     }
 }

@@ -12,9 +12,11 @@
 
 pub mod mapping;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use app::{AgentEvent, EventKind};
+use axum::extract::FromRef;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -27,13 +29,40 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::start::Starter;
+use crate::agent::start::IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::agent::{RunOptions, Runs};
-use crate::api::{parse_agent_id, start_run, ListQuery, IDEMPOTENCY_KEY_CHARS_MAX};
+use crate::delivery::hub::Hub;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
-use crate::error::{ApiError, ApiJson};
-use crate::sse::SSE_KEEPALIVE_INTERVAL_MS;
-use crate::AppState;
+use crate::http::error::{ApiError, ApiJson};
+use crate::http::params::{parse_agent_id, ListQuery};
+use crate::state::AppState;
+use crate::store::Store;
+use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
 use mapping::{Cut, LettaItem, LettaMapper};
+
+/// What Letta's handlers use of the server: the log, the live rooms, the runs and how to start
+/// one, and the ping interval of streams that ask for pings.
+#[derive(Clone)]
+pub struct LettaState {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub runs: Arc<Runs>,
+    pub starter: Starter,
+    pub ping_interval: Duration,
+}
+
+impl FromRef<AppState> for LettaState {
+    fn from_ref(state: &AppState) -> Self {
+        LettaState {
+            store: state.store.clone(),
+            hub: state.hub.clone(),
+            runs: state.runs.clone(),
+            starter: state.starter.clone(),
+            ping_interval: state.letta_ping_interval,
+        }
+    }
+}
 
 /// Letta items queued between a run's feed and its HTTP response. A slower reader makes the feed
 /// wait; the feed's log subscription then lags and catches up from the store, so the agent never
@@ -161,15 +190,15 @@ impl LettaRequest {
 /// Reads a Letta send body as the handlers do: the user's text and the client's otid, or the
 /// error the client would get. (The fuzz targets drive this with arbitrary bytes.)
 pub fn parse_request(body: &[u8]) -> Result<(String, Option<String>), ApiError> {
-    let request: LettaRequest =
-        serde_json::from_slice(body).map_err(|error| crate::api::body_error(&error, "request"))?;
+    let request: LettaRequest = serde_json::from_slice(body)
+        .map_err(|error| crate::http::params::body_error(&error, "request"))?;
     request.user_message()
 }
 
 /// `POST /v1/agents/{id}/messages`: the run's messages when it ends, or with `streaming: true`
 /// the same as `…/messages/stream`.
 pub async fn send_message(
-    State(state): State<AppState>,
+    State(state): State<LettaState>,
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
@@ -214,7 +243,7 @@ pub async fn send_message(
 
 /// `POST /v1/agents/{id}/messages/stream`.
 pub async fn stream_messages(
-    State(state): State<AppState>,
+    State(state): State<LettaState>,
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
@@ -223,7 +252,7 @@ pub async fn stream_messages(
 }
 
 async fn stream_run_request(
-    state: AppState,
+    state: LettaState,
     agent_id: Uuid,
     request: LettaRequest,
 ) -> Result<Response, ApiError> {
@@ -256,7 +285,7 @@ struct Attached {
 }
 
 async fn attach(
-    state: &AppState,
+    state: &LettaState,
     agent_id: Uuid,
     request: &LettaRequest,
 ) -> Result<Attached, ApiError> {
@@ -277,7 +306,10 @@ async fn attach(
         iterations_max: request.max_steps,
     };
     let key = otid.as_ref().map(|otid| format!("{OTID_KEY_PREFIX}{otid}"));
-    let started = start_run(state, agent_id, text, key.as_deref(), options).await?;
+    let started = state
+        .starter
+        .start_run(agent_id, text, key.as_deref(), options)
+        .await?;
     let after_seq = match started.after_seq {
         Some(after_seq) => after_seq,
         None => run_start_seq(state, started.run_id).await? - 1,
@@ -295,7 +327,7 @@ async fn attach(
 }
 
 /// The seq of a run's `run_started`, waiting briefly for a run a concurrent request is starting.
-async fn run_start_seq(state: &AppState, run_id: Uuid) -> Result<u64, ApiError> {
+async fn run_start_seq(state: &LettaState, run_id: Uuid) -> Result<u64, ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(RUN_ATTACH_WAIT_MS_MAX);
     loop {
         let outline = state.store.run_outline(run_id).await?;
@@ -361,7 +393,7 @@ impl<T> Drop for AbortOnDrop<T> {
 /// `seq_id > starting_after`. The channel closes after the run's last item (its usage), or after
 /// an error item when the log cannot be followed.
 fn feed(
-    state: AppState,
+    state: LettaState,
     agent_id: Uuid,
     run_id: Uuid,
     after_seq: u64,
@@ -434,7 +466,7 @@ struct Streaming {
 /// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
 /// `error` event if the log cannot be followed, and `data: [DONE]` at the end.
 fn sse_response(
-    state: &AppState,
+    state: &LettaState,
     items: mpsc::Receiver<Result<LettaItem, FollowError>>,
     run_id: Uuid,
     include_pings: bool,
@@ -442,7 +474,7 @@ fn sse_response(
     guard: Option<ForegroundGuard>,
 ) -> Response {
     let ping = include_pings.then(|| {
-        let period = state.letta_ping_interval;
+        let period = state.ping_interval;
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval
@@ -531,14 +563,14 @@ pub struct ResumeRequest {
 /// live until the run ends. Any run can be resumed, finished or not, background or not; resuming
 /// never cancels.
 pub async fn resume_run(
-    State(state): State<AppState>,
+    State(state): State<LettaState>,
     Path(run_id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let run_id = Uuid::parse_str(&run_id).map_err(|_| {
         ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
     })?;
-    let request: ResumeRequest = crate::api::optional_json_body(&body, "resume request")?;
+    let request: ResumeRequest = crate::http::params::optional_json_body(&body, "resume request")?;
     let outline = state.store.run_outline(run_id).await?;
     let started = outline
         .iter()
@@ -546,7 +578,7 @@ pub async fn resume_run(
         .ok_or_else(|| ApiError::unknown_run(run_id))?;
     let agent_id = started.agent_id;
     let starting_after = request.starting_after.unwrap_or(0);
-    crate::api::head_for_cursor(&state, agent_id, starting_after).await?;
+    crate::http::params::head_for_cursor(state.store.as_ref(), agent_id, starting_after).await?;
     let cut = match started
         .metadata
         .get("stream_tokens")
@@ -576,7 +608,7 @@ pub async fn resume_run(
 /// `GET /v1/agents/{id}/messages`: the conversation as whole Letta messages, newest first unless
 /// `order=asc`, paged by message id (`after`, `before`, `limit`).
 pub async fn list_messages(
-    State(state): State<AppState>,
+    State(state): State<LettaState>,
     Path(agent_id): Path<String>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
@@ -603,7 +635,7 @@ pub async fn list_messages(
     Ok(Json(page))
 }
 
-async fn read_log(state: &AppState, agent_id: Uuid) -> Result<Vec<AgentEvent>, ApiError> {
+async fn read_log(state: &LettaState, agent_id: Uuid) -> Result<Vec<AgentEvent>, ApiError> {
     const PAGE_EVENTS: u32 = 1000;
     let mut events: Vec<AgentEvent> = Vec::new();
     loop {

@@ -22,8 +22,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 
-use crate::error::ApiError;
-use crate::AppState;
+use crate::http::error::ApiError;
+use crate::state::Access;
 
 /// The cookie a browser keeps the token in.
 pub const TOKEN_COOKIE: &str = "agentstream_token";
@@ -106,12 +106,8 @@ fn is_public(path: &str) -> bool {
 
 /// The middleware: lets a request through when no token is configured, the path is public, or
 /// the request carries the token.
-pub async fn require_token(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(expected) = state.api_token.clone() else {
+pub async fn require_token(State(access): State<Access>, request: Request, next: Next) -> Response {
+    let Some(expected) = access.api_token.clone() else {
         return next.run(request).await;
     };
     let path = request.uri().path().to_owned();

@@ -1,0 +1,158 @@
+//! Starting a run: the use case every surface calls (the native REST API, Letta's, the page
+//! form). It checks the message, honours an idempotency key, takes the agent's one run slot
+//! (in the database too, with several servers), rebuilds the conversation from the log and
+//! hands the run to the registry.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::conversation::conversation_from_timeline;
+use super::history::{fold_log, Snapshots};
+use super::registry::{RunOptions, Runs, StartRunError};
+use crate::store::{ClusterStore, Store, StoreError};
+
+/// A user message longer than this (in bytes) is refused.
+pub const RUN_CONTENT_BYTES_MAX: usize = 32 * 1024;
+/// Idempotency keys longer than this are refused.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+
+/// Why a run did not start. Each surface says it in its own words (`http::error` for HTTP).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("content must not be empty")]
+    EmptyContent,
+    #[error("content is over {RUN_CONTENT_BYTES_MAX} bytes")]
+    ContentTooLarge,
+    #[error("the idempotency key is longer than {IDEMPOTENCY_KEY_CHARS_MAX} characters")]
+    KeyTooLong,
+    #[error("agent {0} does not exist")]
+    UnknownAgent(Uuid),
+    #[error(transparent)]
+    Run(#[from] StartRunError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A run that a request started, or found when it was a retry.
+#[derive(Clone, Copy, Debug)]
+pub struct StartedRun {
+    pub run_id: Uuid,
+    /// The seq of the log's head just before this request started the run: every event of the
+    /// run has a greater seq. `None` when the request was a retry and found an earlier run.
+    pub after_seq: Option<u64>,
+}
+
+/// What starting a run needs, and nothing else. Cheap to clone.
+#[derive(Clone)]
+pub struct Starter {
+    pub store: Arc<dyn Store>,
+    pub runs: Arc<Runs>,
+    /// With PostgreSQL: where the agent's one run slot is taken across servers.
+    pub cluster: Option<Arc<dyn ClusterStore>>,
+    /// Folded timelines of recently read logs (the next turn's conversation starts there).
+    pub snapshots: Arc<Snapshots>,
+}
+
+impl Starter {
+    /// Starts a run of `agent_id` for the user message `content`. With an idempotency `key`, a
+    /// retry of the same request starts nothing and gets the first request's run back.
+    pub async fn start_run(
+        &self,
+        agent_id: Uuid,
+        content: String,
+        key: Option<&str>,
+        options: RunOptions,
+    ) -> Result<StartedRun, StartError> {
+        if content.trim().is_empty() {
+            return Err(StartError::EmptyContent);
+        }
+        if content.len() > RUN_CONTENT_BYTES_MAX {
+            return Err(StartError::ContentTooLarge);
+        }
+        let agent = self
+            .store
+            .get_agent(agent_id)
+            .await?
+            .ok_or(StartError::UnknownAgent(agent_id))?;
+        // v7 (time-ordered) like event ids: the run index grows at its end.
+        let run_id = Uuid::now_v7();
+        let key = key.map(str::trim).filter(|key| !key.is_empty());
+        if let Some(key) = key {
+            if key.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {
+                return Err(StartError::KeyTooLong);
+            }
+            let holder = self.store.claim_run_key(agent_id, key, run_id).await?;
+            if holder != run_id {
+                // A retry: the first request's run, started or finished, is the answer.
+                return Ok(StartedRun {
+                    run_id: holder,
+                    after_seq: None,
+                });
+            }
+        }
+        match self.start_claimed(&agent, run_id, content, options).await {
+            Ok(after_seq) => Ok(StartedRun {
+                run_id,
+                after_seq: Some(after_seq),
+            }),
+            Err(error) => {
+                if let Some(key) = key {
+                    // The run never started: a retry with this key may try again.
+                    self.store.release_run_key(agent_id, key).await?;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts the run; returns the head seq just before it (one run per agent: nothing else
+    /// writes to this log until the run ends).
+    async fn start_claimed(
+        &self,
+        agent: &app::protocol::Agent,
+        run_id: Uuid,
+        content: String,
+        options: RunOptions,
+    ) -> Result<u64, StartError> {
+        let agent_id = agent.id;
+        if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
+            return Err(StartRunError::RunInProgress {
+                agent_id,
+                run_id: running,
+            }
+            .into());
+        }
+        // With several servers on one database, the agent's one run slot is taken in the
+        // database (this server owns the run; the slot goes with the run's terminal event).
+        if let Some(cluster) = &self.cluster {
+            if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
+                return Err(StartRunError::RunInProgress {
+                    agent_id,
+                    run_id: running,
+                }
+                .into());
+            }
+        }
+        let started = async {
+            // The model sees the conversation so far, rebuilt from the log by the shared reducer.
+            let timeline = fold_log(self.store.as_ref(), &self.snapshots, agent_id).await?;
+            let (prior, warnings) = conversation_from_timeline(&timeline);
+            for warning in warnings {
+                tracing::warn!(%agent_id, "history for the next turn: {warning}");
+            }
+            // The fold read the whole log: its last seq is the head the run's events come after.
+            let head_seq = timeline.last_seq();
+            self.runs.start(agent, run_id, prior, content, options)?;
+            Ok::<u64, StartError>(head_seq)
+        }
+        .await;
+        if let (Err(_), Some(cluster)) = (&started, &self.cluster) {
+            // The run never started: free the slot now rather than when its lease runs out.
+            if let Err(error) = cluster.release_agent_run(agent_id, run_id).await {
+                tracing::warn!(%agent_id, %run_id, %error, "could not free the run slot");
+            }
+        }
+        started
+    }
+}

@@ -1,0 +1,241 @@
+//! Following one agent: the hub receiver first, then catch-up from the store, then live batches
+//! with the gap and duplicate rule at the seam.
+
+use app::protocol::ServerMessage;
+use tokio::sync::{broadcast, mpsc};
+use uuid::Uuid;
+
+use super::catch_up::catch_up;
+use super::outbound::{Form, Outbound};
+use crate::delivery::hub::Hub;
+use crate::store::{Store, StoreError};
+
+/// Events read from the store per page (and per frame) while catching up, at most. Bounds the
+/// memory one catch-up holds and the size of one frame.
+pub const CATCHUP_PAGE_EVENTS: u32 = 500;
+/// The first page of a catch-up is this small, so the first events of a long gap reach the
+/// client at once; each page after it is twice as large, up to [`CATCHUP_PAGE_EVENTS`].
+pub const CATCHUP_FIRST_PAGE_EVENTS: u32 = 32;
+
+/// Why a subscription ended other than by the subscriber leaving.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("agent {0} does not exist")]
+    UnknownAgent(Uuid),
+    #[error("since={since} is beyond the newest event of agent {agent_id} (seq {head_seq})")]
+    SinceBeyondHead {
+        agent_id: Uuid,
+        since: u64,
+        head_seq: u64,
+    },
+    #[error("agent {0} was deleted")]
+    AgentDeleted(Uuid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The connection is gone; nothing to report to anyone.
+    #[error("the subscriber went away")]
+    SubscriberGone,
+}
+
+impl FollowError {
+    /// The stable code a client sees.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FollowError::UnknownAgent(_) => "unknown_agent",
+            FollowError::SinceBeyondHead { .. } => "since_beyond_head",
+            FollowError::AgentDeleted(_) => "agent_deleted",
+            FollowError::Store(_) => "internal",
+            FollowError::SubscriberGone => "gone",
+        }
+    }
+}
+
+/// Delivers every event of `agent_id` with `seq > since` to `out`, exactly once and in order,
+/// until the subscriber goes away or the agent is deleted. `out` is the subscriber's bounded
+/// outbound queue: when it is full this task waits, and the hub makes it lag instead of waiting
+/// on it.
+pub async fn follow(
+    store: &dyn Store,
+    hub: &Hub,
+    agent_id: Uuid,
+    since: u64,
+    form: Form,
+    out: &mpsc::Sender<Outbound>,
+) -> Result<(), FollowError> {
+    let mut live = hub.subscribe(agent_id);
+    let result = follow_with(store, agent_id, since, form, out, &mut live).await;
+    drop(live);
+    hub.release(agent_id);
+    result
+}
+
+async fn follow_with(
+    store: &dyn Store,
+    agent_id: Uuid,
+    since: u64,
+    form: Form,
+    out: &mpsc::Sender<Outbound>,
+    live: &mut broadcast::Receiver<crate::delivery::hub::EventBatch>,
+) -> Result<(), FollowError> {
+    let head_seq = store
+        .head_seq(agent_id)
+        .await?
+        .ok_or(FollowError::UnknownAgent(agent_id))?;
+    if since > head_seq {
+        return Err(FollowError::SinceBeyondHead {
+            agent_id,
+            since,
+            head_seq,
+        });
+    }
+    send(
+        out,
+        ServerMessage::Subscribed {
+            agent_id,
+            since,
+            head_seq,
+        },
+    )
+    .await?;
+    let mut last_delivered = catch_up(store, agent_id, since, None, form, out).await?;
+    loop {
+        match live.recv().await {
+            Ok(batch) => {
+                let Some(first) = batch.first() else { continue };
+                if first.seq > last_delivered + 1 {
+                    last_delivered = catch_up(
+                        store,
+                        agent_id,
+                        last_delivered,
+                        Some(first.seq - 1),
+                        form,
+                        out,
+                    )
+                    .await?;
+                }
+                // Seqs go up within a batch: what is fresh is a suffix of it.
+                let from = batch.partition_point(|event| event.seq <= last_delivered);
+                if let Some(newest) = batch.last().filter(|_| from < batch.len()) {
+                    debug_assert_eq!(batch[from].seq, last_delivered + 1);
+                    last_delivered = newest.seq;
+                    let outbound = match form {
+                        Form::Json { coalesce } => Outbound::Events {
+                            agent_id,
+                            events: batch.json(),
+                            from,
+                            coalesce,
+                        },
+                        Form::Values => Outbound::Values {
+                            agent_id,
+                            events: batch[from..].to_vec(),
+                        },
+                    };
+                    send(out, outbound).await?;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                send(
+                    out,
+                    ServerMessage::Lagged {
+                        agent_id,
+                        last_delivered_seq: last_delivered,
+                        missed_live_batches: missed,
+                    },
+                )
+                .await?;
+                last_delivered = catch_up(store, agent_id, last_delivered, None, form, out).await?;
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                return Err(FollowError::AgentDeleted(agent_id));
+            }
+        }
+    }
+}
+
+pub(super) async fn send(
+    out: &mpsc::Sender<Outbound>,
+    outbound: impl Into<Outbound>,
+) -> Result<(), FollowError> {
+    out.send(outbound.into())
+        .await
+        .map_err(|_| FollowError::SubscriberGone)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::delivery::writer::Writer;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{EventDraft, NewAgent};
+    use app::EventKind;
+
+    /// A subscriber that stops reading while the agent writes far more batches than its room
+    /// holds: it must be told it lagged, and still receive every event once, in order.
+    #[tokio::test]
+    async fn a_stalled_subscriber_is_told_and_loses_nothing() {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("s.db").display());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let hub = Arc::new(Hub::new(2));
+        let writer = Writer::spawn(store.clone(), hub.clone());
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        writer
+            .append(
+                agent.id,
+                (0..3).map(|_| EventDraft::new(EventKind::Text)).collect(),
+            )
+            .await
+            .unwrap();
+
+        // Capacity 1: the follower blocks on its second message until the test reads.
+        let (out, mut inbox) = mpsc::channel(1);
+        let follower = {
+            let (store, hub) = (store.clone(), hub.clone());
+            tokio::spawn(async move {
+                follow(
+                    store.as_ref(),
+                    &hub,
+                    agent.id,
+                    1,
+                    Form::Json { coalesce: false },
+                    &out,
+                )
+                .await
+            })
+        };
+        // Let it subscribe, then stall it while 50 separate commits happen.
+        let subscribed = inbox.recv().await.unwrap();
+        assert!(matches!(
+            subscribed,
+            Outbound::Message(ServerMessage::Subscribed {
+                since: 1,
+                head_seq: 3,
+                ..
+            })
+        ));
+        for _ in 0..50 {
+            writer
+                .append(agent.id, vec![EventDraft::new(EventKind::Text)])
+                .await
+                .unwrap();
+        }
+
+        let mut delivered = Vec::new();
+        let mut lagged = false;
+        while delivered.last().copied() != Some(53) {
+            match tokio::time::timeout(Duration::from_secs(5), inbox.recv()).await {
+                Ok(Some(events @ Outbound::Events { .. })) => {
+                    delivered.extend(events.events().iter().map(|event| event.seq))
+                }
+                Ok(Some(Outbound::Message(ServerMessage::Lagged { .. }))) => lagged = true,
+                other => panic!("unexpected {other:?} after {delivered:?}"),
+            }
+        }
+        assert!(lagged, "the subscriber was never told it lagged");
+        assert_eq!(delivered, (2..=53).collect::<Vec<u64>>());
+        follower.abort();
+    }
+}

@@ -1,0 +1,115 @@
+//! The HTTP layer: the router, the error every handler answers with, access control, reading
+//! requests, the native REST API, the page forms and the server-rendered pages' data.
+//!
+//! Client protocols other than the REST API live in [`crate::surfaces`]; this module routes to
+//! them. May use: the agent's use cases, the store, delivery, and the state's narrow views
+//! ([`crate::state`]). Nothing below `agent/`, `delivery/` or `store/` may use this module.
+
+pub mod auth;
+pub mod error;
+pub mod forms;
+pub mod pages;
+pub mod params;
+pub mod rest;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::history::HistorySourceHandle;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use leptos::prelude::{provide_context, LeptosOptions};
+use leptos_axum::{generate_route_list, LeptosRoutes};
+
+use crate::state::AppState;
+use crate::surfaces::{self, native};
+
+/// Request bodies above this are refused with 413 before they are read in full (by default; see
+/// `config::Limits`). The largest legitimate body is a run's user message
+/// (`agent::start::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
+/// A REST request that takes longer than this is answered 408; WebSockets are exempt.
+pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+
+/// The API routes (`/v1/…`, the page forms, `/healthz`).
+pub fn api_router(state: AppState) -> Router {
+    // Unknown `/v1/…` paths get a JSON 404 from the nested router's fallback (a `/v1/{*rest}`
+    // route would shadow `/v1/agents/{id}/events/stream` in the path matcher).
+    let timeout = || {
+        tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(REQUEST_TIMEOUT_MS),
+        )
+    };
+    // Letta's SDKs call `/v1/agents/` (trailing slash) for create and list.
+    let v1 = Router::new()
+        .route("/agents", post(rest::create_agent).get(rest::list_agents))
+        .route("/agents/", post(rest::create_agent).get(rest::list_agents))
+        .route(
+            "/agents/{id}",
+            get(rest::get_agent).delete(rest::delete_agent),
+        )
+        .route("/agents/{id}/events", get(rest::list_events))
+        .route(
+            "/agents/{id}/events/stream",
+            get(native::sse::stream_events),
+        )
+        .route("/agents/{id}/runs", post(rest::create_run))
+        .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
+        .route("/runs/{run_id}", get(rest::get_run))
+        // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
+        // (or stream until it does), so the request timeout does not apply to them.
+        .layer(timeout())
+        .route(
+            "/agents/{id}/messages",
+            post(surfaces::letta::send_message).get(surfaces::letta::list_messages),
+        )
+        .route(
+            "/agents/{id}/messages/stream",
+            post(surfaces::letta::stream_messages),
+        )
+        .route("/runs/{run_id}/stream", post(surfaces::letta::resume_run))
+        .fallback(rest::unknown_route)
+        .method_not_allowed_fallback(rest::method_not_allowed);
+    let forms = Router::new()
+        .route("/agents", post(forms::create_agent))
+        .route("/agents/{id}/runs", post(forms::send))
+        .route("/healthz", get(rest::healthz))
+        .layer(timeout());
+    let rest = Router::new()
+        .nest("/v1", v1)
+        .merge(forms)
+        .layer(DefaultBodyLimit::max(state.limits.request_body_bytes_max));
+    Router::new()
+        .route("/v1/ws", get(native::ws::upgrade))
+        .merge(rest)
+        .with_state(state)
+}
+
+/// The whole application: API routes plus the server-rendered pages and static files.
+pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
+    let routes = generate_route_list(app::App);
+    let history = HistorySourceHandle(Arc::new(pages::StoreHistory {
+        store: state.store.clone(),
+        snapshots: state.snapshots.clone(),
+    }));
+    let pages = Router::new()
+        .leptos_routes_with_context(
+            &leptos_options,
+            routes,
+            move || provide_context(history.clone()),
+            {
+                let leptos_options = leptos_options.clone();
+                move || app::shell(leptos_options.clone())
+            },
+        )
+        .fallback(leptos_axum::file_and_error_handler(app::shell))
+        .with_state(leptos_options);
+    api_router(state.clone())
+        .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            auth::require_token,
+        ))
+}

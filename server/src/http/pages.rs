@@ -1,0 +1,35 @@
+//! The server's [`HistorySource`] for the pages: the agent and its folded log.
+
+use std::sync::Arc;
+
+use app::history::{AgentHistory, HistorySource};
+use futures::future::BoxFuture;
+use uuid::Uuid;
+
+use crate::agent::history::{fold_log, Snapshots};
+use crate::store::{Store, StoreError};
+
+pub struct StoreHistory {
+    pub store: Arc<dyn Store>,
+    pub snapshots: Arc<Snapshots>,
+}
+
+impl HistorySource for StoreHistory {
+    fn load(&self, agent_id: Uuid) -> BoxFuture<'static, Result<Option<AgentHistory>, String>> {
+        let store = self.store.clone();
+        let snapshots = self.snapshots.clone();
+        Box::pin(async move {
+            let failed = |error: StoreError| {
+                tracing::error!(%agent_id, %error, "history could not be read");
+                "the server failed to read this history".to_owned()
+            };
+            let Some(agent) = store.get_agent(agent_id).await.map_err(failed)? else {
+                return Ok(None);
+            };
+            let timeline = fold_log(store.as_ref(), &snapshots, agent_id)
+                .await
+                .map_err(failed)?;
+            Ok(Some(AgentHistory { agent, timeline }))
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! Reading requests: path ids, query parameters, optional JSON bodies, cursors — each bad value
+//! answered with a sentence that names it.
+
+use axum::http::StatusCode;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use crate::store::Store;
+
+/// Parses a path id, with an error that says which id was wrong.
+pub fn parse_agent_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| {
+        ApiError::bad_request("invalid_id", format!("agent id {text:?} is not a UUID"))
+    })
+}
+
+/// Parses a non-negative integer query parameter, naming it in the error.
+fn parse_count(name: &str, text: Option<&str>) -> Result<Option<u64>, ApiError> {
+    let Some(text) = text else { return Ok(None) };
+    text.parse::<u64>().map(Some).map_err(|_| {
+        ApiError::bad_request(
+            "invalid_query",
+            format!("{name}={text:?} is not a non-negative integer"),
+        )
+    })
+}
+
+/// Query parameters are taken as text and parsed here, so every bad value gets a sentence that
+/// names it.
+#[derive(Debug, Deserialize)]
+pub struct CountQuery {
+    since: Option<String>,
+    limit: Option<String>,
+    coalesce: Option<String>,
+}
+
+impl CountQuery {
+    /// `since`, parsed, if given.
+    pub fn since_value(&self) -> Result<Option<u64>, ApiError> {
+        parse_count("since", self.since.as_deref())
+    }
+
+    /// `limit`, parsed and checked against `max`; `default` when absent.
+    pub fn limit_value(&self, default: u32, max: u32) -> Result<u32, ApiError> {
+        page_limit(self.limit.as_deref(), default, max)
+    }
+
+    /// `coalesce=true|false` (also `1|0`): merge runs of token appends ([`app::coalesce`]).
+    /// Off when absent.
+    pub fn coalesce_value(&self) -> Result<bool, ApiError> {
+        match self.coalesce.as_deref() {
+            None | Some("false" | "0") => Ok(false),
+            Some("true" | "1") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(
+                "invalid_query",
+                format!("coalesce={other:?} is not true or false"),
+            )),
+        }
+    }
+}
+
+fn page_limit(text: Option<&str>, default: u32, max: u32) -> Result<u32, ApiError> {
+    match parse_count("limit", text)? {
+        None => Ok(default),
+        Some(0) => Err(ApiError::bad_request(
+            "invalid_query",
+            "limit must be at least 1",
+        )),
+        Some(limit) if limit > max as u64 => Err(ApiError::bad_request(
+            "limit_too_large",
+            format!("limit={limit} is over the maximum of {max}"),
+        )),
+        Some(limit) => Ok(limit as u32),
+    }
+}
+
+/// `GET /v1/agents` takes Letta's list parameters; others Letta has (filters by project,
+/// template, tags …) are accepted and ignored.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    limit: Option<String>,
+    after: Option<String>,
+    before: Option<String>,
+    order: Option<String>,
+}
+
+impl ListQuery {
+    /// True for newest first: Letta's default.
+    pub fn descending(&self) -> Result<bool, ApiError> {
+        match self.order.as_deref() {
+            None | Some("desc") => Ok(true),
+            Some("asc") => Ok(false),
+            Some(other) => Err(ApiError::bad_request(
+                "invalid_query",
+                format!("order={other:?}: use asc or desc"),
+            )),
+        }
+    }
+
+    /// One page of `items` (in list order): after the item `after`, before the item `before`,
+    /// at most `limit` — Letta's id cursors.
+    pub fn page<T>(
+        &self,
+        mut items: Vec<T>,
+        id: impl Fn(&T) -> String,
+        default: u32,
+        max: u32,
+    ) -> Result<Vec<T>, ApiError> {
+        let limit = page_limit(self.limit.as_deref(), default, max)? as usize;
+        let position = |cursor: &str, name: &str| {
+            items
+                .iter()
+                .position(|item| id(item) == cursor)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_cursor",
+                        format!("{name}={cursor:?} is not in this list"),
+                    )
+                })
+        };
+        let end = match &self.before {
+            Some(before) => position(before, "before")?,
+            None => items.len(),
+        };
+        let start = match &self.after {
+            Some(after) => position(after, "after")? + 1,
+            None => 0,
+        };
+        items.truncate(end);
+        let mut page: Vec<T> = items.into_iter().skip(start).collect();
+        if self.before.is_some() && self.after.is_none() {
+            // Paging backwards: the `limit` items nearest the cursor.
+            let skip = page.len().saturating_sub(limit);
+            page.drain(..skip);
+        }
+        page.truncate(limit);
+        Ok(page)
+    }
+}
+
+/// The agent's head seq, after checking that `since` can be resumed from: the agent exists and
+/// the cursor is not beyond its log (a cursor from another log, or a reset database).
+pub async fn head_for_cursor(
+    store: &dyn Store,
+    agent_id: Uuid,
+    since: u64,
+) -> Result<u64, ApiError> {
+    let head_seq = store
+        .head_seq(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    if since > head_seq {
+        return Err(ApiError::bad_request(
+            "since_beyond_head",
+            format!("since={since} is beyond the newest event of this agent (seq {head_seq})"),
+        ));
+    }
+    Ok(head_seq)
+}
+
+/// A JSON body that may be left out (empty or blank = all defaults), with the same errors as
+/// [`ApiJson`] for what is there.
+pub fn optional_json_body<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|error| body_error(&error, what))
+}
+
+/// The answer to a JSON body that did not parse: 400 when it is not JSON, 422 when it is JSON of
+/// the wrong shape — the same as [`ApiJson`]'s.
+pub fn body_error(error: &serde_json::Error, what: &str) -> ApiError {
+    let (status, code) = if error.is_data() {
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+    } else {
+        (StatusCode::BAD_REQUEST, "malformed_json")
+    };
+    ApiError::new(status, code, format!("cannot read the {what}: {error}"))
+}

@@ -1,0 +1,374 @@
+//! The REST surface: agents, the paged log, runs.
+
+use app::protocol::{
+    CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, RunAccepted,
+};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use uuid::Uuid;
+
+use super::error::{ApiError, ApiJson};
+use super::params::{head_for_cursor, optional_json_body, parse_agent_id, CountQuery, ListQuery};
+use crate::agent::RunOptions;
+use std::sync::Arc;
+
+use crate::agent::start::Starter;
+use crate::agent::Runs;
+use crate::cluster::Cluster;
+use crate::config::Limits;
+use crate::state::AppState;
+use crate::store::Store;
+use crate::store::{EventJson, NewAgent};
+
+/// Events per page when the client does not say.
+pub const EVENTS_PAGE_LIMIT_DEFAULT: u32 = 100;
+/// Events per page at most: one page stays a few hundred kilobytes.
+pub const EVENTS_PAGE_LIMIT_MAX: u32 = 1000;
+/// Agents listed at most (and the most a list's cursors reach back).
+pub const AGENTS_LIST_LIMIT_MAX: u32 = 1000;
+/// Agents listed when the client does not say.
+pub const AGENTS_LIST_LIMIT_DEFAULT: u32 = 100;
+/// Agent names longer than this are refused.
+pub const AGENT_NAME_CHARS_MAX: usize = 200;
+
+pub async fn create_agent(
+    State(store): State<Arc<dyn Store>>,
+    State(runs): State<Arc<Runs>>,
+    ApiJson(request): ApiJson<CreateAgentRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    create_agent_inner(store.as_ref(), &runs, request).await
+}
+
+pub(super) async fn create_agent_inner(
+    store: &dyn Store,
+    runs: &Runs,
+    request: CreateAgentRequest,
+) -> Result<(StatusCode, Json<app::protocol::Agent>), ApiError> {
+    let name = request.name.unwrap_or_default().trim().to_owned();
+    if name.chars().count() > AGENT_NAME_CHARS_MAX {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            format!("name is longer than {AGENT_NAME_CHARS_MAX} characters"),
+        ));
+    }
+    let name = if name.is_empty() {
+        format!("agent-{}", &Uuid::new_v4().simple().to_string()[..8])
+    } else {
+        name
+    };
+    let metadata = request.metadata.unwrap_or(serde_json::Value::Null);
+    if let Some(provider) = metadata.get("provider") {
+        let probe = app::protocol::Agent {
+            id: Uuid::nil(),
+            name: String::new(),
+            system: None,
+            description: None,
+            model: None,
+            metadata: serde_json::json!({ "provider": provider }),
+            tags: Vec::new(),
+            head_seq: 0,
+            created_at: Default::default(),
+        };
+        if provider.as_str().is_none() {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                "metadata.provider must be a string",
+            ));
+        }
+        runs.check_provider(&probe)?;
+    }
+    let agent = store
+        .create_agent(NewAgent {
+            name,
+            system: request.system,
+            description: request.description,
+            model: request.model,
+            metadata,
+            tags: request.tags.unwrap_or_default(),
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(agent)))
+}
+
+/// `GET /v1/agents` (and `/v1/agents/`): Letta's bare array of agents, newest first.
+pub async fn list_agents(
+    State(store): State<Arc<dyn Store>>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Vec<app::protocol::Agent>>, ApiError> {
+    let mut agents = store.list_agents(AGENTS_LIST_LIMIT_MAX).await?;
+    if !query.descending()? {
+        agents.reverse();
+    }
+    let agents = query.page(
+        agents,
+        |agent| agent.id.to_string(),
+        AGENTS_LIST_LIMIT_DEFAULT,
+        AGENTS_LIST_LIMIT_MAX,
+    )?;
+    Ok(Json(agents))
+}
+
+pub async fn get_agent(
+    State(store): State<Arc<dyn Store>>,
+    Path(agent_id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let agent = store
+        .get_agent(agent_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    Ok(Json(agent))
+}
+
+pub async fn delete_agent(
+    State(state): State<AppState>,
+    Path(agent_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    state.runs.cancel(agent_id, None);
+    if !state.store.delete_agent(agent_id).await? {
+        return Err(ApiError::unknown_agent(agent_id));
+    }
+    state.hub.close(agent_id);
+    state.snapshots.remove(agent_id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn list_events(
+    State(store): State<Arc<dyn Store>>,
+    State(limits): State<Arc<Limits>>,
+    Path(agent_id): Path<String>,
+    Query(query): Query<CountQuery>,
+) -> Result<Response, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let since = query.since_value()?.unwrap_or(0);
+    let limit = query.limit_value(EVENTS_PAGE_LIMIT_DEFAULT, limits.events_page_limit_max)?;
+    // The head is read first: events read after it may be newer, never older, so `has_more` is
+    // never falsely false for the events that existed when the request came in.
+    let coalesce = query.coalesce_value()?;
+    let head_seq = head_for_cursor(store.as_ref(), agent_id, since).await?;
+    let mut events = store.read_events_json(agent_id, since, limit).await?;
+    let next_since = events.last().map_or(since, |event| event.seq);
+    let head_seq = head_seq.max(next_since);
+    if coalesce {
+        // `limit` counts seqs read; the page may hold fewer, merged events, and ends at the
+        // same seq.
+        let page: Vec<&EventJson> = events.iter().collect();
+        let merged = crate::delivery::subscription::coalesce_json(&page).map_err(|error| {
+            ApiError::internal(format!("cannot read events back to coalesce them: {error}"))
+        })?;
+        if let Some(merged) = merged {
+            events = merged;
+        }
+    }
+    Ok(events_page_response(
+        agent_id, &events, head_seq, next_since,
+    ))
+}
+
+/// An [`app::protocol::EventsPage`] as serde writes it, around events that are JSON already.
+fn events_page_response(
+    agent_id: Uuid,
+    events: &[EventJson],
+    head_seq: u64,
+    next_since: u64,
+) -> Response {
+    use std::fmt::Write as _;
+    let mut body = String::with_capacity(EventJson::array_len(events) + 160);
+    let _ = write!(body, r#"{{"agent_id":"{agent_id}","events":"#);
+    EventJson::write_array(events, &mut body);
+    let has_more = next_since < head_seq;
+    let _ = write!(
+        body,
+        r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#
+    );
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+pub async fn create_run(
+    State(starter): State<Starter>,
+    Path(agent_id): Path<String>,
+    headers: axum::http::HeaderMap,
+    ApiJson(mut request): ApiJson<CreateRunRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    // The `Idempotency-Key` header and the body's `idempotency_key` mean the same; the header wins.
+    if let Some(header) = headers.get("idempotency-key") {
+        let key = header.to_str().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_idempotency_key",
+                "Idempotency-Key must be visible ASCII",
+            )
+        })?;
+        request.idempotency_key = Some(key.to_owned());
+    }
+    create_run_inner(&starter, agent_id, request).await
+}
+
+pub(super) async fn create_run_inner(
+    starter: &Starter,
+    agent_id: Uuid,
+    request: CreateRunRequest,
+) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
+    let key = request.idempotency_key.as_deref();
+    let started = starter
+        .start_run(agent_id, request.content, key, RunOptions::default())
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunAccepted {
+            run_id: started.run_id,
+            agent_id,
+        }),
+    ))
+}
+
+/// How long a cancel request waits for the run to write its last event before answering. A run
+/// stops within one provider step; this only bounds a stuck one.
+pub const CANCEL_WAIT_MS_MAX: u64 = 5_000;
+
+pub async fn cancel_run(
+    State(store): State<Arc<dyn Store>>,
+    State(runs): State<Arc<Runs>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
+    Path(agent_id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<CancelResponse>, ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let request: CancelRequest = optional_json_body(&body, "cancel request")?;
+    if store.head_seq(agent_id).await?.is_none() {
+        return Err(ApiError::unknown_agent(agent_id));
+    }
+    let mut cancelled_run_ids = Vec::new();
+    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
+    if let Some(cancelling) = runs.cancel(agent_id, request.run_ids.as_deref()) {
+        let run_id = cancelling.run_id;
+        if !cancelling.ended_within(wait).await {
+            tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
+        }
+        cancelled_run_ids.push(run_id);
+    } else if let Some(cluster) = &cluster {
+        // The run may execute on another server: ask every server, then wait for its end to
+        // reach the log.
+        if let Some(run_id) = cluster.store.active_run(agent_id).await? {
+            if request
+                .run_ids
+                .as_ref()
+                .is_none_or(|run_ids| run_ids.contains(&run_id))
+            {
+                cluster.store.send_cancel(agent_id, run_id).await?;
+                if !run_ended_within(store.as_ref(), run_id, wait).await? {
+                    tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
+                }
+                cancelled_run_ids.push(run_id);
+            }
+        }
+    }
+    Ok(Json(CancelResponse {
+        agent_id,
+        cancelled_run_ids,
+    }))
+}
+
+/// How often a cancel of a run on another server looks in the log for the run's end.
+const CANCEL_POLL_INTERVAL_MS: u64 = 20;
+
+/// Waits (at most `wait`) until the log holds the end of `run_id`.
+async fn run_ended_within(
+    store: &dyn crate::store::Store,
+    run_id: Uuid,
+    wait: std::time::Duration,
+) -> Result<bool, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let outline = store.run_outline(run_id).await?;
+        if outline.iter().any(|event| event.kind.is_run_end()) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(CANCEL_POLL_INTERVAL_MS)).await;
+    }
+}
+
+pub async fn get_run(
+    State(store): State<Arc<dyn Store>>,
+    Path(run_id): Path<String>,
+) -> Result<Json<app::protocol::RunInfo>, ApiError> {
+    let run_id = Uuid::parse_str(&run_id).map_err(|_| {
+        ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
+    })?;
+    let outline = store.run_outline(run_id).await?;
+    let unknown = || ApiError::unknown_run(run_id);
+    let started = outline
+        .iter()
+        .find(|event| event.kind == app::EventKind::RunStarted)
+        .ok_or_else(unknown)?;
+    let end = outline.iter().find(|event| event.kind.is_run_end());
+    let usage = outline
+        .iter()
+        .rev()
+        .find_map(|event| match event.kind {
+            app::EventKind::Usage => Some(event.content.clone()),
+            _ => event
+                .content
+                .get("usage")
+                .filter(|usage| !usage.is_null())
+                .cloned(),
+        })
+        .unwrap_or(serde_json::Value::Null);
+    let mut metadata = serde_json::json!({ "usage": usage });
+    if let Some(error) = end.and_then(|end| end.content.get("error")) {
+        metadata["error"] = error.clone();
+    }
+    Ok(Json(app::protocol::RunInfo {
+        id: run_id,
+        agent_id: started.agent_id,
+        status: match end.map(|end| end.kind) {
+            Some(app::EventKind::RunCompleted) => "completed",
+            Some(app::EventKind::RunFailed) => "failed",
+            Some(app::EventKind::RunCancelled) => "cancelled",
+            _ => "running",
+        }
+        .to_owned(),
+        created_at: started.created_at,
+        completed_at: end.map(|end| end.created_at),
+        stop_reason: end
+            .and_then(|end| end.content.get("stop_reason"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        background: started
+            .metadata
+            .get("background")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
+        metadata,
+    }))
+}
+
+/// Any other `/v1/…` path: a JSON 404 rather than the HTML page-not-found.
+pub async fn unknown_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "unknown_route", "no such API path")
+}
+
+/// A known `/v1/…` path with a method it does not take: a JSON 405 rather than an empty one.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this API path does not take that method",
+    )
+}
+
+pub async fn healthz() -> &'static str {
+    "ok"
+}

@@ -1,0 +1,226 @@
+//! The server's state: what it opened at start, and the narrow views handlers take of it
+//! (axum's `FromRef`): a handler names what it uses — the store, the run starter, the
+//! streams' feed, the limits — rather than seeing everything.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::FromRef;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::history::Snapshots;
+use crate::agent::start::Starter;
+use crate::agent::{recovery, Providers, Runs};
+use crate::cluster::{self, Cluster};
+use crate::config::{self, Config, ProviderChoice};
+use crate::delivery::hub::Hub;
+use crate::delivery::writer::{self, Writer};
+use crate::provider::anthropic::AnthropicProvider;
+use crate::provider::claude_cli::ClaudeCliProvider;
+use crate::provider::openai::OpenAiProvider;
+use crate::provider::scripted::ScriptedProvider;
+use crate::provider::Provider;
+use crate::store::{self, Store, StoreError};
+
+/// Everything a handler needs. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub runs: Arc<Runs>,
+    pub ws_connections: Arc<Semaphore>,
+    /// Cancelled when the server shuts down, so long-lived sockets let go.
+    pub shutdown: CancellationToken,
+    /// How often a Letta stream that asked for pings gets one.
+    pub letta_ping_interval: Duration,
+    /// The access token every request must carry, when configured.
+    pub api_token: Option<Arc<str>>,
+    /// Origins besides the server's own whose pages may open a WebSocket.
+    pub allowed_origins: Arc<Vec<String>>,
+    pub limits: Arc<config::Limits>,
+    /// With PostgreSQL: the other server processes on the same database.
+    pub cluster: Option<Arc<Cluster>>,
+    /// Folded timelines of recently read logs (history pages, the next turn's conversation).
+    pub snapshots: Arc<Snapshots>,
+    /// Starting runs: the use case every surface calls.
+    pub starter: Starter,
+}
+
+impl AppState {
+    /// Opens the store `DATABASE_URL` names and starts the writer (and, with PostgreSQL, the
+    /// cluster tasks).
+    pub async fn open(config: &Config) -> Result<AppState, StoreError> {
+        let opened = store::open(&config.database_url, &config.cluster).await?;
+        AppState::open_with(config, opened.store, opened.cluster).await
+    }
+
+    /// Starts the writer on `store` and ends the runs a crash left in flight
+    /// ([`recovery::recover`]) before anything else can write.
+    pub async fn open_with_store(
+        config: &Config,
+        store: Arc<dyn Store>,
+    ) -> Result<AppState, StoreError> {
+        AppState::open_with(config, store, None).await
+    }
+
+    /// [`AppState::open_with_store`], with the cluster side of a shared database.
+    pub async fn open_with(
+        config: &Config,
+        store: Arc<dyn Store>,
+        cluster_store: Option<Arc<dyn store::ClusterStore>>,
+    ) -> Result<AppState, StoreError> {
+        let hub = Arc::new(Hub::new(config.hub_room_batches_max));
+        let writer =
+            Writer::spawn_with(store.clone(), hub.clone(), config.writer_commit_retries_max);
+        let recovered = recovery::recover(store.as_ref(), &writer, &[])
+            .await
+            .map_err(|error| match error {
+                recovery::RecoveryError::Store(error)
+                | recovery::RecoveryError::Append(writer::AppendError::Store(error)) => error,
+                recovery::RecoveryError::Append(other) => {
+                    StoreError::Unavailable(other.to_string())
+                }
+            })?;
+        if recovered != recovery::Recovered::default() {
+            tracing::warn!(?recovered, "recovered from an unclean stop");
+        }
+        let default = build_provider(&config.provider, config);
+        let mut by_name = std::collections::HashMap::new();
+        for choice in &config.agent_providers {
+            let provider = build_provider(choice, config);
+            by_name.insert(provider.name(), provider);
+        }
+        by_name.insert(default.name(), default.clone());
+        let providers = Providers { default, by_name };
+        let runs = Arc::new(Runs::new(
+            writer.clone(),
+            store.clone(),
+            providers,
+            crate::tools::builtin(),
+            config.run_iterations_max,
+            crate::agent::RunLimits {
+                events_max: config.limits.run_events_max,
+                tool_result_chars_max: config.limits.tool_result_chars_max,
+            },
+        ));
+        let shutdown = CancellationToken::new();
+        let cluster = cluster_store.map(|cluster_store| {
+            cluster::Cluster::spawn(
+                cluster_store,
+                store.clone(),
+                hub.clone(),
+                runs.clone(),
+                writer,
+                shutdown.clone(),
+            )
+        });
+        let snapshots = Arc::new(Snapshots::default());
+        let starter = Starter {
+            store: store.clone(),
+            runs: runs.clone(),
+            cluster: cluster.as_ref().map(|cluster| cluster.store.clone()),
+            snapshots: snapshots.clone(),
+        };
+        Ok(AppState {
+            store,
+            hub,
+            runs,
+            ws_connections: Arc::new(Semaphore::new(config.limits.ws_connections_max)),
+            shutdown,
+            letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
+            api_token: config.api_token.as_deref().map(Arc::from),
+            allowed_origins: Arc::new(config.allowed_origins.clone()),
+            limits: Arc::new(config.limits.clone()),
+            cluster,
+            snapshots,
+            starter,
+        })
+    }
+}
+
+fn build_provider(choice: &ProviderChoice, config: &Config) -> Arc<dyn Provider> {
+    match choice {
+        ProviderChoice::Scripted => Arc::new(ScriptedProvider::new(config.scripted.clone())),
+        ProviderChoice::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(anthropic.clone())),
+        ProviderChoice::OpenAi(openai) => Arc::new(OpenAiProvider::new(openai.clone())),
+        ProviderChoice::ClaudeCli(cli) => Arc::new(ClaudeCliProvider::new(cli.clone())),
+    }
+}
+
+/// What a live stream of the log needs: the store to catch up from, the hub to follow, the
+/// shutdown to let go at, and the per-subscriber bounds.
+#[derive(Clone)]
+pub struct Feeds {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub shutdown: CancellationToken,
+    pub limits: Arc<config::Limits>,
+}
+
+/// Who may call: the access token and the origins allowed besides the server's own.
+#[derive(Clone)]
+pub struct Access {
+    pub api_token: Option<Arc<str>>,
+    pub allowed_origins: Arc<Vec<String>>,
+}
+
+/// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
+#[derive(Clone)]
+pub struct WsConnections(pub Arc<Semaphore>);
+
+impl FromRef<AppState> for WsConnections {
+    fn from_ref(state: &AppState) -> Self {
+        WsConnections(state.ws_connections.clone())
+    }
+}
+
+impl FromRef<AppState> for Arc<dyn Store> {
+    fn from_ref(state: &AppState) -> Self {
+        state.store.clone()
+    }
+}
+
+impl FromRef<AppState> for Starter {
+    fn from_ref(state: &AppState) -> Self {
+        state.starter.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Runs> {
+    fn from_ref(state: &AppState) -> Self {
+        state.runs.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<config::Limits> {
+    fn from_ref(state: &AppState) -> Self {
+        state.limits.clone()
+    }
+}
+
+impl FromRef<AppState> for Option<Arc<Cluster>> {
+    fn from_ref(state: &AppState) -> Self {
+        state.cluster.clone()
+    }
+}
+
+impl FromRef<AppState> for Feeds {
+    fn from_ref(state: &AppState) -> Self {
+        Feeds {
+            store: state.store.clone(),
+            hub: state.hub.clone(),
+            shutdown: state.shutdown.clone(),
+            limits: state.limits.clone(),
+        }
+    }
+}
+
+impl FromRef<AppState> for Access {
+    fn from_ref(state: &AppState) -> Self {
+        Access {
+            api_token: state.api_token.clone(),
+            allowed_origins: state.allowed_origins.clone(),
+        }
+    }
+}
