@@ -197,35 +197,8 @@ impl Step {
                 Some(self.text_delta(EventKind::Text, self.text_id, "text", piece))
             }
             ProviderEvent::ToolCallStart { id, name } => self.open_call(id, name),
-            ProviderEvent::ToolCallInputDelta { id, json: piece } => {
-                let call = self.open(&id)?;
-                call.input_json.push_str(&piece);
-                let call = &self.calls[self.index(&id)?];
-                let mut draft = self.ids.call_draft(call, EventKind::ToolCall);
-                draft.delta = Some(Value::String(piece));
-                draft.delta_path = Some("input_json".to_owned());
-                draft.delta_action = Some(DeltaAction::Append);
-                Some(Output::Write(draft))
-            }
-            ProviderEvent::ToolCallEnd { id } => {
-                let call = self.open(&id)?;
-                call.ended = true;
-                // A call with no input at all takes none: `{}`. Text that does not parse leaves
-                // the input unset, and the run answers the call with an error result.
-                let text = call.input_json.trim();
-                let input = if text.is_empty() {
-                    Some(json!({}))
-                } else {
-                    serde_json::from_str::<Value>(text).ok()
-                };
-                call.input = input.clone();
-                let input = input?;
-                let call = &self.calls[self.index(&id)?];
-                Some(Output::Write(self.ids.call_merge(
-                    call,
-                    json!({ "input": input, "status": "ready" }),
-                )))
-            }
+            ProviderEvent::ToolCallInputDelta { id, json: piece } => self.input_piece(&id, piece),
+            ProviderEvent::ToolCallEnd { id } => self.end_call(&id),
             ProviderEvent::Usage {
                 input_tokens,
                 output_tokens,
@@ -244,27 +217,7 @@ impl Step {
                 id,
                 content,
                 is_error,
-            } => {
-                let Some(index) = self.index(&id) else {
-                    tracing::warn!(call_id = %id, "a provider tool result for an unknown call");
-                    return None;
-                };
-                let call = &mut self.calls[index];
-                if call.answered_by_provider {
-                    tracing::warn!(call_id = %id, "second provider result refused");
-                    return None;
-                }
-                call.answered_by_provider = true;
-                let result = if is_error {
-                    Err(match content {
-                        Value::String(text) => text,
-                        other => other.to_string(),
-                    })
-                } else {
-                    Ok(content)
-                };
-                Some(Output::ProviderResult { index, result })
-            }
+            } => self.provider_result(&id, content, is_error),
             ProviderEvent::Stop { reason } => {
                 self.stop_reason = Some(reason);
                 None
@@ -329,6 +282,59 @@ impl Step {
         draft.delta_path = Some(path.to_owned());
         draft.delta_action = Some(DeltaAction::Append);
         Output::Write(draft)
+    }
+
+    fn input_piece(&mut self, id: &str, piece: String) -> Option<Output> {
+        let call = self.open(id)?;
+        call.input_json.push_str(&piece);
+        let call = &self.calls[self.index(id)?];
+        let mut draft = self.ids.call_draft(call, EventKind::ToolCall);
+        draft.delta = Some(Value::String(piece));
+        draft.delta_path = Some("input_json".to_owned());
+        draft.delta_action = Some(DeltaAction::Append);
+        Some(Output::Write(draft))
+    }
+
+    fn end_call(&mut self, id: &str) -> Option<Output> {
+        let call = self.open(id)?;
+        call.ended = true;
+        // A call with no input at all takes none: `{}`. Text that does not parse leaves the
+        // input unset, and the run answers the call with an error result.
+        let text = call.input_json.trim();
+        let input = if text.is_empty() {
+            Some(json!({}))
+        } else {
+            serde_json::from_str::<Value>(text).ok()
+        };
+        call.input = input.clone();
+        let input = input?;
+        let call = &self.calls[self.index(id)?];
+        Some(Output::Write(self.ids.call_merge(
+            call,
+            json!({ "input": input, "status": "ready" }),
+        )))
+    }
+
+    fn provider_result(&mut self, id: &str, content: Value, is_error: bool) -> Option<Output> {
+        let Some(index) = self.index(id) else {
+            tracing::warn!(call_id = %id, "a provider tool result for an unknown call");
+            return None;
+        };
+        let call = &mut self.calls[index];
+        if call.answered_by_provider {
+            tracing::warn!(call_id = %id, "second provider result refused");
+            return None;
+        }
+        call.answered_by_provider = true;
+        let result = if is_error {
+            Err(match content {
+                Value::String(text) => text,
+                other => other.to_string(),
+            })
+        } else {
+            Ok(content)
+        };
+        Some(Output::ProviderResult { index, result })
     }
 
     fn open_call(&mut self, id: String, name: String) -> Option<Output> {

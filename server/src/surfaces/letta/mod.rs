@@ -11,6 +11,12 @@
 //! first request's run instead of starting another.
 
 pub mod mapping;
+mod request;
+mod streaming;
+
+use request::unprocessable;
+pub use request::{parse_request, LettaRequest};
+use streaming::{feed, sse_response, wanted, ForegroundGuard};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,27 +25,21 @@ use app::{AgentEvent, EventKind};
 use axum::extract::FromRef;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::agent::start::Starter;
 use crate::agent::start::IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::agent::{RunOptions, Runs};
 use crate::delivery::hub::Hub;
-use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::{parse_agent_id, ListQuery};
 use crate::state::AppState;
 use crate::store::Store;
-use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
-use mapping::{Cut, LettaItem, LettaMapper};
+use mapping::{Cut, LettaItem};
 
 /// What Letta's handlers use of the server: the log, the live rooms, the runs and how to start
 /// one, and the ping interval of streams that ask for pings.
@@ -81,119 +81,6 @@ pub const MESSAGES_PAGE_LIMIT_MAX: u32 = 1000;
 pub const MESSAGES_LOG_EVENTS_MAX: usize = 200_000;
 /// The otid is the idempotency key of a send (prefixed, to keep it apart from the native key).
 const OTID_KEY_PREFIX: &str = "otid:";
-
-/// The body of `POST /v1/agents/{id}/messages` and `…/messages/stream`. Fields Letta has that
-/// are not listed (`assistant_message_tool_name`, `enable_thinking`, `client_tools`, …) are
-/// accepted and ignored.
-#[derive(Debug, Deserialize)]
-pub struct LettaRequest {
-    #[serde(default)]
-    messages: Option<Vec<MessageCreate>>,
-    /// Shorthand for one user message.
-    #[serde(default)]
-    input: Option<Content>,
-    #[serde(default)]
-    streaming: Option<bool>,
-    #[serde(default)]
-    stream_tokens: Option<bool>,
-    #[serde(default)]
-    background: Option<bool>,
-    #[serde(default)]
-    include_pings: Option<bool>,
-    #[serde(default)]
-    max_steps: Option<u32>,
-    #[serde(default)]
-    include_return_message_types: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageCreate {
-    role: String,
-    content: Content,
-    #[serde(default)]
-    otid: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-#[derive(Debug, Deserialize)]
-struct ContentPart {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    text: Option<String>,
-}
-
-impl Content {
-    fn text(&self) -> Result<String, ApiError> {
-        match self {
-            Content::Text(text) => Ok(text.clone()),
-            Content::Parts(parts) => parts
-                .iter()
-                .map(|part| match (part.kind.as_str(), &part.text) {
-                    ("text", Some(text)) => Ok(text.as_str()),
-                    (kind, _) => Err(unprocessable(format!(
-                        "content of type {kind:?} is not supported; send text"
-                    ))),
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(|texts| texts.join("\n")),
-        }
-    }
-}
-
-fn unprocessable(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
-}
-
-impl LettaRequest {
-    /// The user's text and the client's otid for it.
-    fn user_message(&self) -> Result<(String, Option<String>), ApiError> {
-        if let Some(messages) = self
-            .messages
-            .as_ref()
-            .filter(|messages| !messages.is_empty())
-        {
-            let mut texts = Vec::with_capacity(messages.len());
-            for message in messages {
-                if message.role != "user" {
-                    return Err(unprocessable(format!(
-                        "role {:?}: only user messages can be sent",
-                        message.role
-                    )));
-                }
-                texts.push(message.content.text()?);
-            }
-            let otid = messages.iter().find_map(|message| message.otid.clone());
-            return Ok((texts.join("\n\n"), otid));
-        }
-        match &self.input {
-            Some(input) => Ok((input.text()?, None)),
-            None => Err(unprocessable("messages (or input) is required")),
-        }
-    }
-
-    fn cut(&self) -> Cut {
-        if self.stream_tokens.unwrap_or(false) {
-            Cut::Tokens
-        } else {
-            Cut::Steps
-        }
-    }
-}
-
-/// Reads a Letta send body as the handlers do: the user's text and the client's otid, or the
-/// error the client would get. (The fuzz targets drive this with arbitrary bytes.)
-pub fn parse_request(body: &[u8]) -> Result<(String, Option<String>), ApiError> {
-    let request: LettaRequest = serde_json::from_slice(body)
-        .map_err(|error| crate::http::params::body_error(&error, "request"))?;
-    request.user_message()
-}
 
 /// `POST /v1/agents/{id}/messages`: the run's messages when it ends, or with `streaming: true`
 /// the same as `…/messages/stream`.
@@ -346,207 +233,6 @@ async fn run_start_seq(state: &LettaState, run_id: Uuid) -> Result<u64, ApiError
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Cancels a foreground run when the request that started it goes away before it ends (the
-/// response body, or the waiting handler, is dropped). Harmless after the run ended.
-struct ForegroundGuard {
-    runs: std::sync::Arc<Runs>,
-    agent_id: Uuid,
-    run_id: Uuid,
-    /// False once the client has had the whole run: dropping then cancels nothing.
-    armed: bool,
-}
-
-impl ForegroundGuard {
-    fn disarm(guard: &mut Option<ForegroundGuard>) {
-        if let Some(guard) = guard {
-            guard.armed = false;
-        }
-    }
-}
-
-impl Drop for ForegroundGuard {
-    fn drop(&mut self) {
-        if self.armed
-            && self
-                .runs
-                .cancel(self.agent_id, Some(&[self.run_id]))
-                .is_some()
-        {
-            tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
-        }
-    }
-}
-
-/// Aborts a task when dropped, so a feed that ends (or is dropped) takes its log subscription
-/// with it.
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Follows run `run_id` in the log from `after_seq` and cuts it into Letta items with
-/// `seq_id > starting_after`. The channel closes after the run's last item (its usage), or after
-/// an error item when the log cannot be followed.
-fn feed(
-    state: LettaState,
-    agent_id: Uuid,
-    run_id: Uuid,
-    after_seq: u64,
-    cut: Cut,
-    starting_after: u64,
-) -> mpsc::Receiver<Result<LettaItem, FollowError>> {
-    let (items, receiver) = mpsc::channel(LETTA_FEED_ITEMS_MAX);
-    tokio::spawn(async move {
-        let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);
-        let mut follower = {
-            let state = state.clone();
-            AbortOnDrop(tokio::spawn(async move {
-                let store = state.store.as_ref();
-                subscription::follow(
-                    store,
-                    &state.hub,
-                    agent_id,
-                    after_seq,
-                    Form::Values,
-                    &log_out,
-                )
-                .await
-            }))
-        };
-        let mut mapper = LettaMapper::new(cut);
-        loop {
-            let Some(message) = log.recv().await else {
-                let error = match (&mut follower.0).await {
-                    Ok(Err(error)) => error,
-                    _ => FollowError::SubscriberGone,
-                };
-                let _ = items.send(Err(error)).await;
-                return;
-            };
-            let Outbound::Values { events, .. } = message else {
-                // `lagged` notices: the subscription catches up from the store by itself.
-                continue;
-            };
-            for event in events.iter().filter(|event| event.run_id == Some(run_id)) {
-                for item in mapper.push(event) {
-                    if item.seq_id() > starting_after && items.send(Ok(item)).await.is_err() {
-                        return;
-                    }
-                }
-                if event.kind.is_run_end() {
-                    return;
-                }
-            }
-        }
-    });
-    receiver
-}
-
-fn wanted(types: &Option<Vec<String>>, message_type: &str) -> bool {
-    types
-        .as_ref()
-        .is_none_or(|types| types.iter().any(|wanted| wanted == message_type))
-}
-
-/// What the SSE response is doing.
-struct Streaming {
-    items: mpsc::Receiver<Result<LettaItem, FollowError>>,
-    ping: Option<tokio::time::Interval>,
-    run_id: Uuid,
-    types: Option<Vec<String>>,
-    finished: bool,
-    guard: Option<ForegroundGuard>,
-}
-
-/// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
-/// `error` event if the log cannot be followed, and `data: [DONE]` at the end.
-fn sse_response(
-    state: &LettaState,
-    items: mpsc::Receiver<Result<LettaItem, FollowError>>,
-    run_id: Uuid,
-    include_pings: bool,
-    types: Option<Vec<String>>,
-    guard: Option<ForegroundGuard>,
-) -> Response {
-    let ping = include_pings.then(|| {
-        let period = state.ping_interval;
-        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval
-    });
-    let streaming = Streaming {
-        items,
-        ping,
-        run_id,
-        types,
-        finished: false,
-        guard,
-    };
-    let events = stream::unfold(streaming, |mut streaming| async move {
-        if streaming.finished {
-            return None;
-        }
-        loop {
-            let next = tokio::select! {
-                item = streaming.items.recv() => Some(item),
-                _ = next_ping(&mut streaming.ping) => None,
-            };
-            let event = match next {
-                None => ping_event(streaming.run_id),
-                Some(Some(Ok(item))) => {
-                    if let LettaItem::Message(message) = &item {
-                        if !wanted(&streaming.types, message.body_type()) {
-                            continue;
-                        }
-                    }
-                    Event::default().data(item.to_json().to_string())
-                }
-                Some(Some(Err(error))) => {
-                    streaming.finished = true;
-                    let body = json!({
-                        "message_type": "error_message",
-                        "error_type": error.code(),
-                        "message": error.to_string(),
-                        "run_id": streaming.run_id,
-                    });
-                    Event::default().event("error").data(body.to_string())
-                }
-                Some(None) => {
-                    streaming.finished = true;
-                    ForegroundGuard::disarm(&mut streaming.guard);
-                    Event::default().data("[DONE]")
-                }
-            };
-            return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
-        }
-    });
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)))
-        .into_response()
-}
-
-async fn next_ping(ping: &mut Option<tokio::time::Interval>) {
-    match ping {
-        Some(interval) => {
-            interval.tick().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
-fn ping_event(run_id: Uuid) -> Event {
-    let ping = json!({
-        "id": format!("ping-{}", Uuid::new_v4()),
-        "date": chrono::Utc::now(),
-        "message_type": "ping",
-        "run_id": run_id,
-    });
-    Event::default().data(ping.to_string())
 }
 
 /// The body of `POST /v1/runs/{run_id}/stream`; Letta's `poll_interval` and `batch_size` are

@@ -1,0 +1,220 @@
+//! A Letta stream: the feed task that follows the log into the mapper, the SSE response that
+//! interleaves pings and ends with `[DONE]`, and the guard that cancels a foreground run when its
+//! client goes away.
+
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::mapping::{Cut, LettaItem, LettaMapper};
+use super::{LettaState, FEED_LOG_MESSAGES_MAX, LETTA_FEED_ITEMS_MAX};
+use crate::agent::Runs;
+use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
+
+/// Cancels a foreground run when the request that started it goes away before it ends (the
+/// response body, or the waiting handler, is dropped). Harmless after the run ended.
+pub(super) struct ForegroundGuard {
+    pub(super) runs: std::sync::Arc<Runs>,
+    pub(super) agent_id: Uuid,
+    pub(super) run_id: Uuid,
+    /// False once the client has had the whole run: dropping then cancels nothing.
+    pub(super) armed: bool,
+}
+
+impl ForegroundGuard {
+    pub(super) fn disarm(guard: &mut Option<ForegroundGuard>) {
+        if let Some(guard) = guard {
+            guard.armed = false;
+        }
+    }
+}
+
+impl Drop for ForegroundGuard {
+    fn drop(&mut self) {
+        if self.armed
+            && self
+                .runs
+                .cancel(self.agent_id, Some(&[self.run_id]))
+                .is_some()
+        {
+            tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
+        }
+    }
+}
+
+/// Aborts a task when dropped, so a feed that ends (or is dropped) takes its log subscription
+/// with it.
+pub(super) struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Follows run `run_id` in the log from `after_seq` and cuts it into Letta items with
+/// `seq_id > starting_after`. The channel closes after the run's last item (its usage), or after
+/// an error item when the log cannot be followed.
+pub(super) fn feed(
+    state: LettaState,
+    agent_id: Uuid,
+    run_id: Uuid,
+    after_seq: u64,
+    cut: Cut,
+    starting_after: u64,
+) -> mpsc::Receiver<Result<LettaItem, FollowError>> {
+    let (items, receiver) = mpsc::channel(LETTA_FEED_ITEMS_MAX);
+    tokio::spawn(async move {
+        let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);
+        let mut follower = {
+            let state = state.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                let store = state.store.as_ref();
+                subscription::follow(
+                    store,
+                    &state.hub,
+                    agent_id,
+                    after_seq,
+                    Form::Values,
+                    &log_out,
+                )
+                .await
+            }))
+        };
+        let mut mapper = LettaMapper::new(cut);
+        loop {
+            let Some(message) = log.recv().await else {
+                let error = match (&mut follower.0).await {
+                    Ok(Err(error)) => error,
+                    _ => FollowError::SubscriberGone,
+                };
+                let _ = items.send(Err(error)).await;
+                return;
+            };
+            let Outbound::Values { events, .. } = message else {
+                // `lagged` notices: the subscription catches up from the store by itself.
+                continue;
+            };
+            for event in events.iter().filter(|event| event.run_id == Some(run_id)) {
+                for item in mapper.push(event) {
+                    if item.seq_id() > starting_after && items.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+                if event.kind.is_run_end() {
+                    return;
+                }
+            }
+        }
+    });
+    receiver
+}
+
+pub(super) fn wanted(types: &Option<Vec<String>>, message_type: &str) -> bool {
+    types
+        .as_ref()
+        .is_none_or(|types| types.iter().any(|wanted| wanted == message_type))
+}
+
+/// What the SSE response is doing.
+pub(super) struct Streaming {
+    pub(super) items: mpsc::Receiver<Result<LettaItem, FollowError>>,
+    pub(super) ping: Option<tokio::time::Interval>,
+    pub(super) run_id: Uuid,
+    pub(super) types: Option<Vec<String>>,
+    pub(super) finished: bool,
+    pub(super) guard: Option<ForegroundGuard>,
+}
+
+/// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
+/// `error` event if the log cannot be followed, and `data: [DONE]` at the end.
+pub(super) fn sse_response(
+    state: &LettaState,
+    items: mpsc::Receiver<Result<LettaItem, FollowError>>,
+    run_id: Uuid,
+    include_pings: bool,
+    types: Option<Vec<String>>,
+    guard: Option<ForegroundGuard>,
+) -> Response {
+    let ping = include_pings.then(|| {
+        let period = state.ping_interval;
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval
+    });
+    let streaming = Streaming {
+        items,
+        ping,
+        run_id,
+        types,
+        finished: false,
+        guard,
+    };
+    let events = stream::unfold(streaming, |mut streaming| async move {
+        if streaming.finished {
+            return None;
+        }
+        loop {
+            let next = tokio::select! {
+                item = streaming.items.recv() => Some(item),
+                _ = next_ping(&mut streaming.ping) => None,
+            };
+            let event = match next {
+                None => ping_event(streaming.run_id),
+                Some(Some(Ok(item))) => {
+                    if let LettaItem::Message(message) = &item {
+                        if !wanted(&streaming.types, message.body_type()) {
+                            continue;
+                        }
+                    }
+                    Event::default().data(item.to_json().to_string())
+                }
+                Some(Some(Err(error))) => {
+                    streaming.finished = true;
+                    let body = json!({
+                        "message_type": "error_message",
+                        "error_type": error.code(),
+                        "message": error.to_string(),
+                        "run_id": streaming.run_id,
+                    });
+                    Event::default().event("error").data(body.to_string())
+                }
+                Some(None) => {
+                    streaming.finished = true;
+                    ForegroundGuard::disarm(&mut streaming.guard);
+                    Event::default().data("[DONE]")
+                }
+            };
+            return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
+        }
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)))
+        .into_response()
+}
+
+pub(super) async fn next_ping(ping: &mut Option<tokio::time::Interval>) {
+    match ping {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) fn ping_event(run_id: Uuid) -> Event {
+    let ping = json!({
+        "id": format!("ping-{}", Uuid::new_v4()),
+        "date": chrono::Utc::now(),
+        "message_type": "ping",
+        "run_id": run_id,
+    });
+    Event::default().data(ping.to_string())
+}
