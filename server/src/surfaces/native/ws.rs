@@ -83,136 +83,161 @@ pub async fn upgrade(
 }
 
 /// Runs one connection until the client leaves or the server shuts down.
-pub async fn serve_socket<W, R>(feeds: Feeds, runs: Arc<Runs>, mut sink: W, mut stream: R)
+pub async fn serve_socket<W, R>(feeds: Feeds, runs: Arc<Runs>, sink: W, mut stream: R)
 where
     W: Sink<Message> + Unpin + Send + 'static,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
 {
-    let (out, mut outbound) =
-        mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
-    let socket_writer = tokio::spawn(async move {
-        'writing: while let Some(message) = outbound.recv().await {
-            // Whatever queued up while the last frame was being written is this socket's
-            // backlog: take it together, so subscriptions that asked for it are coalesced.
-            let mut waiting = vec![message];
-            while waiting.len() < subscription::OUTBOUND_DRAIN_MESSAGES_MAX {
-                match outbound.try_recv() {
-                    Ok(message) => waiting.push(message),
-                    Err(_) => break,
-                }
-            }
-            for message in subscription::coalesce_waiting(waiting) {
-                if sink
-                    .send(Message::Text(message.frame().into()))
-                    .await
-                    .is_err()
-                {
-                    break 'writing;
-                }
-            }
-        }
-        let _ = sink.close().await;
-    });
-
-    let mut subscriptions: HashMap<Uuid, JoinHandle<()>> = HashMap::new();
+    let (out, outbound) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
+    let socket_writer = tokio::spawn(write_socket(sink, outbound));
+    let shutdown = feeds.shutdown.clone();
+    let mut connection = Connection {
+        feeds,
+        runs,
+        out,
+        subscriptions: HashMap::new(),
+    };
     loop {
         let frame = tokio::select! {
-            _ = feeds.shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => break,
             frame = stream.next() => frame,
         };
         let text = match frame {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
-                reply_error(
-                    &out,
-                    "unsupported_frame",
-                    "send JSON text frames, not binary",
-                    None,
-                )
-                .await;
+                connection
+                    .reply_error(
+                        "unsupported_frame",
+                        "send JSON text frames, not binary",
+                        None,
+                    )
+                    .await;
                 continue;
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
         };
-        let message = match serde_json::from_str::<ClientMessage>(text.as_str()) {
-            Ok(message) => message,
-            Err(error) => {
-                let code = if serde_json::from_str::<serde_json::Value>(text.as_str()).is_ok() {
-                    "invalid_message"
-                } else {
-                    "malformed_json"
-                };
-                reply_error(
-                    &out,
-                    code,
-                    &format!("cannot read that message: {error}"),
-                    None,
-                )
-                .await;
-                continue;
-            }
-        };
-        subscriptions.retain(|_, task| !task.is_finished());
-        match message {
-            ClientMessage::Subscribe {
-                agent_id,
-                since,
-                coalesce,
-            } => {
-                if let Some(previous) = subscriptions.remove(&agent_id) {
-                    // A new subscribe for the same agent replaces the old one (a new cursor).
-                    previous.abort();
-                } else if subscriptions.len() >= feeds.limits.ws_subscriptions_per_connection_max {
-                    reply_error(
-                        &out,
-                        "too_many_subscriptions",
-                        &format!(
-                            "a connection holds at most {} subscriptions",
-                            feeds.limits.ws_subscriptions_per_connection_max
-                        ),
-                        Some(agent_id),
-                    )
-                    .await;
-                    continue;
-                }
-                let form = Form::Json { coalesce };
-                let task = spawn_subscription(feeds.clone(), agent_id, since, form, out.clone());
-                subscriptions.insert(agent_id, task);
-            }
-            ClientMessage::Unsubscribe { agent_id } => {
-                if let Some(task) = subscriptions.remove(&agent_id) {
-                    task.abort();
-                }
-                let _ = out
-                    .send(Outbound::Message(ServerMessage::Unsubscribed { agent_id }))
-                    .await;
-            }
-            ClientMessage::Cancel { agent_id, run_ids } => {
-                // The outcome (`run_cancelled`) arrives through the log like everything else.
-                let run_ids = runs
-                    .cancel(agent_id, run_ids.as_deref())
-                    .map(|cancelling| vec![cancelling.run_id])
-                    .unwrap_or_default();
-                let _ = out
-                    .send(Outbound::Message(ServerMessage::CancelRequested {
-                        agent_id,
-                        run_ids,
-                    }))
-                    .await;
-            }
-            ClientMessage::Ping { nonce } => {
-                let _ = out
-                    .send(Outbound::Message(ServerMessage::Pong { nonce }))
-                    .await;
-            }
+        if let Some(message) = connection.read(text.as_str()).await {
+            connection.handle(message).await;
         }
     }
+    let Connection {
+        out, subscriptions, ..
+    } = connection;
     for (_, task) in subscriptions {
         task.abort();
     }
     drop(out);
     let _ = socket_writer.await;
+}
+
+/// Writes what the connection's subscriptions queue to the socket. Whatever queued up while the
+/// last frame was being written is this socket's backlog: it is taken together, so
+/// subscriptions that asked for it are coalesced.
+async fn write_socket<W>(mut sink: W, mut outbound: mpsc::Receiver<Outbound>)
+where
+    W: Sink<Message> + Unpin + Send + 'static,
+{
+    'writing: while let Some(message) = outbound.recv().await {
+        let mut waiting = vec![message];
+        while waiting.len() < subscription::OUTBOUND_DRAIN_MESSAGES_MAX {
+            match outbound.try_recv() {
+                Ok(message) => waiting.push(message),
+                Err(_) => break,
+            }
+        }
+        for message in subscription::coalesce_waiting(waiting) {
+            if sink
+                .send(Message::Text(message.frame().into()))
+                .await
+                .is_err()
+            {
+                break 'writing;
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+/// One connection's reading side: its subscriptions and where their frames go.
+struct Connection {
+    feeds: Feeds,
+    runs: Arc<Runs>,
+    out: mpsc::Sender<Outbound>,
+    subscriptions: HashMap<Uuid, JoinHandle<()>>,
+}
+
+impl Connection {
+    /// The client's message, or `None` after telling the client what was wrong with it.
+    async fn read(&self, text: &str) -> Option<ClientMessage> {
+        match serde_json::from_str::<ClientMessage>(text) {
+            Ok(message) => Some(message),
+            Err(error) => {
+                let code = if serde_json::from_str::<serde_json::Value>(text).is_ok() {
+                    "invalid_message"
+                } else {
+                    "malformed_json"
+                };
+                self.reply_error(code, &format!("cannot read that message: {error}"), None)
+                    .await;
+                None
+            }
+        }
+    }
+
+    async fn handle(&mut self, message: ClientMessage) {
+        self.subscriptions.retain(|_, task| !task.is_finished());
+        let reply = match message {
+            ClientMessage::Subscribe {
+                agent_id,
+                since,
+                coalesce,
+            } => {
+                self.subscribe(agent_id, since, Form::Json { coalesce })
+                    .await;
+                return;
+            }
+            ClientMessage::Unsubscribe { agent_id } => {
+                if let Some(task) = self.subscriptions.remove(&agent_id) {
+                    task.abort();
+                }
+                ServerMessage::Unsubscribed { agent_id }
+            }
+            ClientMessage::Cancel { agent_id, run_ids } => {
+                // The outcome (`run_cancelled`) arrives through the log like everything else.
+                let run_ids = self
+                    .runs
+                    .cancel(agent_id, run_ids.as_deref())
+                    .map(|cancelling| vec![cancelling.run_id])
+                    .unwrap_or_default();
+                ServerMessage::CancelRequested { agent_id, run_ids }
+            }
+            ClientMessage::Ping { nonce } => ServerMessage::Pong { nonce },
+        };
+        let _ = self.out.send(Outbound::Message(reply)).await;
+    }
+
+    async fn subscribe(&mut self, agent_id: Uuid, since: u64, form: Form) {
+        let limit = self.feeds.limits.ws_subscriptions_per_connection_max;
+        if let Some(previous) = self.subscriptions.remove(&agent_id) {
+            // A new subscribe for the same agent replaces the old one (a new cursor).
+            previous.abort();
+        } else if self.subscriptions.len() >= limit {
+            self.reply_error(
+                "too_many_subscriptions",
+                &format!("a connection holds at most {limit} subscriptions"),
+                Some(agent_id),
+            )
+            .await;
+            return;
+        }
+        let task = spawn_subscription(self.feeds.clone(), agent_id, since, form, self.out.clone());
+        self.subscriptions.insert(agent_id, task);
+    }
+
+    async fn reply_error(&self, code: &str, message: &str, agent_id: Option<Uuid>) {
+        reply_error(&self.out, code, message, agent_id).await;
+    }
 }
 
 fn spawn_subscription(
