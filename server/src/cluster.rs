@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::agent::Runs;
 use crate::delivery::hub::Hub;
 use crate::delivery::writer::Writer;
-use crate::store::{ClusterStore, Notice, Notices, Store, StoreError};
+use crate::store::{ClusterStore, EventLog, Notice, Notices, Store, StoreError};
 
 /// Events read from the log for one commit notice (or one room's catch-up) at most. A room
 /// further behind gets the newest this many; its subscribers fill the rest from the store.
@@ -85,7 +85,7 @@ impl Cluster {
 }
 
 /// Listens, catches up, follows notices; on a lost connection, starts over.
-async fn listen_loop(cluster: &Cluster, store: &dyn Store, hub: &Hub, runs: &Runs) {
+async fn listen_loop(cluster: &Cluster, store: &dyn EventLog, hub: &Hub, runs: &Runs) {
     let mut failures = 0;
     loop {
         match follow_notices(cluster, store, hub, runs).await {
@@ -110,7 +110,7 @@ async fn listen_loop(cluster: &Cluster, store: &dyn Store, hub: &Hub, runs: &Run
 
 async fn follow_notices(
     cluster: &Cluster,
-    store: &dyn Store,
+    store: &dyn EventLog,
     hub: &Hub,
     runs: &Runs,
 ) -> Result<std::convert::Infallible, StoreError> {
@@ -161,7 +161,7 @@ async fn follow_notices(
 /// Hands the room what the log holds beyond `published`: the committed range of a notice, or
 /// (after a reconnect) up to the head. At most [`NOTICE_FETCH_EVENTS_MAX`] of the newest.
 async fn catch_up_room(
-    store: &dyn Store,
+    store: &dyn EventLog,
     hub: &Hub,
     agent_id: Uuid,
     published: u64,

@@ -44,7 +44,7 @@ use agentstream_server::config::Config;
 use agentstream_server::delivery::subscription;
 use agentstream_server::delivery::subscription::{Form, Outbound};
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{AppendBatch, NewAgent, Store, StoreError};
+use agentstream_server::store::{Agents, AppendBatch, EventLog, NewAgent, Store, StoreError};
 use agentstream_server::AppState;
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};

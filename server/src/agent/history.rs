@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use app::timeline::Timeline;
 use uuid::Uuid;
 
-use crate::store::{Store, StoreError};
+use crate::store::{EventLog, StoreError};
 
 /// Events read per store page while folding a log.
 const FOLD_PAGE_EVENTS: u32 = 1000;
@@ -89,7 +89,7 @@ impl Snapshots {
 /// kept (only the events after it are read), from the start otherwise; keeps the result as the
 /// new snapshot once the log is long enough to be worth it.
 pub async fn fold_log(
-    store: &dyn Store,
+    store: &dyn EventLog,
     snapshots: &Snapshots,
     agent_id: Uuid,
 ) -> Result<Timeline, StoreError> {
@@ -120,7 +120,7 @@ pub async fn fold_log(
 mod tests {
     use super::*;
     use crate::store::sqlite::SqliteStore;
-    use crate::store::{AppendBatch, EventDraft, NewAgent};
+    use crate::store::{Agents, AppendBatch, EventDraft, NewAgent};
     use app::DeltaAction;
     use app::EventKind;
     use serde_json::Value;

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::delivery::writer::{AppendError, Writer};
-use crate::store::{EventDraft, Store, StoreError};
+use crate::store::{EventDraft, EventLog, Store, StoreError};
 
 /// The sentence an interrupted run and its unanswered tool calls carry.
 pub const INTERRUPTED_MESSAGE: &str = "the server stopped while this run was in progress";
@@ -83,7 +83,7 @@ pub async fn recover(
 /// The events of the run that `started` began: it is the newest run of its agent (one run per
 /// agent at a time), so they are everything from its `run_started` on.
 pub async fn run_events(
-    store: &dyn Store,
+    store: &dyn EventLog,
     started: &AgentEvent,
 ) -> Result<Vec<AgentEvent>, StoreError> {
     let mut events = Vec::new();

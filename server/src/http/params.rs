@@ -6,7 +6,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use crate::store::Store;
+use crate::store::EventLog;
 
 /// Parses a path id, with an error that says which id was wrong.
 pub fn parse_agent_id(text: &str) -> Result<Uuid, ApiError> {
@@ -142,7 +142,7 @@ impl ListQuery {
 /// The agent's head seq, after checking that `since` can be resumed from: the agent exists and
 /// the cursor is not beyond its log (a cursor from another log, or a reset database).
 pub async fn head_for_cursor(
-    store: &dyn Store,
+    store: &dyn EventLog,
     agent_id: Uuid,
     since: u64,
 ) -> Result<u64, ApiError> {

@@ -9,18 +9,17 @@ use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use rusqlite::types::Value as SqlValue;
 
-use super::rows::{
-    check_contiguous, corrupt, json_text, parse_json, seq_from_column, unknown_agent_or_database,
-};
+use super::error::unknown_agent_or;
+use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
-    AppendBatch, EventJson, NewAgent, Store, StoreError, RUN_END_KINDS, RUN_OUTLINE_KINDS,
+    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, RUN_END_KINDS,
+    RUN_OUTLINE_KINDS,
 };
 
 mod appender;
@@ -126,34 +125,24 @@ fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
 }
 
 fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
-    let tags: Value = parse_json(row.try_get::<&str, _>("tags")?)?;
-    Ok(Agent {
+    AgentRow {
         id: parse_uuid(row.try_get("id")?)?,
         name: row.try_get("name")?,
         system: row.try_get("system")?,
         description: row.try_get("description")?,
         model: row.try_get("model")?,
-        metadata: parse_json(row.try_get::<&str, _>("metadata")?)?,
-        tags: serde_json::from_value(tags).map_err(corrupt)?,
-        head_seq: seq_from_column(row.try_get("head_seq")?)?,
+        metadata: row.try_get("metadata")?,
+        tags: row.try_get("tags")?,
+        head_seq: row.try_get("head_seq")?,
         created_at: parse_time(row.try_get("created_at")?)?,
-    })
+    }
+    .to_agent()
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Agents for SqliteStore {
     async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
-        let created = Agent {
-            id: Uuid::new_v4(),
-            name: agent.name,
-            system: agent.system,
-            description: agent.description,
-            model: agent.model,
-            metadata: agent.metadata,
-            tags: agent.tags,
-            head_seq: 0,
-            created_at: Utc::now(),
-        };
+        let created = agent.into_agent(Utc::now());
         sqlx::query(
             "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
              created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
@@ -196,7 +185,10 @@ impl Store for SqliteStore {
             .await?;
         Ok(result.rows_affected() > 0)
     }
+}
 
+#[async_trait]
+impl EventLog for SqliteStore {
     async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
         let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
@@ -211,7 +203,7 @@ impl Store for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let since_column = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
+        let since_column = seq_to_column(since)?;
         let events = self
             .reader
             .events(range_sql(), range_params(agent_id, since_column, limit))
@@ -226,7 +218,7 @@ impl Store for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let since_column = i64::try_from(since).map_err(|_| corrupt("since beyond i64"))?;
+        let since_column = seq_to_column(since)?;
         let events = self
             .reader
             .events_json(range_sql(), range_params(agent_id, since_column, limit))
@@ -245,6 +237,28 @@ impl Store for SqliteStore {
         self.reader.events(unfinished_runs_sql(), Vec::new()).await
     }
 
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        let mut events = Vec::new();
+        // Bounded statement size: the ids of one commit go in chunks.
+        for chunk in ids.chunks(IDS_PER_STATEMENT_MAX) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let ids = chunk
+                .iter()
+                .map(|id| SqlValue::Text(id.to_string()))
+                .collect();
+            let sql = format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ({marks})");
+            events.extend(self.reader.events(sql, ids).await?);
+        }
+        Ok(events)
+    }
+
+    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        self.appender.append(batches.to_vec()).await
+    }
+}
+
+#[async_trait]
+impl RunKeys for SqliteStore {
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
         let released = sqlx::query(
             "DELETE FROM run_keys WHERE NOT EXISTS ( \
@@ -273,7 +287,7 @@ impl Store for SqliteStore {
         .bind(Utc::now().to_rfc3339())
         .execute(&mut *transaction)
         .await
-        .map_err(unknown_agent_or_database(agent_id))?;
+        .map_err(unknown_agent_or(agent_id))?;
         let holder: String = if inserted.rows_affected() == 1 {
             run_id.to_string()
         } else {
@@ -297,103 +311,17 @@ impl Store for SqliteStore {
             .await?;
         Ok(())
     }
-
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-        let mut events = Vec::new();
-        // Bounded statement size: the ids of one commit go in chunks.
-        for chunk in ids.chunks(IDS_PER_STATEMENT_MAX) {
-            let marks = vec!["?"; chunk.len()].join(", ");
-            let ids = chunk
-                .iter()
-                .map(|id| SqlValue::Text(id.to_string()))
-                .collect();
-            let sql = format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ({marks})");
-            events.extend(self.reader.events(sql, ids).await?);
-        }
-        Ok(events)
-    }
-
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        self.appender.append(batches.to_vec()).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::EventDraft;
-    use app::EventKind;
 
     async fn open_temporary() -> (tempfile::TempDir, SqliteStore) {
         let directory = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", directory.path().join("test.db").display());
         let store = SqliteStore::open(&url).await.unwrap();
         (directory, store)
-    }
-
-    fn drafts(count: usize) -> Vec<EventDraft> {
-        (0..count)
-            .map(|index| {
-                let mut draft = EventDraft::new(EventKind::Text);
-                draft.content = serde_json::json!({ "text": index.to_string() });
-                draft
-            })
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn append_assigns_gapless_seqs_per_agent() {
-        let (_directory, store) = open_temporary().await;
-        let first = store.create_agent(NewAgent::default()).await.unwrap();
-        let second = store.create_agent(NewAgent::default()).await.unwrap();
-        let batches = vec![
-            AppendBatch {
-                agent_id: first.id,
-                drafts: drafts(3),
-            },
-            AppendBatch {
-                agent_id: second.id,
-                drafts: drafts(2),
-            },
-            AppendBatch {
-                agent_id: first.id,
-                drafts: drafts(2),
-            },
-        ];
-        let committed = store.append(&batches).await.unwrap();
-        let seqs: Vec<Vec<u64>> = committed
-            .iter()
-            .map(|events| events.iter().map(|event| event.seq).collect())
-            .collect();
-        assert_eq!(seqs, vec![vec![1, 2, 3], vec![1, 2], vec![4, 5]]);
-        assert_eq!(store.head_seq(first.id).await.unwrap(), Some(5));
-        let read = store.read_events(first.id, 2, 10).await.unwrap();
-        assert_eq!(
-            read.iter().map(|event| event.seq).collect::<Vec<_>>(),
-            vec![3, 4, 5]
-        );
-        assert_eq!(read[0], committed[0][2]);
-    }
-
-    #[tokio::test]
-    async fn an_unknown_agent_fails_the_whole_append_and_writes_nothing() {
-        let (_directory, store) = open_temporary().await;
-        let known = store.create_agent(NewAgent::default()).await.unwrap();
-        let stranger = Uuid::new_v4();
-        let batches = vec![
-            AppendBatch {
-                agent_id: known.id,
-                drafts: drafts(2),
-            },
-            AppendBatch {
-                agent_id: stranger,
-                drafts: drafts(1),
-            },
-        ];
-        let error = store.append(&batches).await.unwrap_err();
-        assert!(matches!(error, StoreError::UnknownAgent(id) if id == stranger));
-        assert_eq!(store.head_seq(known.id).await.unwrap(), Some(0));
-        assert!(store.read_events(known.id, 0, 10).await.unwrap().is_empty());
     }
 
     #[tokio::test]
@@ -464,25 +392,5 @@ mod tests {
             "{unfinished}"
         );
         assert!(!unfinished.contains("SCAN ended"), "{unfinished}");
-    }
-
-    #[tokio::test]
-    async fn deleting_an_agent_deletes_its_log() {
-        let (_directory, store) = open_temporary().await;
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        store
-            .append(&[AppendBatch {
-                agent_id: agent.id,
-                drafts: drafts(3),
-            }])
-            .await
-            .unwrap();
-        assert!(store.delete_agent(agent.id).await.unwrap());
-        assert!(!store.delete_agent(agent.id).await.unwrap());
-        let remaining: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_events")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        assert_eq!(remaining, 0);
     }
 }

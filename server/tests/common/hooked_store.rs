@@ -2,7 +2,9 @@
 //! (failed or slow appends, lost commit answers, failed reads) and observe commits.
 
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{AppendBatch, EventJson, NewAgent, Store, StoreError};
+use agentstream_server::store::{
+    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError,
+};
 use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
@@ -40,7 +42,7 @@ pub struct HookedStore<H> {
 }
 
 #[async_trait]
-impl<H: Hooks> Store for HookedStore<H> {
+impl<H: Hooks> Agents for HookedStore<H> {
     async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
         self.inner.create_agent(agent).await
     }
@@ -53,6 +55,10 @@ impl<H: Hooks> Store for HookedStore<H> {
     async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
         self.inner.delete_agent(agent_id).await
     }
+}
+
+#[async_trait]
+impl<H: Hooks> EventLog for HookedStore<H> {
     async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
         self.hooks.before_read(Read::Head)?;
         self.inner.head_seq(agent_id).await
@@ -78,6 +84,23 @@ impl<H: Hooks> Store for HookedStore<H> {
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.run_outline(run_id).await
     }
+    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+        self.inner.unfinished_runs().await
+    }
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        self.hooks.before_read(Read::ById)?;
+        self.inner.events_by_id(ids).await
+    }
+    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        self.hooks.before_append(batches).await?;
+        let committed = self.inner.append(batches).await?;
+        self.hooks.after_commit(batches)?;
+        Ok(committed)
+    }
+}
+
+#[async_trait]
+impl<H: Hooks> RunKeys for HookedStore<H> {
     async fn claim_run_key(
         &self,
         agent_id: Uuid,
@@ -89,20 +112,7 @@ impl<H: Hooks> Store for HookedStore<H> {
     async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
         self.inner.release_run_key(agent_id, key).await
     }
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.unfinished_runs().await
-    }
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
         self.inner.release_unstarted_run_keys().await
-    }
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-        self.hooks.before_read(Read::ById)?;
-        self.inner.events_by_id(ids).await
-    }
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-        self.hooks.before_append(batches).await?;
-        let committed = self.inner.append(batches).await?;
-        self.hooks.after_commit(batches)?;
-        Ok(committed)
     }
 }

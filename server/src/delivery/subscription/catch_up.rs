@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::follow::{send, FollowError, CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use super::outbound::{Form, Outbound};
-use crate::store::{Store, StoreError};
+use crate::store::{EventLog, StoreError};
 
 /// Pages a catch-up reads at once. Seqs have no holes, so the cursor of the page after a full
 /// page is known before that page arrives: the next read runs beside the one being delivered
@@ -22,7 +22,7 @@ pub const CATCHUP_READS_AT_ONCE: usize = 2;
 /// ahead assumed every page before it was full; when one is not (the end of the log), what was
 /// read ahead of it is dropped unread, and reading goes on (or ends) from what was delivered.
 pub(super) async fn catch_up(
-    store: &dyn Store,
+    store: &dyn EventLog,
     agent_id: Uuid,
     after: u64,
     until: Option<u64>,
@@ -90,7 +90,7 @@ pub const CATCHUP_RETRY_DELAY_MAX_MS: u64 = 1_000;
 /// A page of the log, read again (bounded) while the error is transient: a subscriber mid-stream
 /// rides out a database restart instead of being dropped.
 async fn read_retrying(
-    store: &dyn Store,
+    store: &dyn EventLog,
     agent_id: Uuid,
     after: u64,
     limit: u32,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::catch_up::catch_up;
 use super::outbound::{Form, Outbound};
 use crate::delivery::hub::Hub;
-use crate::store::{Store, StoreError};
+use crate::store::{EventLog, StoreError};
 
 /// Events read from the store per page (and per frame) while catching up, at most. Bounds the
 /// memory one catch-up holds and the size of one frame.
@@ -55,7 +55,7 @@ impl FollowError {
 /// outbound queue: when it is full this task waits, and the hub makes it lag instead of waiting
 /// on it.
 pub async fn follow(
-    store: &dyn Store,
+    store: &dyn EventLog,
     hub: &Hub,
     agent_id: Uuid,
     since: u64,
@@ -70,7 +70,7 @@ pub async fn follow(
 }
 
 async fn follow_with(
-    store: &dyn Store,
+    store: &dyn EventLog,
     agent_id: Uuid,
     since: u64,
     form: Form,
@@ -169,7 +169,7 @@ mod tests {
     use super::*;
     use crate::delivery::writer::Writer;
     use crate::store::sqlite::SqliteStore;
-    use crate::store::{EventDraft, NewAgent};
+    use crate::store::{Agents, EventDraft, NewAgent};
     use app::EventKind;
 
     /// A subscriber that stops reading while the agent writes far more batches than its room
@@ -178,7 +178,7 @@ mod tests {
     async fn a_stalled_subscriber_is_told_and_loses_nothing() {
         let directory = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", directory.path().join("s.db").display());
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let store = Arc::new(SqliteStore::open(&url).await.unwrap());
         let hub = Arc::new(Hub::new(2));
         let writer = Writer::spawn(store.clone(), hub.clone());
         let agent = store.create_agent(NewAgent::default()).await.unwrap();

@@ -287,7 +287,7 @@ fn append(
 mod tests {
     use super::*;
     use crate::store::sqlite::SqliteStore;
-    use crate::store::{EventDraft, NewAgent, Store};
+    use crate::store::{Agents, EventDraft, EventLog, NewAgent};
 
     #[tokio::test]
     async fn a_group_nobody_waits_for_is_not_committed() {

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::delivery::hub::Hub;
-use crate::store::{AppendBatch, EventDraft, Store, StoreError};
+use crate::store::{AppendBatch, EventDraft, EventLog, StoreError};
 
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the
 /// database's back-pressure, which is the one a producer should feel (never a subscriber's).
@@ -106,12 +106,12 @@ pub struct Writer {
 impl Writer {
     /// Starts the writer task. It runs until every `Writer` handle is dropped, committing what is
     /// still queued before it stops.
-    pub fn spawn(store: Arc<dyn Store>, hub: Arc<Hub>) -> Writer {
+    pub fn spawn(store: Arc<dyn EventLog>, hub: Arc<Hub>) -> Writer {
         Writer::spawn_with(store, hub, WRITER_COMMIT_RETRIES_MAX_DEFAULT)
     }
 
     /// [`Writer::spawn`] with another retry budget (see [`WRITER_COMMIT_RETRIES_MAX_DEFAULT`]).
-    pub fn spawn_with(store: Arc<dyn Store>, hub: Arc<Hub>, commit_retries_max: u32) -> Writer {
+    pub fn spawn_with(store: Arc<dyn EventLog>, hub: Arc<Hub>, commit_retries_max: u32) -> Writer {
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_REQUESTS_MAX);
         tokio::spawn(run(store, hub, receiver, commit_retries_max));
         Writer { sender }
@@ -190,7 +190,7 @@ pub async fn wait(receipt: AppendReceipt) -> Result<Vec<AgentEvent>, AppendError
 }
 
 async fn run(
-    store: Arc<dyn Store>,
+    store: Arc<dyn EventLog>,
     hub: Arc<Hub>,
     mut receiver: mpsc::Receiver<WriteRequest>,
     retries_max: u32,
@@ -231,7 +231,7 @@ async fn run(
 /// twice (or, as the event ids are unique, fail). So before every retry the log is asked
 /// whether the group's events are there; if so, those committed events are the outcome.
 async fn append_retrying(
-    store: &dyn Store,
+    store: &dyn EventLog,
     batches: &[AppendBatch],
     retries_max: u32,
 ) -> Result<Vec<Vec<AgentEvent>>, Refused> {
@@ -292,7 +292,7 @@ pub const RECONCILE_ATTEMPTS_MAX: u32 = 16;
 /// backoff) and publishes what did commit, so live subscribers are not left one commit behind
 /// when nothing else follows. Publishing late is safe: the hub cuts what it already has and
 /// subscribers fill holes from the store.
-async fn reconcile(store: Arc<dyn Store>, hub: Arc<Hub>, batch: AppendBatch) {
+async fn reconcile(store: Arc<dyn EventLog>, hub: Arc<Hub>, batch: AppendBatch) {
     for attempt in 0..RECONCILE_ATTEMPTS_MAX {
         tokio::time::sleep(retry_delay(attempt)).await;
         match committed_already(store.as_ref(), std::slice::from_ref(&batch)).await {
@@ -312,7 +312,7 @@ async fn reconcile(store: Arc<dyn Store>, hub: Arc<Hub>, batch: AppendBatch) {
 /// The group's events as committed, when an earlier attempt committed them; `None` when none of
 /// them is in the log. A group commits whole or not at all.
 async fn committed_already(
-    store: &dyn Store,
+    store: &dyn EventLog,
     batches: &[AppendBatch],
 ) -> Result<Option<Vec<Vec<AgentEvent>>>, StoreError> {
     let ids: Vec<Uuid> = batches
@@ -348,7 +348,7 @@ async fn committed_already(
 
 /// Commits a group of requests, publishes what committed, and answers every request.
 async fn commit(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn EventLog>,
     hub: &Arc<Hub>,
     requests: Vec<WriteRequest>,
     refused: &mut RefusedRuns,
@@ -442,201 +442,4 @@ async fn commit(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::sqlite::SqliteStore;
-    use crate::store::NewAgent;
-    use app::EventKind;
-
-    #[tokio::test]
-    async fn a_published_event_is_already_in_the_store() {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("w.db").display());
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
-        let hub = Arc::new(Hub::new(1024));
-        let writer = Writer::spawn(store.clone(), hub.clone());
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let mut live = hub.subscribe(agent.id);
-
-        let mut receipts = Vec::new();
-        for _ in 0..200 {
-            let receipt = writer
-                .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
-                .await
-                .unwrap();
-            receipts.push(receipt);
-        }
-        let mut seen = 0;
-        while seen < 200 {
-            let batch = live.recv().await.unwrap();
-            let last = batch.last().unwrap().seq;
-            // Read the store the moment the batch is seen: it must be there already.
-            let stored = store.read_events(agent.id, last - 1, 1).await.unwrap();
-            assert_eq!(
-                stored.len(),
-                1,
-                "seq {last} was published before it was committed"
-            );
-            for event in batch.iter() {
-                seen += 1;
-                assert_eq!(event.seq, seen as u64);
-            }
-        }
-        for (index, receipt) in receipts.into_iter().enumerate() {
-            let events = wait(receipt).await.unwrap();
-            assert_eq!(events[0].seq, index as u64 + 1);
-        }
-    }
-
-    #[tokio::test]
-    async fn a_bad_request_does_not_fail_its_neighbours() {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("w.db").display());
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
-        let hub = Arc::new(Hub::new(16));
-        let writer = Writer::spawn(store.clone(), hub);
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let good = writer
-            .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
-            .await
-            .unwrap();
-        let bad = writer
-            .submit(Uuid::new_v4(), vec![EventDraft::new(EventKind::Text)])
-            .await
-            .unwrap();
-        let also_good = writer
-            .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
-            .await
-            .unwrap();
-        assert!(matches!(
-            wait(bad).await,
-            Err(AppendError::Store(StoreError::UnknownAgent(_)))
-        ));
-        assert_eq!(wait(good).await.unwrap()[0].seq, 1);
-        assert_eq!(wait(also_good).await.unwrap()[0].seq, 2);
-    }
-
-    /// SQLite whose next `lose` appends commit and then report a transient failure, as a
-    /// connection that breaks after COMMIT does.
-    struct LosesAnswers {
-        inner: SqliteStore,
-        lose: std::sync::atomic::AtomicU32,
-    }
-
-    #[async_trait::async_trait]
-    impl Store for LosesAnswers {
-        async fn create_agent(&self, agent: NewAgent) -> Result<app::protocol::Agent, StoreError> {
-            self.inner.create_agent(agent).await
-        }
-        async fn list_agents(&self, limit: u32) -> Result<Vec<app::protocol::Agent>, StoreError> {
-            self.inner.list_agents(limit).await
-        }
-        async fn get_agent(&self, id: Uuid) -> Result<Option<app::protocol::Agent>, StoreError> {
-            self.inner.get_agent(id).await
-        }
-        async fn delete_agent(&self, id: Uuid) -> Result<bool, StoreError> {
-            self.inner.delete_agent(id).await
-        }
-        async fn head_seq(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
-            self.inner.head_seq(id).await
-        }
-        async fn read_events(
-            &self,
-            id: Uuid,
-            since: u64,
-            limit: u32,
-        ) -> Result<Vec<AgentEvent>, StoreError> {
-            self.inner.read_events(id, since, limit).await
-        }
-        async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
-            self.inner.run_outline(run_id).await
-        }
-        async fn claim_run_key(
-            &self,
-            id: Uuid,
-            key: &str,
-            run_id: Uuid,
-        ) -> Result<Uuid, StoreError> {
-            self.inner.claim_run_key(id, key, run_id).await
-        }
-        async fn release_run_key(&self, id: Uuid, key: &str) -> Result<(), StoreError> {
-            self.inner.release_run_key(id, key).await
-        }
-        async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-            self.inner.unfinished_runs().await
-        }
-        async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
-            self.inner.release_unstarted_run_keys().await
-        }
-        async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-            self.inner.events_by_id(ids).await
-        }
-        async fn append(
-            &self,
-            batches: &[AppendBatch],
-        ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
-            let committed = self.inner.append(batches).await?;
-            let left = self.lose.load(std::sync::atomic::Ordering::Relaxed);
-            if left > 0 {
-                self.lose
-                    .store(left - 1, std::sync::atomic::Ordering::Relaxed);
-                return Err(StoreError::Unavailable(
-                    "the answer to COMMIT was lost".into(),
-                ));
-            }
-            Ok(committed)
-        }
-    }
-
-    #[tokio::test]
-    async fn a_commit_whose_answer_was_lost_is_not_written_twice() {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("w.db").display());
-        let store = Arc::new(LosesAnswers {
-            inner: SqliteStore::open(&url).await.unwrap(),
-            lose: std::sync::atomic::AtomicU32::new(0),
-        });
-        let hub = Arc::new(Hub::new(16));
-        let writer = Writer::spawn(store.clone(), hub.clone());
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let mut live = hub.subscribe(agent.id);
-        writer
-            .append(agent.id, vec![EventDraft::new(EventKind::Text)])
-            .await
-            .unwrap();
-
-        store.lose.store(1, std::sync::atomic::Ordering::Relaxed);
-        let drafts = vec![
-            EventDraft::new(EventKind::Text),
-            EventDraft::new(EventKind::Text),
-        ];
-        let ids: Vec<Uuid> = drafts.iter().map(|draft| draft.id).collect();
-        let events = writer
-            .append(agent.id, drafts)
-            .await
-            .expect("the committed events are the answer");
-        assert_eq!(
-            events
-                .iter()
-                .map(|event| (event.id, event.seq))
-                .collect::<Vec<_>>(),
-            vec![(ids[0], 2), (ids[1], 3)]
-        );
-        // In the log once, published once, and the next append follows on.
-        assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(3));
-        writer
-            .append(agent.id, vec![EventDraft::new(EventKind::Text)])
-            .await
-            .unwrap();
-        let log = store.read_events(agent.id, 0, 10).await.unwrap();
-        assert_eq!(
-            log.iter().map(|event| event.seq).collect::<Vec<_>>(),
-            vec![1, 2, 3, 4]
-        );
-        let mut published = Vec::new();
-        while published.len() < 4 {
-            published.extend(live.recv().await.unwrap().iter().map(|event| event.seq));
-        }
-        assert_eq!(published, vec![1, 2, 3, 4]);
-    }
-}
+mod tests;

@@ -1,0 +1,157 @@
+//! The store's error: what a caller can act on (an unknown agent, try again, a run lost to
+//! another process), never a driver's type. Driver errors are sorted into these at the boundary
+//! (`From<sqlx::Error>` here, `sqlite::appender::sqlite_error` for rusqlite), so nothing above
+//! the store depends on which database or driver answered.
+
+use uuid::Uuid;
+
+/// Errors of the store boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("agent {0} does not exist")]
+    UnknownAgent(Uuid),
+    /// A row that cannot be decoded or breaks an invariant (e.g. seq out of order).
+    #[error("the stored log is inconsistent: {0}")]
+    Corrupt(String),
+    /// The database refused the statement (a constraint, a full disk, a failed migration …).
+    #[error("the database failed: {0}")]
+    Failed(String),
+    /// The database could not do it now (busy, I/O trouble); trying again may work.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// Events of a run this process no longer executes: its lease ran out and another process
+    /// ended it. Nothing was written.
+    #[error("run {0} is no longer executed by this process (its lease ran out and it was ended)")]
+    RunNotOwned(Uuid),
+    /// `DATABASE_URL` names no database this server can use.
+    #[error("unsupported DATABASE_URL {0:?}: expected sqlite://… or postgres://…")]
+    UnsupportedUrl(String),
+}
+
+impl StoreError {
+    /// True when the same call may succeed if tried again: nothing was written, and the cause
+    /// is the database's state, not the request.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// What kind of trouble a sqlx error is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trouble {
+    /// Not now: the connection, the pool or the database's state.
+    Passing,
+    /// A row the store cannot read back.
+    Unreadable,
+    /// Anything else: the statement was refused.
+    Refused,
+}
+
+fn trouble(error: &sqlx::Error) -> Trouble {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => {
+            Trouble::Passing
+        }
+        sqlx::Error::Database(database)
+            if database.code().is_some_and(|code| is_transient_code(&code)) =>
+        {
+            Trouble::Passing
+        }
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::ColumnIndexOutOfBounds { .. }
+        | sqlx::Error::Decode(_) => Trouble::Unreadable,
+        _ => Trouble::Refused,
+    }
+}
+
+/// Database error codes that mean "not now" rather than "never": SQLite's BUSY (5) and LOCKED
+/// (6); PostgreSQL's serialization failure and deadlock (class 40), connection trouble (class
+/// 08) and server shutdown or start-up (57P01–57P03).
+fn is_transient_code(code: &str) -> bool {
+    matches!(
+        code,
+        "5" | "6" | "40001" | "40P01" | "57P01" | "57P02" | "57P03"
+    ) || code.starts_with("08")
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> StoreError {
+        match trouble(&error) {
+            Trouble::Passing => StoreError::Unavailable(error.to_string()),
+            Trouble::Unreadable => StoreError::Corrupt(error.to_string()),
+            Trouble::Refused => StoreError::Failed(error.to_string()),
+        }
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> StoreError {
+        let passing = matches!(&error, sqlx::migrate::MigrateError::Execute(inner)
+            if trouble(inner) == Trouble::Passing);
+        let message = format!("migrating: {error}");
+        if passing {
+            StoreError::Unavailable(message)
+        } else {
+            StoreError::Failed(message)
+        }
+    }
+}
+
+/// A statement about `agent_id` that broke a foreign key: the agent does not exist.
+pub(crate) fn unknown_agent_or(agent_id: Uuid) -> impl Fn(sqlx::Error) -> StoreError {
+    move |error| match &error {
+        sqlx::Error::Database(database) if database.is_foreign_key_violation() => {
+            StoreError::UnknownAgent(agent_id)
+        }
+        _ => StoreError::from(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_errors_sort_into_what_a_caller_can_act_on() {
+        let cases: Vec<(sqlx::Error, Trouble)> = vec![
+            (sqlx::Error::PoolTimedOut, Trouble::Passing),
+            (sqlx::Error::WorkerCrashed, Trouble::Passing),
+            (
+                sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+                Trouble::Passing,
+            ),
+            (
+                sqlx::Error::ColumnNotFound("seq".into()),
+                Trouble::Unreadable,
+            ),
+            (sqlx::Error::Decode("bad".into()), Trouble::Unreadable),
+            (sqlx::Error::RowNotFound, Trouble::Refused),
+            (sqlx::Error::Protocol("garbage".into()), Trouble::Refused),
+        ];
+        for (error, expected) in cases {
+            let text = error.to_string();
+            assert_eq!(trouble(&error), expected, "{text}");
+            let converted = StoreError::from(error);
+            assert_eq!(
+                converted.is_transient(),
+                expected == Trouble::Passing,
+                "{text}"
+            );
+            assert!(
+                converted.to_string().contains(&text),
+                "{converted} names {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_busy_locked_and_connection_codes_pass() {
+        for code in ["5", "6", "40001", "40P01", "08006", "57P01", "57P03"] {
+            assert!(is_transient_code(code), "{code}");
+        }
+        for code in ["19", "23505", "23503", "42P01", "53100", "57014"] {
+            assert!(!is_transient_code(code), "{code}");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! What processes sharing one PostgreSQL database agree on: one run per agent cluster-wide (a
+//! row in `active_runs` with its owner and lease), cancel requests, and the notices that tell each
+//! process what the others committed (`LISTEN`/`NOTIFY`).
+
+use async_trait::async_trait;
+use sqlx::postgres::PgListener;
+use sqlx::Executor;
+use uuid::Uuid;
+
+use super::{PgStore, CLAIM_ATTEMPTS_MAX, CONTROL_CHANNEL, EVENTS_CHANNEL};
+use crate::store::error::unknown_agent_or;
+use crate::store::{ClusterStore, Notice, Notices, StoreError};
+
+#[async_trait]
+impl ClusterStore for PgStore {
+    fn node_id(&self) -> Uuid {
+        self.node_id
+    }
+
+    fn run_lease_ms(&self) -> u64 {
+        self.run_lease_ms
+    }
+
+    async fn claim_agent_run(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<Option<Uuid>, StoreError> {
+        // The holder may end between the insert and the look-up; then the slot is tried again.
+        for _ in 0..CLAIM_ATTEMPTS_MAX {
+            let claimed: Option<Uuid> = sqlx::query_scalar(
+                "INSERT INTO active_runs (agent_id, run_id, owner_id, lease_until) \
+                 VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
+                 ON CONFLICT (agent_id) DO NOTHING RETURNING run_id",
+            )
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(self.node_id)
+            .bind(self.run_lease_ms as f64 / 1000.0)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unknown_agent_or(agent_id))?;
+            if claimed.is_some() {
+                return Ok(None);
+            }
+            if let Some(holder) = self.active_run(agent_id).await? {
+                return Ok(Some(holder));
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "the run slot of agent {agent_id} kept changing hands"
+        )))
+    }
+
+    async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM active_runs WHERE agent_id = $1 AND run_id = $2")
+            .bind(agent_id)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT run_id FROM active_runs WHERE agent_id = $1")
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn renew_leases(&self, run_ids: &[Uuid]) -> Result<(), StoreError> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE active_runs SET lease_until = now() + make_interval(secs => $3) \
+             WHERE owner_id = $1 AND run_id = ANY($2)",
+        )
+        .bind(self.node_id)
+        .bind(run_ids)
+        .bind(self.run_lease_ms as f64 / 1000.0)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn send_cancel(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CONTROL_CHANNEL)
+            .bind(format!("cancel {agent_id} {run_id}"))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn listen(&self) -> Result<Box<dyn Notices>, StoreError> {
+        let mut listener = PgListener::connect(&self.url).await?;
+        // A lost connection is reported, not silently re-made: the caller catches up from the
+        // log before it trusts the notices again.
+        listener.eager_reconnect(false);
+        listener
+            .listen_all([EVENTS_CHANNEL, CONTROL_CHANNEL])
+            .await?;
+        Ok(Box::new(PgNotices { listener }))
+    }
+}
+
+struct PgNotices {
+    listener: PgListener,
+}
+
+fn lost() -> StoreError {
+    StoreError::Unavailable("the notice connection to PostgreSQL was lost".into())
+}
+
+#[async_trait]
+impl Notices for PgNotices {
+    async fn next(&mut self) -> Result<Notice, StoreError> {
+        loop {
+            let notification = self.listener.try_recv().await?.ok_or_else(lost)?;
+            match parse_notice(notification.channel(), notification.payload()) {
+                Some(notice) => return Ok(notice),
+                None => tracing::warn!(
+                    channel = notification.channel(),
+                    payload = notification.payload(),
+                    "ignoring a notice that is not ours"
+                ),
+            }
+        }
+    }
+
+    async fn ping(&mut self) -> Result<(), StoreError> {
+        (&mut self.listener).execute("SELECT 1").await?;
+        Ok(())
+    }
+}
+
+/// Reads a notice payload: `agent first last` on the events channel, `cancel agent run` on the
+/// control channel.
+fn parse_notice(channel: &str, payload: &str) -> Option<Notice> {
+    let mut words = payload.split(' ');
+    match channel {
+        EVENTS_CHANNEL => {
+            let agent_id = words.next()?.parse().ok()?;
+            let first_seq = words.next()?.parse().ok()?;
+            let last_seq = words.next()?.parse().ok()?;
+            Some(Notice::Committed {
+                agent_id,
+                first_seq,
+                last_seq,
+            })
+        }
+        CONTROL_CHANNEL => {
+            if words.next()? != "cancel" {
+                return None;
+            }
+            let agent_id = words.next()?.parse().ok()?;
+            let run_id = words.next()?.parse().ok()?;
+            Some(Notice::Cancel { agent_id, run_id })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_parse_and_garbage_does_not() {
+        let agent = Uuid::new_v4();
+        let run = Uuid::new_v4();
+        assert_eq!(
+            parse_notice(EVENTS_CHANNEL, &format!("{agent} 3 7")),
+            Some(Notice::Committed {
+                agent_id: agent,
+                first_seq: 3,
+                last_seq: 7
+            })
+        );
+        assert_eq!(
+            parse_notice(CONTROL_CHANNEL, &format!("cancel {agent} {run}")),
+            Some(Notice::Cancel {
+                agent_id: agent,
+                run_id: run
+            })
+        );
+        assert_eq!(parse_notice(EVENTS_CHANNEL, "x 1 2"), None);
+        assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 1")), None);
+        assert_eq!(
+            parse_notice(CONTROL_CHANNEL, &format!("stop {agent} {run}")),
+            None
+        );
+        assert_eq!(parse_notice("other", "anything"), None);
+    }
+}

@@ -1,0 +1,376 @@
+//! The PostgreSQL store: the same log as SQLite's, for several server processes on one database.
+//!
+//! Sequencing across processes: an append locks the head rows of its agents (in id order, so two
+//! processes never deadlock), bumps them and inserts the events in one transaction. A second
+//! writer of the same agent waits on the row lock until the first commits, so seqs are gapless,
+//! unique, and committed in seq order, whichever process writes.
+//!
+//! The same transaction sends a `NOTIFY` per agent (`agent first last`); PostgreSQL delivers it
+//! to every listening process at commit, and each delivers those events to its own subscribers
+//! from the log ([`crate::cluster`]).
+//!
+//! Runs across processes: `active_runs` holds each agent's one run, the process executing it and
+//! a lease it renews. Events of a run commit only while the run's row is there and belongs to the
+//! writing process (or its lease ran out, which is how another process ends a lost run); the
+//! run's terminal event deletes the row in the same transaction.
+
+use std::time::Duration;
+
+use app::protocol::Agent;
+use app::AgentEvent;
+use async_trait::async_trait;
+use chrono::{DateTime, DurationRound, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{Executor, PgPool, Row};
+use uuid::Uuid;
+
+use super::error::unknown_agent_or;
+use super::rows::{
+    check_contiguous, json_text, seq_from_column, seq_to_column, AgentRow, EventRow,
+};
+use super::{
+    Agents, AppendBatch, ClusterOptions, EventJson, EventLog, NewAgent, RunKeys, StoreError,
+    RUN_END_KINDS, RUN_OUTLINE_KINDS,
+};
+
+mod append;
+mod cluster;
+
+/// Connections of one process, by default. Reads (history, catch-up), the writer and claims share
+/// them; the listener has its own.
+pub const PG_POOL_CONNECTIONS_MAX_DEFAULT: u32 = 16;
+/// How long a request waits for a free connection before failing (transiently).
+const PG_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
+/// Tries to take an agent's run slot while its holder keeps ending just in between.
+const CLAIM_ATTEMPTS_MAX: u32 = 3;
+/// The channel commit notices travel on.
+pub(super) const EVENTS_CHANNEL: &str = "agentstream_events";
+/// The channel cancel requests travel on.
+pub(super) const CONTROL_CHANNEL: &str = "agentstream_control";
+
+pub struct PgStore {
+    pool: PgPool,
+    url: String,
+    node_id: Uuid,
+    run_lease_ms: u64,
+}
+
+impl PgStore {
+    /// Creates an empty database named `<prefix>_<random>` on the PostgreSQL server `admin`
+    /// points at (a URL to any database there) and returns its URL: a throwaway database for a
+    /// test server or a benchmark. `prefix` is letters, digits and `_`.
+    pub async fn create_database(admin: &str, prefix: &str) -> Result<String, StoreError> {
+        use sqlx::Connection;
+        if prefix.is_empty()
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(StoreError::Failed(format!(
+                "{prefix:?} is not a database name prefix (letters, digits, _)"
+            )));
+        }
+        let (server, _) = admin
+            .rsplit_once('/')
+            .ok_or_else(|| StoreError::UnsupportedUrl(admin.to_owned()))?;
+        let name = format!("{prefix}_{}", Uuid::new_v4().simple());
+        let mut connection = sqlx::PgConnection::connect(admin).await?;
+        connection
+            .execute(format!("CREATE DATABASE {name}").as_str())
+            .await?;
+        connection.close().await?;
+        Ok(format!("{server}/{name}"))
+    }
+
+    /// Connects to the database at `url` and migrates it (every process may; PostgreSQL's
+    /// advisory lock in sqlx's migrator lets one at a time).
+    pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<PgStore, StoreError> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(cluster.pool_connections_max.max(2))
+            .acquire_timeout(Duration::from_millis(PG_ACQUIRE_TIMEOUT_MS))
+            .connect_with(options)
+            .await?;
+        super::migrations::postgres().run(&pool).await?;
+        Ok(PgStore {
+            pool,
+            url: url.to_owned(),
+            node_id: Uuid::new_v4(),
+            run_lease_ms: cluster.run_lease_ms.max(1),
+        })
+    }
+
+    /// The pool, for tests that look at the database directly.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// An agent's event rows after `since`, in seq order, at most `limit`, each decoded.
+    async fn range<T>(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+        decode: fn(&PgRow) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let since = seq_to_column(since)?;
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = $1 AND seq > $2 \
+             ORDER BY seq LIMIT $3"
+        ))
+        .bind(agent_id)
+        .bind(since)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+}
+
+const AGENT_COLUMNS: &str = "id, name, system, description, model, metadata::text AS metadata, \
+     tags::text AS tags, head_seq, created_at";
+const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
+     delta::text AS delta, delta_path, delta_action, content::text AS content, raw::text AS raw, \
+     metadata::text AS metadata, created_at";
+
+/// PostgreSQL keeps microseconds: times are cut to that before they are stored, so what the
+/// writer publishes equals what a later read returns.
+fn micros(time: DateTime<Utc>) -> DateTime<Utc> {
+    time.duration_trunc(chrono::TimeDelta::microseconds(1))
+        .unwrap_or(time)
+}
+
+fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
+    AgentRow {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        system: row.try_get("system")?,
+        description: row.try_get("description")?,
+        model: row.try_get("model")?,
+        metadata: row.try_get("metadata")?,
+        tags: row.try_get("tags")?,
+        head_seq: row.try_get("head_seq")?,
+        created_at: row.try_get("created_at")?,
+    }
+    .to_agent()
+}
+
+/// A row of `EVENT_COLUMNS`; the `json` columns come back as the text that was stored.
+fn event_row(row: &PgRow) -> Result<EventRow<'_>, StoreError> {
+    Ok(EventRow {
+        id: row.try_get("id")?,
+        agent_id: row.try_get("agent_id")?,
+        seq: seq_from_column(row.try_get("seq")?)?,
+        run_id: row.try_get("run_id")?,
+        thread_id: row.try_get("thread_id")?,
+        block_id: row.try_get("block_id")?,
+        message_id: row.try_get("message_id")?,
+        kind: row.try_get("kind")?,
+        delta: row.try_get("delta")?,
+        delta_path: row.try_get("delta_path")?,
+        delta_action: row.try_get("delta_action")?,
+        content: row.try_get("content")?,
+        raw: row.try_get("raw")?,
+        metadata: row.try_get("metadata")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn event_from_row(row: &PgRow) -> Result<AgentEvent, StoreError> {
+    event_row(row)?.to_event()
+}
+
+fn event_json_from_row(row: &PgRow) -> Result<EventJson, StoreError> {
+    event_row(row)?.to_json()
+}
+
+#[async_trait]
+impl Agents for PgStore {
+    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+        let created = agent.into_agent(micros(Utc::now()));
+        sqlx::query(
+            "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, 0, $8)",
+        )
+        .bind(created.id)
+        .bind(&created.name)
+        .bind(&created.system)
+        .bind(&created.description)
+        .bind(&created.model)
+        .bind(json_text(&created.metadata))
+        .bind(json_text(&serde_json::json!(created.tags)))
+        .bind(created.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(created)
+    }
+
+    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at DESC, id LIMIT $1"
+        ))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(agent_from_row).collect()
+    }
+
+    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"))
+            .bind(agent_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(agent_from_row).transpose()
+    }
+
+    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+        let result = sqlx::query("DELETE FROM agents WHERE id = $1")
+            .bind(agent_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected() > 0)
+    }
+}
+
+#[async_trait]
+impl EventLog for PgStore {
+    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
+        let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = $1")
+            .bind(agent_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        head.map(seq_from_column).transpose()
+    }
+
+    async fn read_events(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        let events = self.range(agent_id, since, limit, event_from_row).await?;
+        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
+        Ok(events)
+    }
+
+    async fn read_events_json(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<EventJson>, StoreError> {
+        let events = self
+            .range(agent_id, since, limit, event_json_from_row)
+            .await?;
+        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
+        Ok(events)
+    }
+
+    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = $1 \
+             AND kind IN {RUN_OUTLINE_KINDS} ORDER BY seq"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+        // Runs that started and never ended, and that no live process executes: their row is
+        // gone or its lease ran out.
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
+             WHERE started.kind = 'run_started' AND NOT EXISTS ( \
+                 SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
+                 AND ended.kind IN {RUN_OUTLINE_KINDS} AND ended.kind IN {RUN_END_KINDS}) \
+             AND NOT EXISTS (SELECT 1 FROM active_runs AS active \
+                 WHERE active.run_id = started.run_id AND active.lease_until >= now()) \
+             ORDER BY started.agent_id, started.seq"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE id = ANY($1)"
+        ))
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        self.append_group(batches).await
+    }
+}
+
+#[async_trait]
+impl RunKeys for PgStore {
+    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+        // Another process may be between claiming and starting right now: only what is older
+        // than a lease and not executing anywhere is given back.
+        let lease = self.run_lease_ms as f64 / 1000.0;
+        let slots = sqlx::query(
+            "DELETE FROM active_runs WHERE lease_until < now() AND NOT EXISTS ( \
+                 SELECT 1 FROM agent_events WHERE agent_events.run_id = active_runs.run_id \
+                 AND agent_events.kind = 'run_started')",
+        )
+        .execute(&self.pool)
+        .await?;
+        let keys = sqlx::query(
+            "DELETE FROM run_keys WHERE created_at < now() - make_interval(secs => $1) \
+             AND NOT EXISTS (SELECT 1 FROM agent_events WHERE agent_events.run_id = \
+                 run_keys.run_id AND agent_events.kind = 'run_started') \
+             AND NOT EXISTS (SELECT 1 FROM active_runs WHERE active_runs.run_id = run_keys.run_id)",
+        )
+        .bind(lease)
+        .execute(&self.pool)
+        .await?;
+        Ok(slots.rows_affected() + keys.rows_affected())
+    }
+
+    async fn claim_run_key(
+        &self,
+        agent_id: Uuid,
+        key: &str,
+        run_id: Uuid,
+    ) -> Result<Uuid, StoreError> {
+        // Insert-or-read in one statement; a concurrent claimer of the same key on another
+        // process waits on the unique index and then reads the winner.
+        let inserted: Option<Uuid> = sqlx::query_scalar(
+            "INSERT INTO run_keys (agent_id, idempotency_key, run_id) VALUES ($1, $2, $3) \
+             ON CONFLICT (agent_id, idempotency_key) DO NOTHING RETURNING run_id",
+        )
+        .bind(agent_id)
+        .bind(key)
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(unknown_agent_or(agent_id))?;
+        if let Some(run_id) = inserted {
+            return Ok(run_id);
+        }
+        let holder: Uuid = sqlx::query_scalar(
+            "SELECT run_id FROM run_keys WHERE agent_id = $1 AND idempotency_key = $2",
+        )
+        .bind(agent_id)
+        .bind(key)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(holder)
+    }
+
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM run_keys WHERE agent_id = $1 AND idempotency_key = $2")
+            .bind(agent_id)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

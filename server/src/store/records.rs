@@ -1,0 +1,152 @@
+//! What goes into the store and what comes out: a new agent, an event draft, a batch to
+//! append, and a committed event's JSON as clients receive it.
+
+use app::protocol::Agent;
+use app::{AgentEvent, DeltaAction, EventKind};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// A new agent, before the store gives it an id.
+#[derive(Clone, Debug, Default)]
+pub struct NewAgent {
+    pub name: String,
+    pub system: Option<String>,
+    pub description: Option<String>,
+    pub model: Option<String>,
+    pub metadata: Value,
+    pub tags: Vec<String>,
+}
+
+impl NewAgent {
+    /// The agent this becomes: a fresh id, an empty log, made at `created_at` (each store cuts
+    /// the time to what its column keeps, so what is returned equals what a read returns).
+    pub fn into_agent(self, created_at: DateTime<Utc>) -> Agent {
+        Agent {
+            id: Uuid::new_v4(),
+            name: self.name,
+            system: self.system,
+            description: self.description,
+            model: self.model,
+            metadata: self.metadata,
+            tags: self.tags,
+            head_seq: 0,
+            created_at,
+        }
+    }
+}
+
+/// An event before it is committed: everything but `agent_id` and `seq`, which the store assigns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventDraft {
+    pub id: Uuid,
+    pub run_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub block_id: Option<Uuid>,
+    pub message_id: Option<Uuid>,
+    pub kind: EventKind,
+    pub delta: Option<Value>,
+    pub delta_path: Option<String>,
+    pub delta_action: Option<DeltaAction>,
+    pub content: Value,
+    pub raw: Option<Value>,
+    pub metadata: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+impl EventDraft {
+    /// A draft of `kind` with a fresh id, stamped now, everything else empty.
+    ///
+    /// The id is a UUIDv7 (time first, then random): unique like any UUID, and ids made one
+    /// after another sort together, so the log's id index grows at its end instead of taking
+    /// a random page per event (random v4 ids made each commit dirty hundreds of index pages).
+    pub fn new(kind: EventKind) -> EventDraft {
+        EventDraft {
+            id: Uuid::now_v7(),
+            run_id: None,
+            thread_id: None,
+            block_id: None,
+            message_id: None,
+            kind,
+            delta: None,
+            delta_path: None,
+            delta_action: None,
+            content: Value::Null,
+            raw: None,
+            metadata: Value::Null,
+            created_at: Utc::now(),
+        }
+    }
+
+    /// The committed event this draft becomes at `seq`.
+    pub fn into_event(self, agent_id: Uuid, seq: u64) -> AgentEvent {
+        AgentEvent {
+            id: self.id,
+            agent_id,
+            seq,
+            coalesced_from: None,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            block_id: self.block_id,
+            message_id: self.message_id,
+            kind: self.kind,
+            delta: self.delta,
+            delta_path: self.delta_path,
+            delta_action: self.delta_action,
+            content: self.content,
+            raw: self.raw,
+            metadata: self.metadata,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// One committed event as clients receive it: its `AgentEvent` JSON, serialized once, with its
+/// seq beside it (the cursor, and the SSE `id:`).
+///
+/// Catch-up and live delivery send these strings as they are: a 10 000-event resume parsed every
+/// stored JSON value into a tree and printed it again (`examples/bench.rs`), and each subscriber
+/// of a live agent printed the same events again for itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventJson {
+    pub seq: u64,
+    pub json: Box<str>,
+}
+
+impl EventJson {
+    pub fn of(event: &AgentEvent) -> EventJson {
+        EventJson {
+            seq: event.seq,
+            json: serde_json::to_string(event)
+                .expect("events serialize")
+                .into(),
+        }
+    }
+
+    /// `events` as one JSON array, written into `out`.
+    pub fn write_array(events: &[EventJson], out: &mut String) {
+        out.push('[');
+        for (index, event) in events.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            out.push_str(&event.json);
+        }
+        out.push(']');
+    }
+
+    /// The bytes of `events` as a JSON array.
+    pub fn array_len(events: &[EventJson]) -> usize {
+        2 + events
+            .iter()
+            .map(|event| event.json.len() + 1)
+            .sum::<usize>()
+    }
+}
+
+/// The events of one agent to commit together, in order.
+#[derive(Clone, Debug)]
+pub struct AppendBatch {
+    pub agent_id: Uuid,
+    pub drafts: Vec<EventDraft>,
+}

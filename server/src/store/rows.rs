@@ -1,0 +1,250 @@
+//! Shared by the two stores: decoding rows into agents, events and event JSON, and the checks
+//! every read and append makes. Only the SQL and the column types differ between the stores.
+
+use std::collections::HashMap;
+
+use app::protocol::Agent;
+use app::{AgentEvent, DeltaAction, EventKind};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{AppendBatch, EventJson, StoreError};
+
+pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+pub fn parse_json(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|error| corrupt(format!("bad JSON column: {error}")))
+}
+
+pub fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("serde_json::Value always serializes")
+}
+
+pub fn seq_from_column(value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
+}
+
+/// A read cursor as the column type (both stores keep seqs as 64-bit signed integers).
+pub fn seq_to_column(seq: u64) -> Result<i64, StoreError> {
+    i64::try_from(seq).map_err(|_| corrupt(format!("seq {seq} beyond the column's range")))
+}
+
+/// An agent row as the database returns it: id and time decoded, JSON columns still text.
+pub struct AgentRow<'a> {
+    pub id: Uuid,
+    pub name: &'a str,
+    pub system: Option<&'a str>,
+    pub description: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub metadata: &'a str,
+    pub tags: &'a str,
+    pub head_seq: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl AgentRow<'_> {
+    pub fn to_agent(&self) -> Result<Agent, StoreError> {
+        Ok(Agent {
+            id: self.id,
+            name: self.name.to_owned(),
+            system: self.system.map(str::to_owned),
+            description: self.description.map(str::to_owned),
+            model: self.model.map(str::to_owned),
+            metadata: parse_json(self.metadata)?,
+            tags: serde_json::from_str(self.tags)
+                .map_err(|error| corrupt(format!("bad tags {:?}: {error}", self.tags)))?,
+            head_seq: seq_from_column(self.head_seq)?,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// Seqs only go up, and the log has no holes: asserted on every read as well as on write.
+pub fn check_contiguous(
+    agent_id: Uuid,
+    since: u64,
+    seqs: impl IntoIterator<Item = u64>,
+) -> Result<(), StoreError> {
+    for (expected, seq) in (since + 1..).zip(seqs) {
+        if seq != expected {
+            return Err(corrupt(format!(
+                "agent {agent_id}: expected seq {expected}, found {seq}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An event row as the database returns it: ids, numbers and the time decoded; kind, delta
+/// action and JSON columns still text (JSON stored compact by [`json_text`]). Both stores
+/// read rows into this, then into an event or straight into its JSON.
+pub struct EventRow<'a> {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub seq: u64,
+    pub run_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub block_id: Option<Uuid>,
+    pub message_id: Option<Uuid>,
+    pub kind: &'a str,
+    pub delta: Option<&'a str>,
+    pub delta_path: Option<&'a str>,
+    pub delta_action: Option<&'a str>,
+    pub content: &'a str,
+    pub raw: Option<&'a str>,
+    pub metadata: &'a str,
+    pub created_at: DateTime<Utc>,
+}
+
+impl EventRow<'_> {
+    /// The event, its JSON columns parsed.
+    pub fn to_event(&self) -> Result<AgentEvent, StoreError> {
+        Ok(AgentEvent {
+            id: self.id,
+            agent_id: self.agent_id,
+            seq: self.seq,
+            coalesced_from: None,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            block_id: self.block_id,
+            message_id: self.message_id,
+            kind: EventKind::parse(self.kind),
+            delta: self.delta.map(parse_json).transpose()?,
+            delta_path: self.delta_path.map(str::to_owned),
+            delta_action: self.delta_action.map(delta_action).transpose()?,
+            content: parse_json(self.content)?,
+            raw: self.raw.map(parse_json).transpose()?,
+            metadata: parse_json(self.metadata)?,
+            created_at: self.created_at,
+        })
+    }
+
+    /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
+    /// byte, without building the event: the JSON columns are checked without building a
+    /// tree and copied. A resume sends these strings as they are.
+    pub fn to_json(&self) -> Result<EventJson, StoreError> {
+        use std::fmt::Write as _;
+        // Names, punctuation, six ids and the time come to about 490 bytes: with this the
+        // string never grows (growing it copied every event twice).
+        let mut json = String::with_capacity(
+            512 + self.delta.map_or(0, str::len)
+                + self.delta_path.map_or(0, str::len)
+                + self.content.len()
+                + self.raw.map_or(0, str::len)
+                + self.metadata.len(),
+        );
+        let mut uuid_buffer = Uuid::encode_buffer();
+        let mut uuid = |json: &mut String, name: &str, id: Option<Uuid>| {
+            if let Some(id) = id {
+                json.push_str(name);
+                json.push('"');
+                json.push_str(id.hyphenated().encode_lower(&mut uuid_buffer));
+                json.push('"');
+            }
+        };
+        uuid(&mut json, "{\"id\":", Some(self.id));
+        uuid(&mut json, ",\"agent_id\":", Some(self.agent_id));
+        let _ = write!(json, ",\"seq\":{}", self.seq);
+        uuid(&mut json, ",\"run_id\":", self.run_id);
+        uuid(&mut json, ",\"thread_id\":", self.thread_id);
+        uuid(&mut json, ",\"block_id\":", self.block_id);
+        uuid(&mut json, ",\"message_id\":", self.message_id);
+        // `as_str` is serde's name (checked in `app::event`'s tests).
+        json.push_str(",\"kind\":\"");
+        json.push_str(EventKind::parse(self.kind).as_str());
+        json.push('"');
+        if let Some(delta) = self.delta {
+            json.push_str(",\"delta\":");
+            push_json_text(&mut json, delta)?;
+        }
+        if let Some(path) = self.delta_path {
+            json.push_str(",\"delta_path\":");
+            json.push_str(&serde_json::to_string(path).expect("strings serialize"));
+        }
+        if let Some(name) = self.delta_action {
+            let action = delta_action(name)?;
+            json.push_str(",\"delta_action\":\"");
+            json.push_str(action.as_str());
+            json.push('"');
+        }
+        json.push_str(",\"content\":");
+        push_json_text(&mut json, self.content)?;
+        if let Some(raw) = self.raw {
+            json.push_str(",\"raw\":");
+            push_json_text(&mut json, raw)?;
+        }
+        json.push_str(",\"metadata\":");
+        push_json_text(&mut json, self.metadata)?;
+        // serde's form of a `DateTime<Utc>` (RFC 3339, `Z`).
+        json.push_str(",\"created_at\":\"");
+        json.push_str(
+            &self
+                .created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        );
+        json.push_str("\"}");
+        Ok(EventJson {
+            seq: self.seq,
+            json: json.into_boxed_str(),
+        })
+    }
+}
+
+fn delta_action(name: &str) -> Result<DeltaAction, StoreError> {
+    DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))
+}
+
+/// Appends a stored JSON column after checking it is one JSON value (no tree is built).
+fn push_json_text(json: &mut String, text: &str) -> Result<(), StoreError> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
+    json.push_str(text);
+    Ok(())
+}
+
+/// Events per agent in a group, in order of first appearance.
+pub fn totals(batches: &[AppendBatch]) -> Vec<(Uuid, u64)> {
+    let mut totals: Vec<(Uuid, u64)> = Vec::new();
+    for batch in batches {
+        match totals
+            .iter_mut()
+            .find(|(agent_id, _)| *agent_id == batch.agent_id)
+        {
+            Some((_, total)) => *total += batch.drafts.len() as u64,
+            None => totals.push((batch.agent_id, batch.drafts.len() as u64)),
+        }
+    }
+    totals
+}
+
+/// The next seq to hand out per agent of a group, from each agent's head after the bump.
+pub struct SeqCursors(HashMap<Uuid, u64>);
+
+impl SeqCursors {
+    /// `heads`: (agent, head after adding `total`) for every agent of `totals`.
+    pub fn new(
+        totals: &[(Uuid, u64)],
+        head_of: impl Fn(Uuid) -> Option<i64>,
+    ) -> Result<SeqCursors, StoreError> {
+        let mut next = HashMap::with_capacity(totals.len());
+        for (agent_id, total) in totals {
+            let head = head_of(*agent_id).ok_or(StoreError::UnknownAgent(*agent_id))?;
+            next.insert(*agent_id, seq_from_column(head)? + 1 - total);
+        }
+        Ok(SeqCursors(next))
+    }
+
+    /// The seq of the agent's next event, then moves on.
+    pub fn take(&mut self, agent_id: Uuid) -> u64 {
+        let next = self
+            .0
+            .get_mut(&agent_id)
+            .expect("every agent of the group has a cursor");
+        let seq = *next;
+        *next += 1;
+        seq
+    }
+}
