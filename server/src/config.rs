@@ -224,67 +224,74 @@ fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> 
     }
 }
 
+/// An environment variable that is set and not blank.
+fn variable(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+}
+
+fn anthropic_from_env(api_key: String) -> ProviderChoice {
+    ProviderChoice::Anthropic(AnthropicConfig {
+        api_key,
+        base_url: variable("ANTHROPIC_BASE_URL")
+            .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
+        model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
+    })
+}
+
+fn openai_from_env() -> ProviderChoice {
+    ProviderChoice::OpenAi(OpenAiConfig {
+        api_key: variable("OPENAI_API_KEY"),
+        base_url: variable("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_BASE_URL_DEFAULT.into()),
+        model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| OPENAI_MODEL_DEFAULT.into()),
+    })
+}
+
+fn claude_cli_from_env(command: String) -> ProviderChoice {
+    ProviderChoice::ClaudeCli(ClaudeCliConfig {
+        command,
+        model: variable("AGENTSTREAM_MODEL"),
+    })
+}
+
+/// The default provider (`AGENTSTREAM_PROVIDER`), and every provider whose settings are present,
+/// which agents may choose too.
+fn providers_from_env() -> Result<(ProviderChoice, Vec<ProviderChoice>), String> {
+    let mut agent_providers = vec![ProviderChoice::Scripted];
+    if let Some(api_key) = variable("ANTHROPIC_API_KEY") {
+        agent_providers.push(anthropic_from_env(api_key));
+    }
+    if variable("OPENAI_API_KEY").is_some() || variable("OPENAI_BASE_URL").is_some() {
+        agent_providers.push(openai_from_env());
+    }
+    if let Some(command) = variable("AGENTSTREAM_CLAUDE_CLI") {
+        agent_providers.push(claude_cli_from_env(command));
+    }
+    let provider_name = variable("AGENTSTREAM_PROVIDER").unwrap_or_else(|| "scripted".into());
+    let provider = match provider_name.as_str() {
+        "scripted" => ProviderChoice::Scripted,
+        "anthropic" => anthropic_from_env(
+            variable("ANTHROPIC_API_KEY")
+                .ok_or("AGENTSTREAM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")?,
+        ),
+        "openai" => openai_from_env(),
+        "claude-cli" => claude_cli_from_env(
+            variable("AGENTSTREAM_CLAUDE_CLI").unwrap_or_else(|| CLAUDE_CLI_COMMAND_DEFAULT.into()),
+        ),
+        other => {
+            return Err(format!(
+                "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic, openai or claude-cli"
+            ))
+        }
+    };
+    Ok((provider, agent_providers))
+}
+
 impl Config {
     pub fn from_env() -> Result<Config, String> {
         let defaults = Config::default();
-        let variable = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .filter(|value| !value.trim().is_empty())
-        };
-        let provider_name = variable("AGENTSTREAM_PROVIDER").unwrap_or_else(|| "scripted".into());
-        // Every provider whose settings are present is offered to agents too.
-        let mut agent_providers = vec![ProviderChoice::Scripted];
-        if let Some(api_key) = variable("ANTHROPIC_API_KEY") {
-            agent_providers.push(ProviderChoice::Anthropic(AnthropicConfig {
-                api_key,
-                base_url: variable("ANTHROPIC_BASE_URL")
-                    .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
-                model: variable("AGENTSTREAM_MODEL")
-                    .unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
-            }));
-        }
-        if variable("OPENAI_API_KEY").is_some() || variable("OPENAI_BASE_URL").is_some() {
-            agent_providers.push(ProviderChoice::OpenAi(OpenAiConfig {
-                api_key: variable("OPENAI_API_KEY"),
-                base_url: variable("OPENAI_BASE_URL")
-                    .unwrap_or_else(|| OPENAI_BASE_URL_DEFAULT.into()),
-                model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| OPENAI_MODEL_DEFAULT.into()),
-            }));
-        }
-        if let Some(command) = variable("AGENTSTREAM_CLAUDE_CLI") {
-            agent_providers.push(ProviderChoice::ClaudeCli(ClaudeCliConfig {
-                command,
-                model: variable("AGENTSTREAM_MODEL"),
-            }));
-        }
-        let provider = match provider_name.as_str() {
-            "scripted" => ProviderChoice::Scripted,
-            "anthropic" => ProviderChoice::Anthropic(AnthropicConfig {
-                api_key: variable("ANTHROPIC_API_KEY")
-                    .ok_or("AGENTSTREAM_PROVIDER=anthropic needs ANTHROPIC_API_KEY")?,
-                base_url: variable("ANTHROPIC_BASE_URL")
-                    .unwrap_or_else(|| ANTHROPIC_BASE_URL_DEFAULT.into()),
-                model: variable("AGENTSTREAM_MODEL")
-                    .unwrap_or_else(|| ANTHROPIC_MODEL_DEFAULT.into()),
-            }),
-            "openai" => ProviderChoice::OpenAi(OpenAiConfig {
-                api_key: variable("OPENAI_API_KEY"),
-                base_url: variable("OPENAI_BASE_URL")
-                    .unwrap_or_else(|| OPENAI_BASE_URL_DEFAULT.into()),
-                model: variable("AGENTSTREAM_MODEL").unwrap_or_else(|| OPENAI_MODEL_DEFAULT.into()),
-            }),
-            "claude-cli" => ProviderChoice::ClaudeCli(ClaudeCliConfig {
-                command: variable("AGENTSTREAM_CLAUDE_CLI")
-                    .unwrap_or_else(|| CLAUDE_CLI_COMMAND_DEFAULT.into()),
-                model: variable("AGENTSTREAM_MODEL"),
-            }),
-            other => {
-                return Err(format!(
-                "AGENTSTREAM_PROVIDER={other:?}: choose scripted, anthropic, openai or claude-cli"
-            ))
-            }
-        };
+        let (provider, agent_providers) = providers_from_env()?;
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),
             cluster: crate::store::ClusterOptions {

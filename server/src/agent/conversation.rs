@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use app::timeline::Timeline;
+use app::timeline::{Timeline, TimelineMessage as Message};
 use app::EventKind;
 use serde_json::Value;
 
@@ -21,55 +21,7 @@ pub const HISTORY_TOOL_RESULTS_MAX: usize = 100;
 /// [`TOOL_RESULT_CHARS_MAX`] characters and at most [`HISTORY_TOOL_RESULTS_MAX`] are kept.
 pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessage>, Vec<String>) {
     let mut warnings = Vec::new();
-    // First pass: which calls have (exactly one usable) result.
-    let mut result_of: HashMap<String, (String, bool)> = HashMap::new();
-    let mut call_ids: HashSet<String> = HashSet::new();
-    for message in timeline.messages() {
-        match message.kind {
-            EventKind::ToolCall => {
-                if let Some(id) = message.content.get("tool_call_id").and_then(Value::as_str) {
-                    call_ids.insert(id.to_owned());
-                }
-            }
-            EventKind::ToolResult => {
-                let Some(id) = message.content.get("tool_call_id").and_then(Value::as_str) else {
-                    warnings.push(format!(
-                        "a tool result without a call id (seq {})",
-                        message.first_seq
-                    ));
-                    continue;
-                };
-                let content = match message.content.get("result") {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(other) => other.to_string(),
-                    None => String::new(),
-                };
-                let content = if content.chars().count() > TOOL_RESULT_CHARS_MAX {
-                    content
-                        .chars()
-                        .take(TOOL_RESULT_CHARS_MAX)
-                        .collect::<String>()
-                        + " … [cut]"
-                } else {
-                    content
-                };
-                let is_error =
-                    message.content.get("is_error").and_then(Value::as_bool) == Some(true);
-                if result_of.contains_key(id) {
-                    warnings.push(format!("a second result for tool call {id} was dropped"));
-                } else {
-                    result_of.insert(id.to_owned(), (content, is_error));
-                }
-            }
-            _ => {}
-        }
-    }
-    for id in result_of.keys() {
-        if !call_ids.contains(id) {
-            warnings.push(format!("the result of unknown tool call {id} was dropped"));
-        }
-    }
-
+    let mut pairing = Pairing::of(timeline, &mut warnings);
     let mut conversation: Vec<ConversationMessage> = Vec::new();
     let mut results_kept = 0usize;
     for message in timeline.messages() {
@@ -89,28 +41,8 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
                 }),
             },
             EventKind::ToolCall => {
-                let id = message.content.get("tool_call_id").and_then(Value::as_str);
-                let name = message.content.get("name").and_then(Value::as_str);
-                let (Some(id), Some(name)) = (id, name) else {
-                    warnings.push(format!(
-                        "an unusable tool call was dropped (seq {})",
-                        message.first_seq
-                    ));
+                let Some(call) = pairing.answered_call(message, &mut warnings) else {
                     continue;
-                };
-                if !result_of.contains_key(id) {
-                    warnings.push(format!("tool call {id} has no result and was dropped"));
-                    continue;
-                }
-                let input = message
-                    .content
-                    .get("input")
-                    .cloned()
-                    .unwrap_or(Value::Object(Default::default()));
-                let call = ToolCall {
-                    id: id.to_owned(),
-                    name: name.to_owned(),
-                    input,
                 };
                 match conversation.last_mut() {
                     Some(ConversationMessage::Assistant { tool_calls, .. }) => {
@@ -123,26 +55,129 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
                 }
             }
             EventKind::ToolResult => {
-                let Some(id) = message.content.get("tool_call_id").and_then(Value::as_str) else {
-                    continue;
-                };
-                if !call_ids.contains(id) {
-                    continue;
+                if let Some(result) = pairing.take_result(message) {
+                    results_kept += 1;
+                    conversation.push(result);
                 }
-                let Some((content, is_error)) = result_of.remove(id) else {
-                    continue;
-                };
-                results_kept += 1;
-                conversation.push(ConversationMessage::ToolResult {
-                    tool_call_id: id.to_owned(),
-                    content,
-                    is_error,
-                });
             }
             _ => {}
         }
     }
-    // Keep the newest results only: drop the oldest steps' calls and results together.
+    keep_newest_results(&mut conversation, results_kept);
+    (conversation, warnings)
+}
+
+/// Which calls have (exactly one usable) result: the first pass over the log.
+struct Pairing {
+    /// Each call's result: its text (cut) and whether it is an error.
+    result_of: HashMap<String, (String, bool)>,
+    call_ids: HashSet<String>,
+}
+
+impl Pairing {
+    fn of(timeline: &Timeline, warnings: &mut Vec<String>) -> Pairing {
+        let mut pairing = Pairing {
+            result_of: HashMap::new(),
+            call_ids: HashSet::new(),
+        };
+        for message in timeline.messages() {
+            match message.kind {
+                EventKind::ToolCall => {
+                    if let Some(id) = call_id(message) {
+                        pairing.call_ids.insert(id.to_owned());
+                    }
+                }
+                EventKind::ToolResult => {
+                    let Some(id) = call_id(message) else {
+                        warnings.push(format!(
+                            "a tool result without a call id (seq {})",
+                            message.first_seq
+                        ));
+                        continue;
+                    };
+                    if pairing.result_of.contains_key(id) {
+                        warnings.push(format!("a second result for tool call {id} was dropped"));
+                        continue;
+                    }
+                    let is_error =
+                        message.content.get("is_error").and_then(Value::as_bool) == Some(true);
+                    let text = result_text(message.content.get("result"));
+                    pairing.result_of.insert(id.to_owned(), (text, is_error));
+                }
+                _ => {}
+            }
+        }
+        for id in pairing.result_of.keys() {
+            if !pairing.call_ids.contains(id) {
+                warnings.push(format!("the result of unknown tool call {id} was dropped"));
+            }
+        }
+        pairing
+    }
+
+    /// The call `message` holds, if it is usable and has a result.
+    fn answered_call(&self, message: &Message, warnings: &mut Vec<String>) -> Option<ToolCall> {
+        let name = message.content.get("name").and_then(Value::as_str);
+        let (Some(id), Some(name)) = (call_id(message), name) else {
+            warnings.push(format!(
+                "an unusable tool call was dropped (seq {})",
+                message.first_seq
+            ));
+            return None;
+        };
+        if !self.result_of.contains_key(id) {
+            warnings.push(format!("tool call {id} has no result and was dropped"));
+            return None;
+        }
+        let input = message
+            .content
+            .get("input")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
+        Some(ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input,
+        })
+    }
+
+    /// The result `message` holds, the first time its call's result is asked for.
+    fn take_result(&mut self, message: &Message) -> Option<ConversationMessage> {
+        let id = call_id(message)?;
+        if !self.call_ids.contains(id) {
+            return None;
+        }
+        let (content, is_error) = self.result_of.remove(id)?;
+        Some(ConversationMessage::ToolResult {
+            tool_call_id: id.to_owned(),
+            content,
+            is_error,
+        })
+    }
+}
+
+fn call_id(message: &Message) -> Option<&str> {
+    message.content.get("tool_call_id").and_then(Value::as_str)
+}
+
+/// A result as the model reads it: text as it is, other JSON printed, cut to
+/// [`TOOL_RESULT_CHARS_MAX`] characters.
+fn result_text(result: Option<&Value>) -> String {
+    let text = match result {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    if text.chars().count() > TOOL_RESULT_CHARS_MAX {
+        text.chars().take(TOOL_RESULT_CHARS_MAX).collect::<String>() + " … [cut]"
+    } else {
+        text
+    }
+}
+
+/// Keeps the newest [`HISTORY_TOOL_RESULTS_MAX`] results: the oldest steps' calls and results
+/// go together.
+fn keep_newest_results(conversation: &mut Vec<ConversationMessage>, mut results_kept: usize) {
     while results_kept > HISTORY_TOOL_RESULTS_MAX {
         let Some(first_result) = conversation
             .iter()
@@ -155,14 +190,13 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
         else {
             unreachable!("found a tool result at this position");
         };
-        for message in &mut conversation {
+        for message in conversation.iter_mut() {
             if let ConversationMessage::Assistant { tool_calls, .. } = message {
                 tool_calls.retain(|call| call.id != tool_call_id);
             }
         }
         results_kept -= 1;
     }
-    (conversation, warnings)
 }
 
 #[cfg(test)]

@@ -159,6 +159,38 @@ impl Runs {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Takes the agent's run slot for `run_id`: refused while another run of the agent is going
+    /// or [`ACTIVE_RUNS_MAX`] are.
+    fn reserve(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<(CancellationToken, Arc<AtomicBool>, watch::Sender<bool>), StartRunError> {
+        let mut active = self.active();
+        if let Some(running) = active.get(&agent_id) {
+            return Err(StartRunError::RunInProgress {
+                agent_id,
+                run_id: running.run_id,
+            });
+        }
+        if active.len() >= ACTIVE_RUNS_MAX {
+            return Err(StartRunError::TooManyRuns);
+        }
+        let cancel = CancellationToken::new();
+        let (finished_sender, finished) = watch::channel(false);
+        let ending = Arc::new(AtomicBool::new(false));
+        active.insert(
+            agent_id,
+            ActiveRun {
+                run_id,
+                cancel: cancel.clone(),
+                finished,
+                ending: ending.clone(),
+            },
+        );
+        Ok((cancel, ending, finished_sender))
+    }
+
     /// Starts run `run_id` of `agent` for `user_message`, after the conversation `prior` (rebuilt
     /// from the log); its output goes to the log.
     pub fn start(
@@ -170,41 +202,10 @@ impl Runs {
         options: RunOptions,
     ) -> Result<Uuid, StartRunError> {
         let provider = self.providers.for_agent(agent)?;
-        let cancel = CancellationToken::new();
-        let (finished_sender, finished) = watch::channel(false);
-        let ending = Arc::new(AtomicBool::new(false));
-        {
-            let mut active = self.active();
-            if let Some(running) = active.get(&agent.id) {
-                return Err(StartRunError::RunInProgress {
-                    agent_id: agent.id,
-                    run_id: running.run_id,
-                });
-            }
-            if active.len() >= ACTIVE_RUNS_MAX {
-                return Err(StartRunError::TooManyRuns);
-            }
-            active.insert(
-                agent.id,
-                ActiveRun {
-                    run_id,
-                    cancel: cancel.clone(),
-                    finished,
-                    ending: ending.clone(),
-                },
-            );
-        }
+        let (cancel, ending, finished_sender) = self.reserve(agent.id, run_id)?;
         let request = ProviderRequest {
             system: agent.system.clone(),
-            // A Letta-style handle (`anthropic/claude-…`) names the provider too; the provider
-            // is sent the model name alone.
-            model: agent.model.as_deref().map(|model| {
-                model
-                    .strip_prefix(provider.name())
-                    .and_then(|rest| rest.strip_prefix('/'))
-                    .unwrap_or(model)
-                    .to_owned()
-            }),
+            model: model_for(agent, provider.name()),
             messages: prior
                 .into_iter()
                 .chain([ConversationMessage::User { text: user_message }])
@@ -234,17 +235,7 @@ impl Runs {
                 tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
                 end_after_store_failure(store.as_ref(), &writer, agent_id, run_id, &error).await;
             }
-            {
-                let mut active = active
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                if active
-                    .get(&agent_id)
-                    .is_some_and(|run| run.run_id == run_id)
-                {
-                    active.remove(&agent_id);
-                }
-            }
+            release(&active, agent_id, run_id);
             let _ = finished_sender.send(true);
         });
         Ok(run_id)
@@ -303,3 +294,28 @@ impl Runs {
 /// before the run's task has answered and left; a client that sends the next message right then
 /// waits this long rather than get `run_in_progress`. Past it, the answer is 409 as for any run.
 pub const RUN_ENDING_WAIT_MS_MAX: u64 = 2_000;
+
+/// Frees the agent's run slot if `run_id` still holds it.
+fn release(active: &Mutex<HashMap<Uuid, ActiveRun>>, agent_id: Uuid, run_id: Uuid) {
+    let mut active = active
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if active
+        .get(&agent_id)
+        .is_some_and(|run| run.run_id == run_id)
+    {
+        active.remove(&agent_id);
+    }
+}
+
+/// The model name sent to the provider: a Letta-style handle (`anthropic/claude-…`) names the
+/// provider too, and the provider is sent the model name alone.
+fn model_for(agent: &Agent, provider_name: &str) -> Option<String> {
+    agent.model.as_deref().map(|model| {
+        model
+            .strip_prefix(provider_name)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .unwrap_or(model)
+            .to_owned()
+    })
+}

@@ -38,6 +38,32 @@ pub struct ClaudeCliProvider {
 }
 
 impl ClaudeCliProvider {
+    /// The CLI's command line for `request`: print mode, streamed JSON with partial messages.
+    fn command(&self, request: &ProviderRequest) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.config.command);
+        command
+            .arg("-p")
+            .arg(prompt(request))
+            .args([
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A cancelled run drops the stream, the task, the child: the process dies with it.
+            .kill_on_drop(true);
+        if let Some(model) = request.model.as_ref().or(self.config.model.as_ref()) {
+            command.args(["--model", model]);
+        }
+        if let Some(system) = &request.system {
+            command.args(["--append-system-prompt", system]);
+        }
+        command
+    }
+
     pub fn new(config: ClaudeCliConfig) -> ClaudeCliProvider {
         ClaudeCliProvider { config }
     }
@@ -190,123 +216,111 @@ impl Provider for ClaudeCliProvider {
         &self,
         request: ProviderRequest,
     ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
-        let mut command = tokio::process::Command::new(&self.config.command);
-        command
-            .arg("-p")
-            .arg(prompt(&request))
-            .args([
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--include-partial-messages",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A cancelled run drops the stream, the task, the child: the process dies with it.
-            .kill_on_drop(true);
-        if let Some(model) = request.model.as_ref().or(self.config.model.as_ref()) {
-            command.args(["--model", model]);
-        }
-        if let Some(system) = &request.system {
-            command.args(["--append-system-prompt", system]);
-        }
+        let command = self.command(&request);
         let program = self.config.command.clone();
         let (sender, receiver) = mpsc::channel(CLI_EVENTS_QUEUE_MAX);
-        tokio::spawn(async move {
-            let mut child = match command.spawn() {
-                Ok(child) => child,
-                Err(error) => {
-                    let _ = sender
-                        .send(Err(failure(
-                            "cli_not_started",
-                            format!("cannot start {program:?}: {error}"),
-                        )))
-                        .await;
-                    return;
-                }
-            };
-            let stdout = child.stdout.take().expect("stdout is piped");
-            let mut stderr = child.stderr.take().expect("stderr is piped");
-            let stderr_tail = tokio::spawn(async move {
-                let mut tail = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while let Ok(read) = stderr.read(&mut buffer).await {
-                    if read == 0 {
-                        break;
-                    }
-                    tail.extend_from_slice(&buffer[..read]);
-                    if tail.len() > STDERR_TAIL_BYTES_MAX {
-                        tail.drain(..tail.len() - STDERR_TAIL_BYTES_MAX);
-                    }
-                }
-                String::from_utf8_lossy(&tail).into_owned()
-            });
-            let mut parser = ClaudeCliParser::default();
-            let mut lines = BufReader::new(stdout);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                let mut limited = (&mut lines).take(CLAUDE_CLI_LINE_BYTES_MAX as u64 + 1);
-                let read = tokio::select! {
-                    // The run went away (cancelled): returning drops the child, which kills it.
-                    _ = sender.closed() => return,
-                    read = limited.read_until(b'\n', &mut line) => read,
-                };
-                match read {
-                    Ok(0) => break,
-                    Ok(_) if line.len() > CLAUDE_CLI_LINE_BYTES_MAX => {
-                        let _ = sender
-                            .send(Err(ProviderError::invalid(format!(
-                                "a CLI line longer than {CLAUDE_CLI_LINE_BYTES_MAX} bytes"
-                            ))))
-                            .await;
-                        return;
-                    }
-                    Ok(_) => {}
-                    Err(error) => {
-                        let _ = sender
-                            .send(Err(failure("cli_error", error.to_string())))
-                            .await;
-                        return;
-                    }
-                }
-                let text = String::from_utf8_lossy(&line);
-                match parser.parse_line(&text) {
-                    Ok(events) => {
-                        for event in events {
-                            if sender.send(Ok(event)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(error) => {
-                        let _ = sender.send(Err(error)).await;
-                        return;
-                    }
-                }
-            }
-            let status = child.wait().await;
-            let stderr = stderr_tail.await.unwrap_or_default();
-            let succeeded = status.as_ref().is_ok_and(|status| status.success());
-            if !succeeded || !parser.saw_result {
-                let status = status
-                    .map(|status| status.to_string())
-                    .unwrap_or_else(|error| error.to_string());
-                let _ = sender
-                    .send(Err(failure(
-                        "cli_error",
-                        format!(
-                            "{program} ended ({status}) without a result: {}",
-                            stderr.trim()
-                        ),
-                    )))
-                    .await;
-            }
-        });
+        tokio::spawn(drive(command, program, sender));
         stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|item| (item, receiver))
         })
         .boxed()
+    }
+}
+
+type EventSender = mpsc::Sender<Result<ProviderEvent, ProviderError>>;
+
+/// Runs the CLI and sends what it prints, parsed, then a failure if it ended without a result.
+/// Returns early when the run went away (the receiver closed): dropping the child kills it.
+async fn drive(mut command: tokio::process::Command, program: String, sender: EventSender) {
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            let _ = sender
+                .send(Err(failure(
+                    "cli_not_started",
+                    format!("cannot start {program:?}: {error}"),
+                )))
+                .await;
+            return;
+        }
+    };
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr_tail = tokio::spawn(stderr_tail(child.stderr.take().expect("stderr is piped")));
+    let mut parser = ClaudeCliParser::default();
+    if !forward_lines(stdout, &mut parser, &sender).await {
+        return;
+    }
+    let status = child.wait().await;
+    let stderr = stderr_tail.await.unwrap_or_default();
+    let succeeded = status.as_ref().is_ok_and(|status| status.success());
+    if !succeeded || !parser.saw_result {
+        let status = status
+            .map(|status| status.to_string())
+            .unwrap_or_else(|error| error.to_string());
+        let _ = sender
+            .send(Err(failure(
+                "cli_error",
+                format!(
+                    "{program} ended ({status}) without a result: {}",
+                    stderr.trim()
+                ),
+            )))
+            .await;
+    }
+}
+
+/// The last [`STDERR_TAIL_BYTES_MAX`] bytes the CLI wrote to stderr, for the error message.
+async fn stderr_tail(mut stderr: tokio::process::ChildStderr) -> String {
+    let mut tail = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while let Ok(read) = stderr.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buffer[..read]);
+        if tail.len() > STDERR_TAIL_BYTES_MAX {
+            tail.drain(..tail.len() - STDERR_TAIL_BYTES_MAX);
+        }
+    }
+    String::from_utf8_lossy(&tail).into_owned()
+}
+
+/// Parses stdout line by line (each at most [`CLAUDE_CLI_LINE_BYTES_MAX`]) and sends the events.
+/// True when stdout ended; false when the stream is over for another reason (an error was sent,
+/// or nobody listens any more).
+async fn forward_lines(
+    stdout: tokio::process::ChildStdout,
+    parser: &mut ClaudeCliParser,
+    sender: &EventSender,
+) -> bool {
+    let mut lines = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut limited = (&mut lines).take(CLAUDE_CLI_LINE_BYTES_MAX as u64 + 1);
+        let read = tokio::select! {
+            _ = sender.closed() => return false,
+            read = limited.read_until(b'\n', &mut line) => read,
+        };
+        let problem = match read {
+            Ok(0) => return true,
+            Ok(_) if line.len() > CLAUDE_CLI_LINE_BYTES_MAX => ProviderError::invalid(format!(
+                "a CLI line longer than {CLAUDE_CLI_LINE_BYTES_MAX} bytes"
+            )),
+            Ok(_) => match parser.parse_line(&String::from_utf8_lossy(&line)) {
+                Ok(events) => {
+                    for event in events {
+                        if sender.send(Ok(event)).await.is_err() {
+                            return false;
+                        }
+                    }
+                    continue;
+                }
+                Err(error) => error,
+            },
+            Err(error) => failure("cli_error", error.to_string()),
+        };
+        let _ = sender.send(Err(problem)).await;
+        return false;
     }
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::catch_up::catch_up;
 use super::outbound::{Form, Outbound};
-use crate::delivery::hub::Hub;
+use crate::delivery::hub::{EventBatch, Hub};
 use crate::store::{EventLog, StoreError};
 
 /// Events read from the store per page (and per frame) while catching up, at most. Bounds the
@@ -75,7 +75,7 @@ async fn follow_with(
     since: u64,
     form: Form,
     out: &mpsc::Sender<Outbound>,
-    live: &mut broadcast::Receiver<crate::delivery::hub::EventBatch>,
+    live: &mut broadcast::Receiver<EventBatch>,
 ) -> Result<(), FollowError> {
     let head_seq = store
         .head_seq(agent_id)
@@ -118,19 +118,7 @@ async fn follow_with(
                 if let Some(newest) = batch.last().filter(|_| from < batch.len()) {
                     debug_assert_eq!(batch[from].seq, last_delivered + 1);
                     last_delivered = newest.seq;
-                    let outbound = match form {
-                        Form::Json { coalesce } => Outbound::Events {
-                            agent_id,
-                            events: batch.json(),
-                            from,
-                            coalesce,
-                        },
-                        Form::Values => Outbound::Values {
-                            agent_id,
-                            events: batch[from..].to_vec(),
-                        },
-                    };
-                    send(out, outbound).await?;
+                    send(out, fresh_part(form, agent_id, &batch, from)).await?;
                 }
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -149,6 +137,22 @@ async fn follow_with(
                 return Err(FollowError::AgentDeleted(agent_id));
             }
         }
+    }
+}
+
+/// The events of a live batch from index `from` on, in the form the subscriber asked for.
+fn fresh_part(form: Form, agent_id: Uuid, batch: &EventBatch, from: usize) -> Outbound {
+    match form {
+        Form::Json { coalesce } => Outbound::Events {
+            agent_id,
+            events: batch.json(),
+            from,
+            coalesce,
+        },
+        Form::Values => Outbound::Values {
+            agent_id,
+            events: batch[from..].to_vec(),
+        },
     }
 }
 

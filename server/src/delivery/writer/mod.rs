@@ -369,54 +369,28 @@ async fn commit(
         .unzip();
     // Requests whose events may have committed although the writer could not learn it.
     let mut maybe_committed = vec![false; requests.len()];
-    let outcomes: Vec<Result<Vec<AgentEvent>, Arc<StoreError>>> =
-        match append_retrying(store.as_ref(), &batches, retries_max).await {
-            Ok(committed) => committed.into_iter().map(Ok).collect(),
-            Err(refused) if batches.len() == 1 || refused.maybe_committed => {
-                // One request; or the group may have committed, and trying it in parts could write
-                // it twice: every request gets the refusal, and the log is asked later.
-                maybe_committed.fill(refused.maybe_committed);
-                let message = refused.error.to_string();
-                let mut first = Some(refused.error);
-                (0..batches.len())
-                    .map(|_| {
-                        Err(Arc::new(first.take().unwrap_or_else(|| {
-                            StoreError::Unavailable(message.clone())
-                        })))
-                    })
-                    .collect()
-            }
-            Err(_) => {
-                // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
-                // commit them one by one so each gets its own answer.
-                let mut outcomes = Vec::with_capacity(batches.len());
-                for (index, (request, batch)) in requests.iter().zip(&batches).enumerate() {
-                    let run = run_of(batch);
-                    if request.continues_run && run.is_some_and(|run| refused.set.contains(&run)) {
-                        outcomes.push(Err(Arc::new(behind_a_refusal())));
-                        continue;
-                    }
-                    let outcome = match append_retrying(
-                        store.as_ref(),
-                        std::slice::from_ref(batch),
-                        retries_max,
-                    )
-                    .await
-                    {
-                        Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
-                        Err(failed) => {
-                            maybe_committed[index] = failed.maybe_committed;
-                            Err(Arc::new(failed.error))
-                        }
-                    };
-                    if let (Err(_), Some(run)) = (&outcome, run) {
-                        refused.insert(run);
-                    }
-                    outcomes.push(outcome);
-                }
-                outcomes
-            }
-        };
+    let outcomes: Vec<Outcome> = match append_retrying(store.as_ref(), &batches, retries_max).await
+    {
+        Ok(committed) => committed.into_iter().map(Ok).collect(),
+        Err(failed) if batches.len() == 1 || failed.maybe_committed => {
+            // One request; or the group may have committed, and trying it in parts could write
+            // it twice: every request gets the refusal, and the log is asked later.
+            maybe_committed.fill(failed.maybe_committed);
+            refusal_for_all(failed.error, batches.len())
+        }
+        Err(_) => {
+            // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
+            // commit them one by one so each gets its own answer.
+            let one_by_one = OneByOne {
+                store: store.as_ref(),
+                refused,
+                retries_max,
+            };
+            one_by_one
+                .commit(&requests, &batches, &mut maybe_committed)
+                .await
+        }
+    };
     for (index, ((request, batch), outcome)) in
         requests.into_iter().zip(batches).zip(outcomes).enumerate()
     {
@@ -438,6 +412,61 @@ async fn commit(
         }
         // The submitter may have gone away; the events are committed either way.
         let _ = request.reply.send(outcome);
+    }
+}
+
+type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
+
+/// The same refusal for each of `count` requests (the first gets the error itself).
+fn refusal_for_all(error: StoreError, count: usize) -> Vec<Outcome> {
+    let message = error.to_string();
+    let mut first = Some(error);
+    (0..count)
+        .map(|_| {
+            Err(Arc::new(first.take().unwrap_or_else(|| {
+                StoreError::Unavailable(message.clone())
+            })))
+        })
+        .collect()
+}
+
+/// A refused group committed again request by request.
+struct OneByOne<'a> {
+    store: &'a dyn EventLog,
+    refused: &'a mut RefusedRuns,
+    retries_max: u32,
+}
+
+impl OneByOne<'_> {
+    async fn commit(
+        self,
+        requests: &[Reply],
+        batches: &[AppendBatch],
+        maybe_committed: &mut [bool],
+    ) -> Vec<Outcome> {
+        let mut outcomes = Vec::with_capacity(batches.len());
+        for (index, (request, batch)) in requests.iter().zip(batches).enumerate() {
+            let run = run_of(batch);
+            if request.continues_run && run.is_some_and(|run| self.refused.set.contains(&run)) {
+                outcomes.push(Err(Arc::new(behind_a_refusal())));
+                continue;
+            }
+            let outcome =
+                match append_retrying(self.store, std::slice::from_ref(batch), self.retries_max)
+                    .await
+                {
+                    Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
+                    Err(failed) => {
+                        maybe_committed[index] = failed.maybe_committed;
+                        Err(Arc::new(failed.error))
+                    }
+                };
+            if let (Err(_), Some(run)) = (&outcome, run) {
+                self.refused.insert(run);
+            }
+            outcomes.push(outcome);
+        }
+        outcomes
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod mapping;
 mod request;
 mod streaming;
+pub mod wire;
 
 use request::unprocessable;
 pub use request::{parse_request, LettaRequest};

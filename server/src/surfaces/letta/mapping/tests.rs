@@ -1,5 +1,6 @@
 use super::*;
 use app::DeltaAction;
+use chrono::Utc;
 use serde_json::json;
 
 /// Builds a run's events the way the agent loop writes them, with consecutive seqs.

@@ -1,0 +1,211 @@
+//! The pages: `/` (agents), `/agents/{id}` (live view, [`live`]) and `/agents/{id}/history`
+//! (server-rendered); both agent pages draw the timeline with [`timeline`].
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::{
+    components::{Route, Router, Routes},
+    hooks::use_params_map,
+    ParamSegment, SsrMode, StaticSegment,
+};
+use uuid::Uuid;
+
+use crate::history::{history_resource, AgentHistory};
+use crate::protocol::Agent;
+
+mod live;
+mod timeline;
+
+use live::{LiveView, RunBar};
+use timeline::TimelineView;
+
+/// The HTML document around the app, rendered by the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/agentstream.css"/>
+        <Title text="agentstream"/>
+        <Router>
+            <header class="top">
+                <a href="/" class="brand">"agentstream"</a>
+            </header>
+            <main>
+                <Routes fallback=|| view! { <p class="error">"Page not found."</p> }>
+                    <Route path=StaticSegment("") view=AgentsPage/>
+                    <Route
+                        path=(StaticSegment("agents"), ParamSegment("id"))
+                        view=AgentPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(StaticSegment("agents"), ParamSegment("id"), StaticSegment("history"))
+                        view=HistoryPage
+                        ssr=SsrMode::Async
+                    />
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+/// `/`: the agents, and a form to create one.
+#[component]
+fn AgentsPage() -> impl IntoView {
+    let agents = RwSignal::new(None::<Result<Vec<Agent>, String>>);
+    let name = RwSignal::new(String::new());
+    let create_error = RwSignal::new(None::<String>);
+
+    Effect::new(move |_| {
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            agents.set(Some(crate::api_client::list_agents().await));
+        });
+    });
+
+    let navigate = leptos_router::hooks::use_navigate();
+    let on_submit = move |event: leptos::ev::SubmitEvent| {
+        event.prevent_default();
+        let wanted_name = name.get_untracked().trim().to_owned();
+        let _ = (&navigate, &wanted_name);
+        #[cfg(feature = "hydrate")]
+        {
+            let navigate = navigate.clone();
+            leptos::task::spawn_local(async move {
+                let request = crate::protocol::CreateAgentRequest {
+                    name: (!wanted_name.is_empty()).then_some(wanted_name),
+                    ..Default::default()
+                };
+                match crate::api_client::create_agent(&request).await {
+                    Ok(agent) => navigate(&format!("/agents/{}", agent.id), Default::default()),
+                    Err(message) => create_error.set(Some(message)),
+                }
+            });
+        }
+    };
+
+    view! {
+        <h1>"Agents"</h1>
+        <form class="create-agent" method="post" action="/agents" on:submit=on_submit>
+            <input
+                type="text"
+                name="name"
+                placeholder="New agent name"
+                prop:value=move || name.get()
+                on:input=move |event| name.set(event_target_value(&event))
+            />
+            <button type="submit">"Create agent"</button>
+        </form>
+        {move || create_error.get().map(|message| view! { <p class="error">{message}</p> })}
+        {move || match agents.get() {
+            None => view! { <p class="muted">"Loading agents…"</p> }.into_any(),
+            Some(Err(message)) => view! { <p class="error">{message}</p> }.into_any(),
+            Some(Ok(list)) if list.is_empty() => {
+                view! { <p class="muted">"No agents yet."</p> }.into_any()
+            }
+            Some(Ok(list)) => {
+                view! {
+                    <ul class="agents">
+                        {list
+                            .into_iter()
+                            .map(|agent| {
+                                view! {
+                                    <li>
+                                        <a href=format!("/agents/{}", agent.id)>{agent.name}</a>
+                                        <span class="muted">
+                                            {format!(" · {} events", agent.head_seq)}
+                                        </span>
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
+                }
+                    .into_any()
+            }
+        }}
+    }
+}
+
+/// The agent id of the current route, if it is a UUID.
+fn route_agent_id() -> impl Fn() -> Option<Uuid> + Copy {
+    let params = use_params_map();
+    move || {
+        params
+            .with(|params| params.get("id"))
+            .and_then(|id| Uuid::parse_str(&id).ok())
+    }
+}
+
+/// Renders `ready` with the agent's history once it is loaded (on the server, before any HTML is
+/// sent), or the reason it could not be.
+fn with_history<V: IntoView + 'static>(
+    agent_id: Uuid,
+    ready: impl Fn(AgentHistory) -> V + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let history = history_resource(agent_id);
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Loading history…"</p> }>
+            {move || Suspend::new(async move {
+                match history.await {
+                    Ok(history) => ready(history).into_any(),
+                    Err(message) => view! { <p class="error">{message}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// `/agents/{id}`: the live view of one agent.
+#[component]
+fn AgentPage() -> impl IntoView {
+    let agent_id = route_agent_id();
+    move || match agent_id() {
+        Some(agent_id) => {
+            with_history(agent_id, |history| view! { <LiveView history/> }).into_any()
+        }
+        None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
+    }
+}
+
+/// `/agents/{id}/history`: the whole conversation, folded and rendered on the server; readable
+/// without JavaScript.
+#[component]
+fn HistoryPage() -> impl IntoView {
+    let agent_id = route_agent_id();
+    move || match agent_id() {
+        Some(agent_id) => with_history(agent_id, |history| {
+            let agent_id = history.agent.id;
+            let timeline = RwSignal::new(history.timeline).read_only();
+            view! {
+                <h1>{history.agent.name}" · history"</h1>
+                <p class="muted">
+                    <a href=format!("/agents/{agent_id}")>"Open the live view"</a>
+                </p>
+                <RunBar timeline/>
+                <div class="timeline-scroll history">
+                    <TimelineView timeline/>
+                </div>
+            }
+        })
+        .into_any(),
+        None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
+    }
+}

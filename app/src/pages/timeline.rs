@@ -1,0 +1,269 @@
+//! The timeline as the pages draw it: blocks of messages, each message by its kind. Model output
+//! is inserted as text nodes, never as HTML.
+
+use leptos::prelude::*;
+use uuid::Uuid;
+
+use crate::event::EventKind;
+use crate::timeline::{RunStatus, Timeline};
+
+/// The timeline as blocks of messages, in the order they first appeared.
+#[component]
+pub(super) fn TimelineView(timeline: ReadSignal<Timeline>) -> impl IntoView {
+    let block_ids = move || {
+        timeline.with(|timeline| {
+            timeline
+                .blocks()
+                .iter()
+                .map(|block| block.block_id)
+                .collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <div class="timeline">
+            <For each=block_ids key=|block_id| *block_id let:block_id>
+                <BlockView timeline block_id/>
+            </For>
+        </div>
+    }
+}
+
+/// One block. Blocks of concurrent threads carry a thread label, so interleaved output stays
+/// attributable.
+#[component]
+fn BlockView(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
+    let message_ids = move || {
+        timeline.with(|timeline| {
+            timeline
+                .block(block_id)
+                .map(|block| block.message_ids.clone())
+                .unwrap_or_default()
+        })
+    };
+    let thread_label = move || {
+        timeline.with(|timeline| {
+            let block = timeline.block(block_id)?;
+            let run = timeline.run(block.run_id?)?;
+            if run.thread_ids.len() < 2 {
+                return None;
+            }
+            let position = run
+                .thread_ids
+                .iter()
+                .position(|id| Some(*id) == block.thread_id)?;
+            Some(format!("thread {}", position + 1))
+        })
+    };
+    view! {
+        <section class="block">
+            {move || thread_label().map(|label| view! { <div class="thread-label">{label}</div> })}
+            <For each=message_ids key=|message_id| *message_id let:message_id>
+                <MessageView timeline message_id/>
+            </For>
+        </section>
+    }
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// One message. Model output is inserted as text nodes, never as HTML.
+#[component]
+fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoView {
+    let kind = timeline.with_untracked(|timeline| {
+        timeline
+            .message(message_id)
+            .map(|message| message.kind)
+            .unwrap_or(EventKind::Other)
+    });
+    // Re-render this message only when an event of its own arrived: every frame checks one seq
+    // per message instead of copying every message's text.
+    let version = Memo::new(move |_| {
+        timeline.with(|timeline| timeline.message(message_id).map(|message| message.last_seq))
+    });
+    let text = move || {
+        let _ = version.get();
+        timeline.with_untracked(|timeline| {
+            timeline
+                .message(message_id)
+                .map(|message| message.text().to_owned())
+                .unwrap_or_default()
+        })
+    };
+    let content = move |key: &'static str| content_of(timeline, message_id, version, key);
+    // Raw JSON is built only while the pointer is over the message: nothing per token otherwise.
+    let hovered = RwSignal::new(false);
+    let raw_json = move || {
+        hovered.get().then(|| {
+            timeline.with(|timeline| {
+                timeline.message(message_id).map(|message| {
+                    pretty(&serde_json::json!({
+                        "message_id": message.message_id,
+                        "kind": message.kind,
+                        "seq": [message.first_seq, message.last_seq],
+                        "content": message.content,
+                        "raw": message.raw,
+                    }))
+                })
+            })
+        })
+    };
+    let raw_view = move || {
+        raw_json()
+            .flatten()
+            .map(|json| view! { <pre class="raw-json">{json}</pre> })
+    };
+
+    let body = match kind {
+        EventKind::User => view! {
+            <div class="role">"you"</div>
+            <div class="body">{text}</div>
+        }
+        .into_any(),
+        EventKind::Text => view! {
+            <div class="role">"agent"</div>
+            <div class="body">{text}</div>
+        }
+        .into_any(),
+        EventKind::Thinking => view! {
+            <details open=true>
+                <summary class="role">"thinking"</summary>
+                <div class="body">{text}</div>
+            </details>
+        }
+        .into_any(),
+        EventKind::ToolCall => view! { <ToolCallCard timeline message_id version/> }.into_any(),
+        EventKind::ToolResult => {
+            // Shown inside its call's card when the call is in the timeline.
+            let orphan = move || {
+                let call_id = content("tool_call_id")();
+                timeline.with(|timeline| {
+                    !timeline.messages().iter().any(|message| {
+                        message.kind == EventKind::ToolCall
+                            && message.content.get("tool_call_id") == Some(&call_id)
+                    })
+                })
+            };
+            let result = content("result");
+            view! {
+                <Show when=orphan>
+                    <div class="role">"tool result"</div>
+                    <pre class="body">{move || pretty(&result())}</pre>
+                </Show>
+            }
+            .into_any()
+        }
+        EventKind::Loading => {
+            let label = content("label");
+            view! {
+                <div class="role">"waiting"</div>
+                <div class="body">{move || label().as_str().unwrap_or("…").to_owned()}</div>
+            }
+            .into_any()
+        }
+        EventKind::Error => {
+            let message = content("message");
+            let error_type = content("type");
+            view! {
+                <div class="role">"error · " {move || error_type().as_str().unwrap_or("error").to_owned()}</div>
+                <div class="body">{move || message().as_str().unwrap_or("").to_owned()}</div>
+            }
+            .into_any()
+        }
+        other => {
+            let whole = move || {
+                let _ = version.get();
+                timeline.with_untracked(|timeline| {
+                    timeline
+                        .message(message_id)
+                        .map(|message| pretty(&message.content))
+                        .unwrap_or_default()
+                })
+            };
+            view! {
+                <div class="role">{other.as_str()}</div>
+                <pre class="body">{whole}</pre>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <div
+            class=format!("message kind-{}", kind.as_str())
+            data-kind=kind.as_str()
+            on:mouseenter=move |_| hovered.set(true)
+            on:mouseleave=move |_| hovered.set(false)
+        >
+            {body}
+            {raw_view}
+        </div>
+    }
+}
+
+/// One field of a message's content, read again whenever the message changes.
+fn content_of(
+    timeline: ReadSignal<Timeline>,
+    message_id: Uuid,
+    version: Memo<Option<u64>>,
+    key: &'static str,
+) -> impl Fn() -> serde_json::Value + Copy + Send + Sync + 'static {
+    move || {
+        let _ = version.get();
+        timeline.with_untracked(|timeline| {
+            timeline
+                .message(message_id)
+                .and_then(|message| message.content.get(key).cloned())
+                .unwrap_or(serde_json::Value::Null)
+        })
+    }
+}
+
+/// A tool call's card: its name and input, then its result (or that it is still running, or
+/// that its run ended without one).
+#[component]
+fn ToolCallCard(
+    timeline: ReadSignal<Timeline>,
+    message_id: Uuid,
+    version: Memo<Option<u64>>,
+) -> impl IntoView {
+    let name = content_of(timeline, message_id, version, "name");
+    let input = content_of(timeline, message_id, version, "input");
+    let tool_call_id = content_of(timeline, message_id, version, "tool_call_id");
+    let outcome = move || {
+        let call_id = tool_call_id();
+        timeline.with(|timeline| {
+            let result = call_id
+                .as_str()
+                .and_then(|call_id| timeline.tool_result(call_id))
+                .map(|result| result.content.clone());
+            let run_running = timeline
+                .message(message_id)
+                .and_then(|message| message.run_id)
+                .and_then(|run_id| timeline.run(run_id))
+                .is_none_or(|run| run.status == RunStatus::Running);
+            (result, run_running)
+        })
+    };
+    view! {
+        <div class="role">"tool call · " {move || name().as_str().unwrap_or("tool").to_owned()}</div>
+        <pre class="tool-input">{move || pretty(&input())}</pre>
+        {move || match outcome() {
+            (Some(result), _) => {
+                let is_error = result.get("is_error").and_then(serde_json::Value::as_bool) == Some(true);
+                let shown = result.get("result").or_else(|| result.get("content")).cloned().unwrap_or(result);
+                let text = match shown {
+                    serde_json::Value::String(text) => text,
+                    other => pretty(&other),
+                };
+                view! {
+                    <div class=if is_error { "tool-outcome error" } else { "tool-outcome" }>
+                        {if is_error { "error: " } else { "result: " }}{text}
+                    </div>
+                }.into_any()
+            }
+            (None, true) => view! { <div class="tool-outcome running">"running…"</div> }.into_any(),
+            (None, false) => view! { <div class="tool-outcome muted">"no result"</div> }.into_any(),
+        }}
+    }
+}
