@@ -92,28 +92,7 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
         })
     };
     let content = move |key: &'static str| content_of(timeline, message_id, version, key);
-    // Raw JSON is built only while the pointer is over the message: nothing per token otherwise.
     let hovered = RwSignal::new(false);
-    let raw_json = move || {
-        hovered.get().then(|| {
-            timeline.with(|timeline| {
-                timeline.message(message_id).map(|message| {
-                    pretty(&serde_json::json!({
-                        "message_id": message.message_id,
-                        "kind": message.kind,
-                        "seq": [message.first_seq, message.last_seq],
-                        "content": message.content,
-                        "raw": message.raw,
-                    }))
-                })
-            })
-        })
-    };
-    let raw_view = move || {
-        raw_json()
-            .flatten()
-            .map(|json| view! { <pre class="raw-json">{json}</pre> })
-    };
 
     let body = match kind {
         EventKind::User => view! {
@@ -134,26 +113,7 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
         }
         .into_any(),
         EventKind::ToolCall => view! { <ToolCallCard timeline message_id version/> }.into_any(),
-        EventKind::ToolResult => {
-            // Shown inside its call's card when the call is in the timeline.
-            let orphan = move || {
-                let call_id = content("tool_call_id")();
-                timeline.with(|timeline| {
-                    !timeline.messages().iter().any(|message| {
-                        message.kind == EventKind::ToolCall
-                            && message.content.get("tool_call_id") == Some(&call_id)
-                    })
-                })
-            };
-            let result = content("result");
-            view! {
-                <Show when=orphan>
-                    <div class="role">"tool result"</div>
-                    <pre class="body">{move || pretty(&result())}</pre>
-                </Show>
-            }
-            .into_any()
-        }
+        EventKind::ToolResult => view! { <OrphanResult timeline message_id version/> }.into_any(),
         EventKind::Loading => {
             let label = content("label");
             view! {
@@ -196,8 +156,59 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
             on:mouseleave=move |_| hovered.set(false)
         >
             {body}
-            {raw_view}
+            {move || raw_json(timeline, message_id, hovered)}
         </div>
+    }
+}
+
+/// The message's stored JSON, built only while the pointer is over the message: nothing per token
+/// otherwise.
+fn raw_json(
+    timeline: ReadSignal<Timeline>,
+    message_id: Uuid,
+    hovered: RwSignal<bool>,
+) -> Option<impl IntoView> {
+    if !hovered.get() {
+        return None;
+    }
+    let json = timeline.with(|timeline| {
+        timeline.message(message_id).map(|message| {
+            pretty(&serde_json::json!({
+                "message_id": message.message_id,
+                "kind": message.kind,
+                "seq": [message.first_seq, message.last_seq],
+                "content": message.content,
+                "raw": message.raw,
+            }))
+        })
+    })?;
+    Some(view! { <pre class="raw-json">{json}</pre> })
+}
+
+/// A tool result, shown on its own only when its call is not in the timeline (otherwise it is
+/// inside the call's card).
+#[component]
+fn OrphanResult(
+    timeline: ReadSignal<Timeline>,
+    message_id: Uuid,
+    version: Memo<Option<u64>>,
+) -> impl IntoView {
+    let call_id = content_of(timeline, message_id, version, "tool_call_id");
+    let orphan = move || {
+        let call_id = call_id();
+        timeline.with(|timeline| {
+            !timeline.messages().iter().any(|message| {
+                message.kind == EventKind::ToolCall
+                    && message.content.get("tool_call_id") == Some(&call_id)
+            })
+        })
+    };
+    let result = content_of(timeline, message_id, version, "result");
+    view! {
+        <Show when=orphan>
+            <div class="role">"tool result"</div>
+            <pre class="body">{move || pretty(&result())}</pre>
+        </Show>
     }
 }
 

@@ -134,6 +134,42 @@ fn field<'a>(value: &'a Value, key: &str) -> Result<&'a Value, ProviderError> {
         .ok_or_else(|| ProviderError::invalid(format!("an Anthropic event without {key:?}")))
 }
 
+impl AnthropicParser {
+    /// A piece of a content block: text, thinking, its signature, or a tool call's input.
+    fn block_delta(&mut self, value: &Value) -> Result<Vec<ProviderEvent>, ProviderError> {
+        let index = field(value, "index")?.as_u64().unwrap_or(0);
+        let delta = field(value, "delta")?;
+        let text = |key: &str| delta[key].as_str().unwrap_or_default().to_owned();
+        Ok(match delta["type"].as_str().unwrap_or("") {
+            "text_delta" => vec![ProviderEvent::TextDelta(text("text"))],
+            "thinking_delta" => vec![ProviderEvent::ThinkingDelta(text("thinking"))],
+            "signature_delta" => vec![ProviderEvent::ThinkingSignature(text("signature"))],
+            "input_json_delta" => match self.tool_blocks.get(&index) {
+                Some(id) => vec![ProviderEvent::ToolCallInputDelta {
+                    id: id.clone(),
+                    json: text("partial_json"),
+                }],
+                None => vec![],
+            },
+            _ => vec![],
+        })
+    }
+}
+
+/// Anthropic's `error` event (overloaded, rate-limited and its own errors may pass).
+fn api_error(error: &Value) -> ProviderError {
+    let kind = error["type"].as_str().unwrap_or("api_error").to_owned();
+    ProviderError {
+        retryable: matches!(
+            kind.as_str(),
+            "overloaded_error" | "rate_limit_error" | "api_error"
+        ),
+        message: error["message"].as_str().unwrap_or("").to_owned(),
+        kind,
+        retry_after_ms: None,
+    }
+}
+
 impl SseParser for AnthropicParser {
     fn parse(&mut self, _event: &str, data: &str) -> Result<Vec<ProviderEvent>, ProviderError> {
         let value: Value = serde_json::from_str(data)
@@ -158,37 +194,7 @@ impl SseParser for AnthropicParser {
                     vec![]
                 }
             }
-            "content_block_delta" => {
-                let index = field(&value, "index")?.as_u64().unwrap_or(0);
-                let delta = field(&value, "delta")?;
-                match delta["type"].as_str().unwrap_or("") {
-                    "text_delta" => vec![ProviderEvent::TextDelta(
-                        delta["text"].as_str().unwrap_or_default().to_owned(),
-                    )],
-                    "thinking_delta" => vec![ProviderEvent::ThinkingDelta(
-                        delta["thinking"].as_str().unwrap_or_default().to_owned(),
-                    )],
-                    "signature_delta" => vec![ProviderEvent::ThinkingSignature(
-                        delta["signature"].as_str().unwrap_or_default().to_owned(),
-                    )],
-                    "input_json_delta" => {
-                        let piece = delta["partial_json"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned();
-                        match self.tool_blocks.get(&index) {
-                            Some(id) => {
-                                vec![ProviderEvent::ToolCallInputDelta {
-                                    id: id.clone(),
-                                    json: piece,
-                                }]
-                            }
-                            None => vec![],
-                        }
-                    }
-                    _ => vec![],
-                }
-            }
+            "content_block_delta" => self.block_delta(&value)?,
             "content_block_stop" => {
                 let index = field(&value, "index")?.as_u64().unwrap_or(0);
                 match self.tool_blocks.remove(&index) {
@@ -219,19 +225,7 @@ impl SseParser for AnthropicParser {
                         .unwrap_or_else(|| "end_turn".to_owned()),
                 }]
             }
-            "error" => {
-                let error = &value["error"];
-                let kind = error["type"].as_str().unwrap_or("api_error").to_owned();
-                return Err(ProviderError {
-                    retryable: matches!(
-                        kind.as_str(),
-                        "overloaded_error" | "rate_limit_error" | "api_error"
-                    ),
-                    message: error["message"].as_str().unwrap_or("").to_owned(),
-                    kind,
-                    retry_after_ms: None,
-                });
-            }
+            "error" => return Err(api_error(&value["error"])),
             // ping, and event types this version does not know: nothing to do.
             _ => vec![],
         })

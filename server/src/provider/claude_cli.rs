@@ -92,35 +92,8 @@ impl ClaudeCliParser {
                 events.retain(|event| !matches!(event, ProviderEvent::Stop { .. }));
                 Ok(events)
             }
-            "assistant" if !self.saw_stream_events => {
-                // Without partial messages, whole messages are all there is.
-                let mut events = Vec::new();
-                for block in value["message"]["content"].as_array().into_iter().flatten() {
-                    match block["type"].as_str() {
-                        Some("text") => events.push(ProviderEvent::TextDelta(
-                            block["text"].as_str().unwrap_or_default().to_owned(),
-                        )),
-                        Some("thinking") => events.push(ProviderEvent::ThinkingDelta(
-                            block["thinking"].as_str().unwrap_or_default().to_owned(),
-                        )),
-                        Some("tool_use") => {
-                            let id = block["id"].as_str().unwrap_or_default().to_owned();
-                            events.push(ProviderEvent::ToolCallStart {
-                                id: id.clone(),
-                                name: block["name"].as_str().unwrap_or_default().to_owned(),
-                            });
-                            // The input comes whole: one piece.
-                            events.push(ProviderEvent::ToolCallInputDelta {
-                                id: id.clone(),
-                                json: block["input"].to_string(),
-                            });
-                            events.push(ProviderEvent::ToolCallEnd { id });
-                        }
-                        _ => {}
-                    }
-                }
-                Ok(events)
-            }
+            // Without partial messages, whole messages are all there is.
+            "assistant" if !self.saw_stream_events => Ok(whole_message(&value["message"])),
             "user" => Ok(value["message"]["content"]
                 .as_array()
                 .into_iter()
@@ -134,41 +107,73 @@ impl ClaudeCliParser {
                 .collect()),
             "result" => {
                 self.saw_result = true;
-                let subtype = value["subtype"].as_str().unwrap_or("success");
-                if value["is_error"].as_bool() == Some(true) && subtype != "error_max_turns" {
-                    return Err(ProviderError {
-                        kind: subtype.to_owned(),
-                        message: value["result"]
-                            .as_str()
-                            .unwrap_or("the CLI reported an error")
-                            .to_owned(),
-                        retryable: false,
-                        retry_after_ms: None,
-                    });
-                }
-                let usage = &value["usage"];
-                let input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
-                    + usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
-                    + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
-                Ok(vec![
-                    ProviderEvent::Usage {
-                        input_tokens,
-                        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
-                    },
-                    ProviderEvent::Stop {
-                        reason: if subtype == "error_max_turns" {
-                            "max_iterations"
-                        } else {
-                            "end_turn"
-                        }
-                        .to_owned(),
-                    },
-                ])
+                result(&value)
             }
             // system init, api_retry and whatever a newer CLI adds.
             _ => Ok(vec![]),
         }
     }
+}
+
+/// A whole `assistant` message as events: text, thinking, and tool calls whose input comes
+/// whole (one piece).
+fn whole_message(message: &Value) -> Vec<ProviderEvent> {
+    let mut events = Vec::new();
+    for block in message["content"].as_array().into_iter().flatten() {
+        let text = |key: &str| block[key].as_str().unwrap_or_default().to_owned();
+        match block["type"].as_str() {
+            Some("text") => events.push(ProviderEvent::TextDelta(text("text"))),
+            Some("thinking") => events.push(ProviderEvent::ThinkingDelta(text("thinking"))),
+            Some("tool_use") => {
+                let id = text("id");
+                events.push(ProviderEvent::ToolCallStart {
+                    id: id.clone(),
+                    name: text("name"),
+                });
+                events.push(ProviderEvent::ToolCallInputDelta {
+                    id: id.clone(),
+                    json: block["input"].to_string(),
+                });
+                events.push(ProviderEvent::ToolCallEnd { id });
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+/// The `result` line that ends a CLI run: its usage and stop, or its error.
+fn result(value: &Value) -> Result<Vec<ProviderEvent>, ProviderError> {
+    let subtype = value["subtype"].as_str().unwrap_or("success");
+    if value["is_error"].as_bool() == Some(true) && subtype != "error_max_turns" {
+        return Err(ProviderError {
+            kind: subtype.to_owned(),
+            message: value["result"]
+                .as_str()
+                .unwrap_or("the CLI reported an error")
+                .to_owned(),
+            retryable: false,
+            retry_after_ms: None,
+        });
+    }
+    let usage = &value["usage"];
+    let input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
+        + usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
+        + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+    let reason = if subtype == "error_max_turns" {
+        "max_iterations"
+    } else {
+        "end_turn"
+    };
+    Ok(vec![
+        ProviderEvent::Usage {
+            input_tokens,
+            output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+        },
+        ProviderEvent::Stop {
+            reason: reason.to_owned(),
+        },
+    ])
 }
 
 /// The prompt handed to the CLI: the new message, preceded by the conversation so far.

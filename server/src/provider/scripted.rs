@@ -247,50 +247,14 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
     let mut output_tokens = SCRIPTED_THINKING_TOKENS as u64;
     let stop_reason;
     if user_text == LOOP_COMMAND || (wants_tools(user_text) && !after_tools) {
-        let invocations: Vec<&str> = match user_text.strip_prefix(TOOLS_COMMAND) {
-            Some(spec) => spec
-                .split(';')
-                .filter(|part| !part.trim().is_empty())
-                .collect(),
-            None => vec!["clock"],
-        };
-        events.push(Ok(ProviderEvent::TextDelta(
-            "Let me use my tools.".to_owned(),
-        )));
-        for (index, invocation) in invocations.into_iter().enumerate() {
-            let (name, input) = scripted_tool_call(invocation);
-            let id = format!("call_{step}_{index}_{:08x}", random.next() as u32);
-            tool_call_events(&mut events, id, name, input);
-            output_tokens += 8;
-        }
+        output_tokens += tool_calls(&mut events, &mut random, user_text, step);
         stop_reason = "tool_use";
     } else if after_tools {
-        let mut summary = String::from("The tools answered:");
-        for message in &request.messages {
-            if let ConversationMessage::ToolResult {
-                content, is_error, ..
-            } = message
-            {
-                let marker = if *is_error { " (error)" } else { "" };
-                summary.push_str(&format!(" {content}{marker};"));
-            }
-        }
-        summary.push_str(" that is all.");
-        let tokens = echo_tokens(&summary);
-        output_tokens += tokens.len() as u64;
-        events.extend(
-            tokens
-                .into_iter()
-                .map(|token| Ok(ProviderEvent::TextDelta(token))),
-        );
+        output_tokens += texts(&mut events, echo_tokens(&tools_summary(request)));
         stop_reason = "end_turn";
     } else if let Some(kind) = user_text.strip_prefix(FAIL_COMMAND) {
+        texts(&mut events, sentence_tokens(&mut random, 5));
         let kind = kind.trim().to_owned();
-        events.extend(
-            sentence_tokens(&mut random, 5)
-                .into_iter()
-                .map(|token| Ok(ProviderEvent::TextDelta(token))),
-        );
         let retryable = matches!(kind.as_str(), "overloaded_error" | "rate_limit_error");
         events.push(Err(ProviderError {
             message: format!("the scripted provider failed with {kind} as asked"),
@@ -304,15 +268,71 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
             Some(echoed) => echo_tokens(echoed),
             None => sentence_tokens(&mut random, reply_tokens),
         };
-        output_tokens += reply.len() as u64;
-        events.extend(
-            reply
-                .into_iter()
-                .map(|token| Ok(ProviderEvent::TextDelta(token))),
-        );
+        output_tokens += texts(&mut events, reply);
         stop_reason = "end_turn";
     }
-    let input_words: usize = request
+    events.push(Ok(ProviderEvent::Usage {
+        input_tokens: input_words(request),
+        output_tokens,
+    }));
+    events.push(Ok(ProviderEvent::Stop {
+        reason: stop_reason.to_owned(),
+    }));
+    events
+}
+
+/// Text deltas, one per token; returns how many.
+fn texts(events: &mut Vec<Step>, tokens: Vec<String>) -> u64 {
+    let count = tokens.len() as u64;
+    events.extend(
+        tokens
+            .into_iter()
+            .map(|token| Ok(ProviderEvent::TextDelta(token))),
+    );
+    count
+}
+
+/// `/tools a; b …` (or `/loop`'s clock): a line of text, then the calls. Returns the tokens.
+fn tool_calls(events: &mut Vec<Step>, random: &mut Random, user_text: &str, step: usize) -> u64 {
+    let invocations: Vec<&str> = match user_text.strip_prefix(TOOLS_COMMAND) {
+        Some(spec) => spec
+            .split(';')
+            .filter(|part| !part.trim().is_empty())
+            .collect(),
+        None => vec!["clock"],
+    };
+    events.push(Ok(ProviderEvent::TextDelta(
+        "Let me use my tools.".to_owned(),
+    )));
+    let mut output_tokens = 0;
+    for (index, invocation) in invocations.into_iter().enumerate() {
+        let (name, input) = scripted_tool_call(invocation);
+        let id = format!("call_{step}_{index}_{:08x}", random.next() as u32);
+        tool_call_events(events, id, name, input);
+        output_tokens += 8;
+    }
+    output_tokens
+}
+
+/// After tools: what every tool result in the conversation said.
+fn tools_summary(request: &ProviderRequest) -> String {
+    let mut summary = String::from("The tools answered:");
+    for message in &request.messages {
+        if let ConversationMessage::ToolResult {
+            content, is_error, ..
+        } = message
+        {
+            let marker = if *is_error { " (error)" } else { "" };
+            summary.push_str(&format!(" {content}{marker};"));
+        }
+    }
+    summary.push_str(" that is all.");
+    summary
+}
+
+/// The prompt's size in words, as the scripted provider's input tokens.
+fn input_words(request: &ProviderRequest) -> u64 {
+    let words: usize = request
         .messages
         .iter()
         .map(|message| match message {
@@ -321,18 +341,11 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
             ConversationMessage::ToolResult { content, .. } => content.split_whitespace().count(),
         })
         .sum();
-    events.push(Ok(ProviderEvent::Usage {
-        input_tokens: input_words as u64
-            + request
-                .system
-                .as_deref()
-                .map_or(0, |system| system.split_whitespace().count()) as u64,
-        output_tokens,
-    }));
-    events.push(Ok(ProviderEvent::Stop {
-        reason: stop_reason.to_owned(),
-    }));
-    events
+    let system = request
+        .system
+        .as_deref()
+        .map_or(0, |system| system.split_whitespace().count());
+    (words + system) as u64
 }
 
 impl Provider for ScriptedProvider {
