@@ -133,6 +133,30 @@ async fn the_tools_of_one_step_run_concurrently() {
     assert_eq!(reporting.len(), 3, "the tools ran one after another");
 }
 
+/// Hundreds of calls in one step (a request, or a model, asking for them) cannot wedge the run:
+/// the calls past the per-step limit get an error result each, and the run ends.
+#[tokio::test]
+async fn a_step_with_hundreds_of_calls_ends_with_one_result_each() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let command = format!("/tools {}", vec!["clock"; 300].join("; "));
+    let run_id = server.start_run(agent_id, &command).await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let results = assert_one_result_per_call(&events);
+    assert_eq!(results.len(), 300);
+    let refused = results
+        .values()
+        .filter(|result| {
+            result["is_error"] == true
+                && result["result"]
+                    .as_str()
+                    .is_some_and(|text| text.contains("tool calls in one step"))
+        })
+        .count();
+    assert_eq!(refused, 300 - 16, "the calls past the limit are refused");
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+}
+
 #[tokio::test]
 async fn a_model_that_keeps_calling_tools_stops_at_the_iteration_bound() {
     let server = TestServer::start_with(|config| config.run_iterations_max = 3).await;

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use super::run::{Run, StepEnd};
 use super::step::{Assembled, Output, Step};
 use crate::delivery::writer::AppendError;
-use crate::provider::ProviderRequest;
+use crate::provider::{ProviderError, ProviderRequest};
 
 impl Run {
     /// One LLM call. Returns how it ended and what it produced.
@@ -22,6 +22,14 @@ impl Run {
                 biased;
                 _ = self.cancel.cancelled() => break None,
                 next = stream.next() => next,
+            };
+            // A stream that ends before the model said it was done (a provider's task that
+            // died, a connection cut) is a failure, not a finished reply.
+            let next = match next {
+                None if !step.stopped() => Some(Err(ProviderError::connection(
+                    "the provider's stream ended before the model said it was done",
+                ))),
+                other => other,
             };
             let event = match next {
                 None => break Some(Ok(())),

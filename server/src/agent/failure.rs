@@ -1,30 +1,30 @@
-//! Ending a run whose events the log refused: from what of it the log holds, with retries,
-//! so clients are not left waiting on a run that will never say more.
+//! Ending a run that stopped without writing its end (the log refused an event, or the run
+//! panicked): from what of it the log holds, with retries, so clients are not left waiting on a
+//! run that will never say more.
 
 use app::EventKind;
-use serde_json::json;
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::delivery::writer::{AppendError, Writer};
 use crate::store::StoreError;
 
-/// Times a run that stopped because the log refused an event tries to write its `run_failed`.
+/// Times a run that stopped without its end tries to write its `run_failed`.
 /// If all fail (the database is gone), start-up recovery ends the run as `interrupted`.
 pub const RUN_END_WRITE_ATTEMPTS_MAX: u32 = 8;
 /// The first of those attempts waits this long after the failure; each further one twice as long.
 const RUN_END_WRITE_DELAY_INITIAL_MS: u64 = 10;
-/// Ends a run whose events the log refused, from what of it the log holds: an error result for
-/// each tool call still unanswered, an `error` and a `run_failed` (`store_error`), so clients are
-/// not left waiting on a run that will never say more. A run whose `run_started` never committed
-/// is not in the log at all and gets nothing.
-pub(super) async fn end_after_store_failure(
-    store: &dyn crate::store::Store,
+/// Ends a run that stopped without its end, from what of it the log holds: an error result for
+/// each tool call still unanswered, an `error` carrying `detail` and a `run_failed`, so clients
+/// are not left waiting on a run that will never say more. A run whose `run_started` never
+/// committed is not in the log at all and gets nothing.
+pub(super) async fn end_from_log(
+    store: &dyn crate::store::EventLog,
     writer: &Writer,
     agent_id: Uuid,
     run_id: Uuid,
-    error: &AppendError,
+    detail: Value,
 ) {
-    let detail = json!({ "type": "store_error", "message": error.to_string(), "retryable": true });
     for attempt in 0..RUN_END_WRITE_ATTEMPTS_MAX {
         tokio::time::sleep(std::time::Duration::from_millis(
             RUN_END_WRITE_DELAY_INITIAL_MS << attempt,

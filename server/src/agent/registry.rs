@@ -10,7 +10,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::failure::end_after_store_failure;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use serde_json::json;
+
+use super::failure::end_from_log;
 use super::run::Run;
 use super::tools::TOOL_RESULT_CHARS_MAX;
 use crate::delivery::writer::Writer;
@@ -47,8 +52,11 @@ impl Default for RunLimits {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartRunError {
-    #[error("provider {0:?} is not configured on this server (available: {1})")]
+    #[error("provider {0:?} is not configured on this server ({hint}; available: {1})", hint = provider_settings(.0))]
     UnknownProvider(String, String),
+    /// A model the server's default provider (the scripted one) cannot serve.
+    #[error("model {0:?} needs a real provider, and this server runs only the scripted one: set ANTHROPIC_API_KEY or OPENAI_API_KEY and name it (\"anthropic/…\", \"openai/…\"), or leave the model out")]
+    ModelNotServed(String),
     #[error("agent {agent_id} is already running run {run_id}")]
     RunInProgress { agent_id: Uuid, run_id: Uuid },
     #[error("{ACTIVE_RUNS_MAX} runs are in progress; try again shortly")]
@@ -88,20 +96,58 @@ pub struct Providers {
 }
 
 impl Providers {
-    /// The provider an agent uses: its `metadata.provider`, or the server's default.
+    /// The provider an agent uses: its `metadata.provider`; else the provider its model handle
+    /// names (`openai/gpt-4o`, as Letta writes models); else the server's default. A model the
+    /// default cannot serve is refused rather than faked: the scripted provider serves no model
+    /// but its own (`scripted`, `scripted/…`) unless the agent chose it by name.
     pub fn for_agent(&self, agent: &Agent) -> Result<Arc<dyn Provider>, StartRunError> {
-        match agent
+        let chosen = agent
             .metadata
             .get("provider")
-            .and_then(serde_json::Value::as_str)
-        {
-            None => Ok(self.default.clone()),
+            .and_then(serde_json::Value::as_str);
+        let model = agent
+            .model
+            .as_deref()
+            .map(str::trim)
+            .filter(|model| !model.is_empty());
+        let named = chosen.or_else(|| model.and_then(provider_of_handle));
+        let provider = match named {
+            None => self.default.clone(),
             Some(name) => self.by_name.get(name).cloned().ok_or_else(|| {
                 let mut names: Vec<_> = self.by_name.keys().copied().collect();
                 names.sort_unstable();
                 StartRunError::UnknownProvider(name.to_owned(), names.join(", "))
-            }),
+            })?,
+        };
+        if chosen.is_none() && provider.name() == "scripted" {
+            if let Some(model) = model.filter(|model| provider_of_handle(model) != Some("scripted"))
+            {
+                if model != "scripted" {
+                    return Err(StartRunError::ModelNotServed(model.to_owned()));
+                }
+            }
         }
+        Ok(provider)
+    }
+}
+
+/// The providers a model handle may name, and what configures each.
+const PROVIDER_NAMES: [&str; 4] = ["scripted", "anthropic", "openai", "claude-cli"];
+
+/// The provider a model handle names: `openai/gpt-4o` → `openai`. Only our providers' names
+/// count: other prefixes (`meta-llama/…`) are model names of OpenAI-compatible servers.
+fn provider_of_handle(model: &str) -> Option<&'static str> {
+    let (prefix, _) = model.split_once('/')?;
+    PROVIDER_NAMES.into_iter().find(|name| *name == prefix)
+}
+
+/// What to set for a provider that is not configured.
+pub fn provider_settings(name: &str) -> &'static str {
+    match name {
+        "anthropic" => "set ANTHROPIC_API_KEY",
+        "openai" => "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
+        "claude-cli" => "set AGENTSTREAM_CLAUDE_CLI to the claude command",
+        _ => "the providers are scripted, anthropic, openai and claude-cli",
     }
 }
 
@@ -227,16 +273,38 @@ impl Runs {
         let iterations_max = options.iterations_max.map_or(self.iterations_max, |asked| {
             asked.clamp(1, self.iterations_max)
         });
-        let active = self.active.clone();
-        let agent_id = agent.id;
+        let slot = Slot {
+            active: self.active.clone(),
+            agent_id: agent.id,
+            run_id,
+            finished: finished_sender,
+        };
         tokio::spawn(async move {
-            if let Err(error) = run.execute(request, iterations_max, options).await {
-                ending.store(true, Ordering::Release);
-                tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
-                end_after_store_failure(store.as_ref(), &writer, agent_id, run_id, &error).await;
-            }
-            release(&active, agent_id, run_id);
-            let _ = finished_sender.send(true);
+            // Held to the task's end, however it ends: the agent is free again and waiters hear
+            // it, even when the run panicked.
+            let slot = slot;
+            let (agent_id, run_id) = (slot.agent_id, slot.run_id);
+            let outcome = AssertUnwindSafe(run.execute(request, iterations_max, options))
+                .catch_unwind()
+                .await;
+            let detail = match outcome {
+                Ok(Ok(())) => return,
+                Ok(Err(error)) => {
+                    tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
+                    json!({ "type": "store_error", "message": error.to_string(), "retryable": true })
+                }
+                Err(panic) => {
+                    let message = panic_message(panic.as_ref());
+                    tracing::error!(%agent_id, %run_id, panic = %message, "run stopped: it panicked");
+                    json!({
+                        "type": "internal_error",
+                        "message": format!("the run stopped on an internal error: {message}"),
+                        "retryable": false,
+                    })
+                }
+            };
+            ending.store(true, Ordering::Release);
+            end_from_log(store.as_ref(), &writer, agent_id, run_id, detail).await;
         });
         Ok(run_id)
     }
@@ -295,16 +363,41 @@ impl Runs {
 /// waits this long rather than get `run_in_progress`. Past it, the answer is 409 as for any run.
 pub const RUN_ENDING_WAIT_MS_MAX: u64 = 2_000;
 
-/// Frees the agent's run slot if `run_id` still holds it.
-fn release(active: &Mutex<HashMap<Uuid, ActiveRun>>, agent_id: Uuid, run_id: Uuid) {
-    let mut active = active
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if active
-        .get(&agent_id)
-        .is_some_and(|run| run.run_id == run_id)
-    {
-        active.remove(&agent_id);
+/// A run's hold on its agent: dropped when the run's task ends (normally, or by a panic), it frees
+/// the agent's slot if `run_id` still holds it and tells whoever waits for the run's end.
+struct Slot {
+    active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
+    agent_id: Uuid,
+    run_id: Uuid,
+    finished: watch::Sender<bool>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        {
+            let mut active = self
+                .active
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if active
+                .get(&self.agent_id)
+                .is_some_and(|run| run.run_id == self.run_id)
+            {
+                active.remove(&self.agent_id);
+            }
+        }
+        let _ = self.finished.send(true);
+    }
+}
+
+/// What a panic said, as text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
     }
 }
 

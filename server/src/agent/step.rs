@@ -264,6 +264,11 @@ impl Step {
         Some((delay_ms, notice))
     }
 
+    /// Whether the provider said the call is done (its `Stop`).
+    pub fn stopped(&self) -> bool {
+        self.stop_reason.is_some()
+    }
+
     /// The call's output once its stream has ended (however it ended).
     pub fn finish(self) -> Assembled {
         Assembled {

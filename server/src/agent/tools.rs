@@ -127,12 +127,15 @@ impl Run {
         self.flush().await?;
         let (updates, mut incoming) = mpsc::channel::<(usize, ToolUpdate)>(TOOL_UPDATES_QUEUE_MAX);
         let mut tasks = Vec::with_capacity(calls.len());
+        // Refusals are written here, not queued: queued before anything read the queue, a step
+        // with more refused calls than the queue holds waited on itself forever.
+        let mut refusals = Vec::new();
         for (index, call) in calls.iter().enumerate() {
-            let updates = updates.clone();
             if let Some(why) = self.refusal(call) {
-                let _ = updates.send((index, ToolUpdate::Done(Err(why)))).await;
+                refusals.push((index, why));
                 continue;
             }
+            let updates = updates.clone();
             let tools = self.tools.clone();
             let name = call.name.clone();
             let input = call.input.clone().unwrap_or(json!({}));
@@ -158,6 +161,9 @@ impl Run {
         drop(updates);
 
         let mut answered: Vec<Option<ConversationMessage>> = calls.iter().map(|_| None).collect();
+        for (index, why) in refusals {
+            answered[index] = Some(self.emit_result(&calls[index], Err(why)).await?);
+        }
         while let Some((index, update)) = incoming.recv().await {
             match update {
                 ToolUpdate::Progress(report) => {
