@@ -13,5 +13,7 @@ cd "$AGENTSTREAM_ROOT"
 export LEPTOS_SITE_ROOT="${LEPTOS_SITE_ROOT:-$AGENTSTREAM_ROOT/target/site}"
 export LEPTOS_SITE_ADDR="${LEPTOS_SITE_ADDR:-127.0.0.1:3000}"
 export DATABASE_URL="${DATABASE_URL:-sqlite://$AGENTSTREAM_ROOT/data/agentstream.db}"
-say "ready in $SECONDS s; serving on http://$LEPTOS_SITE_ADDR (database $DATABASE_URL)"
+# The database URL as it may be shown: without its password.
+shown_database="$(printf '%s' "$DATABASE_URL" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#; s#([?&][Pp][Aa][Ss][Ss][Ww][Oo][Rr][Dd]=)[^&]*#\1***#')"
+say "ready in $SECONDS s; serving on http://$LEPTOS_SITE_ADDR (database $shown_database)"
 exec "$CARGO_TARGET_DIR/release/server" "$@"

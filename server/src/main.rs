@@ -5,31 +5,36 @@ use agentstream_server::config::{Config, HELP};
 use leptos::prelude::get_configuration;
 use tracing_subscriber::EnvFilter;
 
-/// Command-line flags and the environment variable each one sets (flags win).
+/// Flags whose variable is not an `AGENTSTREAM_…` one. Every `AGENTSTREAM_NAME` variable in
+/// [`HELP`] has a flag too: `--name`, lower case, `-` for `_` ([`flag_variable`]). Provider keys
+/// (`ANTHROPIC_API_KEY`, …) have none: a secret on the command line is visible to every process.
 const FLAGS: &[(&str, &str)] = &[
     ("--addr", "LEPTOS_SITE_ADDR"),
     ("--site-root", "LEPTOS_SITE_ROOT"),
     ("--database-url", "DATABASE_URL"),
-    ("--provider", "AGENTSTREAM_PROVIDER"),
-    ("--model", "AGENTSTREAM_MODEL"),
-    ("--claude-cli", "AGENTSTREAM_CLAUDE_CLI"),
-    ("--max-iterations", "AGENTSTREAM_MAX_ITERATIONS"),
-    (
-        "--scripted-token-delay-ms",
-        "AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS",
-    ),
-    (
-        "--scripted-reply-tokens",
-        "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
-    ),
-    ("--scripted-seed", "AGENTSTREAM_SCRIPTED_SEED"),
-    ("--api-token", "AGENTSTREAM_API_TOKEN"),
-    ("--allowed-origins", "AGENTSTREAM_ALLOWED_ORIGINS"),
-    (
-        "--letta-ping-interval-ms",
-        "AGENTSTREAM_LETTA_PING_INTERVAL_MS",
-    ),
 ];
+
+/// The `AGENTSTREAM_…` variables the server reads, as [`HELP`] lists them.
+fn agentstream_variables() -> impl Iterator<Item = &'static str> {
+    HELP.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+        .filter(|word| word.starts_with("AGENTSTREAM_") && word.len() > "AGENTSTREAM_".len())
+}
+
+/// The flag of an `AGENTSTREAM_…` variable: `AGENTSTREAM_RUN_LEASE_MS` → `--run-lease-ms`.
+fn flag_of(variable: &str) -> String {
+    let name = variable.trim_start_matches("AGENTSTREAM_");
+    format!("--{}", name.to_ascii_lowercase().replace('_', "-"))
+}
+
+/// The variable a flag sets, if the flag is one of ours.
+fn flag_variable(flag: &str) -> Option<String> {
+    if let Some((_, variable)) = FLAGS.iter().find(|(name, _)| *name == flag) {
+        return Some((*variable).to_owned());
+    }
+    agentstream_variables()
+        .find(|variable| flag_of(variable) == flag)
+        .map(str::to_owned)
+}
 
 /// Applies `--flag value` / `--flag=value` to the environment. Runs before any thread exists.
 fn apply_flags(arguments: &[String]) -> Result<(), String> {
@@ -40,7 +45,7 @@ fn apply_flags(arguments: &[String]) -> Result<(), String> {
             Some((flag, value)) => (flag, Some(value.to_owned())),
             None => (argument.as_str(), None),
         };
-        let Some((_, variable)) = FLAGS.iter().find(|(name, _)| *name == flag) else {
+        let Some(variable) = flag_variable(flag) else {
             return Err(format!("unknown argument {argument:?}; see --help"));
         };
         let value = match inline_value {
@@ -63,9 +68,13 @@ fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     if arguments.iter().any(|arg| arg == "--help" || arg == "-h") {
         print!("{HELP}");
-        println!("\nFlags (each sets the variable beside it):");
+        println!("\nFlags (each sets the variable beside it; --flag value or --flag=value):");
         for (flag, variable) in FLAGS {
-            println!("  {flag:<28} {variable}");
+            println!("  {flag:<44} {variable}");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for variable in agentstream_variables().filter(|variable| seen.insert(*variable)) {
+            println!("  {:<44} {variable}", flag_of(variable));
         }
         return;
     }
@@ -99,7 +108,7 @@ async fn run() -> Result<(), String> {
         .map_err(|error| format!("cannot listen on {address}: {error}"))?;
     tracing::info!(
         "listening on http://{address} (database {}, site {})",
-        config.database_url,
+        agentstream_server::store::redact_url(&config.database_url),
         leptos_options.site_root
     );
     agentstream_server::serve(listener, config, leptos_options, shutdown_signal())
@@ -127,4 +136,39 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variable_has_a_flag() {
+        let cases = [
+            ("--addr", Some("LEPTOS_SITE_ADDR")),
+            ("--database-url", Some("DATABASE_URL")),
+            ("--provider", Some("AGENTSTREAM_PROVIDER")),
+            ("--max-iterations", Some("AGENTSTREAM_MAX_ITERATIONS")),
+            ("--run-lease-ms", Some("AGENTSTREAM_RUN_LEASE_MS")),
+            (
+                "--tool-result-chars-max",
+                Some("AGENTSTREAM_TOOL_RESULT_CHARS_MAX"),
+            ),
+            (
+                "--ws-subscriptions-per-connection-max",
+                Some("AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX"),
+            ),
+            ("--anthropic-api-key", None),
+            ("--nope", None),
+            ("--", None),
+        ];
+        for (flag, variable) in cases {
+            assert_eq!(flag_variable(flag).as_deref(), variable, "{flag}");
+        }
+        let variables: Vec<_> = agentstream_variables().collect();
+        assert!(variables.len() >= 20, "{variables:?}");
+        for variable in variables {
+            assert_eq!(flag_variable(&flag_of(variable)).as_deref(), Some(variable));
+        }
+    }
 }

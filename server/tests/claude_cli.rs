@@ -209,3 +209,51 @@ fn a_whole_message_tool_call_passes_its_input_as_one_piece() {
         ]
     );
 }
+
+/// The text deltas of a stream, joined; panics on an error.
+async fn reply_of(request: ProviderRequest) -> String {
+    let events: Vec<ProviderEvent> = provider()
+        .stream(request)
+        .map(|event| event.expect("the CLI answered"))
+        .collect()
+        .await;
+    events
+        .iter()
+        .filter_map(|event| match event {
+            ProviderEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A conversation past the 128 KiB a single command-line argument may hold reaches the CLI
+/// whole (it went as an argument, and the CLI could not even be started: E2BIG).
+#[tokio::test]
+async fn a_long_conversation_reaches_the_cli_whole() {
+    let earlier = "word ".repeat(50_000);
+    let mut request = request("please count");
+    request.messages.insert(
+        0,
+        ConversationMessage::User {
+            text: earlier.clone(),
+        },
+    );
+    let reply = reply_of(request).await;
+    let bytes: usize = reply
+        .strip_prefix("prompt bytes: ")
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|number| number.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {reply:?}"));
+    assert!(
+        bytes > earlier.len(),
+        "{bytes} bytes arrived of more than {}",
+        earlier.len()
+    );
+}
+
+/// A message that looks like an option is the prompt's text, not an option of the CLI.
+#[tokio::test]
+async fn a_message_starting_with_dashes_is_text_not_an_option() {
+    let reply = reply_of(request("--help please count")).await;
+    assert!(reply.ends_with("first word: --help"), "{reply}");
+}

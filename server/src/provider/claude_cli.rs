@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use futures::stream::{self, BoxStream, StreamExt};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::anthropic::AnthropicParser;
@@ -41,25 +41,29 @@ impl ClaudeCliProvider {
     /// The CLI's command line for `request`: print mode, streamed JSON with partial messages.
     fn command(&self, request: &ProviderRequest) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.config.command);
+        // The prompt goes on stdin, not on the command line: an argument is limited to 128 KiB
+        // (a long conversation failed with E2BIG), and a message starting with `--` would be
+        // read as an option. Values travel as `--flag=value` for the same reason.
         command
-            .arg("-p")
-            .arg(prompt(request))
             .args([
+                "-p",
+                "--input-format",
+                "text",
                 "--output-format",
                 "stream-json",
                 "--verbose",
                 "--include-partial-messages",
             ])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // A cancelled run drops the stream, the task, the child: the process dies with it.
             .kill_on_drop(true);
         if let Some(model) = request.model.as_ref().or(self.config.model.as_ref()) {
-            command.args(["--model", model]);
+            command.arg(format!("--model={model}"));
         }
         if let Some(system) = &request.system {
-            command.args(["--append-system-prompt", system]);
+            command.arg(format!("--append-system-prompt={system}"));
         }
         command
     }
@@ -224,7 +228,7 @@ impl Provider for ClaudeCliProvider {
         let command = self.command(&request);
         let program = self.config.command.clone();
         let (sender, receiver) = mpsc::channel(CLI_EVENTS_QUEUE_MAX);
-        tokio::spawn(drive(command, program, sender));
+        tokio::spawn(drive(command, program, prompt(&request), sender));
         stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|item| (item, receiver))
         })
@@ -236,7 +240,12 @@ type EventSender = mpsc::Sender<Result<ProviderEvent, ProviderError>>;
 
 /// Runs the CLI and sends what it prints, parsed, then a failure if it ended without a result.
 /// Returns early when the run went away (the receiver closed): dropping the child kills it.
-async fn drive(mut command: tokio::process::Command, program: String, sender: EventSender) {
+async fn drive(
+    mut command: tokio::process::Command,
+    program: String,
+    prompt: String,
+    sender: EventSender,
+) {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -249,6 +258,13 @@ async fn drive(mut command: tokio::process::Command, program: String, sender: Ev
             return;
         }
     };
+    // Written beside the reading: a prompt larger than the pipe must not wait on our reader.
+    // A CLI that exits without reading it all breaks the pipe; its exit status says why.
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    tokio::spawn(async move {
+        let _ = stdin.write_all(prompt.as_bytes()).await;
+        let _ = stdin.shutdown().await;
+    });
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr_tail = tokio::spawn(stderr_tail(child.stderr.take().expect("stderr is piped")));
     let mut parser = ClaudeCliParser::default();

@@ -144,8 +144,13 @@ fn parse_notice(channel: &str, payload: &str) -> Option<Notice> {
     match channel {
         EVENTS_CHANNEL => {
             let agent_id = words.next()?.parse().ok()?;
-            let first_seq = words.next()?.parse().ok()?;
-            let last_seq = words.next()?.parse().ok()?;
+            let first_seq: u64 = words.next()?.parse().ok()?;
+            let last_seq: u64 = words.next()?.parse().ok()?;
+            // Seqs start at 1 and a range goes up: anything else is not a commit of ours (and
+            // its arithmetic would underflow further on).
+            if first_seq == 0 || first_seq > last_seq || words.next().is_some() {
+                return None;
+            }
             Some(Notice::Committed {
                 agent_id,
                 first_seq,
@@ -188,6 +193,14 @@ mod tests {
             })
         );
         assert_eq!(parse_notice(EVENTS_CHANNEL, "x 1 2"), None);
+        // Ranges that go down, start at 0 or carry more words are not ours.
+        assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 7 3")), None);
+        assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 0 3")), None);
+        assert_eq!(
+            parse_notice(EVENTS_CHANNEL, &format!("{agent} 1 3 9")),
+            None
+        );
+        assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} -1 3")), None);
         assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 1")), None);
         assert_eq!(
             parse_notice(CONTROL_CHANNEL, &format!("stop {agent} {run}")),

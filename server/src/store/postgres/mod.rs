@@ -72,7 +72,7 @@ impl PgStore {
         }
         let (server, _) = admin
             .rsplit_once('/')
-            .ok_or_else(|| StoreError::UnsupportedUrl(admin.to_owned()))?;
+            .ok_or_else(|| StoreError::UnsupportedUrl(super::redact_url(admin)))?;
         let name = format!("{prefix}_{}", Uuid::new_v4().simple());
         let mut connection = sqlx::PgConnection::connect(admin).await?;
         connection
