@@ -40,20 +40,36 @@ pub struct HistorySourceHandle(pub std::sync::Arc<dyn HistorySource>);
 pub fn history_resource(agent_id: Uuid) -> leptos::prelude::Resource<Result<AgentHistory, String>> {
     #[cfg(feature = "ssr")]
     let source = leptos::prelude::use_context::<HistorySourceHandle>();
+    #[cfg(feature = "ssr")]
+    let response = leptos::prelude::use_context::<leptos_axum::ResponseOptions>();
     leptos::prelude::Resource::new_blocking(
         move || agent_id,
         move |agent_id| {
             #[cfg(feature = "ssr")]
-            let source = source.clone();
+            let (source, response) = (source.clone(), response.clone());
             let load = async move {
                 #[cfg(feature = "ssr")]
                 {
                     let Some(source) = source else {
                         return Err("the server has no history source".to_owned());
                     };
-                    match source.0.load(agent_id).await? {
-                        Some(history) => Ok(history),
-                        None => Err(format!("agent {agent_id} does not exist")),
+                    // The page's status says what its text says: 404 for an agent that is not
+                    // there, 503 when the log could not be read.
+                    let status = |code| {
+                        if let Some(response) = &response {
+                            response.set_status(code);
+                        }
+                    };
+                    match source.0.load(agent_id).await {
+                        Ok(Some(history)) => Ok(history),
+                        Ok(None) => {
+                            status(http::StatusCode::NOT_FOUND);
+                            Err(format!("agent {agent_id} does not exist"))
+                        }
+                        Err(message) => {
+                            status(http::StatusCode::SERVICE_UNAVAILABLE);
+                            Err(message)
+                        }
                     }
                 }
                 #[cfg(all(feature = "hydrate", not(feature = "ssr")))]

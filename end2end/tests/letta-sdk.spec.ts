@@ -32,7 +32,7 @@ test("the Letta SDK creates, lists, streams tokens and steps, and reads messages
   const letta = client(baseURL);
   const agent = await letta.agents.create({
     name: "sdk agent",
-    model: "openai/gpt-4o-mini",
+    model: "scripted/demo",
     memory_blocks: [{ label: "human", value: "prefers short answers" }],
   } as any);
   expect(agent.id).toBeTruthy();

@@ -46,6 +46,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Whether the notice connection is up and this server's rooms are caught up: without it,
+    /// subscribers here do not see what other servers commit.
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(Ordering::Relaxed)
+    }
+
     /// Starts the notice and lease tasks; they stop when `shutdown` is cancelled.
     pub fn spawn(
         cluster_store: Arc<dyn ClusterStore>,

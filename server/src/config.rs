@@ -167,7 +167,8 @@ USAGE: server [--help] [--flag value …]
 Environment:
   LEPTOS_SITE_ADDR                      address to listen on (default 127.0.0.1:3000)
   LEPTOS_SITE_ROOT                      directory of the built site (default target/site)
-  DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db)
+  DATABASE_URL                          sqlite://path/to.db (default sqlite://data/agentstream.db,
+                                        relative to the directory the server starts in)
                                         or postgres://user@host/db: several servers on one
                                         database, fanning events out with LISTEN/NOTIFY
   AGENTSTREAM_RUN_LEASE_MS              PostgreSQL: a run whose server has not renewed its lease
@@ -198,7 +199,8 @@ Limits (each must be at least 1):
   AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX  (default 64)
   AGENTSTREAM_WS_CONNECTIONS_MAX        open WebSockets per server (default 1024)
   AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX  frames queued per subscriber (default 64)
-  AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX     events per page (default 1000)
+  AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX     events per page (default 1000); a request
+                                        without `limit` gets 100, or this if smaller
   AGENTSTREAM_RUN_EVENTS_MAX            events one run may write (default 100000)
   AGENTSTREAM_TOOL_RESULT_CHARS_MAX     tool result length (default 16384)
 

@@ -45,6 +45,8 @@ pub struct AppState {
     pub snapshots: Arc<Snapshots>,
     /// Starting runs: the use case every surface calls.
     pub starter: Starter,
+    /// The one writer (for readiness: it must be running).
+    pub writer: Writer,
 }
 
 impl AppState {
@@ -111,7 +113,7 @@ impl AppState {
                 store.clone(),
                 hub.clone(),
                 runs.clone(),
-                writer,
+                writer.clone(),
                 shutdown.clone(),
             )
         });
@@ -135,6 +137,7 @@ impl AppState {
             cluster,
             snapshots,
             starter,
+            writer,
         })
     }
 }
@@ -156,6 +159,24 @@ pub struct Feeds {
     pub hub: Arc<Hub>,
     pub shutdown: CancellationToken,
     pub limits: Arc<config::Limits>,
+}
+
+/// What `/readyz` looks at: the database, the writer and (PostgreSQL) the notice listener.
+#[derive(Clone)]
+pub struct Readiness {
+    pub store: Arc<dyn Store>,
+    pub writer: Writer,
+    pub cluster: Option<Arc<Cluster>>,
+}
+
+impl FromRef<AppState> for Readiness {
+    fn from_ref(state: &AppState) -> Self {
+        Readiness {
+            store: state.store.clone(),
+            writer: state.writer.clone(),
+            cluster: state.cluster.clone(),
+        }
+    }
 }
 
 /// Who may call: the access token and the origins allowed besides the server's own.

@@ -58,16 +58,17 @@ async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_w
         .filter(|event| event.kind == EventKind::Text)
         .count();
     assert!((20..100_000).contains(&texts), "{texts} text events");
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert_eq!(
-        server.all_events(agent_id).await.len(),
-        events.len(),
-        "the run kept writing"
-    );
 
-    // The agent is free for the next run.
-    let next = server.start_run(agent_id, "again").await;
+    // The agent is free for the next run; while that one runs to its end, the cancelled run
+    // writes nothing more.
+    let next = server.start_run(agent_id, "/echo again and again").await;
     assert_ne!(next, run_id);
+    let after = server.wait_for_run_end(agent_id, next).await;
+    let late: Vec<_> = after
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.seq > last.seq)
+        .collect();
+    assert!(late.is_empty(), "the cancelled run kept writing: {late:?}");
 }
 
 #[tokio::test]
@@ -254,4 +255,28 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
         let body: serde_json::Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], code);
     }
+}
+
+/// Deleting an agent mid-run ends the run first: its subscribers see the run end (before, the
+/// agent was gone under the run, its last events were refused and the run never ended).
+#[tokio::test]
+async fn deleting_an_agent_mid_run_ends_the_run_first() {
+    let server = long_running_server().await;
+    let agent_id = server.create_agent().await;
+    let mut client = server.connect().await;
+    client.subscribe(agent_id, 0).await;
+    let run_id = server.start_run(agent_id, "talk forever").await;
+    wait_for_text(&server, agent_id, 20).await;
+
+    let deleted = server
+        .http
+        .delete(server.url(&format!("/v1/agents/{agent_id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let (events, _) = client.receive_until_run_end().await;
+    let end = events.last().unwrap();
+    assert_eq!(end.run_id, Some(run_id));
+    assert_eq!(end.kind, EventKind::RunCancelled);
 }

@@ -107,3 +107,41 @@ async fn a_refused_request_does_not_burn_its_key_and_bad_keys_are_refused() {
     let body: serde_json::Value = too_long.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_idempotency_key");
 }
+
+/// A key names one request: sent again with another message it is refused (422), and the first
+/// request's retry still gets its run.
+#[tokio::test]
+async fn a_key_used_for_another_message_is_refused() {
+    let server = TestServer::start_with(|config| config.scripted.reply_tokens = 20).await;
+    let agent_id = server.create_agent().await;
+    let first = send_with_key(&server, agent_id, "k-1").await;
+    assert_eq!(first.status(), 202);
+    let run_id = first.json::<RunAccepted>().await.unwrap().run_id;
+    server.wait_for_run_end(agent_id, run_id).await;
+
+    let other = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+        .header("Idempotency-Key", "k-1")
+        .json(&json!({"content": "something else"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 422);
+    let body: serde_json::Value = other.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "idempotency_key_reused", "{body}");
+
+    let retry = send_with_key(&server, agent_id, "k-1").await;
+    assert_eq!(retry.status(), 202);
+    assert_eq!(retry.json::<RunAccepted>().await.unwrap().run_id, run_id);
+    let users = server
+        .all_events(agent_id)
+        .await
+        .iter()
+        .filter(|event| event.kind == EventKind::User)
+        .count();
+    assert_eq!(
+        users, 1,
+        "nothing was written for the refused or the retried request"
+    );
+}

@@ -654,7 +654,7 @@ async fn letta_create_agent_body_and_trailing_slash_paths_work() {
         .post(server.url("/v1/agents/"))
         .json(&json!({
             "name": "letta-shaped",
-            "model": "openai/gpt-4o-mini",
+            "model": "scripted/demo",
             "embedding": "openai/text-embedding-3-small",
             "memory_blocks": [{ "label": "human", "value": "likes tea" }],
             "tools": ["web_search"],
@@ -677,4 +677,57 @@ async fn letta_create_agent_body_and_trailing_slash_paths_work() {
         .unwrap();
     assert_eq!(list.len(), 1, "a bare array, as Letta answers");
     assert_eq!(list[0]["id"], agent["id"]);
+}
+
+/// A model handle names its provider, as Letta's do: one this server does not run is refused
+/// when the agent is created, naming what to set; the scripted provider never stands in for a
+/// real model.
+#[tokio::test]
+async fn a_model_handle_picks_its_provider_or_is_refused() {
+    let server = TestServer::start().await;
+    let create = |body: Value| {
+        let request = server.http.post(server.url("/v1/agents")).json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    // (body, status, error code)
+    let cases = [
+        (
+            json!({"model": "openai/gpt-4o"}),
+            400,
+            Some("unknown_provider"),
+        ),
+        (
+            json!({"model": "anthropic/claude-sonnet-4"}),
+            400,
+            Some("unknown_provider"),
+        ),
+        (json!({"model": "gpt-4o"}), 400, Some("model_not_served")),
+        (json!({"model": "scripted/demo"}), 201, None),
+        (json!({"model": "scripted"}), 201, None),
+        (json!({}), 201, None),
+        (
+            json!({"model": "gpt-4o", "metadata": {"provider": "scripted"}}),
+            201,
+            None,
+        ),
+        (
+            json!({"metadata": {"provider": "openai"}}),
+            400,
+            Some("unknown_provider"),
+        ),
+    ];
+    for (body, status, code) in cases {
+        let (got, answer) = create(body.clone()).await;
+        assert_eq!(got, status, "{body}: {answer}");
+        if let Some(code) = code {
+            assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        }
+    }
+    let (_, answer) = create(json!({"model": "openai/gpt-4o"})).await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
 }

@@ -561,3 +561,40 @@ async fn an_agent_chooses_its_provider() {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unknown_provider");
 }
+
+/// An error answer whose body never ends (a broken proxy, say) still ends the call, promptly,
+/// with the start of the body in its message; the body is not read whole.
+#[tokio::test]
+async fn an_error_body_that_never_ends_is_cut() {
+    async fn endless(_: Bytes) -> Response {
+        let chunks =
+            futures::stream::repeat_with(|| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 1024])))
+                .then(|chunk| async {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    chunk
+                });
+        Response::builder()
+            .status(502)
+            .header("content-type", "text/plain")
+            .body(Body::from_stream(chunks))
+            .unwrap()
+    }
+    let app = Router::new().fallback(endless);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let provider = AnthropicProvider::new(AnthropicConfig {
+        api_key: "test-key".into(),
+        base_url: format!("http://{address}"),
+        model: "claude-test".into(),
+    });
+    let first = tokio::time::timeout(common::WAIT_MAX, provider.stream(request()).next())
+        .await
+        .expect("the call ended");
+    let Some(Err(error)) = first else {
+        panic!("expected an error, got {first:?}");
+    };
+    assert_eq!(error.kind, "http_502");
+    assert!(error.message.contains("xxxx"), "{}", error.message);
+    assert!(error.message.len() < 4_000, "{} bytes", error.message.len());
+}

@@ -173,6 +173,15 @@ fn with_history<V: IntoView + 'static>(
     }
 }
 
+/// The page for a path whose id is not a UUID: a 404 when rendered on the server.
+fn not_an_agent_id() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::NOT_FOUND);
+    }
+    view! { <p class="error">"That is not an agent id."</p> }
+}
+
 /// `/agents/{id}`: the live view of one agent.
 #[component]
 fn AgentPage() -> impl IntoView {
@@ -181,7 +190,7 @@ fn AgentPage() -> impl IntoView {
         Some(agent_id) => {
             with_history(agent_id, |history| view! { <LiveView history/> }).into_any()
         }
-        None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
+        None => not_an_agent_id().into_any(),
     }
 }
 
@@ -206,6 +215,6 @@ fn HistoryPage() -> impl IntoView {
             }
         })
         .into_any(),
-        None => view! { <p class="error">"That is not an agent id."</p> }.into_any(),
+        None => not_an_agent_id().into_any(),
     }
 }

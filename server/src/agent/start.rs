@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use app::EventKind;
 use uuid::Uuid;
 
 use super::conversation::conversation_from_timeline;
@@ -28,6 +29,9 @@ pub enum StartError {
     KeyTooLong,
     #[error("agent {0} does not exist")]
     UnknownAgent(Uuid),
+    /// The key started run `run_id` for another message: a retry must repeat the request.
+    #[error("this idempotency key was used for another message (run {run_id})")]
+    KeyReused { run_id: Uuid },
     #[error(transparent)]
     Run(#[from] StartRunError),
     #[error(transparent)]
@@ -84,7 +88,15 @@ impl Starter {
             }
             let holder = self.store.claim_run_key(agent_id, key, run_id).await?;
             if holder != run_id {
-                // A retry: the first request's run, started or finished, is the answer.
+                // A retry: the first request's run, started or finished, is the answer, if it
+                // was asked the same thing.
+                if self
+                    .message_of(agent_id, holder)
+                    .await?
+                    .is_some_and(|first| first != content)
+                {
+                    return Err(StartError::KeyReused { run_id: holder });
+                }
                 return Ok(StartedRun {
                     run_id: holder,
                     after_seq: None,
@@ -104,6 +116,25 @@ impl Starter {
                 Err(error)
             }
         }
+    }
+
+    /// The user message run `run_id` answers, once its start is in the log (`None` before).
+    async fn message_of(&self, agent_id: Uuid, run_id: Uuid) -> Result<Option<String>, StoreError> {
+        let outline = self.store.run_outline(run_id).await?;
+        let Some(started) = outline
+            .iter()
+            .find(|event| event.kind == EventKind::RunStarted)
+        else {
+            return Ok(None);
+        };
+        // The user message comes right after `run_started`.
+        let opening = self.store.read_events(agent_id, started.seq, 1).await?;
+        Ok(opening
+            .iter()
+            .find(|event| event.kind == EventKind::User && event.run_id == Some(run_id))
+            .and_then(|event| event.content.get("text"))
+            .and_then(|text| text.as_str())
+            .map(str::to_owned))
     }
 
     /// Starts the run; returns the head seq just before it (one run per agent: nothing else

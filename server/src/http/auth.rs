@@ -1,7 +1,7 @@
 //! The optional access token, and the WebSocket origin check.
 //!
-//! With `AGENTSTREAM_API_TOKEN` set, every request but `/healthz` and the site's static files
-//! must carry the token, in one of three ways:
+//! With `AGENTSTREAM_API_TOKEN` set, every request but `/healthz`, `/readyz` and the site's
+//! static files must carry the token, in one of three ways:
 //! - `Authorization: Bearer <token>` — API clients, Letta's SDKs (`apiKey`);
 //! - the `agentstream_token` cookie — the browser: the page's fetches, its WebSocket and an
 //!   `EventSource` carry it by themselves;
@@ -101,7 +101,7 @@ fn percent_decode(text: &str) -> String {
 /// Paths anyone may fetch: the health check and the site's static files (code, styles), which
 /// hold no data.
 fn is_public(path: &str) -> bool {
-    path == "/healthz" || path.starts_with("/pkg/") || path == "/favicon.ico"
+    path == "/healthz" || path == "/readyz" || path.starts_with("/pkg/") || path == "/favicon.ico"
 }
 
 /// The middleware: lets a request through when no token is configured, the path is public, or

@@ -99,6 +99,9 @@ impl From<StartRunError> for ApiError {
             StartRunError::UnknownProvider(..) => {
                 ApiError::bad_request("unknown_provider", error.to_string())
             }
+            StartRunError::ModelNotServed(..) => {
+                ApiError::bad_request("model_not_served", error.to_string())
+            }
             StartRunError::TooManyRuns => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_runs",
@@ -121,6 +124,11 @@ impl From<StartError> for ApiError {
                 ApiError::bad_request("invalid_idempotency_key", error.to_string())
             }
             StartError::UnknownAgent(agent_id) => ApiError::unknown_agent(agent_id),
+            StartError::KeyReused { .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                error.to_string(),
+            ),
             StartError::Run(error) => error.into(),
             StartError::Store(error) => error.into(),
         }

@@ -76,6 +76,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents", post(forms::create_agent))
         .route("/agents/{id}/runs", post(forms::send))
         .route("/healthz", get(rest::healthz))
+        .route("/readyz", get(rest::readyz))
         .layer(timeout());
     let rest = Router::new()
         .nest("/v1", v1)

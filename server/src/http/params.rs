@@ -62,7 +62,8 @@ impl CountQuery {
 
 fn page_limit(text: Option<&str>, default: u32, max: u32) -> Result<u32, ApiError> {
     match parse_count("limit", text)? {
-        None => Ok(default),
+        // A server configured with a smaller maximum than the default page serves its maximum.
+        None => Ok(default.min(max)),
         Some(0) => Err(ApiError::bad_request(
             "invalid_query",
             "limit must be at least 1",
@@ -180,4 +181,28 @@ pub fn body_error(error: &serde_json::Error, what: &str) -> ApiError {
         (StatusCode::BAD_REQUEST, "malformed_json")
     };
     ApiError::new(status, code, format!("cannot read the {what}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_limit;
+
+    #[test]
+    fn a_page_limit_is_the_asked_one_the_default_or_refused() {
+        // (limit given, default, max, the limit used or None for a 400)
+        let cases = [
+            (None, 100, 1000, Some(100)),
+            (None, 100, 5, Some(5)),
+            (Some("7"), 100, 1000, Some(7)),
+            (Some("1000"), 100, 1000, Some(1000)),
+            (Some("1001"), 100, 1000, None),
+            (Some("0"), 100, 1000, None),
+            (Some("-1"), 100, 1000, None),
+            (Some("x"), 100, 1000, None),
+        ];
+        for (text, default, max, expected) in cases {
+            let got = page_limit(text, default, max).ok();
+            assert_eq!(got, expected, "limit={text:?} default {default} max {max}");
+        }
+    }
 }

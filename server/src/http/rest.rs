@@ -60,27 +60,30 @@ pub(super) async fn create_agent_inner(
         name
     };
     let metadata = request.metadata.unwrap_or(serde_json::Value::Null);
-    if let Some(provider) = metadata.get("provider") {
-        let probe = app::protocol::Agent {
-            id: Uuid::nil(),
-            name: String::new(),
-            system: None,
-            description: None,
-            model: None,
-            metadata: serde_json::json!({ "provider": provider }),
-            tags: Vec::new(),
-            head_seq: 0,
-            created_at: Default::default(),
-        };
-        if provider.as_str().is_none() {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_body",
-                "metadata.provider must be a string",
-            ));
-        }
-        runs.check_provider(&probe)?;
+    if metadata
+        .get("provider")
+        .is_some_and(|provider| provider.as_str().is_none())
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            "metadata.provider must be a string",
+        ));
     }
+    // Refused now, not at its first run: an agent whose provider or model this server cannot
+    // serve.
+    let probe = app::protocol::Agent {
+        id: Uuid::nil(),
+        name: String::new(),
+        system: None,
+        description: None,
+        model: request.model.clone(),
+        metadata: metadata.clone(),
+        tags: Vec::new(),
+        head_seq: 0,
+        created_at: Default::default(),
+    };
+    runs.check_provider(&probe)?;
     let agent = store
         .create_agent(NewAgent {
             name,
@@ -129,7 +132,22 @@ pub async fn delete_agent(
     Path(agent_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    state.runs.cancel(agent_id, None);
+    // A run going is cancelled and its end written first: deleted under it, the run's last
+    // events were refused and its subscribers never saw it end.
+    if let Some(cancelling) = state.runs.cancel(agent_id, None) {
+        let run_id = cancelling.run_id;
+        let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
+        if !cancelling.ended_within(wait).await {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "run_in_progress",
+                format!(
+                    "run {run_id} did not stop within {CANCEL_WAIT_MS_MAX} ms; the agent was not \
+                     deleted"
+                ),
+            ));
+        }
+    }
     if !state.store.delete_agent(agent_id).await? {
         return Err(ApiError::unknown_agent(agent_id));
     }
@@ -369,6 +387,44 @@ pub async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Liveness: the process answers. Nothing else is looked at (see [`readyz`]).
 pub async fn healthz() -> &'static str {
     "ok"
+}
+
+/// How long `/readyz` waits for the database before calling it down.
+pub const READYZ_DATABASE_WAIT_MS: u64 = 2_000;
+
+/// Readiness: the database answers a real query, the writer is running and (PostgreSQL) the
+/// notice listener is up. 200 with each part's state, or 503 naming what is down.
+pub async fn readyz(State(readiness): State<crate::state::Readiness>) -> Response {
+    let wait = std::time::Duration::from_millis(READYZ_DATABASE_WAIT_MS);
+    let database = match tokio::time::timeout(wait, readiness.store.head_seq(Uuid::nil())).await {
+        Ok(Ok(_)) => "ok".to_owned(),
+        Ok(Err(error)) => format!("down: {error}"),
+        Err(_) => format!("down: no answer within {READYZ_DATABASE_WAIT_MS} ms"),
+    };
+    let writer = if readiness.writer.is_running() {
+        "ok"
+    } else {
+        "down: the writer has stopped"
+    };
+    let mut checks = serde_json::json!({ "database": database, "writer": writer });
+    if let Some(cluster) = &readiness.cluster {
+        checks["listener"] = serde_json::json!(if cluster.is_listening() {
+            "ok"
+        } else {
+            "down: not listening for other servers' commits (reconnecting)"
+        });
+    }
+    let ready = checks
+        .as_object()
+        .is_some_and(|checks| checks.values().all(|state| state == "ok"));
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({ "ready": ready, "checks": checks });
+    (status, Json(body)).into_response()
 }

@@ -20,6 +20,11 @@ pub const PROVIDER_IDLE_TIMEOUT_MS: u64 = 120_000;
 pub const PROVIDER_CONNECT_TIMEOUT_MS: u64 = 30_000;
 /// An error body longer than this is cut before it goes into an error message.
 const ERROR_BODY_CHARS_MAX: usize = 2_000;
+/// An error body is read this far at most: what a provider (or a proxy in front of it) sends
+/// with an error status is not ours to hold whole.
+const ERROR_BODY_BYTES_MAX: usize = 16 * 1024;
+/// And for this long at most: a body that never ends must not keep the run waiting.
+const ERROR_BODY_READ_MS_MAX: u64 = 10_000;
 
 /// Turns one SSE event (name, data) into provider events; empty for events that carry nothing.
 pub trait SseParser: Send + 'static {
@@ -44,7 +49,7 @@ pub async fn http_error(response: reqwest::Response) -> ProviderError {
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse::<f64>().ok())
         .map(|seconds| (seconds * 1000.0) as u64);
-    let body = response.text().await.unwrap_or_default();
+    let body = capped_body(response).await;
     let parsed: Option<serde_json::Value> = serde_json::from_str(&body).ok();
     let error = parsed.as_ref().and_then(|body| body.get("error"));
     let kind = error
@@ -68,6 +73,23 @@ pub async fn http_error(response: reqwest::Response) -> ProviderError {
         message: format!("HTTP {status}: {message}"),
         retry_after_ms,
     }
+}
+
+/// The start of `response`'s body: [`ERROR_BODY_BYTES_MAX`] bytes, or what arrived within
+/// [`ERROR_BODY_READ_MS_MAX`].
+async fn capped_body(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let read = async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            let room = ERROR_BODY_BYTES_MAX - body.len();
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if body.len() >= ERROR_BODY_BYTES_MAX {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(ERROR_BODY_READ_MS_MAX), read).await;
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 fn transport_error(error: impl std::fmt::Display) -> ProviderError {

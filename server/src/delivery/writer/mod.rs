@@ -117,6 +117,12 @@ impl Writer {
         Writer { sender }
     }
 
+    /// Whether the writer task is still taking requests (it stops only when it panicked or
+    /// every handle is gone).
+    pub fn is_running(&self) -> bool {
+        !self.sender.is_closed()
+    }
+
     /// Queues `drafts` for `agent_id` and returns without waiting for the commit. Requests of one
     /// caller commit in the order they were submitted; await the receipt to learn the seqs.
     pub async fn submit(

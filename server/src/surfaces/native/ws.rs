@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use app::protocol::{ClientMessage, ServerMessage};
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::{Sink, SinkExt, Stream, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
@@ -89,7 +89,10 @@ where
     R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
 {
     let (out, outbound) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
-    let socket_writer = tokio::spawn(write_socket(sink, outbound));
+    let (close_sender, close_frame) = oneshot::channel::<CloseFrame>();
+    let socket_writer = tokio::spawn(write_socket(sink, outbound, close_frame));
+    let message_bytes_max = feeds.limits.ws_message_bytes_max;
+    let mut close = None;
     let shutdown = feeds.shutdown.clone();
     let mut connection = Connection {
         feeds,
@@ -115,7 +118,18 @@ where
                 continue;
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+            Some(Err(error)) => {
+                // tungstenite's words for a message over `max_message_size`: the client hears
+                // why (1009) instead of a bare close.
+                if error.to_string().contains("Message too long") {
+                    close = Some(CloseFrame {
+                        code: close_code::SIZE,
+                        reason: format!("a message over {message_bytes_max} bytes").into(),
+                    });
+                }
+                break;
+            }
+            Some(Ok(Message::Close(_))) | None => break,
         };
         if let Some(message) = connection.read(text.as_str()).await {
             connection.handle(message).await;
@@ -124,6 +138,9 @@ where
     let Connection {
         out, subscriptions, ..
     } = connection;
+    if let Some(frame) = close {
+        let _ = close_sender.send(frame);
+    }
     for (_, task) in subscriptions {
         task.abort();
     }
@@ -134,8 +151,11 @@ where
 /// Writes what the connection's subscriptions queue to the socket. Whatever queued up while the
 /// last frame was being written is this socket's backlog: it is taken together, so
 /// subscriptions that asked for it are coalesced.
-async fn write_socket<W>(mut sink: W, mut outbound: mpsc::Receiver<Outbound>)
-where
+async fn write_socket<W>(
+    mut sink: W,
+    mut outbound: mpsc::Receiver<Outbound>,
+    mut close_frame: oneshot::Receiver<CloseFrame>,
+) where
     W: Sink<Message> + Unpin + Send + 'static,
 {
     'writing: while let Some(message) = outbound.recv().await {
@@ -155,6 +175,9 @@ where
                 break 'writing;
             }
         }
+    }
+    if let Ok(frame) = close_frame.try_recv() {
+        let _ = sink.send(Message::Close(Some(frame))).await;
     }
     let _ = sink.close().await;
 }
