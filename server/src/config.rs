@@ -137,6 +137,9 @@ pub struct Config {
     pub api_token: Option<String>,
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Vec<String>,
+    /// Host names (or `host:port`) besides loopback that requests may name when no access token
+    /// is set (`AGENTSTREAM_ALLOWED_HOSTS`): anything else is refused (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
     pub limits: Limits,
 }
 
@@ -154,6 +157,7 @@ impl Default for Config {
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             api_token: None,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             limits: Limits::default(),
         }
     }
@@ -191,6 +195,9 @@ Environment:
                                         a browser opens /?token=<token> once
   AGENTSTREAM_ALLOWED_ORIGINS           comma-separated origins besides the server's own whose
                                         pages may open a WebSocket (default: none)
+  AGENTSTREAM_ALLOWED_HOSTS             without an access token, requests must name a loopback
+                                        host (localhost, 127.0.0.1, [::1]) or one of these,
+                                        comma-separated (default: none)
   RUST_LOG                              log filter (default info)
 
 Limits (each must be at least 1):
@@ -342,6 +349,15 @@ impl Config {
                         .split(',')
                         .map(|origin| origin.trim().trim_end_matches('/').to_owned())
                         .filter(|origin| !origin.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            allowed_hosts: variable("AGENTSTREAM_ALLOWED_HOSTS")
+                .map(|hosts| {
+                    hosts
+                        .split(',')
+                        .map(|host| host.trim().to_ascii_lowercase())
+                        .filter(|host| !host.is_empty())
                         .collect()
                 })
                 .unwrap_or_default(),

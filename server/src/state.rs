@@ -38,6 +38,8 @@ pub struct AppState {
     pub api_token: Option<Arc<str>>,
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Arc<Vec<String>>,
+    /// Hosts besides loopback that requests may name when no token is set.
+    pub allowed_hosts: Arc<Vec<String>>,
     pub limits: Arc<config::Limits>,
     /// With PostgreSQL: the other server processes on the same database.
     pub cluster: Option<Arc<Cluster>>,
@@ -133,6 +135,7 @@ impl AppState {
             letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
             api_token: config.api_token.as_deref().map(Arc::from),
             allowed_origins: Arc::new(config.allowed_origins.clone()),
+            allowed_hosts: Arc::new(config.allowed_hosts.clone()),
             limits: Arc::new(config.limits.clone()),
             cluster,
             snapshots,
@@ -184,6 +187,7 @@ impl FromRef<AppState> for Readiness {
 pub struct Access {
     pub api_token: Option<Arc<str>>,
     pub allowed_origins: Arc<Vec<String>>,
+    pub allowed_hosts: Arc<Vec<String>>,
 }
 
 /// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
@@ -242,6 +246,7 @@ impl FromRef<AppState> for Access {
         Access {
             api_token: state.api_token.clone(),
             allowed_origins: state.allowed_origins.clone(),
+            allowed_hosts: state.allowed_hosts.clone(),
         }
     }
 }

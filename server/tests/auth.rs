@@ -216,3 +216,95 @@ async fn a_websocket_from_another_sites_page_is_refused() {
         }
     }
 }
+
+/// Without a token the server answers only to requests that name this machine (or a host the
+/// operator allowed): a page of another site whose name points at 127.0.0.1 is refused.
+#[tokio::test]
+async fn without_a_token_only_known_hosts_are_served() {
+    let server = TestServer::start().await;
+    let as_host = |host: &'static str| {
+        server
+            .http
+            .get(server.url("/v1/agents"))
+            .header(header::HOST, host)
+            .send()
+    };
+    let answer = as_host("evil.example:3000").await.unwrap();
+    assert_eq!(answer.status(), 403);
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unknown_host", "{body}");
+    assert_eq!(as_host("localhost").await.unwrap().status(), 200);
+
+    let allowing = TestServer::start_with(|config| {
+        config.allowed_hosts = vec!["agents.example.com".to_owned()];
+    })
+    .await;
+    let answer = allowing
+        .http
+        .get(allowing.url("/v1/agents"))
+        .header(header::HOST, "agents.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+}
+
+/// A form posted by another site's page creates nothing and starts nothing.
+#[tokio::test]
+async fn a_form_posted_from_another_site_is_refused() {
+    let server = TestServer::start().await;
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let post = |headers: &[(&'static str, &'static str)]| {
+        let mut request = no_redirects
+            .post(server.url("/agents"))
+            .form(&[("name", "from a form")]);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send()
+    };
+    for headers in [
+        &[("origin", "https://evil.example")][..],
+        &[("sec-fetch-site", "cross-site")][..],
+    ] {
+        let answer = post(headers).await.unwrap();
+        assert_eq!(answer.status(), 403, "{headers:?}");
+    }
+    let agents: Vec<Value> = server
+        .http
+        .get(server.url("/v1/agents"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(agents.is_empty(), "a cross-site form created {agents:?}");
+    let same_site = post(&[("sec-fetch-site", "same-origin")]).await.unwrap();
+    assert_eq!(same_site.status(), 303);
+}
+
+/// Behind a proxy that says the request came over HTTPS, the token cookie is `Secure`.
+#[tokio::test]
+async fn the_token_cookie_is_secure_behind_https() {
+    let server = guarded().await;
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (proto, secure) in [(None, false), (Some("https"), true), (Some("http"), false)] {
+        let mut request = no_redirects.get(server.url(&format!("/?token={TOKEN}")));
+        if let Some(proto) = proto {
+            request = request.header("x-forwarded-proto", proto);
+        }
+        let opened = request.send().await.unwrap();
+        let cookie = opened.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(cookie.contains("; Secure"), secure, "{proto:?}: {cookie}");
+    }
+}

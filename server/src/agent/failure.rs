@@ -25,6 +25,12 @@ pub(super) async fn end_from_log(
     run_id: Uuid,
     detail: Value,
 ) {
+    // The run may have events on their way to the log (it pipelines its appends): read the log
+    // only once they are in, or a `run_started` still queued looked like a run that never began.
+    if let Err(error) = writer.barrier().await {
+        tracing::error!(%agent_id, %run_id, %error, "the run's end cannot be written");
+        return;
+    }
     for attempt in 0..RUN_END_WRITE_ATTEMPTS_MAX {
         tokio::time::sleep(std::time::Duration::from_millis(
             RUN_END_WRITE_DELAY_INITIAL_MS << attempt,

@@ -32,17 +32,68 @@ pub const TOKEN_QUERY: &str = "token";
 /// How long the browser keeps the cookie.
 pub const TOKEN_COOKIE_MAX_AGE_SECONDS: u64 = 30 * 24 * 3600;
 
-/// Compares without stopping at the first difference, so response time does not tell how much of
-/// a guess was right.
+/// Compares in constant time (`subtle`), so response time does not tell how much of a guess
+/// was right. (A wrong length answers at once: the token's length is not the secret.)
 fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    if given.len() != expected.len() {
-        return false;
+    use subtle::ConstantTimeEq;
+    given.ct_eq(expected).into()
+}
+
+/// True when the request came over HTTPS: this server speaks plain HTTP, so only through a
+/// proxy that says so (`X-Forwarded-Proto: https`). The token cookie is `Secure` then.
+fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(',').next())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The host a `Host` header names, lower case, without its port.
+fn host_name(host: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default().to_owned();
     }
-    given
-        .iter()
-        .zip(expected)
-        .fold(0u8, |difference, (a, b)| difference | (a ^ b))
-        == 0
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name.to_owned(),
+        _ => host,
+    }
+}
+
+/// Without an access token, a request must name this machine (`Host`: localhost, a loopback
+/// address) or a host the operator allowed: a page of another site whose name was made to point
+/// at 127.0.0.1 (DNS rebinding) names its own host and is refused. A request without `Host` is
+/// not a browser's and passes.
+pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(host) = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return true;
+    };
+    let name = host_name(host);
+    let loopback = name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback());
+    loopback
+        || allowed
+            .iter()
+            .any(|allowed| *allowed == name || allowed.eq_ignore_ascii_case(host.trim()))
+}
+
+/// True unless a browser says the request came from another site: `Sec-Fetch-Site`
+/// `cross-site`/`same-site`, or an `Origin` whose host is not the request's `Host`. A form of
+/// another site must not start runs here. Requests without either header are not a browser's.
+pub fn same_origin_request(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers
+        .get("sec-fetch-site")
+        .and_then(|value| value.to_str().ok())
+    {
+        return matches!(site, "same-origin" | "none");
+    }
+    origin_allowed(headers, &[])
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -108,6 +159,9 @@ fn is_public(path: &str) -> bool {
 /// the request carries the token.
 pub async fn require_token(State(access): State<Access>, request: Request, next: Next) -> Response {
     let Some(expected) = access.api_token.clone() else {
+        if !host_allowed(request.headers(), &access.allowed_hosts) {
+            return unknown_host();
+        }
         return next.run(request).await;
     };
     let path = request.uri().path().to_owned();
@@ -140,8 +194,13 @@ pub async fn require_token(State(access): State<Access>, request: Request, next:
             format!("{path}?{}", rest.join("&"))
         };
         let mut response = Redirect::to(&location).into_response();
+        let secure = if over_https(request.headers()) {
+            "; Secure"
+        } else {
+            ""
+        };
         let cookie = format!(
-            "{TOKEN_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict; Max-Age={TOKEN_COOKIE_MAX_AGE_SECONDS}"
+            "{TOKEN_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict; Max-Age={TOKEN_COOKIE_MAX_AGE_SECONDS}{secure}"
         );
         if let Ok(value) = HeaderValue::from_str(&cookie) {
             response.headers_mut().insert(header::SET_COOKIE, value);
@@ -149,6 +208,16 @@ pub async fn require_token(State(access): State<Access>, request: Request, next:
         return response;
     }
     next.run(request).await
+}
+
+fn unknown_host() -> Response {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "unknown_host",
+        "without an access token this server answers only to localhost: set \
+         AGENTSTREAM_ALLOWED_HOSTS to the names it is reached by (or AGENTSTREAM_API_TOKEN)",
+    )
+    .into_response()
 }
 
 fn unauthorized(path: &str) -> Response {
@@ -200,6 +269,67 @@ pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_loopback_or_allowed() {
+        // (Host, allowed hosts, passes)
+        let cases: [(Option<&str>, &[&str], bool); 12] = [
+            (None, &[], true),
+            (Some("127.0.0.1:3000"), &[], true),
+            (Some("localhost:3000"), &[], true),
+            (Some("LOCALHOST"), &[], true),
+            (Some("[::1]:3000"), &[], true),
+            (Some("127.8.9.10"), &[], true),
+            (Some("evil.example:3000"), &[], false),
+            (Some("evil.example"), &[], false),
+            (Some("192.168.1.5:3000"), &[], false),
+            (Some("agents.example.com"), &["agents.example.com"], true),
+            (
+                Some("Agents.Example.com:443"),
+                &["agents.example.com"],
+                true,
+            ),
+            (Some("other.example.com"), &["agents.example.com"], false),
+        ];
+        for (host, allowed, passes) in cases {
+            let mut headers = HeaderMap::new();
+            if let Some(host) = host {
+                headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            }
+            let allowed: Vec<String> = allowed.iter().map(|host| host.to_string()).collect();
+            assert_eq!(
+                host_allowed(&headers, &allowed),
+                passes,
+                "{host:?} {allowed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn cross_site_requests_are_told_apart() {
+        // (Sec-Fetch-Site, Origin, same origin)
+        let cases = [
+            (None, None, true),
+            (Some("same-origin"), None, true),
+            (Some("none"), None, true),
+            (Some("cross-site"), None, false),
+            (Some("same-site"), None, false),
+            (None, Some("http://127.0.0.1:3000"), true),
+            (None, Some("https://evil.example"), false),
+            (Some("cross-site"), Some("http://127.0.0.1:3000"), false),
+        ];
+        for (site, origin, same) in cases {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:3000"));
+            if let Some(site) = site {
+                headers.insert("sec-fetch-site", HeaderValue::from_static(site));
+            }
+            if let Some(origin) = origin {
+                headers.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            }
+            assert_eq!(same_origin_request(&headers), same, "{site:?} {origin:?}");
+        }
+    }
 
     #[test]
     fn tokens_compare_whole() {

@@ -162,6 +162,13 @@ impl Writer {
         Ok(receipt)
     }
 
+    /// Waits until every request submitted before this call has committed or been refused: a
+    /// read of the log after it sees them. (An empty request, which never reaches the store.)
+    pub async fn barrier(&self) -> Result<(), AppendError> {
+        let receipt = self.send(Uuid::nil(), Vec::new(), false).await?;
+        wait(receipt).await.map(|_| ())
+    }
+
     /// Appends closing events and waits for the commit.
     pub async fn append_closing(
         &self,
@@ -223,10 +230,17 @@ async fn run(
         for request in held_back {
             let _ = request.reply.send(Err(Arc::new(behind_a_refusal())));
         }
-        if requests.is_empty() {
-            continue;
+        // Requests with no events are barriers: answered once everything queued before them
+        // has committed (or been refused), which is now, after this group.
+        let (barriers, requests): (Vec<_>, Vec<_>) = requests
+            .into_iter()
+            .partition(|request| request.batch.drafts.is_empty());
+        if !requests.is_empty() {
+            commit(&store, &hub, requests, &mut refused, retries_max).await;
         }
-        commit(&store, &hub, requests, &mut refused, retries_max).await;
+        for barrier in barriers {
+            let _ = barrier.reply.send(Ok(Vec::new()));
+        }
     }
 }
 

@@ -167,3 +167,20 @@ async fn a_commit_whose_answer_was_lost_is_not_written_twice() {
     }
     assert_eq!(published, vec![1, 2, 3, 4]);
 }
+
+/// A barrier answers once what was queued before it is committed: a read after it sees it.
+#[tokio::test]
+async fn a_barrier_waits_for_what_was_queued_before_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("w.db").display());
+    let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+    let writer = Writer::spawn(store.clone(), Arc::new(Hub::new(64)));
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    for _ in 0..50 {
+        let drafts = (0..10).map(|_| EventDraft::new(EventKind::Text)).collect();
+        // Submitted, not waited for: the receipts are dropped.
+        drop(writer.submit(agent.id, drafts).await.unwrap());
+    }
+    writer.barrier().await.unwrap();
+    assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(500));
+}
