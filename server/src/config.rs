@@ -11,6 +11,8 @@ use crate::provider::claude_cli::{ClaudeCliConfig, CLAUDE_CLI_COMMAND_DEFAULT};
 use crate::provider::openai::{OpenAiConfig, OPENAI_BASE_URL_DEFAULT, OPENAI_MODEL_DEFAULT};
 use crate::provider::scripted::ScriptedConfig;
 
+/// At shutdown, runs in flight may go on this long before they are interrupted.
+pub const SHUTDOWN_DRAIN_MS_DEFAULT: u64 = 10_000;
 /// Where the database lives when `DATABASE_URL` is not set.
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
 
@@ -133,6 +135,8 @@ pub struct Config {
     pub writer_commit_retries_max: u32,
     /// A Letta stream that asked for pings (`include_pings`, the default) gets one this often.
     pub letta_ping_interval_ms: u64,
+    /// At shutdown, how long runs in flight may go on before they are interrupted.
+    pub shutdown_drain_ms: u64,
     /// When set, every request must carry this token (see `auth`).
     pub api_token: Option<String>,
     /// Origins besides the server's own whose pages may open a WebSocket.
@@ -155,6 +159,7 @@ impl Default for Config {
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
             writer_commit_retries_max: crate::delivery::writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
+            shutdown_drain_ms: SHUTDOWN_DRAIN_MS_DEFAULT,
             api_token: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -191,6 +196,8 @@ Environment:
   AGENTSTREAM_WRITER_COMMIT_RETRIES_MAX times a commit is tried again while the database is
                                         busy or restarting, backing off to 500 ms (default 12)
   AGENTSTREAM_LETTA_PING_INTERVAL_MS    ping interval of Letta streams (default 15000)
+  AGENTSTREAM_SHUTDOWN_DRAIN_MS         at SIGTERM, how long runs in flight may go on before
+                                        they are ended as interrupted (default 10000)
   AGENTSTREAM_API_TOKEN                 require this token on every request (default: none);
                                         a browser opens /?token=<token> once
   AGENTSTREAM_ALLOWED_ORIGINS           comma-separated origins besides the server's own whose
@@ -342,6 +349,10 @@ impl Config {
                 defaults.letta_ping_interval_ms,
             )?
             .max(1),
+            shutdown_drain_ms: parse_env(
+                "AGENTSTREAM_SHUTDOWN_DRAIN_MS",
+                defaults.shutdown_drain_ms,
+            )?,
             api_token: variable("AGENTSTREAM_API_TOKEN").map(|token| token.trim().to_owned()),
             allowed_origins: variable("AGENTSTREAM_ALLOWED_ORIGINS")
                 .map(|origins| {

@@ -54,6 +54,7 @@ pub async fn serve(
         .map_err(ServeError::Io)?;
     let state = AppState::open(&config).await?;
     let stop = state.shutdown.clone();
+    let (runs, writer) = (state.runs.clone(), state.writer.clone());
     let router = app(state, leptos_options);
     // Nagle's algorithm holds a small write back until the previous one is acknowledged, and
     // the peer delays that acknowledgement by up to 40 ms: a token frame that follows another
@@ -64,13 +65,29 @@ pub async fn serve(
         }
         limit_unsent_bytes(stream);
     });
+    // At shutdown: no new connections; streams and sockets end (the shutdown token), and once
+    // every connection is done, runs in flight get the drain to finish, then are interrupted;
+    // whatever is still queued for the log is committed before the process exits.
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
+            tracing::info!("shutting down: no new connections; streams end");
             stop.cancel();
         })
         .await
-        .map_err(ServeError::Io)
+        .map_err(ServeError::Io)?;
+    let drained = runs
+        .drain(Duration::from_millis(config.shutdown_drain_ms))
+        .await;
+    if let Err(error) = writer.barrier().await {
+        tracing::error!(%error, "events still queued at shutdown could not be committed");
+    }
+    tracing::info!(
+        interrupted = drained.interrupted.len(),
+        unended = drained.unended.len(),
+        "stopped"
+    );
+    Ok(())
 }
 
 /// Bytes a connection's kernel send queue holds that are not sent yet, at most: past this the

@@ -31,8 +31,9 @@ mod step;
 mod tools;
 
 pub use registry::{
-    Cancelling, Providers, RunLimits, RunOptions, Runs, StartRunError, ACTIVE_RUNS_MAX,
-    RUN_ENDING_WAIT_MS_MAX, RUN_EVENTS_MAX_DEFAULT, RUN_ITERATIONS_MAX_DEFAULT,
+    Cancelling, Drained, Providers, RunLimits, RunOptions, Runs, StartRunError, ACTIVE_RUNS_MAX,
+    RUN_ENDING_WAIT_MS_MAX, RUN_EVENTS_MAX_DEFAULT, RUN_INTERRUPT_WAIT_MS_MAX,
+    RUN_ITERATIONS_MAX_DEFAULT,
 };
 pub use run::RUN_APPENDS_IN_FLIGHT_MAX;
 pub use step::{

@@ -70,6 +70,9 @@ struct ActiveRun {
     finished: watch::Receiver<bool>,
     /// True once the run has begun writing its end (see [`RUN_ENDING_WAIT_MS_MAX`]).
     ending: Arc<AtomicBool>,
+    /// Set with the cancel when the server shuts down: the run ends `interrupted`, not
+    /// `cancelled` (nobody asked it to stop).
+    interrupted: Arc<AtomicBool>,
 }
 
 /// A cancellation that was requested: the run, and a way to wait until it has ended.
@@ -207,11 +210,7 @@ impl Runs {
 
     /// Takes the agent's run slot for `run_id`: refused while another run of the agent is going
     /// or [`ACTIVE_RUNS_MAX`] are.
-    fn reserve(
-        &self,
-        agent_id: Uuid,
-        run_id: Uuid,
-    ) -> Result<(CancellationToken, Arc<AtomicBool>, watch::Sender<bool>), StartRunError> {
+    fn reserve(&self, agent_id: Uuid, run_id: Uuid) -> Result<Reserved, StartRunError> {
         let mut active = self.active();
         if let Some(running) = active.get(&agent_id) {
             return Err(StartRunError::RunInProgress {
@@ -225,6 +224,7 @@ impl Runs {
         let cancel = CancellationToken::new();
         let (finished_sender, finished) = watch::channel(false);
         let ending = Arc::new(AtomicBool::new(false));
+        let interrupted = Arc::new(AtomicBool::new(false));
         active.insert(
             agent_id,
             ActiveRun {
@@ -232,9 +232,57 @@ impl Runs {
                 cancel: cancel.clone(),
                 finished,
                 ending: ending.clone(),
+                interrupted: interrupted.clone(),
             },
         );
-        Ok((cancel, ending, finished_sender))
+        Ok(Reserved {
+            cancel,
+            ending,
+            interrupted,
+            finished: finished_sender,
+        })
+    }
+
+    /// Shutdown: waits until `wait` has passed for the runs in flight to end by themselves, then
+    /// interrupts the rest (they end `run_failed`, type `interrupted`, writing their open tool
+    /// calls' results) and waits for those ends, [`RUN_INTERRUPT_WAIT_MS_MAX`] at most.
+    pub async fn drain(&self, wait: std::time::Duration) -> Drained {
+        let mut drained = Drained::default();
+        let deadline = tokio::time::Instant::now() + wait;
+        for (_, mut finished) in self.finished_receivers() {
+            let _ = tokio::time::timeout_at(deadline, finished.wait_for(|done| *done)).await;
+        }
+        let left: Vec<(Uuid, watch::Receiver<bool>)> = {
+            let active = self.active();
+            active
+                .values()
+                .map(|run| {
+                    run.interrupted.store(true, Ordering::Release);
+                    run.cancel.cancel();
+                    (run.run_id, run.finished.clone())
+                })
+                .collect()
+        };
+        let deadline = tokio::time::Instant::now()
+            + std::time::Duration::from_millis(RUN_INTERRUPT_WAIT_MS_MAX);
+        for (run_id, mut finished) in left {
+            let ended = tokio::time::timeout_at(deadline, finished.wait_for(|done| *done))
+                .await
+                .is_ok_and(|result| result.is_ok());
+            if ended {
+                drained.interrupted.push(run_id);
+            } else {
+                drained.unended.push(run_id);
+            }
+        }
+        drained
+    }
+
+    fn finished_receivers(&self) -> Vec<(Uuid, watch::Receiver<bool>)> {
+        self.active()
+            .values()
+            .map(|run| (run.run_id, run.finished.clone()))
+            .collect()
     }
 
     /// Starts run `run_id` of `agent` for `user_message`, after the conversation `prior` (rebuilt
@@ -248,7 +296,12 @@ impl Runs {
         options: RunOptions,
     ) -> Result<Uuid, StartRunError> {
         let provider = self.providers.for_agent(agent)?;
-        let (cancel, ending, finished_sender) = self.reserve(agent.id, run_id)?;
+        let Reserved {
+            cancel,
+            ending,
+            interrupted,
+            finished: finished_sender,
+        } = self.reserve(agent.id, run_id)?;
         let request = ProviderRequest {
             system: agent.system.clone(),
             model: model_for(agent, provider.name()),
@@ -269,6 +322,7 @@ impl Runs {
             cancel,
             self.limits,
             ending.clone(),
+            interrupted,
         );
         let iterations_max = options.iterations_max.map_or(self.iterations_max, |asked| {
             asked.clamp(1, self.iterations_max)
@@ -362,6 +416,27 @@ impl Runs {
 /// before the run's task has answered and left; a client that sends the next message right then
 /// waits this long rather than get `run_in_progress`. Past it, the answer is 409 as for any run.
 pub const RUN_ENDING_WAIT_MS_MAX: u64 = 2_000;
+
+/// How long a shutdown waits, at most, for the runs it interrupted to write their ends.
+pub const RUN_INTERRUPT_WAIT_MS_MAX: u64 = 5_000;
+
+/// What a shutdown's drain did with the runs in flight.
+#[derive(Debug, Default)]
+pub struct Drained {
+    /// Interrupted, and their ends written.
+    pub interrupted: Vec<Uuid>,
+    /// Interrupted, and still not ended when the wait ran out (recovery ends them at the next
+    /// start).
+    pub unended: Vec<Uuid>,
+}
+
+/// What a reserved run slot hands its run.
+struct Reserved {
+    cancel: CancellationToken,
+    ending: Arc<AtomicBool>,
+    interrupted: Arc<AtomicBool>,
+    finished: watch::Sender<bool>,
+}
 
 /// A run's hold on its agent: dropped when the run's task ends (normally, or by a panic), it frees
 /// the agent's slot if `run_id` still holds it and tells whoever waits for the run's end.

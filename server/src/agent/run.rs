@@ -53,6 +53,8 @@ pub(super) struct Run {
     over_limit: bool,
     /// Set just before the run's end is written, for `Runs::active_run_after_ending`.
     ending: Arc<AtomicBool>,
+    /// Set by a shutdown's drain with the cancel: the run ends `interrupted`.
+    interrupted: Arc<AtomicBool>,
 }
 
 impl Run {
@@ -66,6 +68,7 @@ impl Run {
         cancel: CancellationToken,
         limits: RunLimits,
         ending: Arc<AtomicBool>,
+        interrupted: Arc<AtomicBool>,
     ) -> Run {
         Run {
             agent_id,
@@ -83,6 +86,7 @@ impl Run {
             events_written: 0,
             over_limit: false,
             ending,
+            interrupted,
         }
     }
 
@@ -185,6 +189,14 @@ impl Run {
                     }
                 }
             }
+        }
+        if matches!(outcome, Outcome::Cancelled) && self.interrupted.load(Ordering::Acquire) {
+            outcome = Outcome::Failed(ProviderError {
+                kind: "interrupted".to_owned(),
+                message: "the server shut down before the run ended".to_owned(),
+                retryable: true,
+                retry_after_ms: None,
+            });
         }
         let mut ends = closing_drafts(self.ids, outcome, self.over_limit, self.usage);
         let end = ends.pop().expect("a run's end");

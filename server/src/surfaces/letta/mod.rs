@@ -51,6 +51,8 @@ pub struct LettaState {
     pub runs: Arc<Runs>,
     pub starter: Starter,
     pub ping_interval: Duration,
+    /// Cancelled when the server shuts down: open streams end (their runs go on).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl FromRef<AppState> for LettaState {
@@ -61,6 +63,7 @@ impl FromRef<AppState> for LettaState {
             runs: state.runs.clone(),
             starter: state.starter.clone(),
             ping_interval: state.letta_ping_interval,
+            shutdown: state.shutdown.clone(),
         }
     }
 }

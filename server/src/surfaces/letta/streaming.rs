@@ -131,6 +131,7 @@ pub(super) struct Streaming {
     pub(super) types: Option<Vec<String>>,
     pub(super) finished: bool,
     pub(super) guard: Option<ForegroundGuard>,
+    pub(super) shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
@@ -156,6 +157,7 @@ pub(super) fn sse_response(
         types,
         finished: false,
         guard,
+        shutdown: state.shutdown.clone(),
     };
     let events = stream::unfold(streaming, |mut streaming| async move {
         if streaming.finished {
@@ -165,6 +167,23 @@ pub(super) fn sse_response(
             let next = tokio::select! {
                 item = streaming.items.recv() => Some(item),
                 _ = next_ping(&mut streaming.ping) => None,
+                _ = streaming.shutdown.cancelled() => {
+                    // The server is going away, not the client: the run is left to finish (or
+                    // be interrupted by the drain), and the client told where to pick it up.
+                    streaming.finished = true;
+                    ForegroundGuard::disarm(&mut streaming.guard);
+                    let body = json!({
+                        "message_type": "error_message",
+                        "error_type": "server_shutting_down",
+                        "message": format!(
+                            "the server is shutting down; resume with POST /v1/runs/{}/stream",
+                            streaming.run_id
+                        ),
+                        "run_id": streaming.run_id,
+                    });
+                    let event = Event::default().event("error").data(body.to_string());
+                    return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
+                }
             };
             let event = match next {
                 None => ping_event(streaming.run_id),

@@ -85,7 +85,9 @@ pub async fn stream_events(
                 .into_iter()
                 .flat_map(sse_events),
         )
-    });
+    })
+    // At shutdown the response ends cleanly; EventSource reconnects with Last-Event-ID.
+    .take_until(feeds.shutdown.clone().cancelled_owned());
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS))))
 }

@@ -102,7 +102,13 @@ where
     };
     loop {
         let frame = tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => {
+                close = Some(CloseFrame {
+                    code: close_code::AWAY,
+                    reason: "the server is shutting down".into(),
+                });
+                break;
+            }
             frame = stream.next() => frame,
         };
         let text = match frame {

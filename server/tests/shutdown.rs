@@ -1,0 +1,155 @@
+//! SIGTERM to the real binary: it stops accepting, ends its SSE streams and WebSockets with a
+//! proper close, gives runs in flight the drain (`AGENTSTREAM_SHUTDOWN_DRAIN_MS`), ends the rest
+//! `interrupted`, commits what is queued and exits — an open stream does not hold it up.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentstream_server::store::sqlite::SqliteStore;
+use agentstream_server::store::EventLog;
+use app::EventKind;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+use common::processes::{free_port, Process};
+
+/// The drain the server is given: short, so the long run below is interrupted.
+const DRAIN_MS: u64 = 1_000;
+
+#[tokio::test]
+async fn sigterm_ends_streams_interrupts_runs_and_exits() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("log.db");
+    let mut server = Process::start(
+        free_port(),
+        &[
+            ("DATABASE_URL", format!("sqlite://{}", database.display())),
+            ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "5".into()),
+            ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "100000".into()),
+            ("AGENTSTREAM_SHUTDOWN_DRAIN_MS", DRAIN_MS.to_string()),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let agent: Value = http
+        .post(format!("{}/v1/agents", server.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+
+    // A native SSE stream and a WebSocket, both following the agent.
+    let sse = http
+        .get(format!(
+            "{}/v1/agents/{agent_id}/events/stream",
+            server.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 200);
+    let mut sse_body = sse.bytes_stream();
+    let ws_url = format!("{}/v1/ws", server.base.replace("http://", "ws://"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    let subscribe = json!({"type": "subscribe", "agent_id": agent_id, "since": 0});
+    futures::SinkExt::send(&mut socket, Message::Text(subscribe.to_string().into()))
+        .await
+        .unwrap();
+
+    let run: Value = http
+        .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
+        .json(&json!({"content": "talk for a long time"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id: Uuid = run["run_id"].as_str().unwrap().parse().unwrap();
+    // The stream is live: something of the run arrived.
+    tokio::time::timeout(common::WAIT_MAX, sse_body.next())
+        .await
+        .expect("the SSE stream delivered")
+        .unwrap()
+        .unwrap();
+
+    let pid = server.child.id().unwrap();
+    let signalled = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    // The SSE response ends (its body finishes rather than hanging).
+    let ended = tokio::time::timeout(common::WAIT_MAX, async {
+        while let Some(chunk) = sse_body.next().await {
+            if chunk.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the SSE stream was still open after SIGTERM");
+    // The WebSocket gets a close frame: 1001, going away.
+    let close = tokio::time::timeout(common::WAIT_MAX, async {
+        while let Some(frame) = socket.next().await {
+            match frame {
+                Ok(Message::Close(frame)) => return frame,
+                Ok(_) => continue,
+                Err(error) => panic!("the socket failed instead of closing: {error}"),
+            }
+        }
+        None
+    })
+    .await
+    .expect("the WebSocket was still open after SIGTERM")
+    .expect("a close frame");
+    assert_eq!(u16::from(close.code), 1001, "{close:?}");
+
+    // The process exits after the drain, not never.
+    let exit = tokio::time::timeout(common::WAIT_MAX, server.child.wait())
+        .await
+        .expect("the server did not exit after SIGTERM")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(DRAIN_MS),
+        "the run got its drain before it was interrupted"
+    );
+
+    // The log, read directly (no restart, so no recovery): the run ended `interrupted`, and
+    // every tool call has its result.
+    let store = Arc::new(
+        SqliteStore::open(&format!("sqlite://{}", database.display()))
+            .await
+            .unwrap(),
+    );
+    let mut log = Vec::new();
+    loop {
+        let page = store
+            .read_events(agent_id, log.len() as u64, 1000)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        log.extend(page);
+    }
+    let end = log.last().expect("the log has the run");
+    assert_eq!(end.run_id, Some(run_id));
+    assert_eq!(end.kind, EventKind::RunFailed, "{:?}", end.content);
+    assert_eq!(
+        end.content["error"]["type"], "interrupted",
+        "{}",
+        end.content
+    );
+}
