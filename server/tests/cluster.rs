@@ -11,9 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use app::protocol::{ClientMessage, ServerMessage};
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
+use futures::StreamExt;
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
 use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
@@ -404,6 +407,55 @@ async fn two_servers_a_cancel_sent_to_b_stops_a_run_on_a() {
         .await
         .unwrap();
     assert_eq!(nothing["cancelled_run_ids"], json!([]));
+}
+
+/// A WebSocket `cancel` sent to B stops a run executing on A, as the REST cancel does.
+#[tokio::test]
+async fn two_servers_a_websocket_cancel_sent_to_b_stops_a_run_on_a() {
+    let (a, b, http, agent_id) = pair(3000, 3, 10_000).await;
+    let mut seen = Seen::default();
+    let mut socket = subscribe_all(&a.base, &[agent_id], &seen).await;
+    let run_id = run(&http, &a.base, agent_id, "a very long answer").await;
+    read(&mut socket, &mut seen, |seen| seen.last_seq(agent_id) >= 10).await;
+
+    let url = format!("{}/v1/ws", b.base.replace("http://", "ws://"));
+    let (mut on_b, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let cancel = ClientMessage::Cancel {
+        agent_id,
+        run_ids: None,
+    };
+    futures::SinkExt::send(
+        &mut on_b,
+        Message::Text(serde_json::to_string(&cancel).unwrap().into()),
+    )
+    .await
+    .unwrap();
+    let answer = loop {
+        let frame = tokio::time::timeout(WAIT_MAX, on_b.next())
+            .await
+            .expect("B answered the cancel")
+            .unwrap()
+            .unwrap();
+        if let Message::Text(text) = frame {
+            break serde_json::from_str::<ServerMessage>(text.as_str()).unwrap();
+        }
+    };
+    assert_eq!(
+        answer,
+        ServerMessage::CancelRequested {
+            agent_id,
+            run_ids: vec![run_id]
+        }
+    );
+    read(&mut socket, &mut seen, |seen| {
+        has_ended(seen, agent_id, run_id)
+    })
+    .await;
+    let end = seen.events[&agent_id]
+        .iter()
+        .find(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+        .expect("A's subscriber saw the run end");
+    assert_eq!(end.kind, EventKind::RunCancelled);
 }
 
 /// A PostgreSQL cluster of this test's own, to restart without disturbing the other tests.

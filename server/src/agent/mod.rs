@@ -20,6 +20,7 @@
 //! HTTP layer or a client protocol's surface: every surface calls in here, not the other way.
 
 mod call;
+pub mod cancel;
 pub mod conversation;
 mod failure;
 pub mod history;

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::error::{ApiError, ApiJson};
 use super::params::{head_for_cursor, optional_json_body, parse_agent_id, CountQuery, ListQuery};
+use crate::agent::cancel::{request_cancel, CancelRequested};
 use crate::agent::RunOptions;
 use std::sync::Arc;
 
@@ -267,28 +268,22 @@ pub async fn cancel_run(
     }
     let mut cancelled_run_ids = Vec::new();
     let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-    if let Some(cancelling) = runs.cancel(agent_id, request.run_ids.as_deref()) {
-        let run_id = cancelling.run_id;
-        if !cancelling.ended_within(wait).await {
+    let cluster_store = cluster.as_ref().map(|cluster| cluster.store.as_ref());
+    let requested =
+        request_cancel(&runs, cluster_store, agent_id, request.run_ids.as_deref()).await?;
+    if let Some(requested) = requested {
+        let run_id = requested.run_id();
+        let ended = match requested {
+            CancelRequested::Here(cancelling) => cancelling.ended_within(wait).await,
+            // On another server: its end reaches the log from there.
+            CancelRequested::Elsewhere(run_id) => {
+                run_ended_within(store.as_ref(), run_id, wait).await?
+            }
+        };
+        if !ended {
             tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
         }
         cancelled_run_ids.push(run_id);
-    } else if let Some(cluster) = &cluster {
-        // The run may execute on another server: ask every server, then wait for its end to
-        // reach the log.
-        if let Some(run_id) = cluster.store.active_run(agent_id).await? {
-            if request
-                .run_ids
-                .as_ref()
-                .is_none_or(|run_ids| run_ids.contains(&run_id))
-            {
-                cluster.store.send_cancel(agent_id, run_id).await?;
-                if !run_ended_within(store.as_ref(), run_id, wait).await? {
-                    tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
-                }
-                cancelled_run_ids.push(run_id);
-            }
-        }
     }
     Ok(Json(CancelResponse {
         agent_id,

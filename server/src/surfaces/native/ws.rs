@@ -19,10 +19,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::cancel::request_cancel;
 use crate::agent::Runs;
+use crate::cluster::Cluster;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::error::ApiError;
 use crate::state::{Access, Feeds, WsConnections};
+use crate::store::ClusterStore;
 
 /// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
 /// the upgrade is refused with 503 so the server stays responsive.
@@ -48,6 +51,7 @@ pub async fn upgrade(
     State(access): State<Access>,
     State(WsConnections(connections)): State<WsConnections>,
     State(runs): State<Arc<Runs>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
@@ -77,14 +81,20 @@ pub async fn upgrade(
         .max_write_buffer_size(WS_WRITE_BUFFER_BYTES_MAX)
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
-            serve_socket(feeds, runs, sink, stream).await;
+            let cluster = cluster.map(|cluster| cluster.store.clone());
+            serve_socket(feeds, runs, cluster, sink, stream).await;
             drop(permit);
         })
 }
 
 /// Runs one connection until the client leaves or the server shuts down.
-pub async fn serve_socket<W, R>(feeds: Feeds, runs: Arc<Runs>, sink: W, mut stream: R)
-where
+pub async fn serve_socket<W, R>(
+    feeds: Feeds,
+    runs: Arc<Runs>,
+    cluster: Option<Arc<dyn ClusterStore>>,
+    sink: W,
+    mut stream: R,
+) where
     W: Sink<Message> + Unpin + Send + 'static,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin + Send + 'static,
 {
@@ -97,6 +107,7 @@ where
     let mut connection = Connection {
         feeds,
         runs,
+        cluster,
         out,
         subscriptions: HashMap::new(),
     };
@@ -192,6 +203,8 @@ async fn write_socket<W>(
 struct Connection {
     feeds: Feeds,
     runs: Arc<Runs>,
+    /// With several servers: where a cancel for a run of another server goes.
+    cluster: Option<Arc<dyn ClusterStore>>,
     out: mpsc::Sender<Outbound>,
     subscriptions: HashMap<Uuid, JoinHandle<()>>,
 }
@@ -233,13 +246,29 @@ impl Connection {
                 ServerMessage::Unsubscribed { agent_id }
             }
             ClientMessage::Cancel { agent_id, run_ids } => {
-                // The outcome (`run_cancelled`) arrives through the log like everything else.
-                let run_ids = self
-                    .runs
-                    .cancel(agent_id, run_ids.as_deref())
-                    .map(|cancelling| vec![cancelling.run_id])
-                    .unwrap_or_default();
-                ServerMessage::CancelRequested { agent_id, run_ids }
+                // The outcome (`run_cancelled`) arrives through the log like everything else,
+                // from whichever server executes the run.
+                match request_cancel(
+                    &self.runs,
+                    self.cluster.as_deref(),
+                    agent_id,
+                    run_ids.as_deref(),
+                )
+                .await
+                {
+                    Ok(requested) => ServerMessage::CancelRequested {
+                        agent_id,
+                        run_ids: requested
+                            .map(|requested| requested.run_id())
+                            .into_iter()
+                            .collect(),
+                    },
+                    Err(error) => ServerMessage::Error {
+                        code: "store_unavailable".to_owned(),
+                        message: format!("the cancel could not be sent: {error}"),
+                        agent_id: Some(agent_id),
+                    },
+                }
             }
             ClientMessage::Ping { nonce } => ServerMessage::Pong { nonce },
         };
