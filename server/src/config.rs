@@ -41,6 +41,13 @@ pub struct Limits {
     pub run_events_max: u64,
     /// A tool result longer than this is cut (and says so).
     pub tool_result_chars_max: usize,
+    /// A WebSocket is pinged this often; browsers and client libraries answer by themselves.
+    pub ws_ping_interval_ms: u64,
+    /// A WebSocket from which nothing (not even a pong) came for this long is closed: a
+    /// half-open peer must not hold a connection slot forever.
+    pub ws_idle_timeout_ms: u64,
+    /// Open SSE streams (native and Letta) per server; past it a new stream answers 503.
+    pub sse_streams_max: usize,
 }
 
 impl Default for Limits {
@@ -55,6 +62,9 @@ impl Default for Limits {
             events_page_limit_max: crate::http::rest::EVENTS_PAGE_LIMIT_MAX,
             run_events_max: crate::agent::RUN_EVENTS_MAX_DEFAULT,
             tool_result_chars_max: crate::agent::TOOL_RESULT_CHARS_MAX,
+            ws_ping_interval_ms: crate::surfaces::native::ws::WS_PING_INTERVAL_MS,
+            ws_idle_timeout_ms: crate::surfaces::native::ws::WS_IDLE_TIMEOUT_MS,
+            sse_streams_max: crate::surfaces::SSE_STREAMS_MAX,
         }
     }
 }
@@ -104,6 +114,15 @@ impl Limits {
                 "AGENTSTREAM_TOOL_RESULT_CHARS_MAX",
                 defaults.tool_result_chars_max,
             )?,
+            ws_ping_interval_ms: positive(
+                "AGENTSTREAM_WS_PING_INTERVAL_MS",
+                defaults.ws_ping_interval_ms,
+            )?,
+            ws_idle_timeout_ms: positive(
+                "AGENTSTREAM_WS_IDLE_TIMEOUT_MS",
+                defaults.ws_idle_timeout_ms,
+            )?,
+            sse_streams_max: positive("AGENTSTREAM_SSE_STREAMS_MAX", defaults.sse_streams_max)?,
         })
     }
 }
@@ -217,6 +236,10 @@ Limits (each must be at least 1):
                                         without `limit` gets 100, or this if smaller
   AGENTSTREAM_RUN_EVENTS_MAX            events one run may write (default 100000)
   AGENTSTREAM_TOOL_RESULT_CHARS_MAX     tool result length (default 16384)
+  AGENTSTREAM_WS_PING_INTERVAL_MS       WebSocket ping interval (default 30000)
+  AGENTSTREAM_WS_IDLE_TIMEOUT_MS        a WebSocket silent this long, pongs included, is closed
+                                        (default 90000)
+  AGENTSTREAM_SSE_STREAMS_MAX           open SSE and Letta streams per server (default 1024)
 
 An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
 default, when the server has its settings (the scripted provider always).

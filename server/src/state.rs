@@ -30,6 +30,8 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     pub runs: Arc<Runs>,
     pub ws_connections: Arc<Semaphore>,
+    /// Open SSE streams (native and Letta): `limits.sse_streams_max` permits.
+    pub sse_streams: Arc<Semaphore>,
     /// Cancelled when the server shuts down, so long-lived sockets let go.
     pub shutdown: CancellationToken,
     /// How often a Letta stream that asked for pings gets one.
@@ -131,6 +133,7 @@ impl AppState {
             hub,
             runs,
             ws_connections: Arc::new(Semaphore::new(config.limits.ws_connections_max)),
+            sse_streams: Arc::new(Semaphore::new(config.limits.sse_streams_max)),
             shutdown,
             letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
             api_token: config.api_token.as_deref().map(Arc::from),
@@ -162,6 +165,8 @@ pub struct Feeds {
     pub hub: Arc<Hub>,
     pub shutdown: CancellationToken,
     pub limits: Arc<config::Limits>,
+    /// Slots for open SSE streams.
+    pub sse_streams: Arc<Semaphore>,
 }
 
 /// What `/readyz` looks at: the database, the writer and (PostgreSQL) the notice listener.
@@ -237,6 +242,7 @@ impl FromRef<AppState> for Feeds {
             hub: state.hub.clone(),
             shutdown: state.shutdown.clone(),
             limits: state.limits.clone(),
+            sse_streams: state.sse_streams.clone(),
         }
     }
 }

@@ -199,3 +199,104 @@ async fn a_one_frame_outbound_buffer_still_delivers_everything() {
     assert_contiguous(&events, 1);
     assert_eq!(events.len(), log.len());
 }
+
+/// SSE streams, native and Letta's, count against `sse_streams_max` like WebSockets do against
+/// theirs: past it a new stream is a 503 and starts nothing; a closed stream frees its slot.
+#[tokio::test]
+async fn sse_streams_are_bounded() {
+    let server = TestServer::start_with(|config| config.limits.sse_streams_max = 1).await;
+    let agent_id = server.create_agent().await;
+    let stream_url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
+    let first = server.http.get(&stream_url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+
+    let second = server.http.get(&stream_url).send().await.unwrap();
+    assert_eq!(second.status(), 503);
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
+    let letta = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/messages/stream")))
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(letta.status(), 503);
+    assert!(
+        server.all_events(agent_id).await.is_empty(),
+        "a refused Letta stream started nothing"
+    );
+
+    drop(first);
+    common::wait_until("the closed stream's slot to be free", || async {
+        let again = server.http.get(&stream_url).send().await.unwrap();
+        (again.status() == 200).then_some(())
+    })
+    .await;
+}
+
+/// A WebSocket is pinged; a peer that stopped reading (half-open, say) answers nothing and is
+/// closed after the idle timeout, while one that reads stays open.
+#[tokio::test]
+async fn a_websocket_that_answers_nothing_is_closed() {
+    let server = TestServer::start_with(|config| {
+        config.limits.ws_ping_interval_ms = 100;
+        config.limits.ws_idle_timeout_ms = 400;
+    })
+    .await;
+    // The silent peer: a bare TCP socket that opens the WebSocket and then reads nothing and
+    // answers nothing (a client library would answer pings by itself).
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut silent = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let handshake = format!(
+        "GET /v1/ws HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut silent, handshake.as_bytes())
+        .await
+        .unwrap();
+    let mut lively = server.connect().await;
+    // The lively client reads (and so answers pings) for a while.
+    let reading = tokio::time::timeout(std::time::Duration::from_millis(1_200), async {
+        while let Some(Ok(_)) = lively.stream.next().await {}
+    })
+    .await;
+    assert!(reading.is_err(), "the reading client was closed");
+    lively.send(&ClientMessage::Ping { nonce: None }).await;
+    assert_eq!(lively.receive().await, ServerMessage::Pong { nonce: None });
+
+    // The silent one got pings, then a close frame (1001), then the end of the connection.
+    let mut bytes = Vec::new();
+    tokio::time::timeout(
+        common::WAIT_MAX,
+        tokio::io::AsyncReadExt::read_to_end(&mut silent, &mut bytes),
+    )
+    .await
+    .expect("the silent socket was not closed")
+    .unwrap();
+    let start = bytes
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .expect("the upgrade was answered")
+        + 4;
+    assert!(
+        bytes.starts_with(b"HTTP/1.1 101"),
+        "{:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    // Server frames are unmasked and short here: [FIN|opcode, length, payload…].
+    let mut frames = Vec::new();
+    let mut at = start;
+    while at + 2 <= bytes.len() {
+        let (opcode, length) = (bytes[at] & 0x0f, (bytes[at + 1] & 0x7f) as usize);
+        frames.push((opcode, bytes[at + 2..at + 2 + length].to_vec()));
+        at += 2 + length;
+    }
+    let pings = frames.iter().filter(|(opcode, _)| *opcode == 0x9).count();
+    assert!(pings >= 2, "pinged before it was closed: {frames:?}");
+    let (opcode, payload) = frames.last().expect("frames");
+    assert_eq!(*opcode, 0x8, "the last frame closes: {frames:?}");
+    assert_eq!(u16::from_be_bytes([payload[0], payload[1]]), 1001);
+    let reason = String::from_utf8_lossy(&payload[2..]);
+    assert!(reason.contains("nothing received"), "{reason}");
+}

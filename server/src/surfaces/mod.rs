@@ -12,3 +12,22 @@
 
 pub mod letta;
 pub mod native;
+
+/// Open SSE streams (native and Letta) at most, by default (see `config::Limits`). Each holds a
+/// task, a queue and a log subscription like a WebSocket does; past this a new stream is
+/// refused with 503.
+pub const SSE_STREAMS_MAX: usize = 1024;
+
+/// A slot for one more open stream, or the 503 that says there is none.
+pub fn stream_slot(
+    streams: &std::sync::Arc<tokio::sync::Semaphore>,
+    streams_max: usize,
+) -> Result<tokio::sync::OwnedSemaphorePermit, crate::http::error::ApiError> {
+    streams.clone().try_acquire_owned().map_err(|_| {
+        crate::http::error::ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!("{streams_max} streams are open; try again shortly"),
+        )
+    })
+}

@@ -53,6 +53,9 @@ pub struct LettaState {
     pub ping_interval: Duration,
     /// Cancelled when the server shuts down: open streams end (their runs go on).
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Slots for open streams (shared with the native SSE stream), and how many there are.
+    pub sse_streams: Arc<tokio::sync::Semaphore>,
+    pub sse_streams_max: usize,
 }
 
 impl FromRef<AppState> for LettaState {
@@ -64,6 +67,8 @@ impl FromRef<AppState> for LettaState {
             starter: state.starter.clone(),
             ping_interval: state.letta_ping_interval,
             shutdown: state.shutdown.clone(),
+            sse_streams: state.sse_streams.clone(),
+            sse_streams_max: state.limits.sse_streams_max,
         }
     }
 }
@@ -97,6 +102,8 @@ pub async fn send_message(
     if request.streaming.unwrap_or(false) {
         return stream_run_request(state, agent_id, request).await;
     }
+    // Waiting for the run's end holds a connection like a stream does.
+    let _slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let attached = attach(&state, agent_id, &request).await?;
     // Dropped if the client goes away before the run ends: a foreground run is then cancelled.
     let mut guard = attached.guard;
@@ -147,6 +154,8 @@ async fn stream_run_request(
     agent_id: Uuid,
     request: LettaRequest,
 ) -> Result<Response, ApiError> {
+    // The stream's slot first: refused, nothing starts.
+    let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let attached = attach(&state, agent_id, &request).await?;
     let items = feed(
         state.clone(),
@@ -163,6 +172,7 @@ async fn stream_run_request(
         request.include_pings.unwrap_or(true),
         request.include_return_message_types,
         attached.guard,
+        slot,
     ))
 }
 
@@ -277,6 +287,7 @@ pub async fn resume_run(
         Some(false) => Cut::Steps,
         _ => Cut::Tokens,
     };
+    let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let items = feed(
         state.clone(),
         agent_id,
@@ -292,6 +303,7 @@ pub async fn resume_run(
         request.include_pings.unwrap_or(true),
         None,
         None,
+        slot,
     ))
 }
 

@@ -132,6 +132,8 @@ pub(super) struct Streaming {
     pub(super) finished: bool,
     pub(super) guard: Option<ForegroundGuard>,
     pub(super) shutdown: tokio_util::sync::CancellationToken,
+    /// The stream's slot, given back when the response is dropped.
+    pub(super) _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
@@ -143,6 +145,7 @@ pub(super) fn sse_response(
     include_pings: bool,
     types: Option<Vec<String>>,
     guard: Option<ForegroundGuard>,
+    slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
     let ping = include_pings.then(|| {
         let period = state.ping_interval;
@@ -158,6 +161,7 @@ pub(super) fn sse_response(
         finished: false,
         guard,
         shutdown: state.shutdown.clone(),
+        _slot: slot,
     };
     let events = stream::unfold(streaming, |mut streaming| async move {
         if streaming.finished {

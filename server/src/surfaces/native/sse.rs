@@ -49,6 +49,7 @@ pub async fn stream_events(
     let coalesce = query.coalesce_value()?;
     // Refuse what cannot be followed before the stream starts, with a proper status.
     head_for_cursor(feeds.store.as_ref(), agent_id, since).await?;
+    let slot = crate::surfaces::stream_slot(&feeds.sse_streams, feeds.limits.sse_streams_max)?;
 
     let (out, receiver) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
@@ -87,7 +88,12 @@ pub async fn stream_events(
         )
     })
     // At shutdown the response ends cleanly; EventSource reconnects with Last-Event-ID.
-    .take_until(feeds.shutdown.clone().cancelled_owned());
+    .take_until(feeds.shutdown.clone().cancelled_owned())
+    // The stream's slot is given back when the response is dropped.
+    .map(move |event| {
+        let _held = &slot;
+        event
+    });
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS))))
 }

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use app::protocol::{ClientMessage, ServerMessage};
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -40,6 +41,10 @@ pub const WS_READ_BUFFER_BYTES: usize = 4 * 1024;
 pub const WS_WRITE_BUFFER_BYTES: usize = 8 * 1024;
 /// Outgoing bytes one socket may hold when writes are failing; past it the socket errors.
 pub const WS_WRITE_BUFFER_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// How often a socket is pinged (by default; see `config::Limits`).
+pub const WS_PING_INTERVAL_MS: u64 = 30_000;
+/// A socket silent this long (by default), pongs included, is closed: three pings unanswered.
+pub const WS_IDLE_TIMEOUT_MS: u64 = 90_000;
 /// Subscriptions one connection may hold.
 pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 /// Frames queued for one socket. When full, the connection's subscriptions wait, lag at the hub,
@@ -100,7 +105,10 @@ pub async fn serve_socket<W, R>(
 {
     let (out, outbound) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     let (close_sender, close_frame) = oneshot::channel::<CloseFrame>();
-    let socket_writer = tokio::spawn(write_socket(sink, outbound, close_frame));
+    let ping_every = Duration::from_millis(feeds.limits.ws_ping_interval_ms);
+    let socket_writer = tokio::spawn(write_socket(sink, outbound, close_frame, ping_every));
+    let idle_max = Duration::from_millis(feeds.limits.ws_idle_timeout_ms);
+    let mut idle_deadline = tokio::time::Instant::now() + idle_max;
     let message_bytes_max = feeds.limits.ws_message_bytes_max;
     let mut close = None;
     let shutdown = feeds.shutdown.clone();
@@ -120,8 +128,17 @@ pub async fn serve_socket<W, R>(
                 });
                 break;
             }
+            _ = tokio::time::sleep_until(idle_deadline) => {
+                // Pinged, and nothing came back: the peer is gone without closing.
+                close = Some(CloseFrame {
+                    code: close_code::AWAY,
+                    reason: format!("nothing received for {} ms", idle_max.as_millis()).into(),
+                });
+                break;
+            }
             frame = stream.next() => frame,
         };
+        idle_deadline = tokio::time::Instant::now() + idle_max;
         let text = match frame {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
@@ -172,10 +189,25 @@ async fn write_socket<W>(
     mut sink: W,
     mut outbound: mpsc::Receiver<Outbound>,
     mut close_frame: oneshot::Receiver<CloseFrame>,
+    ping_every: Duration,
 ) where
     W: Sink<Message> + Unpin + Send + 'static,
 {
-    'writing: while let Some(message) = outbound.recv().await {
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    'writing: loop {
+        let message = tokio::select! {
+            message = outbound.recv() => match message {
+                Some(message) => message,
+                None => break 'writing,
+            },
+            _ = ping.tick() => {
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    break 'writing;
+                }
+                continue;
+            }
+        };
         let mut waiting = vec![message];
         while waiting.len() < subscription::OUTBOUND_DRAIN_MESSAGES_MAX {
             match outbound.try_recv() {
