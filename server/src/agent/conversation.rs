@@ -12,6 +12,11 @@ use crate::provider::{ConversationMessage, ToolCall};
 /// Tool results carried into the next turn at most; older ones are dropped first. Keeps a long
 /// tool-heavy conversation from growing the prompt without bound.
 pub const HISTORY_TOOL_RESULTS_MAX: usize = 100;
+/// Bytes of earlier conversation carried into the next turn at most; the oldest messages go
+/// first. Room for [`HISTORY_TOOL_RESULTS_MAX`] results of [`TOOL_RESULT_CHARS_MAX`] and the
+/// talk around them. The model's own context is the tighter limit in practice; this one keeps a
+/// conversation from growing each request (and this server's memory) without bound.
+pub const HISTORY_PROMPT_CHARS_MAX: usize = 2 * 1024 * 1024;
 
 /// The conversation so far, rebuilt from the folded log for the next LLM call.
 ///
@@ -64,6 +69,13 @@ pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessa
         }
     }
     keep_newest_results(&mut conversation, results_kept);
+    let dropped = keep_within_chars(&mut conversation, HISTORY_PROMPT_CHARS_MAX);
+    if dropped > 0 {
+        warnings.push(format!(
+            "{dropped} of the oldest messages were left out: the conversation is over \
+             {HISTORY_PROMPT_CHARS_MAX} characters"
+        ));
+    }
     (conversation, warnings)
 }
 
@@ -175,6 +187,40 @@ fn result_text(result: Option<&Value>) -> String {
     }
 }
 
+fn chars_of(message: &ConversationMessage) -> usize {
+    match message {
+        ConversationMessage::User { text } => text.len(),
+        ConversationMessage::Assistant { text, tool_calls } => {
+            text.len()
+                + tool_calls
+                    .iter()
+                    .map(|call| call.name.len() + call.input.to_string().len())
+                    .sum::<usize>()
+        }
+        ConversationMessage::ToolResult { content, .. } => content.len(),
+    }
+}
+
+/// Drops the oldest messages until the rest is at most `chars_max` (bytes of text, a close
+/// enough count); a result whose call was dropped goes with it. Returns how many were dropped.
+fn keep_within_chars(conversation: &mut Vec<ConversationMessage>, chars_max: usize) -> usize {
+    let mut total: usize = conversation.iter().map(chars_of).sum();
+    let mut dropped = 0;
+    while total > chars_max
+        || matches!(
+            conversation.first(),
+            Some(ConversationMessage::ToolResult { .. })
+        )
+    {
+        if conversation.is_empty() {
+            break;
+        }
+        total -= chars_of(&conversation.remove(0));
+        dropped += 1;
+    }
+    dropped
+}
+
 /// Keeps the newest [`HISTORY_TOOL_RESULTS_MAX`] results: the oldest steps' calls and results
 /// go together.
 fn keep_newest_results(conversation: &mut Vec<ConversationMessage>, mut results_kept: usize) {
@@ -201,6 +247,57 @@ fn keep_newest_results(conversation: &mut Vec<ConversationMessage>, mut results_
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_oldest_messages_go_first_when_the_conversation_is_too_long() {
+        let user = |text: &str| ConversationMessage::User { text: text.into() };
+        let call = |id: &str| ConversationMessage::Assistant {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: "t".into(),
+                input: serde_json::json!({}),
+            }],
+        };
+        let result = |id: &str, content: &str| ConversationMessage::ToolResult {
+            tool_call_id: id.into(),
+            content: content.into(),
+            is_error: false,
+        };
+        // (conversation, max, how many are left, how many were dropped)
+        let cases = vec![
+            (vec![user("aaaa"), user("bbbb")], 100, 2, 0),
+            (vec![user("aaaa"), user("bbbb")], 4, 1, 1),
+            (vec![user("aaaa"), user("bbbb")], 3, 0, 2),
+            // A result whose call was dropped goes too: the model never sees an orphan.
+            (
+                vec![call("c"), result("c", "xxxxxxxx"), user("q")],
+                10,
+                1,
+                2,
+            ),
+            (
+                vec![user("a"), call("c"), result("c", "r"), user("q")],
+                100,
+                4,
+                0,
+            ),
+        ];
+        for (mut conversation, max, left, dropped) in cases {
+            let before = conversation.clone();
+            assert_eq!(
+                keep_within_chars(&mut conversation, max),
+                dropped,
+                "{before:?}"
+            );
+            assert_eq!(conversation.len(), left, "{before:?}");
+            assert_eq!(
+                conversation[..],
+                before[before.len() - left..],
+                "the newest stay"
+            );
+        }
+    }
     use super::*;
     use app::AgentEvent;
     use serde_json::json;
