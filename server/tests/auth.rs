@@ -10,6 +10,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const TOKEN: &str = "s3cret-token";
 
+/// A client that shows redirects instead of following them.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
 async fn guarded() -> TestServer {
     TestServer::start_with(|config| config.api_token = Some(TOKEN.to_owned())).await
 }
@@ -17,10 +25,7 @@ async fn guarded() -> TestServer {
 #[tokio::test]
 async fn without_the_token_the_api_answers_401_and_changes_nothing() {
     let server = guarded().await;
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_redirects = no_redirects();
     for (method, path) in [
         ("GET", "/v1/agents"),
         ("POST", "/v1/agents"),
@@ -253,10 +258,7 @@ async fn without_a_token_only_known_hosts_are_served() {
 #[tokio::test]
 async fn a_form_posted_from_another_site_is_refused() {
     let server = TestServer::start().await;
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_redirects = no_redirects();
     let post = |headers: &[(&'static str, &'static str)]| {
         let mut request = no_redirects
             .post(server.url("/agents"))
@@ -291,10 +293,7 @@ async fn a_form_posted_from_another_site_is_refused() {
 #[tokio::test]
 async fn the_token_cookie_is_secure_behind_https() {
     let server = guarded().await;
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_redirects = no_redirects();
     for (proto, secure) in [(None, false), (Some("https"), true), (Some("http"), false)] {
         let mut request = no_redirects.get(server.url(&format!("/?token={TOKEN}")));
         if let Some(proto) = proto {

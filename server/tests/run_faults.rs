@@ -111,24 +111,30 @@ async fn run_to_its_end(setup: &Setup) -> (Uuid, Vec<AgentEvent>) {
     (agent.id, events)
 }
 
+/// The error a run that ended `run_failed` reported (its `error` event's content).
+fn failed_with(events: &[AgentEvent]) -> serde_json::Value {
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunFailed, "{events:#?}");
+    events
+        .iter()
+        .find(|event| event.kind == EventKind::Error)
+        .expect("an error event says why")
+        .content
+        .clone()
+}
+
 #[tokio::test]
 async fn a_run_whose_provider_panics_ends_failed_and_frees_its_agent() {
     let setup = setup(End::Panic).await;
     let (agent_id, events) = run_to_its_end(&setup).await;
-    let end = events.last().unwrap();
-    assert_eq!(end.kind, EventKind::RunFailed, "{events:#?}");
-    let error = events
-        .iter()
-        .find(|event| event.kind == EventKind::Error)
-        .expect("an error event says why");
-    assert_eq!(error.content["type"], "internal_error");
+    let error = failed_with(&events);
+    assert_eq!(error["type"], "internal_error");
     assert!(
-        error.content["message"]
+        error["message"]
             .as_str()
             .unwrap()
             .contains("the provider's parser hit a bug"),
-        "{}",
-        error.content
+        "{error}"
     );
     // The agent takes the next run.
     let agent = setup.store.get_agent(agent_id).await.unwrap().unwrap();
@@ -148,15 +154,6 @@ async fn a_run_whose_provider_panics_ends_failed_and_frees_its_agent() {
 async fn a_stream_that_ends_without_its_stop_is_a_failure_not_a_reply() {
     let setup = setup(End::Vanish).await;
     let (_, events) = run_to_its_end(&setup).await;
-    let end = events.last().unwrap();
-    assert_eq!(end.kind, EventKind::RunFailed, "{events:#?}");
-    let error = events
-        .iter()
-        .find(|event| event.kind == EventKind::Error)
-        .expect("an error event says why");
-    assert_eq!(
-        error.content["type"], "connection_error",
-        "{}",
-        error.content
-    );
+    let error = failed_with(&events);
+    assert_eq!(error["type"], "connection_error", "{error}");
 }
