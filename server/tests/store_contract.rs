@@ -212,6 +212,52 @@ async fn a_run_outline_is_its_start_usage_and_end(subject: &Subject) {
     );
 }
 
+/// A run whose start is in the log and whose end is not is unfinished (what recovery ends), and
+/// stops being so when its end commits. With PostgreSQL only while no server holds its slot.
+async fn a_started_run_is_unfinished_until_its_end(subject: &Subject) {
+    let store = subject.store.as_ref();
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let run_id = Uuid::new_v4();
+    let draft = |kind| {
+        let mut draft = EventDraft::new(kind);
+        draft.run_id = Some(run_id);
+        draft
+    };
+    let unfinished = || async {
+        store
+            .unfinished_runs()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|event| event.run_id == Some(run_id))
+            .count()
+    };
+    if let Some(cluster) = &subject.cluster {
+        cluster.claim_agent_run(agent.id, run_id).await.unwrap();
+    }
+    store
+        .append(&[batch(agent.id, vec![draft(EventKind::RunStarted)])])
+        .await
+        .unwrap();
+    if let Some(cluster) = &subject.cluster {
+        assert_eq!(
+            unfinished().await,
+            0,
+            "a run its server holds is not recovery's"
+        );
+        cluster.release_agent_run(agent.id, run_id).await.unwrap();
+    }
+    assert_eq!(unfinished().await, 1, "started, not ended");
+    if let Some(cluster) = &subject.cluster {
+        cluster.claim_agent_run(agent.id, run_id).await.unwrap();
+    }
+    store
+        .append(&[batch(agent.id, vec![draft(EventKind::RunFailed)])])
+        .await
+        .unwrap();
+    assert_eq!(unfinished().await, 0, "ended");
+}
+
 async fn run_cases(subject: Subject) {
     agents_round_trip(&subject).await;
     appends_are_gapless_per_agent_and_read_back_equal(&subject).await;
@@ -220,6 +266,7 @@ async fn run_cases(subject: Subject) {
     deleting_an_agent_deletes_its_log(&subject).await;
     run_keys_hold_one_run_per_key(&subject).await;
     a_run_outline_is_its_start_usage_and_end(&subject).await;
+    a_started_run_is_unfinished_until_its_end(&subject).await;
 }
 
 #[tokio::test]

@@ -33,6 +33,11 @@ const SQLITE: &[Source] = &[
         "run outline index",
         include_str!("../../migrations/0004_run_outline_index.sql"),
     ),
+    (
+        5,
+        "open runs",
+        include_str!("../../migrations/0005_open_runs.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -45,6 +50,11 @@ const POSTGRES: &[Source] = &[
         2,
         "run outline index",
         include_str!("../../migrations_postgres/0002_run_outline_index.sql"),
+    ),
+    (
+        3,
+        "open runs",
+        include_str!("../../migrations_postgres/0003_open_runs.sql"),
     ),
 ];
 

@@ -193,8 +193,6 @@ impl Default for ClusterOptions {
 /// partial index's condition by comparing expressions) and scans the log.
 pub const RUN_OUTLINE_KINDS: &str =
     "('run_started', 'usage', 'run_completed', 'run_failed', 'run_cancelled')";
-/// The kinds that end a run, as SQL.
-pub const RUN_END_KINDS: &str = "('run_completed', 'run_failed', 'run_cancelled')";
 
 /// See [`ClusterOptions::run_lease_ms`].
 pub const RUN_LEASE_MS_DEFAULT: u64 = 10_000;

@@ -18,8 +18,7 @@ use rusqlite::types::Value as SqlValue;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
-    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, RUN_END_KINDS,
-    RUN_OUTLINE_KINDS,
+    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, RUN_OUTLINE_KINDS,
 };
 
 mod appender;
@@ -100,17 +99,13 @@ fn run_outline_sql() -> String {
     )
 }
 
-/// `run_started` events whose run never ended: the partial index of `run_started` rows, then
-/// the outline index per run. `INDEXED BY`: left to itself, SQLite walks the whole log in
-/// `(agent_id, seq)` order to spare itself sorting the few rows found.
+/// `run_started` events whose run never ended: the open-runs table (kept by each append), then
+/// each start by its `(agent_id, seq)` key. Its cost is the runs open now, not all runs ever.
 fn unfinished_runs_sql() -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
-         INDEXED BY agent_events_run_started \
-         WHERE started.kind = 'run_started' AND NOT EXISTS ( \
-             SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
-             AND ended.kind IN {RUN_OUTLINE_KINDS} AND ended.kind IN {RUN_END_KINDS}) \
-         ORDER BY started.agent_id, started.seq"
+        "SELECT {EVENT_COLUMNS} FROM agent_events \
+         WHERE (agent_id, seq) IN (SELECT agent_id, started_seq FROM open_runs) \
+         ORDER BY agent_id, seq"
     )
 }
 
@@ -373,9 +368,10 @@ mod tests {
     }
 
     /// Token deltas carry no run index (it cost each commit a page per agent); the run look-ups
-    /// must still find their rows through the partial outline index, not by scanning the log.
+    /// must still find their rows through the partial outline index, not by scanning the log,
+    /// and recovery reads the open runs, not every run that ever started.
     #[tokio::test]
-    async fn run_look_ups_use_the_outline_index() {
+    async fn run_look_ups_use_the_outline_index_and_the_open_runs() {
         let (_directory, store) = open_temporary().await;
         let outline = plan_of(&store, &run_outline_sql()).await;
         assert!(
@@ -383,14 +379,10 @@ mod tests {
             "{outline}"
         );
         let unfinished = plan_of(&store, &unfinished_runs_sql()).await;
+        assert!(unfinished.contains("open_runs"), "{unfinished}");
         assert!(
-            unfinished.contains("USING INDEX agent_events_run_outline"),
-            "{unfinished}"
+            !unfinished.contains("SCAN agent_events"),
+            "recovery must not walk the log: {unfinished}"
         );
-        assert!(
-            unfinished.contains("USING INDEX agent_events_run_started"),
-            "{unfinished}"
-        );
-        assert!(!unfinished.contains("SCAN ended"), "{unfinished}");
     }
 }

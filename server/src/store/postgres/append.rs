@@ -2,7 +2,7 @@
 //! are this process's, inserts the whole group as column arrays and notifies the other
 //! processes at commit.
 
-use app::{AgentEvent, DeltaAction};
+use app::{AgentEvent, DeltaAction, EventKind};
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 use uuid::Uuid;
@@ -87,6 +87,14 @@ impl Columns {
     }
 }
 
+/// The runs a group starts, as column arrays for `open_runs`.
+#[derive(Default)]
+struct OpenedRuns {
+    run_id: Vec<Uuid>,
+    agent_id: Vec<Uuid>,
+    seq: Vec<i64>,
+}
+
 type Transaction<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 
 impl PgStore {
@@ -104,6 +112,7 @@ impl PgStore {
         let mut committed = Vec::with_capacity(batches.len());
         let mut columns = Columns::default();
         let mut ended_runs: Vec<Uuid> = Vec::new();
+        let mut started = OpenedRuns::default();
         for batch in batches {
             let events: Vec<AgentEvent> = batch
                 .drafts
@@ -121,10 +130,27 @@ impl PgStore {
                 if event.kind.is_run_end() {
                     ended_runs.extend(event.run_id);
                 }
+                if let (EventKind::RunStarted, Some(run_id)) = (event.kind, event.run_id) {
+                    started.run_id.push(run_id);
+                    started.agent_id.push(event.agent_id);
+                    started.seq.push(event.seq as i64);
+                }
             }
             committed.push(events);
         }
         columns.insert(&mut transaction).await?;
+        if !started.run_id.is_empty() {
+            sqlx::query(
+                "INSERT INTO open_runs (run_id, agent_id, started_seq) \
+                 SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[]) \
+                 ON CONFLICT (run_id) DO NOTHING",
+            )
+            .bind(&started.run_id)
+            .bind(&started.agent_id)
+            .bind(&started.seq)
+            .execute(&mut *transaction)
+            .await?;
+        }
 
         // One notice per agent (delivered at commit), and the ended runs free their slots.
         let notices: Vec<String> = totals
@@ -135,7 +161,8 @@ impl PgStore {
             })
             .collect();
         sqlx::query(
-            "WITH ended AS (DELETE FROM active_runs WHERE run_id = ANY($1)) \
+            "WITH ended AS (DELETE FROM active_runs WHERE run_id = ANY($1)), \
+                 closed AS (DELETE FROM open_runs WHERE run_id = ANY($1)) \
              SELECT pg_notify($2, notice) FROM UNNEST($3::text[]) AS notice",
         )
         .bind(&ended_runs)

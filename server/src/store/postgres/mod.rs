@@ -30,7 +30,7 @@ use super::rows::{
 };
 use super::{
     Agents, AppendBatch, ClusterOptions, EventJson, EventLog, NewAgent, RunKeys, StoreError,
-    RUN_END_KINDS, RUN_OUTLINE_KINDS,
+    RUN_OUTLINE_KINDS,
 };
 
 mod append;
@@ -278,16 +278,14 @@ impl EventLog for PgStore {
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        // Runs that started and never ended, and that no live process executes: their row is
-        // gone or its lease ran out.
+        // Runs that started and never ended (the open-runs table, kept by each append), and
+        // that no live process executes: their slot is gone or its lease ran out.
         let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events AS started \
-             WHERE started.kind = 'run_started' AND NOT EXISTS ( \
-                 SELECT 1 FROM agent_events AS ended WHERE ended.run_id = started.run_id \
-                 AND ended.kind IN {RUN_OUTLINE_KINDS} AND ended.kind IN {RUN_END_KINDS}) \
-             AND NOT EXISTS (SELECT 1 FROM active_runs AS active \
-                 WHERE active.run_id = started.run_id AND active.lease_until >= now()) \
-             ORDER BY started.agent_id, started.seq"
+            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE (agent_id, seq) IN ( \
+                 SELECT open.agent_id, open.started_seq FROM open_runs AS open \
+                 WHERE NOT EXISTS (SELECT 1 FROM active_runs AS active \
+                     WHERE active.run_id = open.run_id AND active.lease_until >= now())) \
+             ORDER BY agent_id, seq"
         ))
         .fetch_all(&self.pool)
         .await?;

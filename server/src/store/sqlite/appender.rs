@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::{AgentEvent, DeltaAction};
+use app::{AgentEvent, DeltaAction, EventKind};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -243,6 +243,16 @@ fn append(
                  created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             )
             .map_err(sqlite_error)?;
+        // The open-runs table follows the log in the same transaction (see `unfinished_runs`).
+        let mut open = transaction
+            .prepare_cached(
+                "INSERT INTO open_runs (run_id, agent_id, started_seq) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (run_id) DO NOTHING",
+            )
+            .map_err(sqlite_error)?;
+        let mut close = transaction
+            .prepare_cached("DELETE FROM open_runs WHERE run_id = ?1")
+            .map_err(sqlite_error)?;
         for batch in batches {
             let agent_id = batch.agent_id;
             let agent_text = agent_id.to_string();
@@ -268,6 +278,18 @@ fn append(
                         event.created_at.to_rfc3339(),
                     ])
                     .map_err(sqlite_error)?;
+                match (event.kind, event.run_id) {
+                    (EventKind::RunStarted, Some(run_id)) => {
+                        open.execute(params![run_id.to_string(), agent_text, event.seq as i64])
+                            .map_err(sqlite_error)?;
+                    }
+                    (kind, Some(run_id)) if kind.is_run_end() => {
+                        close
+                            .execute(params![run_id.to_string()])
+                            .map_err(sqlite_error)?;
+                    }
+                    _ => {}
+                }
                 events.push(event);
             }
             committed.push(events);
