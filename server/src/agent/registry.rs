@@ -122,15 +122,16 @@ impl Providers {
                 StartRunError::UnknownProvider(name.to_owned(), names.join(", "))
             })?,
         };
-        if chosen.is_none() && provider.name() == "scripted" {
-            if let Some(model) = model.filter(|model| provider_of_handle(model) != Some("scripted"))
+        let scripted_own =
+            |model: &str| model == "scripted" || provider_of_handle(model) == Some("scripted");
+        match model {
+            Some(model)
+                if chosen.is_none() && provider.name() == "scripted" && !scripted_own(model) =>
             {
-                if model != "scripted" {
-                    return Err(StartRunError::ModelNotServed(model.to_owned()));
-                }
+                Err(StartRunError::ModelNotServed(model.to_owned()))
             }
+            _ => Ok(provider),
         }
-        Ok(provider)
     }
 }
 

@@ -232,9 +232,17 @@ async fn run(
         }
         // Requests with no events are barriers: answered once everything queued before them
         // has committed (or been refused), which is now, after this group.
-        let (barriers, requests): (Vec<_>, Vec<_>) = requests
-            .into_iter()
-            .partition(|request| request.batch.drafts.is_empty());
+        // (Rare: only a group that holds one is taken apart.)
+        let (barriers, requests): (Vec<_>, Vec<_>) = if requests
+            .iter()
+            .any(|request| request.batch.drafts.is_empty())
+        {
+            requests
+                .into_iter()
+                .partition(|request| request.batch.drafts.is_empty())
+        } else {
+            (Vec::new(), requests)
+        };
         if !requests.is_empty() {
             commit(&store, &hub, requests, &mut refused, retries_max).await;
         }
