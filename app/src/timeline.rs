@@ -102,6 +102,10 @@ pub struct RunSummary {
 pub struct Timeline {
     /// Every seq up to this one has been applied.
     last_seq: u64,
+    /// Seqs `1..=omitted_through` were left out on purpose: the fold started later in a long
+    /// log ([`Timeline::starting_after`]). 0 for a fold from the start.
+    #[serde(default)]
+    omitted_through: u64,
     /// Events with a first seq > last_seq + 1, waiting for the gaps before them, keyed by that
     /// first seq (a merged event's `coalesced_from`, otherwise its seq).
     #[serde(skip)]
@@ -120,6 +124,21 @@ pub struct Timeline {
 impl Timeline {
     pub fn new() -> Timeline {
         Timeline::default()
+    }
+
+    /// A timeline that leaves out seqs `1..=seq`: the fold of a long log's tail, which starts
+    /// at a run's first event so every message it holds is whole.
+    pub fn starting_after(seq: u64) -> Timeline {
+        Timeline {
+            last_seq: seq,
+            omitted_through: seq,
+            ..Timeline::default()
+        }
+    }
+
+    /// The seqs left out at the start (`1..=omitted_through`); 0 when none were.
+    pub fn omitted_through(&self) -> u64 {
+        self.omitted_through
     }
 
     /// The cursor to resume from: every event up to it has been applied.

@@ -19,8 +19,18 @@ pub(super) fn TimelineView(timeline: ReadSignal<Timeline>) -> impl IntoView {
                 .collect::<Vec<_>>()
         })
     };
+    // A long log's history is folded from a recent run (`Timeline::starting_after`).
+    let omitted = move || match timeline.with(Timeline::omitted_through) {
+        0 => None,
+        through => Some(view! {
+            <p class="omitted muted">
+                {format!("Events 1–{through} (the earlier runs) are not shown here; the events API pages through all of them.")}
+            </p>
+        }),
+    };
     view! {
         <div class="timeline">
+            {omitted}
             <For each=block_ids key=|block_id| *block_id let:block_id>
                 <BlockView timeline block_id/>
             </For>

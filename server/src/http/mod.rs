@@ -11,6 +11,7 @@ pub mod forms;
 pub mod pages;
 pub mod params;
 pub mod rest;
+pub mod stats;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +59,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/runs", post(rest::create_run))
         .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
         .route("/runs/{run_id}", get(rest::get_run))
+        .route("/stats", get(stats::stats))
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())
