@@ -1,0 +1,378 @@
+//! The soak benchmark: minutes of mixed load on the release server binary, in its own process,
+//! over real sockets. Per agent slot, generations of a few minutes: an agent is created, a
+//! runner starts runs on it one after another (some with tool calls, some cancelled), and
+//! subscribers over WebSocket and SSE join, lag, disconnect and resume; at the generation's end
+//! every subscriber catches up and its record is checked against the log, and the agent is
+//! deleted (conversations end; memory must come back). Beside it, a stream of bad input.
+//!
+//! Every minute it prints the server's resident memory, open fds, threads, live tasks, sockets,
+//! events/s and delivery p50/p99; at the end, whether memory, fds and tasks stayed within 10 %
+//! of their value after warm-up, and the records' verdict (0 lost, 0 duplicated). Exits 1 when
+//! anything failed.
+//!
+//! `cargo run --release -p server --example soak -- --minutes 30` (builds the server binary
+//! first). Options: `--agents N` (6), `--subscribers N` per agent (6, one of them SSE),
+//! `--generation-minutes N` (3), `--database URL` (a temporary SQLite file by default).
+
+mod check;
+mod load;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::protocol::EventsPage;
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use check::{drift_percent, quantile, Verdict};
+use load::{Metrics, Random, Transport};
+
+/// Minutes that count as warm-up: the flatness check starts after them.
+const WARM_UP_MINUTES: usize = 2;
+/// A series may stray this far from its value after warm-up and still count as flat.
+const FLAT_PERCENT_MAX: f64 = 10.0;
+
+struct Args {
+    minutes: u64,
+    agents: usize,
+    subscribers: usize,
+    generation_minutes: u64,
+    database: Option<String>,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut args = Args {
+            minutes: 30,
+            agents: 6,
+            subscribers: 6,
+            generation_minutes: 3,
+            database: None,
+        };
+        let mut words = std::env::args().skip(1);
+        while let Some(word) = words.next() {
+            let mut value = || words.next().unwrap_or_else(|| usage(&format!("{word} needs a value")));
+            let number = |text: String| text.parse().unwrap_or_else(|_| usage(&format!("{text:?} is not a number")));
+            match word.as_str() {
+                "--minutes" => args.minutes = number(value()),
+                "--agents" => args.agents = number(value()) as usize,
+                "--subscribers" => args.subscribers = number(value()) as usize,
+                "--generation-minutes" => args.generation_minutes = number(value()),
+                "--database" => args.database = Some(value()),
+                other => usage(&format!("unknown option {other:?}")),
+            }
+        }
+        if args.minutes == 0 || args.agents == 0 || args.subscribers == 0 || args.generation_minutes == 0 {
+            usage("every count must be at least 1");
+        }
+        args
+    }
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("soak: {problem}\nusage: soak [--minutes N] [--agents N] [--subscribers N] [--generation-minutes N] [--database URL]");
+    std::process::exit(2)
+}
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let passed = runtime.block_on(soak(args));
+    std::process::exit(if passed { 0 } else { 1 });
+}
+
+/// The release server binary in its own process.
+struct Server {
+    base: String,
+    pid: u32,
+    _child: tokio::process::Child,
+    log: std::path::PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start(database: Option<&str>) -> Server {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        eprintln!("soak: building the release server binary…");
+        let built = std::process::Command::new(cargo)
+            .args(["build", "--release", "-p", "server", "--bin", "server"])
+            .current_dir(root)
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "the server binary did not build");
+        let binary = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("server");
+        let directory = tempfile::tempdir().unwrap();
+        let database = database.map(str::to_owned).unwrap_or_else(|| {
+            format!("sqlite://{}", directory.path().join("soak.db").display())
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = directory.path().join("server.log");
+        let child = tokio::process::Command::new(&binary)
+            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+            .env("DATABASE_URL", database)
+            .env("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "2")
+            .env("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "200")
+            // Small live buffers, so stalled readers fall behind the live stream and take the
+            // catch-up path (`lagged`) many times a minute.
+            .env("AGENTSTREAM_HUB_ROOM_BATCHES_MAX", "64")
+            .env("AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX", "8")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the server binary starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while reqwest::get(format!("{base}/healthz")).await.is_err() {
+            assert!(Instant::now() < deadline, "the server did not answer within 30 s; see {}", log.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pid = child.id().unwrap();
+        Server { base, pid, _child: child, log, _directory: directory }
+    }
+}
+
+async fn soak(args: Args) -> bool {
+    let server = Server::start(args.database.as_deref()).await;
+    let metrics = Arc::new(Metrics::default());
+    let stop = CancellationToken::new();
+    let mut slots = JoinSet::new();
+    for slot in 0..args.agents {
+        slots.spawn(agent_slot(server.base.clone(), slot, args.subscribers, args.generation_minutes, metrics.clone(), stop.clone()));
+    }
+    let bad = tokio::spawn(load::bad_input(server.base.clone(), metrics.clone(), stop.clone()));
+
+    println!("minute  rss_MiB  fds  threads  tasks  sockets  runs/min  events/s  delivered/s  p50_ms  p99_ms  lagged  sessions  bad_refused  failures");
+    let mut series = Series::default();
+    let mut delivered_before = 0;
+    let mut appended_before = appended_total(&server.base, &metrics).await;
+    for minute in 1..=args.minutes {
+        let runs_before = metrics.runs_ended.load(Relaxed);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let sample = sample(&server).await;
+        let delivered = metrics.delivered.load(Relaxed);
+        let appended = appended_total(&server.base, &metrics).await.max(appended_before);
+        let mut latencies = std::mem::take(&mut *metrics.latencies_ms.lock().unwrap());
+        let (p50, p99) = (quantile(&mut latencies, 0.5), quantile(&mut latencies, 0.99));
+        println!(
+            "{minute:>6}  {:>7.1}  {:>3}  {:>7}  {:>5}  {:>7}  {:>8}  {:>8.0}  {:>11.0}  {:>6.1}  {:>6.1}  {:>6}  {:>8}  {:>11}  {:>8}",
+            sample.rss_mib, sample.fds, sample.threads, sample.tasks, sample.sockets,
+            metrics.runs_ended.load(Relaxed) - runs_before,
+            (appended - appended_before) as f64 / 60.0,
+            (delivered - delivered_before) as f64 / 60.0,
+            p50, p99,
+            metrics.lagged_notices.load(Relaxed), metrics.sessions.load(Relaxed),
+            metrics.bad_inputs_refused.load(Relaxed), metrics.failures.load(Relaxed),
+        );
+        series.push(&sample, p99);
+        delivered_before = delivered;
+        appended_before = appended;
+    }
+    stop.cancel();
+    let mut verdict = Verdict::default();
+    let mut checked = 0;
+    while let Some(done) = slots.join_next().await {
+        let (slot_verdict, slot_checked) = done.expect("an agent slot panicked");
+        verdict.add(slot_verdict);
+        checked += slot_checked;
+    }
+    let _ = bad.await;
+    report(&args, &metrics, &series, verdict, checked, &server)
+}
+
+/// One agent slot: generations until `stop`. Returns the records' verdict and how many
+/// records were checked.
+async fn agent_slot(
+    base: String,
+    slot: usize,
+    subscribers: usize,
+    generation_minutes: u64,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) -> (Verdict, u64) {
+    let http = reqwest::Client::new();
+    let mut verdict = Verdict::default();
+    let mut checked = 0;
+    let mut generation = 0u64;
+    while !stop.is_cancelled() {
+        generation += 1;
+        let seed = (slot as u64) << 32 | generation;
+        let agent: Value = http.post(format!("{base}/v1/agents")).json(&json!({ "name": format!("soak {slot}.{generation}") }))
+            .send().await.unwrap().json().await.unwrap();
+        let agent_id = Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap();
+        metrics.live_agents.lock().unwrap().push(agent_id);
+        let ending = stop.child_token();
+        let (head_sender, head) = tokio::sync::watch::channel(None);
+        let mut readers = JoinSet::new();
+        for index in 0..subscribers {
+            let transport = if index == 0 { Transport::Sse } else { Transport::WebSocket };
+            readers.spawn(load::subscriber(base.clone(), agent_id, transport, metrics.clone(), ending.clone(), head.clone(), Random::new(seed * 64 + index as u64)));
+        }
+        let runner = tokio::spawn(load::runner(base.clone(), agent_id, metrics.clone(), ending.clone(), Random::new(seed)));
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(60 * generation_minutes)) => ending.cancel(),
+            _ = ending.cancelled() => {}
+        }
+        // The runner lets its last run end; then the log's head is final.
+        let _ = runner.await;
+        let log = read_log(&http, &base, agent_id).await;
+        {
+            let mut live = metrics.live_agents.lock().unwrap();
+            live.retain(|live| *live != agent_id);
+            metrics.retired_events.fetch_add(log.len() as u64, Relaxed);
+        }
+        let _ = head_sender.send(Some(log.len() as u64));
+        while let Some(record) = readers.join_next().await {
+            let record_verdict = record.expect("a subscriber panicked").compare(&log);
+            if !record_verdict.clean() {
+                metrics.fail(format!("agent {agent_id}: {record_verdict:?}"));
+            }
+            verdict.add(record_verdict);
+            checked += 1;
+        }
+        let deleted = http.delete(format!("{base}/v1/agents/{agent_id}")).send().await;
+        if !deleted.is_ok_and(|response| response.status().is_success()) {
+            metrics.fail(format!("agent {agent_id} could not be deleted"));
+        }
+    }
+    (verdict, checked)
+}
+
+/// The ids of the agent's whole log, in seq order, paged over REST.
+async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    loop {
+        let page: EventsPage = http
+            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", ids.len()))
+            .send().await.unwrap().json().await.unwrap();
+        for event in &page.events {
+            assert_eq!(event.seq, ids.len() as u64 + 1, "the log has no holes");
+            ids.push(event.id);
+        }
+        if !page.has_more {
+            return ids;
+        }
+    }
+}
+
+/// Events appended so far: the retired agents' logs plus the live agents' heads.
+async fn appended_total(base: &str, metrics: &Metrics) -> u64 {
+    let (retired, live) = {
+        let live = metrics.live_agents.lock().unwrap();
+        (metrics.retired_events.load(Relaxed), live.clone())
+    };
+    let http = reqwest::Client::new();
+    let mut total = retired;
+    for agent_id in live {
+        let page = http.get(format!("{base}/v1/agents/{agent_id}/events?limit=1")).send().await;
+        if let Ok(response) = page {
+            if let Ok(page) = response.json::<EventsPage>().await {
+                total += page.head_seq;
+            }
+        }
+    }
+    total
+}
+
+/// One minute's look at the server process.
+struct Sample {
+    rss_mib: f64,
+    fds: usize,
+    threads: usize,
+    tasks: usize,
+    sockets: usize,
+}
+
+async fn sample(server: &Server) -> Sample {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid)).unwrap_or_default();
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find(|line| line.starts_with(name))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", server.pid)).map_or(0, Iterator::count);
+    let stats: Value = match reqwest::get(format!("{}/v1/stats", server.base)).await {
+        Ok(response) => response.json().await.unwrap_or_default(),
+        Err(_) => Value::Null,
+    };
+    let count = |name: &str| stats[name].as_u64().unwrap_or(0) as usize;
+    Sample {
+        rss_mib: field("VmRSS:") / 1024.0,
+        fds,
+        threads: field("Threads:") as usize,
+        tasks: count("tasks_alive"),
+        sockets: count("websockets_open") + count("sse_streams_open"),
+    }
+}
+
+/// The per-minute figures the flatness check reads.
+#[derive(Default)]
+struct Series {
+    rss_mib: Vec<f64>,
+    fds: Vec<f64>,
+    tasks: Vec<f64>,
+    p99_ms: Vec<f64>,
+}
+
+impl Series {
+    fn push(&mut self, sample: &Sample, p99_ms: f64) {
+        self.rss_mib.push(sample.rss_mib);
+        self.fds.push(sample.fds as f64);
+        self.tasks.push(sample.tasks as f64);
+        self.p99_ms.push(p99_ms);
+    }
+}
+
+/// Prints the verdict; true when everything held.
+fn report(args: &Args, metrics: &Metrics, series: &Series, verdict: Verdict, checked: u64, server: &Server) -> bool {
+    println!();
+    println!(
+        "soak: {} min, {} agent slots × {} subscribers, generations of {} min: {} runs ended ({} with tools, {} cancels), {} subscriber connections, {} bad inputs refused",
+        args.minutes, args.agents, args.subscribers, args.generation_minutes,
+        metrics.runs_ended.load(Relaxed), metrics.tool_runs.load(Relaxed), metrics.cancels.load(Relaxed),
+        metrics.sessions.load(Relaxed), metrics.bad_inputs_refused.load(Relaxed),
+    );
+    println!(
+        "records: {checked} checked against the log: {} lost, {} duplicated, {} skipped, {} wrong",
+        verdict.lost, verdict.duplicated, verdict.skipped, verdict.wrong
+    );
+    let mut flat = true;
+    for (name, values) in [("rss", &series.rss_mib), ("fds", &series.fds), ("tasks", &series.tasks)] {
+        match drift_percent(values, WARM_UP_MINUTES) {
+            Some(drift) => {
+                let holds = drift <= FLAT_PERCENT_MAX;
+                flat &= holds;
+                println!("{name}: within {drift:.1} % of minute {} after warm-up ({})", WARM_UP_MINUTES + 1, if holds { "flat" } else { "NOT FLAT" });
+            }
+            None => println!("{name}: too few minutes after the {WARM_UP_MINUTES}-minute warm-up to judge"),
+        }
+    }
+    let mut p99 = series.p99_ms.clone();
+    println!(
+        "p99 delivery per minute: min {:.1} ms, median {:.1} ms, max {:.1} ms",
+        quantile(&mut p99, 0.0), quantile(&mut p99, 0.5), quantile(&mut p99, 1.0)
+    );
+    let failures = metrics.failures.load(Relaxed);
+    for failure in metrics.failures_kept() {
+        println!("failure: {failure}");
+    }
+    let passed = verdict.clean() && checked > 0 && failures == 0 && flat;
+    println!("soak: {}", if passed { "PASSED" } else { "FAILED" });
+    if !passed {
+        // The temporary directory goes with the process: the log is copied out for a look.
+        let kept = std::env::temp_dir().join("agentstream-soak-server.log");
+        if std::fs::copy(&server.log, &kept).is_ok() {
+            println!("the server's log: {}", kept.display());
+        }
+    }
+    passed
+}
