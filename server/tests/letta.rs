@@ -731,3 +731,36 @@ async fn a_model_handle_picks_its_provider_or_is_refused() {
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("OPENAI_API_KEY"), "{message}");
 }
+
+/// The message list of a log longer than 200 000 events answers a page: it used to read the
+/// whole log into memory and refuse past that (413); now it holds only the page it builds.
+#[tokio::test]
+async fn the_message_list_of_a_long_log_answers_a_page() {
+    // Two runs of the scripted provider's longest reply.
+    const REPLY_TOKENS: u32 = 100_000;
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = REPLY_TOKENS;
+        config.scripted.token_delay_ms = 0;
+        config.limits.run_events_max = 2 * REPLY_TOKENS as u64;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let mut events = Vec::new();
+    for turn in ["a very long answer", "another one"] {
+        let run_id = server.start_run(agent_id, turn).await;
+        events = server.wait_for_run_end(agent_id, run_id).await;
+    }
+    assert!(events.len() > 2 * REPLY_TOKENS as usize, "{}", events.len());
+    let url = server.url(&format!("/v1/agents/{agent_id}/messages?limit=1"));
+    let response = server.http.get(url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let page: Vec<Value> = response.json().await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0]["message_type"], "assistant_message");
+    let words = page[0]["content"].as_str().unwrap().split_whitespace().count();
+    assert!(words >= REPLY_TOKENS as usize - 10, "{words} words");
+
+    let oldest = server.url(&format!("/v1/agents/{agent_id}/messages?order=asc&limit=1"));
+    let page: Vec<Value> = server.http.get(oldest).send().await.unwrap().json().await.unwrap();
+    assert_eq!(page[0]["message_type"], "user_message");
+}

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod error;
 pub mod forms;
+pub mod pager;
 pub mod pages;
 pub mod params;
 pub mod rest;

@@ -1,6 +1,7 @@
 //! Reading requests: path ids, query parameters, optional JSON bodies, cursors — each bad value
 //! answered with a sentence that names it.
 
+use super::pager::Pager;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -87,6 +88,33 @@ pub struct ListQuery {
 }
 
 impl ListQuery {
+    #[cfg(test)]
+    pub(crate) fn new(
+        after: Option<String>,
+        before: Option<String>,
+        limit: usize,
+        descending: bool,
+    ) -> ListQuery {
+        ListQuery {
+            limit: Some(limit.to_string()),
+            after,
+            before,
+            order: Some(if descending { "desc" } else { "asc" }.to_owned()),
+        }
+    }
+
+    /// A [`Pager`] for this query: the same page as [`ListQuery::page`], picked as the items
+    /// come oldest first, holding at most `limit` of them.
+    pub fn pager<T>(&self, default: u32, max: u32) -> Result<Pager<T>, ApiError> {
+        let limit = page_limit(self.limit.as_deref(), default, max)? as usize;
+        Ok(Pager::new(
+            self.after.clone(),
+            self.before.clone(),
+            limit,
+            self.descending()?,
+        ))
+    }
+
     /// True for newest first: Letta's default.
     pub fn descending(&self) -> Result<bool, ApiError> {
         match self.order.as_deref() {

@@ -22,7 +22,7 @@ use streaming::{feed, sse_response, wanted, ForegroundGuard};
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::{AgentEvent, EventKind};
+use app::EventKind;
 use axum::extract::FromRef;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -85,9 +85,6 @@ pub const RUN_ATTACH_WAIT_MS_MAX: u64 = 5_000;
 pub const MESSAGES_PAGE_LIMIT_DEFAULT: u32 = 100;
 /// Letta messages per page at most.
 pub const MESSAGES_PAGE_LIMIT_MAX: u32 = 1000;
-/// Events of one agent's log the message list folds at most; a longer log answers 413 (use the
-/// native paged `GET /v1/agents/{id}/events`).
-pub const MESSAGES_LOG_EVENTS_MAX: usize = 200_000;
 /// The otid is the idempotency key of a send (prefixed, to keep it apart from the native key).
 const OTID_KEY_PREFIX: &str = "otid:";
 
@@ -308,57 +305,53 @@ pub async fn resume_run(
 }
 
 /// `GET /v1/agents/{id}/messages`: the conversation as whole Letta messages, newest first unless
-/// `order=asc`, paged by message id (`after`, `before`, `limit`).
+/// `order=asc`, paged by message id (`after`, `before`, `limit`). The log is read page by page
+/// through the mapper and only the page being built is held (at most `limit` messages), however
+/// long the log; oldest-first pages stop reading once they are full.
 pub async fn list_messages(
     State(state): State<LettaState>,
     Path(agent_id): Path<String>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
+    const PAGE_EVENTS: u32 = 1000;
     let agent_id = parse_agent_id(&agent_id)?;
-    let descending = query.descending()?;
+    let mut pager = query.pager(MESSAGES_PAGE_LIMIT_DEFAULT, MESSAGES_PAGE_LIMIT_MAX)?;
     if state.store.head_seq(agent_id).await?.is_none() {
         return Err(ApiError::unknown_agent(agent_id));
     }
-    let events = read_log(&state, agent_id).await?;
-    let mut messages: Vec<Value> = mapping::map_all(Cut::Steps, &events)
-        .into_iter()
-        .filter(|item| matches!(item, LettaItem::Message(_)))
-        .map(|item| item.to_json())
-        .collect();
-    if descending {
-        messages.reverse();
-    }
-    let page = query.page(
-        messages,
-        |message| message["id"].as_str().unwrap_or_default().to_owned(),
-        MESSAGES_PAGE_LIMIT_DEFAULT,
-        MESSAGES_PAGE_LIMIT_MAX,
-    )?;
-    Ok(Json(page))
-}
-
-async fn read_log(state: &LettaState, agent_id: Uuid) -> Result<Vec<AgentEvent>, ApiError> {
-    const PAGE_EVENTS: u32 = 1000;
-    let mut events: Vec<AgentEvent> = Vec::new();
-    loop {
-        let since = events.last().map_or(0, |event| event.seq);
-        let page = state
+    let mut mapper = mapping::LettaMapper::new(Cut::Steps);
+    let mut offer = |items: Vec<LettaItem>| {
+        items
+            .into_iter()
+            .filter(|item| matches!(item, LettaItem::Message(_)))
+            .all(|item| {
+                let message = item.to_json();
+                let id = message["id"].as_str().unwrap_or_default().to_owned();
+                pager.offer(&id, message)
+            })
+    };
+    let mut since = 0;
+    let read_all = loop {
+        let events = state
             .store
             .read_events(agent_id, since, PAGE_EVENTS)
             .await?;
-        let full = page.len() as u32 == PAGE_EVENTS;
-        events.extend(page);
-        if events.len() > MESSAGES_LOG_EVENTS_MAX {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "log_too_long",
-                format!(
-                    "this agent's log has over {MESSAGES_LOG_EVENTS_MAX} events; page it with GET /v1/agents/{agent_id}/events"
-                ),
-            ));
+        if !events.iter().all(|event| offer(mapper.push(event))) {
+            break false;
         }
-        if !full {
-            return Ok(events);
+        match events.last() {
+            Some(last) if events.len() as u32 == PAGE_EVENTS => since = last.seq,
+            _ => break true,
         }
+    };
+    if read_all {
+        offer(mapper.finish());
     }
+    let page = pager.finish().map_err(|unknown| {
+        ApiError::bad_request(
+            "invalid_cursor",
+            format!("{}={:?} is not in this list", unknown.name, unknown.cursor),
+        )
+    })?;
+    Ok(Json(page))
 }
