@@ -141,6 +141,33 @@ impl Timeline {
         self.omitted_through
     }
 
+    /// Leaves out what began before `seq` (a run's first event): the runs, blocks and messages
+    /// that started earlier go, and [`Timeline::omitted_through`] says so. Keeps a timeline that
+    /// lives on (a snapshot the server keeps folding into) within a window of its log.
+    pub fn forget_before(&mut self, seq: u64) {
+        let seq = seq.min(self.last_seq + 1);
+        if seq <= self.omitted_through + 1 {
+            return;
+        }
+        self.messages.retain(|message| message.first_seq >= seq);
+        self.blocks.retain(|block| block.first_seq >= seq);
+        self.runs.retain(|run| run.first_seq >= seq);
+        self.message_index = (self.messages.iter().enumerate())
+            .map(|(index, message)| (message.message_id, index))
+            .collect();
+        self.block_index = (self.blocks.iter().enumerate())
+            .map(|(index, block)| (block.block_id, index))
+            .collect();
+        self.run_index = (self.runs.iter().enumerate())
+            .map(|(index, run)| (run.run_id, index))
+            .collect();
+        for block in &mut self.blocks {
+            let kept = &self.message_index;
+            block.message_ids.retain(|id| kept.contains_key(id));
+        }
+        self.omitted_through = seq - 1;
+    }
+
     /// The cursor to resume from: every event up to it has been applied.
     pub fn last_seq(&self) -> u64 {
         self.last_seq

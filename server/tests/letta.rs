@@ -735,7 +735,7 @@ async fn a_model_handle_picks_its_provider_or_is_refused() {
 /// The message list of a log longer than 200 000 events answers a page: it used to read the
 /// whole log into memory and refuse past that (413); now it holds only the page it builds.
 #[tokio::test]
-async fn the_message_list_of_a_long_log_answers_a_page() {
+async fn a_long_log_is_listed_and_shown_within_bounds() {
     // Two runs of the scripted provider's longest reply.
     const REPLY_TOKENS: u32 = 100_000;
     let server = TestServer::start_with(|config| {
@@ -763,4 +763,20 @@ async fn the_message_list_of_a_long_log_answers_a_page() {
     let oldest = server.url(&format!("/v1/agents/{agent_id}/messages?order=asc&limit=1"));
     let page: Vec<Value> = server.http.get(oldest).send().await.unwrap().json().await.unwrap();
     assert_eq!(page[0]["message_type"], "user_message");
+
+    // The history page folds at most the last 200 000 events, from a run's start: the second
+    // run, and a line saying what was left out (it used to fold and render the whole log).
+    let history = server.url(&format!("/agents/{agent_id}/history"));
+    let html = server.http.get(history).send().await.unwrap().text().await.unwrap();
+    let first_run_end = events
+        .iter()
+        .find(|event| event.kind.is_run_end())
+        .unwrap()
+        .seq;
+    assert!(
+        html.contains(&format!("Events 1–{first_run_end} (the earlier runs) are not shown")),
+        "{:.300}",
+        html
+    );
+    assert!(html.contains("another one") && !html.contains("a very long answer"));
 }

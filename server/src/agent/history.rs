@@ -208,6 +208,18 @@ pub async fn fold_log_within(
             break;
         }
     }
+    // A fold from a snapshot can cover more than the window: the runs that began before it go.
+    if timeline.last_seq() - timeline.omitted_through() > events_max {
+        let window_start = timeline.last_seq() - events_max;
+        let first_in_window = timeline
+            .runs()
+            .iter()
+            .find(|run| run.first_seq > window_start)
+            .map(|run| run.first_seq);
+        if let Some(run_start) = first_in_window {
+            timeline.forget_before(run_start);
+        }
+    }
     let folded = timeline.last_seq() - timeline.omitted_through();
     if folded >= SNAPSHOT_EVENTS_MIN && timeline.last_seq() > from {
         let timeline = Arc::new(timeline);
@@ -398,6 +410,14 @@ mod tests {
         assert_eq!(tail.messages(), &whole.messages()[3..]);
         assert_eq!(tail.runs(), &whole.runs()[3..]);
         assert!(tail.messages()[0].text().starts_with("w0 w1 "));
+
+        // From a snapshot of the whole log, the fold leaves out the runs before the window too.
+        let snapshots = Snapshots::default();
+        snapshots.put(agent.id, Arc::new(whole.clone()));
+        let from_snapshot = fold_log_within(&store, &snapshots, agent.id, 50)
+            .await
+            .unwrap();
+        assert_eq!(from_snapshot, tail);
     }
 
     /// The kept snapshots stay within their byte budget: the least recently used go first, and

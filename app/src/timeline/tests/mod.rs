@@ -491,3 +491,33 @@ fn a_partly_applied_merged_event_is_dropped_and_the_gap_reported() {
     assert_eq!(behind.messages()[0].text(), "123456");
     assert_eq!(behind.messages()[0].first_seq, 1);
 }
+
+/// Forgetting what began before a run's start leaves the timeline a fold from that start gives,
+/// and it folds on from there like one.
+#[test]
+fn forgetting_before_a_run_start_equals_folding_from_it() {
+    let runs: Vec<AgentEvent> = (0..3u64)
+        .flat_map(|index| {
+            let first = index * 4 + 1;
+            let n = index as u128 + 1;
+            [
+                at(first, EventKind::RunStarted).run(n).0,
+                at(first + 1, EventKind::Text).run(n).block(n).message(n).text("a").0,
+                at(first + 2, EventKind::Text).run(n).block(n).message(n).text("b").0,
+                at(first + 3, EventKind::RunCompleted).run(n).0,
+            ]
+        })
+        .collect();
+    for cut in [1, 5, 9] {
+        let mut forgot = Timeline::new();
+        forgot.apply_all(runs[..10].iter().cloned());
+        forgot.forget_before(cut);
+        let mut from_cut = Timeline::starting_after(cut - 1);
+        from_cut.apply_all(runs[..10].iter().cloned());
+        assert_eq!(forgot, from_cut, "cut at {cut}");
+        forgot.apply_all(runs[10..].iter().cloned());
+        from_cut.apply_all(runs[10..].iter().cloned());
+        assert_eq!(forgot, from_cut, "cut at {cut}, then the rest");
+        assert_eq!(forgot.omitted_through(), cut - 1);
+    }
+}
