@@ -757,24 +757,46 @@ async fn a_long_log_is_listed_and_shown_within_bounds() {
     let page: Vec<Value> = response.json().await.unwrap();
     assert_eq!(page.len(), 1);
     assert_eq!(page[0]["message_type"], "assistant_message");
-    let words = page[0]["content"].as_str().unwrap().split_whitespace().count();
+    let words = page[0]["content"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .count();
     assert!(words >= REPLY_TOKENS as usize - 10, "{words} words");
 
     let oldest = server.url(&format!("/v1/agents/{agent_id}/messages?order=asc&limit=1"));
-    let page: Vec<Value> = server.http.get(oldest).send().await.unwrap().json().await.unwrap();
+    let page: Vec<Value> = server
+        .http
+        .get(oldest)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(page[0]["message_type"], "user_message");
 
     // The history page folds at most the last 200 000 events, from a run's start: the second
     // run, and a line saying what was left out (it used to fold and render the whole log).
     let history = server.url(&format!("/agents/{agent_id}/history"));
-    let html = server.http.get(history).send().await.unwrap().text().await.unwrap();
+    let html = server
+        .http
+        .get(history)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let first_run_end = events
         .iter()
         .find(|event| event.kind.is_run_end())
         .unwrap()
         .seq;
     assert!(
-        html.contains(&format!("Events 1–{first_run_end} (the earlier runs) are not shown")),
+        html.contains(&format!(
+            "Events 1–{first_run_end} (the earlier runs) are not shown"
+        )),
         "{:.300}",
         html
     );

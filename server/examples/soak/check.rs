@@ -88,21 +88,39 @@ pub fn quantile(samples: &mut [f64], q: f64) -> f64 {
     samples[((samples.len() - 1) as f64 * q).round() as usize]
 }
 
-/// How far a series strayed from its value at the end of warm-up, in percent of it (the
-/// largest deviation up or down over `series[warm_up..]`); None when there is nothing after
-/// warm-up to judge.
+/// How far a series strayed after warm-up: the largest deviation, up or down, of a minute in
+/// `series[warm_up..]` from those minutes' median, in percent of the median; None when nothing
+/// is left after warm-up. (The median, not the first minute after warm-up: one odd minute must
+/// not decide the verdict.)
 pub fn drift_percent(series: &[f64], warm_up: usize) -> Option<f64> {
     let after = series.get(warm_up..).filter(|after| !after.is_empty())?;
-    let base = after[0];
-    if base == 0.0 {
-        return Some(if after.iter().all(|&value| value == 0.0) { 0.0 } else { f64::INFINITY });
+    let median = quantile(&mut after.to_vec(), 0.5);
+    if median == 0.0 {
+        return Some(if after.iter().all(|&value| value == 0.0) {
+            0.0
+        } else {
+            f64::INFINITY
+        });
     }
     Some(
         after
             .iter()
-            .map(|value| (value - base).abs() / base * 100.0)
+            .map(|value| (value - median).abs() / median * 100.0)
             .fold(0.0, f64::max),
     )
+}
+
+/// The growth from the first third of the minutes after warm-up to the last third, in percent
+/// of the first: a leak shows here as a steady rise. None with fewer than three minutes.
+pub fn trend_percent(series: &[f64], warm_up: usize) -> Option<f64> {
+    let after = series.get(warm_up..)?;
+    let third = after.len() / 3;
+    if third == 0 {
+        return None;
+    }
+    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
+    let (first, last) = (mean(&after[..third]), mean(&after[after.len() - third..]));
+    (first != 0.0).then(|| (last - first) / first * 100.0)
 }
 
 #[cfg(test)]
@@ -117,11 +135,40 @@ mod tests {
     fn records_find_lost_duplicated_skipped_and_wrong_events() {
         let log = ids(5);
         let cases: &[(&[(u64, u128)], Verdict)] = &[
-            (&[(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)], Verdict::default()),
-            (&[(1, 1), (2, 2), (2, 2), (3, 3), (4, 4), (5, 5)], Verdict { duplicated: 1, ..Verdict::default() }),
-            (&[(1, 1), (2, 2), (4, 4), (5, 5)], Verdict { lost: 3, skipped: 2, ..Verdict::default() }),
-            (&[(1, 1), (2, 2), (3, 9), (4, 4), (5, 5)], Verdict { lost: 3, wrong: 3, ..Verdict::default() }),
-            (&[(1, 1), (2, 2)], Verdict { lost: 3, ..Verdict::default() }),
+            (
+                &[(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)],
+                Verdict::default(),
+            ),
+            (
+                &[(1, 1), (2, 2), (2, 2), (3, 3), (4, 4), (5, 5)],
+                Verdict {
+                    duplicated: 1,
+                    ..Verdict::default()
+                },
+            ),
+            (
+                &[(1, 1), (2, 2), (4, 4), (5, 5)],
+                Verdict {
+                    lost: 3,
+                    skipped: 2,
+                    ..Verdict::default()
+                },
+            ),
+            (
+                &[(1, 1), (2, 2), (3, 9), (4, 4), (5, 5)],
+                Verdict {
+                    lost: 3,
+                    wrong: 3,
+                    ..Verdict::default()
+                },
+            ),
+            (
+                &[(1, 1), (2, 2)],
+                Verdict {
+                    lost: 3,
+                    ..Verdict::default()
+                },
+            ),
         ];
         for (received, expected) in cases {
             let mut record = Record::default();
@@ -133,10 +180,18 @@ mod tests {
     }
 
     #[test]
-    fn drift_is_measured_from_the_end_of_warm_up() {
-        assert_eq!(drift_percent(&[10.0, 100.0, 100.0, 105.0, 95.0], 1), Some(5.0));
-        assert_eq!(drift_percent(&[10.0, 100.0, 120.0], 1), Some(20.0));
+    fn drift_and_trend_are_measured_after_warm_up() {
+        assert_eq!(
+            drift_percent(&[10.0, 100.0, 100.0, 105.0, 95.0], 1),
+            Some(5.0)
+        );
+        assert_eq!(drift_percent(&[10.0, 100.0, 100.0, 120.0], 1), Some(20.0));
         assert_eq!(drift_percent(&[10.0], 1), None);
+        assert_eq!(
+            trend_percent(&[10.0, 100.0, 100.0, 110.0, 120.0, 120.0, 120.0], 1),
+            Some(20.0)
+        );
+        assert_eq!(trend_percent(&[10.0, 100.0, 100.0], 1), None);
         assert_eq!(quantile(&mut [3.0, 1.0, 2.0], 0.5), 2.0);
     }
 }

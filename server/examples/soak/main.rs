@@ -28,11 +28,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use check::{drift_percent, quantile, Verdict};
+use check::{drift_percent, quantile, trend_percent, Verdict};
 use load::{Metrics, Random, Transport};
 
-/// Minutes that count as warm-up: the flatness check starts after them.
-const WARM_UP_MINUTES: usize = 2;
+/// Minutes that count as warm-up: the flatness check starts after them. Five: past the first
+/// generation's end (3 minutes by default), when the first agents are deleted and replaced and
+/// the allocator and the database's caches have seen a whole cycle.
+const WARM_UP_MINUTES: usize = 5;
 /// A series may stray this far from its value after warm-up and still count as flat.
 const FLAT_PERCENT_MAX: f64 = 10.0;
 
@@ -55,8 +57,15 @@ impl Args {
         };
         let mut words = std::env::args().skip(1);
         while let Some(word) = words.next() {
-            let mut value = || words.next().unwrap_or_else(|| usage(&format!("{word} needs a value")));
-            let number = |text: String| text.parse().unwrap_or_else(|_| usage(&format!("{text:?} is not a number")));
+            let mut value = || {
+                words
+                    .next()
+                    .unwrap_or_else(|| usage(&format!("{word} needs a value")))
+            };
+            let number = |text: String| {
+                text.parse()
+                    .unwrap_or_else(|_| usage(&format!("{text:?} is not a number")))
+            };
             match word.as_str() {
                 "--minutes" => args.minutes = number(value()),
                 "--agents" => args.agents = number(value()) as usize,
@@ -66,7 +75,11 @@ impl Args {
                 other => usage(&format!("unknown option {other:?}")),
             }
         }
-        if args.minutes == 0 || args.agents == 0 || args.subscribers == 0 || args.generation_minutes == 0 {
+        if args.minutes == 0
+            || args.agents == 0
+            || args.subscribers == 0
+            || args.generation_minutes == 0
+        {
             usage("every count must be at least 1");
         }
         args
@@ -80,7 +93,10 @@ fn usage(problem: &str) -> ! {
 
 fn main() {
     let args = Args::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let passed = runtime.block_on(soak(args));
     std::process::exit(if passed { 0 } else { 1 });
 }
@@ -105,12 +121,22 @@ impl Server {
             .status()
             .expect("cargo runs");
         assert!(built.success(), "the server binary did not build");
-        let binary = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("server");
+        let binary = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("server");
         let directory = tempfile::tempdir().unwrap();
-        let database = database.map(str::to_owned).unwrap_or_else(|| {
-            format!("sqlite://{}", directory.path().join("soak.db").display())
-        });
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let database = database
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("sqlite://{}", directory.path().join("soak.db").display()));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let log = directory.path().join("server.log");
         let child = tokio::process::Command::new(&binary)
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
@@ -130,11 +156,21 @@ impl Server {
         let base = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(30);
         while reqwest::get(format!("{base}/healthz")).await.is_err() {
-            assert!(Instant::now() < deadline, "the server did not answer within 30 s; see {}", log.display());
+            assert!(
+                Instant::now() < deadline,
+                "the server did not answer within 30 s; see {}",
+                log.display()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let pid = child.id().unwrap();
-        Server { base, pid, _child: child, log, _directory: directory }
+        Server {
+            base,
+            pid,
+            _child: child,
+            log,
+            _directory: directory,
+        }
     }
 }
 
@@ -144,9 +180,20 @@ async fn soak(args: Args) -> bool {
     let stop = CancellationToken::new();
     let mut slots = JoinSet::new();
     for slot in 0..args.agents {
-        slots.spawn(agent_slot(server.base.clone(), slot, args.subscribers, args.generation_minutes, metrics.clone(), stop.clone()));
+        slots.spawn(agent_slot(
+            server.base.clone(),
+            slot,
+            args.subscribers,
+            args.generation_minutes,
+            metrics.clone(),
+            stop.clone(),
+        ));
     }
-    let bad = tokio::spawn(load::bad_input(server.base.clone(), metrics.clone(), stop.clone()));
+    let bad = tokio::spawn(load::bad_input(
+        server.base.clone(),
+        metrics.clone(),
+        stop.clone(),
+    ));
 
     println!("minute  rss_MiB  fds  threads  tasks  sockets  runs/min  events/s  delivered/s  p50_ms  p99_ms  lagged  sessions  bad_refused  failures");
     let mut series = Series::default();
@@ -157,9 +204,14 @@ async fn soak(args: Args) -> bool {
         tokio::time::sleep(Duration::from_secs(60)).await;
         let sample = sample(&server).await;
         let delivered = metrics.delivered.load(Relaxed);
-        let appended = appended_total(&server.base, &metrics).await.max(appended_before);
+        let appended = appended_total(&server.base, &metrics)
+            .await
+            .max(appended_before);
         let mut latencies = std::mem::take(&mut *metrics.latencies_ms.lock().unwrap());
-        let (p50, p99) = (quantile(&mut latencies, 0.5), quantile(&mut latencies, 0.99));
+        let (p50, p99) = (
+            quantile(&mut latencies, 0.5),
+            quantile(&mut latencies, 0.99),
+        );
         println!(
             "{minute:>6}  {:>7.1}  {:>3}  {:>7}  {:>5}  {:>7}  {:>8}  {:>8.0}  {:>11.0}  {:>6.1}  {:>6.1}  {:>6}  {:>8}  {:>11}  {:>8}",
             sample.rss_mib, sample.fds, sample.threads, sample.tasks, sample.sockets,
@@ -203,18 +255,43 @@ async fn agent_slot(
     while !stop.is_cancelled() {
         generation += 1;
         let seed = (slot as u64) << 32 | generation;
-        let agent: Value = http.post(format!("{base}/v1/agents")).json(&json!({ "name": format!("soak {slot}.{generation}") }))
-            .send().await.unwrap().json().await.unwrap();
+        let agent: Value = http
+            .post(format!("{base}/v1/agents"))
+            .json(&json!({ "name": format!("soak {slot}.{generation}") }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let agent_id = Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap();
         metrics.live_agents.lock().unwrap().push(agent_id);
         let ending = stop.child_token();
         let (head_sender, head) = tokio::sync::watch::channel(None);
         let mut readers = JoinSet::new();
         for index in 0..subscribers {
-            let transport = if index == 0 { Transport::Sse } else { Transport::WebSocket };
-            readers.spawn(load::subscriber(base.clone(), agent_id, transport, metrics.clone(), ending.clone(), head.clone(), Random::new(seed * 64 + index as u64)));
+            let transport = if index == 0 {
+                Transport::Sse
+            } else {
+                Transport::WebSocket
+            };
+            readers.spawn(load::subscriber(
+                base.clone(),
+                agent_id,
+                transport,
+                metrics.clone(),
+                ending.clone(),
+                head.clone(),
+                Random::new(seed * 64 + index as u64),
+            ));
         }
-        let runner = tokio::spawn(load::runner(base.clone(), agent_id, metrics.clone(), ending.clone(), Random::new(seed)));
+        let runner = tokio::spawn(load::runner(
+            base.clone(),
+            agent_id,
+            metrics.clone(),
+            ending.clone(),
+            Random::new(seed),
+        ));
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(60 * generation_minutes)) => ending.cancel(),
             _ = ending.cancelled() => {}
@@ -236,7 +313,10 @@ async fn agent_slot(
             verdict.add(record_verdict);
             checked += 1;
         }
-        let deleted = http.delete(format!("{base}/v1/agents/{agent_id}")).send().await;
+        let deleted = http
+            .delete(format!("{base}/v1/agents/{agent_id}"))
+            .send()
+            .await;
         if !deleted.is_ok_and(|response| response.status().is_success()) {
             metrics.fail(format!("agent {agent_id} could not be deleted"));
         }
@@ -249,8 +329,16 @@ async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<Uui
     let mut ids = Vec::new();
     loop {
         let page: EventsPage = http
-            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", ids.len()))
-            .send().await.unwrap().json().await.unwrap();
+            .get(format!(
+                "{base}/v1/agents/{agent_id}/events?since={}&limit=1000",
+                ids.len()
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         for event in &page.events {
             assert_eq!(event.seq, ids.len() as u64 + 1, "the log has no holes");
             ids.push(event.id);
@@ -270,7 +358,10 @@ async fn appended_total(base: &str, metrics: &Metrics) -> u64 {
     let http = reqwest::Client::new();
     let mut total = retired;
     for agent_id in live {
-        let page = http.get(format!("{base}/v1/agents/{agent_id}/events?limit=1")).send().await;
+        let page = http
+            .get(format!("{base}/v1/agents/{agent_id}/events?limit=1"))
+            .send()
+            .await;
         if let Ok(response) = page {
             if let Ok(page) = response.json::<EventsPage>().await {
                 total += page.head_seq;
@@ -290,7 +381,8 @@ struct Sample {
 }
 
 async fn sample(server: &Server) -> Sample {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid)).unwrap_or_default();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", server.pid)).unwrap_or_default();
     let field = |name: &str| -> f64 {
         status
             .lines()
@@ -333,7 +425,14 @@ impl Series {
 }
 
 /// Prints the verdict; true when everything held.
-fn report(args: &Args, metrics: &Metrics, series: &Series, verdict: Verdict, checked: u64, server: &Server) -> bool {
+fn report(
+    args: &Args,
+    metrics: &Metrics,
+    series: &Series,
+    verdict: Verdict,
+    checked: u64,
+    server: &Server,
+) -> bool {
     println!();
     println!(
         "soak: {} min, {} agent slots × {} subscribers, generations of {} min: {} runs ended ({} with tools, {} cancels), {} subscriber connections, {} bad inputs refused",
@@ -346,20 +445,33 @@ fn report(args: &Args, metrics: &Metrics, series: &Series, verdict: Verdict, che
         verdict.lost, verdict.duplicated, verdict.skipped, verdict.wrong
     );
     let mut flat = true;
-    for (name, values) in [("rss", &series.rss_mib), ("fds", &series.fds), ("tasks", &series.tasks)] {
+    for (name, values) in [
+        ("rss", &series.rss_mib),
+        ("fds", &series.fds),
+        ("tasks", &series.tasks),
+    ] {
         match drift_percent(values, WARM_UP_MINUTES) {
             Some(drift) => {
                 let holds = drift <= FLAT_PERCENT_MAX;
                 flat &= holds;
-                println!("{name}: within {drift:.1} % of minute {} after warm-up ({})", WARM_UP_MINUTES + 1, if holds { "flat" } else { "NOT FLAT" });
+                let trend = trend_percent(values, WARM_UP_MINUTES)
+                    .map_or("–".to_owned(), |trend| format!("{trend:+.1} %"));
+                println!(
+                    "{name}: after the {WARM_UP_MINUTES}-minute warm-up every minute within {drift:.1} % of the median ({}); first third → last third {trend}",
+                    if holds { "flat" } else { "NOT FLAT" }
+                );
             }
-            None => println!("{name}: too few minutes after the {WARM_UP_MINUTES}-minute warm-up to judge"),
+            None => println!(
+                "{name}: too few minutes after the {WARM_UP_MINUTES}-minute warm-up to judge"
+            ),
         }
     }
     let mut p99 = series.p99_ms.clone();
     println!(
         "p99 delivery per minute: min {:.1} ms, median {:.1} ms, max {:.1} ms",
-        quantile(&mut p99, 0.0), quantile(&mut p99, 0.5), quantile(&mut p99, 1.0)
+        quantile(&mut p99, 0.0),
+        quantile(&mut p99, 0.5),
+        quantile(&mut p99, 1.0)
     );
     let failures = metrics.failures.load(Relaxed);
     for failure in metrics.failures_kept() {

@@ -92,9 +92,7 @@ impl Snapshots {
         if size > self.bytes_max {
             return;
         }
-        while kept.map.len() >= TIMELINE_SNAPSHOTS_MAX
-            || kept.bytes + size > self.bytes_max
-        {
+        while kept.map.len() >= TIMELINE_SNAPSHOTS_MAX || kept.bytes + size > self.bytes_max {
             let oldest = kept
                 .map
                 .iter()

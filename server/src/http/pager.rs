@@ -127,13 +127,15 @@ mod tests {
                 for limit in 1..5usize {
                     for after in &cursors {
                         for before in &cursors {
-                            let query = ListQuery::new(after.clone(), before.clone(), limit, descending);
+                            let query =
+                                ListQuery::new(after.clone(), before.clone(), limit, descending);
                             let mut list = log.clone();
                             if descending {
                                 list.reverse();
                             }
                             let whole = query.page(list, String::clone, 100, 100).ok();
-                            let mut pager = Pager::new(after.clone(), before.clone(), limit, descending);
+                            let mut pager =
+                                Pager::new(after.clone(), before.clone(), limit, descending);
                             for item in &log {
                                 if !pager.offer(item, item.clone()) {
                                     break;

@@ -39,7 +39,10 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
             state.ws_connections.available_permits(),
         ),
         websockets_max: limits.ws_connections_max,
-        sse_streams_open: in_use(limits.sse_streams_max, state.sse_streams.available_permits()),
+        sse_streams_open: in_use(
+            limits.sse_streams_max,
+            state.sse_streams.available_permits(),
+        ),
         sse_streams_max: limits.sse_streams_max,
         timeline_snapshots: state.snapshots.len(),
         timeline_snapshot_bytes: state.snapshots.bytes(),

@@ -502,8 +502,18 @@ fn forgetting_before_a_run_start_equals_folding_from_it() {
             let n = index as u128 + 1;
             [
                 at(first, EventKind::RunStarted).run(n).0,
-                at(first + 1, EventKind::Text).run(n).block(n).message(n).text("a").0,
-                at(first + 2, EventKind::Text).run(n).block(n).message(n).text("b").0,
+                at(first + 1, EventKind::Text)
+                    .run(n)
+                    .block(n)
+                    .message(n)
+                    .text("a")
+                    .0,
+                at(first + 2, EventKind::Text)
+                    .run(n)
+                    .block(n)
+                    .message(n)
+                    .text("b")
+                    .0,
                 at(first + 3, EventKind::RunCompleted).run(n).0,
             ]
         })
