@@ -16,6 +16,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::reader::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
@@ -40,7 +41,11 @@ pub(super) struct Appender {
 
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
-    pub(super) fn start(path: PathBuf, busy_timeout_ms: u64) -> Result<Appender, StoreError> {
+    pub(super) fn start(
+        path: PathBuf,
+        busy_timeout_ms: u64,
+        wal: WalRestart,
+    ) -> Result<Appender, StoreError> {
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection
             .busy_timeout(Duration::from_millis(busy_timeout_ms))
@@ -48,21 +53,32 @@ impl Appender {
         connection
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
-                 PRAGMA cache_size = -{APPEND_CACHE_KIB}; PRAGMA wal_autocheckpoint = 0;"
+                 PRAGMA cache_size = -{APPEND_CACHE_KIB}; PRAGMA wal_autocheckpoint = 0; \
+                 PRAGMA journal_size_limit = {WAL_FILE_BYTES_KEPT_MAX};"
             ))
             .map_err(sqlite_error)?;
         connection.set_prepared_statement_cache_capacity(16);
         let reset_wanted = Arc::new(AtomicBool::new(false));
-        let checkpointer = start_checkpointer(&path, busy_timeout_ms, reset_wanted.clone())?;
+        let checkpointer = start_checkpointer(
+            &path,
+            busy_timeout_ms,
+            wal.reset_pages,
+            reset_wanted.clone(),
+        )?;
         let busy_timeout = Duration::from_millis(busy_timeout_ms);
         let (jobs, mut queue) = mpsc::channel::<Job>(APPEND_QUEUE_GROUPS_MAX);
         std::thread::Builder::new()
             .name("sqlite-append".into())
             .spawn(move || {
                 let mut connection = connection;
+                let mut restart_tries = 0;
                 while let Some(job) = queue.blocking_recv() {
-                    if reset_wanted.swap(false, Ordering::Relaxed) {
-                        restart_wal(&connection, busy_timeout);
+                    if reset_wanted.load(Ordering::Relaxed) {
+                        restart_tries += 1;
+                        if wal.restart_when_reads_pause(&connection, busy_timeout, restart_tries) {
+                            reset_wanted.store(false, Ordering::Relaxed);
+                            restart_tries = 0;
+                        }
                     }
                     // A group whose writer has gone (the process is stopping, or its runtime
                     // is) is not committed: nobody would learn that it was, and a run whose
@@ -109,7 +125,49 @@ const CHECKPOINT_INTERVAL_MS: u64 = 200;
 /// appended to a growing file, so its `fdatasync` also had to write the file's new size: a
 /// commit of ten rows took 0.26 ms appending against 0.14 ms overwriting (same disk, same rows).
 /// 8 192 pages of 4 KiB: the WAL stays near 32 MiB.
-const WAL_RESET_PAGES: i64 = 8_192;
+pub(super) const WAL_RESET_PAGES: i64 = 8_192;
+
+/// A WAL file larger than this is cut back to it when the WAL restarts (a burst of writes, or
+/// restarts held off by long reads, leave a long file; a file this size is overwritten in place).
+const WAL_FILE_BYTES_KEPT_MAX: i64 = 64 * 1024 * 1024;
+
+/// Commits that look for a pause in the reads before the WAL restart waits for one.
+const WAL_RESTART_TRIES_MAX: u32 = 64;
+
+/// When and how the append thread restarts the WAL.
+pub(super) struct WalRestart {
+    /// WAL pages past which a restart is wanted.
+    pub(super) reset_pages: i64,
+    /// The event reads' permits ([`super::reader::Reader::gate`]).
+    pub(super) reads: Arc<tokio::sync::Semaphore>,
+}
+
+impl WalRestart {
+    /// Restarts the WAL if no event read is in flight, holding every read permit meanwhile so
+    /// none starts. A read on the old WAL makes the restart give up, and with subscribers and
+    /// pages always being read some read always was: the WAL grew without end (checkpoint
+    /// starvation). After [`WAL_RESTART_TRIES_MAX`] commits that found reads in flight, it waits
+    /// for them to finish (new reads queue behind it; a read is one page, milliseconds): a stall
+    /// of one read's length once per `reset_pages` of WAL. True once a restart was tried.
+    fn restart_when_reads_pause(
+        &self,
+        connection: &Connection,
+        busy: Duration,
+        tries: u32,
+    ) -> bool {
+        let reads = SQLITE_READS_AT_ONCE_MAX as u32;
+        let quiet = match self.reads.try_acquire_many(reads) {
+            Ok(permits) => Some(permits),
+            Err(_) if tries >= WAL_RESTART_TRIES_MAX => {
+                futures::executor::block_on(self.reads.acquire_many(reads)).ok()
+            }
+            Err(_) => None,
+        };
+        let Some(_quiet) = quiet else { return false };
+        restart_wal(connection, busy);
+        true
+    }
+}
 
 /// Checkpoints on a thread of their own. With SQLite's automatic checkpoint, every 1000th page
 /// the commit that crossed the line also copied the WAL into the database and synced it — a
@@ -121,6 +179,7 @@ const WAL_RESET_PAGES: i64 = 8_192;
 fn start_checkpointer(
     path: &std::path::Path,
     busy_timeout_ms: u64,
+    wal_reset_pages: i64,
     reset_wanted: Arc<AtomicBool>,
 ) -> Result<std::sync::mpsc::Sender<()>, StoreError> {
     let connection = Connection::open(path).map_err(sqlite_error)?;
@@ -136,7 +195,7 @@ fn start_checkpointer(
                 stopped.recv_timeout(interval)
             {
                 match passive_checkpoint(&connection) {
-                    Ok(wal_pages) if wal_pages >= WAL_RESET_PAGES => {
+                    Ok(wal_pages) if wal_pages >= wal_reset_pages => {
                         match passive_checkpoint(&connection) {
                             Ok(_) => reset_wanted.store(true, Ordering::Relaxed),
                             Err(error) => {

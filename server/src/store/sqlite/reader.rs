@@ -21,7 +21,7 @@ use crate::store::{EventJson, StoreError};
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
 /// Reads (and so read connections and blocking threads) at once; more wait their turn.
-const SQLITE_READS_AT_ONCE_MAX: usize = 8;
+pub(super) const SQLITE_READS_AT_ONCE_MAX: usize = 8;
 
 pub(super) struct Reader {
     path: PathBuf,
@@ -38,6 +38,12 @@ impl Reader {
             idle: Arc::new(Mutex::new(Vec::new())),
             at_once: Arc::new(tokio::sync::Semaphore::new(SQLITE_READS_AT_ONCE_MAX)),
         }
+    }
+
+    /// The reads' permits: whoever holds all of them knows no read is in flight and none can
+    /// start (the append thread, to restart the WAL).
+    pub(super) fn gate(&self) -> Arc<tokio::sync::Semaphore> {
+        self.at_once.clone()
     }
 
     /// Runs `sql` (which selects `EVENT_COLUMNS`, in that order) with `params`.
