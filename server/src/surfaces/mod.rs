@@ -5,11 +5,13 @@
 //! - [`native`]: agentstream's own frames over WebSocket and SSE (the REST API is in
 //!   [`crate::http::rest`]).
 //! - [`letta`]: Letta's REST and streaming API, for Letta's SDKs.
+//! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat` (the mapping so far).
 //!
 //! May use: the agent, delivery, the store, and the HTTP layer's error, params and state. A
 //! surface never uses another surface, and nothing below `agent/`, `delivery/` or `store/`
 //! uses a surface.
 
+pub mod ai_sdk;
 pub mod letta;
 pub mod native;
 

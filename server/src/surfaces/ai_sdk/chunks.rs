@@ -1,0 +1,422 @@
+//! A run's events as the AI SDK's UI message stream chunks. Pure and stateful: events go in, in
+//! seq order from the run's `run_started`, and chunks come out, each tagged with the seq of the
+//! event that produced it (the SSE `id:`, our cursor; the client ignores it).
+//!
+//! The rules the client enforces (ai 5.0.x and 6.0.x up to 6.0.230 reject anything else): only
+//! the fields of the protocol's strict schemas; every `*-delta` and `*-end` after its `*-start`;
+//! tool outputs only for a tool part the stream started. The mapper adds: every start is closed
+//! (parts before their step finishes, the step before the message finishes), one assistant
+//! message per run whose `messageId` is the run's id (so a replay from `start` replaces the
+//! message a client holds instead of adding a second), and steps as the model's calls — a step
+//! starts with an LLM call's first text or tool call and finishes before the next call or at the
+//! run's end, so tool results land in the step that called them. (In the log an LLM call's text
+//! shares one block and each tool call has a block of its own; a new text block, or a tool call
+//! after the step's results came, is the next call.)
+
+use std::collections::HashSet;
+
+use app::{AgentEvent, EventKind};
+use serde::Serialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// One chunk, serialized exactly as the protocol's schema has it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Chunk {
+    #[serde(rename_all = "camelCase")]
+    Start {
+        message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_metadata: Option<Value>,
+    },
+    StartStep,
+    FinishStep,
+    TextStart {
+        id: String,
+    },
+    TextDelta {
+        id: String,
+        delta: String,
+    },
+    TextEnd {
+        id: String,
+    },
+    ReasoningStart {
+        id: String,
+    },
+    ReasoningDelta {
+        id: String,
+        delta: String,
+    },
+    ReasoningEnd {
+        id: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputStart {
+        tool_call_id: String,
+        tool_name: String,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputDelta {
+        tool_call_id: String,
+        input_text_delta: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputAvailable {
+        tool_call_id: String,
+        tool_name: String,
+        input: Value,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputAvailable {
+        tool_call_id: String,
+        output: Value,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolOutputError {
+        tool_call_id: String,
+        error_text: String,
+        dynamic: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Error {
+        error_text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Finish {
+        finish_reason: &'static str,
+        message_metadata: Value,
+    },
+}
+
+/// A chunk and the seq of the event it came from.
+pub type Tagged = (u64, Chunk);
+
+/// A part of the message that is open (started, not yet ended).
+#[derive(Debug, Clone, PartialEq)]
+enum Open {
+    Text(String),
+    Reasoning(String),
+}
+
+/// Maps one run's events to chunks.
+#[derive(Debug, Default)]
+pub struct ChunkMapper {
+    started: bool,
+    /// A step is open; the block of its LLM call's text, once it has some; whether its tool
+    /// results have begun (a tool call after them belongs to the next call).
+    step_open: bool,
+    step_text_block: Option<Uuid>,
+    step_results_began: bool,
+    /// The text or reasoning part open, if any (one at a time: another part closes it).
+    open: Option<Open>,
+    /// Tool calls whose input was started, by tool call id; and those whose input is complete.
+    calls_started: HashSet<String>,
+    calls_available: HashSet<String>,
+    /// Message ids of tool calls, to their tool call id and name (deltas carry only the message).
+    call_names: std::collections::HashMap<Uuid, (String, String)>,
+    /// The newest usage the run reported, and its last error (for a failed run's `errorText`).
+    usage: Option<Value>,
+    error: Option<String>,
+    ended: bool,
+}
+
+impl ChunkMapper {
+    pub fn new() -> ChunkMapper {
+        ChunkMapper::default()
+    }
+
+    /// True once the run's end was mapped: the stream ends (`[DONE]`).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Maps one event of the run, in seq order.
+    pub fn push(&mut self, event: &AgentEvent) -> Vec<Tagged> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        let seq = event.seq;
+        if !self.started {
+            if event.kind != EventKind::RunStarted {
+                // A stream starts at the run's start; anything before it is not this run's.
+                return out;
+            }
+            self.started = true;
+            let message_id = event.run_id.map(|id| id.to_string()).unwrap_or_default();
+            let metadata =
+                json!({ "agent_id": event.agent_id, "run_id": event.run_id, "seq": seq });
+            out.push((
+                seq,
+                Chunk::Start {
+                    message_id,
+                    message_metadata: Some(metadata),
+                },
+            ));
+            return out;
+        }
+        match event.kind {
+            EventKind::Text | EventKind::Thinking => self.text(event, &mut out),
+            EventKind::ToolCall => self.tool_call(event, &mut out),
+            EventKind::ToolResult => self.tool_result(event, &mut out),
+            EventKind::Usage => {
+                self.usage = Some(event.content.clone());
+            }
+            EventKind::Error => {
+                self.error = event
+                    .content
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+            }
+            kind if kind.is_run_end() => self.run_end(event, &mut out),
+            _ => {}
+        }
+        out
+    }
+
+    /// Opens a step for `event` (a text, or a tool call's start) unless it belongs to the open
+    /// one.
+    fn enter_step(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
+        let is_text = matches!(event.kind, EventKind::Text | EventKind::Thinking);
+        let same_call = self.step_open
+            && !self.step_results_began
+            && (!is_text
+                || self
+                    .step_text_block
+                    .is_none_or(|block| event.block_id == Some(block)));
+        if !same_call {
+            self.close_step(event.seq, out);
+            self.step_open = true;
+            self.step_results_began = false;
+            out.push((event.seq, Chunk::StartStep));
+        }
+        if is_text && self.step_text_block.is_none() {
+            self.step_text_block = event.block_id;
+        }
+    }
+
+    fn close_part(&mut self, seq: u64, out: &mut Vec<Tagged>) {
+        match self.open.take() {
+            Some(Open::Text(id)) => out.push((seq, Chunk::TextEnd { id })),
+            Some(Open::Reasoning(id)) => out.push((seq, Chunk::ReasoningEnd { id })),
+            None => {}
+        }
+    }
+
+    fn close_step(&mut self, seq: u64, out: &mut Vec<Tagged>) {
+        self.close_part(seq, out);
+        self.step_text_block = None;
+        if std::mem::take(&mut self.step_open) {
+            out.push((seq, Chunk::FinishStep));
+        }
+    }
+
+    fn text(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
+        let path = event.delta_path.as_deref().unwrap_or("text");
+        let piece = match &event.delta {
+            Some(Value::String(piece)) if path == "text" => piece.clone(),
+            Some(_) => return, // a signature, or a change to another field: nothing to show
+            None => match event.content.get("text").and_then(Value::as_str) {
+                Some(text) => text.to_owned(),
+                None => return,
+            },
+        };
+        self.enter_step(event, out);
+        let id = event.message_id.unwrap_or(event.id).to_string();
+        let wanted = match event.kind {
+            EventKind::Thinking => Open::Reasoning(id.clone()),
+            _ => Open::Text(id.clone()),
+        };
+        if self.open.as_ref() != Some(&wanted) {
+            self.close_part(event.seq, out);
+            out.push((
+                event.seq,
+                match &wanted {
+                    Open::Text(_) => Chunk::TextStart { id: id.clone() },
+                    Open::Reasoning(_) => Chunk::ReasoningStart { id: id.clone() },
+                },
+            ));
+            self.open = Some(wanted.clone());
+        }
+        if piece.is_empty() {
+            return;
+        }
+        out.push((
+            event.seq,
+            match wanted {
+                Open::Text(_) => Chunk::TextDelta { id, delta: piece },
+                Open::Reasoning(_) => Chunk::ReasoningDelta { id, delta: piece },
+            },
+        ));
+    }
+
+    fn tool_call(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
+        let Some(message) = event.message_id else {
+            return;
+        };
+        match (event.delta_path.as_deref(), &event.delta) {
+            (None, _) => {
+                let tool_call_id = text_of(&event.content, "tool_call_id");
+                let tool_name = text_of(&event.content, "name");
+                if tool_call_id.is_empty() || self.calls_started.contains(&tool_call_id) {
+                    return;
+                }
+                self.enter_step(event, out);
+                self.close_part(event.seq, out);
+                self.calls_started.insert(tool_call_id.clone());
+                self.call_names
+                    .insert(message, (tool_call_id.clone(), tool_name.clone()));
+                out.push((
+                    event.seq,
+                    Chunk::ToolInputStart {
+                        tool_call_id,
+                        tool_name,
+                        dynamic: true,
+                    },
+                ));
+            }
+            (Some("input_json"), Some(Value::String(piece))) => {
+                let Some((tool_call_id, _)) = self.call_names.get(&message) else {
+                    return;
+                };
+                if self.calls_available.contains(tool_call_id) || piece.is_empty() {
+                    return;
+                }
+                out.push((
+                    event.seq,
+                    Chunk::ToolInputDelta {
+                        tool_call_id: tool_call_id.clone(),
+                        input_text_delta: piece.clone(),
+                    },
+                ));
+            }
+            (Some(""), Some(delta)) => {
+                let Some(input) = delta.get("input") else {
+                    return;
+                };
+                let Some((tool_call_id, tool_name)) = self.call_names.get(&message).cloned() else {
+                    return;
+                };
+                if !self.calls_available.insert(tool_call_id.clone()) {
+                    return;
+                }
+                out.push((
+                    event.seq,
+                    Chunk::ToolInputAvailable {
+                        tool_call_id,
+                        tool_name,
+                        input: input.clone(),
+                        dynamic: true,
+                    },
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
+        let tool_call_id = text_of(&event.content, "tool_call_id");
+        if !self.calls_started.contains(&tool_call_id) {
+            return; // the client would reject an output for a part it does not hold
+        }
+        self.step_results_began = true;
+        self.close_part(event.seq, out);
+        // An output needs the input's part to be complete.
+        if !self.calls_available.contains(&tool_call_id) {
+            let tool_name = text_of(&event.content, "name");
+            let input = event.content.get("input").cloned().unwrap_or(json!({}));
+            self.calls_available.insert(tool_call_id.clone());
+            out.push((
+                event.seq,
+                Chunk::ToolInputAvailable {
+                    tool_call_id: tool_call_id.clone(),
+                    tool_name,
+                    input,
+                    dynamic: true,
+                },
+            ));
+        }
+        let failed = event.content.get("is_error").and_then(Value::as_bool) == Some(true);
+        let result = event.content.get("result").cloned().unwrap_or(Value::Null);
+        out.push((
+            event.seq,
+            if failed {
+                Chunk::ToolOutputError {
+                    tool_call_id,
+                    error_text: match result {
+                        Value::String(text) => text,
+                        other => other.to_string(),
+                    },
+                    dynamic: true,
+                }
+            } else {
+                Chunk::ToolOutputAvailable {
+                    tool_call_id,
+                    output: result,
+                    dynamic: true,
+                }
+            },
+        ));
+    }
+
+    fn run_end(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
+        self.close_step(event.seq, out);
+        self.ended = true;
+        if let Some(usage) = event.content.get("usage").filter(|usage| !usage.is_null()) {
+            self.usage = Some(usage.clone());
+        }
+        let metadata = json!({
+            "agent_id": event.agent_id,
+            "run_id": event.run_id,
+            "seq": event.seq,
+            "usage": self.usage,
+        });
+        let reason = event.content.get("stop_reason").and_then(Value::as_str);
+        let finish_reason = match (event.kind, reason) {
+            (EventKind::RunFailed, _) => {
+                let message = event
+                    .content
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or(self.error.take())
+                    .unwrap_or_else(|| "the run failed".to_owned());
+                out.push((
+                    event.seq,
+                    Chunk::Error {
+                        error_text: message,
+                    },
+                ));
+                "error"
+            }
+            (EventKind::RunCancelled, _) => "other",
+            (_, Some("max_tokens" | "length" | "max_events")) => "length",
+            (_, Some("max_iterations")) => "tool-calls",
+            _ => "stop",
+        };
+        out.push((
+            event.seq,
+            Chunk::Finish {
+                finish_reason,
+                message_metadata: metadata,
+            },
+        ));
+    }
+}
+
+fn text_of(content: &Value, key: &str) -> String {
+    content
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,399 @@
+//! Data-driven cases of the chunk mapping, and the protocol's ordering rules checked on every
+//! prefix of every case (a stream cut anywhere, as a client going away sees it).
+
+use super::*;
+use app::DeltaAction;
+
+const AGENT: u128 = 1;
+const RUN: u128 = 2;
+
+fn id(n: u128) -> Uuid {
+    Uuid::from_u128(0x100 + n)
+}
+
+/// Events of one run, numbered as they are added.
+#[derive(Default)]
+struct Log(Vec<AgentEvent>);
+
+impl Log {
+    fn add(
+        &mut self,
+        kind: EventKind,
+        block: Option<u128>,
+        message: Option<u128>,
+    ) -> &mut AgentEvent {
+        let seq = self.0.len() as u64 + 1;
+        self.0.push(AgentEvent {
+            id: Uuid::from_u128(0x9000 + seq as u128),
+            agent_id: Uuid::from_u128(AGENT),
+            seq,
+            coalesced_from: None,
+            run_id: Some(Uuid::from_u128(RUN)),
+            thread_id: None,
+            block_id: block.map(id),
+            message_id: message.map(id),
+            kind,
+            delta: None,
+            delta_path: None,
+            delta_action: None,
+            content: Value::Null,
+            raw: None,
+            metadata: Value::Null,
+            created_at: Default::default(),
+        });
+        self.0.last_mut().unwrap()
+    }
+    fn start(&mut self) -> &mut Self {
+        self.add(EventKind::RunStarted, None, None);
+        self
+    }
+    fn piece(&mut self, kind: EventKind, block: u128, message: u128, text: &str) -> &mut Self {
+        let event = self.add(kind, Some(block), Some(message));
+        event.delta = Some(json!(text));
+        event.delta_path = Some("text".into());
+        event.delta_action = Some(DeltaAction::Append);
+        self
+    }
+    fn call(&mut self, block: u128, message: u128, call: &str, name: &str) -> &mut Self {
+        let event = self.add(EventKind::ToolCall, Some(block), Some(message));
+        event.content =
+            json!({ "name": name, "tool_call_id": call, "input": {}, "status": "streaming" });
+        self
+    }
+    fn input_piece(&mut self, block: u128, message: u128, piece: &str) -> &mut Self {
+        let event = self.add(EventKind::ToolCall, Some(block), Some(message));
+        event.delta = Some(json!(piece));
+        event.delta_path = Some("input_json".into());
+        event.delta_action = Some(DeltaAction::Append);
+        self
+    }
+    fn merge(&mut self, block: u128, message: u128, delta: Value) -> &mut Self {
+        let event = self.add(EventKind::ToolCall, Some(block), Some(message));
+        event.delta = Some(delta);
+        event.delta_path = Some(String::new());
+        event.delta_action = Some(DeltaAction::Merge);
+        self
+    }
+    fn result(&mut self, block: u128, call: &str, result: Value, is_error: bool) -> &mut Self {
+        let message = 0x50 + self.0.len() as u128;
+        let event = self.add(EventKind::ToolResult, Some(block), Some(message));
+        event.content = json!({ "tool_call_id": call, "name": "clock", "result": result, "is_error": is_error });
+        self
+    }
+    fn end(&mut self, kind: EventKind, content: Value) -> &mut Self {
+        self.add(kind, None, None).content = content;
+        self
+    }
+}
+
+fn map(events: &[AgentEvent]) -> Vec<Chunk> {
+    let mut mapper = ChunkMapper::new();
+    events
+        .iter()
+        .flat_map(|event| mapper.push(event))
+        .map(|(_, chunk)| chunk)
+        .collect()
+}
+
+/// The chunks' types, with the part they name where they name one (`text-delta:M1`).
+fn outline(chunks: &[Chunk]) -> Vec<String> {
+    chunks
+        .iter()
+        .map(|chunk| {
+            let json = serde_json::to_value(chunk).unwrap();
+            let kind = json["type"].as_str().unwrap().to_owned();
+            let part = json["id"]
+                .as_str()
+                .map(|id| format!("M{}", Uuid::parse_str(id).unwrap().as_u128() - 0x100))
+                .or_else(|| json["toolCallId"].as_str().map(str::to_owned));
+            match part {
+                Some(part) => format!("{kind}:{part}"),
+                None => kind,
+            }
+        })
+        .collect()
+}
+
+/// The client's ordering rules, and ours: start first; deltas and ends inside their part;
+/// tool input deltas before the input is available; outputs only for started calls; parts
+/// closed before their step finishes; steps closed before `finish`; nothing after `finish`.
+fn assert_well_formed(chunks: &[Chunk], ended: bool) {
+    let types = outline(chunks);
+    let mut open_parts: HashSet<String> = HashSet::new();
+    let (mut step_open, mut finished) = (false, false);
+    let (mut inputs_started, mut inputs_available) = (HashSet::new(), HashSet::new());
+    for (index, (chunk, name)) in chunks.iter().zip(&types).enumerate() {
+        assert!(!finished, "{name} after finish: {types:?}");
+        assert_eq!(
+            index == 0,
+            matches!(chunk, Chunk::Start { .. }),
+            "{types:?}"
+        );
+        match chunk {
+            Chunk::StartStep => {
+                assert!(!step_open, "{types:?}");
+                step_open = true;
+            }
+            Chunk::FinishStep => {
+                assert!(step_open && open_parts.is_empty(), "{types:?}");
+                step_open = false;
+            }
+            Chunk::TextStart { id } | Chunk::ReasoningStart { id } => {
+                assert!(step_open && open_parts.insert(id.clone()), "{types:?}");
+            }
+            Chunk::TextDelta { id, .. } | Chunk::ReasoningDelta { id, .. } => {
+                assert!(
+                    open_parts.contains(id),
+                    "{name} outside its part: {types:?}"
+                );
+            }
+            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => {
+                assert!(open_parts.remove(id), "{types:?}");
+            }
+            Chunk::ToolInputStart { tool_call_id, .. } => {
+                assert!(
+                    step_open && inputs_started.insert(tool_call_id.clone()),
+                    "{types:?}"
+                );
+            }
+            Chunk::ToolInputDelta { tool_call_id, .. } => {
+                assert!(
+                    inputs_started.contains(tool_call_id)
+                        && !inputs_available.contains(tool_call_id),
+                    "{types:?}"
+                );
+            }
+            Chunk::ToolInputAvailable { tool_call_id, .. } => {
+                assert!(
+                    inputs_started.contains(tool_call_id)
+                        && inputs_available.insert(tool_call_id.clone()),
+                    "{types:?}"
+                );
+            }
+            Chunk::ToolOutputAvailable { tool_call_id, .. }
+            | Chunk::ToolOutputError { tool_call_id, .. } => {
+                assert!(inputs_available.contains(tool_call_id), "{types:?}");
+            }
+            Chunk::Finish { .. } => {
+                assert!(!step_open && open_parts.is_empty(), "{types:?}");
+                finished = true;
+            }
+            Chunk::Start { .. } | Chunk::Error { .. } => {}
+        }
+    }
+    assert_eq!(finished, ended, "{types:?}");
+}
+
+fn text_run() -> Log {
+    let mut log = Log::default();
+    log.start()
+        .piece(EventKind::Thinking, 1, 1, "hm")
+        .piece(EventKind::Text, 1, 2, "Hello")
+        .piece(EventKind::Text, 1, 2, " there")
+        .end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "end_turn" }),
+        );
+    log
+}
+
+fn tool_run() -> Log {
+    let mut log = Log::default();
+    log.start()
+        .piece(EventKind::Text, 1, 1, "Let me look.")
+        .call(2, 2, "c1", "clock")
+        .input_piece(2, 2, "{\"zone\":")
+        .input_piece(2, 2, "\"UTC\"}")
+        .merge(
+            2,
+            2,
+            json!({ "input": { "zone": "UTC" }, "status": "ready" }),
+        )
+        .call(3, 3, "c2", "calculator")
+        .merge(
+            3,
+            3,
+            json!({ "input": { "expression": "1/0" }, "status": "ready" }),
+        )
+        .merge(2, 2, json!({ "status": "done" }))
+        .result(2, "c1", json!("noon"), false)
+        .result(3, "c2", json!("division by zero"), true)
+        .piece(EventKind::Text, 4, 4, "It is noon.")
+        .end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "end_turn" }),
+        );
+    log
+}
+
+#[test]
+fn runs_map_to_the_chunks_the_protocol_orders() {
+    let failed = {
+        let mut log = Log::default();
+        log.start()
+            .piece(EventKind::Text, 1, 1, "Partial")
+            .end(EventKind::Error, json!({ "type": "api_error", "message": "overloaded" }))
+            .end(EventKind::RunFailed, json!({ "error": { "type": "api_error", "message": "the provider is overloaded" } }));
+        log
+    };
+    let cancelled = {
+        let mut log = Log::default();
+        log.start()
+            .piece(EventKind::Text, 1, 1, "Half a sen")
+            .end(EventKind::RunCancelled, json!({}));
+        log
+    };
+    let cases: [(&str, Log, &[&str]); 4] = [
+        (
+            "text",
+            text_run(),
+            &[
+                "start",
+                "start-step",
+                "reasoning-start:M1",
+                "reasoning-delta:M1",
+                "reasoning-end:M1",
+                "text-start:M2",
+                "text-delta:M2",
+                "text-delta:M2",
+                "text-end:M2",
+                "finish-step",
+                "finish",
+            ],
+        ),
+        (
+            "tools",
+            tool_run(),
+            &[
+                "start",
+                "start-step",
+                "text-start:M1",
+                "text-delta:M1",
+                "text-end:M1",
+                "tool-input-start:c1",
+                "tool-input-delta:c1",
+                "tool-input-delta:c1",
+                "tool-input-available:c1",
+                "tool-input-start:c2",
+                "tool-input-available:c2",
+                "tool-output-available:c1",
+                "tool-output-error:c2",
+                "finish-step",
+                "start-step",
+                "text-start:M4",
+                "text-delta:M4",
+                "text-end:M4",
+                "finish-step",
+                "finish",
+            ],
+        ),
+        (
+            "failed",
+            failed,
+            &[
+                "start",
+                "start-step",
+                "text-start:M1",
+                "text-delta:M1",
+                "text-end:M1",
+                "finish-step",
+                "error",
+                "finish",
+            ],
+        ),
+        (
+            "cancelled",
+            cancelled,
+            &[
+                "start",
+                "start-step",
+                "text-start:M1",
+                "text-delta:M1",
+                "text-end:M1",
+                "finish-step",
+                "finish",
+            ],
+        ),
+    ];
+    for (name, log, expected) in cases {
+        let chunks = map(&log.0);
+        assert_eq!(outline(&chunks), expected, "{name}");
+        for cut in 0..=log.0.len() {
+            assert_well_formed_prefix(&log.0[..cut], cut == log.0.len());
+        }
+    }
+}
+
+fn assert_well_formed_prefix(events: &[AgentEvent], whole: bool) {
+    let chunks = map(events);
+    if events.is_empty() {
+        assert!(chunks.is_empty());
+        return;
+    }
+    assert_well_formed(&chunks, whole);
+}
+
+#[test]
+fn the_wire_has_the_schema_fields_and_nothing_else() {
+    let chunks = map(&tool_run().0);
+    let json: Vec<Value> = chunks
+        .iter()
+        .map(|chunk| serde_json::to_value(chunk).unwrap())
+        .collect();
+    assert_eq!(
+        json[0],
+        json!({
+            "type": "start",
+            "messageId": Uuid::from_u128(RUN).to_string(),
+            "messageMetadata": { "agent_id": Uuid::from_u128(AGENT), "run_id": Uuid::from_u128(RUN), "seq": 1 },
+        })
+    );
+    assert_eq!(
+        json[3],
+        json!({ "type": "text-delta", "id": id(1).to_string(), "delta": "Let me look." })
+    );
+    assert_eq!(
+        json[5],
+        json!({ "type": "tool-input-start", "toolCallId": "c1", "toolName": "clock", "dynamic": true })
+    );
+    assert_eq!(
+        json[6],
+        json!({ "type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{\"zone\":" })
+    );
+    assert_eq!(
+        json[8],
+        json!({ "type": "tool-input-available", "toolCallId": "c1", "toolName": "clock", "input": { "zone": "UTC" }, "dynamic": true })
+    );
+    assert_eq!(
+        json[11],
+        json!({ "type": "tool-output-available", "toolCallId": "c1", "output": "noon", "dynamic": true })
+    );
+    assert_eq!(
+        json[12],
+        json!({ "type": "tool-output-error", "toolCallId": "c2", "errorText": "division by zero", "dynamic": true })
+    );
+    let finish = json.last().unwrap();
+    assert_eq!(finish["type"], "finish");
+    assert_eq!(finish["finishReason"], "stop");
+    assert_eq!(finish["messageMetadata"]["seq"], 13, "the run end's seq");
+}
+
+/// Events before the run's start (the previous run's end, the user's message) are not this
+/// stream's; after the run's end nothing more comes.
+#[test]
+fn only_the_run_from_its_start_to_its_end_is_mapped() {
+    let run = text_run();
+    let mut mapper = ChunkMapper::new();
+    let mut earlier = run.0[0].clone();
+    earlier.kind = EventKind::User;
+    assert!(mapper.push(&earlier).is_empty());
+    let chunks: Vec<Tagged> = run.0.iter().flat_map(|event| mapper.push(event)).collect();
+    assert!(mapper.ended());
+    assert_eq!(
+        chunks.first().unwrap().0,
+        1,
+        "tagged with the seq of the event it came from"
+    );
+    assert_eq!(chunks.last().unwrap().0, run.0.len() as u64);
+    assert!(mapper.push(&run.0[1]).is_empty());
+}

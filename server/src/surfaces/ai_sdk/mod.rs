@@ -1,0 +1,4 @@
+//! The AI SDK's UI message stream (v1, what `useChat` reads) as another view of the log.
+//! `chunks.rs` is the pure mapping from a run's events to the stream's chunks.
+
+pub mod chunks;
