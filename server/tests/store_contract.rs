@@ -8,7 +8,8 @@ use std::sync::Arc;
 use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
-    AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson, NewAgent, Store, StoreError,
+    agent_for_chat, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson, NewAgent,
+    Store, StoreError,
 };
 use app::EventKind;
 use serde_json::json;
@@ -258,6 +259,39 @@ async fn a_started_run_is_unfinished_until_its_end(subject: &Subject) {
     assert_eq!(unfinished().await, 0, "ended");
 }
 
+/// A chat id gets one agent, found again later, also when two first uses race; it goes with
+/// its agent.
+async fn a_chat_id_keeps_its_agent(subject: &Subject) {
+    let store = subject.store.as_ref();
+    let template = || NewAgent {
+        name: "chat".into(),
+        ..NewAgent::default()
+    };
+    assert_eq!(store.chat_agent("chat-1").await.unwrap(), None);
+    let (first, racing) = tokio::join!(
+        agent_for_chat(store, "chat-1", template()),
+        agent_for_chat(store, "chat-1", template())
+    );
+    let first = first.unwrap();
+    assert_eq!(racing.unwrap().id, first.id, "two first uses, one agent");
+    let again = agent_for_chat(store, "chat-1", template()).await.unwrap();
+    assert_eq!(again.id, first.id);
+    let other = agent_for_chat(store, "chat-2", template()).await.unwrap();
+    assert_ne!(other.id, first.id);
+    assert!(!store.claim_chat("chat-1", other.id).await.unwrap());
+    let chats = store.list_agents(1_000).await.unwrap();
+    assert_eq!(chats.iter().filter(|agent| agent.name == "chat").count(), 2);
+
+    assert!(store.delete_agent(first.id).await.unwrap());
+    assert_eq!(
+        store.chat_agent("chat-1").await.unwrap(),
+        None,
+        "gone with its agent"
+    );
+    let fresh = agent_for_chat(store, "chat-1", template()).await.unwrap();
+    assert_ne!(fresh.id, first.id);
+}
+
 async fn run_cases(subject: Subject) {
     agents_round_trip(&subject).await;
     appends_are_gapless_per_agent_and_read_back_equal(&subject).await;
@@ -267,6 +301,7 @@ async fn run_cases(subject: Subject) {
     run_keys_hold_one_run_per_key(&subject).await;
     a_run_outline_is_its_start_usage_and_end(&subject).await;
     a_started_run_is_unfinished_until_its_end(&subject).await;
+    a_chat_id_keeps_its_agent(&subject).await;
 }
 
 #[tokio::test]

@@ -38,6 +38,11 @@ const SQLITE: &[Source] = &[
         "open runs",
         include_str!("../../migrations/0005_open_runs.sql"),
     ),
+    (
+        6,
+        "chat agents",
+        include_str!("../../migrations/0006_chat_agents.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -55,6 +60,11 @@ const POSTGRES: &[Source] = &[
         3,
         "open runs",
         include_str!("../../migrations_postgres/0003_open_runs.sql"),
+    ),
+    (
+        4,
+        "chat agents",
+        include_str!("../../migrations_postgres/0004_chat_agents.sql"),
     ),
 ];
 

@@ -41,6 +41,32 @@ pub trait Agents: Send + Sync + 'static {
     async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError>;
     /// Deletes the agent and its log. False when there was no such agent.
     async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError>;
+    /// The agent a chat id (the AI SDK surface's) was given, if any.
+    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError>;
+    /// Gives `chat_id` to `agent_id` unless it has an agent already; true when it was given.
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError>;
+}
+
+/// The agent `chat_id` was given on first use, or one made from `template` and given to it now.
+/// Two first uses at once end with one agent: the loser of the claim deletes the agent it made.
+pub async fn agent_for_chat(
+    store: &dyn Agents,
+    chat_id: &str,
+    template: NewAgent,
+) -> Result<Agent, StoreError> {
+    if let Some(agent_id) = store.chat_agent(chat_id).await? {
+        if let Some(agent) = store.get_agent(agent_id).await? {
+            return Ok(agent);
+        }
+    }
+    let made = store.create_agent(template).await?;
+    if store.claim_chat(chat_id, made.id).await? {
+        return Ok(made);
+    }
+    store.delete_agent(made.id).await?;
+    let vanished = || StoreError::Failed(format!("chat {chat_id:?} lost its agent while claimed"));
+    let agent_id = store.chat_agent(chat_id).await?.ok_or_else(vanished)?;
+    store.get_agent(agent_id).await?.ok_or_else(vanished)
 }
 
 /// Each agent's append-only log: gapless seqs, read by range, by run outline or by id.

@@ -192,6 +192,28 @@ impl Agents for SqliteStore {
             .await?;
         Ok(result.rows_affected() > 0)
     }
+
+    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError> {
+        let agent_id: Option<String> =
+            sqlx::query_scalar("SELECT agent_id FROM chat_agents WHERE chat_id = ?")
+                .bind(chat_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        agent_id.map(|text| parse_uuid(&text)).transpose()
+    }
+
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "INSERT INTO chat_agents (chat_id, agent_id, created_at) VALUES (?, ?, ?) \
+             ON CONFLICT (chat_id) DO NOTHING",
+        )
+        .bind(chat_id)
+        .bind(agent_id.to_string())
+        .bind(Utc::now().to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
 }
 
 #[async_trait]

@@ -55,6 +55,12 @@ impl<H: Hooks> Agents for HookedStore<H> {
     async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
         self.inner.delete_agent(agent_id).await
     }
+    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError> {
+        self.inner.chat_agent(chat_id).await
+    }
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
+        self.inner.claim_chat(chat_id, agent_id).await
+    }
 }
 
 #[async_trait]

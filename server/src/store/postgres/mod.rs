@@ -230,6 +230,26 @@ impl Agents for PgStore {
             .await?;
         Ok(result.rows_affected() > 0)
     }
+
+    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError> {
+        let agent_id = sqlx::query_scalar("SELECT agent_id FROM chat_agents WHERE chat_id = $1")
+            .bind(chat_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(agent_id)
+    }
+
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "INSERT INTO chat_agents (chat_id, agent_id, created_at) VALUES ($1, $2, now()) \
+             ON CONFLICT (chat_id) DO NOTHING",
+        )
+        .bind(chat_id)
+        .bind(agent_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
 }
 
 #[async_trait]
