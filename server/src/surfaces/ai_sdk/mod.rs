@@ -1,4 +1,6 @@
 //! The AI SDK's UI message stream (v1, what `useChat` reads) as another view of the log.
-//! `chunks.rs` is the pure mapping from a run's events to the stream's chunks.
+//! `chunks.rs` is the pure mapping from a run's events to the stream's chunks; `request.rs`
+//! reads the transport's request body.
 
 pub mod chunks;
+pub mod request;

@@ -1,0 +1,282 @@
+//! The AI SDK's chat request (`DefaultChatTransport`'s body), read: which chat, which trigger,
+//! and the one input the server takes from it — the last user message's text and id. The log
+//! is the truth: earlier messages the client sends are not read. Pure; every refusal names what
+//! was wrong, and nothing is written for a refused request.
+
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::http::error::ApiError;
+
+/// Characters of a chat id, at most (ids that are not agent UUIDs).
+pub const CHAT_ID_CHARS_MAX: usize = 128;
+/// Characters of a message id (the idempotency key of a send), at most.
+pub const MESSAGE_ID_CHARS_MAX: usize = 256;
+
+/// The body as the transport sends it; other fields (the app's own `body` options) are ignored.
+#[derive(Debug, Deserialize)]
+pub struct ChatBody {
+    id: Value,
+    messages: Value,
+    #[serde(default)]
+    trigger: Option<Value>,
+}
+
+/// Which conversation a chat id names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatId {
+    /// An existing agent's id.
+    Agent(Uuid),
+    /// Any other id: the agent it was given on first use (`store::agent_for_chat`).
+    Named(String),
+}
+
+/// `submit-message` (a new user message) or `regenerate-message` (answer the last one again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Submit,
+    Regenerate,
+}
+
+/// What a chat request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatRequest {
+    pub chat: ChatId,
+    pub trigger: Trigger,
+    /// The last user message's id: a retried POST of it starts nothing new.
+    pub message_id: String,
+    pub text: String,
+}
+
+fn refused(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+}
+
+/// Reads a chat id: an agent's UUID, or 1–128 characters of `[A-Za-z0-9_-]`.
+pub fn chat_id(text: &str) -> Result<ChatId, ApiError> {
+    if let Ok(agent_id) = Uuid::parse_str(text) {
+        return Ok(ChatId::Agent(agent_id));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if text.is_empty() || text.chars().count() > CHAT_ID_CHARS_MAX || !text.chars().all(allowed) {
+        return Err(ApiError::bad_request(
+            "invalid_chat_id",
+            format!("chat id {text:?}: use an agent id or 1–{CHAT_ID_CHARS_MAX} characters of A–Z, a–z, 0–9, _ and -"),
+        ));
+    }
+    Ok(ChatId::Named(text.to_owned()))
+}
+
+impl ChatBody {
+    pub fn read(&self) -> Result<ChatRequest, ApiError> {
+        let chat = match &self.id {
+            Value::String(text) => chat_id(text)?,
+            other => {
+                return Err(refused(format!(
+                    "id must be the chat's id as a string, not {other}"
+                )))
+            }
+        };
+        let trigger = match self.trigger.as_ref().and_then(Value::as_str) {
+            None if self.trigger.is_none() => Trigger::Submit,
+            Some("submit-message") => Trigger::Submit,
+            Some("regenerate-message") => Trigger::Regenerate,
+            _ => {
+                return Err(refused(format!(
+                    "trigger {}: use \"submit-message\" or \"regenerate-message\"",
+                    self.trigger.as_ref().map_or("?".into(), Value::to_string)
+                )))
+            }
+        };
+        let Some(messages) = self
+            .messages
+            .as_array()
+            .filter(|messages| !messages.is_empty())
+        else {
+            return Err(refused("messages must be a non-empty array of UI messages"));
+        };
+        let last = messages.last().expect("not empty");
+        let user = match trigger {
+            // A submit's new message is the last one.
+            Trigger::Submit if last.get("role").and_then(Value::as_str) == Some("user") => last,
+            Trigger::Submit => {
+                return Err(refused("the last message of a submit must be the user's"))
+            }
+            // A regenerate answers the last user message again (what follows it is replaced).
+            Trigger::Regenerate => messages
+                .iter()
+                .rev()
+                .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+                .ok_or_else(|| refused("there is no user message to answer again"))?,
+        };
+        let message_id = match user.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() && id.chars().count() <= MESSAGE_ID_CHARS_MAX => {
+                id.to_owned()
+            }
+            _ => {
+                return Err(refused(format!(
+                    "the user message needs an id of 1–{MESSAGE_ID_CHARS_MAX} characters"
+                )))
+            }
+        };
+        Ok(ChatRequest {
+            chat,
+            trigger,
+            message_id,
+            text: user_text(user)?,
+        })
+    }
+}
+
+/// The text of a user message's parts, joined; a file part is refused until files are taken.
+fn user_text(message: &Value) -> Result<String, ApiError> {
+    let Some(parts) = message.get("parts").and_then(Value::as_array) else {
+        return Err(refused(
+            "the user message needs parts: [{\"type\": \"text\", \"text\": …}]",
+        ));
+    };
+    let mut texts = Vec::new();
+    for part in parts {
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") => match part.get("text").and_then(Value::as_str) {
+                Some(text) => texts.push(text),
+                None => return Err(refused("a text part needs its text as a string")),
+            },
+            Some("file") => {
+                return Err(refused(
+                    "file parts are not supported yet: send the message as text parts",
+                ))
+            }
+            // Parts the app keeps for itself (data-…, step markers) are not input.
+            _ => {}
+        }
+    }
+    let text = texts.join("\n");
+    if text.trim().is_empty() {
+        return Err(refused("the user message has no text"));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(body: Value) -> Result<ChatRequest, String> {
+        let body: ChatBody = serde_json::from_value(body).map_err(|error| error.to_string())?;
+        body.read().map_err(|error| format!("{error:?}"))
+    }
+
+    fn user(id: &str, text: &str) -> Value {
+        json!({ "id": id, "role": "user", "parts": [{ "type": "text", "text": text }] })
+    }
+
+    #[test]
+    fn requests_are_read_or_refused_with_the_reason() {
+        let agent = Uuid::from_u128(7);
+        let assistant =
+            json!({ "id": "a1", "role": "assistant", "parts": [{ "type": "text", "text": "hi" }] });
+        let ok: &[(Value, ChatRequest)] = &[
+            (
+                json!({ "id": "chat_1-x", "messages": [user("u1", "hello")], "trigger": "submit-message" }),
+                ChatRequest {
+                    chat: ChatId::Named("chat_1-x".into()),
+                    trigger: Trigger::Submit,
+                    message_id: "u1".into(),
+                    text: "hello".into(),
+                },
+            ),
+            (
+                json!({ "id": agent.to_string(), "messages": [user("u1", "a"), assistant.clone(), user("u2", "b")] }),
+                ChatRequest {
+                    chat: ChatId::Agent(agent),
+                    trigger: Trigger::Submit,
+                    message_id: "u2".into(),
+                    text: "b".into(),
+                },
+            ),
+            (
+                json!({ "id": "c", "messages": [user("u1", "a"), assistant.clone()], "trigger": "regenerate-message", "messageId": "a1" }),
+                ChatRequest {
+                    chat: ChatId::Named("c".into()),
+                    trigger: Trigger::Regenerate,
+                    message_id: "u1".into(),
+                    text: "a".into(),
+                },
+            ),
+            (
+                json!({ "id": "c", "messages": [{ "id": "u1", "role": "user", "parts": [
+                    { "type": "text", "text": "two" }, { "type": "data-note", "data": 1 }, { "type": "text", "text": "parts" }] }] }),
+                ChatRequest {
+                    chat: ChatId::Named("c".into()),
+                    trigger: Trigger::Submit,
+                    message_id: "u1".into(),
+                    text: "two\nparts".into(),
+                },
+            ),
+        ];
+        for (body, expected) in ok {
+            assert_eq!(read(body.clone()).as_ref(), Ok(expected), "{body}");
+        }
+        let refused: &[(Value, &str)] = &[
+            (
+                json!({ "id": "has space", "messages": [user("u1", "a")] }),
+                "invalid_chat_id",
+            ),
+            (
+                json!({ "id": "x".repeat(CHAT_ID_CHARS_MAX + 1), "messages": [user("u1", "a")] }),
+                "invalid_chat_id",
+            ),
+            (
+                json!({ "id": "", "messages": [user("u1", "a")] }),
+                "invalid_chat_id",
+            ),
+            (
+                json!({ "id": 5, "messages": [user("u1", "a")] }),
+                "as a string",
+            ),
+            (json!({ "id": "c", "messages": [] }), "non-empty array"),
+            (json!({ "id": "c", "messages": "hello" }), "non-empty array"),
+            (
+                json!({ "id": "c", "messages": [user("u1", "a")], "trigger": "resubmit" }),
+                "trigger",
+            ),
+            (
+                json!({ "id": "c", "messages": [user("u1", "a"), assistant.clone()] }),
+                "must be the user's",
+            ),
+            (
+                json!({ "id": "c", "messages": [assistant.clone()], "trigger": "regenerate-message" }),
+                "no user message",
+            ),
+            (
+                json!({ "id": "c", "messages": [user("", "a")] }),
+                "needs an id",
+            ),
+            (
+                json!({ "id": "c", "messages": [user("u1", "  ")] }),
+                "no text",
+            ),
+            (
+                json!({ "id": "c", "messages": [{ "id": "u1", "role": "user" }] }),
+                "needs parts",
+            ),
+            (
+                json!({ "id": "c", "messages": [{ "id": "u1", "role": "user", "parts": [
+                { "type": "file", "mediaType": "image/png", "url": "data:," }] }] }),
+                "file parts are not supported",
+            ),
+            (
+                json!({ "messages": [user("u1", "a")] }),
+                "missing field `id`",
+            ),
+        ];
+        for (body, reason) in refused {
+            let error = read(body.clone()).expect_err(&body.to_string());
+            assert!(error.contains(reason), "{body}: {error}");
+        }
+    }
+}
