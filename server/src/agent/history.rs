@@ -186,14 +186,7 @@ pub async fn fold_log_within(
     let from = start.as_ref().map_or(0, |snapshot| snapshot.last_seq());
     let mut timeline = match start {
         Some(snapshot) => (*snapshot).clone(),
-        None if window_start > 0 => {
-            match tail_start(store, agent_id, window_start).await? {
-                Some(run_start) => Timeline::starting_after(run_start - 1),
-                // No run starts in the window (one run longer than it): fold from the window,
-                // its first message possibly partial.
-                None => Timeline::starting_after(window_start),
-            }
-        }
+        None if window_start > 0 => tail_from_run_start(store, agent_id, window_start).await?,
         None => Timeline::default(),
     };
     loop {
@@ -227,25 +220,31 @@ pub async fn fold_log_within(
     Ok(timeline)
 }
 
-/// The seq of the first `run_started` after `after`, reading forward page by page (the window
-/// holds at most the fold's `events_max` events).
-async fn tail_start(
+/// The fold of the log from the first `run_started` after `after`, as far as the page that
+/// holds it (the caller reads on from there). Reads forward page by page; the window holds at
+/// most the fold's `events_max` events.
+async fn tail_from_run_start(
     store: &dyn EventLog,
     agent_id: Uuid,
     after: u64,
-) -> Result<Option<u64>, StoreError> {
+) -> Result<Timeline, StoreError> {
     let mut since = after;
     loop {
-        let events = store.read_events(agent_id, since, FOLD_PAGE_EVENTS).await?;
+        let mut events = store.read_events(agent_id, since, FOLD_PAGE_EVENTS).await?;
+        let full_page = events.len() as u32 == FOLD_PAGE_EVENTS;
         if let Some(start) = events
             .iter()
-            .find(|event| event.kind == app::EventKind::RunStarted)
+            .position(|event| event.kind == app::EventKind::RunStarted)
         {
-            return Ok(Some(start.seq));
+            let mut timeline = Timeline::starting_after(events[start].seq - 1);
+            timeline.apply_all(events.drain(start..));
+            return Ok(timeline);
         }
         match events.last() {
-            Some(last) if events.len() as u32 == FOLD_PAGE_EVENTS => since = last.seq,
-            _ => return Ok(None),
+            Some(last) if full_page => since = last.seq,
+            // No run starts in the window (one run longer than it): fold from the window, its
+            // first message possibly partial.
+            _ => return Ok(Timeline::starting_after(after)),
         }
     }
 }

@@ -23,24 +23,11 @@ impl Log {
         message: Option<u128>,
     ) -> &mut AgentEvent {
         let seq = self.0.len() as u64 + 1;
-        self.0.push(AgentEvent {
-            id: Uuid::from_u128(0x9000 + seq as u128),
-            agent_id: Uuid::from_u128(AGENT),
-            seq,
-            coalesced_from: None,
-            run_id: Some(Uuid::from_u128(RUN)),
-            thread_id: None,
-            block_id: block.map(id),
-            message_id: message.map(id),
-            kind,
-            delta: None,
-            delta_path: None,
-            delta_action: None,
-            content: Value::Null,
-            raw: None,
-            metadata: Value::Null,
-            created_at: Default::default(),
-        });
+        let mut draft = crate::store::EventDraft::new(kind);
+        draft.run_id = Some(Uuid::from_u128(RUN));
+        draft.block_id = block.map(id);
+        draft.message_id = message.map(id);
+        self.0.push(draft.into_event(Uuid::from_u128(AGENT), seq));
         self.0.last_mut().unwrap()
     }
     fn start(&mut self) -> &mut Self {
