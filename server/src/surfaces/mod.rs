@@ -14,6 +14,7 @@
 pub mod ai_sdk;
 pub mod letta;
 pub mod native;
+pub mod run_feed;
 
 /// Open SSE streams (native and Letta) at most, by default (see `config::Limits`). Each holds a
 /// task, a queue and a log subscription like a WebSocket does; past this a new stream is

@@ -371,12 +371,9 @@ impl ChunkMapper {
         if let Some(usage) = event.content.get("usage").filter(|usage| !usage.is_null()) {
             self.usage = Some(usage.clone());
         }
-        let metadata = json!({
-            "agent_id": event.agent_id,
-            "run_id": event.run_id,
-            "seq": event.seq,
-            "usage": self.usage,
-        });
+        // Merged by the client into the start's metadata: `seq` stays the run's start (where
+        // the message begins in the log, as the history endpoint says it too).
+        let metadata = json!({ "usage": self.usage });
         let reason = event.content.get("stop_reason").and_then(Value::as_str);
         let finish_reason = match (event.kind, reason) {
             (EventKind::RunFailed, _) => {

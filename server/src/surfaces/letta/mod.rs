@@ -25,7 +25,6 @@ use std::time::Duration;
 use app::EventKind;
 use axum::extract::FromRef;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -40,6 +39,7 @@ use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::{parse_agent_id, ListQuery};
 use crate::state::AppState;
 use crate::store::Store;
+use crate::surfaces::run_feed::run_start_seq;
 use mapping::{Cut, LettaItem};
 
 /// What Letta's handlers use of the server: the log, the live rooms, the runs and how to start
@@ -77,10 +77,6 @@ impl FromRef<AppState> for LettaState {
 /// wait; the feed's log subscription then lags and catches up from the store, so the agent never
 /// waits for a reader and nothing is lost.
 pub const LETTA_FEED_ITEMS_MAX: usize = 64;
-/// Log messages queued between the subscription and the feed that cuts them into Letta items.
-const FEED_LOG_MESSAGES_MAX: usize = 16;
-/// How long a retried send waits for the first request's run to appear in the log.
-pub const RUN_ATTACH_WAIT_MS_MAX: u64 = 5_000;
 /// Letta messages per page of `GET /v1/agents/{id}/messages` when the client does not say.
 pub const MESSAGES_PAGE_LIMIT_DEFAULT: u32 = 100;
 /// Letta messages per page at most.
@@ -210,7 +206,7 @@ async fn attach(
         .await?;
     let after_seq = match started.after_seq {
         Some(after_seq) => after_seq,
-        None => run_start_seq(state, started.run_id).await? - 1,
+        None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
     };
     Ok(Attached {
         run_id: started.run_id,
@@ -222,28 +218,6 @@ async fn attach(
             armed: true,
         }),
     })
-}
-
-/// The seq of a run's `run_started`, waiting briefly for a run a concurrent request is starting.
-async fn run_start_seq(state: &LettaState, run_id: Uuid) -> Result<u64, ApiError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(RUN_ATTACH_WAIT_MS_MAX);
-    loop {
-        let outline = state.store.run_outline(run_id).await?;
-        if let Some(started) = outline
-            .iter()
-            .find(|event| event.kind == EventKind::RunStarted)
-        {
-            return Ok(started.seq);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "run_not_started",
-                format!("the first request with this otid has not started run {run_id}; retry"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The body of `POST /v1/runs/{run_id}/stream`; Letta's `poll_interval` and `batch_size` are

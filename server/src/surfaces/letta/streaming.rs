@@ -1,4 +1,4 @@
-//! A Letta stream: the feed task that follows the log into the mapper, the SSE response that
+//! A Letta stream: the feed that follows the run into the mapper, the SSE response that
 //! interleaves pings and ends with `[DONE]`, and the guard that cancels a foreground run when its
 //! client goes away.
 
@@ -9,13 +9,12 @@ use axum::response::{IntoResponse, Response};
 use futures::stream;
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::mapping::{Cut, LettaItem, LettaMapper};
-use super::{LettaState, FEED_LOG_MESSAGES_MAX, LETTA_FEED_ITEMS_MAX};
+use super::{LettaState, LETTA_FEED_ITEMS_MAX};
 use crate::agent::Runs;
-use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::delivery::subscription::FollowError;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
 
 /// Cancels a foreground run when the request that started it goes away before it ends (the
@@ -49,16 +48,6 @@ impl Drop for ForegroundGuard {
     }
 }
 
-/// Aborts a task when dropped, so a feed that ends (or is dropped) takes its log subscription
-/// with it.
-pub(super) struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Follows run `run_id` in the log from `after_seq` and cuts it into Letta items with
 /// `seq_id > starting_after`. The channel closes after the run's last item (its usage), or after
 /// an error item when the log cannot be followed.
@@ -70,51 +59,20 @@ pub(super) fn feed(
     cut: Cut,
     starting_after: u64,
 ) -> mpsc::Receiver<Result<LettaItem, FollowError>> {
-    let (items, receiver) = mpsc::channel(LETTA_FEED_ITEMS_MAX);
-    tokio::spawn(async move {
-        let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);
-        let mut follower = {
-            let state = state.clone();
-            AbortOnDrop(tokio::spawn(async move {
-                let store = state.store.as_ref();
-                subscription::follow(
-                    store,
-                    &state.hub,
-                    agent_id,
-                    after_seq,
-                    Form::Values,
-                    &log_out,
-                )
-                .await
-            }))
-        };
-        let mut mapper = LettaMapper::new(cut);
-        loop {
-            let Some(message) = log.recv().await else {
-                let error = match (&mut follower.0).await {
-                    Ok(Err(error)) => error,
-                    _ => FollowError::SubscriberGone,
-                };
-                let _ = items.send(Err(error)).await;
-                return;
-            };
-            let Outbound::Values { events, .. } = message else {
-                // `lagged` notices: the subscription catches up from the store by itself.
-                continue;
-            };
-            for event in events.iter().filter(|event| event.run_id == Some(run_id)) {
-                for item in mapper.push(event) {
-                    if item.seq_id() > starting_after && items.send(Ok(item)).await.is_err() {
-                        return;
-                    }
-                }
-                if event.kind.is_run_end() {
-                    return;
-                }
-            }
-        }
-    });
-    receiver
+    let mut mapper = LettaMapper::new(cut);
+    crate::surfaces::run_feed::feed(
+        state.store,
+        state.hub,
+        agent_id,
+        run_id,
+        after_seq,
+        LETTA_FEED_ITEMS_MAX,
+        move |event| {
+            let mut items = mapper.push(event);
+            items.retain(|item| item.seq_id() > starting_after);
+            items
+        },
+    )
 }
 
 pub(super) fn wanted(types: &Option<Vec<String>>, message_type: &str) -> bool {

@@ -2,76 +2,8 @@
 //! prefix of every case (a stream cut anywhere, as a client going away sees it).
 
 use super::*;
-use app::DeltaAction;
 
-const AGENT: u128 = 1;
-const RUN: u128 = 2;
-
-fn id(n: u128) -> Uuid {
-    Uuid::from_u128(0x100 + n)
-}
-
-/// Events of one run, numbered as they are added.
-#[derive(Default)]
-struct Log(Vec<AgentEvent>);
-
-impl Log {
-    fn add(
-        &mut self,
-        kind: EventKind,
-        block: Option<u128>,
-        message: Option<u128>,
-    ) -> &mut AgentEvent {
-        let seq = self.0.len() as u64 + 1;
-        let mut draft = crate::store::EventDraft::new(kind);
-        draft.run_id = Some(Uuid::from_u128(RUN));
-        draft.block_id = block.map(id);
-        draft.message_id = message.map(id);
-        self.0.push(draft.into_event(Uuid::from_u128(AGENT), seq));
-        self.0.last_mut().unwrap()
-    }
-    fn start(&mut self) -> &mut Self {
-        self.add(EventKind::RunStarted, None, None);
-        self
-    }
-    fn piece(&mut self, kind: EventKind, block: u128, message: u128, text: &str) -> &mut Self {
-        let event = self.add(kind, Some(block), Some(message));
-        event.delta = Some(json!(text));
-        event.delta_path = Some("text".into());
-        event.delta_action = Some(DeltaAction::Append);
-        self
-    }
-    fn call(&mut self, block: u128, message: u128, call: &str, name: &str) -> &mut Self {
-        let event = self.add(EventKind::ToolCall, Some(block), Some(message));
-        event.content =
-            json!({ "name": name, "tool_call_id": call, "input": {}, "status": "streaming" });
-        self
-    }
-    fn input_piece(&mut self, block: u128, message: u128, piece: &str) -> &mut Self {
-        let event = self.add(EventKind::ToolCall, Some(block), Some(message));
-        event.delta = Some(json!(piece));
-        event.delta_path = Some("input_json".into());
-        event.delta_action = Some(DeltaAction::Append);
-        self
-    }
-    fn merge(&mut self, block: u128, message: u128, delta: Value) -> &mut Self {
-        let event = self.add(EventKind::ToolCall, Some(block), Some(message));
-        event.delta = Some(delta);
-        event.delta_path = Some(String::new());
-        event.delta_action = Some(DeltaAction::Merge);
-        self
-    }
-    fn result(&mut self, block: u128, call: &str, result: Value, is_error: bool) -> &mut Self {
-        let message = 0x50 + self.0.len() as u128;
-        let event = self.add(EventKind::ToolResult, Some(block), Some(message));
-        event.content = json!({ "tool_call_id": call, "name": "clock", "result": result, "is_error": is_error });
-        self
-    }
-    fn end(&mut self, kind: EventKind, content: Value) -> &mut Self {
-        self.add(kind, None, None).content = content;
-        self
-    }
-}
+use crate::surfaces::ai_sdk::test_log::{id, text_run, tool_run, Log, AGENT, RUN};
 
 fn map(events: &[AgentEvent]) -> Vec<Chunk> {
     let mut mapper = ChunkMapper::new();
@@ -169,48 +101,6 @@ fn assert_well_formed(chunks: &[Chunk], ended: bool) {
         }
     }
     assert_eq!(finished, ended, "{types:?}");
-}
-
-fn text_run() -> Log {
-    let mut log = Log::default();
-    log.start()
-        .piece(EventKind::Thinking, 1, 1, "hm")
-        .piece(EventKind::Text, 1, 2, "Hello")
-        .piece(EventKind::Text, 1, 2, " there")
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
-    log
-}
-
-fn tool_run() -> Log {
-    let mut log = Log::default();
-    log.start()
-        .piece(EventKind::Text, 1, 1, "Let me look.")
-        .call(2, 2, "c1", "clock")
-        .input_piece(2, 2, "{\"zone\":")
-        .input_piece(2, 2, "\"UTC\"}")
-        .merge(
-            2,
-            2,
-            json!({ "input": { "zone": "UTC" }, "status": "ready" }),
-        )
-        .call(3, 3, "c2", "calculator")
-        .merge(
-            3,
-            3,
-            json!({ "input": { "expression": "1/0" }, "status": "ready" }),
-        )
-        .merge(2, 2, json!({ "status": "done" }))
-        .result(2, "c1", json!("noon"), false)
-        .result(3, "c2", json!("division by zero"), true)
-        .piece(EventKind::Text, 4, 4, "It is noon.")
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
-    log
 }
 
 #[test]
@@ -362,7 +252,7 @@ fn the_wire_has_the_schema_fields_and_nothing_else() {
     let finish = json.last().unwrap();
     assert_eq!(finish["type"], "finish");
     assert_eq!(finish["finishReason"], "stop");
-    assert_eq!(finish["messageMetadata"]["seq"], 13, "the run end's seq");
+    assert_eq!(finish["messageMetadata"], json!({ "usage": null }));
 }
 
 /// Events before the run's start (the previous run's end, the user's message) are not this

@@ -1,0 +1,203 @@
+//! A conversation as the AI SDK's `UIMessage[]`, from the folded log (the shared reducer's
+//! [`Timeline`]): what an app passes as `useChat({ messages })` after a reload. Pure.
+//!
+//! Each run is a user message (its id the client's, kept as the message's `otid`) and one
+//! assistant message whose id is the run's id — the same message, part for part, that a client
+//! holds after streaming the run ([`super::chunks`]): steps are the model's calls under the same
+//! rule, text and reasoning parts `done`, tools as `dynamic-tool` parts. Two rules follow the
+//! client:
+//! - a run still in flight gives its user message but not its assistant message: that arrives
+//!   through resume, and clients that seed a resumed stream from the last message they hold
+//!   would show it twice;
+//! - a regenerated answer replaces the one before it (the client drops the old answer before
+//!   it asks again): a run whose user message has the previous run's user message id takes that
+//!   run's place.
+
+use app::timeline::{RunStatus, Timeline, TimelineMessage};
+use app::EventKind;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+/// One run's messages: its user message, and its assistant message once it has ended.
+struct Turn {
+    user: Option<(String, Value)>,
+    assistant: Option<Value>,
+}
+
+/// The conversation of agent `agent_id`, oldest first.
+pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for run in timeline.runs() {
+        let mut builder = Assistant::default();
+        let mut user = None;
+        for message in timeline
+            .messages()
+            .iter()
+            .filter(|message| message.run_id == Some(run.run_id))
+        {
+            match message.kind {
+                EventKind::User if user.is_none() => user = Some(user_message(message)),
+                EventKind::Text | EventKind::Thinking => builder.text(message),
+                EventKind::ToolCall => builder.tool_call(message),
+                EventKind::ToolResult => builder.tool_result(message),
+                _ => {}
+            }
+        }
+        let assistant = (run.status != RunStatus::Running).then(|| {
+            json!({
+                "id": run.run_id.to_string(),
+                "role": "assistant",
+                "metadata": {
+                    "agent_id": agent_id,
+                    "run_id": run.run_id,
+                    "seq": run.first_seq,
+                    "usage": run.usage,
+                },
+                "parts": builder.parts,
+            })
+        });
+        let regenerates = match (&user, turns.last()) {
+            (
+                Some((id, _)),
+                Some(Turn {
+                    user: Some((previous, _)),
+                    ..
+                }),
+            ) => id == previous,
+            _ => false,
+        };
+        if regenerates {
+            turns.pop();
+        }
+        turns.push(Turn { user, assistant });
+    }
+    turns
+        .into_iter()
+        .flat_map(|turn| {
+            turn.user
+                .map(|(_, message)| message)
+                .into_iter()
+                .chain(turn.assistant)
+        })
+        .collect()
+}
+
+/// The user message, with the id the client gave it (its `otid`) where it gave one.
+fn user_message(message: &TimelineMessage) -> (String, Value) {
+    let id = message
+        .content
+        .get("otid")
+        .and_then(Value::as_str)
+        .map_or_else(|| message.message_id.to_string(), str::to_owned);
+    let value = json!({
+        "id": id,
+        "role": "user",
+        "parts": [{ "type": "text", "text": message.text() }],
+    });
+    (id, value)
+}
+
+/// An assistant message's parts, built as the chunk mapping cuts the stream.
+#[derive(Default)]
+struct Assistant {
+    parts: Vec<Value>,
+    /// As in [`super::chunks::ChunkMapper`]: a step is open; the block of its call's text; its
+    /// tool results have begun.
+    step_open: bool,
+    step_text_block: Option<Uuid>,
+    step_results_began: bool,
+}
+
+impl Assistant {
+    fn enter_step(&mut self, message: &TimelineMessage) {
+        let is_text = matches!(message.kind, EventKind::Text | EventKind::Thinking);
+        let same_call = self.step_open
+            && !self.step_results_began
+            && (!is_text
+                || self
+                    .step_text_block
+                    .is_none_or(|block| message.block_id == block));
+        if !same_call {
+            self.step_open = true;
+            self.step_results_began = false;
+            self.step_text_block = None;
+            self.parts.push(json!({ "type": "step-start" }));
+        }
+        if is_text && self.step_text_block.is_none() {
+            self.step_text_block = Some(message.block_id);
+        }
+    }
+
+    fn text(&mut self, message: &TimelineMessage) {
+        let Some(text) = message.content.get("text").and_then(Value::as_str) else {
+            return;
+        };
+        self.enter_step(message);
+        let kind = match message.kind {
+            EventKind::Thinking => "reasoning",
+            _ => "text",
+        };
+        self.parts
+            .push(json!({ "type": kind, "text": text, "state": "done" }));
+    }
+
+    fn tool_call(&mut self, message: &TimelineMessage) {
+        let tool_call_id = text_of(&message.content, "tool_call_id");
+        if tool_call_id.is_empty() || self.tool_part(tool_call_id).is_some() {
+            return;
+        }
+        self.enter_step(message);
+        let mut part = Map::new();
+        part.insert("type".into(), json!("dynamic-tool"));
+        part.insert("toolName".into(), json!(text_of(&message.content, "name")));
+        part.insert("toolCallId".into(), json!(tool_call_id));
+        match message.content.get("input") {
+            Some(input) if message.content.get("status") != Some(&json!("streaming")) => {
+                part.insert("state".into(), json!("input-available"));
+                part.insert("input".into(), input.clone());
+            }
+            _ => {
+                part.insert("state".into(), json!("input-streaming"));
+            }
+        }
+        self.parts.push(Value::Object(part));
+    }
+
+    fn tool_result(&mut self, message: &TimelineMessage) {
+        let content = &message.content;
+        let Some(index) = self.tool_part(text_of(content, "tool_call_id")) else {
+            return;
+        };
+        self.step_results_began = true;
+        let part = self.parts[index].as_object_mut().expect("a tool part");
+        if part.get("state") == Some(&json!("input-streaming")) {
+            let input = content.get("input").cloned().unwrap_or(json!({}));
+            part.insert("input".into(), input);
+        }
+        let result = content.get("result").cloned().unwrap_or(Value::Null);
+        if content.get("is_error").and_then(Value::as_bool) == Some(true) {
+            part.insert("state".into(), json!("output-error"));
+            let text = match result {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            part.insert("errorText".into(), json!(text));
+        } else {
+            part.insert("state".into(), json!("output-available"));
+            part.insert("output".into(), result);
+        }
+    }
+
+    fn tool_part(&self, tool_call_id: &str) -> Option<usize> {
+        self.parts.iter().position(|part| {
+            part["type"] == "dynamic-tool" && part["toolCallId"].as_str() == Some(tool_call_id)
+        })
+    }
+}
+
+fn text_of<'a>(content: &'a Value, key: &str) -> &'a str {
+    content.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

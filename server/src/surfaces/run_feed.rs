@@ -1,0 +1,111 @@
+//! One run followed through the log and cut into a surface's items: the part every streaming
+//! surface shares. A surface gives its pure mapping (events in seq order → items); the feed task
+//! follows the agent's log from just before the run's start, keeps only the run's events, and
+//! closes its channel after the run's end (or after the error that stopped the following).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::{AgentEvent, EventKind};
+use axum::http::StatusCode;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::delivery::hub::Hub;
+use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::http::error::ApiError;
+use crate::store::Store;
+
+/// Log messages queued between the subscription and the mapping that cuts them into items.
+const FEED_LOG_MESSAGES_MAX: usize = 16;
+/// How long a retried send waits for the first request's run to appear in the log.
+pub const RUN_ATTACH_WAIT_MS_MAX: u64 = 5_000;
+/// How often that wait looks in the log.
+const RUN_ATTACH_POLL_INTERVAL_MS: u64 = 20;
+
+/// Aborts a task when dropped, so a feed that ends (or is dropped) takes its log subscription
+/// with it.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Follows run `run_id` of `agent_id` in the log from `after_seq` (every event of the run has a
+/// greater seq) and sends what `map` makes of each of its events, at most `items_max` queued.
+/// A slower reader makes the feed wait; its log subscription then lags and catches up from the
+/// store, so the agent never waits for a reader and nothing is lost. The channel closes after
+/// the items of the run's end, or after an error when the log cannot be followed.
+pub fn feed<T, M>(
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    agent_id: Uuid,
+    run_id: Uuid,
+    after_seq: u64,
+    items_max: usize,
+    mut map: M,
+) -> mpsc::Receiver<Result<T, FollowError>>
+where
+    T: Send + 'static,
+    M: FnMut(&AgentEvent) -> Vec<T> + Send + 'static,
+{
+    let (items, receiver) = mpsc::channel(items_max);
+    tokio::spawn(async move {
+        let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);
+        let mut follower = AbortOnDrop(tokio::spawn(async move {
+            let store = store.as_ref();
+            subscription::follow(store, &hub, agent_id, after_seq, Form::Values, &log_out).await
+        }));
+        loop {
+            let Some(message) = log.recv().await else {
+                let error = match (&mut follower.0).await {
+                    Ok(Err(error)) => error,
+                    _ => FollowError::SubscriberGone,
+                };
+                let _ = items.send(Err(error)).await;
+                return;
+            };
+            let Outbound::Values { events, .. } = message else {
+                // `lagged` notices: the subscription catches up from the store by itself.
+                continue;
+            };
+            for event in events.iter().filter(|event| event.run_id == Some(run_id)) {
+                for item in map(event) {
+                    if items.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+                if event.kind.is_run_end() {
+                    return;
+                }
+            }
+        }
+    });
+    receiver
+}
+
+/// The seq of a run's `run_started`, waiting briefly for a run a concurrent request is starting
+/// (a retried send finds the first request's run by its key before that run's start is written).
+pub async fn run_start_seq(store: &dyn Store, run_id: Uuid) -> Result<u64, ApiError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(RUN_ATTACH_WAIT_MS_MAX);
+    loop {
+        let outline = store.run_outline(run_id).await?;
+        if let Some(started) = outline
+            .iter()
+            .find(|event| event.kind == EventKind::RunStarted)
+        {
+            return Ok(started.seq);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "run_not_started",
+                format!("the first request with this key has not started run {run_id}; retry"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(RUN_ATTACH_POLL_INTERVAL_MS)).await;
+    }
+}
