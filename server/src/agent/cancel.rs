@@ -5,7 +5,7 @@
 use uuid::Uuid;
 
 use super::registry::{Cancelling, Runs};
-use crate::store::{ClusterStore, StoreError};
+use crate::store::{ClusterStore, EventLog, StoreError};
 
 /// Who was asked to stop.
 pub enum CancelRequested {
@@ -45,4 +45,55 @@ pub async fn request_cancel(
     }
     cluster.send_cancel(agent_id, run_id).await?;
     Ok(Some(CancelRequested::Elsewhere(run_id)))
+}
+
+/// How long a cancel request waits for the run to write its last event before answering. A run
+/// stops within one provider step; this only bounds a stuck one.
+pub const CANCEL_WAIT_MS_MAX: u64 = 5_000;
+/// How often a cancel of a run on another server looks in the log for the run's end.
+const CANCEL_POLL_INTERVAL_MS: u64 = 20;
+
+/// Asks the agent's run to stop (as [`request_cancel`]) and waits, at most `wait`, for its end
+/// to be in the log; the run asked, if one was going. A run that does not end in time is
+/// logged, not an error: it stops within one provider step, the wait only bounds a stuck one.
+pub async fn cancel_and_wait(
+    runs: &Runs,
+    cluster: Option<&dyn ClusterStore>,
+    store: &dyn EventLog,
+    agent_id: Uuid,
+    run_ids: Option<&[Uuid]>,
+    wait: std::time::Duration,
+) -> Result<Option<Uuid>, StoreError> {
+    let Some(requested) = request_cancel(runs, cluster, agent_id, run_ids).await? else {
+        return Ok(None);
+    };
+    let run_id = requested.run_id();
+    let ended = match requested {
+        CancelRequested::Here(cancelling) => cancelling.ended_within(wait).await,
+        // On another server: its end reaches the log from there.
+        CancelRequested::Elsewhere(run_id) => run_ended_within(store, run_id, wait).await?,
+    };
+    if !ended {
+        tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
+    }
+    Ok(Some(run_id))
+}
+
+/// Waits (at most `wait`) until the log holds the end of `run_id`.
+async fn run_ended_within(
+    store: &dyn EventLog,
+    run_id: Uuid,
+    wait: std::time::Duration,
+) -> Result<bool, StoreError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let outline = store.run_outline(run_id).await?;
+        if outline.iter().any(|event| event.kind.is_run_end()) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(CANCEL_POLL_INTERVAL_MS)).await;
+    }
 }

@@ -61,6 +61,8 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
         .route("/runs/{run_id}", get(rest::get_run))
         .route("/stats", get(stats::stats))
+        .route("/ai-sdk/chat/{id}/stop", post(surfaces::ai_sdk::stop))
+        .route("/ai-sdk/chat/{id}/messages", get(surfaces::ai_sdk::messages))
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())
@@ -73,6 +75,8 @@ pub fn api_router(state: AppState) -> Router {
             post(surfaces::letta::stream_messages),
         )
         .route("/runs/{run_id}/stream", post(surfaces::letta::resume_run))
+        .route("/ai-sdk/chat", post(surfaces::ai_sdk::chat))
+        .route("/ai-sdk/chat/{id}/stream", get(surfaces::ai_sdk::resume))
         .fallback(rest::unknown_route)
         .method_not_allowed_fallback(rest::method_not_allowed);
     let forms = Router::new()

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::error::{ApiError, ApiJson};
 use super::params::{head_for_cursor, optional_json_body, parse_agent_id, CountQuery, ListQuery};
-use crate::agent::cancel::{request_cancel, CancelRequested};
+use crate::agent::cancel::cancel_and_wait;
 use crate::agent::RunOptions;
 use std::sync::Arc;
 
@@ -250,9 +250,7 @@ pub(super) async fn create_run_inner(
     ))
 }
 
-/// How long a cancel request waits for the run to write its last event before answering. A run
-/// stops within one provider step; this only bounds a stuck one.
-pub const CANCEL_WAIT_MS_MAX: u64 = 5_000;
+pub use crate::agent::cancel::CANCEL_WAIT_MS_MAX;
 
 pub async fn cancel_run(
     State(store): State<Arc<dyn Store>>,
@@ -266,51 +264,22 @@ pub async fn cancel_run(
     if store.head_seq(agent_id).await?.is_none() {
         return Err(ApiError::unknown_agent(agent_id));
     }
-    let mut cancelled_run_ids = Vec::new();
-    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
     let cluster_store = cluster.as_ref().map(|cluster| cluster.store.as_ref());
-    let requested =
-        request_cancel(&runs, cluster_store, agent_id, request.run_ids.as_deref()).await?;
-    if let Some(requested) = requested {
-        let run_id = requested.run_id();
-        let ended = match requested {
-            CancelRequested::Here(cancelling) => cancelling.ended_within(wait).await,
-            // On another server: its end reaches the log from there.
-            CancelRequested::Elsewhere(run_id) => {
-                run_ended_within(store.as_ref(), run_id, wait).await?
-            }
-        };
-        if !ended {
-            tracing::warn!(%agent_id, %run_id, "run did not end within the cancel wait");
-        }
-        cancelled_run_ids.push(run_id);
-    }
+    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
+    let cancelled = cancel_and_wait(
+        &runs,
+        cluster_store,
+        store.as_ref(),
+        agent_id,
+        request.run_ids.as_deref(),
+        wait,
+    )
+    .await?;
+    let cancelled_run_ids: Vec<Uuid> = cancelled.into_iter().collect();
     Ok(Json(CancelResponse {
         agent_id,
         cancelled_run_ids,
     }))
-}
-
-/// How often a cancel of a run on another server looks in the log for the run's end.
-const CANCEL_POLL_INTERVAL_MS: u64 = 20;
-
-/// Waits (at most `wait`) until the log holds the end of `run_id`.
-async fn run_ended_within(
-    store: &dyn crate::store::Store,
-    run_id: Uuid,
-    wait: std::time::Duration,
-) -> Result<bool, ApiError> {
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        let outline = store.run_outline(run_id).await?;
-        if outline.iter().any(|event| event.kind.is_run_end()) {
-            return Ok(true);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(CANCEL_POLL_INTERVAL_MS)).await;
-    }
 }
 
 pub async fn get_run(
