@@ -62,7 +62,10 @@ pub fn api_router(state: AppState) -> Router {
         .route("/runs/{run_id}", get(rest::get_run))
         .route("/stats", get(stats::stats))
         .route("/ai-sdk/chat/{id}/stop", post(surfaces::ai_sdk::stop))
-        .route("/ai-sdk/chat/{id}/messages", get(surfaces::ai_sdk::messages))
+        .route(
+            "/ai-sdk/chat/{id}/messages",
+            get(surfaces::ai_sdk::messages),
+        )
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())

@@ -368,8 +368,12 @@ impl ChunkMapper {
     fn run_end(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         self.close_step(event.seq, out);
         self.ended = true;
+        // As the shared reducer reads it (the history's usage): a completed run's end has the
+        // final figures.
         if let Some(usage) = event.content.get("usage").filter(|usage| !usage.is_null()) {
-            self.usage = Some(usage.clone());
+            if event.kind == EventKind::RunCompleted {
+                self.usage = Some(usage.clone());
+            }
         }
         // Merged by the client into the start's metadata: `seq` stays the run's start (where
         // the message begins in the log, as the history endpoint says it too).

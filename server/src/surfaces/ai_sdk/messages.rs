@@ -133,12 +133,16 @@ impl Assistant {
             return;
         };
         self.enter_step(message);
-        let kind = match message.kind {
-            EventKind::Thinking => "reasoning",
-            _ => "text",
-        };
-        self.parts
-            .push(json!({ "type": kind, "text": text, "state": "done" }));
+        self.parts.push(match message.kind {
+            // ai 6 keeps a reasoning part's id (ai 5 clients ignore it).
+            EventKind::Thinking => json!({
+                "type": "reasoning",
+                "id": message.message_id.to_string(),
+                "text": text,
+                "state": "done",
+            }),
+            _ => json!({ "type": "text", "text": text, "state": "done" }),
+        });
     }
 
     fn tool_call(&mut self, message: &TimelineMessage) {

@@ -98,7 +98,11 @@ async fn chat_agent(
                 metadata: json!({ "ai_sdk_chat_id": name }),
                 ..NewAgent::default()
             };
-            Ok(Some(agent_for_chat(state.store.as_ref(), name, template).await?.id))
+            Ok(Some(
+                agent_for_chat(state.store.as_ref(), name, template)
+                    .await?
+                    .id,
+            ))
         }
         ChatId::Named(name) => Ok(state.store.chat_agent(name).await?),
     }
@@ -159,7 +163,12 @@ pub async fn chat(
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
     };
     let chunks = stream::feed(&state, agent_id, started.run_id, after_seq, 0);
-    Ok(stream::sse_response(&state, &chat_name(&request.chat), chunks, slot))
+    Ok(stream::sse_response(
+        &state,
+        &chat_name(&request.chat),
+        chunks,
+        slot,
+    ))
 }
 
 fn chat_name(chat: &ChatId) -> String {
@@ -236,7 +245,9 @@ pub async fn stop(
     )
     .await?;
     let cancelled: Vec<Uuid> = cancelled.into_iter().collect();
-    Ok(Json(json!({ "agent_id": agent_id, "cancelled_run_ids": cancelled })))
+    Ok(Json(
+        json!({ "agent_id": agent_id, "cancelled_run_ids": cancelled }),
+    ))
 }
 
 /// `GET /v1/ai-sdk/chat/{id}/messages`: `UIMessage[]`; `[]` for a chat not used yet.

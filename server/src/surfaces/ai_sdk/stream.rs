@@ -103,7 +103,10 @@ pub(super) fn sse_response(
         }
         if streaming.done {
             streaming.finished = true;
-            return Some((Ok::<Event, Infallible>(Event::default().data("[DONE]")), streaming));
+            return Some((
+                Ok::<Event, Infallible>(Event::default().data("[DONE]")),
+                streaming,
+            ));
         }
         let error = |text: String| Chunk::Error { error_text: text };
         let event = tokio::select! {
@@ -166,12 +169,17 @@ mod tests {
     fn a_stream_resumed_from_any_id_it_sent_continues_exactly() {
         for log in [text_run(), tool_run()] {
             let whole = framed(&log.0, 0);
-            assert!(whole.last().unwrap().0.is_some(), "the last frame has an id");
+            assert!(
+                whole.last().unwrap().0.is_some(),
+                "the last frame has an id"
+            );
             let mut resumed_mid_part = false;
             for (index, (id, chunk)) in whole.iter().enumerate() {
                 let Some(cursor) = id else { continue };
-                let mut joined: Vec<Chunk> =
-                    whole[..=index].iter().map(|(_, chunk)| chunk.clone()).collect();
+                let mut joined: Vec<Chunk> = whole[..=index]
+                    .iter()
+                    .map(|(_, chunk)| chunk.clone())
+                    .collect();
                 joined.extend(framed(&log.0, *cursor).into_iter().map(|(_, chunk)| chunk));
                 let expected: Vec<Chunk> = whole.iter().map(|(_, chunk)| chunk.clone()).collect();
                 assert_eq!(joined, expected, "resumed after {cursor}");

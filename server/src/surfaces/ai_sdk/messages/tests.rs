@@ -36,14 +36,13 @@ fn client_message(chunks: &[Chunk]) -> Value {
                 message_metadata, ..
             } => merge(&Some(message_metadata.clone())),
             Chunk::StartStep => list.push(json!({ "type": "step-start" })),
-            Chunk::TextStart { id } | Chunk::ReasoningStart { id } => {
-                let kind = if matches!(chunk, Chunk::TextStart { .. }) {
-                    "text"
-                } else {
-                    "reasoning"
-                };
-                list.push(json!({ "type": kind, "text": "", "state": "streaming", "_id": id }));
+            Chunk::TextStart { id } => {
+                list.push(json!({ "type": "text", "text": "", "state": "streaming", "_id": id }));
             }
+            // ai 6 keeps a reasoning part's id.
+            Chunk::ReasoningStart { id } => list.push(json!({
+                "type": "reasoning", "id": id, "text": "", "state": "streaming", "_id": id,
+            })),
             Chunk::TextDelta { id, delta } | Chunk::ReasoningDelta { id, delta } => {
                 let at = find(&mut list, "_id", id);
                 let text = list[at]["text"].as_str().unwrap().to_owned() + delta;
@@ -180,7 +179,11 @@ fn conversation() -> Log {
     );
     with_user(&mut log, failed, 12, "u3", "and now?");
     let mut cancelled = Log::default();
-    cancelled.start().end(EventKind::RunCancelled, json!({}));
+    // Its end reports usage so far; the reducer does not count it, and neither may the stream.
+    cancelled.start().end(
+        EventKind::RunCancelled,
+        json!({ "usage": { "input_tokens": 0, "output_tokens": 0 } }),
+    );
     with_user(&mut log, cancelled, 13, "u4", "stop that");
     // A call with no text after a result: the model's second call, a step of its own.
     let mut twice = Log::default();
