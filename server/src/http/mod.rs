@@ -78,7 +78,13 @@ pub fn api_router(state: AppState) -> Router {
             post(surfaces::letta::stream_messages),
         )
         .route("/runs/{run_id}/stream", post(surfaces::letta::resume_run))
-        .route("/ai-sdk/chat", post(surfaces::ai_sdk::chat))
+        .route(
+            "/ai-sdk/chat",
+            post(surfaces::ai_sdk::chat).layer(DefaultBodyLimit::max(
+                surfaces::ai_sdk::AI_SDK_CHAT_BODY_BYTES_MAX
+                    .max(state.limits.request_body_bytes_max),
+            )),
+        )
         .route("/ai-sdk/chat/{id}/stream", get(surfaces::ai_sdk::resume))
         .fallback(rest::unknown_route)
         .method_not_allowed_fallback(rest::method_not_allowed);

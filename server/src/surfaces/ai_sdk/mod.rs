@@ -7,7 +7,7 @@
 //!   a retry re-attaches to the first run's stream from its start); the answer streams.
 //! - `GET /v1/ai-sdk/chat/{id}/stream`: the run in flight, replayed from its start (same
 //!   `messageId`, so the client replaces what it holds) and followed live; 204 when none is.
-//!   A `Last-Event-ID` (a seq) skips what the client already has.
+//!   A `Last-Event-ID` (a frame's id) skips what the client already has.
 //! - `POST /v1/ai-sdk/chat/{id}/stop`: cancels the run in flight. A client going away never
 //!   does: every run of this surface outlives its request.
 //! - `GET /v1/ai-sdk/chat/{id}/messages`: the conversation for `useChat({ messages })`, without
@@ -34,7 +34,7 @@ use uuid::Uuid;
 
 use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::{fold_log, Snapshots};
-use crate::agent::start::Starter;
+use crate::agent::start::{StartError, Starter, RUN_CONTENT_BYTES_MAX};
 use crate::agent::{RunOptions, Runs};
 use crate::cluster::Cluster;
 use crate::delivery::hub::Hub;
@@ -76,6 +76,12 @@ impl FromRef<AppState> for AiSdkState {
     }
 }
 
+/// A chat request's body at most: the transport sends the whole conversation every time (the
+/// server reads only its last user message, and keeps the rest unparsed), so a long chat needs
+/// more than the API's usual limit. An app can send just the last message instead (the
+/// transport's `prepareSendMessagesRequest`).
+pub const AI_SDK_CHAT_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
 /// The idempotency key of a submit is the user message's id, kept apart from the other
 /// surfaces' keys.
 const MESSAGE_KEY_PREFIX: &str = "ai-sdk:";
@@ -114,6 +120,10 @@ pub async fn chat(
     ApiJson(body): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
+    // Refused before a new chat is given an agent: a refused request writes nothing.
+    if request.text.len() > RUN_CONTENT_BYTES_MAX {
+        return Err(StartError::ContentTooLarge.into());
+    }
     // The stream's slot first: refused, nothing starts.
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let agent_id = chat_agent(&state, &request.chat, true)
@@ -162,7 +172,13 @@ pub async fn chat(
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
     };
-    let chunks = stream::feed(&state, agent_id, started.run_id, after_seq, 0);
+    let chunks = stream::feed(
+        &state,
+        agent_id,
+        started.run_id,
+        after_seq,
+        Default::default(),
+    );
     Ok(stream::sse_response(
         &state,
         &chat_name(&request.chat),
@@ -197,15 +213,15 @@ pub async fn resume(
 ) -> Result<Response, ApiError> {
     let chat = chat_id(&id)?;
     let cursor = match headers.get("last-event-id") {
-        None => 0,
+        None => stream::FrameId::default(),
         Some(value) => value
             .to_str()
             .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok())
+            .and_then(stream::FrameId::parse)
             .ok_or_else(|| {
                 ApiError::bad_request(
                     "invalid_cursor",
-                    "Last-Event-ID must be a seq (a whole number) this stream sent",
+                    "Last-Event-ID must be the id of a frame this stream sent (<seq> or <seq>:<k>)",
                 )
             })?,
     };

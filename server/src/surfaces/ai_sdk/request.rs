@@ -5,6 +5,7 @@
 
 use axum::http::StatusCode;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -16,10 +17,12 @@ pub const CHAT_ID_CHARS_MAX: usize = 128;
 pub const MESSAGE_ID_CHARS_MAX: usize = 256;
 
 /// The body as the transport sends it; other fields (the app's own `body` options) are ignored.
+/// `messages` (the whole conversation, however long) stays raw: only the message the server
+/// takes is parsed, so a request holds little more than its body.
 #[derive(Debug, Deserialize)]
 pub struct ChatBody {
     id: Value,
-    messages: Value,
+    messages: Box<RawValue>,
     #[serde(default)]
     trigger: Option<Value>,
 }
@@ -90,25 +93,24 @@ impl ChatBody {
                 )))
             }
         };
-        let Some(messages) = self
-            .messages
-            .as_array()
-            .filter(|messages| !messages.is_empty())
-        else {
-            return Err(refused("messages must be a non-empty array of UI messages"));
-        };
-        let last = messages.last().expect("not empty");
+        let messages: Vec<&RawValue> = serde_json::from_str(self.messages.get())
+            .ok()
+            .filter(|messages: &Vec<&RawValue>| !messages.is_empty())
+            .ok_or_else(|| refused("messages must be a non-empty array of UI messages"))?;
+        // Valid JSON already (it was read as part of the body).
+        let parse = |raw: &RawValue| serde_json::from_str::<Value>(raw.get()).unwrap_or_default();
+        let is_user = |message: &Value| message.get("role").and_then(Value::as_str) == Some("user");
         let user = match trigger {
             // A submit's new message is the last one.
-            Trigger::Submit if last.get("role").and_then(Value::as_str) == Some("user") => last,
-            Trigger::Submit => {
-                return Err(refused("the last message of a submit must be the user's"))
-            }
+            Trigger::Submit => Some(parse(messages[messages.len() - 1]))
+                .filter(is_user)
+                .ok_or_else(|| refused("the last message of a submit must be the user's"))?,
             // A regenerate answers the last user message again (what follows it is replaced).
             Trigger::Regenerate => messages
                 .iter()
                 .rev()
-                .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+                .map(|raw| parse(raw))
+                .find(is_user)
                 .ok_or_else(|| refused("there is no user message to answer again"))?,
         };
         let message_id = match user.get("id").and_then(Value::as_str) {
@@ -125,7 +127,7 @@ impl ChatBody {
             chat,
             trigger,
             message_id,
-            text: user_text(user)?,
+            text: user_text(&user)?,
         })
     }
 }
@@ -166,7 +168,8 @@ mod tests {
     use serde_json::json;
 
     fn read(body: Value) -> Result<ChatRequest, String> {
-        let body: ChatBody = serde_json::from_value(body).map_err(|error| error.to_string())?;
+        let body: ChatBody =
+            serde_json::from_str(&body.to_string()).map_err(|error| error.to_string())?;
         body.read().map_err(|error| format!("{error:?}"))
     }
 

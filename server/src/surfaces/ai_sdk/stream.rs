@@ -2,9 +2,10 @@
 //! comments between them, `data: [DONE]` at the end, and the headers `useChat`'s
 //! transport looks for. Nothing here cancels a run: a client that goes away only stops reading.
 //!
-//! The cursor: the last frame made from a log event carries `id: <its seq>` (one event can make
-//! several chunks, and only after the last of them has the client all of that event), so an
-//! SSE client's `Last-Event-ID` is always a seq it has every chunk of.
+//! The cursor: every frame's `id:` says where it stands in the log. One event can make several
+//! chunks, so the last chunk of event `seq` has id `<seq>` and the ones before it `<seq>:<k>`
+//! (the k-th, from 0): an SSE client's `Last-Event-ID`, sent back to `GET …/stream`, skips
+//! exactly what it has — also when it was cut off in the middle of one event's chunks.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -25,17 +26,54 @@ use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
 /// wait; its log subscription then catches up from the store, and the run never waits).
 pub const AI_SDK_FEED_CHUNKS_MAX: usize = 64;
 
-/// A chunk, with the seq of its event when it is the last chunk of that event.
-pub(super) type Framed = (Option<u64>, Chunk);
+/// Where a frame stands: after every chunk of the events before `seq`, and `index`'s chunk of
+/// event `seq` — or all of that event's chunks when `index` is `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameId {
+    pub seq: u64,
+    pub index: Option<usize>,
+}
+
+impl FrameId {
+    /// Reads a `Last-Event-ID`: `<seq>` or `<seq>:<k>`.
+    pub fn parse(text: &str) -> Option<FrameId> {
+        let text = text.trim();
+        let (seq, index) = match text.split_once(':') {
+            Some((seq, index)) => (seq, Some(index.parse().ok()?)),
+            None => (text, None),
+        };
+        Some(FrameId {
+            seq: seq.parse().ok()?,
+            index,
+        })
+    }
+
+    /// True when a client at this position already has chunk `index` of event `seq`.
+    fn has(&self, seq: u64, index: usize) -> bool {
+        seq < self.seq || (seq == self.seq && self.index.is_none_or(|held| index <= held))
+    }
+}
+
+impl std::fmt::Display for FrameId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.index {
+            Some(index) => write!(formatter, "{}:{index}", self.seq),
+            None => write!(formatter, "{}", self.seq),
+        }
+    }
+}
+
+/// A chunk and its frame's id.
+pub(super) type Framed = (FrameId, Chunk);
 
 /// Follows run `run_id` from `after_seq` (just before its start) and maps it to chunks,
-/// keeping those after `cursor` (a seq the client already has every chunk of; 0 for all).
+/// keeping those after `cursor` (where the client is; the default for all).
 pub(super) fn feed(
     state: &AiSdkState,
     agent_id: Uuid,
     run_id: Uuid,
     after_seq: u64,
-    cursor: u64,
+    cursor: FrameId,
 ) -> mpsc::Receiver<Result<Framed, FollowError>> {
     let mut mapper = ChunkMapper::new();
     crate::surfaces::run_feed::feed(
@@ -49,14 +87,17 @@ pub(super) fn feed(
     )
 }
 
-/// One event's chunks as frames: none at or before `cursor`, the seq on the last.
-fn frames(chunks: Vec<Tagged>, cursor: u64) -> Vec<Framed> {
+/// One event's chunks as frames with their ids, less those the client at `cursor` has.
+fn frames(chunks: Vec<Tagged>, cursor: FrameId) -> Vec<Framed> {
     let count = chunks.len();
     chunks
         .into_iter()
-        .filter(|(seq, _)| *seq > cursor)
         .enumerate()
-        .map(|(index, (seq, chunk))| ((index + 1 == count).then_some(seq), chunk))
+        .filter(|(index, (seq, _))| !cursor.has(*seq, *index))
+        .map(|(index, (seq, chunk))| {
+            let index = (index + 1 < count).then_some(index);
+            (FrameId { seq, index }, chunk)
+        })
         .collect()
 }
 
@@ -71,11 +112,11 @@ struct Streaming {
     _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
-fn chunk_event(seq: Option<u64>, chunk: &Chunk) -> Event {
+fn chunk_event(id: Option<FrameId>, chunk: &Chunk) -> Event {
     let data = serde_json::to_string(chunk).expect("chunks serialize");
     let event = Event::default().data(data);
-    match seq {
-        Some(seq) => event.id(seq.to_string()),
+    match id {
+        Some(id) => event.id(id.to_string()),
         None => event,
     }
 }
@@ -111,7 +152,7 @@ pub(super) fn sse_response(
         let error = |text: String| Chunk::Error { error_text: text };
         let event = tokio::select! {
             next = streaming.chunks.recv() => match next {
-                Some(Ok((seq, chunk))) => chunk_event(seq, &chunk),
+                Some(Ok((id, chunk))) => chunk_event(Some(id), &chunk),
                 Some(Err(follow)) => {
                     streaming.done = true;
                     chunk_event(None, &error(format!(
@@ -154,7 +195,7 @@ mod tests {
     use super::*;
     use crate::surfaces::ai_sdk::test_log::{text_run, tool_run};
 
-    fn framed(events: &[app::AgentEvent], cursor: u64) -> Vec<Framed> {
+    fn framed(events: &[app::AgentEvent], cursor: FrameId) -> Vec<Framed> {
         let mut mapper = ChunkMapper::new();
         events
             .iter()
@@ -162,44 +203,40 @@ mod tests {
             .collect()
     }
 
-    /// A client cut off after any frame that carries an id resumes with that id as its
-    /// `Last-Event-ID` and ends with exactly the whole stream: nothing skipped, nothing twice —
-    /// also in the middle of a text part or a tool call's input.
+    /// A client cut off after any frame resumes with that frame's id as its `Last-Event-ID`
+    /// and ends with exactly the whole stream: nothing skipped, nothing twice — also inside one
+    /// event's chunks, a text part or a tool call's input.
     #[test]
-    fn a_stream_resumed_from_any_id_it_sent_continues_exactly() {
+    fn a_stream_resumed_from_any_frame_continues_exactly() {
         for log in [text_run(), tool_run()] {
-            let whole = framed(&log.0, 0);
-            assert!(
-                whole.last().unwrap().0.is_some(),
-                "the last frame has an id"
-            );
-            let mut resumed_mid_part = false;
-            for (index, (id, chunk)) in whole.iter().enumerate() {
-                let Some(cursor) = id else { continue };
+            let whole = framed(&log.0, FrameId::default());
+            let expected: Vec<Chunk> = whole.iter().map(|(_, chunk)| chunk.clone()).collect();
+            let mut inside_an_event = 0;
+            for (index, (id, _)) in whole.iter().enumerate() {
+                let cursor = FrameId::parse(&id.to_string()).expect("ids read back");
+                assert_eq!(cursor, *id);
                 let mut joined: Vec<Chunk> = whole[..=index]
                     .iter()
                     .map(|(_, chunk)| chunk.clone())
                     .collect();
-                joined.extend(framed(&log.0, *cursor).into_iter().map(|(_, chunk)| chunk));
-                let expected: Vec<Chunk> = whole.iter().map(|(_, chunk)| chunk.clone()).collect();
-                assert_eq!(joined, expected, "resumed after {cursor}");
-                resumed_mid_part |= matches!(
-                    chunk,
-                    Chunk::TextDelta { .. } | Chunk::ToolInputDelta { .. }
-                ) && index + 1 < whole.len();
+                joined.extend(framed(&log.0, cursor).into_iter().map(|(_, chunk)| chunk));
+                assert_eq!(joined, expected, "resumed after {id}");
+                inside_an_event += usize::from(id.index.is_some());
             }
-            assert!(resumed_mid_part);
+            assert!(inside_an_event > 0);
         }
     }
 
-    /// Several chunks from one event: only the last says the event is whole.
     #[test]
-    fn only_the_last_chunk_of_an_event_carries_its_seq() {
-        let whole = framed(&tool_run().0, 0);
-        let ids: Vec<Option<u64>> = whole.iter().map(|(id, _)| *id).collect();
+    fn frame_ids_say_which_chunk_of_which_event() {
+        let whole = framed(&tool_run().0, FrameId::default());
+        let ids: Vec<String> = whole.iter().map(|(id, _)| id.to_string()).collect();
         // The first text event opens the step and the part and brings a delta.
-        assert_eq!(&ids[..5], &[Some(1), None, None, Some(2), None]);
+        assert_eq!(&ids[..5], &["1", "2:0", "2:1", "2", "3:0"]);
         let mut seen = std::collections::HashSet::new();
-        assert!(ids.iter().flatten().all(|id| seen.insert(*id)));
+        assert!(ids.iter().all(|id| seen.insert(id.clone())), "{ids:?}");
+        for bad in ["", "x", "3:", ":1", "-1", "3:x", "1:2:3"] {
+            assert_eq!(FrameId::parse(bad), None, "{bad:?}");
+        }
     }
 }
