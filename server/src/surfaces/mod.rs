@@ -5,7 +5,8 @@
 //! - [`native`]: agentstream's own frames over WebSocket and SSE (the REST API is in
 //!   [`crate::http::rest`]).
 //! - [`letta`]: Letta's REST and streaming API, for Letta's SDKs.
-//! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat` (the mapping so far).
+//! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat`, with resume, stop and history.
+//! - [`run_feed`]: following one run through the log into a surface's mapping (shared).
 //!
 //! May use: the agent, delivery, the store, and the HTTP layer's error, params and state. A
 //! surface never uses another surface, and nothing below `agent/`, `delivery/` or `store/`
@@ -16,7 +17,7 @@ pub mod letta;
 pub mod native;
 pub mod run_feed;
 
-/// Open SSE streams (native and Letta) at most, by default (see `config::Limits`). Each holds a
+/// Open SSE streams (native, Letta and AI SDK) at most, by default (see `config::Limits`). Each holds a
 /// task, a queue and a log subscription like a WebSocket does; past this a new stream is
 /// refused with 503.
 pub const SSE_STREAMS_MAX: usize = 1024;
