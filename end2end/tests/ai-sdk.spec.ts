@@ -199,6 +199,18 @@ for (const version of versions) {
       expect(await serverReplies(request, chat.messages[1].metadata.agent_id)).toEqual(["first answer", "first answer"]);
     });
 
+    test("a failed run ends the stream with its error; the chat shows it and keeps the partial answer", async ({ baseURL, request }) => {
+      const id = chatId("failed");
+      const chat = new Chat({ id, transport: transport(baseURL), onError: () => {} });
+      await chat.sendMessage({ text: "/fail invalid_request_error" });
+      expect(chat.status).toBe("error");
+      expect(chat.error?.message).toContain("invalid_request_error");
+      const answer: Message = chat.messages[1];
+      expect(textOf(answer).length).toBeGreaterThan(0);
+      expect(await runStatus(request, answer.id)).toBe("failed");
+      expect(held(await history(request, id), ai)).toEqual(plain(chat.messages));
+    });
+
     test("stop cancels the run in flight and the stream ends with finish", async ({ baseURL, request }) => {
       const id = chatId("stop");
       const chat = new Chat({ id, transport: transport(baseURL) });

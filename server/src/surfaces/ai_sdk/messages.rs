@@ -44,15 +44,21 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
             }
         }
         let assistant = (run.status != RunStatus::Running).then(|| {
+            let mut metadata = json!({
+                "agent_id": agent_id,
+                "run_id": run.run_id,
+                "seq": run.first_seq,
+                "usage": run.usage,
+            });
+            if run.status == RunStatus::Failed {
+                // The client stops reading at a failed run's `error` chunk: the `finish` (and
+                // its usage) after it never reaches the message it holds.
+                metadata.as_object_mut().expect("an object").remove("usage");
+            }
             json!({
                 "id": run.run_id.to_string(),
                 "role": "assistant",
-                "metadata": {
-                    "agent_id": agent_id,
-                    "run_id": run.run_id,
-                    "seq": run.first_seq,
-                    "usage": run.usage,
-                },
+                "metadata": metadata,
                 "parts": builder.parts,
             })
         });

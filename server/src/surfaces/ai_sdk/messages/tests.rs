@@ -88,7 +88,9 @@ fn client_message(chunks: &[Chunk]) -> Value {
                 list[at]["state"] = json!("output-error");
                 list[at]["errorText"] = json!(error_text);
             }
-            Chunk::FinishStep | Chunk::Error { .. } => {}
+            // The client throws at an error chunk and reads no further.
+            Chunk::Error { .. } => break,
+            Chunk::FinishStep => {}
         }
     }
     for part in &mut list {
