@@ -169,6 +169,9 @@ pub struct RunOptions {
     pub stream_tokens: Option<bool>,
     /// LLM calls at most for this run (Letta's `max_steps`); never above the server's limit.
     pub iterations_max: Option<u32>,
+    /// What the client said about the run that the log should keep (AG-UI's run id, context
+    /// and state), recorded as `client` in `run_started`'s metadata.
+    pub client: Option<serde_json::Value>,
 }
 
 /// Starts and tracks runs. One run per agent at a time.

@@ -241,6 +241,9 @@ fn opening_drafts(
         "background": options.background,
         "stream_tokens": options.stream_tokens,
     });
+    if let Some(client) = &options.client {
+        started.metadata["client"] = client.clone();
+    }
     let mut drafts = vec![started];
     if let Some(ConversationMessage::User { text }) = request.messages.last() {
         let mut user = ids.draft(EventKind::User);
@@ -412,5 +415,12 @@ mod tests {
         );
         assert_eq!(drafts[1].kind, EventKind::User);
         assert_eq!(drafts[1].content, json!({"text": "hi", "otid": "o1"}));
+        let client = json!({ "run_id": "r1", "state": { "step": 1 } });
+        let options = RunOptions {
+            client: Some(client.clone()),
+            ..options
+        };
+        let drafts = opening_drafts(ids(), "scripted", &request, &options);
+        assert_eq!(drafts[0].metadata["client"], client);
     }
 }

@@ -66,6 +66,7 @@ pub fn api_router(state: AppState) -> Router {
             "/ai-sdk/chat/{id}/messages",
             get(surfaces::ai_sdk::messages),
         )
+        .route("/ag-ui/cancel", post(surfaces::ag_ui::cancel))
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())
@@ -86,6 +87,13 @@ pub fn api_router(state: AppState) -> Router {
             )),
         )
         .route("/ai-sdk/chat/{id}/stream", get(surfaces::ai_sdk::resume))
+        .route(
+            "/ag-ui",
+            post(surfaces::ag_ui::run).layer(DefaultBodyLimit::max(
+                surfaces::ag_ui::AG_UI_BODY_BYTES_MAX.max(state.limits.request_body_bytes_max),
+            )),
+        )
+        .route("/ag-ui/connect", post(surfaces::ag_ui::connect))
         .fallback(rest::unknown_route)
         .method_not_allowed_fallback(rest::method_not_allowed);
     let forms = Router::new()

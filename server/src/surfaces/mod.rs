@@ -6,16 +6,21 @@
 //!   [`crate::http::rest`]).
 //! - [`letta`]: Letta's REST and streaming API, for Letta's SDKs.
 //! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat`, with resume, stop and history.
+//! - [`chat`]: chat and thread ids naming conversations (shared).
 //! - [`run_feed`]: following one run through the log into a surface's mapping (shared).
 //!
 //! May use: the agent, delivery, the store, and the HTTP layer's error, params and state. A
 //! surface never uses another surface, and nothing below `agent/`, `delivery/` or `store/`
 //! uses a surface.
 
+pub mod ag_ui;
 pub mod ai_sdk;
+pub mod chat;
 pub mod letta;
 pub mod native;
 pub mod run_feed;
+#[cfg(test)]
+mod test_log;
 
 /// Open SSE streams (native, Letta and AI SDK) at most, by default (see `config::Limits`). Each holds a
 /// task, a queue and a log subscription like a WebSocket does; past this a new stream is

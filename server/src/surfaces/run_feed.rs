@@ -2,6 +2,11 @@
 //! surface shares. A surface gives its pure mapping (events in seq order → items); the feed task
 //! follows the agent's log from just before the run's start, keeps only the run's events, and
 //! closes its channel after the run's end (or after the error that stopped the following).
+//!
+//! A surface's frames carry where they stand in the log ([`FrameId`]): one event can make
+//! several items, so the last item of event `seq` has id `<seq>` and the ones before it
+//! `<seq>:<k>`; a client's `Last-Event-ID` then skips exactly what it has, also when it was cut
+//! off inside one event's items.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +28,58 @@ const FEED_LOG_MESSAGES_MAX: usize = 16;
 pub const RUN_ATTACH_WAIT_MS_MAX: u64 = 5_000;
 /// How often that wait looks in the log.
 const RUN_ATTACH_POLL_INTERVAL_MS: u64 = 20;
+
+/// Where a frame stands: after every chunk of the events before `seq`, and `index`'s chunk of
+/// event `seq` — or all of that event's chunks when `index` is `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameId {
+    pub seq: u64,
+    pub index: Option<usize>,
+}
+
+impl FrameId {
+    /// Reads a `Last-Event-ID`: `<seq>` or `<seq>:<k>`.
+    pub fn parse(text: &str) -> Option<FrameId> {
+        let text = text.trim();
+        let (seq, index) = match text.split_once(':') {
+            Some((seq, index)) => (seq, Some(index.parse().ok()?)),
+            None => (text, None),
+        };
+        Some(FrameId {
+            seq: seq.parse().ok()?,
+            index,
+        })
+    }
+
+    /// True when a client at this position already has chunk `index` of event `seq`.
+    pub fn has(&self, seq: u64, index: usize) -> bool {
+        seq < self.seq || (seq == self.seq && self.index.is_none_or(|held| index <= held))
+    }
+}
+
+impl std::fmt::Display for FrameId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.index {
+            Some(index) => write!(formatter, "{}:{index}", self.seq),
+            None => write!(formatter, "{}", self.seq),
+        }
+    }
+}
+
+/// One event's items (each with the event's seq) as frames with their ids, less those a client
+/// at `cursor` has.
+pub fn frames<T>(items: Vec<(u64, T)>, cursor: FrameId) -> Vec<(FrameId, T)> {
+    let count = items.len();
+    items
+        .into_iter()
+        .enumerate()
+        .filter(|(index, (seq, _))| !cursor.has(*seq, *index))
+        .map(|(index, (seq, item))| {
+            let index = (index + 1 < count).then_some(index);
+            (FrameId { seq, index }, item)
+        })
+        .collect()
+}
 
 /// Aborts a task when dropped, so a feed that ends (or is dropped) takes its log subscription
 /// with it.

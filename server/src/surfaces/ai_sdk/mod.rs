@@ -19,13 +19,9 @@ pub mod chunks;
 pub mod messages;
 pub mod request;
 mod stream;
-#[cfg(test)]
-mod test_log;
-
-use std::sync::Arc;
 
 use app::EventKind;
-use axum::extract::{FromRef, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -33,48 +29,13 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
-use crate::agent::history::{fold_log, Snapshots};
-use crate::agent::start::{StartError, Starter, RUN_CONTENT_BYTES_MAX};
-use crate::agent::{RunOptions, Runs};
-use crate::cluster::Cluster;
-use crate::delivery::hub::Hub;
+use crate::agent::history::fold_log;
+use crate::agent::start::{StartError, RUN_CONTENT_BYTES_MAX};
+use crate::agent::RunOptions;
 use crate::http::error::{ApiError, ApiJson};
-use crate::state::AppState;
-use crate::store::{agent_for_chat, NewAgent, Store};
-use crate::surfaces::run_feed::run_start_seq;
-use request::{chat_id, ChatBody, ChatId, Trigger};
-
-/// What the AI SDK's handlers use of the server.
-#[derive(Clone)]
-pub struct AiSdkState {
-    pub store: Arc<dyn Store>,
-    pub hub: Arc<Hub>,
-    pub runs: Arc<Runs>,
-    pub starter: Starter,
-    pub cluster: Option<Arc<Cluster>>,
-    pub snapshots: Arc<Snapshots>,
-    /// Cancelled when the server shuts down: open streams end (their runs go on).
-    pub shutdown: tokio_util::sync::CancellationToken,
-    /// Slots for open streams (shared with the other SSE surfaces), and how many there are.
-    pub sse_streams: Arc<tokio::sync::Semaphore>,
-    pub sse_streams_max: usize,
-}
-
-impl FromRef<AppState> for AiSdkState {
-    fn from_ref(state: &AppState) -> Self {
-        AiSdkState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            runs: state.runs.clone(),
-            starter: state.starter.clone(),
-            cluster: state.cluster.clone(),
-            snapshots: state.snapshots.clone(),
-            shutdown: state.shutdown.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-        }
-    }
-}
+use crate::surfaces::chat::{chat_agent, chat_id, run_in_flight, ChatState};
+use crate::surfaces::run_feed::{run_start_seq, FrameId};
+use request::{ChatBody, Trigger};
 
 /// A chat request's body at most: the transport sends the whole conversation every time (the
 /// server reads only its last user message, and keeps the rest unparsed), so a long chat needs
@@ -86,37 +47,9 @@ pub const AI_SDK_CHAT_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// surfaces' keys.
 const MESSAGE_KEY_PREFIX: &str = "ai-sdk:";
 
-/// The agent a chat id names: an agent id must exist; a name is found, or given an agent now
-/// when `create` (a first message), or `None`.
-async fn chat_agent(
-    state: &AiSdkState,
-    chat: &ChatId,
-    create: bool,
-) -> Result<Option<Uuid>, ApiError> {
-    match chat {
-        ChatId::Agent(agent_id) => match state.store.head_seq(*agent_id).await? {
-            Some(_) => Ok(Some(*agent_id)),
-            None => Err(ApiError::unknown_agent(agent_id)),
-        },
-        ChatId::Named(name) if create => {
-            let template = NewAgent {
-                name: format!("chat {name}"),
-                metadata: json!({ "ai_sdk_chat_id": name }),
-                ..NewAgent::default()
-            };
-            Ok(Some(
-                agent_for_chat(state.store.as_ref(), name, template)
-                    .await?
-                    .id,
-            ))
-        }
-        ChatId::Named(name) => Ok(state.store.chat_agent(name).await?),
-    }
-}
-
 /// `POST /v1/ai-sdk/chat`.
 pub async fn chat(
-    State(state): State<AiSdkState>,
+    State(state): State<ChatState>,
     ApiJson(body): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
@@ -163,6 +96,7 @@ pub async fn chat(
         otid: Some(otid),
         stream_tokens: Some(true),
         iterations_max: None,
+        client: None,
     };
     let started = state
         .starter
@@ -181,43 +115,25 @@ pub async fn chat(
     );
     Ok(stream::sse_response(
         &state,
-        &chat_name(&request.chat),
+        &request.chat.to_string(),
         chunks,
         slot,
     ))
 }
 
-fn chat_name(chat: &ChatId) -> String {
-    match chat {
-        ChatId::Agent(agent_id) => agent_id.to_string(),
-        ChatId::Named(name) => name.clone(),
-    }
-}
-
-/// The run of `agent_id` in flight, on this server or (with PostgreSQL) another.
-async fn run_in_flight(state: &AiSdkState, agent_id: Uuid) -> Result<Option<Uuid>, ApiError> {
-    if let Some(run_id) = state.runs.active_run(agent_id) {
-        return Ok(Some(run_id));
-    }
-    match &state.cluster {
-        Some(cluster) => Ok(cluster.store.active_run(agent_id).await?),
-        None => Ok(None),
-    }
-}
-
 /// `GET /v1/ai-sdk/chat/{id}/stream`.
 pub async fn resume(
-    State(state): State<AiSdkState>,
+    State(state): State<ChatState>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let chat = chat_id(&id)?;
     let cursor = match headers.get("last-event-id") {
-        None => stream::FrameId::default(),
+        None => FrameId::default(),
         Some(value) => value
             .to_str()
             .ok()
-            .and_then(stream::FrameId::parse)
+            .and_then(FrameId::parse)
             .ok_or_else(|| {
                 ApiError::bad_request(
                     "invalid_cursor",
@@ -242,7 +158,7 @@ pub async fn resume(
 /// Answers once the run's end is in the log (at most `CANCEL_WAIT_MS_MAX`), so the stream the
 /// client still reads has ended with `finish` by then.
 pub async fn stop(
-    State(state): State<AiSdkState>,
+    State(state): State<ChatState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let chat = chat_id(&id)?;
@@ -268,7 +184,7 @@ pub async fn stop(
 
 /// `GET /v1/ai-sdk/chat/{id}/messages`: `UIMessage[]`; `[]` for a chat not used yet.
 pub async fn messages(
-    State(state): State<AiSdkState>,
+    State(state): State<ChatState>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let chat = chat_id(&id)?;

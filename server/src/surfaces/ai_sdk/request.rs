@@ -7,12 +7,10 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::http::error::ApiError;
+use crate::surfaces::chat::{chat_id, ChatId};
 
-/// Characters of a chat id, at most (ids that are not agent UUIDs).
-pub const CHAT_ID_CHARS_MAX: usize = 128;
 /// Characters of a message id (the idempotency key of a send), at most.
 pub const MESSAGE_ID_CHARS_MAX: usize = 256;
 
@@ -25,15 +23,6 @@ pub struct ChatBody {
     messages: Box<RawValue>,
     #[serde(default)]
     trigger: Option<Value>,
-}
-
-/// Which conversation a chat id names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ChatId {
-    /// An existing agent's id.
-    Agent(Uuid),
-    /// Any other id: the agent it was given on first use (`store::agent_for_chat`).
-    Named(String),
 }
 
 /// `submit-message` (a new user message) or `regenerate-message` (answer the last one again).
@@ -55,21 +44,6 @@ pub struct ChatRequest {
 
 fn refused(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
-}
-
-/// Reads a chat id: an agent's UUID, or 1–128 characters of `[A-Za-z0-9_-]`.
-pub fn chat_id(text: &str) -> Result<ChatId, ApiError> {
-    if let Ok(agent_id) = Uuid::parse_str(text) {
-        return Ok(ChatId::Agent(agent_id));
-    }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    if text.is_empty() || text.chars().count() > CHAT_ID_CHARS_MAX || !text.chars().all(allowed) {
-        return Err(ApiError::bad_request(
-            "invalid_chat_id",
-            format!("chat id {text:?}: use an agent id or 1–{CHAT_ID_CHARS_MAX} characters of A–Z, a–z, 0–9, _ and -"),
-        ));
-    }
-    Ok(ChatId::Named(text.to_owned()))
 }
 
 impl ChatBody {
@@ -165,7 +139,9 @@ fn user_text(message: &Value) -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::surfaces::chat::CHAT_ID_CHARS_MAX;
     use serde_json::json;
+    use uuid::Uuid;
 
     fn read(body: Value) -> Result<ChatRequest, String> {
         let body: ChatBody =

@@ -2,10 +2,9 @@
 //! comments between them, `data: [DONE]` at the end, and the headers `useChat`'s
 //! transport looks for. Nothing here cancels a run: a client that goes away only stops reading.
 //!
-//! The cursor: every frame's `id:` says where it stands in the log. One event can make several
-//! chunks, so the last chunk of event `seq` has id `<seq>` and the ones before it `<seq>:<k>`
-//! (the k-th, from 0): an SSE client's `Last-Event-ID`, sent back to `GET …/stream`, skips
-//! exactly what it has — also when it was cut off in the middle of one event's chunks.
+//! The cursor: every frame's `id:` is a [`FrameId`] (`<seq>`, or `<seq>:<k>` inside one event's
+//! chunks), so an SSE client's `Last-Event-ID`, sent back to `GET …/stream`, skips exactly what
+//! it has — also when it was cut off in the middle of one event's chunks.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -17,51 +16,15 @@ use futures::stream;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::chunks::{Chunk, ChunkMapper, Tagged};
-use super::AiSdkState;
+use super::chunks::{Chunk, ChunkMapper};
 use crate::delivery::subscription::FollowError;
+use crate::surfaces::chat::ChatState;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
+use crate::surfaces::run_feed::{frames, FrameId};
 
 /// Chunks queued between a run's feed and its HTTP response (a slower reader makes the feed
 /// wait; its log subscription then catches up from the store, and the run never waits).
 pub const AI_SDK_FEED_CHUNKS_MAX: usize = 64;
-
-/// Where a frame stands: after every chunk of the events before `seq`, and `index`'s chunk of
-/// event `seq` — or all of that event's chunks when `index` is `None`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FrameId {
-    pub seq: u64,
-    pub index: Option<usize>,
-}
-
-impl FrameId {
-    /// Reads a `Last-Event-ID`: `<seq>` or `<seq>:<k>`.
-    pub fn parse(text: &str) -> Option<FrameId> {
-        let text = text.trim();
-        let (seq, index) = match text.split_once(':') {
-            Some((seq, index)) => (seq, Some(index.parse().ok()?)),
-            None => (text, None),
-        };
-        Some(FrameId {
-            seq: seq.parse().ok()?,
-            index,
-        })
-    }
-
-    /// True when a client at this position already has chunk `index` of event `seq`.
-    fn has(&self, seq: u64, index: usize) -> bool {
-        seq < self.seq || (seq == self.seq && self.index.is_none_or(|held| index <= held))
-    }
-}
-
-impl std::fmt::Display for FrameId {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.index {
-            Some(index) => write!(formatter, "{}:{index}", self.seq),
-            None => write!(formatter, "{}", self.seq),
-        }
-    }
-}
 
 /// A chunk and its frame's id.
 pub(super) type Framed = (FrameId, Chunk);
@@ -69,7 +32,7 @@ pub(super) type Framed = (FrameId, Chunk);
 /// Follows run `run_id` from `after_seq` (just before its start) and maps it to chunks,
 /// keeping those after `cursor` (where the client is; the default for all).
 pub(super) fn feed(
-    state: &AiSdkState,
+    state: &ChatState,
     agent_id: Uuid,
     run_id: Uuid,
     after_seq: u64,
@@ -85,20 +48,6 @@ pub(super) fn feed(
         AI_SDK_FEED_CHUNKS_MAX,
         move |event| frames(mapper.push(event), cursor),
     )
-}
-
-/// One event's chunks as frames with their ids, less those the client at `cursor` has.
-fn frames(chunks: Vec<Tagged>, cursor: FrameId) -> Vec<Framed> {
-    let count = chunks.len();
-    chunks
-        .into_iter()
-        .enumerate()
-        .filter(|(index, (seq, _))| !cursor.has(*seq, *index))
-        .map(|(index, (seq, chunk))| {
-            let index = (index + 1 < count).then_some(index);
-            (FrameId { seq, index }, chunk)
-        })
-        .collect()
 }
 
 struct Streaming {
@@ -125,7 +74,7 @@ fn chunk_event(id: Option<FrameId>, chunk: &Chunk) -> Event {
 /// stream says so in an `error` chunk (the run goes on; `GET …/stream` picks it up again) and
 /// ends with `[DONE]`.
 pub(super) fn sse_response(
-    state: &AiSdkState,
+    state: &ChatState,
     chat_id: &str,
     chunks: mpsc::Receiver<Result<Framed, FollowError>>,
     slot: tokio::sync::OwnedSemaphorePermit,
@@ -193,7 +142,7 @@ pub(super) fn sse_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::surfaces::ai_sdk::test_log::{text_run, tool_run};
+    use crate::surfaces::test_log::{text_run, tool_run};
 
     fn framed(events: &[app::AgentEvent], cursor: FrameId) -> Vec<Framed> {
         let mut mapper = ChunkMapper::new();

@@ -198,6 +198,7 @@ async fn attach(
         otid: otid.clone(),
         stream_tokens: Some(request.stream_tokens.unwrap_or(false)),
         iterations_max: request.max_steps,
+        client: None,
     };
     let key = otid.as_ref().map(|otid| format!("{OTID_KEY_PREFIX}{otid}"));
     let started = state

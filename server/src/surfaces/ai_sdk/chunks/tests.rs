@@ -3,7 +3,7 @@
 
 use super::*;
 
-use crate::surfaces::ai_sdk::test_log::{id, text_run, tool_run, Log, AGENT, RUN};
+use crate::surfaces::test_log::{id, text_run, tool_run, Log, AGENT, RUN};
 
 fn map(events: &[AgentEvent]) -> Vec<Chunk> {
     let mut mapper = ChunkMapper::new();

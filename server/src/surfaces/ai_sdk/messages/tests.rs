@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::surfaces::ai_sdk::chunks::{Chunk, ChunkMapper};
-use crate::surfaces::ai_sdk::test_log::{text_run, tool_run, Log, AGENT};
+use crate::surfaces::test_log::{text_run, tool_run, Log, AGENT};
 use app::AgentEvent;
 
 /// What a client holds after reading one run's stream: the assistant message.

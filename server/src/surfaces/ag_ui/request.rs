@@ -1,0 +1,290 @@
+//! AG-UI's `RunAgentInput`, read: which thread, the client's run id, and the input the server
+//! takes — the new user messages at the end of `messages` (the log is the truth; earlier
+//! messages are not parsed). Context and state are kept to be recorded on the run; the client's
+//! tools are not used (yet). Pure; every refusal names what was wrong.
+
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::http::error::ApiError;
+use crate::surfaces::chat::{chat_id, ChatId};
+
+/// Characters of a message id (the idempotency key of a run request), at most.
+pub const MESSAGE_ID_CHARS_MAX: usize = 256;
+/// Characters of the client's run id, at most.
+pub const CLIENT_RUN_ID_CHARS_MAX: usize = 128;
+/// Bytes of context and state (as JSON) recorded on a run, at most.
+pub const RECORDED_INPUT_BYTES_MAX: usize = 16 * 1024;
+
+/// The body as `HttpAgent` sends it. `messages` stays raw: only the new user messages are
+/// parsed. `tools` and `forwardedProps` are accepted and not used.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunBody {
+    thread_id: Option<Value>,
+    #[serde(default)]
+    run_id: Option<Value>,
+    #[serde(default)]
+    messages: Option<Box<RawValue>>,
+    #[serde(default)]
+    context: Option<Value>,
+    #[serde(default)]
+    state: Option<Value>,
+}
+
+/// What a run request asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRequest {
+    pub thread: ChatId,
+    /// The client's `runId`, echoed in the run's events and recorded on the run.
+    pub client_run_id: Option<String>,
+    /// The last new user message's id: a retried request of it starts nothing new.
+    pub message_id: String,
+    pub text: String,
+    /// `{context, state}` as the client sent them, to record on the run.
+    pub recorded: Option<Value>,
+}
+
+fn refused(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+}
+
+/// Reads `threadId` from any AG-UI body (a run's, or a connect's).
+pub fn thread_of(thread_id: Option<&Value>) -> Result<ChatId, ApiError> {
+    match thread_id {
+        Some(Value::String(text)) => chat_id(text),
+        None => Err(refused("threadId is missing: name the conversation")),
+        Some(other) => Err(refused(format!("threadId must be a string, not {other}"))),
+    }
+}
+
+/// A connect or cancel body: only `threadId` is read.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadBody {
+    thread_id: Option<Value>,
+}
+
+impl ThreadBody {
+    pub fn thread(&self) -> Result<ChatId, ApiError> {
+        thread_of(self.thread_id.as_ref())
+    }
+}
+
+impl RunBody {
+    pub fn read(&self) -> Result<RunRequest, ApiError> {
+        let thread = thread_of(self.thread_id.as_ref())?;
+        let client_run_id = match &self.run_id {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id))
+                if !id.is_empty() && id.chars().count() <= CLIENT_RUN_ID_CHARS_MAX =>
+            {
+                Some(id.clone())
+            }
+            Some(other) => {
+                return Err(refused(format!(
+                    "runId must be a string of 1–{CLIENT_RUN_ID_CHARS_MAX} characters, not {other}"
+                )))
+            }
+        };
+        let messages: Vec<&RawValue> = self
+            .messages
+            .as_ref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .ok_or_else(|| refused("messages must be an array of AG-UI messages"))?;
+        // The new input: the user messages after the last message that is not the user's.
+        let mut new = Vec::new();
+        for raw in messages.iter().rev() {
+            let message: Value = serde_json::from_str(raw.get()).unwrap_or_default();
+            if message.get("role").and_then(Value::as_str) != Some("user") {
+                break;
+            }
+            new.push(message);
+        }
+        new.reverse();
+        let Some(last) = new.last() else {
+            return Err(refused(
+                "there is no new user message at the end of messages: nothing to answer",
+            ));
+        };
+        let message_id = match last.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() && id.chars().count() <= MESSAGE_ID_CHARS_MAX => {
+                id.to_owned()
+            }
+            _ => {
+                return Err(refused(format!(
+                    "the user message needs an id of 1–{MESSAGE_ID_CHARS_MAX} characters"
+                )))
+            }
+        };
+        let texts = new.iter().map(user_text).collect::<Result<Vec<_>, _>>()?;
+        let text = texts.join("\n\n");
+        if text.trim().is_empty() {
+            return Err(refused("the user message has no text"));
+        }
+        let recorded = match (&self.context, &self.state) {
+            (None | Some(Value::Null), None | Some(Value::Null)) => None,
+            (context, state) => {
+                let mut recorded = json!({});
+                if let Some(context) = context.as_ref().filter(|value| !value.is_null()) {
+                    recorded["context"] = context.clone();
+                }
+                if let Some(state) = state.as_ref().filter(|value| !value.is_null()) {
+                    recorded["state"] = state.clone();
+                }
+                if recorded.to_string().len() > RECORDED_INPUT_BYTES_MAX {
+                    return Err(ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "input_too_large",
+                        format!(
+                            "context and state are over {RECORDED_INPUT_BYTES_MAX} bytes as JSON"
+                        ),
+                    ));
+                }
+                Some(recorded)
+            }
+        };
+        Ok(RunRequest {
+            thread,
+            client_run_id,
+            message_id,
+            text,
+            recorded,
+        })
+    }
+}
+
+/// A user message's text: its `content` string, or its text parts joined; other parts (images,
+/// audio, documents) are refused until they are taken.
+fn user_text(message: &Value) -> Result<String, ApiError> {
+    match message.get("content") {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                    (Some("text"), Some(Value::String(text))) => texts.push(text.as_str()),
+                    (Some("text"), _) => return Err(refused("a text part needs its text")),
+                    (kind, _) => {
+                        return Err(refused(format!(
+                            "content parts of type {} are not supported yet: send text",
+                            kind.unwrap_or("?")
+                        )))
+                    }
+                }
+            }
+            Ok(texts.join("\n"))
+        }
+        _ => Err(refused(
+            "a user message needs content: a string or text parts",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn read(body: Value) -> Result<RunRequest, String> {
+        let body: RunBody =
+            serde_json::from_str(&body.to_string()).map_err(|error| error.to_string())?;
+        body.read().map_err(|error| format!("{error:?}"))
+    }
+
+    fn user(id: &str, content: Value) -> Value {
+        json!({ "id": id, "role": "user", "content": content })
+    }
+
+    #[test]
+    fn run_inputs_are_read_or_refused_with_the_reason() {
+        let agent = Uuid::from_u128(9);
+        let assistant = json!({ "id": "a1", "role": "assistant", "content": "hi" });
+        let ok: &[(Value, RunRequest)] = &[
+            (
+                json!({ "threadId": "t-1", "runId": "r1", "messages": [user("u1", json!("hello"))], "tools": [], "context": [] }),
+                RunRequest {
+                    thread: ChatId::Named("t-1".into()),
+                    client_run_id: Some("r1".into()),
+                    message_id: "u1".into(),
+                    text: "hello".into(),
+                    recorded: Some(json!({ "context": [] })),
+                },
+            ),
+            (
+                // Two new user messages after the last answer; earlier ones are not input.
+                json!({ "threadId": agent.to_string(), "runId": "r2", "messages": [
+                    user("u0", json!("old")), assistant.clone(),
+                    user("u1", json!("first")), user("u2", json!([{ "type": "text", "text": "second" }]))],
+                    "state": { "step": 2 } }),
+                RunRequest {
+                    thread: ChatId::Agent(agent),
+                    client_run_id: Some("r2".into()),
+                    message_id: "u2".into(),
+                    text: "first\n\nsecond".into(),
+                    recorded: Some(json!({ "state": { "step": 2 } })),
+                },
+            ),
+        ];
+        for (body, expected) in ok {
+            assert_eq!(read(body.clone()).as_ref(), Ok(expected), "{body}");
+        }
+        let refusals: &[(Value, &str)] = &[
+            (
+                json!({ "messages": [user("u1", json!("a"))] }),
+                "threadId is missing",
+            ),
+            (
+                json!({ "threadId": 7, "messages": [user("u1", json!("a"))] }),
+                "must be a string",
+            ),
+            (
+                json!({ "threadId": "a b", "messages": [user("u1", json!("a"))] }),
+                "invalid_chat_id",
+            ),
+            (json!({ "threadId": "t" }), "messages must be an array"),
+            (
+                json!({ "threadId": "t", "messages": {} }),
+                "messages must be an array",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [] }),
+                "no new user message",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!("a")), assistant] }),
+                "no new user message",
+            ),
+            (
+                json!({ "threadId": "t", "runId": 5, "messages": [user("u1", json!("a"))] }),
+                "runId",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("", json!("a"))] }),
+                "needs an id",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!("  "))] }),
+                "no text",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!(null))] }),
+                "needs content",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!([{ "type": "image", "source": {} }]))] }),
+                "type image are not supported",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!("a"))], "state": "x".repeat(RECORDED_INPUT_BYTES_MAX) }),
+                "input_too_large",
+            ),
+        ];
+        for (body, reason) in refusals {
+            let error = read(body.clone()).expect_err(&body.to_string());
+            assert!(error.contains(reason), "{body}: {error}");
+        }
+    }
+}

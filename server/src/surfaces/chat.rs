@@ -1,0 +1,123 @@
+//! Conversations named by the client: the AI SDK's chat id and AG-UI's thread id each name one
+//! agent's log — an existing agent's id, or a name given an agent of its own on first use (the
+//! `chat_agents` table, so it is found again after a restart, not guessed). Also what a
+//! chat-shaped surface's handlers use of the server, and which run of a chat is in flight.
+
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::agent::history::Snapshots;
+use crate::agent::start::Starter;
+use crate::agent::Runs;
+use crate::cluster::Cluster;
+use crate::delivery::hub::Hub;
+use crate::http::error::ApiError;
+use crate::state::AppState;
+use crate::store::{agent_for_chat, NewAgent, Store};
+
+/// Characters of a chat or thread id that is not an agent's id, at most.
+pub const CHAT_ID_CHARS_MAX: usize = 128;
+
+/// Which conversation a chat id names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatId {
+    /// An existing agent's id.
+    Agent(Uuid),
+    /// Any other id: the agent it was given on first use (`store::agent_for_chat`).
+    Named(String),
+}
+
+impl std::fmt::Display for ChatId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChatId::Agent(agent_id) => write!(formatter, "{agent_id}"),
+            ChatId::Named(name) => write!(formatter, "{name}"),
+        }
+    }
+}
+
+/// Reads a chat id: an agent's UUID, or 1–128 characters of `[A-Za-z0-9_-]`.
+pub fn chat_id(text: &str) -> Result<ChatId, ApiError> {
+    if let Ok(agent_id) = Uuid::parse_str(text) {
+        return Ok(ChatId::Agent(agent_id));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if text.is_empty() || text.chars().count() > CHAT_ID_CHARS_MAX || !text.chars().all(allowed) {
+        return Err(ApiError::bad_request(
+            "invalid_chat_id",
+            format!("chat id {text:?}: use an agent id or 1–{CHAT_ID_CHARS_MAX} characters of A–Z, a–z, 0–9, _ and -"),
+        ));
+    }
+    Ok(ChatId::Named(text.to_owned()))
+}
+
+/// What the chat-shaped surfaces' handlers use of the server.
+#[derive(Clone)]
+pub struct ChatState {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub runs: Arc<Runs>,
+    pub starter: Starter,
+    pub cluster: Option<Arc<Cluster>>,
+    pub snapshots: Arc<Snapshots>,
+    /// Cancelled when the server shuts down: open streams end (their runs go on).
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// Slots for open streams (shared with the other SSE surfaces), and how many there are.
+    pub sse_streams: Arc<tokio::sync::Semaphore>,
+    pub sse_streams_max: usize,
+}
+
+impl FromRef<AppState> for ChatState {
+    fn from_ref(state: &AppState) -> Self {
+        ChatState {
+            store: state.store.clone(),
+            hub: state.hub.clone(),
+            runs: state.runs.clone(),
+            starter: state.starter.clone(),
+            cluster: state.cluster.clone(),
+            snapshots: state.snapshots.clone(),
+            shutdown: state.shutdown.clone(),
+            sse_streams: state.sse_streams.clone(),
+            sse_streams_max: state.limits.sse_streams_max,
+        }
+    }
+}
+
+/// The agent a chat id names: an agent id must exist; a name is found, or given an agent now
+/// when `create` (a first message), or `None`.
+pub async fn chat_agent(
+    state: &ChatState,
+    chat: &ChatId,
+    create: bool,
+) -> Result<Option<Uuid>, ApiError> {
+    match chat {
+        ChatId::Agent(agent_id) => match state.store.head_seq(*agent_id).await? {
+            Some(_) => Ok(Some(*agent_id)),
+            None => Err(ApiError::unknown_agent(agent_id)),
+        },
+        ChatId::Named(name) if create => {
+            let template = NewAgent {
+                name: format!("chat {name}"),
+                metadata: json!({ "chat_id": name }),
+                ..NewAgent::default()
+            };
+            let agent = agent_for_chat(state.store.as_ref(), name, template).await?;
+            Ok(Some(agent.id))
+        }
+        ChatId::Named(name) => Ok(state.store.chat_agent(name).await?),
+    }
+}
+
+/// The run of `agent_id` in flight, on this server or (with PostgreSQL) another.
+pub async fn run_in_flight(state: &ChatState, agent_id: Uuid) -> Result<Option<Uuid>, ApiError> {
+    if let Some(run_id) = state.runs.active_run(agent_id) {
+        return Ok(Some(run_id));
+    }
+    match &state.cluster {
+        Some(cluster) => Ok(cluster.store.active_run(agent_id).await?),
+        None => Ok(None),
+    }
+}
