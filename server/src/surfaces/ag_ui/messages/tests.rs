@@ -11,10 +11,10 @@ use app::AgentEvent;
 fn apply(messages: &mut Vec<Value>, event: &AgUiEvent) {
     let find = |messages: &Vec<Value>, id: &str| messages.iter().position(|m| m["id"] == id);
     match event {
-        AgUiEvent::TextMessageStart { message_id, role } => {
-            if find(messages, message_id).is_none() {
-                messages.push(json!({ "id": message_id, "role": role, "content": "" }));
-            }
+        AgUiEvent::TextMessageStart { message_id, role }
+            if find(messages, message_id).is_none() =>
+        {
+            messages.push(json!({ "id": message_id, "role": role, "content": "" }));
         }
         AgUiEvent::TextMessageContent { message_id, delta }
         | AgUiEvent::ReasoningMessageContent { message_id, delta } => {
@@ -22,10 +22,10 @@ fn apply(messages: &mut Vec<Value>, event: &AgUiEvent) {
             let text = messages[at]["content"].as_str().unwrap().to_owned() + delta;
             messages[at]["content"] = json!(text);
         }
-        AgUiEvent::ReasoningMessageStart { message_id, .. } => {
-            if find(messages, message_id).is_none() {
-                messages.push(json!({ "id": message_id, "role": "reasoning", "content": "" }));
-            }
+        AgUiEvent::ReasoningMessageStart { message_id, .. }
+            if find(messages, message_id).is_none() =>
+        {
+            messages.push(json!({ "id": message_id, "role": "reasoning", "content": "" }));
         }
         AgUiEvent::ToolCallStart {
             tool_call_id,
