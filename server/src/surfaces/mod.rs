@@ -6,6 +6,7 @@
 //!   [`crate::http::rest`]).
 //! - [`letta`]: Letta's REST and streaming API, for Letta's SDKs.
 //! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat`, with resume, stop and history.
+//! - [`ag_ui`]: AG-UI, for `@ag-ui/client` and CopilotKit, with connect and cursor resume.
 //! - [`chat`]: chat and thread ids naming conversations (shared).
 //! - [`run_feed`]: following one run through the log into a surface's mapping (shared).
 //!
@@ -22,7 +23,7 @@ pub mod run_feed;
 #[cfg(test)]
 mod test_log;
 
-/// Open SSE streams (native, Letta and AI SDK) at most, by default (see `config::Limits`). Each holds a
+/// Open SSE streams (native, Letta, AI SDK and AG-UI) at most, by default (see `config::Limits`). Each holds a
 /// task, a queue and a log subscription like a WebSocket does; past this a new stream is
 /// refused with 503.
 pub const SSE_STREAMS_MAX: usize = 1024;
