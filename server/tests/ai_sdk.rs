@@ -242,7 +242,10 @@ async fn a_long_conversation_is_taken_and_refused_requests_write_nothing() {
         oversized
     };
     let too_long_text = body("fresh", "m1", &"z".repeat(40 * 1024));
-    let cases: [(Value, u16, &str); 4] = [
+    let mut regenerate = body("fresh", "m1", "hi");
+    regenerate["trigger"] = json!("regenerate-message");
+    let cases: [(Value, u16, &str); 5] = [
+        (regenerate, 422, "invalid_body"),
         (oversized, 413, ""),
         (too_long_text, 413, "content_too_large"),
         (

@@ -20,6 +20,7 @@ pub mod events;
 pub mod messages;
 pub mod request;
 mod stream;
+pub mod verify;
 
 use app::EventKind;
 use axum::extract::{Query, State};

@@ -19,6 +19,7 @@ pub mod chunks;
 pub mod messages;
 pub mod request;
 mod stream;
+pub mod verify;
 
 use app::EventKind;
 use axum::extract::{Path, State};
@@ -59,9 +60,17 @@ pub async fn chat(
     }
     // The stream's slot first: refused, nothing starts.
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let agent_id = chat_agent(&state, &request.chat, true)
+    let nothing_to_regenerate = || {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            "regenerate-message: this chat has no user message to answer again",
+        )
+    };
+    // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
+    let agent_id = chat_agent(&state, &request.chat, request.trigger == Trigger::Submit)
         .await?
-        .expect("created when missing");
+        .ok_or_else(nothing_to_regenerate)?;
     let (text, otid, key) = match request.trigger {
         Trigger::Submit => {
             let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
@@ -76,13 +85,7 @@ pub async fn chat(
                 .iter()
                 .rev()
                 .find(|message| message.kind == EventKind::User)
-                .ok_or_else(|| {
-                    ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_body",
-                        "regenerate-message: this chat has no user message to answer again",
-                    )
-                })?;
+                .ok_or_else(nothing_to_regenerate)?;
             let otid = last
                 .content
                 .get("otid")

@@ -41,71 +41,6 @@ fn outline(events: &[AgUiEvent]) -> Vec<String> {
         .collect()
 }
 
-/// `verifyEvents` (ag-ui client 1.0): RUN_STARTED first; CONTENT/ARGS/END only inside an open
-/// START of the same id; no START twice while open; RUN_FINISHED only with nothing open;
-/// nothing after RUN_FINISHED or RUN_ERROR. And: no `null` anywhere.
-fn assert_well_formed(events: &[AgUiEvent], ended: bool) {
-    let types = outline(events);
-    let (mut text, mut reasoning, mut spans, mut calls, mut steps) = (
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-    );
-    let mut finished = false;
-    for (index, event) in events.iter().enumerate() {
-        assert!(!finished, "{} after the run's end: {types:?}", types[index]);
-        assert_eq!(
-            index == 0,
-            matches!(event, AgUiEvent::RunStarted { .. }),
-            "{types:?}"
-        );
-        assert!(!has_null(&json_of(event)), "null in {:?}", json_of(event));
-        let ok = match event {
-            AgUiEvent::TextMessageStart { message_id, .. } => text.insert(message_id.clone()),
-            AgUiEvent::TextMessageContent { message_id, .. } => text.contains(message_id),
-            AgUiEvent::TextMessageEnd { message_id } => text.remove(message_id),
-            AgUiEvent::ReasoningStart { message_id } => spans.insert(message_id.clone()),
-            AgUiEvent::ReasoningEnd { message_id } => spans.remove(message_id),
-            AgUiEvent::ReasoningMessageStart { message_id, .. } => {
-                reasoning.insert(message_id.clone())
-            }
-            AgUiEvent::ReasoningMessageContent { message_id, .. } => reasoning.contains(message_id),
-            AgUiEvent::ReasoningMessageEnd { message_id } => reasoning.remove(message_id),
-            AgUiEvent::ToolCallStart { tool_call_id, .. } => calls.insert(tool_call_id.clone()),
-            AgUiEvent::ToolCallArgs { tool_call_id, .. } => calls.contains(tool_call_id),
-            AgUiEvent::ToolCallEnd { tool_call_id } => calls.remove(tool_call_id),
-            AgUiEvent::StepStarted { step_name } => steps.insert(step_name.clone()),
-            AgUiEvent::StepFinished { step_name } => steps.remove(step_name),
-            AgUiEvent::RunFinished { .. } => {
-                finished = true;
-                [&text, &reasoning, &spans, &calls, &steps]
-                    .iter()
-                    .all(|open| open.is_empty())
-            }
-            AgUiEvent::RunError { .. } => {
-                finished = true;
-                true
-            }
-            AgUiEvent::RunStarted { .. }
-            | AgUiEvent::ToolCallResult { .. }
-            | AgUiEvent::MessagesSnapshot { .. } => true,
-        };
-        assert!(ok, "{} breaks the rules: {types:?}", types[index]);
-    }
-    assert_eq!(finished, ended, "{types:?}");
-}
-
-fn has_null(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(items) => items.iter().any(has_null),
-        Value::Object(fields) => fields.values().any(has_null),
-        _ => false,
-    }
-}
-
 fn failed() -> Log {
     let mut log = Log::default();
     log.start()
@@ -214,7 +149,11 @@ fn runs_map_to_the_events_agui_orders() {
     for (name, log, expected) in cases {
         assert_eq!(outline(&map(&log.0)), expected, "{name}");
         for cut in 1..=log.0.len() {
-            assert_well_formed(&map(&log.0[..cut]), cut == log.0.len());
+            let events = map(&log.0[..cut]);
+            if let Err(broken) = crate::surfaces::ag_ui::verify::verify(&events, cut == log.0.len())
+            {
+                panic!("{name}, cut at {cut}: {broken}: {:?}", outline(&events));
+            }
         }
     }
 }

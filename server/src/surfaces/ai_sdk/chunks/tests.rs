@@ -33,76 +33,6 @@ fn outline(chunks: &[Chunk]) -> Vec<String> {
         .collect()
 }
 
-/// The client's ordering rules, and ours: start first; deltas and ends inside their part;
-/// tool input deltas before the input is available; outputs only for started calls; parts
-/// closed before their step finishes; steps closed before `finish`; nothing after `finish`.
-fn assert_well_formed(chunks: &[Chunk], ended: bool) {
-    let types = outline(chunks);
-    let mut open_parts: HashSet<String> = HashSet::new();
-    let (mut step_open, mut finished) = (false, false);
-    let (mut inputs_started, mut inputs_available) = (HashSet::new(), HashSet::new());
-    for (index, (chunk, name)) in chunks.iter().zip(&types).enumerate() {
-        assert!(!finished, "{name} after finish: {types:?}");
-        assert_eq!(
-            index == 0,
-            matches!(chunk, Chunk::Start { .. }),
-            "{types:?}"
-        );
-        match chunk {
-            Chunk::StartStep => {
-                assert!(!step_open, "{types:?}");
-                step_open = true;
-            }
-            Chunk::FinishStep => {
-                assert!(step_open && open_parts.is_empty(), "{types:?}");
-                step_open = false;
-            }
-            Chunk::TextStart { id } | Chunk::ReasoningStart { id } => {
-                assert!(step_open && open_parts.insert(id.clone()), "{types:?}");
-            }
-            Chunk::TextDelta { id, .. } | Chunk::ReasoningDelta { id, .. } => {
-                assert!(
-                    open_parts.contains(id),
-                    "{name} outside its part: {types:?}"
-                );
-            }
-            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => {
-                assert!(open_parts.remove(id), "{types:?}");
-            }
-            Chunk::ToolInputStart { tool_call_id, .. } => {
-                assert!(
-                    step_open && inputs_started.insert(tool_call_id.clone()),
-                    "{types:?}"
-                );
-            }
-            Chunk::ToolInputDelta { tool_call_id, .. } => {
-                assert!(
-                    inputs_started.contains(tool_call_id)
-                        && !inputs_available.contains(tool_call_id),
-                    "{types:?}"
-                );
-            }
-            Chunk::ToolInputAvailable { tool_call_id, .. } => {
-                assert!(
-                    inputs_started.contains(tool_call_id)
-                        && inputs_available.insert(tool_call_id.clone()),
-                    "{types:?}"
-                );
-            }
-            Chunk::ToolOutputAvailable { tool_call_id, .. }
-            | Chunk::ToolOutputError { tool_call_id, .. } => {
-                assert!(inputs_available.contains(tool_call_id), "{types:?}");
-            }
-            Chunk::Finish { .. } => {
-                assert!(!step_open && open_parts.is_empty(), "{types:?}");
-                finished = true;
-            }
-            Chunk::Start { .. } | Chunk::Error { .. } => {}
-        }
-    }
-    assert_eq!(finished, ended, "{types:?}");
-}
-
 #[test]
 fn runs_map_to_the_chunks_the_protocol_orders() {
     let failed = {
@@ -207,7 +137,9 @@ fn assert_well_formed_prefix(events: &[AgentEvent], whole: bool) {
         assert!(chunks.is_empty());
         return;
     }
-    assert_well_formed(&chunks, whole);
+    if let Err(broken) = crate::surfaces::ai_sdk::verify::verify(&chunks, whole) {
+        panic!("{broken}: {:?}", outline(&chunks));
+    }
 }
 
 #[test]
