@@ -266,3 +266,45 @@ async fn refused_inputs_write_nothing() {
         422
     );
 }
+
+#[tokio::test]
+async fn a_client_run_id_names_one_run() {
+    let server = TestServer::start().await;
+    let first = events(
+        server
+            .ag_ui("/v1/ag-ui", &input("aliases", "m1", "hello"))
+            .await,
+        None,
+    )
+    .await;
+    let agent_id = agent_of(&first);
+    let written = server.all_events(agent_id).await.len();
+    // The same runId for another message: refused, nothing written.
+    let mut other = input("aliases", "m2", "something else");
+    other["runId"] = json!("run-of-m1");
+    let refused = server.ag_ui("/v1/ag-ui", &other).await;
+    assert_eq!(refused.status(), 409);
+    let error: Value = refused.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "run_id_taken");
+    assert_eq!(server.all_events(agent_id).await.len(), written);
+    // A retry of the first message with its runId, or with a new one: the first run, again.
+    let retry = events(
+        server
+            .ag_ui("/v1/ag-ui", &input("aliases", "m1", "hello"))
+            .await,
+        None,
+    )
+    .await;
+    assert_eq!(retry, first);
+    let mut renamed = input("aliases", "m1", "hello");
+    renamed["runId"] = json!("another-run-id");
+    let renamed = events(server.ag_ui("/v1/ag-ui", &renamed).await, None).await;
+    assert_eq!(run_of(&renamed), run_of(&first));
+    assert_eq!(server.all_events(agent_id).await.len(), written);
+    // The new runId was not kept: it can name the next message's run.
+    let mut next = input("aliases", "m3", "next");
+    next["runId"] = json!("another-run-id");
+    let next = events(server.ag_ui("/v1/ag-ui", &next).await, None).await;
+    assert_eq!(next[0]["runId"], "another-run-id");
+    assert_ne!(run_of(&next), run_of(&first));
+}

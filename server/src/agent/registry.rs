@@ -172,6 +172,9 @@ pub struct RunOptions {
     /// What the client said about the run that the log should keep (AG-UI's run id, context
     /// and state), recorded as `client` in `run_started`'s metadata.
     pub client: Option<serde_json::Value>,
+    /// The id the run gets, for a surface that must name the run before it starts (AG-UI ties
+    /// the client's run id to it first); a new time-ordered id otherwise.
+    pub run_id: Option<Uuid>,
 }
 
 /// Starts and tracks runs. One run per agent at a time.

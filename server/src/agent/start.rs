@@ -80,7 +80,7 @@ impl Starter {
             .await?
             .ok_or(StartError::UnknownAgent(agent_id))?;
         // v7 (time-ordered) like event ids: the run index grows at its end.
-        let run_id = Uuid::now_v7();
+        let run_id = options.run_id.unwrap_or_else(Uuid::now_v7);
         let key = key.map(str::trim).filter(|key| !key.is_empty());
         if let Some(key) = key {
             if key.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {

@@ -5,7 +5,8 @@
 //!
 //! - `POST /v1/ag-ui`: the new user messages at the end of `messages` start a run (the last
 //!   one's id is the idempotency key: a retry streams the first request's run again); the
-//!   client's `runId` is echoed and recorded on the run with `context` and `state`.
+//!   client's `runId` is echoed and recorded on the run with `context` and `state`, and claimed
+//!   as the run's alias (a `runId` that already names a run of another message gets 409).
 //! - `POST /v1/ag-ui/connect` `{threadId}`: `RUN_STARTED`, a `MESSAGES_SNAPSHOT` of the
 //!   finished conversation, then the run in flight — what it said so far compacted, then
 //!   live — and its end; with nothing in flight, `RUN_FINISHED` right after the snapshot.
@@ -33,7 +34,7 @@ use uuid::Uuid;
 
 use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::fold_log;
-use crate::agent::start::{StartError, RUN_CONTENT_BYTES_MAX};
+use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
 use crate::http::error::{ApiError, ApiJson};
 use crate::surfaces::chat::{chat_agent, run_in_flight, ChatId, ChatState};
@@ -49,6 +50,14 @@ pub const AG_UI_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The idempotency key of a run request is its last user message's id, kept apart from the
 /// other surfaces' keys.
 const MESSAGE_KEY_PREFIX: &str = "ag-ui:";
+/// The client's run id is a key too: one run per client run id and thread.
+const RUN_ALIAS_KEY_PREFIX: &str = "ag-ui-run:";
+// Every key a request may make fits the key store's limit: checked when this compiles.
+const _: () = assert!(
+    MESSAGE_KEY_PREFIX.len() + request::MESSAGE_ID_CHARS_MAX <= IDEMPOTENCY_KEY_CHARS_MAX
+        && RUN_ALIAS_KEY_PREFIX.len() + request::CLIENT_RUN_ID_CHARS_MAX
+            <= IDEMPOTENCY_KEY_CHARS_MAX
+);
 
 /// `?after_seq=`: continue after this seq.
 #[derive(Debug, Default, Deserialize)]
@@ -113,18 +122,38 @@ pub async fn run(
     if let Some(client_run_id) = &request.client_run_id {
         client["run_id"] = json!(client_run_id);
     }
+    // The run's id is chosen now, so the client's run id can be tied to it before it starts.
+    let run_id = Uuid::now_v7();
+    let alias = match &request.client_run_id {
+        Some(client_run_id) => {
+            claim_alias(&state, agent_id, client_run_id, run_id, &request.message_id).await?
+        }
+        None => None,
+    };
     let options = RunOptions {
         background: true,
         otid: Some(request.message_id.clone()),
         stream_tokens: Some(true),
         iterations_max: None,
         client: Some(client),
+        run_id: Some(run_id),
     };
     let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
     let started = state
         .starter
         .start_run(agent_id, request.text, Some(&key), options)
-        .await?;
+        .await;
+    if let Some(alias) = &alias {
+        // The alias was claimed for a run that did not start (refused, or the message's first
+        // request had started another): give it back.
+        if started
+            .as_ref()
+            .map_or(true, |started| started.run_id != run_id)
+        {
+            state.store.release_run_key(agent_id, alias).await?;
+        }
+    }
+    let started = started?;
     let after_seq = match started.after_seq {
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
@@ -151,6 +180,38 @@ pub async fn run(
         events,
         slot,
     ))
+}
+
+/// Ties the client's run id to run `run_id` (an idempotency key of its own). Refused with 409
+/// when it already names a run of another message; a retry of the same message may reuse it.
+/// Returns the key when this call claimed it.
+async fn claim_alias(
+    state: &ChatState,
+    agent_id: Uuid,
+    client_run_id: &str,
+    run_id: Uuid,
+    message_id: &str,
+) -> Result<Option<String>, ApiError> {
+    let key = format!("{RUN_ALIAS_KEY_PREFIX}{client_run_id}");
+    let holder = state.store.claim_run_key(agent_id, &key, run_id).await?;
+    if holder == run_id {
+        return Ok(Some(key));
+    }
+    let start = run_start_seq(state.store.as_ref(), holder).await?;
+    let opening = state.store.read_events(agent_id, start, 1).await?;
+    let answers = opening
+        .iter()
+        .find(|event| event.kind == EventKind::User && event.run_id == Some(holder))
+        .and_then(|event| event.content.get("otid"))
+        .and_then(Value::as_str);
+    if answers != Some(message_id) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "run_id_taken",
+            format!("runId {client_run_id:?} already names run {holder}, which answers another message; send a new runId"),
+        ));
+    }
+    Ok(None)
 }
 
 /// `POST /v1/ag-ui/connect`.

@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 use crate::http::error::ApiError;
 use crate::surfaces::chat::{chat_id, ChatId};
 
-/// Characters of a message id (the idempotency key of a run request), at most.
-pub const MESSAGE_ID_CHARS_MAX: usize = 256;
+/// Characters of a message id (the idempotency key of a run request), at most: with its
+/// prefix it stays within `agent::start::IDEMPOTENCY_KEY_CHARS_MAX`.
+pub const MESSAGE_ID_CHARS_MAX: usize = 160;
 /// Characters of the client's run id, at most.
 pub const CLIENT_RUN_ID_CHARS_MAX: usize = 128;
 /// Bytes of context and state (as JSON) recorded on a run, at most.
@@ -263,6 +264,10 @@ mod tests {
             ),
             (
                 json!({ "threadId": "t", "messages": [user("", json!("a"))] }),
+                "needs an id",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user(&"m".repeat(MESSAGE_ID_CHARS_MAX + 1), json!("a"))] }),
                 "needs an id",
             ),
             (

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::fold_log;
-use crate::agent::start::{StartError, RUN_CONTENT_BYTES_MAX};
+use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
 use crate::http::error::{ApiError, ApiJson};
 use crate::surfaces::chat::{chat_agent, chat_id, run_in_flight, ChatState};
@@ -47,6 +47,9 @@ pub const AI_SDK_CHAT_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The idempotency key of a submit is the user message's id, kept apart from the other
 /// surfaces' keys.
 const MESSAGE_KEY_PREFIX: &str = "ai-sdk:";
+// Every key a request may make fits the key store's limit: checked when this compiles.
+const _: () =
+    assert!(MESSAGE_KEY_PREFIX.len() + request::MESSAGE_ID_CHARS_MAX <= IDEMPOTENCY_KEY_CHARS_MAX);
 
 /// `POST /v1/ai-sdk/chat`.
 pub async fn chat(
@@ -100,6 +103,7 @@ pub async fn chat(
         stream_tokens: Some(true),
         iterations_max: None,
         client: None,
+        run_id: None,
     };
     let started = state
         .starter

@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::http::error::ApiError;
 use crate::surfaces::chat::{chat_id, ChatId};
 
-/// Characters of a message id (the idempotency key of a send), at most.
-pub const MESSAGE_ID_CHARS_MAX: usize = 256;
+/// Characters of a message id (the idempotency key of a send), at most: with its prefix it
+/// stays within `agent::start::IDEMPOTENCY_KEY_CHARS_MAX`.
+pub const MESSAGE_ID_CHARS_MAX: usize = 160;
 
 /// The body as the transport sends it; other fields (the app's own `body` options) are ignored.
 /// `messages` (the whole conversation, however long) stays raw: only the message the server
@@ -233,6 +234,10 @@ mod tests {
             ),
             (
                 json!({ "id": "c", "messages": [user("", "a")] }),
+                "needs an id",
+            ),
+            (
+                json!({ "id": "c", "messages": [user(&"m".repeat(MESSAGE_ID_CHARS_MAX + 1), "a")] }),
                 "needs an id",
             ),
             (

@@ -199,6 +199,7 @@ async fn attach(
         stream_tokens: Some(request.stream_tokens.unwrap_or(false)),
         iterations_max: request.max_steps,
         client: None,
+        run_id: None,
     };
     let key = otid.as_ref().map(|otid| format!("{OTID_KEY_PREFIX}{otid}"));
     let started = state
