@@ -30,7 +30,10 @@ fuzz_target!(|data: &[u8]| {
 
     let mut chunks = ChunkMapper::new();
     let tagged: Vec<_> = of_run.iter().flat_map(|event| chunks.push(event)).collect();
-    assert!(tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0), "tags went back");
+    assert!(
+        tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0),
+        "tags went back"
+    );
     let stream: Vec<_> = tagged.into_iter().map(|(_, chunk)| chunk).collect();
     if let Err(broken) = ai_sdk::verify::verify(&stream, chunks.ended()) {
         panic!("AI SDK stream: {broken}");
@@ -38,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
 
     let mut mapper = EventMapper::new("thread".into(), "run".into());
     let tagged: Vec<_> = of_run.iter().flat_map(|event| mapper.push(event)).collect();
-    assert!(tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0), "tags went back");
+    assert!(
+        tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0),
+        "tags went back"
+    );
     let stream: Vec<_> = tagged.into_iter().map(|(_, event)| event).collect();
     if let Err(broken) = ag_ui::verify::verify(&stream, mapper.ended()) {
         panic!("AG-UI stream: {broken}");
