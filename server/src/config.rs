@@ -164,6 +164,10 @@ pub struct Config {
     /// is set (`AGENTSTREAM_ALLOWED_HOSTS`): anything else is refused (DNS rebinding).
     pub allowed_hosts: Vec<String>,
     pub limits: Limits,
+    /// The MCP servers agents may name (`AGENTSTREAM_MCP_CONFIG`): none by default.
+    pub mcp: crate::mcp::McpConfig,
+    /// How long one MCP tool call may take (`AGENTSTREAM_TOOL_CALL_TIMEOUT_MS`).
+    pub tool_call_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -183,6 +187,8 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             limits: Limits::default(),
+            mcp: crate::mcp::McpConfig::default(),
+            tool_call_timeout_ms: crate::mcp::TOOL_CALL_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -224,6 +230,10 @@ Environment:
   AGENTSTREAM_ALLOWED_HOSTS             without an access token, requests must name a loopback
                                         host (localhost, 127.0.0.1, [::1]) or one of these,
                                         comma-separated (default: none)
+  AGENTSTREAM_MCP_CONFIG                a JSON file of MCP servers agents may name in
+                                        metadata.mcp_servers: {\"mcpServers\": {name: {command,
+                                        args, env}}} (stdio; default: none)
+  AGENTSTREAM_TOOL_CALL_TIMEOUT_MS      how long one MCP tool call may take (default 60000)
   RUST_LOG                              log filter (default info)
 
 Limits (each must be at least 1):
@@ -247,7 +257,8 @@ default, when the server has its settings (the scripted provider always).
 Scripted provider commands (start a message with them):
   /echo <text>        reply exactly <text>, word by word
   /tools clock; calculator 2*(3+4); slow 3
-                      call those tools concurrently, then report their results
+                      call those tools concurrently, then report their results;
+                      any tool by name, a JSON object as its input: /tools get-sum {\"a\":2,\"b\":3}
   /loop               call the clock at every step (reaches the iteration limit)
   /fail <error_type>  stream a few words, then fail with that provider error
   /stall <seconds>    stream a few words, go silent that long, then finish
@@ -396,6 +407,21 @@ impl Config {
                 })
                 .unwrap_or_default(),
             limits: Limits::from_env()?,
+            mcp: match variable("AGENTSTREAM_MCP_CONFIG") {
+                None => defaults.mcp,
+                Some(path) => {
+                    let text = std::fs::read_to_string(path.trim()).map_err(|error| {
+                        format!("AGENTSTREAM_MCP_CONFIG: cannot read {path:?}: {error}")
+                    })?;
+                    crate::mcp::McpConfig::parse(&text)
+                        .map_err(|error| format!("AGENTSTREAM_MCP_CONFIG {path:?}: {error}"))?
+                }
+            },
+            tool_call_timeout_ms: parse_env(
+                "AGENTSTREAM_TOOL_CALL_TIMEOUT_MS",
+                defaults.tool_call_timeout_ms,
+            )?
+            .max(1),
         })
     }
 

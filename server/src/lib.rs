@@ -5,9 +5,9 @@
 //! - [`delivery`]: the writer (seqs, group commit), the hub (per-agent rooms) and the
 //!   subscription (store + hub as an exactly-once, in-order feed for one subscriber).
 //! - [`agent`] and [`provider`]: runs — the agent loop, its use cases — and where the words
-//!   come from; [`tools`]: the built-in tools.
+//!   come from; [`tools`]: the built-in tools; [`mcp`]: MCP servers' tools.
 //! - [`http`] and [`surfaces`]: the router, the REST API and the client protocols (native
-//!   WebSocket/SSE, Letta); [`state`]: what they are handed.
+//!   WebSocket/SSE, Letta, the AI SDK, AG-UI); [`state`]: what they are handed.
 //! - [`cluster`]: several servers on one PostgreSQL database.
 //!
 //! `main.rs` is thin: it reads the configuration, binds a listener and calls [`serve`], so tests
@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod http;
+pub mod mcp;
 pub mod provider;
 pub mod state;
 pub mod store;

@@ -99,17 +99,24 @@ impl AppState {
         }
         by_name.insert(default.name(), default.clone());
         let providers = Providers { default, by_name };
-        let runs = Arc::new(Runs::new(
-            writer.clone(),
-            store.clone(),
-            providers,
-            crate::tools::builtin(),
-            config.run_iterations_max,
-            crate::agent::RunLimits {
-                events_max: config.limits.run_events_max,
-                tool_result_chars_max: config.limits.tool_result_chars_max,
-            },
+        let mcp = Arc::new(crate::mcp::McpHub::new(
+            &config.mcp,
+            Duration::from_millis(config.tool_call_timeout_ms),
         ));
+        let runs = Arc::new(
+            Runs::new(
+                writer.clone(),
+                store.clone(),
+                providers,
+                crate::tools::builtin(),
+                config.run_iterations_max,
+                crate::agent::RunLimits {
+                    events_max: config.limits.run_events_max,
+                    tool_result_chars_max: config.limits.tool_result_chars_max,
+                },
+            )
+            .with_mcp(mcp),
+        );
         let shutdown = CancellationToken::new();
         let cluster = cluster_store.map(|cluster_store| {
             cluster::Cluster::spawn(

@@ -4,6 +4,7 @@
 //! still a result (`is_error: true`), never a crash of the run. Tools may report progress, and
 //! stop promptly when the run is cancelled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -34,8 +35,8 @@ pub trait Tool: Send + Sync + 'static {
 }
 
 /// The tools every agent has.
-pub fn builtin() -> Vec<Box<dyn Tool>> {
-    vec![Box::new(Clock), Box::new(Calculator), Box::new(Slow)]
+pub fn builtin() -> Vec<Arc<dyn Tool>> {
+    vec![Arc::new(Clock), Arc::new(Calculator), Arc::new(Slow)]
 }
 
 /// `clock`: the current time in UTC.

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::failure::end_from_log;
 use super::run::Run;
@@ -183,7 +183,10 @@ pub struct Runs {
     /// Read when a run must be ended from what the log holds of it.
     store: Arc<dyn crate::store::Store>,
     providers: Providers,
-    tools: Arc<Vec<Box<dyn Tool>>>,
+    /// The built-in tools every agent has.
+    tools: Arc<Vec<Arc<dyn Tool>>>,
+    /// The MCP servers an agent may name for more (`metadata.mcp_servers`).
+    mcp: Arc<crate::mcp::McpHub>,
     iterations_max: u32,
     limits: RunLimits,
     active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
@@ -194,7 +197,7 @@ impl Runs {
         writer: Writer,
         store: Arc<dyn crate::store::Store>,
         providers: Providers,
-        tools: Vec<Box<dyn Tool>>,
+        tools: Vec<Arc<dyn Tool>>,
         iterations_max: u32,
         limits: RunLimits,
     ) -> Runs {
@@ -203,10 +206,27 @@ impl Runs {
             store,
             providers,
             tools: Arc::new(tools),
+            mcp: Arc::new(crate::mcp::McpHub::default()),
             iterations_max: iterations_max.max(1),
             limits,
             active: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// The MCP servers agents may name for tools.
+    pub fn with_mcp(mut self, mcp: Arc<crate::mcp::McpHub>) -> Runs {
+        self.mcp = mcp;
+        self
+    }
+
+    /// The MCP servers agents may name for tools.
+    pub fn mcp(&self) -> &Arc<crate::mcp::McpHub> {
+        &self.mcp
+    }
+
+    /// The tools agent `metadata` gets: the built-ins and its MCP servers' tools.
+    pub async fn tools_for(&self, metadata: &Value) -> Vec<crate::mcp::VisibleTool> {
+        self.mcp.tools_for(&self.tools, metadata).await
     }
 
     fn active(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, ActiveRun>> {
@@ -309,28 +329,36 @@ impl Runs {
             interrupted,
             finished: finished_sender,
         } = self.reserve(agent.id, run_id)?;
-        let request = ProviderRequest {
+        let mut request = ProviderRequest {
             system: agent.system.clone(),
             model: model_for(agent, provider.name()),
             messages: prior
                 .into_iter()
                 .chain([ConversationMessage::User { text: user_message }])
                 .collect(),
-            tools: self.tools.iter().map(|tool| tool.spec()).collect(),
+            tools: Vec::new(),
         };
         let writer = self.writer.clone();
         let store = self.store.clone();
-        let run = Run::new(
-            agent.id,
-            run_id,
-            self.writer.clone(),
-            provider,
-            self.tools.clone(),
-            cancel,
-            self.limits,
-            ending.clone(),
-            interrupted,
-        );
+        let (builtins, mcp, metadata) =
+            (self.tools.clone(), self.mcp.clone(), agent.metadata.clone());
+        let make_run = {
+            let (writer, limits, ending) = (self.writer.clone(), self.limits, ending.clone());
+            let agent_id = agent.id;
+            move |tools: Arc<Vec<Arc<dyn Tool>>>| {
+                Run::new(
+                    agent_id,
+                    run_id,
+                    writer,
+                    provider,
+                    tools,
+                    cancel,
+                    limits,
+                    ending,
+                    interrupted,
+                )
+            }
+        };
         let iterations_max = options.iterations_max.map_or(self.iterations_max, |asked| {
             asked.clamp(1, self.iterations_max)
         });
@@ -345,6 +373,16 @@ impl Runs {
             // it, even when the run panicked.
             let slot = slot;
             let (agent_id, run_id) = (slot.agent_id, slot.run_id);
+            // The agent's tools: the built-ins, and its MCP servers' (listed now, so a server
+            // that changed its tools is seen by the next run).
+            let tools = if crate::mcp::agent_servers(&metadata).is_empty() {
+                builtins
+            } else {
+                let visible = mcp.tools_for(&builtins, &metadata).await;
+                Arc::new(visible.into_iter().map(|visible| visible.tool).collect())
+            };
+            request.tools = tools.iter().map(|tool| tool.spec()).collect();
+            let run = make_run(tools);
             let outcome = AssertUnwindSafe(run.execute(request, iterations_max, options))
                 .catch_unwind()
                 .await;

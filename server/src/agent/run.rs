@@ -42,7 +42,7 @@ pub(super) struct Run {
     writer: Writer,
     in_flight: VecDeque<AppendReceipt>,
     pub(super) provider: Arc<dyn Provider>,
-    pub(super) tools: Arc<Vec<Box<dyn Tool>>>,
+    pub(super) tools: Arc<Vec<Arc<dyn Tool>>>,
     pub(super) cancel: CancellationToken,
     /// Usage of the LLM calls finished so far.
     pub(super) usage: Usage,
@@ -64,7 +64,7 @@ impl Run {
         run_id: Uuid,
         writer: Writer,
         provider: Arc<dyn Provider>,
-        tools: Arc<Vec<Box<dyn Tool>>>,
+        tools: Arc<Vec<Arc<dyn Tool>>>,
         cancel: CancellationToken,
         limits: RunLimits,
         ending: Arc<AtomicBool>,

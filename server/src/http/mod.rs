@@ -61,6 +61,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
         .route("/runs/{run_id}", get(rest::get_run))
         .route("/stats", get(stats::stats))
+        .route("/tools", get(rest::list_tools))
         .route("/ai-sdk/chat/{id}/stop", post(surfaces::ai_sdk::stop))
         .route(
             "/ai-sdk/chat/{id}/messages",

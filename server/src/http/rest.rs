@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Deserialize;
 
 use uuid::Uuid;
 
@@ -71,6 +72,9 @@ pub(super) async fn create_agent_inner(
             "metadata.provider must be a string",
         ));
     }
+    crate::mcp::check_agent_servers(runs.mcp(), &metadata).map_err(|message| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+    })?;
     // Refused now, not at its first run: an agent whose provider or model this server cannot
     // serve.
     let probe = app::protocol::Agent {
@@ -96,6 +100,54 @@ pub(super) async fn create_agent_inner(
         })
         .await?;
     Ok((StatusCode::CREATED, Json(agent)))
+}
+
+/// `GET /v1/tools?agent_id=`.
+#[derive(Debug, Deserialize)]
+pub struct ToolsQuery {
+    #[serde(default)]
+    agent_id: Option<String>,
+}
+
+/// `GET /v1/tools?agent_id=…`: the tools that agent can use — the built-ins and its MCP
+/// servers' (a server that cannot be reached now is left out) — in Letta's tool shape, with
+/// where each comes from. Without `agent_id`: the built-ins and every configured server's.
+pub async fn list_tools(
+    State(store): State<Arc<dyn Store>>,
+    State(runs): State<Arc<Runs>>,
+    Query(query): Query<ToolsQuery>,
+) -> Result<Json<Vec<serde_json::Value>>, ApiError> {
+    let metadata = match &query.agent_id {
+        Some(agent_id) => {
+            let agent_id = parse_agent_id(agent_id)?;
+            let agent = store.get_agent(agent_id).await?;
+            agent
+                .ok_or_else(|| ApiError::unknown_agent(agent_id))?
+                .metadata
+        }
+        None => serde_json::json!({ "mcp_servers": runs.mcp().server_names() }),
+    };
+    let tools = runs.tools_for(&metadata).await;
+    Ok(Json(
+        tools
+            .iter()
+            .map(|visible| {
+                let spec = visible.tool.spec();
+                serde_json::json!({
+                    "id": format!("tool-{}", spec.name),
+                    "name": spec.name,
+                    "description": spec.description,
+                    "json_schema": {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "parameters": spec.input_schema,
+                    },
+                    "tool_type": if visible.server.is_some() { "external_mcp" } else { "builtin" },
+                    "mcp_server_name": visible.server,
+                })
+            })
+            .collect(),
+    ))
 }
 
 /// `GET /v1/agents` (and `/v1/agents/`): Letta's bare array of agents, newest first.

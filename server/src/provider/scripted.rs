@@ -154,7 +154,8 @@ fn sentence_tokens(random: &mut Random, count: u32) -> Vec<String> {
 /// word by word: a deterministic way to put any text (markup included) into a reply.
 pub const ECHO_COMMAND: &str = "/echo ";
 /// `/tools clock; calculator 2*(3+4); slow 3` asks for those tool calls, concurrently, in one
-/// step; once their results are in, the reply reports them.
+/// step; once their results are in, the reply reports them. Any tool may be named; an argument
+/// that is a JSON object is its input (`/tools get-sum {"a": 2, "b": 3}`).
 pub const TOOLS_COMMAND: &str = "/tools ";
 /// `/loop` asks for the clock tool at every step, so the run reaches its iteration limit.
 pub const LOOP_COMMAND: &str = "/loop";
@@ -191,6 +192,15 @@ fn scripted_tool_call(invocation: &str) -> (String, Value) {
         .split_once(char::is_whitespace)
         .map(|(name, argument)| (name, argument.trim()))
         .unwrap_or((invocation, ""));
+    // An argument that is a JSON object is the tool's input, whatever the tool (MCP tools too).
+    let object = argument
+        .starts_with('{')
+        .then(|| serde_json::from_str::<Value>(argument).ok())
+        .flatten()
+        .filter(Value::is_object);
+    if let Some(input) = object {
+        return (name.to_owned(), input);
+    }
     let input = match name {
         "calculator" => json!({ "expression": argument }),
         "slow" => json!({ "seconds": argument.parse::<f64>().unwrap_or(2.0) }),
@@ -414,6 +424,37 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_tool_invocation_names_the_tool_and_a_json_object_argument_is_its_input() {
+        let cases = [
+            (
+                "get-sum {\"a\":2,\"b\":3}",
+                "get-sum",
+                json!({ "a": 2, "b": 3 }),
+            ),
+            (
+                " calculator {\"expression\":\"1+2\"} ",
+                "calculator",
+                json!({ "expression": "1+2" }),
+            ),
+            (
+                "calculator 2*(3+4)",
+                "calculator",
+                json!({ "expression": "2*(3+4)" }),
+            ),
+            ("slow 3", "slow", json!({ "seconds": 3.0 })),
+            ("echo {not json", "echo", json!({ "argument": "{not json" })),
+            ("clock", "clock", json!({})),
+        ];
+        for (invocation, name, input) in cases {
+            assert_eq!(
+                scripted_tool_call(invocation),
+                (name.to_owned(), input),
+                "{invocation}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,292 @@
+//! One MCP server, through the official SDK (`rmcp`): connected on first use and shared by every
+//! run, its tool list cached until the server says it changed, reconnected after a failure with
+//! a bounded backoff. A call carries a progress token (the server's progress notifications go to
+//! the caller), is cancelled with `notifications/cancelled` when the run is, and has a timeout.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam, ServerResult,
+};
+use rmcp::service::{
+    MaybeSendFuture, NotificationContext, PeerRequestOptions, RoleClient, RunningService,
+};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::config::ServerConfig;
+use crate::tools::ProgressSender;
+
+/// The first wait before reconnecting to a server that failed; it doubles up to the max.
+pub const MCP_RECONNECT_DELAY_MS: u64 = 250;
+/// The longest wait before reconnecting to a server that keeps failing.
+pub const MCP_RECONNECT_DELAY_MAX_MS: u64 = 30_000;
+/// How long connecting (spawning, the MCP handshake) and listing tools may take.
+pub const MCP_CONNECT_TIMEOUT_MS: u64 = 15_000;
+
+/// What the SDK calls back: progress goes to the call that asked for it; a changed tool list is
+/// read again before the next run uses it.
+#[derive(Clone, Default)]
+struct Handler {
+    progress: ProgressDispatcher,
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + MaybeSendFuture + '_ {
+        self.tools_changed.store(true, Ordering::Release);
+        std::future::ready(())
+    }
+}
+
+/// A tool as the server lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+#[derive(Default)]
+struct State {
+    service: Option<Arc<RunningService<RoleClient, Handler>>>,
+    handler: Handler,
+    tools: Option<Vec<ListedTool>>,
+    /// Failures in a row, and when the next attempt may be made.
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// One configured MCP server.
+pub struct Connection {
+    name: String,
+    config: ServerConfig,
+    call_timeout: Duration,
+    state: Mutex<State>,
+}
+
+impl Connection {
+    pub fn new(name: String, config: ServerConfig, call_timeout: Duration) -> Connection {
+        Connection {
+            name,
+            config,
+            call_timeout,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The running service, connecting first if there is none (or the last one stopped).
+    async fn service(&self) -> Result<(Arc<RunningService<RoleClient, Handler>>, Handler), String> {
+        let mut state = self.state.lock().await;
+        if let Some(service) = &state.service {
+            if !service.is_closed() {
+                return Ok((service.clone(), state.handler.clone()));
+            }
+            state.service = None;
+            state.tools = None;
+        }
+        if let Some(retry_at) = state.retry_at {
+            if Instant::now() < retry_at {
+                return Err(format!(
+                    "MCP server {} is down; the next attempt to reach it is in {} ms",
+                    self.name,
+                    (retry_at - Instant::now()).as_millis()
+                ));
+            }
+        }
+        let handler = Handler::default();
+        let connected = tokio::time::timeout(
+            Duration::from_millis(MCP_CONNECT_TIMEOUT_MS),
+            self.connect(handler.clone()),
+        )
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {MCP_CONNECT_TIMEOUT_MS} ms")));
+        match connected {
+            Ok(service) => {
+                let service = Arc::new(service);
+                state.service = Some(service.clone());
+                state.handler = handler.clone();
+                state.tools = None;
+                state.failures = 0;
+                state.retry_at = None;
+                Ok((service, handler))
+            }
+            Err(error) => {
+                state.failures = state.failures.saturating_add(1);
+                let delay = MCP_RECONNECT_DELAY_MS
+                    .saturating_mul(1 << state.failures.min(16).saturating_sub(1))
+                    .min(MCP_RECONNECT_DELAY_MAX_MS);
+                state.retry_at = Some(Instant::now() + Duration::from_millis(delay));
+                tracing::warn!(server = %self.name, %error, "MCP server unreachable");
+                Err(format!("MCP server {} is unreachable: {error}", self.name))
+            }
+        }
+    }
+
+    async fn connect(
+        &self,
+        handler: Handler,
+    ) -> Result<RunningService<RoleClient, Handler>, String> {
+        match &self.config {
+            ServerConfig::Stdio { command, args, env } => {
+                let mut process = tokio::process::Command::new(command);
+                process.args(args).envs(env).kill_on_drop(true);
+                let (transport, _) = TokioChildProcess::builder(process)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|error| format!("cannot start {command:?}: {error}"))?;
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|error| format!("the MCP handshake failed: {error}"))
+            }
+            ServerConfig::Http { url, .. } => Err(format!(
+                "{url}: streamable HTTP servers are not supported yet; use a stdio command"
+            )),
+        }
+    }
+
+    /// The server's tools (cached; read again after the server said they changed).
+    pub async fn tools(&self) -> Result<Vec<ListedTool>, String> {
+        let (service, handler) = self.service().await?;
+        let changed = handler.tools_changed.swap(false, Ordering::AcqRel);
+        if !changed {
+            if let Some(tools) = &self.state.lock().await.tools {
+                return Ok(tools.clone());
+            }
+        }
+        let listed = tokio::time::timeout(
+            Duration::from_millis(MCP_CONNECT_TIMEOUT_MS),
+            service.peer().list_all_tools(),
+        )
+        .await
+        .map_err(|_| format!("MCP server {} did not list its tools in time", self.name))?
+        .map_err(|error| format!("MCP server {} could not list its tools: {error}", self.name))?;
+        let tools: Vec<ListedTool> = listed
+            .into_iter()
+            .map(|tool| ListedTool {
+                name: tool.name.to_string(),
+                description: tool
+                    .description
+                    .map(|text| text.to_string())
+                    .unwrap_or_default(),
+                input_schema: Value::Object((*tool.input_schema).clone()),
+            })
+            .collect();
+        self.state.lock().await.tools = Some(tools.clone());
+        Ok(tools)
+    }
+
+    /// Calls tool `name` with `input`; progress notifications go to `progress`; `cancel` sends
+    /// the server `notifications/cancelled`. A server that is down, a timeout, a cancel and a
+    /// tool's own error all end as an error sentence (a tool error, never a failed run).
+    pub async fn call(
+        &self,
+        name: &str,
+        input: Value,
+        progress: ProgressSender,
+        cancel: CancellationToken,
+    ) -> Result<Value, String> {
+        let (service, handler) = self.service().await?;
+        let arguments = match input {
+            Value::Object(arguments) => Some(arguments),
+            Value::Null => None,
+            other => return Err(format!("the input must be a JSON object, not {other}")),
+        };
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut handle = service
+            .peer()
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|error| format!("MCP server {} went away: {error}", self.name))?;
+        let mut reports = handler
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
+        let deadline = tokio::time::sleep(self.call_timeout);
+        tokio::pin!(deadline);
+        let answer = loop {
+            tokio::select! {
+                answer = &mut handle.rx => break answer,
+                Some(report) = reports.next() => {
+                    let _ = progress.try_send(progress_report(&report));
+                }
+                _ = cancel.cancelled() => {
+                    let _ = handle.cancel(Some("the run was cancelled".into())).await;
+                    return Err("cancelled: the run was cancelled".into());
+                }
+                _ = &mut deadline => {
+                    let _ = handle.cancel(Some("timed out".into())).await;
+                    return Err(format!(
+                        "{name} on MCP server {} gave no answer within {} ms",
+                        self.name,
+                        self.call_timeout.as_millis()
+                    ));
+                }
+            }
+        };
+        match answer {
+            Ok(Ok(ServerResult::CallToolResult(result))) => {
+                let value = super::tool::result_value(&result);
+                if result.is_error == Some(true) {
+                    Err(match value {
+                        Value::String(text) => text,
+                        other => other.to_string(),
+                    })
+                } else {
+                    Ok(value)
+                }
+            }
+            Ok(Ok(_)) => Err(format!(
+                "MCP server {} answered with something else",
+                self.name
+            )),
+            Ok(Err(error)) => Err(format!(
+                "{name} on MCP server {} failed: {error}",
+                self.name
+            )),
+            Err(_) => Err(format!(
+                "MCP server {} went away during the call",
+                self.name
+            )),
+        }
+    }
+}
+
+/// A progress notification as the merge into the call's card (`progress`, as the built-ins
+/// report it, and the server's message).
+fn progress_report(report: &ProgressNotificationParam) -> Value {
+    let done = match report.total {
+        Some(total) => format!("{}/{}", report.progress, total),
+        None => report.progress.to_string(),
+    };
+    match &report.message {
+        Some(message) => json!({ "progress": done, "progress_message": message }),
+        None => json!({ "progress": done }),
+    }
+}

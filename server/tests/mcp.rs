@@ -1,0 +1,204 @@
+//! MCP servers as an agent's tools, with the reference server from npm
+//! (`@modelcontextprotocol/server-everything`, pinned in end2end/package.json, installed by
+//! `npm ci` there — `scripts/test.sh` does it first) over stdio: listing, calling, progress,
+//! cancel, and a server that cannot start.
+
+mod common;
+
+use std::path::PathBuf;
+
+use app::EventKind;
+use common::{wait_until, TestServer};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+fn everything() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../end2end/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.exists(),
+        "{} is missing: run `npm ci` in end2end/ (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+async fn server_with(servers: Value) -> TestServer {
+    TestServer::start_with(|config| {
+        config.mcp = agentstream_server::mcp::McpConfig::parse(
+            &json!({ "mcpServers": servers }).to_string(),
+        )
+        .unwrap();
+        config.tool_call_timeout_ms = 20_000;
+    })
+    .await
+}
+
+async fn everything_server() -> TestServer {
+    let script = everything().display().to_string();
+    server_with(json!({ "everything": { "command": "node", "args": [script, "stdio"] } })).await
+}
+
+impl TestServer {
+    async fn agent_with(&self, metadata: Value) -> reqwest::Response {
+        let body = json!({ "name": "mcp agent", "metadata": metadata });
+        self.http
+            .post(self.url("/v1/agents"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn mcp_agent(&self, servers: Value) -> Uuid {
+        let response = self.agent_with(json!({ "mcp_servers": servers })).await;
+        assert_eq!(response.status(), 201);
+        let agent: Value = response.json().await.unwrap();
+        agent["id"].as_str().unwrap().parse().unwrap()
+    }
+}
+
+/// The results of a run's tool calls, by tool name: (result, is_error).
+fn results(events: &[app::AgentEvent], run_id: Uuid) -> Vec<(String, Value, bool)> {
+    events
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::ToolResult)
+        .map(|event| {
+            (
+                event.content["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                event.content["result"].clone(),
+                event.content["is_error"] == true,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agent_lists_and_calls_its_mcp_servers_tools() {
+    let server = everything_server().await;
+    let agent_id = server.mcp_agent(json!(["everything"])).await;
+    let tools = server
+        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
+        .await;
+    let tools = tools.as_array().unwrap();
+    let find = |name: &str| tools.iter().find(|tool| tool["name"] == name);
+    assert_eq!(find("clock").unwrap()["tool_type"], "builtin");
+    let sum = find("get-sum").expect("the server's tools are listed");
+    assert_eq!(sum["tool_type"], "external_mcp");
+    assert_eq!(sum["mcp_server_name"], "everything");
+    assert!(sum["json_schema"]["parameters"]["properties"]["a"].is_object());
+
+    let run_id = server
+        .start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}"#)
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let called = results(&events, run_id);
+    assert_eq!(called.len(), 1, "{called:?}");
+    let (name, result, is_error) = &called[0];
+    assert_eq!(name, "get-sum");
+    assert!(!is_error, "{result}");
+    assert!(result.to_string().contains('5'), "{result}");
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+
+    // An agent that did not name the server has the built-ins only.
+    let plain = server.create_agent().await;
+    let tools = server
+        .get_json(&format!("/v1/tools?agent_id={plain}"))
+        .await;
+    assert!(tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|tool| tool["tool_type"] == "builtin"));
+    let run_id = server
+        .start_run(plain, r#"/tools get-sum {"a": 2, "b": 3}"#)
+        .await;
+    let events = server.wait_for_run_end(plain, run_id).await;
+    assert!(
+        results(&events, run_id)[0].2,
+        "an unknown tool is an error result"
+    );
+}
+
+#[tokio::test]
+async fn a_long_running_tool_streams_progress_and_a_cancel_stops_it() {
+    let server = everything_server().await;
+    let agent_id = server.mcp_agent(json!(["everything"])).await;
+    let run_id = server
+        .start_run(
+            agent_id,
+            r#"/tools trigger-long-running-operation {"duration": 6, "steps": 12}"#,
+        )
+        .await;
+    // Progress reports land on the tool call's card, live.
+    wait_until("a progress report in the log", || async {
+        let events = server.all_events(agent_id).await;
+        events
+            .iter()
+            .any(|event| {
+                event.kind == EventKind::ToolCall
+                    && event
+                        .delta
+                        .as_ref()
+                        .is_some_and(|delta| delta.get("progress").is_some())
+            })
+            .then_some(())
+    })
+    .await;
+    let cancelled = server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(cancelled["cancelled_run_ids"], json!([run_id]));
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
+    let called = results(&events, run_id);
+    assert_eq!(called.len(), 1, "one result per call: {called:?}");
+    assert!(called[0].2, "the cut call is an error result: {called:?}");
+}
+
+#[tokio::test]
+async fn servers_that_are_not_configured_or_cannot_start_never_fail_a_run() {
+    let server = server_with(json!({ "broken": { "command": "/nonexistent/mcp-server" } })).await;
+    let refused = server.agent_with(json!({ "mcp_servers": ["nope"] })).await;
+    assert_eq!(refused.status(), 422);
+    let error: Value = refused.json().await.unwrap();
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"nope\""),
+        "{error}"
+    );
+    let refused = server.agent_with(json!({ "mcp_servers": "broken" })).await;
+    assert_eq!(refused.status(), 422);
+
+    let agent_id = server.mcp_agent(json!(["broken"])).await;
+    let tools = server
+        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
+        .await;
+    assert!(tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|tool| tool["tool_type"] == "builtin"));
+    let run_id = server
+        .start_run(agent_id, r#"/tools echo {"message": "hi"}; clock"#)
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+    let called = results(&events, run_id);
+    assert_eq!(called.len(), 2, "{called:?}");
+    assert!(called
+        .iter()
+        .any(|(name, _, is_error)| name == "echo" && *is_error));
+    assert!(called
+        .iter()
+        .any(|(name, _, is_error)| name == "clock" && !*is_error));
+}
