@@ -202,3 +202,57 @@ async fn servers_that_are_not_configured_or_cannot_start_never_fail_a_run() {
         .iter()
         .any(|(name, _, is_error)| name == "clock" && !*is_error));
 }
+
+#[tokio::test]
+async fn a_server_killed_mid_call_gives_an_error_result_and_the_next_call_reconnects() {
+    // A marker among the arguments (the server ignores it) finds this test's process.
+    let marker = format!("agentstream-test-{}", Uuid::new_v4());
+    let script = everything().display().to_string();
+    let server = server_with(
+        json!({ "everything": { "command": "node", "args": [script, "stdio", marker] } }),
+    )
+    .await;
+    let agent_id = server.mcp_agent(json!(["everything"])).await;
+    let run_id = server
+        .start_run(
+            agent_id,
+            r#"/tools trigger-long-running-operation {"duration": 20, "steps": 40}"#,
+        )
+        .await;
+    wait_until("the call to be under way", || async {
+        let events = server.all_events(agent_id).await;
+        events
+            .iter()
+            .any(|event| {
+                event.kind == EventKind::ToolCall
+                    && event
+                        .delta
+                        .as_ref()
+                        .is_some_and(|delta| delta.get("progress").is_some())
+            })
+            .then_some(())
+    })
+    .await;
+    let killed = std::process::Command::new("pkill")
+        .args(["-9", "-f", &marker])
+        .status()
+        .unwrap();
+    assert!(
+        killed.success(),
+        "the MCP server process was found and killed"
+    );
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+    let called = results(&events, run_id);
+    assert!(called[0].2, "the cut call is an error result: {called:?}");
+
+    let run_id = server
+        .start_run(agent_id, r#"/tools get-sum {"a": 20, "b": 22}"#)
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let called = results(&events, run_id);
+    assert!(
+        !called[0].2 && called[0].1.to_string().contains("42"),
+        "{called:?}"
+    );
+}

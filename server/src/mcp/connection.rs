@@ -14,6 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{
     MaybeSendFuture, NotificationContext, PeerRequestOptions, RoleClient, RunningService,
+    ServiceError,
 };
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ServiceExt};
@@ -169,9 +170,33 @@ impl Connection {
         }
     }
 
-    /// The server's tools (cached; read again after the server said they changed).
+    /// Drops `service` if it is still the current one: the next use connects again.
+    async fn forget(&self, service: &Arc<RunningService<RoleClient, Handler>>) {
+        let mut state = self.state.lock().await;
+        if state
+            .service
+            .as_ref()
+            .is_some_and(|current| Arc::ptr_eq(current, service))
+        {
+            state.service = None;
+            state.tools = None;
+        }
+    }
+
+    /// The server's tools (cached; read again after the server said they changed). A server
+    /// found gone is connected again, once.
     pub async fn tools(&self) -> Result<Vec<ListedTool>, String> {
-        let (service, handler) = self.service().await?;
+        match self.tools_once().await {
+            Err(Gone(service)) => {
+                self.forget(&service).await;
+                self.tools_once().await.map_err(String::from)
+            }
+            other => other.map_err(String::from),
+        }
+    }
+
+    async fn tools_once(&self) -> Result<Vec<ListedTool>, Failure> {
+        let (service, handler) = self.service().await.map_err(Failure::Other)?;
         let changed = handler.tools_changed.swap(false, Ordering::AcqRel);
         if !changed {
             if let Some(tools) = &self.state.lock().await.tools {
@@ -183,8 +208,22 @@ impl Connection {
             service.peer().list_all_tools(),
         )
         .await
-        .map_err(|_| format!("MCP server {} did not list its tools in time", self.name))?
-        .map_err(|error| format!("MCP server {} could not list its tools: {error}", self.name))?;
+        .map_err(|_| {
+            Failure::Other(format!(
+                "MCP server {} did not list its tools in time",
+                self.name
+            ))
+        })?;
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(ServiceError::TransportClosed) => return Err(Gone(service)),
+            Err(error) => {
+                return Err(Failure::Other(format!(
+                    "MCP server {} could not list its tools: {error}",
+                    self.name
+                )))
+            }
+        };
         let tools: Vec<ListedTool> = listed
             .into_iter()
             .map(|tool| ListedTool {
@@ -210,7 +249,6 @@ impl Connection {
         progress: ProgressSender,
         cancel: CancellationToken,
     ) -> Result<Value, String> {
-        let (service, handler) = self.service().await?;
         let arguments = match input {
             Value::Object(arguments) => Some(arguments),
             Value::Null => None,
@@ -219,11 +257,21 @@ impl Connection {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let mut handle = service
-            .peer()
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|error| format!("MCP server {} went away: {error}", self.name))?;
+        // A server found gone before the call was sent is connected again, once.
+        let mut attempt = 0;
+        let (service, handler, mut handle) = loop {
+            attempt += 1;
+            let (service, handler) = self.service().await?;
+            match service
+                .peer()
+                .send_cancellable_request(request.clone(), PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(handle) => break (service, handler, handle),
+                Err(ServiceError::TransportClosed) if attempt == 1 => self.forget(&service).await,
+                Err(error) => return Err(format!("MCP server {} went away: {error}", self.name)),
+            }
+        };
         let mut reports = handler
             .progress
             .subscribe(handle.progress_token.clone())
@@ -266,14 +314,33 @@ impl Connection {
                 "MCP server {} answered with something else",
                 self.name
             )),
+            Ok(Err(ServiceError::TransportClosed)) | Err(_) => {
+                self.forget(&service).await;
+                Err(format!(
+                    "MCP server {} went away during the call",
+                    self.name
+                ))
+            }
             Ok(Err(error)) => Err(format!(
                 "{name} on MCP server {} failed: {error}",
                 self.name
             )),
-            Err(_) => Err(format!(
-                "MCP server {} went away during the call",
-                self.name
-            )),
+        }
+    }
+}
+
+/// Why listing failed: the connection was found closed (connect again), or anything else.
+enum Failure {
+    Gone(Arc<RunningService<RoleClient, Handler>>),
+    Other(String),
+}
+use Failure::Gone;
+
+impl From<Failure> for String {
+    fn from(failure: Failure) -> String {
+        match failure {
+            Failure::Gone(_) => "the MCP server's connection closed".into(),
+            Failure::Other(message) => message,
         }
     }
 }
