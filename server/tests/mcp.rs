@@ -256,3 +256,77 @@ async fn a_server_killed_mid_call_gives_an_error_result_and_the_next_call_reconn
         "{called:?}"
     );
 }
+
+/// The reference server over streamable HTTP, on a free port; killed when dropped.
+struct HttpEverything {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn http_everything() -> HttpEverything {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new("node")
+        .args([everything().display().to_string(), "streamableHttp".into()])
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node starts");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_until("the MCP server to listen", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    HttpEverything { child, url }
+}
+
+#[tokio::test]
+async fn a_server_over_streamable_http_serves_the_same_tools() {
+    let everything = http_everything().await;
+    let server = server_with(json!({ "remote": { "url": everything.url } })).await;
+    let agent_id = server.mcp_agent(json!(["remote"])).await;
+    let tools = server
+        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
+        .await;
+    let sum = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "get-sum");
+    assert_eq!(sum.expect("listed over HTTP")["mcp_server_name"], "remote");
+    let run_id = server
+        .start_run(agent_id, r#"/tools get-sum {"a": 4, "b": 5}; trigger-long-running-operation {"duration": 1, "steps": 4}"#)
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let called = results(&events, run_id);
+    assert_eq!(called.len(), 2, "{called:?}");
+    assert!(
+        called.iter().all(|(_, _, is_error)| !is_error),
+        "{called:?}"
+    );
+    assert!(called
+        .iter()
+        .any(|(name, result, _)| name == "get-sum" && result.to_string().contains('9')));
+    let progress = events.iter().filter(|event| {
+        event.kind == EventKind::ToolCall
+            && event
+                .delta
+                .as_ref()
+                .is_some_and(|delta| delta.get("progress").is_some())
+    });
+    assert!(progress.count() >= 2, "progress over HTTP too");
+}

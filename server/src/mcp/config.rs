@@ -20,7 +20,7 @@ pub enum ServerConfig {
         args: Vec<String>,
         env: BTreeMap<String, String>,
     },
-    /// A streamable HTTP endpoint.
+    /// A streamable HTTP endpoint (`http://` only, for now).
     Http {
         url: String,
         headers: BTreeMap<String, String>,
@@ -109,8 +109,13 @@ fn read_server(server: &Value) -> Result<ServerConfig, String> {
             })
         }
         (None, Some(url)) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!("url {url:?} must be http:// or https://"));
+            if url.starts_with("https://") {
+                return Err(format!(
+                    "url {url:?}: https MCP servers are not supported yet; use http:// (a local or trusted network) or a stdio command"
+                ));
+            }
+            if !url.starts_with("http://") {
+                return Err(format!("url {url:?} must start with http://"));
             }
             Ok(ServerConfig::Http {
                 url,
@@ -175,6 +180,10 @@ mod tests {
                 "env.K",
             ),
             (r#"{"mcpServers": {"a": {"url": "ftp://h"}}}"#, "http://"),
+            (
+                r#"{"mcpServers": {"a": {"url": "https://h/mcp"}}}"#,
+                "not supported yet",
+            ),
             (r#"{"mcpServers": {"a": {"command": " "}}}"#, "non-empty"),
         ];
         for (text, reason) in refused {

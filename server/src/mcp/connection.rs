@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{HeaderName, HeaderValue};
 use futures::StreamExt;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
@@ -16,7 +17,8 @@ use rmcp::service::{
     MaybeSendFuture, NotificationContext, PeerRequestOptions, RoleClient, RunningService,
     ServiceError,
 };
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
@@ -164,9 +166,26 @@ impl Connection {
                     .await
                     .map_err(|error| format!("the MCP handshake failed: {error}"))
             }
-            ServerConfig::Http { url, .. } => Err(format!(
-                "{url}: streamable HTTP servers are not supported yet; use a stdio command"
-            )),
+            ServerConfig::Http { url, headers } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                for (name, value) in headers {
+                    let bearer = value.strip_prefix("Bearer ");
+                    match bearer.filter(|_| name.eq_ignore_ascii_case("authorization")) {
+                        Some(token) => config.auth_header = Some(token.to_owned()),
+                        None => {
+                            let name = HeaderName::from_bytes(name.as_bytes())
+                                .map_err(|error| format!("header {name:?}: {error}"))?;
+                            let value = HeaderValue::from_str(value)
+                                .map_err(|error| format!("header {name}: {error}"))?;
+                            config.custom_headers.insert(name, value);
+                        }
+                    }
+                }
+                handler
+                    .serve(StreamableHttpClientTransport::from_config(config))
+                    .await
+                    .map_err(|error| format!("the MCP handshake with {url} failed: {error}"))
+            }
         }
     }
 
