@@ -330,3 +330,29 @@ async fn a_server_over_streamable_http_serves_the_same_tools() {
     });
     assert!(progress.count() >= 2, "progress over HTTP too");
 }
+
+#[tokio::test]
+async fn a_call_past_its_timeout_is_an_error_result_and_the_run_goes_on() {
+    let script = everything().display().to_string();
+    let server = TestServer::start_with(|config| {
+        config.mcp = agentstream_server::mcp::McpConfig::parse(
+            &json!({ "mcpServers": { "everything": { "command": "node", "args": [script, "stdio"] } } })
+                .to_string(),
+        )
+        .unwrap();
+        config.tool_call_timeout_ms = 500;
+    })
+    .await;
+    let agent_id = server.mcp_agent(json!(["everything"])).await;
+    let run_id = server
+        .start_run(
+            agent_id,
+            r#"/tools trigger-long-running-operation {"duration": 10, "steps": 5}"#,
+        )
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+    let called = results(&events, run_id);
+    assert!(called[0].2, "{called:?}");
+    assert!(called[0].1.to_string().contains("500 ms"), "{called:?}");
+}
