@@ -356,3 +356,42 @@ async fn a_call_past_its_timeout_is_an_error_result_and_the_run_goes_on() {
     assert!(called[0].2, "{called:?}");
     assert!(called[0].1.to_string().contains("500 ms"), "{called:?}");
 }
+
+/// A server that never answers the handshake (here: a process that does not speak MCP) holds
+/// back neither the run's opening nor its cancel: its tools are listed after `run_started`.
+#[tokio::test]
+async fn a_hung_server_holds_back_neither_the_runs_start_nor_its_cancel() {
+    let server = server_with(json!({ "hung": { "command": "sleep", "args": ["60"] } })).await;
+    let agent_id = server.mcp_agent(json!(["hung"])).await;
+    let asked = std::time::Instant::now();
+    let run_id = server.start_run(agent_id, "/echo hello").await;
+    wait_until("run_started in the log", || async {
+        let events = server.all_events(agent_id).await;
+        events
+            .iter()
+            .any(|event| event.run_id == Some(run_id) && event.kind == EventKind::RunStarted)
+            .then_some(())
+    })
+    .await;
+    let connect_timeout = std::time::Duration::from_millis(
+        agentstream_server::mcp::connection::MCP_CONNECT_TIMEOUT_MS,
+    );
+    assert!(
+        asked.elapsed() < connect_timeout / 2,
+        "run_started waited for the tool listing: {:?}",
+        asked.elapsed()
+    );
+    let cancelled = server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(cancelled["cancelled_run_ids"], json!([run_id]));
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
+    assert!(
+        asked.elapsed() < connect_timeout,
+        "the cancel waited for the tool listing"
+    );
+}

@@ -329,14 +329,14 @@ impl Runs {
             interrupted,
             finished: finished_sender,
         } = self.reserve(agent.id, run_id)?;
-        let mut request = ProviderRequest {
+        let request = ProviderRequest {
             system: agent.system.clone(),
             model: model_for(agent, provider.name()),
             messages: prior
                 .into_iter()
                 .chain([ConversationMessage::User { text: user_message }])
                 .collect(),
-            tools: Vec::new(),
+            tools: self.tools.iter().map(|tool| tool.spec()).collect(),
         };
         let writer = self.writer.clone();
         let store = self.store.clone();
@@ -373,16 +373,16 @@ impl Runs {
             // it, even when the run panicked.
             let slot = slot;
             let (agent_id, run_id) = (slot.agent_id, slot.run_id);
-            // The agent's tools: the built-ins, and its MCP servers' (listed now, so a server
-            // that changed its tools is seen by the next run).
-            let tools = if crate::mcp::agent_servers(&metadata).is_empty() {
-                builtins
-            } else {
-                let visible = mcp.tools_for(&builtins, &metadata).await;
-                Arc::new(visible.into_iter().map(|visible| visible.tool).collect())
-            };
-            request.tools = tools.iter().map(|tool| tool.spec()).collect();
-            let run = make_run(tools);
+            // The agent's tools: the built-ins, and its MCP servers' — listed by the run once
+            // it has opened (so a server that changed its tools is seen by the next run, and a
+            // slow one never holds back `run_started`).
+            let mut run = make_run(builtins.clone());
+            if !crate::mcp::agent_servers(&metadata).is_empty() {
+                run = run.with_tools_later(Box::pin(async move {
+                    let visible = mcp.tools_for(&builtins, &metadata).await;
+                    Arc::new(visible.into_iter().map(|visible| visible.tool).collect())
+                }));
+            }
             let outcome = AssertUnwindSafe(run.execute(request, iterations_max, options))
                 .catch_unwind()
                 .await;

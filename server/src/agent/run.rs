@@ -55,9 +55,22 @@ pub(super) struct Run {
     ending: Arc<AtomicBool>,
     /// Set by a shutdown's drain with the cancel: the run ends `interrupted`.
     interrupted: Arc<AtomicBool>,
+    /// The run's tools when they must be listed first (MCP servers): awaited after the run's
+    /// opening is written, so a slow server never holds back `run_started`.
+    tools_later: Option<ToolListing>,
 }
 
+/// A run's tools, still to be listed.
+pub(super) type ToolListing = futures::future::BoxFuture<'static, Arc<Vec<Arc<dyn Tool>>>>;
+
 impl Run {
+    /// Lists the run's tools with `listing` once the run has opened (instead of the ones
+    /// given to `new`, which the run uses if it is cancelled first).
+    pub(super) fn with_tools_later(mut self, listing: ToolListing) -> Run {
+        self.tools_later = Some(listing);
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         agent_id: Uuid,
@@ -87,6 +100,7 @@ impl Run {
             over_limit: false,
             ending,
             interrupted,
+            tools_later: None,
         }
     }
 
@@ -145,6 +159,16 @@ impl Run {
     ) -> Result<(), AppendError> {
         for draft in opening_drafts(self.ids, self.provider.name(), &request, &options) {
             self.emit(draft).await?;
+        }
+        if let Some(listing) = self.tools_later.take() {
+            tokio::select! {
+                tools = listing => {
+                    request.tools = tools.iter().map(|tool| tool.spec()).collect();
+                    self.tools = tools;
+                }
+                // Cancelled while the tools were being listed: the first step sees the cancel.
+                _ = self.cancel.cancelled() => {}
+            }
         }
         let mut outcome = Outcome::Completed("max_iterations".to_owned());
         for _ in 0..iterations_max {
