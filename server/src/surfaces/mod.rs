@@ -8,6 +8,8 @@
 //! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat`, with resume, stop and history.
 //! - [`ag_ui`]: AG-UI, for `@ag-ui/client` and CopilotKit, with connect and cursor resume.
 //! - [`chat`]: chat and thread ids naming conversations (shared).
+//! - [`steps`]: where a run's model calls begin and end (shared by the stream mappings and
+//!   their history views).
 //! - [`run_feed`]: following one run through the log into a surface's mapping (shared).
 //!
 //! May use: the agent, delivery, the store, and the HTTP layer's error, params and state. A
@@ -20,6 +22,7 @@ pub mod chat;
 pub mod letta;
 pub mod native;
 pub mod run_feed;
+pub mod steps;
 #[cfg(test)]
 mod test_log;
 

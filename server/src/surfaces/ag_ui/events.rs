@@ -19,6 +19,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::surfaces::steps::Steps;
+
 /// One AG-UI event, serialized as the protocol has it (fields that are absent are left out).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(
@@ -165,9 +167,7 @@ pub struct EventMapper {
     run_id: String,
     started: bool,
     steps: u32,
-    step_open: bool,
-    step_text_block: Option<Uuid>,
-    step_results_began: bool,
+    step: Steps,
     /// The parent the step's tool calls name: its text message, or its first call.
     step_parent: Option<String>,
     open: Option<Open>,
@@ -187,9 +187,7 @@ impl EventMapper {
             run_id,
             started: false,
             steps: 0,
-            step_open: false,
-            step_text_block: None,
-            step_results_began: false,
+            step: Steps::default(),
             step_parent: None,
             open: None,
             calls: HashMap::new(),
@@ -254,17 +252,10 @@ impl EventMapper {
     /// Opens a step for `event` unless it belongs to the open one (the AI SDK mapping's rule).
     fn enter_step(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         let is_text = matches!(event.kind, EventKind::Text | EventKind::Thinking);
-        let same_call = self.step_open
-            && !self.step_results_began
-            && (!is_text
-                || self
-                    .step_text_block
-                    .is_none_or(|block| event.block_id == Some(block)));
-        if !same_call {
+        if self.step.starts_new(is_text, event.block_id) {
             self.close_step(event.seq, out);
             self.steps += 1;
-            self.step_open = true;
-            self.step_results_began = false;
+            self.step.begin();
             self.step_parent = None;
             out.push((
                 event.seq,
@@ -273,9 +264,7 @@ impl EventMapper {
                 },
             ));
         }
-        if is_text && self.step_text_block.is_none() {
-            self.step_text_block = event.block_id;
-        }
+        self.step.notes_text(is_text, event.block_id);
     }
 
     fn close_part(&mut self, seq: u64, out: &mut Vec<Tagged>) {
@@ -313,8 +302,7 @@ impl EventMapper {
 
     fn close_step(&mut self, seq: u64, out: &mut Vec<Tagged>) {
         self.close_part(seq, out);
-        self.step_text_block = None;
-        if std::mem::take(&mut self.step_open) {
+        if self.step.close() {
             out.push((
                 seq,
                 AgUiEvent::StepFinished {
@@ -488,7 +476,7 @@ impl EventMapper {
         else {
             return; // a result for a call this stream never started
         };
-        self.step_results_began = true;
+        self.step.result();
         self.close_part(event.seq, out);
         self.end_call(message, event.content.get("input"), event.seq, out);
         let content = match event.content.get("result") {

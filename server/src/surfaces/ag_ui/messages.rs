@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use app::timeline::{RunStatus, Timeline, TimelineMessage};
 use app::EventKind;
 use serde_json::{json, Value};
-use uuid::Uuid;
+
+use crate::surfaces::steps::Steps;
 
 /// The conversation, oldest first.
 pub fn snapshot(timeline: &Timeline) -> Vec<Value> {
@@ -43,9 +44,7 @@ pub fn snapshot(timeline: &Timeline) -> Vec<Value> {
 /// One run's assistant side, built under the event mapping's step rule.
 #[derive(Default)]
 struct Builder {
-    step_open: bool,
-    step_text_block: Option<Uuid>,
-    step_results_began: bool,
+    step: Steps,
     step_parent: Option<String>,
     /// Tool calls whose input was complete when they were mapped.
     complete: HashMap<String, bool>,
@@ -54,21 +53,11 @@ struct Builder {
 impl Builder {
     fn enter_step(&mut self, message: &TimelineMessage) {
         let is_text = matches!(message.kind, EventKind::Text | EventKind::Thinking);
-        let same_call = self.step_open
-            && !self.step_results_began
-            && (!is_text
-                || self
-                    .step_text_block
-                    .is_none_or(|block| message.block_id == block));
-        if !same_call {
-            self.step_open = true;
-            self.step_results_began = false;
-            self.step_text_block = None;
+        if self.step.starts_new(is_text, Some(message.block_id)) {
+            self.step.begin();
             self.step_parent = None;
         }
-        if is_text && self.step_text_block.is_none() {
-            self.step_text_block = Some(message.block_id);
-        }
+        self.step.notes_text(is_text, Some(message.block_id));
     }
 
     fn push(&mut self, message: &TimelineMessage, out: &mut Vec<Value>) {
@@ -135,7 +124,7 @@ impl Builder {
                 let Some(complete) = self.complete.get_mut(tool_call_id) else {
                     return;
                 };
-                self.step_results_began = true;
+                self.step.result();
                 let Some(holder) = out.iter().position(|held| {
                     held["role"] == "assistant"
                         && held["toolCalls"].as_array().is_some_and(|calls| {

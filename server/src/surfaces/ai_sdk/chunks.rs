@@ -9,9 +9,7 @@
 //! message per run whose `messageId` is the run's id (so a replay from `start` replaces the
 //! message a client holds instead of adding a second), and steps as the model's calls — a step
 //! starts with an LLM call's first text or tool call and finishes before the next call or at the
-//! run's end, so tool results land in the step that called them. (In the log an LLM call's text
-//! shares one block and each tool call has a block of its own; a new text block, or a tool call
-//! after the step's results came, is the next call.)
+//! run's end, so tool results land in the step that called them ([`crate::surfaces::steps`]).
 
 use std::collections::HashSet;
 
@@ -19,6 +17,8 @@ use app::{AgentEvent, EventKind};
 use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
+
+use crate::surfaces::steps::Steps;
 
 /// One chunk, serialized exactly as the protocol's schema has it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -107,11 +107,7 @@ enum Open {
 #[derive(Debug, Default)]
 pub struct ChunkMapper {
     started: bool,
-    /// A step is open; the block of its LLM call's text, once it has some; whether its tool
-    /// results have begun (a tool call after them belongs to the next call).
-    step_open: bool,
-    step_text_block: Option<Uuid>,
-    step_results_began: bool,
+    steps: Steps,
     /// The text or reasoning part open, if any (one at a time: another part closes it).
     open: Option<Open>,
     /// Tool calls whose input was started, by tool call id; and those whose input is complete.
@@ -184,21 +180,12 @@ impl ChunkMapper {
     /// one.
     fn enter_step(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         let is_text = matches!(event.kind, EventKind::Text | EventKind::Thinking);
-        let same_call = self.step_open
-            && !self.step_results_began
-            && (!is_text
-                || self
-                    .step_text_block
-                    .is_none_or(|block| event.block_id == Some(block)));
-        if !same_call {
+        if self.steps.starts_new(is_text, event.block_id) {
             self.close_step(event.seq, out);
-            self.step_open = true;
-            self.step_results_began = false;
+            self.steps.begin();
             out.push((event.seq, Chunk::StartStep));
         }
-        if is_text && self.step_text_block.is_none() {
-            self.step_text_block = event.block_id;
-        }
+        self.steps.notes_text(is_text, event.block_id);
     }
 
     fn close_part(&mut self, seq: u64, out: &mut Vec<Tagged>) {
@@ -211,8 +198,7 @@ impl ChunkMapper {
 
     fn close_step(&mut self, seq: u64, out: &mut Vec<Tagged>) {
         self.close_part(seq, out);
-        self.step_text_block = None;
-        if std::mem::take(&mut self.step_open) {
+        if self.steps.close() {
             out.push((seq, Chunk::FinishStep));
         }
     }
@@ -325,7 +311,7 @@ impl ChunkMapper {
         if !self.calls_started.contains(&tool_call_id) {
             return; // the client would reject an output for a part it does not hold
         }
-        self.step_results_began = true;
+        self.steps.result();
         self.close_part(event.seq, out);
         // An output needs the input's part to be complete.
         if !self.calls_available.contains(&tool_call_id) {

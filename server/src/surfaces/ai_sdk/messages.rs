@@ -18,6 +18,8 @@ use app::EventKind;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use crate::surfaces::steps::Steps;
+
 /// One run's messages: its user message, and its assistant message once it has ended.
 struct Turn {
     user: Option<(String, Value)>,
@@ -107,31 +109,17 @@ fn user_message(message: &TimelineMessage) -> (String, Value) {
 #[derive(Default)]
 struct Assistant {
     parts: Vec<Value>,
-    /// As in [`super::chunks::ChunkMapper`]: a step is open; the block of its call's text; its
-    /// tool results have begun.
-    step_open: bool,
-    step_text_block: Option<Uuid>,
-    step_results_began: bool,
+    steps: Steps,
 }
 
 impl Assistant {
     fn enter_step(&mut self, message: &TimelineMessage) {
         let is_text = matches!(message.kind, EventKind::Text | EventKind::Thinking);
-        let same_call = self.step_open
-            && !self.step_results_began
-            && (!is_text
-                || self
-                    .step_text_block
-                    .is_none_or(|block| message.block_id == block));
-        if !same_call {
-            self.step_open = true;
-            self.step_results_began = false;
-            self.step_text_block = None;
+        if self.steps.starts_new(is_text, Some(message.block_id)) {
+            self.steps.begin();
             self.parts.push(json!({ "type": "step-start" }));
         }
-        if is_text && self.step_text_block.is_none() {
-            self.step_text_block = Some(message.block_id);
-        }
+        self.steps.notes_text(is_text, Some(message.block_id));
     }
 
     fn text(&mut self, message: &TimelineMessage) {
@@ -178,7 +166,7 @@ impl Assistant {
         let Some(index) = self.tool_part(text_of(content, "tool_call_id")) else {
             return;
         };
-        self.step_results_began = true;
+        self.steps.result();
         let part = self.parts[index].as_object_mut().expect("a tool part");
         if part.get("state") == Some(&json!("input-streaming")) {
             let input = content.get("input").cloned().unwrap_or(json!({}));

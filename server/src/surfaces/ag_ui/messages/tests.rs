@@ -6,6 +6,7 @@ use super::*;
 use crate::surfaces::ag_ui::events::{AgUiEvent, EventMapper};
 use crate::surfaces::test_log::{text_run, tool_run, Log};
 use app::AgentEvent;
+use uuid::Uuid;
 
 /// Applies one event to the messages a client holds, as `defaultApplyEvents` does.
 fn apply(messages: &mut Vec<Value>, event: &AgUiEvent) {
