@@ -9,6 +9,7 @@ use axum::extract::FromRef;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::Snapshots;
 use crate::agent::start::Starter;
 use crate::agent::Runs;
@@ -109,6 +110,36 @@ pub async fn chat_agent(
         }
         ChatId::Named(name) => Ok(state.store.chat_agent(name).await?),
     }
+}
+
+/// The id the client gave a user message (kept as its `otid`), or ours when it gave none.
+pub fn client_message_id(message: &app::timeline::TimelineMessage) -> String {
+    message
+        .content
+        .get("otid")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| message.message_id.to_string(), str::to_owned)
+}
+
+/// Cancels the run of `agent_id` in flight, if any, and answers `{agent_id, cancelled_run_ids}`
+/// once its end is in the log (at most `CANCEL_WAIT_MS_MAX`).
+pub async fn cancel_in_flight(
+    state: &ChatState,
+    agent_id: Uuid,
+) -> Result<serde_json::Value, ApiError> {
+    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
+    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
+    let cancelled = cancel_and_wait(
+        &state.runs,
+        cluster,
+        state.store.as_ref(),
+        agent_id,
+        None,
+        wait,
+    )
+    .await?;
+    let cancelled: Vec<Uuid> = cancelled.into_iter().collect();
+    Ok(json!({ "agent_id": agent_id, "cancelled_run_ids": cancelled }))
 }
 
 /// The run of `agent_id` in flight, on this server or (with PostgreSQL) another.

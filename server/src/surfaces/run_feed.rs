@@ -66,6 +66,25 @@ impl std::fmt::Display for FrameId {
     }
 }
 
+/// The `Last-Event-ID` a reconnecting SSE client sent (a frame id), if any; a malformed one
+/// is a 400.
+pub fn last_event_id(headers: &axum::http::HeaderMap) -> Result<Option<FrameId>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(FrameId::parse)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_cursor",
+                "Last-Event-ID must be the id of a frame this stream sent (<seq> or <seq>:<k>)",
+            )
+        })
+}
+
 /// One event's items (each with the event's seq) as frames with their ids, less those a client
 /// at `cursor` has.
 pub fn frames<T>(items: Vec<(u64, T)>, cursor: FrameId) -> Vec<(FrameId, T)> {

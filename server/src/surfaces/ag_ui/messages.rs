@@ -13,6 +13,7 @@ use app::timeline::{RunStatus, Timeline, TimelineMessage};
 use app::EventKind;
 use serde_json::{json, Value};
 
+use crate::surfaces::chat::client_message_id;
 use crate::surfaces::steps::Steps;
 
 /// The conversation, oldest first.
@@ -27,11 +28,7 @@ pub fn snapshot(timeline: &Timeline) -> Vec<Value> {
             .filter(|message| message.run_id == Some(run.run_id))
         {
             if message.kind == EventKind::User {
-                let id = message
-                    .content
-                    .get("otid")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| message.message_id.to_string(), str::to_owned);
+                let id = client_message_id(message);
                 out.push(json!({ "id": id, "role": "user", "content": message.text() }));
             } else if !in_flight {
                 run_messages.push(message, &mut out);

@@ -32,13 +32,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
 use crate::http::error::{ApiError, ApiJson};
-use crate::surfaces::chat::{chat_agent, run_in_flight, ChatId, ChatState};
-use crate::surfaces::run_feed::{run_start_seq, FrameId};
+use crate::surfaces::chat::{cancel_in_flight, chat_agent, run_in_flight, ChatId, ChatState};
+use crate::surfaces::run_feed::{last_event_id, run_start_seq, FrameId};
 use events::AgUiEvent;
 use request::{RunBody, ThreadBody};
 use stream::Plan;
@@ -68,17 +67,8 @@ pub struct CursorQuery {
 
 /// Where the client is: `Last-Event-ID` (a frame id) wins over `?after_seq=` (a seq).
 fn cursor(headers: &HeaderMap, query: &CursorQuery) -> Result<Option<FrameId>, ApiError> {
-    let invalid = |what: &str| {
-        ApiError::bad_request(
-            "invalid_cursor",
-            format!("{what} must be a seq (or a frame id <seq>:<k>) this stream sent"),
-        )
-    };
-    if let Some(value) = headers.get("last-event-id") {
-        let text = value.to_str().map_err(|_| invalid("Last-Event-ID"))?;
-        return FrameId::parse(text)
-            .map(Some)
-            .ok_or_else(|| invalid("Last-Event-ID"));
+    if let Some(cursor) = last_event_id(headers)? {
+        return Ok(Some(cursor));
     }
     match &query.after_seq {
         None => Ok(None),
@@ -86,7 +76,12 @@ fn cursor(headers: &HeaderMap, query: &CursorQuery) -> Result<Option<FrameId>, A
             .trim()
             .parse::<u64>()
             .map(|seq| Some(FrameId { seq, index: None }))
-            .map_err(|_| invalid("after_seq")),
+            .map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_cursor",
+                    "after_seq must be a seq (a whole number) this stream sent",
+                )
+            }),
     }
 }
 
@@ -339,21 +334,7 @@ pub async fn cancel(
     let Some(agent_id) = chat_agent(&state, &thread, false).await? else {
         return Err(unknown_thread(&thread));
     };
-    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
-    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-    let cancelled = cancel_and_wait(
-        &state.runs,
-        cluster,
-        state.store.as_ref(),
-        agent_id,
-        None,
-        wait,
-    )
-    .await?;
-    let cancelled: Vec<Uuid> = cancelled.into_iter().collect();
-    Ok(Json(
-        json!({ "agent_id": agent_id, "cancelled_run_ids": cancelled }),
-    ))
+    Ok(Json(cancel_in_flight(&state, agent_id).await?))
 }
 
 fn unknown_thread(thread: &ChatId) -> ApiError {

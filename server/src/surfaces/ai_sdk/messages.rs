@@ -18,6 +18,7 @@ use app::EventKind;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use crate::surfaces::chat::client_message_id;
 use crate::surfaces::steps::Steps;
 
 /// One run's messages: its user message, and its assistant message once it has ended.
@@ -92,11 +93,7 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
 
 /// The user message, with the id the client gave it (its `otid`) where it gave one.
 fn user_message(message: &TimelineMessage) -> (String, Value) {
-    let id = message
-        .content
-        .get("otid")
-        .and_then(Value::as_str)
-        .map_or_else(|| message.message_id.to_string(), str::to_owned);
+    let id = client_message_id(message);
     let value = json!({
         "id": id,
         "role": "user",

@@ -26,16 +26,16 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
-use uuid::Uuid;
+use serde_json::Value;
 
-use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
 use crate::http::error::{ApiError, ApiJson};
-use crate::surfaces::chat::{chat_agent, chat_id, run_in_flight, ChatState};
-use crate::surfaces::run_feed::{run_start_seq, FrameId};
+use crate::surfaces::chat::{
+    cancel_in_flight, chat_agent, chat_id, client_message_id, run_in_flight, ChatState,
+};
+use crate::surfaces::run_feed::{last_event_id, run_start_seq};
 use request::{ChatBody, Trigger};
 
 /// A chat request's body at most: the transport sends the whole conversation every time (the
@@ -89,12 +89,7 @@ pub async fn chat(
                 .rev()
                 .find(|message| message.kind == EventKind::User)
                 .ok_or_else(nothing_to_regenerate)?;
-            let otid = last
-                .content
-                .get("otid")
-                .and_then(Value::as_str)
-                .map_or_else(|| last.message_id.to_string(), str::to_owned);
-            (last.text().to_owned(), otid, None)
+            (last.text().to_owned(), client_message_id(last), None)
         }
     };
     let options = RunOptions {
@@ -135,19 +130,7 @@ pub async fn resume(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let chat = chat_id(&id)?;
-    let cursor = match headers.get("last-event-id") {
-        None => FrameId::default(),
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(FrameId::parse)
-            .ok_or_else(|| {
-                ApiError::bad_request(
-                    "invalid_cursor",
-                    "Last-Event-ID must be the id of a frame this stream sent (<seq> or <seq>:<k>)",
-                )
-            })?,
-    };
+    let cursor = last_event_id(&headers)?.unwrap_or_default();
     let no_content = || StatusCode::NO_CONTENT.into_response();
     let Some(agent_id) = chat_agent(&state, &chat, false).await? else {
         return Ok(no_content());
@@ -172,21 +155,7 @@ pub async fn stop(
     let Some(agent_id) = chat_agent(&state, &chat, false).await? else {
         return Err(unknown_chat(&id));
     };
-    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
-    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-    let cancelled = cancel_and_wait(
-        &state.runs,
-        cluster,
-        state.store.as_ref(),
-        agent_id,
-        None,
-        wait,
-    )
-    .await?;
-    let cancelled: Vec<Uuid> = cancelled.into_iter().collect();
-    Ok(Json(
-        json!({ "agent_id": agent_id, "cancelled_run_ids": cancelled }),
-    ))
+    Ok(Json(cancel_in_flight(&state, agent_id).await?))
 }
 
 /// `GET /v1/ai-sdk/chat/{id}/messages`: `UIMessage[]`; `[]` for a chat not used yet.
