@@ -50,12 +50,30 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Waits until a tool call's card in the agent's log has a progress report.
+    async fn wait_for_progress(&self, agent_id: Uuid) {
+        wait_until("a progress report in the log", || async {
+            let events = self.all_events(agent_id).await;
+            events.iter().any(is_progress).then_some(())
+        })
+        .await;
+    }
+
     async fn mcp_agent(&self, servers: Value) -> Uuid {
         let response = self.agent_with(json!({ "mcp_servers": servers })).await;
         assert_eq!(response.status(), 201);
         let agent: Value = response.json().await.unwrap();
         agent["id"].as_str().unwrap().parse().unwrap()
     }
+}
+
+/// A progress report merged on a tool call's card.
+fn is_progress(event: &app::AgentEvent) -> bool {
+    event.kind == EventKind::ToolCall
+        && event
+            .delta
+            .as_ref()
+            .is_some_and(|delta| delta.get("progress").is_some())
 }
 
 /// The results of a run's tool calls, by tool name: (result, is_error).
@@ -135,20 +153,7 @@ async fn a_long_running_tool_streams_progress_and_a_cancel_stops_it() {
         )
         .await;
     // Progress reports land on the tool call's card, live.
-    wait_until("a progress report in the log", || async {
-        let events = server.all_events(agent_id).await;
-        events
-            .iter()
-            .any(|event| {
-                event.kind == EventKind::ToolCall
-                    && event
-                        .delta
-                        .as_ref()
-                        .is_some_and(|delta| delta.get("progress").is_some())
-            })
-            .then_some(())
-    })
-    .await;
+    server.wait_for_progress(agent_id).await;
     let cancelled = server
         .post_json(
             &format!("/v1/agents/{agent_id}/messages/cancel"),
@@ -219,20 +224,7 @@ async fn a_server_killed_mid_call_gives_an_error_result_and_the_next_call_reconn
             r#"/tools trigger-long-running-operation {"duration": 20, "steps": 40}"#,
         )
         .await;
-    wait_until("the call to be under way", || async {
-        let events = server.all_events(agent_id).await;
-        events
-            .iter()
-            .any(|event| {
-                event.kind == EventKind::ToolCall
-                    && event
-                        .delta
-                        .as_ref()
-                        .is_some_and(|delta| delta.get("progress").is_some())
-            })
-            .then_some(())
-    })
-    .await;
+    server.wait_for_progress(agent_id).await;
     let killed = std::process::Command::new("pkill")
         .args(["-9", "-f", &marker])
         .status()
@@ -321,13 +313,7 @@ async fn a_server_over_streamable_http_serves_the_same_tools() {
     assert!(called
         .iter()
         .any(|(name, result, _)| name == "get-sum" && result.to_string().contains('9')));
-    let progress = events.iter().filter(|event| {
-        event.kind == EventKind::ToolCall
-            && event
-                .delta
-                .as_ref()
-                .is_some_and(|delta| delta.get("progress").is_some())
-    });
+    let progress = events.iter().filter(|event| is_progress(event));
     assert!(progress.count() >= 2, "progress over HTTP too");
 }
 
