@@ -80,12 +80,16 @@ pub(super) fn feed(
                 framed.push((FrameId { seq, index: None }, started));
             }
             match replay_through {
+                // Merged as they come: the catch-up holds about one event per message, however
+                // long the run was.
                 Some(through) if event.seq < through && !event.kind.is_run_end() => {
-                    replayed.extend(framed);
+                    framed
+                        .into_iter()
+                        .for_each(|item| compact_into(&mut replayed, item));
                     Vec::new()
                 }
                 _ => {
-                    let mut out = compact(std::mem::take(&mut replayed));
+                    let mut out = std::mem::take(&mut replayed);
                     out.extend(framed);
                     out
                 }
@@ -96,18 +100,14 @@ pub(super) fn feed(
 
 /// Merges each run of deltas to one message or call into one delta (a replay shows a
 /// message's text so far at once); the merged delta keeps the last one's place.
-fn compact(framed: Vec<Framed>) -> Vec<Framed> {
-    let mut out: Vec<Framed> = Vec::with_capacity(framed.len());
-    for (id, event) in framed {
-        if let Some((last_id, last)) = out.last_mut() {
-            if last.merge(&event) {
-                *last_id = id;
-                continue;
-            }
+fn compact_into(out: &mut Vec<Framed>, (id, event): Framed) {
+    if let Some((last_id, last)) = out.last_mut() {
+        if last.merge(&event) {
+            *last_id = id;
+            return;
         }
-        out.push((id, event));
     }
-    out
+    out.push((id, event));
 }
 
 /// One frame: the event with its `metadata`, and its id.
@@ -221,7 +221,11 @@ mod tests {
     #[test]
     fn a_compacted_replay_says_the_same_in_fewer_events() {
         let whole = mapped(&tool_run().0);
-        let compacted = compact(whole.clone());
+        let mut compacted = Vec::new();
+        whole
+            .iter()
+            .cloned()
+            .for_each(|item| compact_into(&mut compacted, item));
         assert!(compacted.len() < whole.len());
         assert_eq!(compacted.last().unwrap().0, whole.last().unwrap().0);
         let text = |framed: &[Framed]| -> String {
