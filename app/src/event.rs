@@ -81,6 +81,12 @@ pub enum EventKind {
     RunFailed,
     RunCancelled,
     Error,
+    /// A tool call waits for a person's answer (`content`: `tool_call_id`, `name`, `input`);
+    /// the run that asked ends with stop reason `requires_approval`.
+    ApprovalRequested,
+    /// The answer to an approval request (`content`: `tool_call_id`, `approve`, `reason`): the
+    /// first event after `run_started` of the run it starts.
+    ApprovalResponse,
     #[serde(other)]
     Other,
 }
@@ -101,12 +107,14 @@ impl EventKind {
             EventKind::RunFailed => "run_failed",
             EventKind::RunCancelled => "run_cancelled",
             EventKind::Error => "error",
+            EventKind::ApprovalRequested => "approval_requested",
+            EventKind::ApprovalResponse => "approval_response",
             EventKind::Other => "other",
         }
     }
 
     /// Every kind but `Other`.
-    pub const KNOWN: [EventKind; 12] = [
+    pub const KNOWN: [EventKind; 14] = [
         EventKind::User,
         EventKind::Text,
         EventKind::Thinking,
@@ -119,6 +127,8 @@ impl EventKind {
         EventKind::RunFailed,
         EventKind::RunCancelled,
         EventKind::Error,
+        EventKind::ApprovalRequested,
+        EventKind::ApprovalResponse,
     ];
 
     /// The inverse of [`EventKind::as_str`]; unknown names map to `Other`. A plain match: it

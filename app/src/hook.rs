@@ -388,6 +388,7 @@ mod client {
                 ServerMessage::Error { message, .. } => signals.error.set(Some(message)),
                 ServerMessage::Lagged { .. }
                 | ServerMessage::CancelRequested { .. }
+                | ServerMessage::ApprovalAccepted { .. }
                 | ServerMessage::Unsubscribed { .. }
                 | ServerMessage::Pong { .. } => {}
             }

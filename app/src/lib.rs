@@ -1,6 +1,7 @@
 //! `app`: what the server and the browser share.
 //!
 //! - [`event`]: `AgentEvent`, the one record type of the log.
+//! - [`approvals`]: which tool calls wait for a person, folded from the log.
 //! - [`protocol`]: REST bodies and WebSocket messages.
 //! - [`coalesce`]: merging runs of token deltas into one event, for subscribers that fall behind.
 //! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
@@ -11,6 +12,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod approvals;
 pub mod coalesce;
 pub mod event;
 pub mod history;

@@ -56,6 +56,18 @@ pub struct CreateRunRequest {
     pub idempotency_key: Option<String>,
 }
 
+/// `POST /v1/agents/{id}/approvals`: a person's answer to an approval request. Exactly one
+/// answer per request; it starts the run that carries it out (answered like a run request).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The `tool_call_id` of the `approval_requested` event.
+    pub call_id: String,
+    pub approve: bool,
+    /// Why, for a denial: the model reads it in the call's error result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// The 202 answer to a run request: the output goes to the log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunAccepted {
@@ -151,6 +163,14 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         nonce: Option<Value>,
     },
+    /// A person's answer to an approval request of `agent_id`, as `POST …/approvals` takes it.
+    Approve {
+        agent_id: Uuid,
+        call_id: String,
+        approve: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
 }
 
 /// Messages the server sends on `GET /v1/ws`.
@@ -187,6 +207,13 @@ pub enum ServerMessage {
     Pong {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         nonce: Option<Value>,
+    },
+    /// The answer to `approve`: the answer was taken and run `run_id` carries it out (its events
+    /// arrive through the log). A refused answer gets an `error` (`already_answered`, …).
+    ApprovalAccepted {
+        agent_id: Uuid,
+        call_id: String,
+        run_id: Uuid,
     },
     /// Bad input or a failed subscription. The connection stays open unless it says otherwise.
     Error {

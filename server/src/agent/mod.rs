@@ -10,6 +10,8 @@
 //! - `run`: the agent loop and the run's writing side (pipelining, the event limit).
 //! - `call`: one LLM call as I/O around the pure step assembler, `step`.
 //! - `tools`: running a step's tool calls, one result per call.
+//! - [`approval`]: tool calls that wait for a person: the request ends the run, the answer
+//!   starts the next.
 //! - `failure`: ending a run whose events the log refused; [`recovery`]: ending the runs a
 //!   crash left in flight.
 //! - [`start`]: starting a run — the use case every surface calls.
@@ -19,6 +21,7 @@
 //! May use: the store, the writer ([`crate::delivery::writer`]), providers and tools. Never the
 //! HTTP layer or a client protocol's surface: every surface calls in here, not the other way.
 
+pub mod approval;
 mod call;
 pub mod cancel;
 pub mod conversation;
@@ -32,8 +35,8 @@ mod step;
 mod tools;
 
 pub use registry::{
-    Cancelling, Drained, Providers, RunLimits, RunOptions, Runs, StartRunError, ACTIVE_RUNS_MAX,
-    RUN_ENDING_WAIT_MS_MAX, RUN_EVENTS_MAX_DEFAULT, RUN_INTERRUPT_WAIT_MS_MAX,
+    Cancelling, Drained, Providers, RunLimits, RunOptions, Runs, StartRunError, Turn,
+    ACTIVE_RUNS_MAX, RUN_ENDING_WAIT_MS_MAX, RUN_EVENTS_MAX_DEFAULT, RUN_INTERRUPT_WAIT_MS_MAX,
     RUN_ITERATIONS_MAX_DEFAULT,
 };
 pub use run::RUN_APPENDS_IN_FLIGHT_MAX;

@@ -177,6 +177,15 @@ pub struct RunOptions {
     pub run_id: Option<Uuid>,
 }
 
+/// What a run answers.
+#[derive(Debug)]
+pub enum Turn {
+    /// A user's message.
+    User(String),
+    /// A person's answer to an approval request: the continuation of the run that asked.
+    Approval(super::approval::ApprovalAnswer),
+}
+
 /// Starts and tracks runs. One run per agent at a time.
 pub struct Runs {
     writer: Writer,
@@ -312,14 +321,14 @@ impl Runs {
             .collect()
     }
 
-    /// Starts run `run_id` of `agent` for `user_message`, after the conversation `prior` (rebuilt
-    /// from the log); its output goes to the log.
+    /// Starts run `run_id` of `agent` for `turn`, after the conversation `prior` (rebuilt from
+    /// the log); its output goes to the log.
     pub fn start(
         &self,
         agent: &Agent,
         run_id: Uuid,
         prior: Vec<ConversationMessage>,
-        user_message: String,
+        turn: Turn,
         options: RunOptions,
     ) -> Result<Uuid, StartRunError> {
         let provider = self.providers.for_agent(agent)?;
@@ -332,16 +341,20 @@ impl Runs {
         let request = ProviderRequest {
             system: agent.system.clone(),
             model: model_for(agent, provider.name()),
-            messages: prior
-                .into_iter()
-                .chain([ConversationMessage::User { text: user_message }])
-                .collect(),
+            messages: match &turn {
+                Turn::User(text) => prior
+                    .into_iter()
+                    .chain([ConversationMessage::User { text: text.clone() }])
+                    .collect(),
+                Turn::Approval(_) => prior,
+            },
             tools: self.tools.iter().map(|tool| tool.spec()).collect(),
         };
         let writer = self.writer.clone();
         let store = self.store.clone();
         let (builtins, mcp, metadata) =
             (self.tools.clone(), self.mcp.clone(), agent.metadata.clone());
+        let requires_approval = super::approval::tools_requiring_approval(&metadata);
         let make_run = {
             let (writer, limits, ending) = (self.writer.clone(), self.limits, ending.clone());
             let agent_id = agent.id;
@@ -376,7 +389,10 @@ impl Runs {
             // The agent's tools: the built-ins, and its MCP servers' — listed by the run once
             // it has opened (so a server that changed its tools is seen by the next run, and a
             // slow one never holds back `run_started`).
-            let mut run = make_run(builtins.clone());
+            let mut run = make_run(builtins.clone()).with_approvals(requires_approval);
+            if let Turn::Approval(answer) = turn {
+                run = run.answering(answer);
+            }
             if !crate::mcp::agent_servers(&metadata).is_empty() {
                 run = run.with_tools_later(Box::pin(async move {
                     let visible = mcp.tools_for(&builtins, &metadata).await;

@@ -10,6 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::approval::ApprovalAnswer;
 use super::registry::{RunLimits, RunOptions};
 use super::step::{RunIds, Usage};
 use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
@@ -58,6 +59,10 @@ pub(super) struct Run {
     /// The run's tools when they must be listed first (MCP servers): awaited after the run's
     /// opening is written, so a slow server never holds back `run_started`.
     tools_later: Option<ToolListing>,
+    /// Tools whose calls wait for a person's approval (`metadata.requires_approval`).
+    pub(super) requires_approval: Vec<String>,
+    /// The answer to an approval request this run carries out before its first LLM call.
+    answer: Option<ApprovalAnswer>,
 }
 
 /// A run's tools, still to be listed.
@@ -68,6 +73,19 @@ impl Run {
     /// given to `new`, which the run uses if it is cancelled first).
     pub(super) fn with_tools_later(mut self, listing: ToolListing) -> Run {
         self.tools_later = Some(listing);
+        self
+    }
+
+    /// Calls of these tools wait for a person's approval.
+    pub(super) fn with_approvals(mut self, tools: Vec<String>) -> Run {
+        self.requires_approval = tools;
+        self
+    }
+
+    /// Makes this run the continuation that carries out `answer` (instead of answering a user
+    /// message).
+    pub(super) fn answering(mut self, answer: ApprovalAnswer) -> Run {
+        self.answer = Some(answer);
         self
     }
 
@@ -101,6 +119,8 @@ impl Run {
             ending,
             interrupted,
             tools_later: None,
+            requires_approval: Vec::new(),
+            answer: None,
         }
     }
 
@@ -157,7 +177,15 @@ impl Run {
         iterations_max: u32,
         options: RunOptions,
     ) -> Result<(), AppendError> {
-        for draft in opening_drafts(self.ids, self.provider.name(), &request, &options) {
+        let answer = self.answer.take();
+        let opening = opening_drafts(
+            self.ids,
+            self.provider.name(),
+            &request,
+            &options,
+            answer.as_ref(),
+        );
+        for draft in opening {
             self.emit(draft).await?;
         }
         if let Some(listing) = self.tools_later.take() {
@@ -171,7 +199,21 @@ impl Run {
             }
         }
         let mut outcome = Outcome::Completed("max_iterations".to_owned());
-        for _ in 0..iterations_max {
+        let mut iterations = iterations_max;
+        if let Some(answer) = answer {
+            let others_pending = answer.others_pending;
+            let results = self.carry_out(answer).await?;
+            request.messages.extend(results);
+            if self.cancel.is_cancelled() {
+                outcome = Outcome::Cancelled;
+                iterations = 0;
+            } else if others_pending > 0 {
+                // The model hears of its step once every call of it has a result.
+                outcome = Outcome::Completed(REQUIRES_APPROVAL.to_owned());
+                iterations = 0;
+            }
+        }
+        for _ in 0..iterations {
             let (end, step) = self.llm_step(request.clone()).await?;
             match end {
                 StepEnd::Cancelled => {
@@ -205,10 +247,17 @@ impl Run {
                             })
                             .collect(),
                     });
-                    let results = self.run_tools(step.calls).await?;
-                    request.messages.extend(results);
+                    let ran = self.run_tools(step.calls).await?;
+                    request.messages.extend(ran.results);
                     if self.cancel.is_cancelled() {
+                        self.answer_unrun(&ran.held, "cancelled before the tool ran")
+                            .await?;
                         outcome = Outcome::Cancelled;
+                        break;
+                    }
+                    if !ran.held.is_empty() {
+                        self.request_approvals(&ran.held).await?;
+                        outcome = Outcome::Completed(REQUIRES_APPROVAL.to_owned());
                         break;
                     }
                 }
@@ -251,12 +300,17 @@ fn closes_a_run(draft: &EventDraft) -> bool {
                 .is_some_and(|delta| delta.get("status").is_some()))
 }
 
-/// `run_started` (how the run was asked for) and the user's message.
+/// The stop reason of a run that ended to wait for a person's approval.
+pub const REQUIRES_APPROVAL: &str = "requires_approval";
+
+/// `run_started` (how the run was asked for) and what the run answers: the user's message, or a
+/// person's answer to an approval request.
 fn opening_drafts(
     ids: RunIds,
     provider: &str,
     request: &ProviderRequest,
     options: &RunOptions,
+    answer: Option<&ApprovalAnswer>,
 ) -> Vec<EventDraft> {
     let mut started = ids.draft(EventKind::RunStarted);
     started.metadata = json!({
@@ -269,6 +323,10 @@ fn opening_drafts(
         started.metadata["client"] = client.clone();
     }
     let mut drafts = vec![started];
+    if let Some(answer) = answer {
+        drafts.push(super::approval::response_draft(ids, answer));
+        return drafts;
+    }
     if let Some(ConversationMessage::User { text }) = request.messages.last() {
         let mut user = ids.draft(EventKind::User);
         user.block_id = Some(Uuid::new_v4());
@@ -431,7 +489,7 @@ mod tests {
             otid: Some("o1".into()),
             ..RunOptions::default()
         };
-        let drafts = opening_drafts(ids(), "scripted", &request, &options);
+        let drafts = opening_drafts(ids(), "scripted", &request, &options, None);
         assert_eq!(drafts[0].kind, EventKind::RunStarted);
         assert_eq!(
             drafts[0].metadata,
@@ -444,7 +502,7 @@ mod tests {
             client: Some(client.clone()),
             ..options
         };
-        let drafts = opening_drafts(ids(), "scripted", &request, &options);
+        let drafts = opening_drafts(ids(), "scripted", &request, &options, None);
         assert_eq!(drafts[0].metadata["client"], client);
     }
 }

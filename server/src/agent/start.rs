@@ -8,9 +8,10 @@ use std::sync::Arc;
 use app::EventKind;
 use uuid::Uuid;
 
-use super::conversation::conversation_from_timeline;
+use super::approval::{answer_from_timeline, ApprovalDecision};
+use super::conversation::{conversation_awaiting, conversation_from_timeline};
 use super::history::{fold_log, Snapshots};
-use super::registry::{RunOptions, Runs, StartRunError};
+use super::registry::{RunOptions, Runs, StartRunError, Turn};
 use crate::store::{ClusterStore, Store, StoreError};
 
 /// A user message longer than this (in bytes) is refused.
@@ -32,10 +33,31 @@ pub enum StartError {
     /// The key started run `run_id` for another message: a retry must repeat the request.
     #[error("this idempotency key was used for another message (run {run_id})")]
     KeyReused { run_id: Uuid },
+    /// A user message while a tool call waits for a person: answer it first.
+    #[error(
+        "tool call {tool_call_id} waits for approval: approve or deny it before sending a message"
+    )]
+    ApprovalPending { tool_call_id: String },
+    #[error("{0}")]
+    BadApproval(String),
+    #[error("no approval was asked for tool call {0}")]
+    UnknownApproval(String),
+    /// Exactly one answer per request.
+    #[error("tool call {tool_call_id} was already answered: {answer}")]
+    AlreadyAnswered {
+        tool_call_id: String,
+        answer: String,
+    },
     #[error(transparent)]
     Run(#[from] StartRunError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What a request asks a run to answer.
+enum Asked {
+    Message(String),
+    Approval(ApprovalDecision),
 }
 
 /// A run that a request started, or found when it was a retry.
@@ -103,7 +125,10 @@ impl Starter {
                 });
             }
         }
-        match self.start_claimed(&agent, run_id, content, options).await {
+        match self
+            .start_claimed(&agent, run_id, Asked::Message(content), options)
+            .await
+        {
             Ok(after_seq) => Ok(StartedRun {
                 run_id,
                 after_seq: Some(after_seq),
@@ -113,6 +138,46 @@ impl Starter {
                     // The run never started: a retry with this key may try again.
                     self.store.release_run_key(agent_id, key).await?;
                 }
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts the run that carries out a person's answer to an approval request. Exactly one
+    /// answer per request: the answer's key is claimed first (atomically, in the store), and a
+    /// request that is not pending in the log is refused.
+    pub async fn answer_approval(
+        &self,
+        agent_id: Uuid,
+        decision: ApprovalDecision,
+        options: RunOptions,
+    ) -> Result<StartedRun, StartError> {
+        decision.check()?;
+        let agent = self
+            .store
+            .get_agent(agent_id)
+            .await?
+            .ok_or(StartError::UnknownAgent(agent_id))?;
+        let run_id = options.run_id.unwrap_or_else(Uuid::now_v7);
+        let key = decision.key();
+        let holder = self.store.claim_run_key(agent_id, &key, run_id).await?;
+        if holder != run_id {
+            return Err(StartError::AlreadyAnswered {
+                tool_call_id: decision.tool_call_id.trim().to_owned(),
+                answer: format!("run {holder} carries out the first answer"),
+            });
+        }
+        match self
+            .start_claimed(&agent, run_id, Asked::Approval(decision), options)
+            .await
+        {
+            Ok(after_seq) => Ok(StartedRun {
+                run_id,
+                after_seq: Some(after_seq),
+            }),
+            Err(error) => {
+                // Nothing was written: the request is as it was, and may be answered again.
+                self.store.release_run_key(agent_id, &key).await?;
                 Err(error)
             }
         }
@@ -143,7 +208,7 @@ impl Starter {
         &self,
         agent: &app::protocol::Agent,
         run_id: Uuid,
-        content: String,
+        asked: Asked,
         options: RunOptions,
     ) -> Result<u64, StartError> {
         let agent_id = agent.id;
@@ -168,13 +233,27 @@ impl Starter {
         let started = async {
             // The model sees the conversation so far, rebuilt from the log by the shared reducer.
             let timeline = fold_log(self.store.as_ref(), &self.snapshots, agent_id).await?;
-            let (prior, warnings) = conversation_from_timeline(&timeline);
+            let ((prior, warnings), turn) = match asked {
+                Asked::Message(content) => {
+                    if let Some(waiting) = app::approvals::pending(&timeline).first() {
+                        return Err(StartError::ApprovalPending {
+                            tool_call_id: waiting.tool_call_id.to_owned(),
+                        });
+                    }
+                    (conversation_from_timeline(&timeline), Turn::User(content))
+                }
+                Asked::Approval(decision) => {
+                    let answer = answer_from_timeline(&timeline, &decision)?;
+                    let prior = conversation_awaiting(&timeline, Some(&answer.call.call_id));
+                    (prior, Turn::Approval(answer))
+                }
+            };
             for warning in warnings {
                 tracing::warn!(%agent_id, "history for the next turn: {warning}");
             }
             // The fold read the whole log: its last seq is the head the run's events come after.
             let head_seq = timeline.last_seq();
-            self.runs.start(agent, run_id, prior, content, options)?;
+            self.runs.start(agent, run_id, prior, turn, options)?;
             Ok::<u64, StartError>(head_seq)
         }
         .await;

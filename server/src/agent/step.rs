@@ -94,11 +94,38 @@ pub struct PendingCall {
     pub refused: Option<String>,
     /// The provider ran this call itself (the Claude CLI does) and reported its result.
     pub answered_by_provider: bool,
+    /// A person approved this call: it runs even if its tool requires approval.
+    pub approved: bool,
     /// The provider said the input is complete.
     ended: bool,
 }
 
 impl PendingCall {
+    /// A call of an earlier run, taken up again where its card is (thread, block and message
+    /// of its `tool_call` event): the call a person answered.
+    pub fn resumed(
+        call_id: String,
+        name: String,
+        input: Value,
+        card: (Uuid, Uuid, Uuid),
+        approved: bool,
+    ) -> PendingCall {
+        let (thread_id, block_id, message_id) = card;
+        PendingCall {
+            call_id,
+            name,
+            input_json: input.to_string(),
+            input: Some(input),
+            thread_id,
+            block_id,
+            message_id,
+            refused: None,
+            answered_by_provider: false,
+            approved,
+            ended: true,
+        }
+    }
+
     /// Why this call cannot run, before any tool is looked up.
     pub fn input_problem(&self) -> Option<String> {
         if !self.ended {
@@ -359,6 +386,7 @@ impl Step {
             message_id: Uuid::new_v4(),
             refused,
             answered_by_provider: false,
+            approved: false,
             ended: false,
         };
         let mut draft = self.ids.call_draft(&call, EventKind::ToolCall);

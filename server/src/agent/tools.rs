@@ -20,6 +20,13 @@ const TOOL_UPDATES_QUEUE_MAX: usize = 256;
 /// Progress reports one tool may have waiting to be forwarded.
 const TOOL_PROGRESS_QUEUE_MAX: usize = 8;
 
+/// What running a step's calls did: one result per call that ran or was refused, and the calls
+/// held back for a person's approval (no result yet).
+pub(super) struct ToolsRan {
+    pub(super) results: Vec<ConversationMessage>,
+    pub(super) held: Vec<PendingCall>,
+}
+
 enum ToolUpdate {
     Progress(Value),
     Done(Result<Value, String>),
@@ -114,8 +121,15 @@ impl Run {
         }
     }
 
+    /// Whether `call` waits for a person before it runs.
+    fn needs_approval(&self, call: &PendingCall) -> bool {
+        !call.approved && self.requires_approval.iter().any(|name| *name == call.name)
+    }
+
     /// Runs the calls of one step concurrently, each on its own task; writes their progress and
-    /// exactly one result per call; returns the results for the next LLM call.
+    /// exactly one result per call; returns the results for the next LLM call. Calls whose tool
+    /// requires approval are held back, unanswered (a call that cannot run at all is refused
+    /// rather than held: there is nothing to approve).
     ///
     /// Write-ahead for tools: no tool starts before everything emitted so far (the calls'
     /// input and `ready`) is committed. A crash while a tool works then leaves its call in the
@@ -123,16 +137,21 @@ impl Run {
     pub(super) async fn run_tools(
         &mut self,
         calls: Vec<PendingCall>,
-    ) -> Result<Vec<ConversationMessage>, AppendError> {
+    ) -> Result<ToolsRan, AppendError> {
         self.flush().await?;
         let (updates, mut incoming) = mpsc::channel::<(usize, ToolUpdate)>(TOOL_UPDATES_QUEUE_MAX);
         let mut tasks = Vec::with_capacity(calls.len());
         // Refusals are written here, not queued: queued before anything read the queue, a step
         // with more refused calls than the queue holds waited on itself forever.
         let mut refusals = Vec::new();
+        let mut held = vec![false; calls.len()];
         for (index, call) in calls.iter().enumerate() {
             if let Some(why) = self.refusal(call) {
                 refusals.push((index, why));
+                continue;
+            }
+            if self.needs_approval(call) {
+                held[index] = true;
                 continue;
             }
             let updates = updates.clone();
@@ -189,13 +208,19 @@ impl Run {
         for (index, answer) in answered.into_iter().enumerate() {
             match answer {
                 Some(message) => results.push(message),
+                None if held[index] => {}
                 None => results.push(
                     self.emit_result(&calls[index], Err("the tool ended without a result".into()))
                         .await?,
                 ),
             }
         }
-        Ok(results)
+        let held = calls
+            .into_iter()
+            .zip(held)
+            .filter_map(|(call, held)| held.then_some(call))
+            .collect();
+        Ok(ToolsRan { results, held })
     }
 }
 

@@ -129,6 +129,20 @@ impl From<StartError> for ApiError {
                 "idempotency_key_reused",
                 error.to_string(),
             ),
+            StartError::ApprovalPending { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "approval_pending", error.to_string())
+            }
+            StartError::BadApproval(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_approval",
+                error.to_string(),
+            ),
+            StartError::UnknownApproval(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_approval", error.to_string())
+            }
+            StartError::AlreadyAnswered { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "already_answered", error.to_string())
+            }
             StartError::Run(error) => error.into(),
             StartError::Store(error) => error.into(),
         }

@@ -59,6 +59,7 @@ pub fn api_router(state: AppState) -> Router {
         )
         .route("/agents/{id}/runs", post(rest::create_run))
         .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
+        .route("/agents/{id}/approvals", post(rest::answer_approval))
         .route("/runs/{run_id}", get(rest::get_run))
         .route("/stats", get(stats::stats))
         .route("/tools", get(rest::list_tools))

@@ -72,6 +72,9 @@ pub(super) async fn create_agent_inner(
             "metadata.provider must be a string",
         ));
     }
+    crate::agent::approval::check_agent_approvals(&metadata).map_err(|message| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+    })?;
     crate::mcp::check_agent_servers(runs.mcp(), &metadata).map_err(|message| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
     })?;
@@ -292,6 +295,33 @@ pub(super) async fn create_run_inner(
     let key = request.idempotency_key.as_deref();
     let started = starter
         .start_run(agent_id, request.content, key, RunOptions::default())
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunAccepted {
+            run_id: started.run_id,
+            agent_id,
+        }),
+    ))
+}
+
+/// `POST /v1/agents/{id}/approvals {call_id, approve, reason?}`: a person's answer to an
+/// approval request. 202 with the run that carries it out; 409 when the request was already
+/// answered (exactly one answer wins) or a run of the agent is going; 404 when no approval was
+/// asked for that call.
+pub async fn answer_approval(
+    State(starter): State<Starter>,
+    Path(agent_id): Path<String>,
+    ApiJson(request): ApiJson<app::protocol::ApprovalRequest>,
+) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let decision = crate::agent::approval::ApprovalDecision {
+        tool_call_id: request.call_id,
+        approve: request.approve,
+        reason: request.reason,
+    };
+    let started = starter
+        .answer_approval(agent_id, decision, RunOptions::default())
         .await?;
     Ok((
         StatusCode::ACCEPTED,

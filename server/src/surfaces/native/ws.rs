@@ -20,8 +20,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::approval::ApprovalDecision;
 use crate::agent::cancel::request_cancel;
-use crate::agent::Runs;
+use crate::agent::start::Starter;
+use crate::agent::RunOptions;
 use crate::cluster::Cluster;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::error::ApiError;
@@ -55,7 +57,7 @@ pub async fn upgrade(
     State(feeds): State<Feeds>,
     State(access): State<Access>,
     State(WsConnections(connections)): State<WsConnections>,
-    State(runs): State<Arc<Runs>>,
+    State(starter): State<Starter>,
     State(cluster): State<Option<Arc<Cluster>>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
@@ -87,7 +89,7 @@ pub async fn upgrade(
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
             let cluster = cluster.map(|cluster| cluster.store.clone());
-            serve_socket(feeds, runs, cluster, sink, stream).await;
+            serve_socket(feeds, starter, cluster, sink, stream).await;
             drop(permit);
         })
 }
@@ -95,7 +97,7 @@ pub async fn upgrade(
 /// Runs one connection until the client leaves or the server shuts down.
 pub async fn serve_socket<W, R>(
     feeds: Feeds,
-    runs: Arc<Runs>,
+    starter: Starter,
     cluster: Option<Arc<dyn ClusterStore>>,
     sink: W,
     mut stream: R,
@@ -114,7 +116,7 @@ pub async fn serve_socket<W, R>(
     let shutdown = feeds.shutdown.clone();
     let mut connection = Connection {
         feeds,
-        runs,
+        starter,
         cluster,
         out,
         subscriptions: HashMap::new(),
@@ -234,7 +236,8 @@ async fn write_socket<W>(
 /// One connection's reading side: its subscriptions and where their frames go.
 struct Connection {
     feeds: Feeds,
-    runs: Arc<Runs>,
+    /// Runs: cancelled through it, and started by an approval's answer.
+    starter: Starter,
     /// With several servers: where a cancel for a run of another server goes.
     cluster: Option<Arc<dyn ClusterStore>>,
     out: mpsc::Sender<Outbound>,
@@ -281,7 +284,7 @@ impl Connection {
                 // The outcome (`run_cancelled`) arrives through the log like everything else,
                 // from whichever server executes the run.
                 match request_cancel(
-                    &self.runs,
+                    &self.starter.runs,
                     self.cluster.as_deref(),
                     agent_id,
                     run_ids.as_deref(),
@@ -303,6 +306,37 @@ impl Connection {
                 }
             }
             ClientMessage::Ping { nonce } => ServerMessage::Pong { nonce },
+            ClientMessage::Approve {
+                agent_id,
+                call_id,
+                approve,
+                reason,
+            } => {
+                let decision = ApprovalDecision {
+                    tool_call_id: call_id.clone(),
+                    approve,
+                    reason,
+                };
+                match self
+                    .starter
+                    .answer_approval(agent_id, decision, RunOptions::default())
+                    .await
+                {
+                    Ok(started) => ServerMessage::ApprovalAccepted {
+                        agent_id,
+                        call_id,
+                        run_id: started.run_id,
+                    },
+                    Err(error) => {
+                        let error = ApiError::from(error);
+                        ServerMessage::Error {
+                            code: error.code.to_owned(),
+                            message: error.message,
+                            agent_id: Some(agent_id),
+                        }
+                    }
+                }
+            }
         };
         let _ = self.out.send(Outbound::Message(reply)).await;
     }

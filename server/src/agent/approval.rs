@@ -1,0 +1,436 @@
+//! Human approval of tool calls, as log events.
+//!
+//! An agent names the tools a person must approve (`metadata.requires_approval: ["tool", …]`).
+//! When the model calls one, the run writes `approval_requested` on the call's card and **ends**
+//! with stop reason `requires_approval`: nothing waits in memory, so a crash loses nothing. An
+//! answer starts the continuation run, whose first event after `run_started` is the
+//! `approval_response`; the approved call runs (a denied one gets an error result with the
+//! reason) and the loop goes on — or, while other calls of the same step still wait, the run
+//! ends with `requires_approval` again, so the model is only called once every call of its step
+//! has its result.
+//!
+//! Exactly one answer per request: the answer claims the key `approval:<call id>` in the store
+//! (atomic, across servers and restarts) before anything is written; a second answer is refused.
+
+use app::approvals::{self, ApprovalState};
+use app::timeline::Timeline;
+use app::EventKind;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::run::Run;
+use super::start::StartError;
+use super::step::{PendingCall, RunIds};
+use crate::delivery::writer::AppendError;
+use crate::provider::ConversationMessage;
+use crate::store::EventDraft;
+
+/// Tool names one agent may list in `metadata.requires_approval`.
+pub const APPROVAL_TOOLS_MAX: usize = 256;
+/// A denial's reason longer than this (in characters) is refused.
+pub const APPROVAL_REASON_CHARS_MAX: usize = 4096;
+/// Tool call ids longer than this are refused (the answer's key must fit the key store).
+pub const APPROVAL_CALL_ID_CHARS_MAX: usize = 160;
+/// What the key of an answer starts with; the call id follows.
+pub const APPROVAL_KEY_PREFIX: &str = "approval:";
+
+const _: () = assert!(
+    APPROVAL_KEY_PREFIX.len() + APPROVAL_CALL_ID_CHARS_MAX
+        <= super::start::IDEMPOTENCY_KEY_CHARS_MAX
+);
+
+/// A person's answer to an approval request, as a surface received it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalDecision {
+    pub tool_call_id: String,
+    pub approve: bool,
+    pub reason: Option<String>,
+}
+
+impl ApprovalDecision {
+    /// Refuses what can be refused without the log.
+    pub fn check(&self) -> Result<(), StartError> {
+        let id = self.tool_call_id.trim();
+        if id.is_empty() || id.chars().count() > APPROVAL_CALL_ID_CHARS_MAX {
+            return Err(StartError::BadApproval(format!(
+                "call_id must be 1 to {APPROVAL_CALL_ID_CHARS_MAX} characters"
+            )));
+        }
+        if self
+            .reason
+            .as_ref()
+            .is_some_and(|reason| reason.chars().count() > APPROVAL_REASON_CHARS_MAX)
+        {
+            return Err(StartError::BadApproval(format!(
+                "reason is longer than {APPROVAL_REASON_CHARS_MAX} characters"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The key that makes this answer the only one.
+    pub fn key(&self) -> String {
+        format!("{APPROVAL_KEY_PREFIX}{}", self.tool_call_id.trim())
+    }
+}
+
+/// An answer checked against the log: the call it answers, where its card is, and whether other
+/// calls still wait.
+#[derive(Debug)]
+pub struct ApprovalAnswer {
+    pub call: PendingCall,
+    pub approve: bool,
+    pub reason: Option<String>,
+    /// Requests of the log still unanswered besides this one.
+    pub others_pending: usize,
+}
+
+/// The tool names `metadata.requires_approval` lists (none when absent or malformed; agent
+/// creation refuses malformed lists).
+pub fn tools_requiring_approval(metadata: &Value) -> Vec<String> {
+    metadata
+        .get("requires_approval")
+        .and_then(Value::as_array)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .take(APPROVAL_TOOLS_MAX)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why an agent's `requires_approval` cannot be taken.
+pub fn check_agent_approvals(metadata: &Value) -> Result<(), String> {
+    let Some(names) = metadata.get("requires_approval") else {
+        return Ok(());
+    };
+    let names = names
+        .as_array()
+        .filter(|names| names.iter().all(Value::is_string))
+        .ok_or("metadata.requires_approval must be a list of tool names")?;
+    if names.len() > APPROVAL_TOOLS_MAX {
+        return Err(format!(
+            "metadata.requires_approval names more than {APPROVAL_TOOLS_MAX} tools"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `decision` against the folded log: the request must exist and still be pending.
+pub fn answer_from_timeline(
+    timeline: &Timeline,
+    decision: &ApprovalDecision,
+) -> Result<ApprovalAnswer, StartError> {
+    let call_id = decision.tool_call_id.trim();
+    let all = approvals::approvals(timeline);
+    let Some(approval) = all.iter().find(|approval| approval.tool_call_id == call_id) else {
+        return Err(StartError::UnknownApproval(call_id.to_owned()));
+    };
+    if approval.state != ApprovalState::Pending {
+        return Err(StartError::AlreadyAnswered {
+            tool_call_id: call_id.to_owned(),
+            answer: describe(&approval.state),
+        });
+    }
+    // The call's card: its status and result land on it, in the continuation run.
+    let card = timeline
+        .messages()
+        .iter()
+        .find(|message| {
+            message.kind == EventKind::ToolCall && approvals::call_id_of(message) == Some(call_id)
+        })
+        .map(|message| {
+            (
+                message.thread_id.unwrap_or(message.block_id),
+                message.block_id,
+                message.message_id,
+            )
+        })
+        .unwrap_or((
+            approval
+                .request
+                .thread_id
+                .unwrap_or(approval.request.block_id),
+            approval.request.block_id,
+            Uuid::new_v4(),
+        ));
+    let others_pending = all
+        .iter()
+        .filter(|other| other.state == ApprovalState::Pending && other.tool_call_id != call_id)
+        .count();
+    Ok(ApprovalAnswer {
+        call: PendingCall::resumed(
+            call_id.to_owned(),
+            approval.tool_name.to_owned(),
+            approval.input.clone(),
+            card,
+            decision.approve,
+        ),
+        approve: decision.approve,
+        reason: decision
+            .reason
+            .as_deref()
+            .map(str::trim)
+            .filter(|reason| !reason.is_empty())
+            .map(str::to_owned),
+        others_pending,
+    })
+}
+
+/// How an earlier answer is described to whoever answers again.
+fn describe(state: &ApprovalState) -> String {
+    match state {
+        ApprovalState::Pending => "nothing yet".to_owned(),
+        ApprovalState::Approved => "approved".to_owned(),
+        ApprovalState::Denied { reason: None } => "denied".to_owned(),
+        ApprovalState::Denied {
+            reason: Some(reason),
+        } => format!("denied ({reason})"),
+        ApprovalState::Closed => "closed without an answer (its run ended)".to_owned(),
+    }
+}
+
+/// The events that ask for approval of `call`: its card marked, then the request.
+pub fn request_drafts(ids: RunIds, call: &PendingCall) -> [EventDraft; 2] {
+    let status = ids.call_merge(call, json!({ "status": "awaiting_approval" }));
+    let mut request = ids.call_draft(call, EventKind::ApprovalRequested);
+    request.message_id = Some(Uuid::new_v4());
+    request.content = json!({
+        "tool_call_id": call.call_id,
+        "name": call.name,
+        "input": call.input.clone().unwrap_or(json!({})),
+    });
+    [status, request]
+}
+
+/// The answer, written on the call's card by the run it starts.
+pub fn response_draft(ids: RunIds, answer: &ApprovalAnswer) -> EventDraft {
+    let mut response = ids.call_draft(&answer.call, EventKind::ApprovalResponse);
+    response.message_id = Some(Uuid::new_v4());
+    response.content = json!({
+        "tool_call_id": answer.call.call_id,
+        "name": answer.call.name,
+        "approve": answer.approve,
+    });
+    if let Some(reason) = &answer.reason {
+        response.content["reason"] = json!(reason);
+    }
+    response
+}
+
+/// The error result a denied call gets: what the model reads.
+pub fn denial(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => format!("a person denied this call: {reason}"),
+        None => "a person denied this call".to_owned(),
+    }
+}
+
+impl Run {
+    /// Writes the approval requests of `held` (their cards marked) and commits them.
+    pub(super) async fn request_approvals(
+        &mut self,
+        held: &[PendingCall],
+    ) -> Result<(), AppendError> {
+        for call in held {
+            for draft in request_drafts(self.ids, call) {
+                self.emit(draft).await?;
+            }
+        }
+        self.flush().await
+    }
+
+    /// Carries out a person's answer: the approved call runs, a denied one gets its error
+    /// result. Returns the result for the model.
+    pub(super) async fn carry_out(
+        &mut self,
+        answer: ApprovalAnswer,
+    ) -> Result<Vec<ConversationMessage>, AppendError> {
+        if answer.approve {
+            self.emit(
+                self.ids
+                    .call_merge(&answer.call, json!({ "status": "approved" })),
+            )
+            .await?;
+            let ran = self.run_tools(vec![answer.call]).await?;
+            return Ok(ran.results);
+        }
+        let (drafts, message) =
+            self.result_drafts(&answer.call, Err(denial(answer.reason.as_deref())));
+        for draft in drafts {
+            self.emit(draft).await?;
+        }
+        Ok(vec![message])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::AgentEvent;
+
+    fn event(seq: u64, kind: EventKind, message: u128, content: Value) -> AgentEvent {
+        AgentEvent {
+            id: Uuid::from_u128(1000 + seq as u128),
+            agent_id: Uuid::from_u128(1),
+            seq,
+            coalesced_from: None,
+            run_id: Some(Uuid::from_u128(2)),
+            thread_id: Some(Uuid::from_u128(3)),
+            block_id: Some(Uuid::from_u128(4)),
+            message_id: Some(Uuid::from_u128(message)),
+            kind,
+            delta: None,
+            delta_path: None,
+            delta_action: None,
+            content,
+            raw: None,
+            metadata: Value::Null,
+            created_at: Default::default(),
+        }
+    }
+
+    fn decision(call: &str, approve: bool) -> ApprovalDecision {
+        ApprovalDecision {
+            tool_call_id: call.into(),
+            approve,
+            reason: Some("  ".into()),
+        }
+    }
+
+    fn log() -> Timeline {
+        let mut timeline = Timeline::new();
+        timeline.apply_all([
+            event(
+                1,
+                EventKind::ToolCall,
+                10,
+                json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}}),
+            ),
+            event(
+                2,
+                EventKind::ApprovalRequested,
+                11,
+                json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}}),
+            ),
+            event(
+                3,
+                EventKind::ApprovalRequested,
+                12,
+                json!({"tool_call_id": "b", "name": "echo", "input": {}}),
+            ),
+            event(
+                4,
+                EventKind::ApprovalResponse,
+                13,
+                json!({"tool_call_id": "b", "approve": false, "reason": "no"}),
+            ),
+        ]);
+        timeline
+    }
+
+    #[test]
+    fn an_answer_is_taken_only_for_a_pending_request() {
+        let timeline = log();
+        let answer = answer_from_timeline(&timeline, &decision(" a ", true)).unwrap();
+        assert_eq!(answer.call.call_id, "a");
+        assert_eq!(answer.call.input, Some(json!({"a": 1})));
+        assert!(answer.call.approved);
+        assert_eq!(
+            answer.call.message_id,
+            Uuid::from_u128(10),
+            "the call's card"
+        );
+        assert_eq!(answer.reason, None, "a blank reason is none");
+        assert_eq!(answer.others_pending, 0);
+        let refusals = [
+            (
+                decision("b", true),
+                "tool call b was already answered: denied (no)",
+            ),
+            (
+                decision("zzz", true),
+                "no approval was asked for tool call zzz",
+            ),
+        ];
+        for (decision, expected) in refusals {
+            let error = answer_from_timeline(&timeline, &decision).unwrap_err();
+            assert_eq!(error.to_string(), expected);
+        }
+    }
+
+    #[test]
+    fn bad_answers_are_refused_before_the_log_is_read() {
+        let long_reason = ApprovalDecision {
+            reason: Some("x".repeat(APPROVAL_REASON_CHARS_MAX + 1)),
+            ..decision("a", false)
+        };
+        let cases = [
+            (decision("a", true), true),
+            (decision("", true), false),
+            (
+                decision(&"c".repeat(APPROVAL_CALL_ID_CHARS_MAX + 1), true),
+                false,
+            ),
+            (long_reason, false),
+        ];
+        for (decision, ok) in cases {
+            assert_eq!(decision.check().is_ok(), ok, "{decision:?}");
+        }
+    }
+
+    #[test]
+    fn agents_name_their_tools_as_a_list() {
+        let cases = [
+            (json!({}), Ok(vec![])),
+            (json!({"requires_approval": ["echo"]}), Ok(vec!["echo"])),
+            (json!({"requires_approval": "echo"}), Err(())),
+            (json!({"requires_approval": [1]}), Err(())),
+        ];
+        for (metadata, expected) in cases {
+            match expected {
+                Ok(names) => {
+                    assert_eq!(check_agent_approvals(&metadata), Ok(()));
+                    assert_eq!(tools_requiring_approval(&metadata), names);
+                }
+                Err(()) => assert!(check_agent_approvals(&metadata).is_err()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_marks_the_card_and_names_the_call() {
+        let ids = RunIds {
+            run_id: Uuid::from_u128(1),
+            thread_id: Uuid::from_u128(2),
+        };
+        let call = PendingCall::resumed(
+            "c".into(),
+            "echo".into(),
+            json!({"message": "hi"}),
+            (Uuid::from_u128(5), Uuid::from_u128(6), Uuid::from_u128(7)),
+            false,
+        );
+        let [status, request] = request_drafts(ids, &call);
+        assert_eq!(status.delta, Some(json!({"status": "awaiting_approval"})));
+        assert_eq!(status.message_id, Some(Uuid::from_u128(7)));
+        assert_eq!(request.kind, EventKind::ApprovalRequested);
+        assert_eq!(request.block_id, Some(Uuid::from_u128(6)), "on the card");
+        assert_ne!(
+            request.message_id,
+            Some(Uuid::from_u128(7)),
+            "its own message"
+        );
+        assert_eq!(
+            request.content,
+            json!({"tool_call_id": "c", "name": "echo", "input": {"message": "hi"}})
+        );
+        assert_eq!(
+            denial(Some("too risky")),
+            "a person denied this call: too risky"
+        );
+    }
+}

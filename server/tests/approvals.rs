@@ -1,0 +1,274 @@
+//! Human approval of tool calls over real sockets: the request ends the run, the answer (REST or
+//! WebSocket) starts the continuation, exactly one answer wins, and a new message waits until
+//! the request is answered.
+
+mod common;
+
+use app::protocol::{ClientMessage, ServerMessage};
+use app::EventKind;
+use common::TestServer;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+impl TestServer {
+    /// An agent whose calculator calls wait for a person.
+    async fn guarded_agent(&self) -> Uuid {
+        let body =
+            json!({ "name": "guarded", "metadata": { "requires_approval": ["calculator"] } });
+        let agent = self.post_json("/v1/agents", &body).await;
+        agent["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    async fn answer(&self, agent_id: Uuid, body: &Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.url(&format!("/v1/agents/{agent_id}/approvals")))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+fn of_kind(events: &[app::AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.kind == kind)
+        .map(|event| event.content.clone())
+        .collect()
+}
+
+/// Runs `/tools calculator 2+3; clock` and returns the run and the calculator's call id.
+async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
+    let run_id = server
+        .start_run(agent_id, "/tools calculator 2+3; clock")
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+    assert_eq!(end.content["stop_reason"], "requires_approval");
+    let requests = of_kind(&events, run_id, EventKind::ApprovalRequested);
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0]["name"], "calculator");
+    let results = of_kind(&events, run_id, EventKind::ToolResult);
+    assert_eq!(results.len(), 1, "the clock ran; the calculator waits");
+    assert_eq!(results[0]["name"], "clock");
+    (
+        run_id,
+        requests[0]["tool_call_id"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_once_and_the_loop_goes_on() {
+    let server = TestServer::start().await;
+    let agent_id = server.guarded_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+
+    // While it waits, a new message is refused and the log is unchanged.
+    let head = server.all_events(agent_id).await.len();
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+        .json(&json!({ "content": "hello?" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "approval_pending");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&call_id));
+    assert_eq!(server.all_events(agent_id).await.len(), head);
+
+    let (status, accepted) = server
+        .answer(agent_id, &json!({ "call_id": call_id, "approve": true }))
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let responses = of_kind(&events, run_id, EventKind::ApprovalResponse);
+    assert_eq!(responses.len(), 1);
+    assert_eq!(responses[0]["approve"], true);
+    let results = of_kind(&events, run_id, EventKind::ToolResult);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["tool_call_id"], call_id.as_str());
+    assert_eq!(results[0]["result"], 5.0);
+    let end = events.last().unwrap();
+    assert_eq!(
+        end.content["stop_reason"], "end_turn",
+        "the model was asked again"
+    );
+    assert!(
+        !of_kind(&events, run_id, EventKind::Text).is_empty(),
+        "and answered"
+    );
+
+    // A second answer, after the fact, is refused and changes nothing.
+    let head = server.all_events(agent_id).await.len();
+    let (status, error) = server
+        .answer(agent_id, &json!({ "call_id": call_id, "approve": false }))
+        .await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "already_answered");
+    assert_eq!(server.all_events(agent_id).await.len(), head);
+    // And the agent takes messages again.
+    let next = server.start_run(agent_id, "thanks").await;
+    server.wait_for_run_end(agent_id, next).await;
+}
+
+#[tokio::test]
+async fn a_denied_call_gets_the_reason_as_its_error_result() {
+    let server = TestServer::start().await;
+    let agent_id = server.guarded_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+    let (status, accepted) = server
+        .answer(
+            agent_id,
+            &json!({ "call_id": call_id, "approve": false, "reason": "not today" }),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let results = of_kind(&events, run_id, EventKind::ToolResult);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["is_error"], true);
+    assert!(results[0]["result"].as_str().unwrap().contains("not today"));
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+}
+
+#[tokio::test]
+async fn two_concurrent_answers_one_wins() {
+    let server = TestServer::start().await;
+    let agent_id = server.guarded_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+    let approve = json!({ "call_id": call_id, "approve": true });
+    let deny = json!({ "call_id": call_id, "approve": false });
+    let (first, second) = tokio::join!(
+        server.answer(agent_id, &approve),
+        server.answer(agent_id, &deny)
+    );
+    let mut statuses = [first.0, second.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [202, 409], "{first:?} {second:?}");
+    let winner = if first.0 == 202 { &first.1 } else { &second.1 };
+    let run_id: Uuid = winner["run_id"].as_str().unwrap().parse().unwrap();
+    server.wait_for_run_end(agent_id, run_id).await;
+    let events = server.all_events(agent_id).await;
+    let answers: Vec<_> = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ApprovalResponse)
+        .collect();
+    assert_eq!(answers.len(), 1, "exactly one answer in the log");
+    let results: Vec<_> = events
+        .iter()
+        .filter(|event| {
+            event.kind == EventKind::ToolResult && event.content["tool_call_id"] == call_id.as_str()
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "the call was answered once");
+}
+
+#[tokio::test]
+async fn answers_over_the_websocket_and_bad_answers_are_refused() {
+    let server = TestServer::start().await;
+    let agent_id = server.guarded_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+    let head = server.all_events(agent_id).await.len();
+    let cases = [
+        (
+            json!({ "call_id": "nope", "approve": true }),
+            404,
+            "unknown_approval",
+        ),
+        (
+            json!({ "call_id": "", "approve": true }),
+            422,
+            "invalid_approval",
+        ),
+        (
+            json!({ "call_id": call_id, "approve": false, "reason": "x".repeat(5000) }),
+            422,
+            "invalid_approval",
+        ),
+        (json!({ "call_id": call_id, "approve": "yes" }), 422, ""),
+        (json!({ "approve": true }), 422, ""),
+    ];
+    for (body, status, code) in cases {
+        let (got, error) = server.answer(agent_id, &body).await;
+        assert_eq!(got, status, "{body}: {error}");
+        if !code.is_empty() {
+            assert_eq!(error["error"]["code"], code, "{body}");
+        }
+    }
+    let (got, _) = server
+        .answer(
+            Uuid::new_v4(),
+            &json!({ "call_id": call_id, "approve": true }),
+        )
+        .await;
+    assert_eq!(got, 404, "an unknown agent");
+    assert_eq!(
+        server.all_events(agent_id).await.len(),
+        head,
+        "nothing written"
+    );
+
+    let mut socket = server.connect().await;
+    socket
+        .send(&ClientMessage::Approve {
+            agent_id,
+            call_id: "nope".into(),
+            approve: true,
+            reason: None,
+        })
+        .await;
+    match socket.receive().await {
+        ServerMessage::Error { code, .. } => assert_eq!(code, "unknown_approval"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    socket
+        .send(&ClientMessage::Approve {
+            agent_id,
+            call_id: call_id.clone(),
+            approve: true,
+            reason: None,
+        })
+        .await;
+    let run_id = match socket.receive().await {
+        ServerMessage::ApprovalAccepted {
+            call_id: answered,
+            run_id,
+            ..
+        } => {
+            assert_eq!(answered, call_id);
+            run_id
+        }
+        other => panic!("expected the answer to be taken, got {other:?}"),
+    };
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(of_kind(&events, run_id, EventKind::ToolResult).len(), 1);
+}
+
+#[tokio::test]
+async fn a_malformed_approval_list_is_refused_at_agent_creation() {
+    let server = TestServer::start().await;
+    for metadata in [
+        json!({ "requires_approval": "calculator" }),
+        json!({ "requires_approval": [1] }),
+    ] {
+        let response = server
+            .http
+            .post(server.url("/v1/agents"))
+            .json(&json!({ "metadata": metadata }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 422, "{metadata}");
+    }
+}
