@@ -272,3 +272,125 @@ async fn a_malformed_approval_list_is_refused_at_agent_creation() {
         assert_eq!(response.status(), 422, "{metadata}");
     }
 }
+
+/// The real binary killed with SIGKILL while a call waits: after the restart the request is
+/// still pending (nothing of it lived in memory), and an answer runs the call exactly once.
+#[tokio::test]
+async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
+    use common::processes::{free_port, log_of, Process};
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("approval.db");
+    let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
+    let port = free_port();
+    let http = reqwest::Client::new();
+    let mut server = Process::start(port, &env).await;
+    let post = |path: String, body: Value| {
+        let http = http.clone();
+        async move {
+            let response = http.post(path).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (_, agent) = post(
+        format!("{}/v1/agents", server.base),
+        json!({ "metadata": { "requires_approval": ["calculator"] } }),
+    )
+    .await;
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    post(
+        format!("{}/v1/agents/{agent_id}/runs", server.base),
+        json!({ "content": "/tools calculator 6*7" }),
+    )
+    .await;
+    let call_id = common::wait_until("the approval request", || async {
+        let log = log_of(&http, &server.base, agent_id).await;
+        let ended = log.iter().any(|event| event.kind.is_run_end());
+        log.iter()
+            .find(|event| event.kind == EventKind::ApprovalRequested)
+            .filter(|_| ended)
+            .map(|event| event.content["tool_call_id"].as_str().unwrap().to_owned())
+    })
+    .await;
+    server.kill().await;
+
+    let server = Process::start(port, &env).await;
+    let log = log_of(&http, &server.base, agent_id).await;
+    let pending = app::approvals::pending(&common::fold(&log))
+        .iter()
+        .map(|approval| approval.tool_call_id.to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        pending,
+        [call_id.clone()],
+        "still pending after the restart"
+    );
+    let (status, accepted) = post(
+        format!("{}/v1/agents/{agent_id}/approvals", server.base),
+        json!({ "call_id": call_id, "approve": true }),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let log = common::wait_until("the continuation's end", || async {
+        let log = log_of(&http, &server.base, agent_id).await;
+        log.iter()
+            .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+            .then_some(log)
+    })
+    .await;
+    let results: Vec<_> = log
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolResult)
+        .collect();
+    assert_eq!(results.len(), 1, "the call ran once");
+    assert_eq!(results[0].content["result"], 42.0);
+    assert_eq!(results[0].run_id, Some(run_id));
+    let end = log.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+    assert_eq!(end.content["stop_reason"], "end_turn");
+}
+
+#[tokio::test]
+async fn the_model_is_asked_again_once_every_call_of_its_step_is_answered() {
+    let server = TestServer::start().await;
+    let agent_id = server.guarded_agent().await;
+    let run_id = server
+        .start_run(agent_id, "/tools calculator 1+1; calculator 2+2")
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let calls: Vec<String> = of_kind(&events, run_id, EventKind::ApprovalRequested)
+        .iter()
+        .map(|request| request["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(calls.len(), 2);
+
+    let (status, first) = server
+        .answer(agent_id, &json!({ "call_id": calls[1], "approve": true }))
+        .await;
+    assert_eq!(status, 202);
+    let first: Uuid = first["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, first).await;
+    assert_eq!(
+        events.last().unwrap().content["stop_reason"],
+        "requires_approval",
+        "one call still waits"
+    );
+    assert!(
+        of_kind(&events, first, EventKind::Text).is_empty(),
+        "no model call yet"
+    );
+    assert_eq!(
+        of_kind(&events, first, EventKind::ToolResult)[0]["result"],
+        4.0
+    );
+
+    let (status, second) = server
+        .answer(agent_id, &json!({ "call_id": calls[0], "approve": false }))
+        .await;
+    assert_eq!(status, 202);
+    let second: Uuid = second["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, second).await;
+    assert_eq!(events.last().unwrap().content["stop_reason"], "end_turn");
+    assert!(!of_kind(&events, second, EventKind::Text).is_empty());
+}

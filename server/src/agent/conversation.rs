@@ -412,6 +412,57 @@ mod tests {
     }
 
     #[test]
+    fn the_call_a_person_answered_is_kept_for_its_result_to_follow() {
+        let mut timeline = Timeline::new();
+        timeline.apply_all([
+            event(1, EventKind::User, 1, json!({"text": "add"})),
+            event(
+                2,
+                EventKind::ToolCall,
+                2,
+                json!({"tool_call_id": "a", "name": "clock"}),
+            ),
+            event(
+                3,
+                EventKind::ToolCall,
+                3,
+                json!({"tool_call_id": "b", "name": "calculator", "input": {"expression": "1"}}),
+            ),
+            event(
+                4,
+                EventKind::ToolResult,
+                4,
+                json!({"tool_call_id": "a", "result": "noon"}),
+            ),
+            event(
+                5,
+                EventKind::ApprovalRequested,
+                5,
+                json!({"tool_call_id": "b", "name": "calculator"}),
+            ),
+        ]);
+        let (without, warnings) = conversation_from_timeline(&timeline);
+        assert_eq!(without.len(), 3, "b has no result: dropped");
+        assert!(warnings.join(" ").contains("tool call b has no result"));
+        let (with, warnings) = conversation_awaiting(&timeline, Some("b"));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let ConversationMessage::Assistant { tool_calls, .. } = &with[1] else {
+            panic!("the step's calls: {with:?}");
+        };
+        let ids: Vec<&str> = tool_calls.iter().map(|call| call.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(
+            with.last(),
+            Some(&ConversationMessage::ToolResult {
+                tool_call_id: "a".into(),
+                content: "noon".into(),
+                is_error: false,
+            }),
+            "b's result is the caller's to append"
+        );
+    }
+
+    #[test]
     fn results_are_bounded_in_count_and_size() {
         let mut timeline = Timeline::new();
         let mut seq = 0;
