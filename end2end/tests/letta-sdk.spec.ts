@@ -147,3 +147,76 @@ test("the Letta SDK surfaces Letta-style errors", async ({ baseURL }) => {
     letta.agents.messages.create(missing, { messages: [{ role: "user", content: "hi" }] }),
   ).rejects.toMatchObject({ status: 404, error: { detail: `agent ${missing} does not exist` } });
 });
+
+test("the Letta SDK sees requires_approval and continues after an approval message", async ({ baseURL }) => {
+  const letta = client(baseURL);
+  const agent = await letta.agents.create({
+    name: "sdk approvals",
+    metadata: { requires_approval: ["calculator"] },
+  } as any);
+
+  // The model calls a guarded tool: the stream shows the request and stops with requires_approval.
+  const asked = await collect(
+    await letta.agents.messages.stream(agent.id, {
+      messages: [{ role: "user", content: "/tools calculator 6*7" }],
+      stream_tokens: false,
+    }),
+  );
+  const request = asked.find((chunk) => chunk.message_type === "approval_request_message");
+  expect(request?.tool_call.name).toBe("calculator");
+  expect(JSON.parse(request?.tool_call.arguments)).toEqual({ expression: "6*7" });
+  expect(asked.find((chunk) => chunk.message_type === "stop_reason")?.stop_reason).toBe("requires_approval");
+  expect(asked.some((chunk) => chunk.message_type === "tool_return_message")).toBe(false);
+
+  // A new message meanwhile is refused (409) until the request is answered.
+  await expect(
+    letta.agents.messages.create(agent.id, { messages: [{ role: "user", content: "hello?" }] }),
+  ).rejects.toMatchObject({ status: 409 });
+
+  // The approval message (the current `approvals` form) runs the call and the loop goes on.
+  const toolCallId = request?.tool_call.tool_call_id as string;
+  const continued = await collect(
+    await letta.agents.messages.create(agent.id, {
+      messages: [{ type: "approval", approvals: [{ type: "approval", tool_call_id: toolCallId, approve: true }] }],
+      streaming: true,
+    } as any),
+  );
+  const answer = continued.find((chunk) => chunk.message_type === "approval_response_message");
+  expect(answer).toMatchObject({ approve: true, approval_request_id: request?.id });
+  const result = continued.find((chunk) => chunk.message_type === "tool_return_message");
+  expect(result).toMatchObject({ tool_call_id: toolCallId, status: "success", tool_return: "42" });
+  expect(continued.find((chunk) => chunk.message_type === "stop_reason")?.stop_reason).toBe("end_turn");
+  expect(assistantText(continued).length).toBeGreaterThan(0);
+
+  // A second answer is refused.
+  await expect(
+    letta.agents.messages.create(agent.id, {
+      messages: [{ type: "approval", approvals: [{ type: "approval", tool_call_id: toolCallId, approve: false }] }],
+    } as any),
+  ).rejects.toMatchObject({ status: 409 });
+
+  // The deprecated form (approval_request_id, approve, reason), denying: the reason is the error result.
+  const again = await letta.agents.messages.create(agent.id, {
+    messages: [{ role: "user", content: "/tools calculator 1+1" }],
+  });
+  expect(again.stop_reason.stop_reason).toBe("requires_approval");
+  const second = (again.messages as Chunk[]).find((chunk) => chunk.message_type === "approval_request_message");
+  const denied = await letta.agents.messages.create(agent.id, {
+    messages: [{ type: "approval", approval_request_id: second?.id, approve: false, reason: "not now" }],
+  } as any);
+  const refusal = (denied.messages as Chunk[]).find((chunk) => chunk.message_type === "tool_return_message");
+  expect(refusal?.status).toBe("error");
+  expect(refusal?.tool_return).toContain("not now");
+
+  // The message list tells the whole story.
+  const types: string[] = [];
+  for await (const message of letta.agents.messages.list(agent.id, { order: "asc" } as any)) {
+    types.push((message as Chunk).message_type as string);
+  }
+  expect(types.filter((type) => type.startsWith("approval_"))).toEqual([
+    "approval_request_message",
+    "approval_response_message",
+    "approval_request_message",
+    "approval_response_message",
+  ]);
+});

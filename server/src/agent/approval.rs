@@ -83,6 +83,8 @@ pub struct ApprovalAnswer {
     pub reason: Option<String>,
     /// Requests of the log still unanswered besides this one.
     pub others_pending: usize,
+    /// The `approval_requested` message answered (Letta names the request by it).
+    pub request_message_id: Uuid,
 }
 
 /// The tool names `metadata.requires_approval` lists (none when absent or malformed; agent
@@ -177,6 +179,7 @@ pub fn answer_from_timeline(
             .filter(|reason| !reason.is_empty())
             .map(str::to_owned),
         others_pending,
+        request_message_id: approval.request.message_id,
     })
 }
 
@@ -214,6 +217,7 @@ pub fn response_draft(ids: RunIds, answer: &ApprovalAnswer) -> EventDraft {
         "tool_call_id": answer.call.call_id,
         "name": answer.call.name,
         "approve": answer.approve,
+        "request_message_id": answer.request_message_id,
     });
     if let Some(reason) = &answer.reason {
         response.content["reason"] = json!(reason);

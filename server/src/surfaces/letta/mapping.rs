@@ -24,7 +24,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub use super::wire::{
-    message_id, stop_reason, Body, LettaItem, LettaMessage, ToolCallPart, UsageStatistics,
+    message_id, stop_reason, ApprovalReturn, Body, LettaItem, LettaMessage, ToolCallPart,
+    UsageStatistics,
 };
 
 /// How a stream is cut (Letta's `stream_tokens`).
@@ -121,6 +122,46 @@ impl LettaMapper {
                 let body = Body::ErrorMessage {
                     error_type: text_of(&event.content, "type"),
                     message: text_of(&event.content, "message"),
+                };
+                out.push(LettaItem::Message(self.message(event, body)));
+            }
+            EventKind::ApprovalRequested => {
+                let part = ToolCallPart {
+                    name: Some(text_of(&event.content, "name")),
+                    arguments: event
+                        .content
+                        .get("input")
+                        .map_or_else(|| "{}".to_owned(), Value::to_string),
+                    tool_call_id: text_of(&event.content, "tool_call_id"),
+                };
+                let body = Body::ApprovalRequestMessage {
+                    tool_call: part.clone(),
+                    tool_calls: vec![part],
+                };
+                out.push(LettaItem::Message(self.message(event, body)));
+            }
+            EventKind::ApprovalResponse => {
+                let approve = event.content.get("approve").and_then(Value::as_bool) == Some(true);
+                let reason = event
+                    .content
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let body = Body::ApprovalResponseMessage {
+                    approve,
+                    approval_request_id: event
+                        .content
+                        .get("request_message_id")
+                        .and_then(Value::as_str)
+                        .and_then(|id| id.parse().ok())
+                        .map(message_id),
+                    reason: reason.clone(),
+                    approvals: vec![ApprovalReturn {
+                        kind: "approval",
+                        tool_call_id: text_of(&event.content, "tool_call_id"),
+                        approve,
+                        reason,
+                    }],
                 };
                 out.push(LettaItem::Message(self.message(event, body)));
             }

@@ -16,7 +16,7 @@ mod streaming;
 pub mod wire;
 
 use request::unprocessable;
-pub use request::{parse_request, LettaRequest};
+pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
 use streaming::{feed, sse_response, wanted, ForegroundGuard};
 
 use std::sync::Arc;
@@ -31,6 +31,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::agent::approval::ApprovalDecision;
+use crate::agent::history::fold_log;
 use crate::agent::start::Starter;
 use crate::agent::start::IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::agent::{RunOptions, Runs};
@@ -183,8 +185,11 @@ async fn attach(
     agent_id: Uuid,
     request: &LettaRequest,
 ) -> Result<Attached, ApiError> {
-    let (text, otid) = request.user_message()?;
-    if let Some(otid) = &otid {
+    let asked = request.asked()?;
+    if let LettaAsked::Message {
+        otid: Some(otid), ..
+    } = &asked
+    {
         if otid.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX - OTID_KEY_PREFIX.len() {
             return Err(ApiError::bad_request("invalid_otid", "otid is too long"));
         }
@@ -193,6 +198,10 @@ async fn attach(
         return Err(unprocessable("max_steps must be at least 1"));
     }
     let background = request.background.unwrap_or(false);
+    let otid = match &asked {
+        LettaAsked::Message { otid, .. } => otid.clone(),
+        LettaAsked::Approval { .. } => None,
+    };
     let options = RunOptions {
         background,
         otid: otid.clone(),
@@ -201,11 +210,34 @@ async fn attach(
         client: None,
         run_id: None,
     };
-    let key = otid.as_ref().map(|otid| format!("{OTID_KEY_PREFIX}{otid}"));
-    let started = state
-        .starter
-        .start_run(agent_id, text, key.as_deref(), options)
-        .await?;
+    let started = match asked {
+        LettaAsked::Message { text, .. } => {
+            let key = otid.as_ref().map(|otid| format!("{OTID_KEY_PREFIX}{otid}"));
+            state
+                .starter
+                .start_run(agent_id, text, key.as_deref(), options)
+                .await?
+        }
+        LettaAsked::Approval {
+            target,
+            approve,
+            reason,
+        } => {
+            let tool_call_id = match target {
+                ApprovalTarget::CallId(id) => id,
+                ApprovalTarget::RequestId(id) => call_of_request(state, agent_id, id).await?,
+            };
+            let decision = ApprovalDecision {
+                tool_call_id,
+                approve,
+                reason,
+            };
+            state
+                .starter
+                .answer_approval(agent_id, decision, options)
+                .await?
+        }
+    };
     let after_seq = match started.after_seq {
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
@@ -220,6 +252,23 @@ async fn attach(
             armed: true,
         }),
     })
+}
+
+/// The call an `approval_request_id` (an `approval_request_message`'s id) asks about; the id
+/// itself when no request has it (the answer is then refused as unknown).
+async fn call_of_request(
+    state: &LettaState,
+    agent_id: Uuid,
+    request_id: String,
+) -> Result<String, ApiError> {
+    let timeline = fold_log(state.store.as_ref(), &state.starter.snapshots, agent_id).await?;
+    let call = app::approvals::approvals(&timeline)
+        .into_iter()
+        .find(|approval| {
+            app::approvals::letta_request_id(approval.request.message_id) == request_id
+        })
+        .map(|approval| approval.tool_call_id.to_owned());
+    Ok(call.unwrap_or(request_id))
 }
 
 /// The body of `POST /v1/runs/{run_id}/stream`; Letta's `poll_interval` and `batch_size` are

@@ -1,5 +1,6 @@
-//! Letta's send request, read: the message text (string or content parts), its `otid`, and the
-//! options Letta's SDKs send. Pure; every refusal names what was wrong.
+//! Letta's send request, read: the message text (string or content parts) or a person's answer
+//! to an approval request, its `otid`, and the options Letta's SDKs send. Pure; every refusal
+//! names what was wrong.
 
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -31,12 +32,63 @@ pub struct LettaRequest {
     pub(super) include_return_message_types: Option<Vec<String>>,
 }
 
+/// A user message (`role`, `content`) or Letta's `ApprovalCreate` (`type: "approval"`).
 #[derive(Debug, Deserialize)]
 struct MessageCreate {
-    role: String,
-    content: Content,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    content: Option<Content>,
     #[serde(default)]
     otid: Option<String>,
+    /// Letta's deprecated single-answer fields.
+    #[serde(default)]
+    approve: Option<bool>,
+    #[serde(default)]
+    approval_request_id: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    /// Letta's current form: a list of answers.
+    #[serde(default)]
+    approvals: Option<Vec<ApprovalItem>>,
+}
+
+/// One entry of `approvals`: an `ApprovalReturn` (`type: "approval"`), or a client-side tool's
+/// result (`type: "tool"`), which this server does not take.
+#[derive(Debug, Deserialize)]
+struct ApprovalItem {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    approve: Option<bool>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// What a Letta send asks for.
+#[derive(Debug, PartialEq)]
+pub enum LettaAsked {
+    /// A user message and the client's otid for it.
+    Message { text: String, otid: Option<String> },
+    /// A person's answer to an approval request.
+    Approval {
+        target: ApprovalTarget,
+        approve: bool,
+        reason: Option<String>,
+    },
+}
+
+/// How an answer names its request.
+#[derive(Debug, PartialEq)]
+pub enum ApprovalTarget {
+    /// The call's `tool_call_id` (the `approvals` list).
+    CallId(String),
+    /// The `approval_request_message`'s id (the deprecated `approval_request_id`).
+    RequestId(String),
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,29 +128,89 @@ pub(super) fn unprocessable(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
 }
 
+impl MessageCreate {
+    fn is_approval(&self) -> bool {
+        self.kind.as_deref() == Some("approval")
+    }
+
+    /// The answer an approval message carries: exactly one.
+    fn approval(&self) -> Result<LettaAsked, ApiError> {
+        if let Some(approvals) = &self.approvals {
+            let [item] = approvals.as_slice() else {
+                return Err(unprocessable(
+                    "approvals: answer one approval request per message",
+                ));
+            };
+            if item.kind.as_deref().is_some_and(|kind| kind != "approval") {
+                return Err(unprocessable(
+                    "approvals: only approvals are taken (client-side tool results are not)",
+                ));
+            }
+            let (Some(tool_call_id), Some(approve)) = (&item.tool_call_id, item.approve) else {
+                return Err(unprocessable(
+                    "approvals: each answer needs tool_call_id and approve",
+                ));
+            };
+            return Ok(LettaAsked::Approval {
+                target: ApprovalTarget::CallId(tool_call_id.clone()),
+                approve,
+                reason: item.reason.clone(),
+            });
+        }
+        match (&self.approval_request_id, self.approve) {
+            (Some(request_id), Some(approve)) => Ok(LettaAsked::Approval {
+                target: ApprovalTarget::RequestId(request_id.clone()),
+                approve,
+                reason: self.reason.clone(),
+            }),
+            _ => Err(unprocessable(
+                "an approval message needs approvals (or approval_request_id and approve)",
+            )),
+        }
+    }
+}
+
 impl LettaRequest {
-    /// The user's text and the client's otid for it.
-    pub(super) fn user_message(&self) -> Result<(String, Option<String>), ApiError> {
+    /// What the request asks for: a user message (the texts of its messages, joined) or one
+    /// answer to an approval request.
+    pub(super) fn asked(&self) -> Result<LettaAsked, ApiError> {
         if let Some(messages) = self
             .messages
             .as_ref()
             .filter(|messages| !messages.is_empty())
         {
+            if let Some(approval) = messages.iter().find(|message| message.is_approval()) {
+                if messages.len() > 1 {
+                    return Err(unprocessable(
+                        "an approval message is sent alone: answer first, then send messages",
+                    ));
+                }
+                return approval.approval();
+            }
             let mut texts = Vec::with_capacity(messages.len());
             for message in messages {
-                if message.role != "user" {
+                let role = message.role.as_deref().unwrap_or("");
+                if role != "user" {
                     return Err(unprocessable(format!(
-                        "role {:?}: only user messages can be sent",
-                        message.role
+                        "role {role:?}: only user messages (and approvals) can be sent"
                     )));
                 }
-                texts.push(message.content.text()?);
+                let Some(content) = &message.content else {
+                    return Err(unprocessable("a user message needs content"));
+                };
+                texts.push(content.text()?);
             }
             let otid = messages.iter().find_map(|message| message.otid.clone());
-            return Ok((texts.join("\n\n"), otid));
+            return Ok(LettaAsked::Message {
+                text: texts.join("\n\n"),
+                otid,
+            });
         }
         match &self.input {
-            Some(input) => Ok((input.text()?, None)),
+            Some(input) => Ok(LettaAsked::Message {
+                text: input.text()?,
+                otid: None,
+            }),
             None => Err(unprocessable("messages (or input) is required")),
         }
     }
@@ -112,10 +224,95 @@ impl LettaRequest {
     }
 }
 
-/// Reads a Letta send body as the handlers do: the user's text and the client's otid, or the
-/// error the client would get. (The fuzz targets drive this with arbitrary bytes.)
-pub fn parse_request(body: &[u8]) -> Result<(String, Option<String>), ApiError> {
+/// Reads a Letta send body as the handlers do: what it asks for, or the error the client would
+/// get. (The fuzz targets drive this with arbitrary bytes.)
+pub fn parse_request(body: &[u8]) -> Result<LettaAsked, ApiError> {
     let request: LettaRequest = serde_json::from_slice(body)
         .map_err(|error| crate::http::params::body_error(&error, "request"))?;
-    request.user_message()
+    request.asked()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_is_a_message_or_one_answer() {
+        let message = |text: &str| LettaAsked::Message {
+            text: text.into(),
+            otid: None,
+        };
+        let answer = |target, approve, reason: Option<&str>| LettaAsked::Approval {
+            target,
+            approve,
+            reason: reason.map(str::to_owned),
+        };
+        // (body, what it asks, or the start of the refusal)
+        let cases: Vec<(&str, Result<LettaAsked, &str>)> = vec![
+            (r#"{"input": "hi"}"#, Ok(message("hi"))),
+            (
+                r#"{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "text", "text": "b"}]}]}"#,
+                Ok(message("a\n\nb")),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approvals": [{"type": "approval", "tool_call_id": "c1", "approve": false, "reason": "no"}]}]}"#,
+                Ok(answer(
+                    ApprovalTarget::CallId("c1".into()),
+                    false,
+                    Some("no"),
+                )),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approve": true, "approval_request_id": "message-x"}]}"#,
+                Ok(answer(
+                    ApprovalTarget::RequestId("message-x".into()),
+                    true,
+                    None,
+                )),
+            ),
+            (
+                r#"{"messages": [{"role": "assistant", "content": "x"}]}"#,
+                Err("role"),
+            ),
+            (
+                r#"{"messages": [{"role": "user"}]}"#,
+                Err("a user message needs"),
+            ),
+            (
+                r#"{"messages": [{"type": "approval"}]}"#,
+                Err("an approval message needs"),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approvals": []}]}"#,
+                Err("approvals: answer one"),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c", "tool_return": "x"}]}]}"#,
+                Err("approvals: only approvals"),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approvals": [{"tool_call_id": "c"}]}]}"#,
+                Err("approvals: each answer"),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approve": true, "approval_request_id": "m"}, {"role": "user", "content": "x"}]}"#,
+                Err("an approval message is sent alone"),
+            ),
+            (r#"{}"#, Err("messages (or input)")),
+        ];
+        for (body, expected) in cases {
+            match (parse_request(body.as_bytes()), expected) {
+                (Ok(asked), Ok(expected)) => assert_eq!(asked, expected, "{body}"),
+                (Err(error), Err(start)) => {
+                    assert_eq!(error.status, 422, "{body}");
+                    assert!(
+                        error.message.starts_with(start),
+                        "{body}: {}",
+                        error.message
+                    );
+                }
+                (got, expected) => panic!("{body}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
 }

@@ -30,6 +30,8 @@ impl LettaMessage {
             Body::ToolCallMessage { .. } => "tool_call_message",
             Body::ToolReturnMessage { .. } => "tool_return_message",
             Body::ErrorMessage { .. } => "error_message",
+            Body::ApprovalRequestMessage { .. } => "approval_request_message",
+            Body::ApprovalResponseMessage { .. } => "approval_response_message",
         }
     }
 }
@@ -62,6 +64,28 @@ pub enum Body {
         error_type: String,
         message: String,
     },
+    /// A tool call waits for a person (the run then stops with `requires_approval`).
+    ApprovalRequestMessage {
+        tool_call: ToolCallPart,
+        tool_calls: Vec<ToolCallPart>,
+    },
+    /// A person's answer, in both of Letta's forms: the deprecated single fields and the list.
+    ApprovalResponseMessage {
+        approve: bool,
+        approval_request_id: Option<String>,
+        reason: Option<String>,
+        approvals: Vec<ApprovalReturn>,
+    },
+}
+
+/// One answer of an `approval_response_message`'s `approvals`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalReturn {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub tool_call_id: String,
+    pub approve: bool,
+    pub reason: Option<String>,
 }
 
 /// `tool_call` of a `tool_call_message`. In token fragments after the first, `name` is null and
@@ -144,6 +168,7 @@ pub fn stop_reason(end: &AgentEvent) -> &'static str {
             "max_iterations" => "max_steps",
             // Our own `max_events` (the run hit its event limit) is the nearest Letta has.
             "max_tokens" | "length" | "max_events" => "max_tokens_exceeded",
+            "requires_approval" => "requires_approval",
             _ => "end_turn",
         },
     }
