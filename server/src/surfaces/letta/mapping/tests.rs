@@ -207,6 +207,8 @@ fn text(message: &LettaMessage) -> String {
         Body::ToolCallMessage { tool_call } => tool_call.arguments.clone(),
         Body::ToolReturnMessage { tool_return, .. } => tool_return.clone(),
         Body::ErrorMessage { message, .. } => message.clone(),
+        Body::ApprovalRequestMessage { tool_call, .. } => tool_call.arguments.clone(),
+        Body::ApprovalResponseMessage { reason, .. } => reason.clone().unwrap_or_default(),
     }
 }
 
@@ -481,5 +483,51 @@ fn every_message_carries_the_common_letta_fields() {
             assert!(!json[field].is_null(), "{field} missing in {json}");
         }
         assert!(json["id"].as_str().unwrap().starts_with("message-"));
+    }
+}
+
+#[test]
+fn an_approval_request_stops_with_requires_approval_and_its_answer_names_it() {
+    let mut log = Log::new();
+    let (card, request, response) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    log.content(EventKind::RunStarted, None, None, Value::Null);
+    log.content(
+        EventKind::ApprovalRequested,
+        Some(request),
+        Some(card),
+        json!({ "tool_call_id": "c1", "name": "calculator", "input": { "expression": "6*7" } }),
+    );
+    log.content(
+        EventKind::RunCompleted,
+        None,
+        None,
+        json!({ "stop_reason": "requires_approval" }),
+    );
+    log.content(EventKind::RunStarted, None, None, Value::Null);
+    log.content(
+        EventKind::ApprovalResponse,
+        Some(response),
+        Some(card),
+        json!({ "tool_call_id": "c1", "approve": false, "reason": "no", "request_message_id": request }),
+    );
+    for cut in [Cut::Steps, Cut::Tokens] {
+        let items = map_all(cut, &log.events);
+        let json: Vec<Value> = items.iter().map(LettaItem::to_json).collect();
+        assert_eq!(json[0]["message_type"], "approval_request_message");
+        assert_eq!(
+            json[0]["tool_call"],
+            json!({ "name": "calculator", "arguments": r#"{"expression":"6*7"}"#, "tool_call_id": "c1" })
+        );
+        assert_eq!(json[0]["tool_calls"][0], json[0]["tool_call"]);
+        assert_eq!(json[1]["stop_reason"], "requires_approval");
+        let answer = json
+            .iter()
+            .find(|item| item["message_type"] == "approval_response_message")
+            .unwrap();
+        assert_eq!(answer["approval_request_id"], json[0]["id"]);
+        assert_eq!(
+            answer["approvals"],
+            json!([{ "type": "approval", "tool_call_id": "c1", "approve": false, "reason": "no" }])
+        );
     }
 }
