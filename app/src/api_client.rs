@@ -125,3 +125,18 @@ pub async fn cancel_run(agent_id: Uuid) -> Result<crate::protocol::CancelRespons
     .map_err(network)?;
     decode(response).await
 }
+
+/// Answers an approval request: the run that carries the answer out starts (its events arrive
+/// through the log like any other).
+pub async fn answer_approval(
+    agent_id: Uuid,
+    request: &crate::protocol::ApprovalRequest,
+) -> Result<RunAccepted, String> {
+    let response = Request::post(&format!("{}/v1/agents/{agent_id}/approvals", origin()))
+        .json(request)
+        .map_err(network)?
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}

@@ -21,6 +21,11 @@ pub(super) fn LiveView(history: AgentHistory) -> impl IntoView {
         error,
     } = use_agent_messages_from(agent_id, history.timeline);
     let send_error = RwSignal::new(None::<String>);
+    // Approve / Deny on the tool cards answer here; a refusal shows where a send's would.
+    provide_context(super::approval::ApprovalActions {
+        agent_id,
+        error: send_error,
+    });
     let following = RwSignal::new(true);
     let scroller = NodeRef::<leptos::html::Div>::new();
 

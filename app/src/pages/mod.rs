@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::history::{history_resource, AgentHistory};
 use crate::protocol::Agent;
 
+mod approval;
 mod live;
 mod timeline;
 

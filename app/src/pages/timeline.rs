@@ -124,6 +124,12 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
         .into_any(),
         EventKind::ToolCall => view! { <ToolCallCard timeline message_id version/> }.into_any(),
         EventKind::ToolResult => view! { <OrphanResult timeline message_id version/> }.into_any(),
+        EventKind::ApprovalRequested => {
+            view! { <super::approval::ApprovalView timeline message_id version/> }.into_any()
+        }
+        EventKind::ApprovalResponse => {
+            view! { <super::approval::AnswerView timeline message_id version/> }.into_any()
+        }
         EventKind::Loading => {
             let label = content("label");
             view! {
@@ -223,7 +229,7 @@ fn OrphanResult(
 }
 
 /// One field of a message's content, read again whenever the message changes.
-fn content_of(
+pub(super) fn content_of(
     timeline: ReadSignal<Timeline>,
     message_id: Uuid,
     version: Memo<Option<u64>>,
@@ -263,14 +269,25 @@ fn ToolCallCard(
                 .and_then(|message| message.run_id)
                 .and_then(|run_id| timeline.run(run_id))
                 .is_none_or(|run| run.status == RunStatus::Running);
-            (result, run_running)
+            let status = timeline
+                .message(message_id)
+                .and_then(|message| message.content.get("status"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+            // An approved call runs in the run that carried the answer out.
+            let running = run_running || status.as_deref() == Some("approved");
+            (
+                result,
+                running,
+                status.as_deref() == Some("awaiting_approval"),
+            )
         })
     };
     view! {
         <div class="role">"tool call · " {move || name().as_str().unwrap_or("tool").to_owned()}</div>
         <pre class="tool-input">{move || pretty(&input())}</pre>
         {move || match outcome() {
-            (Some(result), _) => {
+            (Some(result), _, _) => {
                 let is_error = result.get("is_error").and_then(serde_json::Value::as_bool) == Some(true);
                 let shown = result.get("result").or_else(|| result.get("content")).cloned().unwrap_or(result);
                 let text = match shown {
@@ -283,8 +300,9 @@ fn ToolCallCard(
                     </div>
                 }.into_any()
             }
-            (None, true) => view! { <div class="tool-outcome running">"running…"</div> }.into_any(),
-            (None, false) => view! { <div class="tool-outcome muted">"no result"</div> }.into_any(),
+            (None, _, true) => view! { <div class="tool-outcome waiting">"waiting for approval"</div> }.into_any(),
+            (None, true, _) => view! { <div class="tool-outcome running">"running…"</div> }.into_any(),
+            (None, false, _) => view! { <div class="tool-outcome muted">"no result"</div> }.into_any(),
         }}
     }
 }
