@@ -81,10 +81,12 @@ pub struct ApprovalAnswer {
     pub call: PendingCall,
     pub approve: bool,
     pub reason: Option<String>,
-    /// Requests of the log still unanswered besides this one.
-    pub others_pending: usize,
+    /// Requests of the log still unanswered besides this one (as [`awaiting`] lists them).
+    pub others_pending: Vec<Value>,
     /// The `approval_requested` message answered (Letta names the request by it).
     pub request_message_id: Uuid,
+    /// The run that asked: the continuation names it in its `run_started` (`continues`).
+    pub request_run_id: Option<Uuid>,
 }
 
 /// The tool names `metadata.requires_approval` lists (none when absent or malformed; agent
@@ -162,7 +164,8 @@ pub fn answer_from_timeline(
     let others_pending = all
         .iter()
         .filter(|other| other.state == ApprovalState::Pending && other.tool_call_id != call_id)
-        .count();
+        .map(|other| awaiting(other.tool_call_id, other.tool_name, other.input))
+        .collect();
     Ok(ApprovalAnswer {
         call: PendingCall::resumed(
             call_id.to_owned(),
@@ -180,6 +183,7 @@ pub fn answer_from_timeline(
             .map(str::to_owned),
         others_pending,
         request_message_id: approval.request.message_id,
+        request_run_id: approval.request.run_id,
     })
 }
 
@@ -194,6 +198,25 @@ fn describe(state: &ApprovalState) -> String {
         } => format!("denied ({reason})"),
         ApprovalState::Closed => "closed without an answer (its run ended)".to_owned(),
     }
+}
+
+/// One call a run that ends `requires_approval` waits for, as its end lists it (`awaiting`):
+/// every surface can say what is pending from the end alone.
+pub fn awaiting(tool_call_id: &str, name: &str, input: &Value) -> Value {
+    json!({ "tool_call_id": tool_call_id, "name": name, "input": input })
+}
+
+/// The calls `held` as a run's end lists them.
+pub fn awaiting_calls(held: &[PendingCall]) -> Vec<Value> {
+    held.iter()
+        .map(|call| {
+            awaiting(
+                &call.call_id,
+                &call.name,
+                call.input.as_ref().unwrap_or(&json!({})),
+            )
+        })
+        .collect()
 }
 
 /// The events that ask for approval of `call`: its card marked, then the request.
@@ -349,7 +372,7 @@ mod tests {
             "the call's card"
         );
         assert_eq!(answer.reason, None, "a blank reason is none");
-        assert_eq!(answer.others_pending, 0);
+        assert!(answer.others_pending.is_empty());
         let refusals = [
             (
                 decision("b", true),

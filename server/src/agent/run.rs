@@ -32,6 +32,8 @@ pub(super) enum StepEnd {
 /// How the whole run ended.
 pub(super) enum Outcome {
     Completed(String),
+    /// Ended to wait for a person's answers to these calls (see [`super::approval::awaiting`]).
+    AwaitingApproval(Vec<serde_json::Value>),
     Cancelled,
     Failed(ProviderError),
 }
@@ -200,16 +202,16 @@ impl Run {
         }
         let mut outcome = Outcome::Completed("max_iterations".to_owned());
         let mut iterations = iterations_max;
-        if let Some(answer) = answer {
-            let others_pending = answer.others_pending;
+        if let Some(mut answer) = answer {
+            let others_pending = std::mem::take(&mut answer.others_pending);
             let results = self.carry_out(answer).await?;
             request.messages.extend(results);
             if self.cancel.is_cancelled() {
                 outcome = Outcome::Cancelled;
                 iterations = 0;
-            } else if others_pending > 0 {
+            } else if !others_pending.is_empty() {
                 // The model hears of its step once every call of it has a result.
-                outcome = Outcome::Completed(REQUIRES_APPROVAL.to_owned());
+                outcome = Outcome::AwaitingApproval(others_pending);
                 iterations = 0;
             }
         }
@@ -257,7 +259,8 @@ impl Run {
                     }
                     if !ran.held.is_empty() {
                         self.request_approvals(&ran.held).await?;
-                        outcome = Outcome::Completed(REQUIRES_APPROVAL.to_owned());
+                        outcome =
+                            Outcome::AwaitingApproval(super::approval::awaiting_calls(&ran.held));
                         break;
                     }
                 }
@@ -322,6 +325,9 @@ fn opening_drafts(
     if let Some(client) = &options.client {
         started.metadata["client"] = client.clone();
     }
+    if let Some(run_id) = answer.and_then(|answer| answer.request_run_id) {
+        started.metadata["continues"] = json!(run_id);
+    }
     let mut drafts = vec![started];
     if let Some(answer) = answer {
         drafts.push(super::approval::response_draft(ids, answer));
@@ -357,6 +363,10 @@ fn closing_drafts(
         Outcome::Completed(stop_reason) => vec![end(
             EventKind::RunCompleted,
             json!({ "stop_reason": stop_reason, "usage": usage.json() }),
+        )],
+        Outcome::AwaitingApproval(awaiting) => vec![end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": REQUIRES_APPROVAL, "awaiting": awaiting, "usage": usage.json() }),
         )],
         Outcome::Cancelled if over_limit => vec![end(
             EventKind::RunCompleted,
@@ -414,6 +424,15 @@ mod tests {
                 false,
                 vec![
                     r#"run_completed {"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":4}}"#,
+                ],
+            ),
+            (
+                Outcome::AwaitingApproval(vec![
+                    json!({"tool_call_id": "c", "name": "t", "input": {}}),
+                ]),
+                false,
+                vec![
+                    r#"run_completed {"awaiting":[{"input":{},"name":"t","tool_call_id":"c"}],"stop_reason":"requires_approval","usage":{"input_tokens":3,"output_tokens":4}}"#,
                 ],
             ),
             (
