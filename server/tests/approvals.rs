@@ -381,6 +381,11 @@ async fn the_model_is_asked_again_once_every_call_of_its_step_is_answered() {
         "no model call yet"
     );
     assert_eq!(
+        events.last().unwrap().content["awaiting"],
+        json!([{ "tool_call_id": calls[0], "name": "calculator", "input": { "expression": "1+1" } }]),
+        "the end says which call still waits"
+    );
+    assert_eq!(
         of_kind(&events, first, EventKind::ToolResult)[0]["result"],
         4.0
     );
