@@ -249,3 +249,52 @@ test("bad run inputs are refused with the reason and write nothing", async ({ ba
   expect(connected[1].messages).toEqual([]);
   expect((await request.post("/v1/ag-ui/cancel", { data: { threadId: thread } })).status()).toBe(404);
 });
+
+test("a tool that needs approval ends the run with an interrupt; resume answers it", async ({ baseURL, request }) => {
+  // The thread is an agent made with a tool that needs a person's approval.
+  const created = await request.post("/v1/agents", {
+    data: { name: "ag-ui approvals", metadata: { requires_approval: ["calculator"] } },
+  });
+  const thread = (await created.json()).id as string;
+  const client = agent(baseURL, thread);
+  let finished: any;
+  client.subscribe({ onRunFinishedEvent: (params: any) => void (finished = params) });
+
+  say(client, "/tools calculator 6*7; calculator 2+2");
+  await client.runAgent();
+  expect(finished.outcome).toBe("interrupt");
+  const interrupts = (client as any).pendingInterrupts as any[];
+  expect(interrupts).toHaveLength(2);
+  for (const interrupt of interrupts) {
+    expect(interrupt).toMatchObject({ reason: "tool_approval", message: "calculator needs approval" });
+    expect(interrupt.toolCallId).toBe(interrupt.id);
+  }
+  const calls = (client.messages as Message[]).flatMap((message) => message.toolCalls ?? []);
+  expect(calls.map((call) => call.id).sort()).toEqual(interrupts.map((interrupt) => interrupt.id).sort());
+
+  // The client refuses to go on without answering every interrupt; answering them continues.
+  await expect(client.runAgent()).rejects.toThrow(/pending interrupt/);
+  const [first, second] = interrupts;
+  await client.runAgent({
+    resume: [
+      { interruptId: first.id, status: "resolved", payload: { approved: true } },
+      { interruptId: second.id, status: "cancelled", payload: { reason: "one is enough" } },
+    ],
+  } as any);
+  expect(finished.outcome).toBe("success");
+  expect((client as any).pendingInterrupts).toEqual([]);
+  const results = (client.messages as Message[]).filter((message) => message.role === "tool");
+  const byCall = new Map(results.map((result) => [result.toolCallId, result]));
+  expect(byCall.get(first.id)?.content).toBe("42");
+  expect(byCall.get(second.id)?.content).toContain("one is enough");
+  expect(replies(client.messages as Message[]).length).toBeGreaterThan(0);
+
+  // An answer again is refused, and the thread's log holds one answer per call.
+  const again = await request.post("/v1/ag-ui", {
+    headers: { accept: "text/event-stream" },
+    data: { threadId: thread, runId: "again", messages: [], resume: [{ interruptId: first.id, status: "resolved" }] },
+  });
+  expect(again.status()).toBe(409);
+  const log = await (await request.get(`/v1/agents/${thread}/events?limit=1000`)).json();
+  expect(log.events.filter((event: any) => event.kind === "approval_response")).toHaveLength(2);
+});

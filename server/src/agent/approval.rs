@@ -27,6 +27,8 @@ use crate::store::EventDraft;
 
 /// Tool names one agent may list in `metadata.requires_approval`.
 pub const APPROVAL_TOOLS_MAX: usize = 256;
+/// Approval requests one answer may take at once (a step's calls at most).
+pub const APPROVALS_PER_ANSWER_MAX: usize = super::step::TOOL_CALLS_PER_STEP_MAX;
 /// A denial's reason longer than this (in characters) is refused.
 pub const APPROVAL_REASON_CHARS_MAX: usize = 4096;
 /// Tool call ids longer than this are refused (the answer's key must fit the key store).
@@ -74,19 +76,25 @@ impl ApprovalDecision {
     }
 }
 
-/// An answer checked against the log: the call it answers, where its card is, and whether other
-/// calls still wait.
+/// An answer checked against the log: the call it answers and where its card is.
 #[derive(Debug)]
 pub struct ApprovalAnswer {
     pub call: PendingCall,
     pub approve: bool,
     pub reason: Option<String>,
-    /// Requests of the log still unanswered besides this one (as [`awaiting`] lists them).
-    pub others_pending: Vec<Value>,
     /// The `approval_requested` message answered (Letta names the request by it).
     pub request_message_id: Uuid,
+}
+
+/// What a continuation run carries out: one or more answers, and what still waits after them.
+#[derive(Debug)]
+pub struct ApprovalTurn {
+    pub answers: Vec<ApprovalAnswer>,
+    /// Requests of the log left unanswered (as [`awaiting`] lists them): while any is, the run
+    /// ends `requires_approval` again without asking the model.
+    pub still_pending: Vec<Value>,
     /// The run that asked: the continuation names it in its `run_started` (`continues`).
-    pub request_run_id: Option<Uuid>,
+    pub continues: Option<Uuid>,
 }
 
 /// The tool names `metadata.requires_approval` lists (none when absent or malformed; agent
@@ -123,28 +131,76 @@ pub fn check_agent_approvals(metadata: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks `decision` against the folded log: the request must exist and still be pending.
+/// Checks `decisions` against the folded log: each request must exist and still be pending,
+/// and no call may be answered twice.
 pub fn answer_from_timeline(
     timeline: &Timeline,
-    decision: &ApprovalDecision,
-) -> Result<ApprovalAnswer, StartError> {
-    let call_id = decision.tool_call_id.trim();
+    decisions: &[ApprovalDecision],
+) -> Result<ApprovalTurn, StartError> {
     let all = approvals::approvals(timeline);
-    let Some(approval) = all.iter().find(|approval| approval.tool_call_id == call_id) else {
-        return Err(StartError::UnknownApproval(call_id.to_owned()));
-    };
-    if approval.state != ApprovalState::Pending {
-        return Err(StartError::AlreadyAnswered {
-            tool_call_id: call_id.to_owned(),
-            answer: describe(&approval.state),
+    let mut answers: Vec<ApprovalAnswer> = Vec::with_capacity(decisions.len());
+    let mut continues = None;
+    for decision in decisions {
+        let call_id = decision.tool_call_id.trim();
+        if answers.iter().any(|answer| answer.call.call_id == call_id) {
+            return Err(StartError::BadApproval(format!(
+                "tool call {call_id} is answered twice in one request"
+            )));
+        }
+        let Some(approval) = all.iter().find(|approval| approval.tool_call_id == call_id) else {
+            return Err(StartError::UnknownApproval(call_id.to_owned()));
+        };
+        if approval.state != ApprovalState::Pending {
+            return Err(StartError::AlreadyAnswered {
+                tool_call_id: call_id.to_owned(),
+                answer: describe(&approval.state),
+            });
+        }
+        continues = continues.or(approval.request.run_id);
+        answers.push(ApprovalAnswer {
+            call: PendingCall::resumed(
+                call_id.to_owned(),
+                approval.tool_name.to_owned(),
+                approval.input.clone(),
+                card_of(timeline, approval),
+                decision.approve,
+            ),
+            approve: decision.approve,
+            reason: decision
+                .reason
+                .as_deref()
+                .map(str::trim)
+                .filter(|reason| !reason.is_empty())
+                .map(str::to_owned),
+            request_message_id: approval.request.message_id,
         });
     }
-    // The call's card: its status and result land on it, in the continuation run.
-    let card = timeline
+    let still_pending = all
+        .iter()
+        .filter(|other| {
+            other.state == ApprovalState::Pending
+                && !answers
+                    .iter()
+                    .any(|answer| answer.call.call_id == other.tool_call_id)
+        })
+        .map(|other| awaiting(other.tool_call_id, other.tool_name, other.input))
+        .collect();
+    Ok(ApprovalTurn {
+        answers,
+        still_pending,
+        continues,
+    })
+}
+
+/// Where the call of `approval` is drawn (thread, block, message of its `tool_call` event): its
+/// status and result land on it, in the continuation run.
+fn card_of(timeline: &Timeline, approval: &approvals::Approval<'_>) -> (Uuid, Uuid, Uuid) {
+    timeline
         .messages()
         .iter()
         .find(|message| {
-            message.kind == EventKind::ToolCall && approvals::call_id_of(message) == Some(call_id)
+            message.kind == EventKind::ToolCall
+                && approvals::call_id_of(message) == Some(approval.tool_call_id)
         })
         .map(|message| {
             (
@@ -160,31 +216,7 @@ pub fn answer_from_timeline(
                 .unwrap_or(approval.request.block_id),
             approval.request.block_id,
             Uuid::new_v4(),
-        ));
-    let others_pending = all
-        .iter()
-        .filter(|other| other.state == ApprovalState::Pending && other.tool_call_id != call_id)
-        .map(|other| awaiting(other.tool_call_id, other.tool_name, other.input))
-        .collect();
-    Ok(ApprovalAnswer {
-        call: PendingCall::resumed(
-            call_id.to_owned(),
-            approval.tool_name.to_owned(),
-            approval.input.clone(),
-            card,
-            decision.approve,
-        ),
-        approve: decision.approve,
-        reason: decision
-            .reason
-            .as_deref()
-            .map(str::trim)
-            .filter(|reason| !reason.is_empty())
-            .map(str::to_owned),
-        others_pending,
-        request_message_id: approval.request.message_id,
-        request_run_id: approval.request.run_id,
-    })
+        ))
 }
 
 /// How an earlier answer is described to whoever answers again.
@@ -270,27 +302,32 @@ impl Run {
         self.flush().await
     }
 
-    /// Carries out a person's answer: the approved call runs, a denied one gets its error
-    /// result. Returns the result for the model.
+    /// Carries out a person's answers: denied calls get their error results, approved ones
+    /// run (together, as a step's calls do). Returns the results for the model.
     pub(super) async fn carry_out(
         &mut self,
-        answer: ApprovalAnswer,
+        answers: Vec<ApprovalAnswer>,
     ) -> Result<Vec<ConversationMessage>, AppendError> {
-        if answer.approve {
-            self.emit(
-                self.ids
-                    .call_merge(&answer.call, json!({ "status": "approved" })),
-            )
-            .await?;
-            let ran = self.run_tools(vec![answer.call]).await?;
-            return Ok(ran.results);
+        let mut results = Vec::with_capacity(answers.len());
+        let mut approved = Vec::new();
+        for answer in answers {
+            if answer.approve {
+                let status = json!({ "status": "approved" });
+                self.emit(self.ids.call_merge(&answer.call, status)).await?;
+                approved.push(answer.call);
+                continue;
+            }
+            let (drafts, message) =
+                self.result_drafts(&answer.call, Err(denial(answer.reason.as_deref())));
+            for draft in drafts {
+                self.emit(draft).await?;
+            }
+            results.push(message);
         }
-        let (drafts, message) =
-            self.result_drafts(&answer.call, Err(denial(answer.reason.as_deref())));
-        for draft in drafts {
-            self.emit(draft).await?;
+        if !approved.is_empty() {
+            results.extend(self.run_tools(approved).await?.results);
         }
-        Ok(vec![message])
+        Ok(results)
     }
 }
 
@@ -362,7 +399,14 @@ mod tests {
     #[test]
     fn an_answer_is_taken_only_for_a_pending_request() {
         let timeline = log();
-        let answer = answer_from_timeline(&timeline, &decision(" a ", true)).unwrap();
+        let turn = answer_from_timeline(&timeline, &[decision(" a ", true)]).unwrap();
+        assert!(turn.still_pending.is_empty());
+        assert_eq!(
+            turn.continues,
+            Some(Uuid::from_u128(2)),
+            "the run that asked"
+        );
+        let answer = &turn.answers[0];
         assert_eq!(answer.call.call_id, "a");
         assert_eq!(answer.call.input, Some(json!({"a": 1})));
         assert!(answer.call.approved);
@@ -372,7 +416,6 @@ mod tests {
             "the call's card"
         );
         assert_eq!(answer.reason, None, "a blank reason is none");
-        assert!(answer.others_pending.is_empty());
         let refusals = [
             (
                 decision("b", true),
@@ -384,9 +427,34 @@ mod tests {
             ),
         ];
         for (decision, expected) in refusals {
-            let error = answer_from_timeline(&timeline, &decision).unwrap_err();
+            let error = answer_from_timeline(&timeline, &[decision]).unwrap_err();
             assert_eq!(error.to_string(), expected);
         }
+    }
+
+    #[test]
+    fn answers_to_several_calls_leave_the_rest_pending() {
+        let mut timeline = log();
+        timeline.apply_all([event(
+            5,
+            EventKind::ApprovalRequested,
+            14,
+            json!({"tool_call_id": "c", "name": "echo", "input": {}}),
+        )]);
+        let turn = answer_from_timeline(&timeline, &[decision("c", false)]).unwrap();
+        assert_eq!(
+            turn.still_pending,
+            [json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}})]
+        );
+        let turn =
+            answer_from_timeline(&timeline, &[decision("c", false), decision("a", true)]).unwrap();
+        assert!(turn.still_pending.is_empty());
+        assert_eq!(turn.answers.len(), 2);
+        let twice = answer_from_timeline(&timeline, &[decision("a", false), decision("a", true)]);
+        assert_eq!(
+            twice.unwrap_err().to_string(),
+            "tool call a is answered twice in one request"
+        );
     }
 
     #[test]

@@ -25,19 +25,19 @@ pub const HISTORY_PROMPT_CHARS_MAX: usize = 2 * 1024 * 1024;
 /// dropped and reported in the returned warnings instead of failing the run. Results are cut to
 /// [`TOOL_RESULT_CHARS_MAX`] characters and at most [`HISTORY_TOOL_RESULTS_MAX`] are kept.
 pub fn conversation_from_timeline(timeline: &Timeline) -> (Vec<ConversationMessage>, Vec<String>) {
-    conversation_awaiting(timeline, None)
+    conversation_awaiting(timeline, &[])
 }
 
-/// [`conversation_from_timeline`] for the run that answers tool call `awaited` (a call a person
-/// just answered): that call is kept although its result is not in the log yet — the run
-/// appends it once it has it, after everything else.
+/// [`conversation_from_timeline`] for the run that answers the tool calls `awaited` (calls a
+/// person just answered): those calls are kept although their results are not in the log yet —
+/// the run appends them once it has them, after everything else.
 pub fn conversation_awaiting(
     timeline: &Timeline,
-    awaited: Option<&str>,
+    awaited: &[&str],
 ) -> (Vec<ConversationMessage>, Vec<String>) {
     let mut warnings = Vec::new();
     let mut pairing = Pairing::of(timeline, &mut warnings);
-    pairing.awaited = awaited.map(str::to_owned);
+    pairing.awaited = awaited.iter().map(|id| (*id).to_owned()).collect();
     let mut conversation: Vec<ConversationMessage> = Vec::new();
     let mut results_kept = 0usize;
     for message in timeline.messages() {
@@ -95,8 +95,8 @@ struct Pairing {
     /// Each call's result: its text (cut) and whether it is an error.
     result_of: HashMap<String, (String, bool)>,
     call_ids: HashSet<String>,
-    /// A call kept without a result: its result comes after the conversation.
-    awaited: Option<String>,
+    /// Calls kept without a result: their results come after the conversation.
+    awaited: HashSet<String>,
 }
 
 impl Pairing {
@@ -104,7 +104,7 @@ impl Pairing {
         let mut pairing = Pairing {
             result_of: HashMap::new(),
             call_ids: HashSet::new(),
-            awaited: None,
+            awaited: HashSet::new(),
         };
         for message in timeline.messages() {
             match message.kind {
@@ -151,7 +151,7 @@ impl Pairing {
             ));
             return None;
         };
-        if !self.result_of.contains_key(id) && self.awaited.as_deref() != Some(id) {
+        if !self.result_of.contains_key(id) && !self.awaited.contains(id) {
             warnings.push(format!("tool call {id} has no result and was dropped"));
             return None;
         }
@@ -444,7 +444,7 @@ mod tests {
         let (without, warnings) = conversation_from_timeline(&timeline);
         assert_eq!(without.len(), 3, "b has no result: dropped");
         assert!(warnings.join(" ").contains("tool call b has no result"));
-        let (with, warnings) = conversation_awaiting(&timeline, Some("b"));
+        let (with, warnings) = conversation_awaiting(&timeline, &["b"]);
         assert!(warnings.is_empty(), "{warnings:?}");
         let ConversationMessage::Assistant { tool_calls, .. } = &with[1] else {
             panic!("the step's calls: {with:?}");

@@ -183,7 +183,7 @@ pub enum Turn {
     /// A user's message.
     User(String),
     /// A person's answer to an approval request: the continuation of the run that asked.
-    Approval(super::approval::ApprovalAnswer),
+    Approval(super::approval::ApprovalTurn),
 }
 
 /// Starts and tracks runs. One run per agent at a time.

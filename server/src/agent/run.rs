@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::approval::ApprovalAnswer;
+use super::approval::ApprovalTurn;
 use super::registry::{RunLimits, RunOptions};
 use super::step::{RunIds, Usage};
 use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
@@ -64,7 +64,7 @@ pub(super) struct Run {
     /// Tools whose calls wait for a person's approval (`metadata.requires_approval`).
     pub(super) requires_approval: Vec<String>,
     /// The answer to an approval request this run carries out before its first LLM call.
-    answer: Option<ApprovalAnswer>,
+    answer: Option<ApprovalTurn>,
 }
 
 /// A run's tools, still to be listed.
@@ -86,7 +86,7 @@ impl Run {
 
     /// Makes this run the continuation that carries out `answer` (instead of answering a user
     /// message).
-    pub(super) fn answering(mut self, answer: ApprovalAnswer) -> Run {
+    pub(super) fn answering(mut self, answer: ApprovalTurn) -> Run {
         self.answer = Some(answer);
         self
     }
@@ -202,9 +202,9 @@ impl Run {
         }
         let mut outcome = Outcome::Completed("max_iterations".to_owned());
         let mut iterations = iterations_max;
-        if let Some(mut answer) = answer {
-            let others_pending = std::mem::take(&mut answer.others_pending);
-            let results = self.carry_out(answer).await?;
+        if let Some(turn) = answer {
+            let others_pending = turn.still_pending;
+            let results = self.carry_out(turn.answers).await?;
             request.messages.extend(results);
             if self.cancel.is_cancelled() {
                 outcome = Outcome::Cancelled;
@@ -313,7 +313,7 @@ fn opening_drafts(
     provider: &str,
     request: &ProviderRequest,
     options: &RunOptions,
-    answer: Option<&ApprovalAnswer>,
+    answer: Option<&ApprovalTurn>,
 ) -> Vec<EventDraft> {
     let mut started = ids.draft(EventKind::RunStarted);
     started.metadata = json!({
@@ -325,12 +325,14 @@ fn opening_drafts(
     if let Some(client) = &options.client {
         started.metadata["client"] = client.clone();
     }
-    if let Some(run_id) = answer.and_then(|answer| answer.request_run_id) {
+    if let Some(run_id) = answer.and_then(|turn| turn.continues) {
         started.metadata["continues"] = json!(run_id);
     }
     let mut drafts = vec![started];
-    if let Some(answer) = answer {
-        drafts.push(super::approval::response_draft(ids, answer));
+    if let Some(turn) = answer {
+        for answer in &turn.answers {
+            drafts.push(super::approval::response_draft(ids, answer));
+        }
         return drafts;
     }
     if let Some(ConversationMessage::User { text }) = request.messages.last() {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use app::EventKind;
 use uuid::Uuid;
 
-use super::approval::{answer_from_timeline, ApprovalDecision};
+use super::approval::{answer_from_timeline, ApprovalDecision, APPROVALS_PER_ANSWER_MAX};
 use super::conversation::{conversation_awaiting, conversation_from_timeline};
 use super::history::{fold_log, Snapshots};
 use super::registry::{RunOptions, Runs, StartRunError, Turn};
@@ -57,7 +57,7 @@ pub enum StartError {
 /// What a request asks a run to answer.
 enum Asked {
     Message(String),
-    Approval(ApprovalDecision),
+    Approval(Vec<ApprovalDecision>),
 }
 
 /// A run that a request started, or found when it was a retry.
@@ -143,41 +143,73 @@ impl Starter {
         }
     }
 
-    /// Starts the run that carries out a person's answer to an approval request. Exactly one
-    /// answer per request: the answer's key is claimed first (atomically, in the store), and a
-    /// request that is not pending in the log is refused.
+    /// Starts the run that carries out a person's answer to an approval request.
     pub async fn answer_approval(
         &self,
         agent_id: Uuid,
         decision: ApprovalDecision,
         options: RunOptions,
     ) -> Result<StartedRun, StartError> {
-        decision.check()?;
+        self.answer_approvals(agent_id, vec![decision], options)
+            .await
+    }
+
+    /// Starts the run that carries out a person's answers to one or more approval requests.
+    /// Exactly one answer per request: each answer's key is claimed first (atomically, in the
+    /// store), and a request that is not pending in the log is refused. All or nothing: a
+    /// refused answer leaves every request as it was.
+    pub async fn answer_approvals(
+        &self,
+        agent_id: Uuid,
+        decisions: Vec<ApprovalDecision>,
+        options: RunOptions,
+    ) -> Result<StartedRun, StartError> {
+        if decisions.is_empty() || decisions.len() > APPROVALS_PER_ANSWER_MAX {
+            return Err(StartError::BadApproval(format!(
+                "answer 1 to {APPROVALS_PER_ANSWER_MAX} approval requests at once"
+            )));
+        }
+        for decision in &decisions {
+            decision.check()?;
+        }
         let agent = self
             .store
             .get_agent(agent_id)
             .await?
             .ok_or(StartError::UnknownAgent(agent_id))?;
         let run_id = options.run_id.unwrap_or_else(Uuid::now_v7);
-        let key = decision.key();
-        let holder = self.store.claim_run_key(agent_id, &key, run_id).await?;
-        if holder != run_id {
-            return Err(StartError::AlreadyAnswered {
-                tool_call_id: decision.tool_call_id.trim().to_owned(),
-                answer: format!("run {holder} carries out the first answer"),
-            });
+        let mut claimed: Vec<String> = Vec::with_capacity(decisions.len());
+        let mut refusal = None;
+        for decision in &decisions {
+            let key = decision.key();
+            let holder = self.store.claim_run_key(agent_id, &key, run_id).await?;
+            if holder == run_id {
+                claimed.push(key);
+            } else {
+                refusal = Some(StartError::AlreadyAnswered {
+                    tool_call_id: decision.tool_call_id.trim().to_owned(),
+                    answer: format!("run {holder} carries out the first answer"),
+                });
+                break;
+            }
         }
-        match self
-            .start_claimed(&agent, run_id, Asked::Approval(decision), options)
-            .await
-        {
+        let started = match refusal {
+            Some(refusal) => Err(refusal),
+            None => {
+                self.start_claimed(&agent, run_id, Asked::Approval(decisions), options)
+                    .await
+            }
+        };
+        match started {
             Ok(after_seq) => Ok(StartedRun {
                 run_id,
                 after_seq: Some(after_seq),
             }),
             Err(error) => {
-                // Nothing was written: the request is as it was, and may be answered again.
-                self.store.release_run_key(agent_id, &key).await?;
+                // Nothing was written: the requests are as they were, and may be answered again.
+                for key in claimed {
+                    self.store.release_run_key(agent_id, &key).await?;
+                }
                 Err(error)
             }
         }
@@ -242,10 +274,15 @@ impl Starter {
                     }
                     (conversation_from_timeline(&timeline), Turn::User(content))
                 }
-                Asked::Approval(decision) => {
-                    let answer = answer_from_timeline(&timeline, &decision)?;
-                    let prior = conversation_awaiting(&timeline, Some(&answer.call.call_id));
-                    (prior, Turn::Approval(answer))
+                Asked::Approval(decisions) => {
+                    let turn = answer_from_timeline(&timeline, &decisions)?;
+                    let awaited: Vec<&str> = turn
+                        .answers
+                        .iter()
+                        .map(|answer| answer.call.call_id.as_str())
+                        .collect();
+                    let prior = conversation_awaiting(&timeline, &awaited);
+                    (prior, Turn::Approval(turn))
                 }
             };
             for warning in warnings {

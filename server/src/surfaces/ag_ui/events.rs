@@ -174,6 +174,9 @@ pub struct EventMapper {
     /// Tool calls by their message id; the ids of those started.
     calls: HashMap<Uuid, Call>,
     call_ids: HashSet<String>,
+    /// Calls of an earlier run that a person answered: this run carries them out, and their
+    /// results follow although their calls started before this stream.
+    answered: HashSet<String>,
     usage: Option<Value>,
     error: Option<(String, Option<String>)>,
     ended: bool,
@@ -192,6 +195,7 @@ impl EventMapper {
             open: None,
             calls: HashMap::new(),
             call_ids: HashSet::new(),
+            answered: HashSet::new(),
             usage: None,
             error: None,
             ended: false,
@@ -226,6 +230,10 @@ impl EventMapper {
             EventKind::Text | EventKind::Thinking => self.text(event, &mut out),
             EventKind::ToolCall => self.tool_call(event, &mut out),
             EventKind::ToolResult => self.tool_result(event, &mut out),
+            EventKind::ApprovalResponse => {
+                self.answered
+                    .insert(text_of(&event.content, "tool_call_id"));
+            }
             EventKind::Usage => self.usage = Some(event.content.clone()),
             EventKind::Error => {
                 let text = |key: &str| {
@@ -468,17 +476,21 @@ impl EventMapper {
 
     fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         let tool_call_id = text_of(&event.content, "tool_call_id");
-        let Some(message) = self
+        let message = self
             .calls
             .iter()
             .find(|(_, call)| call.tool_call_id == tool_call_id)
-            .map(|(message, _)| *message)
-        else {
-            return; // a result for a call this stream never started
-        };
-        self.step.result();
-        self.close_part(event.seq, out);
-        self.end_call(message, event.content.get("input"), event.seq, out);
+            .map(|(message, _)| *message);
+        match message {
+            Some(message) => {
+                self.step.result();
+                self.close_part(event.seq, out);
+                self.end_call(message, event.content.get("input"), event.seq, out);
+            }
+            // The call started (and ended) in the run that asked for approval.
+            None if self.answered.contains(&tool_call_id) => self.close_part(event.seq, out),
+            None => return, // a result for a call this stream never started
+        }
         let content = match event.content.get("result") {
             Some(Value::String(text)) => text.clone(),
             Some(other) => other.to_string(),
@@ -532,8 +544,10 @@ impl EventMapper {
                         self.usage = Some(usage.clone());
                     }
                 }
-                let outcome =
-                    (kind == EventKind::RunCancelled).then(|| json!({ "type": "cancelled" }));
+                let outcome = match kind {
+                    EventKind::RunCancelled => Some(json!({ "type": "cancelled" })),
+                    _ => interrupt_outcome(&event.content),
+                };
                 out.push((
                     seq,
                     AgUiEvent::RunFinished {
@@ -546,6 +560,43 @@ impl EventMapper {
             }
         }
     }
+}
+
+/// The answer the client sends back for a tool approval (`resume[].payload`).
+fn approval_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approved": { "type": "boolean" },
+            "reason": { "type": "string" }
+        },
+        "required": ["approved"]
+    })
+}
+
+/// A run that ended `requires_approval`: an interrupt per call it waits for (its `awaiting`),
+/// answered by a `resume` entry with that id — the call's id.
+fn interrupt_outcome(end: &Value) -> Option<Value> {
+    if end.get("stop_reason").and_then(Value::as_str) != Some("requires_approval") {
+        return None;
+    }
+    let interrupts: Vec<Value> = end
+        .get("awaiting")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(|call| {
+            let id = call.get("tool_call_id").and_then(Value::as_str)?;
+            let name = call.get("name").and_then(Value::as_str).unwrap_or("a tool");
+            Some(json!({
+                "id": id,
+                "reason": "tool_approval",
+                "message": format!("{name} needs approval"),
+                "toolCallId": id,
+                "responseSchema": approval_schema(),
+            }))
+        })
+        .collect();
+    (!interrupts.is_empty()).then(|| json!({ "type": "interrupt", "interrupts": interrupts }))
 }
 
 /// Our usage (`input_tokens`, `output_tokens`) as AG-UI's `usage` list.
@@ -574,3 +625,35 @@ fn text_of(content: &Value, key: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod interrupt_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_waiting_for_approval_finishes_with_one_interrupt_per_call() {
+        let end = json!({
+            "stop_reason": "requires_approval",
+            "awaiting": [{ "tool_call_id": "c1", "name": "calculator", "input": {} }],
+        });
+        let outcome = interrupt_outcome(&end).unwrap();
+        assert_eq!(outcome["type"], "interrupt");
+        assert_eq!(
+            outcome["interrupts"][0],
+            json!({
+                "id": "c1",
+                "reason": "tool_approval",
+                "message": "calculator needs approval",
+                "toolCallId": "c1",
+                "responseSchema": approval_schema(),
+            })
+        );
+        for other in [
+            json!({ "stop_reason": "end_turn" }),
+            json!({ "stop_reason": "requires_approval", "awaiting": [] }),
+            json!({ "stop_reason": "requires_approval" }),
+        ] {
+            assert_eq!(interrupt_outcome(&other), None, "{other}");
+        }
+    }
+}

@@ -32,6 +32,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
@@ -110,9 +111,24 @@ pub async fn run(
         return Err(StartError::ContentTooLarge.into());
     }
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let agent_id = chat_agent(&state, &request.thread, true)
-        .await?
-        .expect("created when missing");
+    let agent_id = match &request.resume {
+        // Only a thread that has run can have an interrupt to answer.
+        Some(_) => chat_agent(&state, &request.thread, false)
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "unknown_thread",
+                    format!(
+                        "thread {} has no runs: there is no interrupt to answer",
+                        request.thread
+                    ),
+                )
+            })?,
+        None => chat_agent(&state, &request.thread, true)
+            .await?
+            .expect("created when missing"),
+    };
     let mut client = request.recorded.clone().unwrap_or_else(|| json!({}));
     if let Some(client_run_id) = &request.client_run_id {
         client["run_id"] = json!(client_run_id);
@@ -120,24 +136,43 @@ pub async fn run(
     // The run's id is chosen now, so the client's run id can be tied to it before it starts.
     let run_id = Uuid::now_v7();
     let alias = match &request.client_run_id {
-        Some(client_run_id) => {
+        Some(client_run_id) if request.resume.is_none() => {
             claim_alias(&state, agent_id, client_run_id, run_id, &request.message_id).await?
         }
-        None => None,
+        _ => None,
     };
     let options = RunOptions {
         background: true,
-        otid: Some(request.message_id.clone()),
+        otid: (!request.message_id.is_empty()).then(|| request.message_id.clone()),
         stream_tokens: Some(true),
         iterations_max: None,
         client: Some(client),
         run_id: Some(run_id),
     };
-    let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
-    let started = state
-        .starter
-        .start_run(agent_id, request.text, Some(&key), options)
-        .await;
+    let started = match &request.resume {
+        // Interrupts' answers: the run that carries them out (exactly one answer wins).
+        Some(answers) => {
+            let decisions = answers
+                .iter()
+                .map(|answer| ApprovalDecision {
+                    tool_call_id: answer.interrupt_id.clone(),
+                    approve: answer.approve,
+                    reason: answer.reason.clone(),
+                })
+                .collect();
+            state
+                .starter
+                .answer_approvals(agent_id, decisions, options)
+                .await
+        }
+        None => {
+            let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
+            state
+                .starter
+                .start_run(agent_id, request.text, Some(&key), options)
+                .await
+        }
+    };
     if let Some(alias) = &alias {
         // The alias was claimed for a run that did not start (refused, or the message's first
         // request had started another): give it back.

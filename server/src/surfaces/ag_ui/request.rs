@@ -33,6 +33,9 @@ pub struct RunBody {
     context: Option<Value>,
     #[serde(default)]
     state: Option<Value>,
+    /// Answers to the interrupts the thread's last run ended with.
+    #[serde(default)]
+    resume: Option<Value>,
 }
 
 /// What a run request asks for.
@@ -46,6 +49,61 @@ pub struct RunRequest {
     pub text: String,
     /// `{context, state}` as the client sent them, to record on the run.
     pub recorded: Option<Value>,
+    /// Answers to interrupts (tool calls waiting for approval): the run carries them out
+    /// instead of answering a message (`message_id` and `text` are then empty).
+    pub resume: Option<Vec<ResumeAnswer>>,
+}
+
+/// One `resume` entry: the interrupt (a tool call's id) and the person's answer. `resolved`
+/// approves unless its payload says `approved: false`; `cancelled` denies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResumeAnswer {
+    pub interrupt_id: String,
+    pub approve: bool,
+    pub reason: Option<String>,
+}
+
+/// Reads `resume`: a non-empty list of answers.
+fn resume_answers(resume: &Value) -> Result<Vec<ResumeAnswer>, ApiError> {
+    match resume.as_array() {
+        Some(entries) if !entries.is_empty() => entries.iter().map(resume_answer).collect(),
+        _ => Err(refused(
+            "resume must be a list of answers to the thread's interrupts",
+        )),
+    }
+}
+
+fn resume_answer(entry: &Value) -> Result<ResumeAnswer, ApiError> {
+    let Some(interrupt_id) = entry.get("interruptId").and_then(Value::as_str) else {
+        return Err(refused("a resume entry needs its interruptId"));
+    };
+    let payload = entry.get("payload");
+    let reason = payload
+        .and_then(|payload| payload.get("reason"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let approve = match entry.get("status").and_then(Value::as_str) {
+        Some("resolved") => match payload.and_then(|payload| payload.get("approved")) {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(approved)) => *approved,
+            Some(other) => {
+                return Err(refused(format!(
+                    "payload.approved must be true or false, not {other}"
+                )))
+            }
+        },
+        Some("cancelled") => false,
+        _ => {
+            return Err(refused(
+                "a resume entry's status must be \"resolved\" or \"cancelled\"",
+            ))
+        }
+    };
+    Ok(ResumeAnswer {
+        interrupt_id: interrupt_id.to_owned(),
+        approve,
+        reason,
+    })
 }
 
 fn refused(message: impl Into<String>) -> ApiError {
@@ -90,6 +148,17 @@ impl RunBody {
                 )))
             }
         };
+        let recorded = self.recorded()?;
+        if let Some(resume) = self.resume.as_ref().filter(|resume| !resume.is_null()) {
+            return Ok(RunRequest {
+                thread,
+                client_run_id,
+                message_id: String::new(),
+                text: String::new(),
+                recorded,
+                resume: Some(resume_answers(resume)?),
+            });
+        }
         let messages: Vec<&RawValue> = self
             .messages
             .as_ref()
@@ -125,6 +194,18 @@ impl RunBody {
         if text.trim().is_empty() {
             return Err(refused("the user message has no text"));
         }
+        Ok(RunRequest {
+            thread,
+            client_run_id,
+            message_id,
+            text,
+            recorded,
+            resume: None,
+        })
+    }
+
+    /// `{context, state}` to record on the run, if the client sent either.
+    fn recorded(&self) -> Result<Option<Value>, ApiError> {
         let recorded = match (&self.context, &self.state) {
             (None | Some(Value::Null), None | Some(Value::Null)) => None,
             (context, state) => {
@@ -147,13 +228,7 @@ impl RunBody {
                 Some(recorded)
             }
         };
-        Ok(RunRequest {
-            thread,
-            client_run_id,
-            message_id,
-            text,
-            recorded,
-        })
+        Ok(recorded)
     }
 }
 
@@ -212,6 +287,7 @@ mod tests {
                     message_id: "u1".into(),
                     text: "hello".into(),
                     recorded: Some(json!({ "context": [] })),
+                    resume: None,
                 },
             ),
             (
@@ -226,6 +302,7 @@ mod tests {
                     message_id: "u2".into(),
                     text: "first\n\nsecond".into(),
                     recorded: Some(json!({ "state": { "step": 2 } })),
+                    resume: None,
                 },
             ),
         ];
@@ -291,5 +368,67 @@ mod tests {
             let error = read(body.clone()).expect_err(&body.to_string());
             assert!(error.contains(reason), "{body}: {error}");
         }
+    }
+}
+
+#[cfg(test)]
+mod resume_tests {
+    use super::*;
+
+    fn read(body: Value) -> Result<Option<Vec<ResumeAnswer>>, String> {
+        let body: RunBody = serde_json::from_value(body).map_err(|error| error.to_string())?;
+        body.read()
+            .map(|request| request.resume)
+            .map_err(|error| error.message)
+    }
+
+    #[test]
+    fn resume_entries_answer_interrupts_or_are_refused_with_the_reason() {
+        let answer = |id: &str, approve: bool, reason: Option<&str>| ResumeAnswer {
+            interrupt_id: id.into(),
+            approve,
+            reason: reason.map(str::to_owned),
+        };
+        let ok = [
+            (
+                json!([{ "interruptId": "c1", "status": "resolved" }]),
+                vec![answer("c1", true, None)],
+            ),
+            (
+                json!([
+                    { "interruptId": "c1", "status": "resolved", "payload": { "approved": false, "reason": "no" } },
+                    { "interruptId": "c2", "status": "cancelled" }
+                ]),
+                vec![answer("c1", false, Some("no")), answer("c2", false, None)],
+            ),
+        ];
+        for (resume, expected) in ok {
+            // No new user message is needed: the answers are the input.
+            let body = json!({ "threadId": "t", "messages": [], "resume": resume });
+            assert_eq!(read(body), Ok(Some(expected)), "{resume}");
+        }
+        let refusals = [
+            (json!([]), "resume must be a list"),
+            (json!({ "interruptId": "c1" }), "resume must be a list"),
+            (
+                json!([{ "status": "resolved" }]),
+                "a resume entry needs its interruptId",
+            ),
+            (
+                json!([{ "interruptId": "c1", "status": "maybe" }]),
+                "a resume entry's status",
+            ),
+            (
+                json!([{ "interruptId": "c1", "status": "resolved", "payload": { "approved": "yes" } }]),
+                "payload.approved must be true or false",
+            ),
+        ];
+        for (resume, expected) in refusals {
+            let body = json!({ "threadId": "t", "messages": [], "resume": resume });
+            let error = read(body).unwrap_err();
+            assert!(error.starts_with(expected), "{resume}: {error}");
+        }
+        let plain = json!({ "threadId": "t", "messages": [{ "id": "u", "role": "user", "content": "hi" }] });
+        assert_eq!(read(plain), Ok(None));
     }
 }

@@ -200,7 +200,7 @@ async fn attach(
     let background = request.background.unwrap_or(false);
     let otid = match &asked {
         LettaAsked::Message { otid, .. } => otid.clone(),
-        LettaAsked::Approval { .. } => None,
+        LettaAsked::Approvals(_) => None,
     };
     let options = RunOptions {
         background,
@@ -218,23 +218,22 @@ async fn attach(
                 .start_run(agent_id, text, key.as_deref(), options)
                 .await?
         }
-        LettaAsked::Approval {
-            target,
-            approve,
-            reason,
-        } => {
-            let tool_call_id = match target {
-                ApprovalTarget::CallId(id) => id,
-                ApprovalTarget::RequestId(id) => call_of_request(state, agent_id, id).await?,
-            };
-            let decision = ApprovalDecision {
-                tool_call_id,
-                approve,
-                reason,
-            };
+        LettaAsked::Approvals(answers) => {
+            let mut decisions = Vec::with_capacity(answers.len());
+            for answer in answers {
+                let tool_call_id = match answer.target {
+                    ApprovalTarget::CallId(id) => id,
+                    ApprovalTarget::RequestId(id) => call_of_request(state, agent_id, id).await?,
+                };
+                decisions.push(ApprovalDecision {
+                    tool_call_id,
+                    approve: answer.approve,
+                    reason: answer.reason,
+                });
+            }
             state
                 .starter
-                .answer_approval(agent_id, decision, options)
+                .answer_approvals(agent_id, decisions, options)
                 .await?
         }
     };

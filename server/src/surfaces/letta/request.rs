@@ -74,12 +74,16 @@ struct ApprovalItem {
 pub enum LettaAsked {
     /// A user message and the client's otid for it.
     Message { text: String, otid: Option<String> },
-    /// A person's answer to an approval request.
-    Approval {
-        target: ApprovalTarget,
-        approve: bool,
-        reason: Option<String>,
-    },
+    /// A person's answers to approval requests.
+    Approvals(Vec<LettaApproval>),
+}
+
+/// One answer of an approval message.
+#[derive(Debug, PartialEq)]
+pub struct LettaApproval {
+    pub target: ApprovalTarget,
+    pub approve: bool,
+    pub reason: Option<String>,
 }
 
 /// How an answer names its request.
@@ -133,36 +137,38 @@ impl MessageCreate {
         self.kind.as_deref() == Some("approval")
     }
 
-    /// The answer an approval message carries: exactly one.
+    /// The answers an approval message carries.
     fn approval(&self) -> Result<LettaAsked, ApiError> {
         if let Some(approvals) = &self.approvals {
-            let [item] = approvals.as_slice() else {
-                return Err(unprocessable(
-                    "approvals: answer one approval request per message",
-                ));
-            };
-            if item.kind.as_deref().is_some_and(|kind| kind != "approval") {
-                return Err(unprocessable(
-                    "approvals: only approvals are taken (client-side tool results are not)",
-                ));
+            if approvals.is_empty() {
+                return Err(unprocessable("approvals: answer at least one request"));
             }
-            let (Some(tool_call_id), Some(approve)) = (&item.tool_call_id, item.approve) else {
-                return Err(unprocessable(
-                    "approvals: each answer needs tool_call_id and approve",
-                ));
-            };
-            return Ok(LettaAsked::Approval {
-                target: ApprovalTarget::CallId(tool_call_id.clone()),
-                approve,
-                reason: item.reason.clone(),
-            });
+            let mut answers = Vec::with_capacity(approvals.len());
+            for item in approvals {
+                if item.kind.as_deref().is_some_and(|kind| kind != "approval") {
+                    return Err(unprocessable(
+                        "approvals: only approvals are taken (client-side tool results are not)",
+                    ));
+                }
+                let (Some(tool_call_id), Some(approve)) = (&item.tool_call_id, item.approve) else {
+                    return Err(unprocessable(
+                        "approvals: each answer needs tool_call_id and approve",
+                    ));
+                };
+                answers.push(LettaApproval {
+                    target: ApprovalTarget::CallId(tool_call_id.clone()),
+                    approve,
+                    reason: item.reason.clone(),
+                });
+            }
+            return Ok(LettaAsked::Approvals(answers));
         }
         match (&self.approval_request_id, self.approve) {
-            (Some(request_id), Some(approve)) => Ok(LettaAsked::Approval {
+            (Some(request_id), Some(approve)) => Ok(LettaAsked::Approvals(vec![LettaApproval {
                 target: ApprovalTarget::RequestId(request_id.clone()),
                 approve,
                 reason: self.reason.clone(),
-            }),
+            }])),
             _ => Err(unprocessable(
                 "an approval message needs approvals (or approval_request_id and approve)",
             )),
@@ -242,10 +248,12 @@ mod tests {
             text: text.into(),
             otid: None,
         };
-        let answer = |target, approve, reason: Option<&str>| LettaAsked::Approval {
-            target,
-            approve,
-            reason: reason.map(str::to_owned),
+        let answer = |target, approve, reason: Option<&str>| {
+            LettaAsked::Approvals(vec![LettaApproval {
+                target,
+                approve,
+                reason: reason.map(str::to_owned),
+            }])
         };
         // (body, what it asks, or the start of the refusal)
         let cases: Vec<(&str, Result<LettaAsked, &str>)> = vec![
@@ -284,7 +292,7 @@ mod tests {
             ),
             (
                 r#"{"messages": [{"type": "approval", "approvals": []}]}"#,
-                Err("approvals: answer one"),
+                Err("approvals: answer at least one"),
             ),
             (
                 r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c", "tool_return": "x"}]}]}"#,
