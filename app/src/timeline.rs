@@ -93,6 +93,10 @@ pub struct RunSummary {
     pub error: Option<Value>,
     /// Threads of this run in order of first appearance.
     pub thread_ids: Vec<Uuid>,
+    /// For a run that carries out a person's answer to an approval request: the first run of
+    /// the turn it continues (`run_started`'s `metadata.continues`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<Uuid>,
     pub first_seq: u64,
 }
 
@@ -316,6 +320,7 @@ impl Timeline {
                     error: None,
                     thread_ids: Vec::new(),
                     first_seq: seq,
+                    continues: None,
                 });
                 self.run_index.insert(run_id, self.runs.len() - 1);
                 self.runs.len() - 1
@@ -333,7 +338,14 @@ impl Timeline {
             .and_then(Value::as_str)
             .map(str::to_owned);
         match event.kind {
-            EventKind::RunStarted => run.status = RunStatus::Running,
+            EventKind::RunStarted => {
+                run.status = RunStatus::Running;
+                run.continues = event
+                    .metadata
+                    .get("continues")
+                    .and_then(Value::as_str)
+                    .and_then(|id| id.parse().ok());
+            }
             EventKind::Usage => run.usage = Some(event.content.clone()),
             EventKind::RunCompleted => {
                 run.status = RunStatus::Completed;

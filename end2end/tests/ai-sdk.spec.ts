@@ -287,3 +287,53 @@ test("the access token works as the transport's bearer header", async () => {
   expect(chat.error).toBeUndefined();
   expect(textOf(chat.messages[1])).toBe("with the token");
 });
+
+// Tool approval is ai 6's (ai 5's strict schema has no approval chunks): the request arrives as
+// an `approval-requested` part, `addToolApprovalResponse` answers it, and the chat sends the
+// answer by itself (`sendAutomaticallyWhen`); the run that carries it out goes on with the same
+// assistant message, and the history rebuilds exactly what the client holds.
+test("ai 6.0.325: a tool that needs approval is approved or denied from the chat", async ({ baseURL, request }) => {
+  const react = load("ai-sdk-react-v3");
+  const ai = createRequire(load.resolve("ai-sdk-react-v3"))("ai");
+  const created = await request.post("/v1/agents", {
+    data: { name: "ai-sdk approvals", metadata: { requires_approval: ["calculator"] } },
+  });
+  const chatId = (await created.json()).id as string;
+  const chat = new react.Chat({
+    id: chatId,
+    transport: new ai.DefaultChatTransport({ api: `${baseURL}/v1/ai-sdk/chat` }),
+    sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await chat.sendMessage({ text: "/tools calculator 6*7; calculator 2+2" });
+  expect(chat.error).toBeUndefined();
+  const asked: Message = chat.messages[1];
+  const calls = () => (chat.messages[1] as Message).parts.filter((part: any) => part.type === "dynamic-tool");
+  expect(calls().map((part: any) => part.state)).toEqual(["approval-requested", "approval-requested"]);
+  expect(asked.metadata.run_id).toBe(asked.id);
+  // The history shows the waiting request as the client holds it.
+  expect(await history(request, chatId)).toEqual(plain(chat.messages));
+
+  const [first, second] = calls();
+  await chat.addToolApprovalResponse({ id: first.approval.id, approved: true });
+  await chat.addToolApprovalResponse({ id: second.approval.id, approved: false, reason: "one is enough" });
+  await until(() => chat.status === "ready" && calls().every((part: any) => part.state.startsWith("output")), "the answers carried out");
+  expect(chat.error).toBeUndefined();
+  expect(chat.messages.map((message: Message) => message.role)).toEqual(["user", "assistant"]);
+  const done: Message = chat.messages[1];
+  expect(done.id).toBe(asked.id);
+  expect(calls().map((part: any) => [part.state, part.output])).toEqual([
+    ["output-available", 42],
+    ["output-denied", undefined],
+  ]);
+  expect(calls()[1].approval).toEqual({ id: second.approval.id, approved: false, reason: "one is enough" });
+  expect(textOf(done).length).toBeGreaterThan(0);
+  expect(done.metadata.run_id).not.toBe(done.id);
+  expect(await history(request, chatId)).toEqual(plain(chat.messages));
+
+  // A second answer is refused.
+  const again = await request.post("/v1/ai-sdk/chat", {
+    data: { id: chatId, trigger: "submit-message", messages: [{ ...asked, parts: asked.parts.map((part: any) =>
+      part.type === "dynamic-tool" ? { ...part, state: "approval-responded", approval: { id: part.toolCallId, approved: true } } : part) }] },
+  });
+  expect(again.status()).toBe(409);
+});

@@ -93,7 +93,9 @@ pub struct ApprovalTurn {
     /// Requests of the log left unanswered (as [`awaiting`] lists them): while any is, the run
     /// ends `requires_approval` again without asking the model.
     pub still_pending: Vec<Value>,
-    /// The run that asked: the continuation names it in its `run_started` (`continues`).
+    /// The turn's first run (the one that answered the user's message): the continuation
+    /// names it in its `run_started` (`continues`), so a surface that shows a turn as one
+    /// message (the AI SDK's) goes on with that message.
     pub continues: Option<Uuid>,
 }
 
@@ -156,7 +158,10 @@ pub fn answer_from_timeline(
                 answer: describe(&approval.state),
             });
         }
-        continues = continues.or(approval.request.run_id);
+        // The turn's first run: the asking run's own `continues`, or the asking run.
+        let asking = approval.request.run_id;
+        let root = asking.and_then(|run_id| timeline.run(run_id)?.continues);
+        continues = continues.or(root).or(asking);
         answers.push(ApprovalAnswer {
             call: PendingCall::resumed(
                 call_id.to_owned(),

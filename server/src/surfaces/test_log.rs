@@ -84,6 +84,37 @@ impl Log {
         event.content = json!({ "tool_call_id": call, "name": "clock", "result": result, "is_error": is_error });
         self
     }
+    /// Starts run `run`, which carries out answers to approval requests of the turn that run
+    /// `continues` began.
+    pub fn start_continuation(&mut self, run: u128, continues: u128) -> &mut Self {
+        self.1 = run;
+        let started = self.add(EventKind::RunStarted, None, None);
+        started.metadata = json!({ "continues": Uuid::from_u128(continues) });
+        self
+    }
+    /// A call on card `block` waits for approval.
+    pub fn approval_request(&mut self, block: u128, call: &str) -> &mut Self {
+        let message = 0x60 + self.0.len() as u128;
+        let event = self.add(EventKind::ApprovalRequested, Some(block), Some(message));
+        event.content = json!({ "tool_call_id": call, "name": "calculator", "input": {} });
+        self
+    }
+    /// A person's answer to the request of `call` (on card `block`).
+    pub fn approval_response(
+        &mut self,
+        block: u128,
+        call: &str,
+        approve: bool,
+        reason: Option<&str>,
+    ) -> &mut Self {
+        let message = 0x70 + self.0.len() as u128;
+        let event = self.add(EventKind::ApprovalResponse, Some(block), Some(message));
+        event.content = json!({ "tool_call_id": call, "name": "calculator", "approve": approve });
+        if let Some(reason) = reason {
+            event.content["reason"] = json!(reason);
+        }
+        self
+    }
     pub fn end(&mut self, kind: EventKind, content: Value) -> &mut Self {
         self.add(kind, None, None).content = content;
         self
@@ -127,6 +158,46 @@ pub fn tool_run() -> Log {
         .result(2, "c1", json!("noon"), false)
         .result(3, "c2", json!("division by zero"), true)
         .piece(EventKind::Text, 4, 4, "It is noon.")
+        .end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "end_turn" }),
+        );
+    log
+}
+
+/// A turn with approvals: run `0x20` calls two tools that need approval and ends
+/// `requires_approval`; run `0x21` carries out a person's answers (the first approved, the
+/// second denied) and the model answers.
+pub fn approval_turn() -> Log {
+    let mut log = Log::default();
+    log.start_run(0x20)
+        .user(0x30, "u-approve", "add them")
+        .call(1, 1, "c1", "calculator")
+        .merge(1, 1, json!({ "input": {}, "status": "ready" }))
+        .call(2, 2, "c2", "calculator")
+        .merge(2, 2, json!({ "input": {}, "status": "ready" }))
+        .merge(1, 1, json!({ "status": "awaiting_approval" }))
+        .approval_request(1, "c1")
+        .merge(2, 2, json!({ "status": "awaiting_approval" }))
+        .approval_request(2, "c2")
+        .end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "requires_approval", "awaiting": [
+                { "tool_call_id": "c1", "name": "calculator", "input": {} },
+                { "tool_call_id": "c2", "name": "calculator", "input": {} }] }),
+        );
+    log.start_continuation(0x21, 0x20)
+        .approval_response(1, "c1", true, None)
+        .approval_response(2, "c2", false, Some("one is enough"))
+        .result(
+            2,
+            "c2",
+            json!("a person denied this call: one is enough"),
+            true,
+        )
+        .merge(1, 1, json!({ "status": "approved" }))
+        .result(1, "c1", json!(42), false)
+        .piece(EventKind::Text, 3, 3, "It is 42.")
         .end(
             EventKind::RunCompleted,
             json!({ "stop_reason": "end_turn" }),

@@ -82,6 +82,17 @@ pub enum Chunk {
         error_text: String,
         dynamic: bool,
     },
+    /// A tool call waits for a person (ai 6; ai 5's strict schema has no such chunk).
+    #[serde(rename_all = "camelCase")]
+    ToolApprovalRequest {
+        approval_id: String,
+        tool_call_id: String,
+    },
+    /// A person denied the call (ai 6).
+    #[serde(rename_all = "camelCase")]
+    ToolOutputDenied {
+        tool_call_id: String,
+    },
     #[serde(rename_all = "camelCase")]
     Error {
         error_text: String,
@@ -115,6 +126,9 @@ pub struct ChunkMapper {
     calls_available: HashSet<String>,
     /// Message ids of tool calls, to their tool call id and name (deltas carry only the message).
     call_names: std::collections::HashMap<Uuid, (String, String)>,
+    /// Calls of the turn's earlier run that this run carries out a person's answer for (the
+    /// client holds their parts): whether each was approved.
+    answered: std::collections::HashMap<String, bool>,
     /// The newest usage the run reported, and its last error (for a failed run's `errorText`).
     usage: Option<Value>,
     error: Option<String>,
@@ -144,7 +158,14 @@ impl ChunkMapper {
                 return out;
             }
             self.started = true;
-            let message_id = event.run_id.map(|id| id.to_string()).unwrap_or_default();
+            // A continuation goes on with the turn's message, as the client does.
+            let message_id = event
+                .metadata
+                .get("continues")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| event.run_id.map(|id| id.to_string()))
+                .unwrap_or_default();
             let metadata =
                 json!({ "agent_id": event.agent_id, "run_id": event.run_id, "seq": seq });
             out.push((
@@ -160,6 +181,12 @@ impl ChunkMapper {
             EventKind::Text | EventKind::Thinking => self.text(event, &mut out),
             EventKind::ToolCall => self.tool_call(event, &mut out),
             EventKind::ToolResult => self.tool_result(event, &mut out),
+            EventKind::ApprovalRequested => self.approval_request(event, &mut out),
+            EventKind::ApprovalResponse => {
+                let approved = event.content.get("approve").and_then(Value::as_bool) == Some(true);
+                self.answered
+                    .insert(text_of(&event.content, "tool_call_id"), approved);
+            }
             EventKind::Usage => {
                 self.usage = Some(event.content.clone());
             }
@@ -306,49 +333,55 @@ impl ChunkMapper {
         }
     }
 
+    /// A call waits for a person: its input complete, then the request (its id is the call's).
+    fn approval_request(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
+        let tool_call_id = text_of(&event.content, "tool_call_id");
+        if !self.calls_started.contains(&tool_call_id) {
+            return;
+        }
+        self.close_part(event.seq, out);
+        self.make_available(event, &tool_call_id, out);
+        out.push((
+            event.seq,
+            Chunk::ToolApprovalRequest {
+                approval_id: tool_call_id.clone(),
+                tool_call_id,
+            },
+        ));
+    }
+
+    /// Completes a call's input part, if it is not yet: an output or a request needs it.
+    fn make_available(&mut self, event: &AgentEvent, tool_call_id: &str, out: &mut Vec<Tagged>) {
+        if self.calls_available.contains(tool_call_id) {
+            return;
+        }
+        self.calls_available.insert(tool_call_id.to_owned());
+        out.push((
+            event.seq,
+            Chunk::ToolInputAvailable {
+                tool_call_id: tool_call_id.to_owned(),
+                tool_name: text_of(&event.content, "name"),
+                input: event.content.get("input").cloned().unwrap_or(json!({})),
+                dynamic: true,
+            },
+        ));
+    }
+
     fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         let tool_call_id = text_of(&event.content, "tool_call_id");
         if !self.calls_started.contains(&tool_call_id) {
-            return; // the client would reject an output for a part it does not hold
+            // An answered call of the turn's earlier run: the client holds its part.
+            if let Some(&approved) = self.answered.get(&tool_call_id) {
+                self.close_part(event.seq, out);
+                out.push((event.seq, output_chunk(event, tool_call_id, approved)));
+            }
+            return; // otherwise the client would reject an output for a part it does not hold
         }
         self.steps.result();
         self.close_part(event.seq, out);
         // An output needs the input's part to be complete.
-        if !self.calls_available.contains(&tool_call_id) {
-            let tool_name = text_of(&event.content, "name");
-            let input = event.content.get("input").cloned().unwrap_or(json!({}));
-            self.calls_available.insert(tool_call_id.clone());
-            out.push((
-                event.seq,
-                Chunk::ToolInputAvailable {
-                    tool_call_id: tool_call_id.clone(),
-                    tool_name,
-                    input,
-                    dynamic: true,
-                },
-            ));
-        }
-        let failed = event.content.get("is_error").and_then(Value::as_bool) == Some(true);
-        let result = event.content.get("result").cloned().unwrap_or(Value::Null);
-        out.push((
-            event.seq,
-            if failed {
-                Chunk::ToolOutputError {
-                    tool_call_id,
-                    error_text: match result {
-                        Value::String(text) => text,
-                        other => other.to_string(),
-                    },
-                    dynamic: true,
-                }
-            } else {
-                Chunk::ToolOutputAvailable {
-                    tool_call_id,
-                    output: result,
-                    dynamic: true,
-                }
-            },
-        ));
+        self.make_available(event, &tool_call_id, out);
+        out.push((event.seq, output_chunk(event, tool_call_id, true)));
     }
 
     fn run_end(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
@@ -384,7 +417,7 @@ impl ChunkMapper {
             }
             (EventKind::RunCancelled, _) => "other",
             (_, Some("max_tokens" | "length" | "max_events")) => "length",
-            (_, Some("max_iterations")) => "tool-calls",
+            (_, Some("max_iterations" | "requires_approval")) => "tool-calls",
             _ => "stop",
         };
         out.push((
@@ -394,6 +427,28 @@ impl ChunkMapper {
                 message_metadata: metadata,
             },
         ));
+    }
+}
+
+/// A result's chunk: its output, its error, or — for a call a person denied — the denial.
+fn output_chunk(event: &AgentEvent, tool_call_id: String, approved: bool) -> Chunk {
+    let failed = event.content.get("is_error").and_then(Value::as_bool) == Some(true);
+    let result = event.content.get("result").cloned().unwrap_or(Value::Null);
+    match (approved, failed) {
+        (false, _) => Chunk::ToolOutputDenied { tool_call_id },
+        (true, true) => Chunk::ToolOutputError {
+            tool_call_id,
+            error_text: match result {
+                Value::String(text) => text,
+                other => other.to_string(),
+            },
+            dynamic: true,
+        },
+        (true, false) => Chunk::ToolOutputAvailable {
+            tool_call_id,
+            output: result,
+            dynamic: true,
+        },
     }
 }
 

@@ -11,7 +11,10 @@
 //!   would show it twice;
 //! - a regenerated answer replaces the one before it (the client drops the old answer before
 //!   it asks again): a run whose user message has the previous run's user message id takes that
-//!   run's place.
+//!   run's place;
+//! - a run that carries out a person's answer to an approval request goes on with its turn's
+//!   assistant message (as ai 6's client does after `addToolApprovalResponse`): one message per
+//!   user turn, its id the turn's first run, its metadata the newest run's.
 
 use app::timeline::{RunStatus, Timeline, TimelineMessage};
 use app::EventKind;
@@ -21,28 +24,49 @@ use uuid::Uuid;
 use crate::surfaces::chat::client_message_id;
 use crate::surfaces::steps::Steps;
 
-/// One run's messages: its user message, and its assistant message once it has ended.
+/// One user turn's messages: its user message, and its assistant message (built over the turn's
+/// runs) once its newest run has ended.
 struct Turn {
     user: Option<(String, Value)>,
     assistant: Option<Value>,
+    /// The turn's first run (the assistant message's id) and the parts so far.
+    root: Uuid,
+    builder: Assistant,
 }
 
 /// The conversation of agent `agent_id`, oldest first.
 pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
     let mut turns: Vec<Turn> = Vec::new();
     for run in timeline.runs() {
-        let mut builder = Assistant::default();
-        let mut user = None;
+        let continued = run
+            .continues
+            .filter(|root| turns.last().is_some_and(|turn| turn.root == *root));
+        let (mut builder, mut user, root) = match continued {
+            Some(root) => {
+                let turn = turns.pop().expect("the turn continued");
+                let mut builder = turn.builder;
+                // The continuation's stream starts its steps afresh.
+                builder.steps = Steps::default();
+                (builder, turn.user, root)
+            }
+            None => (Assistant::default(), None, run.run_id),
+        };
+        let new_user = continued.is_none();
         for message in timeline
             .messages()
             .iter()
             .filter(|message| message.run_id == Some(run.run_id))
         {
             match message.kind {
-                EventKind::User if user.is_none() => user = Some(user_message(message)),
+                EventKind::User if new_user && user.is_none() => user = Some(user_message(message)),
                 EventKind::Text | EventKind::Thinking => builder.text(message),
                 EventKind::ToolCall => builder.tool_call(message),
                 EventKind::ToolResult => builder.tool_result(message),
+                EventKind::ApprovalRequested => builder.approval(message, None),
+                EventKind::ApprovalResponse => {
+                    let approved = message.content.get("approve").and_then(Value::as_bool);
+                    builder.approval(message, Some(approved == Some(true)));
+                }
                 _ => {}
             }
         }
@@ -59,12 +83,21 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
                 metadata.as_object_mut().expect("an object").remove("usage");
             }
             json!({
-                "id": run.run_id.to_string(),
+                "id": root.to_string(),
                 "role": "assistant",
                 "metadata": metadata,
-                "parts": builder.parts,
+                "parts": builder.parts.clone(),
             })
         });
+        if continued.is_some() {
+            turns.push(Turn {
+                user,
+                assistant,
+                root,
+                builder,
+            });
+            continue;
+        }
         let regenerates = match (&user, turns.last()) {
             (
                 Some((id, _)),
@@ -78,7 +111,12 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
         if regenerates {
             turns.pop();
         }
-        turns.push(Turn { user, assistant });
+        turns.push(Turn {
+            user,
+            assistant,
+            root,
+            builder,
+        });
     }
     turns
         .into_iter()
@@ -158,6 +196,30 @@ impl Assistant {
         self.parts.push(Value::Object(part));
     }
 
+    /// A request (`answer` none) or a person's answer on the call's part, as ai 6 holds them.
+    fn approval(&mut self, message: &TimelineMessage, answer: Option<bool>) {
+        let content = &message.content;
+        let tool_call_id = text_of(content, "tool_call_id");
+        let Some(index) = self.tool_part(tool_call_id) else {
+            return;
+        };
+        let part = self.parts[index].as_object_mut().expect("a tool part");
+        let mut approval = json!({ "id": tool_call_id });
+        match answer {
+            None => {
+                part.insert("state".into(), json!("approval-requested"));
+            }
+            Some(approved) => {
+                part.insert("state".into(), json!("approval-responded"));
+                approval["approved"] = json!(approved);
+                if let Some(reason) = content.get("reason").filter(|reason| reason.is_string()) {
+                    approval["reason"] = reason.clone();
+                }
+            }
+        }
+        part.insert("approval".into(), approval);
+    }
+
     fn tool_result(&mut self, message: &TimelineMessage) {
         let content = &message.content;
         let Some(index) = self.tool_part(text_of(content, "tool_call_id")) else {
@@ -165,6 +227,14 @@ impl Assistant {
         };
         self.steps.result();
         let part = self.parts[index].as_object_mut().expect("a tool part");
+        if part
+            .get("approval")
+            .and_then(|approval| approval.get("approved"))
+            == Some(&json!(false))
+        {
+            part.insert("state".into(), json!("output-denied"));
+            return;
+        }
         if part.get("state") == Some(&json!("input-streaming")) {
             let input = content.get("input").cloned().unwrap_or(json!({}));
             part.insert("input".into(), input);

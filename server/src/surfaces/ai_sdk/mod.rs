@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
 
+use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
@@ -70,6 +71,9 @@ pub async fn chat(
             "regenerate-message: this chat has no user message to answer again",
         )
     };
+    if !request.approvals.is_empty() {
+        return answer_approvals(state, request, slot).await;
+    }
     // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
     let agent_id = chat_agent(&state, &request.chat, request.trigger == Trigger::Submit)
         .await?
@@ -108,6 +112,59 @@ pub async fn chat(
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
     };
+    let chunks = stream::feed(
+        &state,
+        agent_id,
+        started.run_id,
+        after_seq,
+        Default::default(),
+    );
+    Ok(stream::sse_response(
+        &state,
+        &request.chat.to_string(),
+        chunks,
+        slot,
+    ))
+}
+
+/// A submit whose last message answers approval requests (ai 6): the run that carries the
+/// answers out, streamed as the turn's assistant message going on.
+async fn answer_approvals(
+    state: ChatState,
+    request: request::ChatRequest,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Result<Response, ApiError> {
+    let agent_id = chat_agent(&state, &request.chat, false)
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_chat",
+                format!(
+                    "chat {} has no messages: there is no approval to answer",
+                    request.chat
+                ),
+            )
+        })?;
+    let decisions = request
+        .approvals
+        .iter()
+        .map(|reply| ApprovalDecision {
+            tool_call_id: reply.approval_id.clone(),
+            approve: reply.approved,
+            reason: reply.reason.clone(),
+        })
+        .collect();
+    let options = RunOptions {
+        background: true,
+        stream_tokens: Some(true),
+        ..RunOptions::default()
+    };
+    let started = state
+        .starter
+        .answer_approvals(agent_id, decisions, options)
+        .await?;
+    let after_seq = started.after_seq.unwrap_or_default();
     let chunks = stream::feed(
         &state,
         agent_id,

@@ -41,6 +41,44 @@ pub struct ChatRequest {
     /// The last user message's id: a retried POST of it starts nothing new.
     pub message_id: String,
     pub text: String,
+    /// A person's answers to approval requests (ai 6's `addToolApprovalResponse`, sent as the
+    /// last assistant message's `approval-responded` tool parts): the run carries them out
+    /// instead of answering a user message (`message_id` and `text` are then empty).
+    pub approvals: Vec<ApprovalReply>,
+}
+
+/// One `approval-responded` tool part: the approval's id (the call's id) and the answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalReply {
+    pub approval_id: String,
+    pub approved: bool,
+    pub reason: Option<String>,
+}
+
+/// The answers an assistant message carries: its tool parts in state `approval-responded`.
+fn approval_replies(message: &Value) -> Result<Vec<ApprovalReply>, ApiError> {
+    let parts = message.get("parts").and_then(Value::as_array);
+    let mut replies = Vec::new();
+    for part in parts.into_iter().flatten() {
+        if part.get("state").and_then(Value::as_str) != Some("approval-responded") {
+            continue;
+        }
+        let approval = part.get("approval");
+        let field = |key: &str| approval.and_then(|approval| approval.get(key));
+        let (Some(Value::String(id)), Some(Value::Bool(approved))) =
+            (field("id"), field("approved"))
+        else {
+            return Err(refused(
+                "an approval-responded part needs approval.id and approval.approved",
+            ));
+        };
+        replies.push(ApprovalReply {
+            approval_id: id.clone(),
+            approved: *approved,
+            reason: field("reason").and_then(Value::as_str).map(str::to_owned),
+        });
+    }
+    Ok(replies)
 }
 
 fn refused(message: impl Into<String>) -> ApiError {
@@ -75,6 +113,25 @@ impl ChatBody {
         // Valid JSON already (it was read as part of the body).
         let parse = |raw: &RawValue| serde_json::from_str::<Value>(raw.get()).unwrap_or_default();
         let is_user = |message: &Value| message.get("role").and_then(Value::as_str) == Some("user");
+        if trigger == Trigger::Submit {
+            let last = parse(messages[messages.len() - 1]);
+            if last.get("role").and_then(Value::as_str) == Some("assistant") {
+                let approvals = approval_replies(&last)?;
+                if approvals.is_empty() {
+                    return Err(refused(
+                        "the last message of a submit must be the user's, or an assistant \
+                         message with approval responses",
+                    ));
+                }
+                return Ok(ChatRequest {
+                    chat,
+                    trigger,
+                    message_id: String::new(),
+                    text: String::new(),
+                    approvals,
+                });
+            }
+        }
         let user = match trigger {
             // A submit's new message is the last one.
             Trigger::Submit => Some(parse(messages[messages.len() - 1]))
@@ -103,6 +160,7 @@ impl ChatBody {
             trigger,
             message_id,
             text: user_text(&user)?,
+            approvals: Vec::new(),
         })
     }
 }
@@ -167,6 +225,7 @@ mod tests {
                     trigger: Trigger::Submit,
                     message_id: "u1".into(),
                     text: "hello".into(),
+                    approvals: Vec::new(),
                 },
             ),
             (
@@ -176,6 +235,7 @@ mod tests {
                     trigger: Trigger::Submit,
                     message_id: "u2".into(),
                     text: "b".into(),
+                    approvals: Vec::new(),
                 },
             ),
             (
@@ -185,6 +245,7 @@ mod tests {
                     trigger: Trigger::Regenerate,
                     message_id: "u1".into(),
                     text: "a".into(),
+                    approvals: Vec::new(),
                 },
             ),
             (
@@ -195,6 +256,7 @@ mod tests {
                     trigger: Trigger::Submit,
                     message_id: "u1".into(),
                     text: "two\nparts".into(),
+                    approvals: Vec::new(),
                 },
             ),
         ];

@@ -14,6 +14,10 @@ pub fn verify(chunks: &[Chunk], ended: bool) -> Result<(), String> {
     let mut open_parts: HashSet<&str> = HashSet::new();
     let (mut step_open, mut finished) = (false, false);
     let (mut inputs_started, mut inputs_available) = (HashSet::new(), HashSet::new());
+    let mut outputs: HashSet<&str> = HashSet::new();
+    // Before its first step, a stream may carry out answers for calls the client holds from
+    // the turn's earlier run (a continuation after an approval).
+    let mut stepped = false;
     for (index, chunk) in chunks.iter().enumerate() {
         let name = serde_json::to_value(chunk)
             .map_or_else(|_| "?".into(), |json| json["type"].to_string());
@@ -25,7 +29,10 @@ pub fn verify(chunks: &[Chunk], ended: bool) -> Result<(), String> {
             return fail("start must come first, and only first");
         }
         let ok = match chunk {
-            Chunk::StartStep => !std::mem::replace(&mut step_open, true),
+            Chunk::StartStep => {
+                stepped = true;
+                !std::mem::replace(&mut step_open, true)
+            }
             Chunk::FinishStep => {
                 let ok = step_open && open_parts.is_empty();
                 step_open = false;
@@ -49,9 +56,16 @@ pub fn verify(chunks: &[Chunk], ended: bool) -> Result<(), String> {
                 inputs_started.contains(tool_call_id.as_str())
                     && inputs_available.insert(tool_call_id.as_str())
             }
-            Chunk::ToolOutputAvailable { tool_call_id, .. }
-            | Chunk::ToolOutputError { tool_call_id, .. } => {
+            Chunk::ToolApprovalRequest { tool_call_id, .. } => {
                 inputs_available.contains(tool_call_id.as_str())
+                    && !outputs.contains(tool_call_id.as_str())
+            }
+            Chunk::ToolOutputAvailable { tool_call_id, .. }
+            | Chunk::ToolOutputError { tool_call_id, .. }
+            | Chunk::ToolOutputDenied { tool_call_id } => {
+                let held_before = !stepped && !inputs_started.contains(tool_call_id.as_str());
+                (inputs_available.contains(tool_call_id.as_str()) || held_before)
+                    && outputs.insert(tool_call_id.as_str())
             }
             Chunk::Finish { .. } => {
                 finished = true;

@@ -206,3 +206,57 @@ fn only_the_run_from_its_start_to_its_end_is_mapped() {
     assert_eq!(chunks.last().unwrap().0, run.0.len() as u64);
     assert!(mapper.push(&run.0[1]).is_empty());
 }
+
+/// A turn with approvals, run by run: the request ends the first stream; the continuation goes
+/// on with the same message and carries out the answers before its first step.
+#[test]
+fn approvals_map_to_requests_and_the_answers_outputs() {
+    let log = crate::surfaces::test_log::approval_turn();
+    let first = Some(Uuid::from_u128(0x20));
+    let split = log
+        .0
+        .iter()
+        .take_while(|event| event.run_id == first)
+        .count();
+    let (asking, answering) = log.0.split_at(split);
+    assert_eq!(
+        outline(&map(asking))[3..],
+        [
+            "tool-input-available:c1",
+            "tool-input-start:c2",
+            "tool-input-available:c2",
+            "tool-approval-request:c1",
+            "tool-approval-request:c2",
+            "finish-step",
+            "finish",
+        ]
+    );
+    let chunks = map(answering);
+    assert_eq!(
+        outline(&chunks),
+        [
+            "start",
+            "tool-output-denied:c2",
+            "tool-output-available:c1",
+            "start-step",
+            "text-start:M3",
+            "text-delta:M3",
+            "text-end:M3",
+            "finish-step",
+            "finish",
+        ]
+    );
+    let json = serde_json::to_value(&chunks[0]).unwrap();
+    assert_eq!(
+        json["messageId"],
+        Uuid::from_u128(0x20).to_string(),
+        "the turn's message"
+    );
+    let finish = serde_json::to_value(map(asking).last().unwrap()).unwrap();
+    assert_eq!(finish["finishReason"], "tool-calls");
+    for run in [asking, answering] {
+        for cut in 0..=run.len() {
+            assert_well_formed_prefix(&run[..cut], cut == run.len());
+        }
+    }
+}

@@ -7,10 +7,11 @@ use crate::surfaces::ai_sdk::chunks::{Chunk, ChunkMapper};
 use crate::surfaces::test_log::{text_run, tool_run, Log, AGENT};
 use app::AgentEvent;
 
-/// What a client holds after reading one run's stream: the assistant message.
-fn client_message(chunks: &[Chunk]) -> Value {
-    let mut message = json!({ "role": "assistant", "parts": [] });
-    let mut metadata = Map::new();
+/// What a client holds after reading one run's stream: the assistant message (`going_on`: the
+/// one it held, when the stream continues it).
+fn client_message(chunks: &[Chunk], going_on: Option<Value>) -> Value {
+    let mut message = going_on.unwrap_or_else(|| json!({ "role": "assistant", "parts": [] }));
+    let mut metadata = message["metadata"].as_object().cloned().unwrap_or_default();
     let mut merge = |value: &Option<Value>| {
         if let Some(Value::Object(fields)) = value {
             metadata.extend(fields.clone());
@@ -88,6 +89,18 @@ fn client_message(chunks: &[Chunk]) -> Value {
                 list[at]["state"] = json!("output-error");
                 list[at]["errorText"] = json!(error_text);
             }
+            Chunk::ToolApprovalRequest {
+                approval_id,
+                tool_call_id,
+            } => {
+                let at = find(&mut list, "toolCallId", tool_call_id);
+                list[at]["state"] = json!("approval-requested");
+                list[at]["approval"] = json!({ "id": approval_id });
+            }
+            Chunk::ToolOutputDenied { tool_call_id } => {
+                let at = find(&mut list, "toolCallId", tool_call_id);
+                list[at]["state"] = json!("output-denied");
+            }
             // The client throws at an error chunk and reads no further.
             Chunk::Error { .. } => break,
             Chunk::FinishStep => {}
@@ -129,6 +142,30 @@ fn client_conversation(log: &Log) -> Vec<Value> {
                 }));
             }
         }
+        // A continuation goes on with the assistant message the client holds, its answers
+        // given first (`addToolApprovalResponse`).
+        let continues = events[0].metadata.get("continues").cloned();
+        let going_on = continues
+            .filter(|root| held.last().is_some_and(|last| &last["id"] == root))
+            .map(|_| {
+                let mut message = held.pop().unwrap();
+                for answer in events
+                    .iter()
+                    .filter(|event| event.kind == EventKind::ApprovalResponse)
+                {
+                    let call = &answer.content["tool_call_id"];
+                    for part in message["parts"].as_array_mut().unwrap() {
+                        if &part["toolCallId"] == call {
+                            part["state"] = json!("approval-responded");
+                            part["approval"]["approved"] = answer.content["approve"].clone();
+                            if let Some(reason) = answer.content.get("reason") {
+                                part["approval"]["reason"] = reason.clone();
+                            }
+                        }
+                    }
+                }
+                message
+            });
         let mut mapper = ChunkMapper::new();
         let chunks: Vec<Chunk> = events
             .iter()
@@ -136,7 +173,7 @@ fn client_conversation(log: &Log) -> Vec<Value> {
             .map(|(_, chunk)| chunk)
             .collect();
         if mapper.ended() {
-            held.push(client_message(&chunks));
+            held.push(client_message(&chunks, going_on));
         }
     }
     held
@@ -287,4 +324,44 @@ fn a_regenerated_answer_replaces_the_one_before() {
     assert_eq!(ids.len(), 10);
     assert_eq!(ids[8], "u6");
     assert_eq!(ids[9], Uuid::from_u128(20).to_string());
+}
+
+#[test]
+fn a_turn_with_approvals_is_one_message_as_the_client_holds_it() {
+    let log = crate::surfaces::test_log::approval_turn();
+    let held = client_conversation(&log);
+    assert_eq!(history(&log), held);
+    let answer = &held[1];
+    assert_eq!(
+        answer["id"],
+        Uuid::from_u128(0x20).to_string(),
+        "the turn's first run"
+    );
+    assert_eq!(answer["metadata"]["run_id"], json!(Uuid::from_u128(0x21)));
+    let tools: Vec<&Value> = answer["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|part| part["type"] == "dynamic-tool")
+        .collect();
+    assert_eq!(tools[0]["state"], "output-available");
+    assert_eq!(tools[0]["output"], 42);
+    assert_eq!(tools[1]["state"], "output-denied");
+    assert_eq!(
+        tools[1]["approval"],
+        json!({ "id": "c2", "approved": false, "reason": "one is enough" })
+    );
+    // Before the answers: the requests, as the first stream left them.
+    let mut asked = Log::default();
+    let first = Some(Uuid::from_u128(0x20));
+    asked.0 = log
+        .0
+        .iter()
+        .take_while(|event| event.run_id == first)
+        .cloned()
+        .collect();
+    let held = client_conversation(&asked);
+    assert_eq!(history(&asked), held);
+    assert_eq!(held[1]["parts"][1]["state"], "approval-requested");
+    assert_eq!(held[1]["parts"][1]["approval"], json!({ "id": "c1" }));
 }
