@@ -62,6 +62,8 @@ export default defineConfig({
         DATABASE_URL: `sqlite://${database}`,
         AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "25",
         AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
+        // An MCP server on the official SDK (started only for agents that name it).
+        AGENTSTREAM_MCP_CONFIG: path.join(repository, "end2end", "fixtures", "mcp.json"),
         RUST_LOG: "warn",
       },
     },

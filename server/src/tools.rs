@@ -26,6 +26,12 @@ pub type ProgressSender = mpsc::Sender<Value>;
 
 pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
+    /// Whether every call waits for a person's approval, whichever agent makes it (an MCP
+    /// server's `requires_approval` in the config file). Agents add their own with
+    /// `metadata.requires_approval`.
+    fn requires_approval(&self) -> bool {
+        false
+    }
     fn call(
         &self,
         input: Value,

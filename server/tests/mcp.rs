@@ -381,3 +381,92 @@ async fn a_hung_server_holds_back_neither_the_runs_start_nor_its_cancel() {
         "the cancel waited for the tool listing"
     );
 }
+
+/// The witness server (end2end/fixtures/mcp-witness.mjs, on the official MCP SDK) writes down
+/// each cancellation it received: a cancel of our run reaches it as `notifications/cancelled`
+/// for the very request that was in flight.
+#[tokio::test]
+async fn a_cancel_reaches_the_mcp_server_as_notifications_cancelled() {
+    let directory = tempfile::tempdir().unwrap();
+    let witness_file = directory.path().join("cancelled.jsonl");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../end2end/fixtures/mcp-witness.mjs");
+    let server = server_with(json!({ "witness": {
+        "command": "node",
+        "args": [script.display().to_string()],
+        "env": { "WITNESS_FILE": witness_file.display().to_string() },
+    } }))
+    .await;
+    let agent_id = server.mcp_agent(json!(["witness"])).await;
+    let run_id = server
+        .start_run(agent_id, r#"/tools wait {"seconds": 30}"#)
+        .await;
+    server.wait_for_progress(agent_id).await;
+    assert!(!witness_file.exists(), "nothing cancelled yet");
+    server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({}),
+        )
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
+    let seen = wait_until("the MCP server to see the cancellation", || async {
+        std::fs::read_to_string(&witness_file)
+            .ok()
+            .filter(|text| !text.is_empty())
+    })
+    .await;
+    let lines: Vec<Value> = seen
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "one call, one cancellation: {seen}");
+    assert!(
+        lines[0]["cancelled"].is_number(),
+        "the request's id: {seen}"
+    );
+}
+
+/// `requires_approval` in the config file: the server's tool waits for a person whichever agent
+/// calls it; the answer runs it on the MCP server.
+#[tokio::test]
+async fn a_configured_server_can_require_approval_for_its_tools() {
+    let script = everything().display().to_string();
+    let server = server_with(json!({ "everything": {
+        "command": "node", "args": [script, "stdio"], "requires_approval": ["get-sum"],
+    } }))
+    .await;
+    let agent_id = server.mcp_agent(json!(["everything"])).await;
+    let run_id = server
+        .start_run(
+            agent_id,
+            r#"/tools get-sum {"a": 2, "b": 3}; echo {"message": "hi"}"#,
+        )
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(
+        events.last().unwrap().content["stop_reason"],
+        "requires_approval"
+    );
+    let called = results(&events, run_id);
+    assert_eq!(called.len(), 1, "echo ran, get-sum waits: {called:?}");
+    assert_eq!(called[0].0, "echo");
+    let request = events
+        .iter()
+        .find(|event| event.kind == EventKind::ApprovalRequested)
+        .expect("an approval request");
+    let call_id = request.content["tool_call_id"].as_str().unwrap();
+    let accepted = server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/approvals"),
+            &json!({ "call_id": call_id, "approve": true }),
+        )
+        .await;
+    let next: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, next).await;
+    let called = results(&events, next);
+    assert_eq!(called.len(), 1, "{called:?}");
+    assert!(!called[0].2, "{called:?}");
+    assert!(called[0].1.to_string().contains('5'), "{called:?}");
+}

@@ -256,6 +256,26 @@ fn ToolCallCard(
 ) -> impl IntoView {
     let name = content_of(timeline, message_id, version, "name");
     let input = content_of(timeline, message_id, version, "input");
+    // A long tool's progress reports (MCP `notifications/progress`), merged on the card.
+    let progress = content_of(timeline, message_id, version, "progress");
+    let progress_message = content_of(timeline, message_id, version, "progress_message");
+    let progress_text = move || {
+        let mut text = match progress() {
+            serde_json::Value::String(text) => text,
+            serde_json::Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        if let Some(message) = progress_message()
+            .as_str()
+            .filter(|message| !message.is_empty())
+        {
+            if !text.is_empty() {
+                text.push_str(" · ");
+            }
+            text.push_str(message);
+        }
+        text
+    };
     let tool_call_id = content_of(timeline, message_id, version, "tool_call_id");
     let outcome = move || {
         let call_id = tool_call_id();
@@ -301,7 +321,15 @@ fn ToolCallCard(
                 }.into_any()
             }
             (None, _, true) => view! { <div class="tool-outcome waiting">"waiting for approval"</div> }.into_any(),
-            (None, true, _) => view! { <div class="tool-outcome running">"running…"</div> }.into_any(),
+            (None, true, _) => view! {
+                <div class="tool-outcome running">
+                    "running…"
+                    {move || {
+                        let text = progress_text();
+                        (!text.is_empty()).then(|| view! { <span class="tool-progress">{text}</span> })
+                    }}
+                </div>
+            }.into_any(),
             (None, false, _) => view! { <div class="tool-outcome muted">"no result"</div> }.into_any(),
         }}
     }

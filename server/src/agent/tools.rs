@@ -123,7 +123,13 @@ impl Run {
 
     /// Whether `call` waits for a person before it runs.
     fn needs_approval(&self, call: &PendingCall) -> bool {
-        !call.approved && self.requires_approval.iter().any(|name| *name == call.name)
+        let configured = || {
+            self.tools
+                .iter()
+                .any(|tool| tool.requires_approval() && tool.spec().name == call.name)
+        };
+        !call.approved
+            && (self.requires_approval.iter().any(|name| *name == call.name) || configured())
     }
 
     /// Runs the calls of one step concurrently, each on its own task; writes their progress and

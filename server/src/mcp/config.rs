@@ -1,6 +1,8 @@
 //! The MCP servers this server process may use, read from the file `AGENTSTREAM_MCP_CONFIG`
 //! names, in the shape MCP clients share: `{"mcpServers": {name: {command, args?, env?} |
-//! {url, headers?}}}`. Pure; every refusal names the server and what was wrong.
+//! {url, headers?}}}`, plus `requires_approval` per server (`true`: every tool of it; a list:
+//! those tools) — its calls then wait for a person, whichever agent makes them. Pure; every
+//! refusal names the server and what was wrong.
 
 use std::collections::BTreeMap;
 
@@ -27,10 +29,31 @@ pub enum ServerConfig {
     },
 }
 
+/// Which tools of a server wait for a person's approval.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Approval {
+    #[default]
+    None,
+    All,
+    Tools(Vec<String>),
+}
+
+impl Approval {
+    pub fn covers(&self, tool: &str) -> bool {
+        match self {
+            Approval::None => false,
+            Approval::All => true,
+            Approval::Tools(tools) => tools.iter().any(|name| name == tool),
+        }
+    }
+}
+
 /// The configured servers, by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct McpConfig {
     pub servers: BTreeMap<String, ServerConfig>,
+    /// `requires_approval` of the servers that have it.
+    pub approvals: BTreeMap<String, Approval>,
 }
 
 impl McpConfig {
@@ -59,10 +82,30 @@ impl McpConfig {
                     "server {name:?}: a name is 1–{MCP_SERVER_NAME_CHARS_MAX} characters of A–Z, a–z, 0–9, _ and -"
                 ));
             }
+            let approval = read_approval(server.get("requires_approval"))
+                .map_err(|why| format!("server {name:?}: {why}"))?;
             let server = read_server(server).map_err(|why| format!("server {name:?}: {why}"))?;
             config.servers.insert(name.clone(), server);
+            if approval != Approval::None {
+                config.approvals.insert(name.clone(), approval);
+            }
         }
         Ok(config)
+    }
+}
+
+fn read_approval(value: Option<&Value>) -> Result<Approval, String> {
+    match value {
+        None | Some(Value::Bool(false)) => Ok(Approval::None),
+        Some(Value::Bool(true)) => Ok(Approval::All),
+        Some(Value::Array(names)) if names.iter().all(Value::is_string) => Ok(Approval::Tools(
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+        )),
+        Some(_) => Err("requires_approval must be true, false or a list of tool names".into()),
     }
 }
 
@@ -195,5 +238,36 @@ mod tests {
             .collect();
         let error = McpConfig::parse(&json!({ "mcpServers": many }).to_string()).unwrap_err();
         assert!(error.contains("at most"), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod approval_tests {
+    use super::*;
+
+    #[test]
+    fn a_server_names_the_tools_that_wait_for_a_person() {
+        let text = r#"{"mcpServers": {
+            "all": {"command": "x", "requires_approval": true},
+            "some": {"command": "x", "requires_approval": ["get-sum"]},
+            "none": {"command": "x", "requires_approval": false},
+            "plain": {"command": "x"}
+        }}"#;
+        let config = McpConfig::parse(text).unwrap();
+        assert!(config.approvals["all"].covers("anything"));
+        assert!(config.approvals["some"].covers("get-sum"));
+        assert!(!config.approvals["some"].covers("echo"));
+        assert!(!config.approvals.contains_key("none"));
+        assert!(!config.approvals.contains_key("plain"));
+        for bad in [r#""yes""#, "[1]", "{}"] {
+            let text = format!(
+                r#"{{"mcpServers": {{"a": {{"command": "x", "requires_approval": {bad}}}}}}}"#
+            );
+            let error = McpConfig::parse(&text).unwrap_err();
+            assert!(
+                error.contains("requires_approval must be"),
+                "{bad}: {error}"
+            );
+        }
     }
 }

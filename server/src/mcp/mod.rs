@@ -33,6 +33,9 @@ pub const AGENT_MCP_SERVERS_MAX: usize = 16;
 #[derive(Default)]
 pub struct McpHub {
     connections: BTreeMap<String, Arc<Connection>>,
+    /// Which tools of each server wait for a person's approval (the config's
+    /// `requires_approval`).
+    approvals: BTreeMap<String, config::Approval>,
 }
 
 /// A tool an agent can see, and where it comes from (`None`: built in).
@@ -51,7 +54,10 @@ impl McpHub {
                 (name.clone(), Arc::new(connection))
             })
             .collect();
-        McpHub { connections }
+        McpHub {
+            connections,
+            approvals: config.approvals.clone(),
+        }
     }
 
     /// The names of the configured servers.
@@ -91,10 +97,15 @@ impl McpHub {
                             tracing::warn!(server = %name, tool = %listed.name, "tool name taken: left out");
                             continue;
                         }
+                        let requires_approval = self
+                            .approvals
+                            .get(&name)
+                            .is_some_and(|approval| approval.covers(&listed.name));
                         visible.push(VisibleTool {
                             tool: Arc::new(McpTool {
                                 listed,
                                 connection: connection.clone(),
+                                requires_approval,
                             }),
                             server: Some(name.clone()),
                         });

@@ -14,9 +14,15 @@ use crate::tools::{ProgressSender, Tool};
 pub struct McpTool {
     pub(super) listed: ListedTool,
     pub(super) connection: Arc<Connection>,
+    /// The config file says its calls wait for a person.
+    pub(super) requires_approval: bool,
 }
 
 impl Tool for McpTool {
+    fn requires_approval(&self) -> bool {
+        self.requires_approval
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: self.listed.name.clone(),
