@@ -322,7 +322,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
         .collect::<Vec<_>>();
     assert_eq!(
         pending,
-        [call_id.clone()],
+        std::slice::from_ref(&call_id),
         "still pending after the restart"
     );
     let (status, accepted) = post(

@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentstream_server::agent::{Providers, RunLimits, RunOptions, Runs};
+use agentstream_server::agent::{Providers, RunLimits, RunOptions, Runs, Turn};
 use agentstream_server::delivery::hub::Hub;
 use agentstream_server::delivery::writer::Writer;
 use agentstream_server::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
@@ -92,7 +92,7 @@ async fn run_to_its_end(setup: &Setup) -> (Uuid, Vec<AgentEvent>) {
             &agent,
             run_id,
             Vec::new(),
-            "hello".into(),
+            Turn::User("hello".into()),
             RunOptions::default(),
         )
         .unwrap();
@@ -144,7 +144,7 @@ async fn a_run_whose_provider_panics_ends_failed_and_frees_its_agent() {
             &agent,
             Uuid::now_v7(),
             Vec::new(),
-            "again".into(),
+            Turn::User("again".into()),
             RunOptions::default(),
         )
         .expect("the agent is free");

@@ -128,8 +128,7 @@ impl Run {
                 .iter()
                 .any(|tool| tool.requires_approval() && tool.spec().name == call.name)
         };
-        !call.approved
-            && (self.requires_approval.iter().any(|name| *name == call.name) || configured())
+        !call.approved && (self.requires_approval.contains(&call.name) || configured())
     }
 
     /// Runs the calls of one step concurrently, each on its own task; writes their progress and
