@@ -394,7 +394,12 @@ impl EventMapper {
         match (event.delta_path.as_deref(), &event.delta) {
             (None, _) => {
                 let tool_call_id = text_of(&event.content, "tool_call_id");
-                if tool_call_id.is_empty() || self.call_ids.contains(&tool_call_id) {
+                // A message holds one call: a second start on it (a log could hold one) would
+                // replace the first, which would then never end.
+                if tool_call_id.is_empty()
+                    || self.call_ids.contains(&tool_call_id)
+                    || self.calls.contains_key(&message)
+                {
                     return;
                 }
                 self.enter_step(event, out);

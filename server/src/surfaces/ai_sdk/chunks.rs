@@ -129,6 +129,10 @@ pub struct ChunkMapper {
     /// Calls of the turn's earlier run that this run carries out a person's answer for (the
     /// client holds their parts): whether each was approved.
     answered: std::collections::HashMap<String, bool>,
+    /// Calls whose output went out: one output per call (a log may hold a second result).
+    outputs: HashSet<String>,
+    /// True once a step began: answers' outputs come before the first step or not at all.
+    stepped: bool,
     /// The newest usage the run reported, and its last error (for a failed run's `errorText`).
     usage: Option<Value>,
     error: Option<String>,
@@ -210,6 +214,7 @@ impl ChunkMapper {
         if self.steps.starts_new(is_text, event.block_id) {
             self.close_step(event.seq, out);
             self.steps.begin();
+            self.stepped = true;
             out.push((event.seq, Chunk::StartStep));
         }
         self.steps.notes_text(is_text, event.block_id);
@@ -336,7 +341,7 @@ impl ChunkMapper {
     /// A call waits for a person: its input complete, then the request (its id is the call's).
     fn approval_request(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         let tool_call_id = text_of(&event.content, "tool_call_id");
-        if !self.calls_started.contains(&tool_call_id) {
+        if !self.calls_started.contains(&tool_call_id) || self.outputs.contains(&tool_call_id) {
             return;
         }
         self.close_part(event.seq, out);
@@ -369,14 +374,20 @@ impl ChunkMapper {
 
     fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
         let tool_call_id = text_of(&event.content, "tool_call_id");
+        if self.outputs.contains(&tool_call_id) {
+            return; // a second result: the client takes one output per part
+        }
         if !self.calls_started.contains(&tool_call_id) {
-            // An answered call of the turn's earlier run: the client holds its part.
-            if let Some(&approved) = self.answered.get(&tool_call_id) {
+            // An answered call of the turn's earlier run: the client holds its part. Its
+            // output comes before the continuation's first step (as the run writes it).
+            if let Some(&approved) = self.answered.get(&tool_call_id).filter(|_| !self.stepped) {
                 self.close_part(event.seq, out);
+                self.outputs.insert(tool_call_id.clone());
                 out.push((event.seq, output_chunk(event, tool_call_id, approved)));
             }
             return; // otherwise the client would reject an output for a part it does not hold
         }
+        self.outputs.insert(tool_call_id.clone());
         self.steps.result();
         self.close_part(event.seq, out);
         // An output needs the input's part to be complete.

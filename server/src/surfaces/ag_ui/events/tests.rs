@@ -258,3 +258,34 @@ fn replayed_deltas_merge_only_within_one_message() {
 }
 
 use crate::surfaces::test_log::id;
+
+/// Found by the fuzz target: a second call start on a message that already holds a call (the
+/// server never writes one; a log could hold one) replaced the first call, which then never
+/// ended, and `RUN_FINISHED` came while it was open. A message holds one call: the second start
+/// is not a call.
+#[test]
+fn a_second_call_on_one_message_is_not_a_call() {
+    let mut log = Log::default();
+    log.start()
+        .call(1, 1, "c1", "clock")
+        .call(1, 1, "c2", "clock")
+        .merge(1, 1, json!({ "input": {}, "status": "ready" }))
+        .end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "end_turn" }),
+        );
+    let events = map(&log.0);
+    assert_eq!(
+        outline(&events),
+        [
+            "RUN_STARTED",
+            "STEP_STARTED:step-1",
+            "TOOL_CALL_START:c1",
+            "TOOL_CALL_ARGS:c1",
+            "TOOL_CALL_END:c1",
+            "STEP_FINISHED:step-1",
+            "RUN_FINISHED",
+        ]
+    );
+    super::super::verify::verify(&events, true).unwrap();
+}
