@@ -105,7 +105,7 @@ impl EventDraft {
 /// seq beside it (the cursor, and the SSE `id:`).
 ///
 /// Catch-up and live delivery send these strings as they are: a 10 000-event resume parsed every
-/// stored JSON value into a tree and printed it again (`examples/bench.rs`), and each subscriber
+/// stored JSON value into a tree and printed it again (`examples/bench/`), and each subscriber
 /// of a live agent printed the same events again for itself.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventJson {

@@ -37,7 +37,7 @@ pub const WS_CONNECTIONS_MAX: usize = 1024;
 /// mistake or an attack.
 pub const WS_MESSAGE_BYTES_MAX: usize = 64 * 1024;
 /// The read buffer each connection allocates up front. Client frames are small commands; the
-/// library's default (128 KiB) made an idle socket cost ~140 KB (`examples/bench.rs`).
+/// library's default (128 KiB) made an idle socket cost ~140 KB (`examples/bench/`).
 pub const WS_READ_BUFFER_BYTES: usize = 4 * 1024;
 /// Outgoing bytes gathered before they are written to the socket.
 pub const WS_WRITE_BUFFER_BYTES: usize = 8 * 1024;

@@ -1,7 +1,8 @@
 //! The benchmark: how fast the engine persists and broadcasts, beside the machine's physical
 //! limit (fsyncs per second) and the seed design (one SQLite transaction per event, DELETE
 //! journal), all measured in the same run on the same disk; then the real server over real
-//! sockets: latency of 100 paced streams, resuming a 10 000-event gap, idle WebSocket memory.
+//! sockets: latency of 100 paced streams, resuming a 10 000-event gap, idle WebSocket memory,
+//! and what the log costs on disk per streamed token (`log_size.rs`).
 //!
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
 //! version (the test command uses it so the benchmark keeps building and running). Not a test:
@@ -27,6 +28,8 @@ use sqlx::ConnectOptions;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
+mod log_size;
+
 /// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).
 const PRODUCER_IN_FLIGHT_MAX: usize = 64;
 
@@ -44,6 +47,9 @@ struct Sizes {
     /// The slow reader: a reply of this many unpaced-ish tokens (1 ms apart), read at this rate.
     slow_reply_tokens: u32,
     slow_read_bytes_per_second: u64,
+    /// The log's size: this many agents each stream one reply of this many tokens.
+    size_agents: u64,
+    size_reply_tokens: u32,
 }
 
 fn main() {
@@ -61,6 +67,8 @@ fn main() {
             idle_sockets: 20,
             slow_reply_tokens: 200,
             slow_read_bytes_per_second: 250_000,
+            size_agents: 2,
+            size_reply_tokens: 200,
         }
     } else {
         Sizes {
@@ -75,6 +83,8 @@ fn main() {
             idle_sockets: 10_000,
             slow_reply_tokens: 2_000,
             slow_read_bytes_per_second: 250_000,
+            size_agents: 16,
+            size_reply_tokens: 5_000,
         }
     };
     let directory = std::env::var_os("AGENTSTREAM_BENCH_DIR")
@@ -143,6 +153,13 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         sizes,
     )
     .await;
+    log_size::measure(
+        &directory.join("size.db"),
+        sizes.size_agents,
+        sizes.size_reply_tokens,
+    )
+    .await
+    .print();
     match live::idle_memory(directory, sizes.idle_sockets).await {
         Some((sockets, bytes_each)) => println!(
             "{:<66} {:>12.1} KB each",
@@ -598,7 +615,7 @@ async fn engine(store: Arc<dyn Store>, agents: u64, events_per_agent: u64) -> En
 }
 
 /// The real server over real sockets.
-mod live {
+pub(crate) mod live {
     use std::path::Path;
     use std::time::{Duration, Instant};
 

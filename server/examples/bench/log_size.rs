@@ -1,0 +1,146 @@
+//! What the log costs on disk: long scripted replies through the real server (runs, tokens,
+//! everything a run writes), then the SQLite database and its WAL after a checkpoint, divided by
+//! the streamed tokens (`text` events) — with where a token's row goes, column by column.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Row};
+use uuid::Uuid;
+
+use super::live::Server;
+
+/// What one measurement found.
+pub struct LogSize {
+    pub tokens: u64,
+    pub events: u64,
+    pub bytes_on_disk: u64,
+    /// Average stored bytes of a token's row, per column, in schema order.
+    pub token_columns: Vec<(String, f64)>,
+}
+
+impl LogSize {
+    pub fn print(&self) {
+        println!(
+            "{:<66} {:>12.0} bytes",
+            format!(
+                "log on disk per streamed token (db + WAL after checkpoint; {} tokens, {} events)",
+                self.tokens, self.events
+            ),
+            self.bytes_on_disk as f64 / self.tokens.max(1) as f64
+        );
+        let columns: Vec<String> = self
+            .token_columns
+            .iter()
+            .filter(|(_, bytes)| *bytes > 0.0)
+            .map(|(name, bytes)| format!("{name} {bytes:.0}"))
+            .collect();
+        let stored: f64 = self.token_columns.iter().map(|(_, bytes)| bytes).sum();
+        println!(
+            "  a token's row: {stored:.0} bytes of values ({}); the rest is row and index overhead",
+            columns.join(", ")
+        );
+    }
+}
+
+/// `agents` agents each stream one reply of `reply_tokens` tokens, unpaced, at once, into a
+/// fresh database at `path`.
+pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
+    super::remove_database(path);
+    let url = format!("sqlite://{}", path.display());
+    let server = Server::start(&url, 0, reply_tokens).await;
+    let http = reqwest::Client::new();
+    let mut runs = Vec::new();
+    for _ in 0..agents {
+        let agent_id = server.agent().await;
+        let accepted: Value = http
+            .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
+            .json(&json!({ "content": "a long answer, please" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        runs.push(Uuid::parse_str(accepted["run_id"].as_str().unwrap()).unwrap());
+    }
+    for run_id in runs {
+        loop {
+            let run: Value = http
+                .get(format!("{}/v1/runs/{run_id}", server.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if run["status"] != "running" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    drop(server);
+    // The server lets go of the database as it shuts down.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut connection = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let count = |kind: Option<&str>| {
+        let sql = match kind {
+            Some(_) => "SELECT count(*) FROM agent_events WHERE kind = ?",
+            None => "SELECT count(*) FROM agent_events WHERE ? IS NULL",
+        };
+        sqlx::query_scalar::<_, i64>(sql).bind(kind.map(str::to_owned))
+    };
+    let tokens = count(Some("text"))
+        .fetch_one(&mut connection)
+        .await
+        .unwrap() as u64;
+    let events = count(None).fetch_one(&mut connection).await.unwrap() as u64;
+    let columns: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info('agent_events')")
+        .fetch_all(&mut connection)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>(0))
+        .collect();
+    let averages = columns
+        .iter()
+        .map(|name| format!("avg(coalesce(length(\"{name}\"), 0))"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let row = sqlx::query(&format!(
+        "SELECT {averages} FROM agent_events WHERE kind = 'text'"
+    ))
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    let token_columns = columns
+        .iter()
+        .enumerate()
+        .map(|(index, name)| (name.clone(), row.try_get::<f64, _>(index).unwrap_or(0.0)))
+        .collect();
+    drop(connection);
+    let size = |suffix: &str| {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        std::fs::metadata(file).map_or(0, |metadata| metadata.len())
+    };
+    let bytes_on_disk = size("") + size("-wal");
+    super::remove_database(path);
+    LogSize {
+        tokens,
+        events,
+        bytes_on_disk,
+        token_columns,
+    }
+}
