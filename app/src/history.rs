@@ -27,12 +27,52 @@ pub trait HistorySource: Send + Sync + 'static {
         &self,
         agent_id: Uuid,
     ) -> futures::future::BoxFuture<'static, Result<Option<AgentHistory>, String>>;
+
+    /// The agents the agents page lists (newest first, a bounded number).
+    fn agents(&self) -> futures::future::BoxFuture<'static, Result<Vec<Agent>, String>>;
 }
 
 /// The context value the server provides: a shared [`HistorySource`].
 #[cfg(feature = "ssr")]
 #[derive(Clone)]
 pub struct HistorySourceHandle(pub std::sync::Arc<dyn HistorySource>);
+
+/// The agents for the agents page, as a blocking resource: read on the server before any HTML
+/// is sent (so the page lists them without JavaScript), loaded over REST after a client-side
+/// navigation.
+pub fn agents_resource() -> leptos::prelude::Resource<Result<Vec<Agent>, String>> {
+    #[cfg(feature = "ssr")]
+    let source = leptos::prelude::use_context::<HistorySourceHandle>();
+    leptos::prelude::Resource::new_blocking(
+        || (),
+        move |_| {
+            #[cfg(feature = "ssr")]
+            let source = source.clone();
+            let load = async move {
+                #[cfg(feature = "ssr")]
+                {
+                    match source {
+                        Some(source) => source.0.agents().await,
+                        None => Err("the server has no history source".to_owned()),
+                    }
+                }
+                #[cfg(all(feature = "hydrate", not(feature = "ssr")))]
+                {
+                    crate::api_client::list_agents().await
+                }
+                #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
+                {
+                    Err::<Vec<Agent>, String>(
+                        "agents load only on the server or in the browser".into(),
+                    )
+                }
+            };
+            #[cfg(feature = "hydrate")]
+            let load = send_wrapper::SendWrapper::new(load);
+            load
+        },
+    )
+}
 
 /// The history of `agent_id` as a blocking resource: on the server it is read from the store
 /// before any HTML is sent and serialized into the page; in the browser the serialized value is

@@ -216,6 +216,42 @@ impl Timeline {
         })
     }
 
+    /// Tool calls the model made together (one step's calls): consecutive tool-call blocks of a
+    /// run, with no other block between. Each block of a group of two or more, to its place in
+    /// the group and the group's size — what a page shows as "called 3 tools at once".
+    pub fn call_groups(&self) -> HashMap<Uuid, (usize, usize)> {
+        let is_call = |block: &TimelineBlock| {
+            block.message_ids.first().is_some_and(|id| {
+                self.message(*id)
+                    .is_some_and(|message| message.kind == EventKind::ToolCall)
+            })
+        };
+        let mut groups = HashMap::new();
+        let mut group: Vec<&TimelineBlock> = Vec::new();
+        let mut flush = |group: &mut Vec<&TimelineBlock>| {
+            if group.len() >= 2 {
+                for (index, block) in group.iter().enumerate() {
+                    groups.insert(block.block_id, (index, group.len()));
+                }
+            }
+            group.clear();
+        };
+        for block in &self.blocks {
+            let joins = is_call(block)
+                && group
+                    .last()
+                    .is_none_or(|previous| previous.run_id == block.run_id);
+            if !joins {
+                flush(&mut group);
+            }
+            if is_call(block) {
+                group.push(block);
+            }
+        }
+        flush(&mut group);
+        groups
+    }
+
     /// Events held behind a gap.
     pub fn held_count(&self) -> usize {
         self.held.len()

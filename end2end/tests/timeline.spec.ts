@@ -234,8 +234,10 @@ test("a tool-using reply shows tool cards with inputs, progress and results", as
   await expect(calculator.locator(".tool-outcome")).toHaveText("result: 42");
   await waitForCompletion(page);
   await expect(slow.locator(".tool-outcome")).toHaveText("result: waited 2 s");
-  // Each call ran on its own thread, and the blocks say so.
-  await expect(page.locator(".thread-label").first()).toBeVisible();
+  // The calls the model made together are drawn as one group, said in a person's words.
+  await expect(page.locator(".group-label")).toHaveText("called 2 tools at once");
+  await expect(page.locator(".block.in-group")).toHaveCount(2);
+  await expect(page.locator(".thread-label")).toHaveCount(0);
   // The model's final answer reads the results.
   await expect(page.locator(".message.kind-text .body").last()).toContainText("42");
 });

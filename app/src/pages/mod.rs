@@ -11,7 +11,6 @@ use leptos_router::{
 use uuid::Uuid;
 
 use crate::history::{history_resource, AgentHistory};
-use crate::protocol::Agent;
 
 mod approval;
 mod live;
@@ -50,7 +49,7 @@ pub fn App() -> impl IntoView {
             </header>
             <main>
                 <Routes fallback=|| view! { <p class="error">"Page not found."</p> }>
-                    <Route path=StaticSegment("") view=AgentsPage/>
+                    <Route path=StaticSegment("") view=AgentsPage ssr=SsrMode::Async/>
                     <Route
                         path=(StaticSegment("agents"), ParamSegment("id"))
                         view=AgentPage
@@ -70,16 +69,10 @@ pub fn App() -> impl IntoView {
 /// `/`: the agents, and a form to create one.
 #[component]
 fn AgentsPage() -> impl IntoView {
-    let agents = RwSignal::new(None::<Result<Vec<Agent>, String>>);
+    // Read on the server before the page is sent: the list is there without JavaScript.
+    let agents = crate::history::agents_resource();
     let name = RwSignal::new(String::new());
     let create_error = RwSignal::new(None::<String>);
-
-    Effect::new(move |_| {
-        #[cfg(feature = "hydrate")]
-        leptos::task::spawn_local(async move {
-            agents.set(Some(crate::api_client::list_agents().await));
-        });
-    });
 
     let navigate = leptos_router::hooks::use_navigate();
     let on_submit = move |event: leptos::ev::SubmitEvent| {
@@ -115,13 +108,13 @@ fn AgentsPage() -> impl IntoView {
             <button type="submit">"Create agent"</button>
         </form>
         {move || create_error.get().map(|message| view! { <p class="error">{message}</p> })}
-        {move || match agents.get() {
-            None => view! { <p class="muted">"Loading agents…"</p> }.into_any(),
-            Some(Err(message)) => view! { <p class="error">{message}</p> }.into_any(),
-            Some(Ok(list)) if list.is_empty() => {
+        <Suspense fallback=|| view! { <p class="muted">"Loading agents…"</p> }>
+        {move || Suspend::new(async move { match agents.await {
+            Err(message) => view! { <p class="error">{message}</p> }.into_any(),
+            Ok(list) if list.is_empty() => {
                 view! { <p class="muted">"No agents yet."</p> }.into_any()
             }
-            Some(Ok(list)) => {
+            Ok(list) => {
                 view! {
                     <ul class="agents">
                         {list
@@ -141,7 +134,8 @@ fn AgentsPage() -> impl IntoView {
                 }
                     .into_any()
             }
-        }}
+        }})}
+        </Suspense>
     }
 }
 
@@ -209,7 +203,9 @@ fn HistoryPage() -> impl IntoView {
                 <p class="muted">
                     <a href=format!("/agents/{agent_id}")>"Open the live view"</a>
                 </p>
-                <RunBar timeline/>
+                <div class="status-bar">
+                    <RunBar timeline/>
+                </div>
                 <div class="timeline-scroll history">
                     <TimelineView timeline/>
                 </div>

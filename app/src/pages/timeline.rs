@@ -28,50 +28,79 @@ pub(super) fn TimelineView(timeline: ReadSignal<Timeline>) -> impl IntoView {
             </p>
         }),
     };
+    // Which tool calls the model made together, worked out once per change for every block.
+    let groups = Memo::new(move |_| timeline.with(Timeline::call_groups));
     view! {
         <div class="timeline">
             {omitted}
             <For each=block_ids key=|block_id| *block_id let:block_id>
-                <BlockView timeline block_id/>
+                <BlockView timeline groups block_id/>
             </For>
         </div>
     }
 }
 
-/// One block. Blocks of concurrent threads carry a thread label, so interleaved output stays
-/// attributable.
+/// One block. Tool calls the model made together are drawn as a group ("called 3 tools at
+/// once"), so their interleaved output stays attributable.
 #[component]
-fn BlockView(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
+fn BlockView(
+    timeline: ReadSignal<Timeline>,
+    groups: Memo<std::collections::HashMap<Uuid, (usize, usize)>>,
+    block_id: Uuid,
+) -> impl IntoView {
+    // A tool result is drawn inside its call's card: on its own it would be an empty card.
     let message_ids = move || {
         timeline.with(|timeline| {
-            timeline
-                .block(block_id)
-                .map(|block| block.message_ids.clone())
-                .unwrap_or_default()
+            let Some(block) = timeline.block(block_id) else {
+                return Vec::new();
+            };
+            block
+                .message_ids
+                .iter()
+                .copied()
+                .filter(|id| !shown_in_its_card(timeline, &block.message_ids, *id))
+                .collect::<Vec<_>>()
         })
     };
-    let thread_label = move || {
-        timeline.with(|timeline| {
-            let block = timeline.block(block_id)?;
-            let run = timeline.run(block.run_id?)?;
-            if run.thread_ids.len() < 2 {
-                return None;
-            }
-            let position = run
-                .thread_ids
-                .iter()
-                .position(|id| Some(*id) == block.thread_id)?;
-            Some(format!("thread {}", position + 1))
-        })
+    let place = move || groups.with(|groups| groups.get(&block_id).copied());
+    let class = move || match place() {
+        Some((0, _)) => "block in-group group-first",
+        Some(_) => "block in-group",
+        None => "block",
+    };
+    let group_label = move || match place() {
+        Some((0, size)) => Some(view! {
+            <div class="group-label">{format!("called {size} tools at once")}</div>
+        }),
+        _ => None,
     };
     view! {
-        <section class="block">
-            {move || thread_label().map(|label| view! { <div class="thread-label">{label}</div> })}
+        <section class=class>
+            {group_label}
             <For each=message_ids key=|message_id| *message_id let:message_id>
                 <MessageView timeline message_id/>
             </For>
         </section>
     }
+}
+
+/// Whether message `message_id` is a tool result whose call is in the same block (the call's
+/// card shows it). Only the block is looked at: a call and its result share the call's block.
+fn shown_in_its_card(timeline: &Timeline, block: &[Uuid], message_id: Uuid) -> bool {
+    let Some(message) = timeline.message(message_id) else {
+        return false;
+    };
+    if message.kind != EventKind::ToolResult {
+        return false;
+    }
+    let call_id = message.content.get("tool_call_id");
+    call_id.is_some()
+        && block
+            .iter()
+            .filter_map(|id| timeline.message(*id))
+            .any(|other| {
+                other.kind == EventKind::ToolCall && other.content.get("tool_call_id") == call_id
+            })
 }
 
 fn pretty(value: &serde_json::Value) -> String {

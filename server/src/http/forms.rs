@@ -1,9 +1,10 @@
 //! The page forms, for browsers without (or not yet running) the WebAssembly app: a plain HTML
-//! form POST does the same as the API call and redirects to the page to look at next.
+//! form POST does the same as the API call and redirects to the page to look at next. A refusal
+//! is a small HTML page saying what was wrong (with the API's status), not the API's JSON.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Redirect;
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
 
@@ -26,6 +27,49 @@ pub struct CreateAgentForm {
     name: String,
 }
 
+/// A form's refusal, as a page: the status and the sentence of the API's error, and a way back.
+pub struct FormError {
+    error: ApiError,
+    back: String,
+}
+
+impl FormError {
+    fn new(error: impl Into<ApiError>, back: impl Into<String>) -> FormError {
+        FormError {
+            error: error.into(),
+            back: back.into(),
+        }
+    }
+}
+
+impl IntoResponse for FormError {
+    fn into_response(self) -> Response {
+        let page = error_page(self.error.status, &self.error.message, &self.back);
+        (self.error.status, Html(page)).into_response()
+    }
+}
+
+/// The page a refused form answers with. Pure.
+fn error_page(status: StatusCode, message: &str, back: &str) -> String {
+    let escape = |text: &str| {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>Not done — agentstream</title><link rel=\"stylesheet\" href=\"/pkg/agentstream.css\"></head>\
+         <body><main><h1>That did not go through</h1><p class=\"error\">{}</p>\
+         <p class=\"muted\">{} {}</p><p><a href=\"{}\">Go back</a></p></main></body></html>",
+        escape(message),
+        status.as_u16(),
+        escape(status.canonical_reason().unwrap_or("")),
+        escape(back),
+    )
+}
+
 /// A form posted by a page of another site is refused: it must not create agents or start runs
 /// with a visitor's browser.
 fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
@@ -46,13 +90,16 @@ pub async fn create_agent(
     State(runs): State<Arc<Runs>>,
     headers: HeaderMap,
     Form(form): Form<CreateAgentForm>,
-) -> Result<Redirect, ApiError> {
-    refuse_cross_site(&headers)?;
+) -> Result<Redirect, FormError> {
+    let back = |error: ApiError| FormError::new(error, "/");
+    refuse_cross_site(&headers).map_err(back)?;
     let request = CreateAgentRequest {
         name: Some(form.name),
         ..Default::default()
     };
-    let (_, Json(agent)) = rest::create_agent_inner(store.as_ref(), &runs, request).await?;
+    let (_, Json(agent)) = rest::create_agent_inner(store.as_ref(), &runs, request)
+        .await
+        .map_err(back)?;
     Ok(Redirect::to(&format!("/agents/{}", agent.id)))
 }
 
@@ -68,13 +115,36 @@ pub async fn send(
     Path(agent_id): Path<String>,
     headers: HeaderMap,
     Form(form): Form<SendForm>,
-) -> Result<Redirect, ApiError> {
-    refuse_cross_site(&headers)?;
-    let agent_id = parse_agent_id(&agent_id)?;
+) -> Result<Redirect, FormError> {
+    let live = format!("/agents/{agent_id}");
+    let back = |error: ApiError| FormError::new(error, live.clone());
+    refuse_cross_site(&headers).map_err(back)?;
+    let agent_id = parse_agent_id(&agent_id).map_err(|error| FormError::new(error, "/"))?;
     let request = CreateRunRequest {
         content: form.content,
         idempotency_key: None,
     };
-    let _accepted = rest::create_run_inner(&starter, agent_id, request).await?;
+    let _accepted = rest::create_run_inner(&starter, agent_id, request)
+        .await
+        .map_err(back)?;
     Ok(Redirect::to(&format!("/agents/{agent_id}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_a_page_that_says_why_with_nothing_unescaped() {
+        let page = error_page(
+            StatusCode::CONFLICT,
+            "tool call <c1> waits for approval & more",
+            "/agents/x\"y",
+        );
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains("tool call &lt;c1&gt; waits for approval &amp; more"));
+        assert!(page.contains("409 Conflict"));
+        assert!(page.contains("href=\"/agents/x&quot;y\""));
+        assert!(!page.contains("<c1>"));
+    }
 }

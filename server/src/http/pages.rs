@@ -32,4 +32,20 @@ impl HistorySource for StoreHistory {
             Ok(Some(AgentHistory { agent, timeline }))
         })
     }
+
+    fn agents(&self) -> BoxFuture<'static, Result<Vec<app::protocol::Agent>, String>> {
+        let store = self.store.clone();
+        Box::pin(async move {
+            store
+                .list_agents(AGENTS_PAGE_AGENTS_MAX)
+                .await
+                .map_err(|error| {
+                    tracing::error!(%error, "agents could not be listed");
+                    "the server failed to list the agents".to_owned()
+                })
+        })
+    }
 }
+
+/// Agents the agents page lists at most (the newest; the API pages through all of them).
+pub const AGENTS_PAGE_AGENTS_MAX: u32 = 200;

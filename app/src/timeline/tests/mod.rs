@@ -531,3 +531,45 @@ fn forgetting_before_a_run_start_equals_folding_from_it() {
         assert_eq!(forgot.omitted_through(), cut - 1);
     }
 }
+
+#[test]
+fn calls_made_together_are_grouped_per_step() {
+    let call = |seq: u64, run_id: u128, n: u128| {
+        at(seq, EventKind::ToolCall)
+            .run(run_id)
+            .block(n)
+            .message(n)
+            .content(json!({ "tool_call_id": format!("c{n}"), "name": "clock" }))
+            .0
+    };
+    let text = |seq: u64, run_id: u128, n: u128| {
+        at(seq, EventKind::Text)
+            .run(run_id)
+            .block(n)
+            .message(n)
+            .text("hi")
+            .0
+    };
+    let mut timeline = Timeline::new();
+    timeline.apply_all([
+        text(1, 1, 1),
+        call(2, 1, 2),
+        call(3, 1, 3),
+        call(4, 1, 4),
+        text(5, 1, 5),
+        call(6, 1, 6),
+        // The next run's call follows directly, but is not made together with the last.
+        call(7, 2, 7),
+        call(8, 2, 8),
+    ]);
+    let groups = timeline.call_groups();
+    let place = |n: u128| groups.get(&block(n)).copied();
+    assert_eq!(place(1), None, "text is no call");
+    assert_eq!(
+        [place(2), place(3), place(4)],
+        [Some((0, 3)), Some((1, 3)), Some((2, 3))]
+    );
+    assert_eq!(place(5), None);
+    assert_eq!(place(6), None, "a call on its own is no group");
+    assert_eq!([place(7), place(8)], [Some((0, 2)), Some((1, 2))]);
+}

@@ -1,0 +1,48 @@
+import { expect, test } from "@playwright/test";
+import { createAgent, openLive, send, waitForCompletion } from "./helpers";
+
+// What a person sees on the pages, beyond the live stream itself: no empty cards, a readable
+// header on the history page, and the no-JavaScript pages working in full.
+
+test("a tool run shows no empty card, live or in the history", async ({ page, request }) => {
+  const agentId = await createAgent(request, "cards");
+  await openLive(page, agentId);
+  await send(page, "/tools clock; calculator 2+3");
+  await waitForCompletion(page);
+  await expect(page.locator(".message.kind-tool_call")).toHaveCount(2);
+  for (const url of [`/agents/${agentId}`, `/agents/${agentId}/history`]) {
+    await page.goto(url);
+    await expect(page.locator(".message.kind-tool_call .tool-outcome").first()).toContainText("result:");
+    const texts = await page.locator(".message").allInnerTexts();
+    expect(texts.length).toBeGreaterThan(3);
+    for (const text of texts) expect(text.trim().length, `an empty card on ${url}`).toBeGreaterThan(0);
+  }
+});
+
+test("the history page's header keeps its parts apart", async ({ page, request }) => {
+  const agentId = await createAgent(request, "header");
+  await openLive(page, agentId);
+  await send(page, "/echo one two three");
+  await waitForCompletion(page);
+  await page.goto(`/agents/${agentId}/history`);
+  const header = await page.locator(".status-bar").innerText();
+  expect(header).toMatch(/run: completed\s+tokens in \d+ · out \d+\s+seq \d+/);
+  expect(header).not.toMatch(/completedtokens|\dseq/);
+});
+
+test.describe("without JavaScript", () => {
+  test.use({ javaScriptEnabled: false });
+
+  test("the agents page lists the agents, and a refused form answers with a page", async ({ page, request }) => {
+    const agentId = await createAgent(request, "listed without script");
+    await page.goto("/");
+    await expect(page.locator(`ul.agents a[href="/agents/${agentId}"]`)).toHaveText("listed without script");
+
+    // An empty message: refused, and said as a page (not the API's JSON), with the way back.
+    await page.goto(`/agents/${agentId}`);
+    await page.locator(".composer button[type=submit]").click();
+    await expect(page.locator("h1")).toHaveText("That did not go through");
+    await expect(page.locator("p.error")).toContainText("content must not be empty");
+    await expect(page.locator(`a[href="/agents/${agentId}"]`)).toHaveText("Go back");
+  });
+});
