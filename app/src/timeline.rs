@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -58,6 +59,12 @@ pub struct TimelineBlock {
     pub first_seq: u64,
     /// Message ids in order of first appearance.
     pub message_ids: Vec<Uuid>,
+    /// When the block's first and newest events were made (their `created_at`; a merged
+    /// event counts at its last event's time): how long an LLM call or a tool call took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_at: Option<DateTime<Utc>>,
 }
 
 /// Where a run stands, as far as the log says.
@@ -93,6 +100,12 @@ pub struct RunSummary {
     pub error: Option<Value>,
     /// Threads of this run in order of first appearance.
     pub thread_ids: Vec<Uuid>,
+    /// When the run started and ended (`created_at` of its `run_started` and of its end): the
+    /// log's own clock, no other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<DateTime<Utc>>,
     /// For a run that carries out a person's answer to an approval request: the first run of
     /// the turn it continues (`run_started`'s `metadata.continues`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -356,6 +369,8 @@ impl Timeline {
                     error: None,
                     thread_ids: Vec::new(),
                     first_seq: seq,
+                    started_at: None,
+                    ended_at: None,
                     continues: None,
                 });
                 self.run_index.insert(run_id, self.runs.len() - 1);
@@ -373,9 +388,13 @@ impl Timeline {
             .get("stop_reason")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        if event.kind.is_run_end() {
+            run.ended_at = Some(event.created_at);
+        }
         match event.kind {
             EventKind::RunStarted => {
                 run.status = RunStatus::Running;
+                run.started_at = Some(event.created_at);
                 run.continues = event
                     .metadata
                     .get("continues")
@@ -425,9 +444,12 @@ impl Timeline {
                 thread_id: event.thread_id,
                 first_seq,
                 message_ids: Vec::new(),
+                first_at: Some(event.created_at),
+                last_at: None,
             });
             self.block_index.insert(block_id, self.blocks.len() - 1);
         }
+        self.blocks[self.block_index[&block_id]].last_at = Some(event.created_at);
         let index = match self.message_index.get(&message_id) {
             Some(&index) => index,
             None => {

@@ -46,3 +46,28 @@ test.describe("without JavaScript", () => {
     await expect(page.locator(`a[href="/agents/${agentId}"]`)).toHaveText("Go back");
   });
 });
+
+test("each run has a header: when, how it ended, how long, what it cost", async ({ page, request }) => {
+  const agentId = await createAgent(request, "run headers");
+  await openLive(page, agentId);
+  await send(page, "/echo first");
+  await waitForCompletion(page);
+  await send(page, "/echo second");
+  const headers = page.locator(".run-header");
+  await expect(headers).toHaveCount(2);
+  await waitForCompletion(page);
+  for (const header of await headers.all()) {
+    await expect(header).toHaveAttribute("data-status", "completed");
+    await expect(header.locator(".run-outcome")).toHaveText("completed");
+    await expect(header.locator(".run-duration")).toHaveText(/^\d+(\.\d)? (ms|s)$/);
+    await expect(header.locator(".run-usage")).toHaveText(/^\d+ in · \d+ out tokens$/);
+    // Relative once the page runs; the exact time on hover.
+    await expect(header.locator("time")).toHaveText(/just now|\d+ s ago/);
+    await expect(header.locator("time")).toHaveAttribute("title", /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC$/);
+  }
+  // The server-rendered history has the same headers, with absolute times.
+  const history = await request.get(`/agents/${agentId}/history`);
+  const html = await history.text();
+  expect(html.match(/class="run-header"/g)?.length).toBe(2);
+  expect(html).toMatch(/\d\d:\d\d:\d\d UTC<\/time>/);
+});

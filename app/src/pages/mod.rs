@@ -14,6 +14,7 @@ use crate::history::{history_resource, AgentHistory};
 
 mod approval;
 mod live;
+mod run_header;
 mod timeline;
 
 use live::{LiveView, RunBar};

@@ -28,16 +28,35 @@ pub(super) fn TimelineView(timeline: ReadSignal<Timeline>) -> impl IntoView {
             </p>
         }),
     };
-    // Which tool calls the model made together, worked out once per change for every block.
+    // Which tool calls the model made together, and where each run begins (its header goes
+    // there), worked out once per change for every block.
     let groups = Memo::new(move |_| timeline.with(Timeline::call_groups));
+    let run_starts = Memo::new(move |_| timeline.with(run_starts));
+    provide_context(super::run_header::clock());
     view! {
         <div class="timeline">
             {omitted}
             <For each=block_ids key=|block_id| *block_id let:block_id>
+                {move || run_starts.with(|starts| starts.get(&block_id).copied()).map(|run_id| {
+                    view! { <super::run_header::RunHeader timeline run_id/> }
+                })}
                 <BlockView timeline groups block_id/>
             </For>
         </div>
     }
+}
+
+/// The first block of each run, to the run: where the run's header goes.
+fn run_starts(timeline: &Timeline) -> std::collections::HashMap<Uuid, Uuid> {
+    let mut seen = std::collections::HashSet::new();
+    timeline
+        .blocks()
+        .iter()
+        .filter_map(|block| {
+            let run_id = block.run_id?;
+            seen.insert(run_id).then_some((block.block_id, run_id))
+        })
+        .collect()
 }
 
 /// One block. Tool calls the model made together are drawn as a group ("called 3 tools at

@@ -573,3 +573,48 @@ fn calls_made_together_are_grouped_per_step() {
     assert_eq!(place(6), None, "a call on its own is no group");
     assert_eq!([place(7), place(8)], [Some((0, 2)), Some((1, 2))]);
 }
+
+#[test]
+fn runs_and_blocks_keep_when_they_began_and_ended() {
+    let time = |second: u32| {
+        chrono::DateTime::parse_from_rfc3339(&format!("2026-01-02T03:04:{second:02}Z"))
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    };
+    let timed = |ev: Ev, second: u32| {
+        let mut event = ev.0;
+        event.created_at = time(second);
+        event
+    };
+    let mut timeline = Timeline::new();
+    timeline.apply_all([
+        timed(at(1, EventKind::RunStarted).run(1), 1),
+        timed(
+            at(2, EventKind::Text)
+                .run(1)
+                .block(1)
+                .message(1)
+                .append("a"),
+            2,
+        ),
+        timed(
+            at(3, EventKind::Text)
+                .run(1)
+                .block(1)
+                .message(1)
+                .append("b"),
+            5,
+        ),
+        timed(at(4, EventKind::RunCompleted).run(1), 9),
+    ]);
+    let run = timeline.run(run(1)).unwrap();
+    assert_eq!(
+        (run.started_at, run.ended_at),
+        (Some(time(1)), Some(time(9)))
+    );
+    let block = timeline.block(block(1)).unwrap();
+    assert_eq!(
+        (block.first_at, block.last_at),
+        (Some(time(2)), Some(time(5)))
+    );
+}

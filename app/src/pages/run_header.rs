@@ -1,0 +1,173 @@
+//! A header per run (one user turn, or the run that carried out a person's answer): when it
+//! started, how long it took, how it ended, what it cost — all from the log's own `created_at`
+//! times, through the reducer's [`RunSummary`]. Times are absolute on the server and in the first
+//! render, then relative ("2 min ago") once the page runs, with the exact time on hover.
+
+use chrono::{DateTime, Utc};
+use leptos::prelude::*;
+use uuid::Uuid;
+
+use crate::timeline::{RunStatus, RunSummary, Timeline};
+
+/// The page's clock for relative times: `None` until the page runs (the server's render and the
+/// first browser render then agree), then ticking every [`CLOCK_TICK_MS`].
+#[derive(Clone, Copy)]
+pub(super) struct Clock(pub ReadSignal<Option<DateTime<Utc>>>);
+
+/// How often relative times are brought up to date.
+pub const CLOCK_TICK_MS: u64 = 15_000;
+
+/// Starts the page's clock (in the browser; on the server it stays `None`).
+pub(super) fn clock() -> Clock {
+    let (now, set_now) = signal(None::<DateTime<Utc>>);
+    Effect::new(move |_| {
+        #[cfg(feature = "hydrate")]
+        {
+            let read = move || DateTime::from_timestamp_millis(js_sys::Date::now() as i64);
+            set_now.set(read());
+            let _ = set_interval_with_handle(
+                move || set_now.set(read()),
+                std::time::Duration::from_millis(CLOCK_TICK_MS),
+            );
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (set_now, CLOCK_TICK_MS);
+    });
+    Clock(now)
+}
+
+/// A duration as a person reads it: `850 ms`, `4.2 s`, `3 min 5 s`, `2 h 4 min`.
+pub fn duration_text(milliseconds: i64) -> String {
+    let milliseconds = milliseconds.max(0);
+    match milliseconds {
+        0..=999 => format!("{milliseconds} ms"),
+        1_000..=59_999 => format!("{:.1} s", milliseconds as f64 / 1000.0),
+        60_000..=3_599_999 => format!(
+            "{} min {} s",
+            milliseconds / 60_000,
+            milliseconds / 1000 % 60
+        ),
+        _ => format!(
+            "{} h {} min",
+            milliseconds / 3_600_000,
+            milliseconds / 60_000 % 60
+        ),
+    }
+}
+
+/// `at` as seen from `now`: `just now`, `40 s ago`, `5 min ago`, `3 h ago`, or the date.
+pub fn relative_text(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let seconds = (now - at).num_seconds();
+    match seconds {
+        ..=9 => "just now".to_owned(),
+        10..=59 => format!("{seconds} s ago"),
+        60..=3_599 => format!("{} min ago", seconds / 60),
+        3_600..=86_399 => format!("{} h ago", seconds / 3_600),
+        _ => at.format("%Y-%m-%d").to_string(),
+    }
+}
+
+/// How a run ended, in words.
+pub fn outcome_text(run: &RunSummary) -> String {
+    match (run.status, run.stop_reason.as_deref()) {
+        (RunStatus::Running, _) => "running".to_owned(),
+        (RunStatus::Completed, Some("requires_approval")) => "waiting for approval".to_owned(),
+        (RunStatus::Completed, Some("max_iterations")) => "stopped: too many steps".to_owned(),
+        (RunStatus::Completed, Some("max_events")) => "stopped: too long".to_owned(),
+        (RunStatus::Completed, _) => "completed".to_owned(),
+        (RunStatus::Cancelled, _) => "cancelled".to_owned(),
+        (RunStatus::Failed, _) => {
+            let message = run
+                .error
+                .as_ref()
+                .and_then(|error| error.get("message"))
+                .and_then(serde_json::Value::as_str);
+            match message {
+                Some(message) => format!("failed: {message}"),
+                None => "failed".to_owned(),
+            }
+        }
+    }
+}
+
+/// The header of run `run_id`.
+#[component]
+pub(super) fn RunHeader(timeline: ReadSignal<Timeline>, run_id: Uuid) -> impl IntoView {
+    let clock = use_context::<Clock>();
+    let run = move || timeline.with(|timeline| timeline.run(run_id).cloned());
+    let started = move || run().and_then(|run| run.started_at);
+    let when = move || {
+        let at = started()?;
+        let now = clock.and_then(|clock| clock.0.get());
+        Some(match now {
+            Some(now) => relative_text(at, now),
+            None => at.format("%H:%M:%S UTC").to_string(),
+        })
+    };
+    let exact = move || {
+        started()
+            .map(|at| at.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+            .unwrap_or_default()
+    };
+    let iso = move || started().map(|at| at.to_rfc3339()).unwrap_or_default();
+    let took = move || {
+        let run = run()?;
+        let (started, ended) = (run.started_at?, run.ended_at?);
+        Some(duration_text((ended - started).num_milliseconds()))
+    };
+    let status = move || run().map(|run| run.status.as_str()).unwrap_or("running");
+    let outcome = move || run().map(|run| outcome_text(&run)).unwrap_or_default();
+    let usage = move || {
+        let usage = run()?.usage?;
+        let count = |key: &str| usage.get(key).and_then(serde_json::Value::as_u64);
+        Some(format!(
+            "{} in · {} out tokens",
+            count("input_tokens").unwrap_or(0),
+            count("output_tokens").unwrap_or(0)
+        ))
+    };
+    let continues = move || run().is_some_and(|run| run.continues.is_some());
+    view! {
+        <header class="run-header" data-status=status>
+            <span class="run-kind">{move || if continues() { "after approval" } else { "turn" }}</span>
+            <time datetime=iso title=exact>{when}</time>
+            <span class="run-outcome">{outcome}</span>
+            {move || took().map(|took| view! { <span class="run-duration">{took}</span> })}
+            {move || usage().map(|usage| view! { <span class="run-usage">{usage}</span> })}
+        </header>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_times_read_as_a_person_says_them() {
+        let cases = [
+            (0, "0 ms"),
+            (850, "850 ms"),
+            (4_240, "4.2 s"),
+            (185_000, "3 min 5 s"),
+            (7_440_000, "2 h 4 min"),
+            (-5, "0 ms"),
+        ];
+        for (milliseconds, text) in cases {
+            assert_eq!(duration_text(milliseconds), text);
+        }
+        let at = DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let later = |seconds: i64| at + chrono::Duration::seconds(seconds);
+        let cases = [
+            (3, "just now"),
+            (40, "40 s ago"),
+            (300, "5 min ago"),
+            (3 * 3600 + 5, "3 h ago"),
+            (3 * 86_400, "2026-01-02"),
+        ];
+        for (seconds, text) in cases {
+            assert_eq!(relative_text(at, later(seconds)), text);
+        }
+    }
+}
