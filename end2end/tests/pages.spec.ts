@@ -71,3 +71,23 @@ test("each run has a header: when, how it ended, how long, what it cost", async 
   expect(html.match(/class="run-header"/g)?.length).toBe(2);
   expect(html).toMatch(/\d\d:\d\d:\d\d UTC<\/time>/);
 });
+
+test("the bundle goes out compressed, and a reload revalidates instead of downloading it again", async ({ request }) => {
+  const raw = await request.get("/pkg/agentstream.wasm", { headers: { "accept-encoding": "identity" } });
+  expect(raw.status()).toBe(200);
+  const plain = (await raw.body()).length;
+  for (const encoding of ["br", "gzip"]) {
+    const response = await request.get("/pkg/agentstream.wasm", { headers: { "accept-encoding": encoding } });
+    expect(response.headers()["content-encoding"]).toBe(encoding);
+    expect(Number(response.headers()["content-length"])).toBeLessThan(plain / 2);
+    expect(response.headers()["vary"]).toBe("accept-encoding");
+    expect(response.headers()["cache-control"]).toBe("no-cache");
+  }
+  // A browser asks again with the Last-Modified of what it holds (the brotli copy).
+  const held = await request.get("/pkg/agentstream.wasm", { headers: { "accept-encoding": "br" } });
+  const modified = held.headers()["last-modified"];
+  const again = await request.get("/pkg/agentstream.wasm", {
+    headers: { "accept-encoding": "br", "if-modified-since": modified },
+  });
+  expect(again.status()).toBe(304);
+});

@@ -99,6 +99,9 @@ pub fn build(project: &Project, release: bool, parts: Parts) -> Result<(), StepE
     if parts.files {
         site::style_and_assets(project)?;
     }
+    if parts.bundle || parts.files {
+        site::precompress(project, release)?;
+    }
     Ok(())
 }
 

@@ -131,6 +131,82 @@ fn parse_wasm_opt_version(text: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// The bundle's files that are sent compressed.
+const COMPRESSED_EXTENSIONS: [&str; 3] = ["wasm", "js", "css"];
+
+/// Writes `<file>.br` and `<file>.gz` beside each of the bundle's files (release), which the
+/// server's static handler sends to a browser that accepts them; a development build removes
+/// them instead, so a stale compressed copy is never served in place of a fresh file.
+pub fn precompress(project: &Project, release: bool) -> Result<(), StepError> {
+    let step = "compress the bundle (brotli, gzip)";
+    let fail = |cause: String| StepError::new(step, cause, "check the disk has room and retry");
+    let started = std::time::Instant::now();
+    let entries = fs::read_dir(project.pkg_dir()).map_err(|error| {
+        fail(format!(
+            "cannot read {}: {error}",
+            project.pkg_dir().display()
+        ))
+    })?;
+    for entry in entries {
+        let path = entry.map_err(|error| fail(error.to_string()))?.path();
+        let wanted = path
+            .extension()
+            .and_then(|extension| extension.to_str())
+            .is_some_and(|extension| COMPRESSED_EXTENSIONS.contains(&extension));
+        if !wanted {
+            continue;
+        }
+        for suffix in ["br", "gz"] {
+            let _ = fs::remove_file(sibling(&path, suffix));
+        }
+        if !release {
+            continue;
+        }
+        let bytes =
+            fs::read(&path).map_err(|error| fail(format!("{}: {error}", path.display())))?;
+        for (suffix, compressed) in [("br", brotli_bytes(&bytes)), ("gz", gzip_bytes(&bytes))] {
+            let target = sibling(&path, suffix);
+            let compressed =
+                compressed.map_err(|error| fail(format!("{}: {error}", target.display())))?;
+            fs::write(&target, compressed)
+                .map_err(|error| fail(format!("cannot write {}: {error}", target.display())))?;
+        }
+    }
+    if release {
+        println!(
+            "==> {step} done in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// `file.wasm` → `file.wasm.br`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn brotli_bytes(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: 11,
+        lgwin: 22,
+        ..Default::default()
+    };
+    brotli::BrotliCompress(&mut &bytes[..], &mut out, &params)?;
+    Ok(out)
+}
+
+fn gzip_bytes(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes)?;
+    encoder.finish()
+}
+
 /// Copies the stylesheet to `pkg/<name>.css` and the assets to the site's root.
 pub fn style_and_assets(project: &Project) -> Result<(), StepError> {
     let step = "copy the stylesheet and the assets";
@@ -181,6 +257,27 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compressed_copies_decompress_to_the_file() {
+        use std::io::Read;
+        let text = "(module (func $f (result i32) i32.const 42))".repeat(200);
+        let bytes = text.as_bytes();
+        let mut unbrotli = Vec::new();
+        let compressed = brotli_bytes(bytes).unwrap();
+        assert!(compressed.len() < bytes.len() / 10);
+        brotli::BrotliDecompress(&mut &compressed[..], &mut unbrotli).unwrap();
+        assert_eq!(unbrotli, bytes);
+        let mut ungzip = Vec::new();
+        flate2::read::GzDecoder::new(&gzip_bytes(bytes).unwrap()[..])
+            .read_to_end(&mut ungzip)
+            .unwrap();
+        assert_eq!(ungzip, bytes);
+        assert_eq!(
+            sibling(Path::new("pkg/app.wasm"), "br"),
+            PathBuf::from("pkg/app.wasm.br")
+        );
+    }
 
     #[test]
     fn reads_wasm_opt_versions() {

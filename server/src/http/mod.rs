@@ -114,6 +114,31 @@ pub fn api_router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Headers of the bundle's files (`/pkg/…`, sent precompressed when the browser accepts brotli
+/// or gzip — `cargo xtask build --release` writes the `.br` and `.gz` copies): `Vary:
+/// Accept-Encoding`, so a cache keeps the encodings apart, and `Cache-Control: no-cache`, so a
+/// reload asks again and gets a 304 from `Last-Modified` (the names carry no hash: a longer
+/// lifetime would keep an old bundle after an upgrade).
+async fn bundle_headers(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let bundle = request.uri().path().starts_with("/pkg/");
+    let mut response = next.run(request).await;
+    if bundle && response.status().is_success() {
+        let headers = response.headers_mut();
+        headers.insert(
+            axum::http::header::VARY,
+            axum::http::HeaderValue::from_static("accept-encoding"),
+        );
+        headers.insert(
+            axum::http::header::CACHE_CONTROL,
+            axum::http::HeaderValue::from_static("no-cache"),
+        );
+    }
+    response
+}
+
 /// The whole application: API routes plus the server-rendered pages and static files.
 pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
@@ -131,7 +156,19 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
                 move || app::shell(leptos_options.clone())
             },
         )
+        // The bundle, precompressed, with conditional requests (a reload gets a 304); the
+        // fallback serves the other files of the site's root.
+        .nest_service(
+            &format!("/{}", leptos_options.site_pkg_dir),
+            tower_http::services::ServeDir::new(
+                std::path::Path::new(&*leptos_options.site_root)
+                    .join(&*leptos_options.site_pkg_dir),
+            )
+            .precompressed_br()
+            .precompressed_gzip(),
+        )
         .fallback(leptos_axum::file_and_error_handler(app::shell))
+        .layer(axum::middleware::from_fn(bundle_headers))
         .with_state(leptos_options);
     api_router(state.clone())
         .merge(pages)
