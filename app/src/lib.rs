@@ -5,6 +5,7 @@
 //! - [`protocol`]: REST bodies and WebSocket messages.
 //! - [`coalesce`]: merging runs of token deltas into one event, for subscribers that fall behind.
 //! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
+//! - [`inspect`]: one run as lanes on its own clock, for the run inspector.
 //! - [`hook`]: `use_agent_messages`, the log as reactive signals (network side in `hydrate` only).
 //! - [`pages`]: the Leptos pages, rendered on the server (`ssr`) and hydrated in the browser.
 //!
@@ -17,6 +18,7 @@ pub mod coalesce;
 pub mod event;
 pub mod history;
 pub mod hook;
+pub mod inspect;
 pub mod pages;
 pub mod protocol;
 pub mod timeline;

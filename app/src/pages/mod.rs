@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::history::{history_resource, AgentHistory};
 
 mod approval;
+mod inspector;
 mod live;
 mod run_header;
 mod timeline;
@@ -59,6 +60,16 @@ pub fn App() -> impl IntoView {
                     <Route
                         path=(StaticSegment("agents"), ParamSegment("id"), StaticSegment("history"))
                         view=HistoryPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=(
+                            StaticSegment("agents"),
+                            ParamSegment("id"),
+                            StaticSegment("runs"),
+                            ParamSegment("run_id"),
+                        )
+                        view=InspectorPage
                         ssr=SsrMode::Async
                     />
                 </Routes>
@@ -190,6 +201,29 @@ fn AgentPage() -> impl IntoView {
     }
 }
 
+/// `/agents/{id}/runs/{run_id}`: the run inspector.
+#[component]
+fn InspectorPage() -> impl IntoView {
+    let agent_id = route_agent_id();
+    let params = use_params_map();
+    let run_id = move || {
+        params
+            .with(|params| params.get("run_id"))
+            .and_then(|id| Uuid::parse_str(&id).ok())
+    };
+    move || match (agent_id(), run_id()) {
+        (Some(agent_id), Some(run_id)) => with_history(agent_id, move |history| {
+            view! { <inspector::Inspector history run_id/> }
+        })
+        .into_any(),
+        _ => not_an_agent_id().into_any(),
+    }
+}
+
+/// The agent whose timeline a page shows: run headers link to its runs' inspector.
+#[derive(Clone, Copy)]
+pub(super) struct AgentOfPage(pub Uuid);
+
 /// `/agents/{id}/history`: the whole conversation, folded and rendered on the server; readable
 /// without JavaScript.
 #[component]
@@ -198,6 +232,7 @@ fn HistoryPage() -> impl IntoView {
     move || match agent_id() {
         Some(agent_id) => with_history(agent_id, |history| {
             let agent_id = history.agent.id;
+            provide_context(AgentOfPage(agent_id));
             let timeline = RwSignal::new(history.timeline).read_only();
             view! {
                 <h1>{history.agent.name}" · history"</h1>

@@ -127,6 +127,8 @@ pub(super) fn RunHeader(timeline: ReadSignal<Timeline>, run_id: Uuid) -> impl In
         ))
     };
     let continues = move || run().is_some_and(|run| run.continues.is_some());
+    let inspect = use_context::<super::AgentOfPage>()
+        .map(|agent| format!("/agents/{}/runs/{run_id}", agent.0));
     view! {
         <header class="run-header" data-status=status>
             <span class="run-kind">{move || if continues() { "after approval" } else { "turn" }}</span>
@@ -134,6 +136,7 @@ pub(super) fn RunHeader(timeline: ReadSignal<Timeline>, run_id: Uuid) -> impl In
             <span class="run-outcome">{outcome}</span>
             {move || took().map(|took| view! { <span class="run-duration">{took}</span> })}
             {move || usage().map(|usage| view! { <span class="run-usage">{usage}</span> })}
+            {inspect.map(|href| view! { <a class="run-inspect" href=href>"inspect"</a> })}
         </header>
     }
 }

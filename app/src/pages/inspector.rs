@@ -1,0 +1,210 @@
+//! `/agents/{id}/runs/{run_id}`: the run inspector. One lane per block of the run — the message
+//! that started it, each model call, each tool call — as a bar on the run's own clock, with the
+//! waits between them visible, each model call's time to first token and output rate, each
+//! tool's outcome, and the run's end and usage. Drawn from [`crate::inspect`] over the same fold
+//! the live view uses, server-rendered first and then following the log live. Hovering a lane
+//! shows its messages' stored JSON, built only while hovered.
+
+use leptos::prelude::*;
+use uuid::Uuid;
+
+use super::run_header::{duration_text, outcome_text};
+use crate::history::AgentHistory;
+use crate::hook::{use_agent_messages_from, AgentMessages};
+use crate::inspect::{inspect, Lane, LaneKind};
+use crate::timeline::Timeline;
+
+/// The inspector of run `run_id` of the agent `history` holds.
+#[component]
+pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
+    let agent_id = history.agent.id;
+    let AgentMessages {
+        timeline,
+        connection,
+        ..
+    } = use_agent_messages_from(agent_id, history.timeline);
+    let inspection = Memo::new(move |_| timeline.with(|timeline| inspect(timeline, run_id)));
+    let hovered = RwSignal::new(None::<Uuid>);
+    let summary = move || {
+        inspection.with(|inspection| {
+            let inspection = inspection.as_ref()?;
+            let usage = inspection.run.usage.as_ref().map(|usage| {
+                let count = |key: &str| usage.get(key).and_then(serde_json::Value::as_u64);
+                format!(
+                    " · {} in · {} out tokens",
+                    count("input_tokens").unwrap_or(0),
+                    count("output_tokens").unwrap_or(0)
+                )
+            });
+            Some(format!(
+                "{} · {} · {} lanes{}",
+                outcome_text(&inspection.run),
+                duration_text(inspection.total_ms),
+                inspection.lanes.len(),
+                usage.unwrap_or_default()
+            ))
+        })
+    };
+    let lanes = move || {
+        inspection.with(|inspection| {
+            inspection
+                .as_ref()
+                .map(|inspection| inspection.lanes.clone())
+                .unwrap_or_default()
+        })
+    };
+    let total_ms =
+        move || inspection.with(|inspection| inspection.as_ref().map_or(0, |i| i.total_ms));
+    let status = move || {
+        inspection.with(|inspection| {
+            inspection
+                .as_ref()
+                .map_or("unknown", |inspection| inspection.run.status.as_str())
+        })
+    };
+    view! {
+        <section class="inspector" data-run-id=run_id.to_string() data-status=status>
+            <h1>{history.agent.name}" · run"</h1>
+            <p class="muted">
+                <a href=format!("/agents/{agent_id}")>"live view"</a>
+                " · "
+                <a href=format!("/agents/{agent_id}/history")>"history"</a>
+                " · "
+                <span class="connection" data-state=move || connection.get().label()>
+                    {move || connection.get().label()}
+                </span>
+            </p>
+            {move || match summary() {
+                Some(summary) => view! { <p class="inspector-summary">{summary}</p> }.into_any(),
+                None => view! { <p class="error">"This run is not in the agent's log."</p> }.into_any(),
+            }}
+            <div class="lanes">
+                <For each=lanes key=|lane| (lane.block_id, lane.end_ms, lane.status.clone()) let:lane>
+                    <LaneRow lane total_ms hovered/>
+                </For>
+            </div>
+            {move || hovered.get().map(|block_id| raw_of(timeline, block_id))}
+        </section>
+    }
+}
+
+/// One lane: its label, its bar on the run's clock, its figures.
+#[component]
+fn LaneRow(
+    lane: Lane,
+    total_ms: impl Fn() -> i64 + Copy + Send + Sync + 'static,
+    hovered: RwSignal<Option<Uuid>>,
+) -> impl IntoView {
+    let block_id = lane.block_id;
+    let place = move || {
+        let total = total_ms().max(1) as f64;
+        let x = lane.start_ms as f64 / total * 1000.0;
+        // A bar is at least visible: an instant (one event) is a tick.
+        let width = ((lane.end_ms - lane.start_ms) as f64 / total * 1000.0).max(3.0);
+        (x.min(997.0), width.min(1000.0 - x.min(997.0)))
+    };
+    let wait = move || {
+        let (wait, start) = (lane.wait_ms?, lane.start_ms);
+        let total = total_ms().max(1) as f64;
+        let width = wait as f64 / total * 1000.0;
+        Some((((start - wait) as f64 / total) * 1000.0, width))
+    };
+    let figures = lane_figures(&lane);
+    view! {
+        <div
+            class=format!("lane kind-{}", lane.kind.as_str())
+            data-kind=lane.kind.as_str()
+            on:mouseenter=move |_| hovered.set(Some(block_id))
+            on:mouseleave=move |_| hovered.set(None)
+        >
+            <span class="lane-label">{lane.label.clone()}</span>
+            <svg class="lane-bar" viewBox="0 0 1000 10" preserveAspectRatio="none" role="img">
+                {move || wait().map(|(x, width)| view! {
+                    <rect class="wait" x=x y="4" width=width height="2"/>
+                })}
+                <rect class="bar" x=move || place().0 y="0" width=move || place().1 height="10"/>
+            </svg>
+            <span class="lane-figures">{figures}</span>
+        </div>
+    }
+}
+
+/// What a lane's figures say: when and how long; a model call's wait for its first token and
+/// its output rate; a tool's outcome.
+pub fn lane_figures(lane: &Lane) -> String {
+    let mut parts = vec![format!(
+        "at {} · {}",
+        duration_text(lane.start_ms),
+        duration_text(lane.end_ms - lane.start_ms)
+    )];
+    if let Some(wait) = lane.wait_ms {
+        parts.push(format!("first token after {}", duration_text(wait)));
+    }
+    if let Some(rate) = lane.chars_per_second {
+        parts.push(format!("{rate:.0} chars/s"));
+    }
+    if lane.kind == LaneKind::Tool {
+        if let Some(status) = &lane.status {
+            parts.push(status.replace('_', " "));
+        }
+    }
+    parts.join(" · ")
+}
+
+/// The stored JSON of a block's messages (for the hovered lane).
+fn raw_of(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
+    let json = timeline.with(|timeline| {
+        let messages: Vec<serde_json::Value> = timeline
+            .block(block_id)
+            .map(|block| {
+                block
+                    .message_ids
+                    .iter()
+                    .filter_map(|id| timeline.message(*id))
+                    .map(|message| {
+                        serde_json::json!({
+                            "message_id": message.message_id,
+                            "kind": message.kind,
+                            "seq": [message.first_seq, message.last_seq],
+                            "content": message.content,
+                            "raw": message.raw,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        serde_json::to_string_pretty(&messages).unwrap_or_default()
+    });
+    view! { <pre class="raw-json lane-raw">{json}</pre> }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_says_when_how_long_and_what_it_waited() {
+        let lane = Lane {
+            block_id: Uuid::nil(),
+            kind: LaneKind::Model,
+            label: "model call".into(),
+            start_ms: 1_200,
+            end_ms: 3_400,
+            wait_ms: Some(700),
+            chars_per_second: Some(41.6),
+            status: None,
+        };
+        assert_eq!(
+            lane_figures(&lane),
+            "at 1.2 s · 2.2 s · first token after 700 ms · 42 chars/s"
+        );
+        let tool = Lane {
+            kind: LaneKind::Tool,
+            wait_ms: None,
+            chars_per_second: None,
+            status: Some("awaiting_approval".into()),
+            ..lane
+        };
+        assert_eq!(lane_figures(&tool), "at 1.2 s · 2.2 s · awaiting approval");
+    }
+}
