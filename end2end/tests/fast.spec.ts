@@ -85,3 +85,22 @@ test("a view that was offline while a long reply was written catches up over RES
   expect(pages.every((url) => url.includes("coalesce=true"))).toBe(true);
   expect(mostInFlight).toBeGreaterThan(1);
 });
+
+// How fast the inspector draws a long run (server render of the whole fold, then hydration):
+// printed for the closing figures, not asserted — speed belongs to the benchmarks.
+test("the inspector of a 10 000-token run", async ({ page, request }) => {
+  const agentId = await createAgent(request, "inspect a long run");
+  await openLive(page, agentId);
+  await send(page, "stream fast");
+  await waitForCompletion(page);
+  const href = await page.locator(".run-header a.run-inspect").last().getAttribute("href");
+  const log = await (await request.get(`/v1/agents/${agentId}/events?limit=1`)).json();
+  const started = Date.now();
+  await page.goto(href!);
+  await expect(page.locator(".inspector")).toHaveAttribute("data-status", "completed");
+  await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
+  const ms = Date.now() - started;
+  await expect(page.locator(".lane.kind-model .lane-figures").first()).toContainText("chars/s");
+  console.log(`inspector of a run of ${log.head_seq} events: ${ms} ms to drawn and live`);
+  test.info().annotations.push({ type: "inspector-ms", description: `${log.head_seq} events: ${ms} ms` });
+});

@@ -91,3 +91,33 @@ test("the bundle goes out compressed, and a reload revalidates instead of downlo
   });
   expect(again.status()).toBe(304);
 });
+
+// Screenshots of the live view mid-run, the history page and the inspector at a desktop's and a
+// phone's width, kept in the test output folder (test-results/); each page is checked for empty
+// cards and for anything running off the side.
+test("screenshots at desktop and phone widths: no empty card, nothing off the side", async ({ page, request }, testInfo) => {
+  const agentId = await createAgent(request, "screenshots");
+  await openLive(page, agentId);
+  await send(page, "/tools calculator 6*7; slow 2; clock");
+  await expect(page.locator(".tool-outcome.running")).toBeVisible();
+  const check = async (name: string) => {
+    for (const [width, height, device] of [[1280, 800, "desktop"], [390, 844, "phone"]] as const) {
+      await page.setViewportSize({ width, height });
+      const texts = await page.locator(".message").allInnerTexts();
+      for (const text of texts) expect(text.trim().length, `an empty card on the ${name}`).toBeGreaterThan(0);
+      const overflow = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      );
+      expect(overflow, `the ${name} runs off the side at ${width} px`).toBeLessThanOrEqual(0);
+      await page.screenshot({ path: testInfo.outputPath(`${name}-${device}.png`), fullPage: true });
+    }
+  };
+  await check("live-view-mid-run");
+  await waitForCompletion(page);
+  const inspect = await page.locator(".run-header a.run-inspect").last().getAttribute("href");
+  await page.goto(`/agents/${agentId}/history`);
+  await check("history");
+  await page.goto(inspect!);
+  await expect(page.locator(".lane").first()).toBeVisible();
+  await check("inspector");
+});
