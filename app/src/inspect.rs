@@ -46,6 +46,8 @@ pub struct Lane {
     pub wait_ms: Option<i64>,
     /// For a model lane: characters of text and thinking per second of output.
     pub chars_per_second: Option<f64>,
+    /// For a model lane: its events (one per token the provider streamed) per second.
+    pub tokens_per_second: Option<f64>,
     /// A tool call's outcome (`done`, `error`, `awaiting_approval`, …).
     pub status: Option<String>,
 }
@@ -112,6 +114,8 @@ pub fn inspect(timeline: &Timeline, run_id: Uuid) -> Option<Inspection> {
                 wait_ms: Some((start_ms - ready_ms).max(0)),
                 chars_per_second: (end_ms > start_ms)
                     .then(|| text_chars as f64 * 1000.0 / (end_ms - start_ms) as f64),
+                tokens_per_second: (end_ms > start_ms)
+                    .then(|| block.events as f64 * 1000.0 / (end_ms - start_ms) as f64),
                 status: None,
             },
             LaneKind::Tool => Lane {
@@ -127,6 +131,7 @@ pub fn inspect(timeline: &Timeline, run_id: Uuid) -> Option<Inspection> {
                 end_ms,
                 wait_ms: None,
                 chars_per_second: None,
+                tokens_per_second: None,
                 status: first
                     .content
                     .get("status")
@@ -145,6 +150,7 @@ pub fn inspect(timeline: &Timeline, run_id: Uuid) -> Option<Inspection> {
                 end_ms,
                 wait_ms: None,
                 chars_per_second: None,
+                tokens_per_second: None,
                 status: None,
             },
         };
@@ -250,6 +256,11 @@ mod tests {
             ]
         );
         assert_eq!(inspection.lanes[2].status.as_deref(), Some("done"));
+        let tokens = inspection.lanes[3].tokens_per_second.unwrap();
+        assert!(
+            (tokens - 2.0 / 2.0).abs() < 1e-9,
+            "two events in 2 s: {tokens}"
+        );
         let speed = inspection.lanes[3].chars_per_second.unwrap();
         // Two messages of 8 characters in 2 s.
         assert!((speed - 16.0 / 2.0).abs() < 1e-9, "{speed}");

@@ -65,6 +65,10 @@ pub struct TimelineBlock {
     pub first_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_at: Option<DateTime<Utc>>,
+    /// Events of the block (a merged event counts the seqs it stands for): for a model call,
+    /// about one per token.
+    #[serde(default)]
+    pub events: u64,
 }
 
 /// Where a run stands, as far as the log says.
@@ -446,10 +450,13 @@ impl Timeline {
                 message_ids: Vec::new(),
                 first_at: Some(event.created_at),
                 last_at: None,
+                events: 0,
             });
             self.block_index.insert(block_id, self.blocks.len() - 1);
         }
-        self.blocks[self.block_index[&block_id]].last_at = Some(event.created_at);
+        let block = &mut self.blocks[self.block_index[&block_id]];
+        block.last_at = Some(event.created_at);
+        block.events += event.seq - first_seq + 1;
         let index = match self.message_index.get(&message_id) {
             Some(&index) => index,
             None => {

@@ -100,7 +100,7 @@ test("the inspector of a 10 000-token run", async ({ page, request }) => {
   await expect(page.locator(".inspector")).toHaveAttribute("data-status", "completed");
   await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
   const ms = Date.now() - started;
-  await expect(page.locator(".lane.kind-model .lane-figures").first()).toContainText("chars/s");
+  await expect(page.locator(".lane.kind-model .lane-figures").first()).toContainText("tokens/s");
   console.log(`inspector of a run of ${log.head_seq} events: ${ms} ms to drawn and live`);
   test.info().annotations.push({ type: "inspector-ms", description: `${log.head_seq} events: ${ms} ms` });
 });

@@ -140,6 +140,9 @@ pub fn lane_figures(lane: &Lane) -> String {
     if let Some(wait) = lane.wait_ms {
         parts.push(format!("first token after {}", duration_text(wait)));
     }
+    if let Some(rate) = lane.tokens_per_second {
+        parts.push(format!("{rate:.0} tokens/s"));
+    }
     if let Some(rate) = lane.chars_per_second {
         parts.push(format!("{rate:.0} chars/s"));
     }
@@ -192,16 +195,18 @@ mod tests {
             end_ms: 3_400,
             wait_ms: Some(700),
             chars_per_second: Some(41.6),
+            tokens_per_second: Some(9.4),
             status: None,
         };
         assert_eq!(
             lane_figures(&lane),
-            "at 1.2 s · 2.2 s · first token after 700 ms · 42 chars/s"
+            "at 1.2 s · 2.2 s · first token after 700 ms · 9 tokens/s · 42 chars/s"
         );
         let tool = Lane {
             kind: LaneKind::Tool,
             wait_ms: None,
             chars_per_second: None,
+            tokens_per_second: None,
             status: Some("awaiting_approval".into()),
             ..lane
         };
