@@ -51,7 +51,7 @@ impl TimelineMessage {
 }
 
 /// One UI block: one LLM call, one tool call, one user message.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TimelineBlock {
     pub block_id: Uuid,
     pub run_id: Option<Uuid>,
@@ -69,6 +69,21 @@ pub struct TimelineBlock {
     /// about one per token.
     #[serde(default)]
     pub events: u64,
+}
+
+/// Equal when they hold the same: `first_at` is left out. A merged event (coalesced delivery)
+/// carries its last token's time only, so a block that begins with one starts a little later
+/// than in a fold of every seq; every delivery of a log still ends in the same timeline.
+impl PartialEq for TimelineBlock {
+    fn eq(&self, other: &TimelineBlock) -> bool {
+        self.block_id == other.block_id
+            && self.run_id == other.run_id
+            && self.thread_id == other.thread_id
+            && self.first_seq == other.first_seq
+            && self.message_ids == other.message_ids
+            && self.last_at == other.last_at
+            && self.events == other.events
+    }
 }
 
 /// Where a run stands, as far as the log says.

@@ -437,6 +437,18 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         assert_eq!(status, case.status, "{} {}: {text}", case.method, case.path);
+        // The page forms answer a person: an HTML page saying why, not the API's JSON.
+        if !case.path.starts_with("/v1")
+            && case.method == Method::POST
+            && text.starts_with("<!DOCTYPE html>")
+        {
+            assert!(
+                text.contains("That did not go through"),
+                "{}: {text}",
+                case.path
+            );
+            continue;
+        }
         let body: Value = serde_json::from_str(&text)
             .unwrap_or_else(|_| panic!("{} {}: not JSON: {text}", case.method, case.path));
         assert_eq!(
