@@ -5,10 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Row};
-use uuid::Uuid;
 
 use super::live::Server;
 
@@ -55,16 +54,7 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
     let mut runs = Vec::new();
     for _ in 0..agents {
         let agent_id = server.agent().await;
-        let accepted: Value = http
-            .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
-            .json(&json!({ "content": "a long answer, please" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        runs.push(Uuid::parse_str(accepted["run_id"].as_str().unwrap()).unwrap());
+        runs.push(server.run(agent_id, "a long answer, please").await);
     }
     for run_id in runs {
         loop {

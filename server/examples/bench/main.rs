@@ -678,7 +678,8 @@ pub(crate) mod live {
             Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
         }
 
-        pub async fn run(&self, agent_id: Uuid, content: &str) {
+        /// Starts a run of `agent_id` for `content`; its id.
+        pub async fn run(&self, agent_id: Uuid, content: &str) -> Uuid {
             let response = reqwest::Client::new()
                 .post(format!("{}/v1/agents/{agent_id}/runs", self.base))
                 .json(&json!({ "content": content }))
@@ -686,6 +687,8 @@ pub(crate) mod live {
                 .await
                 .unwrap();
             assert_eq!(response.status(), 202);
+            let accepted: Value = response.json().await.unwrap();
+            Uuid::parse_str(accepted["run_id"].as_str().unwrap()).unwrap()
         }
 
         pub fn ws_url(&self) -> String {
