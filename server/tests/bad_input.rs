@@ -58,7 +58,7 @@ async fn row_counts(server: &TestServer) -> (i64, i64) {
     let database = server.database().await;
     (
         database.count_rows("agents").await,
-        database.count_rows("agent_events").await,
+        database.count_events().await,
     )
 }
 

@@ -252,7 +252,7 @@ async fn deleting_an_agent_removes_it_and_its_log() {
     let url = server.url(&format!("/v1/agents/{agent_id}"));
     assert_eq!(server.http.delete(&url).send().await.unwrap().status(), 204);
     assert_eq!(server.http.get(&url).send().await.unwrap().status(), 404);
-    assert_eq!(database.count_rows("agent_events").await, 0);
+    assert_eq!(database.count_events().await, 0);
 }
 
 /// Resumes send each event's JSON written straight from its row; a client must get exactly

@@ -309,7 +309,7 @@ mod tests {
             .await
             .unwrap();
 
-        sqlx::query("DELETE FROM agent_events WHERE seq <= 600")
+        sqlx::query("DELETE FROM events WHERE first_seq <= 600")
             .execute(store.pool())
             .await
             .unwrap();

@@ -43,6 +43,11 @@ const SQLITE: &[Source] = &[
         "chat agents",
         include_str!("../../migrations/0006_chat_agents.sql"),
     ),
+    (
+        7,
+        "compact log",
+        include_str!("../../migrations/0007_compact_log.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[

@@ -15,6 +15,7 @@
 //! **Architecture invariant:** only this module touches sqlx (and rusqlite). It knows nothing of
 //! runs beyond their ids and kinds, nor of HTTP.
 
+pub mod chunk;
 mod error;
 mod migrations;
 pub mod postgres;
@@ -214,7 +215,7 @@ impl Default for ClusterOptions {
 }
 
 /// The kinds of a run's outline (its start, usage and end), as SQL. The partial index
-/// `agent_events_run_outline` holds just these rows; a query by `run_id` must carry
+/// `events_run_outline` (SQLite; `agent_events_run_outline` in PostgreSQL) holds just these rows; a query by `run_id` must carry
 /// `kind IN` this text, character for character, or SQLite will not use the index (it matches a
 /// partial index's condition by comparing expressions) and scans the log.
 pub const RUN_OUTLINE_KINDS: &str =

@@ -20,6 +20,7 @@ use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_
 use super::{
     Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, RUN_OUTLINE_KINDS,
 };
+use reader::Pick;
 
 mod appender;
 mod reader;
@@ -79,46 +80,65 @@ impl SqliteStore {
     }
 }
 
-/// Ids one look-up statement carries at most, well under SQLite's limit of 32 766 variables.
-const IDS_PER_STATEMENT_MAX: usize = 256;
+/// Ids one read looks up at most (one statement each, on one read connection).
+const IDS_PER_READ_MAX: usize = 256;
 
 const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at";
-const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
-     delta, delta_path, delta_action, content, raw, metadata, created_at";
+const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
+     message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces";
 
-/// An agent's events after a seq, in order, at most a limit (walks the `(agent_id, seq)` index).
+/// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
+/// least one wanted event). Walks the table's `(agent_id, first_seq)` key: one seek for the
+/// row holding the seq (the greatest first seq not past it), then forward.
 fn range_sql() -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = ?1 AND seq > ?2 \
-         ORDER BY seq LIMIT ?3"
+        "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
+         (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
+         ORDER BY first_seq LIMIT ?3"
     )
 }
 
-fn range_params(agent_id: Uuid, since: i64, limit: u32) -> Vec<SqlValue> {
-    vec![
+fn range_query(
+    agent_id: Uuid,
+    since: u64,
+    limit: u32,
+) -> Result<Vec<(Vec<SqlValue>, Pick)>, StoreError> {
+    let params = vec![
         SqlValue::Text(agent_id.to_string()),
-        SqlValue::Integer(since),
+        SqlValue::Integer(seq_to_column(since)?),
         SqlValue::Integer(i64::from(limit)),
-    ]
+    ];
+    Ok(vec![(params, Pick::Range { since, limit })])
 }
 
-/// A run's outline events, by run id (walks the partial index `agent_events_run_outline`).
+fn blob_of(id: Uuid) -> SqlValue {
+    SqlValue::Blob(id.as_bytes().to_vec())
+}
+
+/// A run's outline events, by run id (walks the partial index `events_run_outline`; outline
+/// events are never in run rows).
 fn run_outline_sql() -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = ?1 \
-         AND kind IN {RUN_OUTLINE_KINDS} ORDER BY seq"
+        "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ?1 \
+         AND kind IN {RUN_OUTLINE_KINDS} ORDER BY first_seq"
     )
 }
 
 /// `run_started` events whose run never ended: the open-runs table (kept by each append), then
-/// each start by its `(agent_id, seq)` key. Its cost is the runs open now, not all runs ever.
+/// each start by its `(agent_id, first_seq)` key. Its cost is the runs open now, not all runs.
 fn unfinished_runs_sql() -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM agent_events \
-         WHERE (agent_id, seq) IN (SELECT agent_id, started_seq FROM open_runs) \
-         ORDER BY agent_id, seq"
+        "SELECT {EVENT_COLUMNS} FROM events \
+         WHERE (agent_id, first_seq) IN (SELECT agent_id, started_seq FROM open_runs) \
+         ORDER BY agent_id, first_seq"
     )
+}
+
+/// The row that holds the event with id `?1`, if any: the one with the greatest first id not
+/// past it (walks `events_id`); the reader keeps the event only if its id is there.
+fn by_id_sql() -> String {
+    format!("SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 ORDER BY id DESC LIMIT 1")
 }
 
 fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
@@ -232,10 +252,9 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let since_column = seq_to_column(since)?;
         let events = self
             .reader
-            .events(range_sql(), range_params(agent_id, since_column, limit))
+            .events(range_sql(), range_query(agent_id, since, limit)?)
             .await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
@@ -247,10 +266,9 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let since_column = seq_to_column(since)?;
         let events = self
             .reader
-            .events_json(range_sql(), range_params(agent_id, since_column, limit))
+            .events_json(range_sql(), range_query(agent_id, since, limit)?)
             .await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
@@ -258,25 +276,25 @@ impl EventLog for SqliteStore {
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         self.reader
-            .events(run_outline_sql(), vec![SqlValue::Text(run_id.to_string())])
+            .events(run_outline_sql(), vec![(vec![blob_of(run_id)], Pick::All)])
             .await
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.reader.events(unfinished_runs_sql(), Vec::new()).await
+        self.reader
+            .events(unfinished_runs_sql(), vec![(Vec::new(), Pick::All)])
+            .await
     }
 
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
         let mut events = Vec::new();
-        // Bounded statement size: the ids of one commit go in chunks.
-        for chunk in ids.chunks(IDS_PER_STATEMENT_MAX) {
-            let marks = vec!["?"; chunk.len()].join(", ");
-            let ids = chunk
+        // One statement per id (a seek each); bounded reads: the ids of one commit go in parts.
+        for part in ids.chunks(IDS_PER_READ_MAX) {
+            let queries = part
                 .iter()
-                .map(|id| SqlValue::Text(id.to_string()))
+                .map(|id| (vec![blob_of(*id)], Pick::Id(*id)))
                 .collect();
-            let sql = format!("SELECT {EVENT_COLUMNS} FROM agent_events WHERE id IN ({marks})");
-            events.extend(self.reader.events(sql, ids).await?);
+            events.extend(self.reader.events(by_id_sql(), queries).await?);
         }
         Ok(events)
     }
@@ -289,11 +307,12 @@ impl EventLog for SqliteStore {
 #[async_trait]
 impl RunKeys for SqliteStore {
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
-        let released = sqlx::query(
+        // `kind IN` the outline kinds as well: the look-up walks the outline index.
+        let released = sqlx::query(&format!(
             "DELETE FROM run_keys WHERE NOT EXISTS ( \
-                 SELECT 1 FROM agent_events WHERE agent_events.run_id = run_keys.run_id \
-                 AND agent_events.kind = 'run_started')",
-        )
+                 SELECT 1 FROM events WHERE events.run_id = unhex(replace(run_keys.run_id, '-', '')) \
+                 AND events.kind IN {RUN_OUTLINE_KINDS} AND events.kind = 'run_started')"
+        ))
         .execute(&self.pool)
         .await?;
         Ok(released.rows_affected())
@@ -357,8 +376,8 @@ mod tests {
     async fn the_database_refuses_events_of_unknown_agents_by_itself() {
         let (_directory, store) = open_temporary().await;
         let result = sqlx::query(
-            "INSERT INTO agent_events (id, agent_id, seq, kind, content, metadata, created_at) \
-             VALUES ('x', 'no-such-agent', 1, 'text', 'null', 'null', '2026-01-01T00:00:00Z')",
+            "INSERT INTO events (agent_id, first_seq, last_seq, id, kind, content, metadata, \
+             created_at) VALUES ('no-such-agent', 1, 1, x'00', 'text', 'null', 'null', 0)",
         )
         .execute(store.pool())
         .await;
@@ -369,19 +388,20 @@ mod tests {
     #[tokio::test]
     async fn range_reads_use_the_agent_seq_index() {
         let (_directory, store) = open_temporary().await;
-        let rows = sqlx::query(
-            "EXPLAIN QUERY PLAN SELECT * FROM agent_events \
-             WHERE agent_id = 'a' AND seq > 5 ORDER BY seq LIMIT 10",
-        )
-        .fetch_all(store.pool())
-        .await
-        .unwrap();
+        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", range_sql()))
+            .bind("a")
+            .bind(5)
+            .bind(10)
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
         let plan: Vec<String> = rows
             .iter()
             .map(|row| row.try_get::<String, _>("detail").unwrap())
             .collect();
         let plan = plan.join(" | ");
-        assert!(plan.contains("USING INDEX"), "{plan}");
+        assert!(plan.contains("USING PRIMARY KEY"), "{plan}");
+        assert!(!plan.contains("SCAN"), "{plan}");
         assert!(
             !plan.contains("TEMP B-TREE"),
             "range reads must not sort: {plan}"
@@ -391,7 +411,7 @@ mod tests {
     /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.
     async fn plan_of(store: &SqliteStore, sql: &str) -> String {
         let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .bind(Uuid::nil().to_string())
+            .bind(Uuid::nil().as_bytes().to_vec())
             .fetch_all(store.pool())
             .await
             .unwrap();
@@ -409,13 +429,13 @@ mod tests {
         let (_directory, store) = open_temporary().await;
         let outline = plan_of(&store, &run_outline_sql()).await;
         assert!(
-            outline.contains("USING INDEX agent_events_run_outline"),
+            outline.contains("USING INDEX events_run_outline"),
             "{outline}"
         );
         let unfinished = plan_of(&store, &unfinished_runs_sql()).await;
         assert!(unfinished.contains("open_runs"), "{unfinished}");
         assert!(
-            !unfinished.contains("SCAN agent_events"),
+            !unfinished.contains("SCAN events"),
             "recovery must not walk the log: {unfinished}"
         );
     }

@@ -424,18 +424,51 @@ impl TestDatabase {
         }
     }
 
+    /// Events in the log (SQLite keeps runs of appends in one row: counted by their seqs).
+    pub async fn count_events(&self) -> i64 {
+        match self {
+            TestDatabase::Sqlite(pool) => {
+                sqlx::query_scalar("SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM events")
+                    .fetch_one(pool)
+                    .await
+                    .unwrap()
+            }
+            TestDatabase::Postgres(_) => self.count_rows("agent_events").await,
+        }
+    }
+
     /// How many events of the agent have seq ≤ `seq`, and the id of the one at `seq`.
     pub async fn committed_through(&self, agent_id: Uuid, seq: u64) -> (i64, Option<String>) {
         match self {
-            TestDatabase::Sqlite(pool) => sqlx::query_as(
-                "SELECT COUNT(*), (SELECT id FROM agent_events WHERE agent_id = ?1 AND seq = ?2) \
-                 FROM agent_events WHERE agent_id = ?1 AND seq <= ?2",
-            )
-            .bind(agent_id.to_string())
-            .bind(seq as i64)
-            .fetch_one(pool)
-            .await
-            .unwrap(),
+            TestDatabase::Sqlite(pool) => {
+                let count: i64 = sqlx::query_scalar(
+                    "SELECT COALESCE(SUM(MIN(last_seq, ?2) - first_seq + 1), 0) FROM events \
+                     WHERE agent_id = ?1 AND first_seq <= ?2",
+                )
+                .bind(agent_id.to_string())
+                .bind(seq as i64)
+                .fetch_one(pool)
+                .await
+                .unwrap();
+                // The row holding `seq`, and the id `seq - first_seq` places after its first.
+                let holder: Option<(i64, i64, Vec<u8>)> = sqlx::query_as(
+                    "SELECT first_seq, last_seq, id FROM events WHERE agent_id = ?1 \
+                     AND first_seq <= ?2 ORDER BY first_seq DESC LIMIT 1",
+                )
+                .bind(agent_id.to_string())
+                .bind(seq as i64)
+                .fetch_optional(pool)
+                .await
+                .unwrap();
+                let id = holder
+                    .filter(|(_, last, _)| *last >= seq as i64)
+                    .and_then(|(first, _, id)| {
+                        let first_id = Uuid::from_slice(&id).unwrap();
+                        agentstream_server::store::chunk::nth_id(first_id, seq - first as u64)
+                    })
+                    .map(|id| id.to_string());
+                (count, id)
+            }
             TestDatabase::Postgres(pool) => sqlx::query_as(
                 "SELECT COUNT(*), (SELECT id::text FROM agent_events WHERE agent_id = $1 \
                  AND seq = $2) FROM agent_events WHERE agent_id = $1 AND seq <= $2",

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::delivery::hub::Hub;
+use crate::store::chunk::IdChains;
 use crate::store::{AppendBatch, EventDraft, EventLog, StoreError};
 
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the
@@ -209,6 +210,7 @@ async fn run(
     retries_max: u32,
 ) {
     let mut refused = RefusedRuns::default();
+    let mut chains = IdChains::default();
     while let Some(first) = receiver.recv().await {
         let mut events_in_batch = first.batch.drafts.len();
         let mut requests = vec![first];
@@ -244,6 +246,12 @@ async fn run(
             (Vec::new(), requests)
         };
         if !requests.is_empty() {
+            // Before the first attempt, so a retry and the look-up after a refused commit ask
+            // for the ids that were written.
+            let mut requests = requests;
+            for request in &mut requests {
+                chains.assign(&mut request.batch);
+            }
             commit(&store, &hub, requests, &mut refused, retries_max).await;
         }
         for barrier in barriers {

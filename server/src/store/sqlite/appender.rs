@@ -6,6 +6,7 @@
 //! group to this thread, which runs the transaction with cached prepared statements and
 //! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::reader::SQLITE_READS_AT_ONCE_MAX;
+use crate::store::chunk::{self, Chunk};
 use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
@@ -72,6 +74,7 @@ impl Appender {
             .spawn(move || {
                 let mut connection = connection;
                 let mut restart_tries = 0;
+                let mut open_chunks = HashMap::new();
                 while let Some(job) = queue.blocking_recv() {
                     if reset_wanted.load(Ordering::Relaxed) {
                         restart_tries += 1;
@@ -87,7 +90,7 @@ impl Appender {
                     if abandoned() {
                         continue;
                     }
-                    let outcome = append(&mut connection, job.batches, abandoned);
+                    let outcome = append(&mut connection, job.batches, abandoned, &mut open_chunks);
                     let _ = job.reply.send(outcome);
                 }
                 // Dropping the sender stops the checkpointer.
@@ -264,6 +267,7 @@ fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
+    open_chunks: &mut HashMap<Uuid, Chunk>,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
     let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
@@ -293,13 +297,30 @@ fn append(
             .find(|(id, _)| *id == agent_id)
             .map(|(_, head)| *head)
     })?;
+    // The agents' open run rows, taken out of the cache: put back only once committed, so a
+    // group that fails leaves no row in the cache that the database does not hold.
+    let mut staged: HashMap<Uuid, Staged> = HashMap::new();
+    for (agent_id, _) in &totals {
+        if let Some(chunk) = open_chunks.remove(agent_id) {
+            staged.insert(
+                *agent_id,
+                Staged {
+                    chunk,
+                    dirty: false,
+                },
+            );
+        }
+    }
     let mut committed = Vec::with_capacity(batches.len());
     {
         let mut insert = transaction
             .prepare_cached(
-                "INSERT INTO agent_events (id, agent_id, seq, run_id, thread_id, block_id, \
-                 message_id, kind, delta, delta_path, delta_action, content, raw, metadata, \
-                 created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                "INSERT INTO events (agent_id, first_seq, last_seq, id, run_id, thread_id, \
+                 block_id, message_id, kind, delta, delta_path, delta_action, content, raw, \
+                 metadata, created_at, pieces) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+                 ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                 ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
+                 delta = excluded.delta, pieces = excluded.pieces",
             )
             .map_err(sqlite_error)?;
         // The open-runs table follows the log in the same transaction (see `unfinished_runs`).
@@ -318,25 +339,26 @@ fn append(
             let mut events = Vec::with_capacity(batch.drafts.len());
             for draft in batch.drafts {
                 let event = draft.into_event(agent_id, cursors.take(agent_id));
-                insert
-                    .execute(params![
-                        event.id.to_string(),
-                        agent_text,
-                        event.seq as i64,
-                        event.run_id.map(|id| id.to_string()),
-                        event.thread_id.map(|id| id.to_string()),
-                        event.block_id.map(|id| id.to_string()),
-                        event.message_id.map(|id| id.to_string()),
-                        event.kind.as_str(),
-                        event.delta.as_ref().map(json_text),
-                        event.delta_path,
-                        event.delta_action.map(DeltaAction::as_str),
-                        json_text(&event.content),
-                        event.raw.as_ref().map(json_text),
-                        json_text(&event.metadata),
-                        event.created_at.to_rfc3339(),
-                    ])
-                    .map_err(sqlite_error)?;
+                let extended = staged.get_mut(&agent_id).is_some_and(|open| {
+                    open.chunk.extend(&event) && {
+                        open.dirty = true;
+                        true
+                    }
+                });
+                if !extended {
+                    // The agent's run row ends here: written if this group changed it.
+                    if let Some(ended) = staged.remove(&agent_id) {
+                        if ended.dirty {
+                            write_chunk(&mut insert, &agent_text, &ended.chunk)?;
+                        }
+                    }
+                    match Chunk::start(&event)? {
+                        Some(chunk) => {
+                            staged.insert(agent_id, Staged { chunk, dirty: true });
+                        }
+                        None => write_event(&mut insert, &agent_text, &event)?,
+                    }
+                }
                 match (event.kind, event.run_id) {
                     (EventKind::RunStarted, Some(run_id)) => {
                         open.execute(params![run_id.to_string(), agent_text, event.seq as i64])
@@ -353,6 +375,11 @@ fn append(
             }
             committed.push(events);
         }
+        for (agent_id, open) in &staged {
+            if open.dirty {
+                write_chunk(&mut insert, &agent_id.to_string(), &open.chunk)?;
+            }
+        }
     }
     if abandoned() {
         // Dropping the transaction rolls it back.
@@ -361,7 +388,91 @@ fn append(
         ));
     }
     transaction.commit().map_err(sqlite_error)?;
+    if open_chunks.len() + staged.len() > APPEND_OPEN_CHUNKS_MAX {
+        open_chunks.clear();
+    }
+    open_chunks.extend(
+        staged
+            .into_iter()
+            .map(|(agent_id, open)| (agent_id, open.chunk)),
+    );
     Ok(committed)
+}
+
+/// Agents whose open run row the append thread keeps, to extend it with their next appends;
+/// past it, it forgets them all (their next appends start new rows: a few bytes more, nothing
+/// wrong). A row is at most [`chunk::CHUNK_BYTES_MAX`] of text and varints.
+const APPEND_OPEN_CHUNKS_MAX: usize = 8_192;
+
+/// An agent's run row during a group: `dirty` when the group started or extended it.
+struct Staged {
+    chunk: Chunk,
+    dirty: bool,
+}
+
+fn blob(id: Option<Uuid>) -> Option<Vec<u8>> {
+    id.map(|id| id.as_bytes().to_vec())
+}
+
+/// A row of one event.
+fn write_event(
+    insert: &mut rusqlite::CachedStatement<'_>,
+    agent_text: &str,
+    event: &AgentEvent,
+) -> Result<(), StoreError> {
+    insert
+        .execute(params![
+            agent_text,
+            event.seq as i64,
+            event.seq as i64,
+            event.id.as_bytes().to_vec(),
+            blob(event.run_id),
+            blob(event.thread_id),
+            blob(event.block_id),
+            blob(event.message_id),
+            event.kind.as_str(),
+            event.delta.as_ref().map(json_text),
+            event.delta_path,
+            event.delta_action.map(DeltaAction::as_str),
+            json_text(&event.content),
+            event.raw.as_ref().map(json_text),
+            json_text(&event.metadata),
+            chunk::time_nanos(event.created_at)?,
+            None::<Vec<u8>>,
+        ])
+        .map_err(sqlite_error)?;
+    Ok(())
+}
+
+/// A run row, inserted or (when it was already written by an earlier group) extended.
+fn write_chunk(
+    insert: &mut rusqlite::CachedStatement<'_>,
+    agent_text: &str,
+    chunk: &Chunk,
+) -> Result<(), StoreError> {
+    let head = &chunk.head;
+    insert
+        .execute(params![
+            agent_text,
+            head.seq as i64,
+            chunk.last_seq as i64,
+            head.id.as_bytes().to_vec(),
+            blob(head.run_id),
+            blob(head.thread_id),
+            blob(head.block_id),
+            blob(head.message_id),
+            head.kind.as_str(),
+            chunk.text,
+            head.delta_path,
+            head.delta_action.map(DeltaAction::as_str),
+            json_text(&head.content),
+            None::<String>,
+            json_text(&head.metadata),
+            chunk::time_nanos(head.created_at)?,
+            chunk.pieces,
+        ])
+        .map_err(sqlite_error)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -385,10 +496,11 @@ mod tests {
                 drafts: vec![EventDraft::new(app::EventKind::Text)],
             }]
         };
-        assert!(append(&mut connection, group(), || true).is_err());
+        let mut open = HashMap::new();
+        assert!(append(&mut connection, group(), || true, &mut open).is_err());
         assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
         assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);
-        assert!(append(&mut connection, group(), || false).is_ok());
+        assert!(append(&mut connection, group(), || false, &mut open).is_ok());
         assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(1));
     }
 

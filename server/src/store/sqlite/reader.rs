@@ -14,7 +14,10 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
 
 use super::appender::sqlite_error;
-use super::{parse_time, parse_uuid};
+use uuid::Uuid;
+
+use super::parse_uuid;
+use crate::store::chunk;
 use crate::store::rows::{corrupt, seq_from_column, EventRow};
 use crate::store::{EventJson, StoreError};
 
@@ -46,29 +49,30 @@ impl Reader {
         self.at_once.clone()
     }
 
-    /// Runs `sql` (which selects `EVENT_COLUMNS`, in that order) with `params`.
+    /// Runs `sql` (which selects `EVENT_COLUMNS`, in that order) once per set of `queries`,
+    /// each row expanded into the events it holds that its [`Pick`] wants.
     pub(super) async fn events(
         &self,
         sql: String,
-        params: Vec<SqlValue>,
+        queries: Vec<(Vec<SqlValue>, Pick)>,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.rows(sql, params, event_from_row).await
+        self.rows(sql, queries, |row| row.to_event()).await
     }
 
-    /// The same, each row written as the event's JSON (see [`event_json_from_row`]).
+    /// The same, each event written as its JSON ([`EventRow::to_json`]).
     pub(super) async fn events_json(
         &self,
         sql: String,
-        params: Vec<SqlValue>,
+        queries: Vec<(Vec<SqlValue>, Pick)>,
     ) -> Result<Vec<EventJson>, StoreError> {
-        self.rows(sql, params, event_json_from_row).await
+        self.rows(sql, queries, |row| row.to_json()).await
     }
 
     async fn rows<T: Send + 'static>(
         &self,
         sql: String,
-        params: Vec<SqlValue>,
-        decode: fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
+        queries: Vec<(Vec<SqlValue>, Pick)>,
+        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
         let permit = self
             .at_once
@@ -88,17 +92,35 @@ impl Reader {
                 Some(connection) => connection,
                 None => open(&path, busy_timeout)?,
             };
-            let events = query(&connection, &sql, params, decode);
+            let mut events = Vec::new();
+            let mut outcome = Ok(());
+            for (params, pick) in queries {
+                outcome = query(&connection, &sql, params, pick, make, &mut events);
+                if outcome.is_err() {
+                    break;
+                }
+            }
             let mut idle = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if idle.len() < SQLITE_READ_CONNECTIONS_IDLE_MAX {
                 idle.push(connection);
             }
             drop(permit);
-            events
+            outcome.map(|()| events)
         })
         .await
         .map_err(|error| StoreError::Unavailable(format!("a read thread failed: {error}")))?
     }
+}
+
+/// Which events of the rows a query returns a read wants.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Pick {
+    /// Every event of every row.
+    All,
+    /// Events after `since`, at most `limit` (rows are read until there are that many).
+    Range { since: u64, limit: u32 },
+    /// The event with this id, if a row holds it.
+    Id(Uuid),
 }
 
 fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
@@ -118,17 +140,20 @@ fn query<T>(
     connection: &Connection,
     sql: &str,
     params: Vec<SqlValue>,
-    decode: fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
-) -> Result<Vec<T>, StoreError> {
+    pick: Pick,
+    make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    out: &mut Vec<T>,
+) -> Result<(), StoreError> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
     let mut rows = statement
         .query(params_from_iter(params))
         .map_err(sqlite_error)?;
-    let mut decoded = Vec::new();
     while let Some(row) = rows.next().map_err(sqlite_error)? {
-        decoded.push(decode(row)?);
+        if expand(row, pick, make, out)? {
+            break;
+        }
     }
-    Ok(decoded)
+    Ok(())
 }
 
 fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<&'row str, StoreError> {
@@ -146,36 +171,102 @@ fn optional_text<'row>(
         .map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-/// A row of `EVENT_COLUMNS`: id, agent_id, seq, run_id, thread_id, block_id, message_id, kind,
-/// delta, delta_path, delta_action, content, raw, metadata, created_at.
-fn event_row<'row>(row: &'row rusqlite::Row<'_>) -> Result<EventRow<'row>, StoreError> {
-    let optional_uuid = |index| optional_text(row, index)?.map(parse_uuid).transpose();
-    Ok(EventRow {
-        id: parse_uuid(text(row, 0)?)?,
-        agent_id: parse_uuid(text(row, 1)?)?,
-        seq: seq_from_column(
-            row.get(2)
-                .map_err(|error| corrupt(format!("seq: {error}")))?,
-        )?,
-        run_id: optional_uuid(3)?,
-        thread_id: optional_uuid(4)?,
-        block_id: optional_uuid(5)?,
-        message_id: optional_uuid(6)?,
-        kind: text(row, 7)?,
-        delta: optional_text(row, 8)?,
-        delta_path: optional_text(row, 9)?,
-        delta_action: optional_text(row, 10)?,
-        content: text(row, 11)?,
-        raw: optional_text(row, 12)?,
-        metadata: text(row, 13)?,
-        created_at: parse_time(text(row, 14)?)?,
-    })
+fn blob<'row>(
+    row: &'row rusqlite::Row<'_>,
+    index: usize,
+) -> Result<Option<&'row [u8]>, StoreError> {
+    row.get_ref(index)
+        .and_then(|value| value.as_blob_or_null().map_err(Into::into))
+        .map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-fn event_from_row(row: &rusqlite::Row<'_>) -> Result<AgentEvent, StoreError> {
-    event_row(row)?.to_event()
+fn integer(row: &rusqlite::Row<'_>, index: usize) -> Result<i64, StoreError> {
+    row.get(index)
+        .map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-fn event_json_from_row(row: &rusqlite::Row<'_>) -> Result<EventJson, StoreError> {
-    event_row(row)?.to_json()
+fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
+    Uuid::from_slice(bytes).map_err(|error| corrupt(format!("bad binary uuid: {error}")))
+}
+
+/// A row of `EVENT_COLUMNS` (agent_id, first_seq, last_seq, id, run_id, thread_id, block_id,
+/// message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at,
+/// pieces) expanded into its events, those `pick` wants made by `make` into `out`. True when the
+/// read has what it wants (stop stepping).
+fn expand<T>(
+    row: &rusqlite::Row<'_>,
+    pick: Pick,
+    make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    out: &mut Vec<T>,
+) -> Result<bool, StoreError> {
+    let optional_uuid = |index| blob(row, index)?.map(uuid_of).transpose();
+    let first_seq = seq_from_column(integer(row, 1)?)?;
+    let last_seq = seq_from_column(integer(row, 2)?)?;
+    let first_id = uuid_of(blob(row, 3)?.ok_or_else(|| corrupt("an event row without an id"))?)?;
+    let created_at = integer(row, 15)?;
+    let event = EventRow {
+        id: first_id,
+        agent_id: parse_uuid(text(row, 0)?)?,
+        seq: first_seq,
+        run_id: optional_uuid(4)?,
+        thread_id: optional_uuid(5)?,
+        block_id: optional_uuid(6)?,
+        message_id: optional_uuid(7)?,
+        kind: text(row, 8)?,
+        delta: optional_text(row, 9)?,
+        delta_path: optional_text(row, 10)?,
+        delta_action: optional_text(row, 11)?,
+        content: text(row, 12)?,
+        raw: optional_text(row, 13)?,
+        metadata: text(row, 14)?,
+        created_at: chunk::time_from_nanos(created_at),
+    };
+    let wanted = |seq: u64, id: Uuid| match pick {
+        Pick::All => true,
+        Pick::Range { since, .. } => seq > since,
+        Pick::Id(wanted) => id == wanted,
+    };
+    let full =
+        |out: &Vec<T>| matches!(pick, Pick::Range { limit, .. } if out.len() >= limit as usize);
+    let Some(encoded) = blob(row, 16)? else {
+        if last_seq != first_seq {
+            return Err(corrupt(format!(
+                "a row of one event spans seqs {first_seq}..={last_seq}"
+            )));
+        }
+        if wanted(first_seq, first_id) && !full(out) {
+            out.push(make(&event)?);
+        }
+        return Ok(full(out));
+    };
+    let text = event
+        .delta
+        .ok_or_else(|| corrupt("a run row without its text"))?;
+    let count = last_seq
+        .checked_sub(first_seq)
+        .ok_or_else(|| corrupt("a run row ends before it starts"))?
+        + 1;
+    for (k, piece) in chunk::pieces(text, encoded, created_at, count)?
+        .into_iter()
+        .enumerate()
+    {
+        let seq = first_seq + k as u64;
+        let id = chunk::nth_id(first_id, k as u64)
+            .ok_or_else(|| corrupt("a run row's ids run past their low bits"))?;
+        if !wanted(seq, id) {
+            continue;
+        }
+        if full(out) {
+            break;
+        }
+        let delta = serde_json::to_string(piece.text).expect("strings serialize");
+        out.push(make(&EventRow {
+            id,
+            seq,
+            delta: Some(&delta),
+            created_at: chunk::time_from_nanos(piece.nanos),
+            ..event
+        })?);
+    }
+    Ok(full(out))
 }

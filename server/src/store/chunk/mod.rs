@@ -1,0 +1,312 @@
+//! Runs of string appends stored as one row: the unit of storage bigger than a token.
+//!
+//! A streamed reply is thousands of events that each append a few characters to one message
+//! part, and each carried ~280 bytes of ids, names and a time around those characters (625 bytes
+//! on disk with the row and its indexes). Here consecutive appends to one part become one row:
+//! the first event in full, the concatenated text, and per event two varints (its text's byte
+//! length and its time after the previous event's). Every seq stays addressable: a read expands
+//! the row into exactly the events that were appended, ids and times included.
+//!
+//! **Ids.** The events of a run have consecutive ids: the writer gives a string append that
+//! follows another of the same part the id after that one's ([`next_id`]), before the commit, so
+//! the id a producer, a live subscriber and a later reader see is one id. A row keeps its first
+//! event's id; the k-th event's is that id plus k. Ids stay unique: a chained id differs from its
+//! head only in the head's 32 random low bits (no carry), and the bits above — the UUIDv7 time
+//! and counter — are the head's alone.
+//!
+//! Pure: the stores write and read the columns; this module builds and expands them.
+
+use app::{AgentEvent, DeltaAction};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::rows::corrupt;
+use super::StoreError;
+
+/// Events one row holds at most. Reads find the row holding a seq by the rows' first seqs, so
+/// this also bounds what a read skips inside its first row.
+pub const CHUNK_EVENTS_MAX: u64 = 256;
+/// Bytes of text and per-event varints one row holds at most: the row stays within the local
+/// payload of a 4 KiB B-tree page (SQLite moves a larger one to overflow pages, which every
+/// extension of the row would rewrite).
+pub const CHUNK_BYTES_MAX: usize = 640;
+
+/// The id after `id` in a run of appends; `None` when the low 32 bits are all ones (the run
+/// starts over with an id of its own rather than carry into the bits that make ids unique).
+pub fn next_id(id: Uuid) -> Option<Uuid> {
+    let value = id.as_u128();
+    (value as u32 != u32::MAX).then(|| Uuid::from_u128(value + 1))
+}
+
+/// The id `k` places after `first` (as [`next_id`] applied `k` times).
+pub fn nth_id(first: Uuid, k: u64) -> Option<Uuid> {
+    let low = u128::from(first.as_u128() as u32) + u128::from(k);
+    (low <= u128::from(u32::MAX)).then(|| Uuid::from_u128(first.as_u128() + u128::from(k)))
+}
+
+/// True when `event` is a string append to a message part without a raw provider event: what a
+/// run row may hold.
+fn is_plain_append(
+    message_id: Option<Uuid>,
+    action: Option<DeltaAction>,
+    delta: Option<&Value>,
+    raw: Option<&Value>,
+) -> bool {
+    message_id.is_some()
+        && action == Some(DeltaAction::Append)
+        && matches!(delta, Some(Value::String(_)))
+        && raw.is_none()
+}
+
+/// What must be equal between consecutive appends of one run (everything but id, seq, the text
+/// and the time): kind, run, thread, block, message, path, content and metadata.
+pub trait PartKey {
+    fn same_part(&self, other: &AgentEvent) -> bool;
+}
+
+impl PartKey for AgentEvent {
+    fn same_part(&self, other: &AgentEvent) -> bool {
+        self.agent_id == other.agent_id
+            && self.kind == other.kind
+            && self.run_id == other.run_id
+            && self.thread_id == other.thread_id
+            && self.block_id == other.block_id
+            && self.message_id == other.message_id
+            && self.delta_path == other.delta_path
+            && self.content == other.content
+            && self.metadata == other.metadata
+    }
+}
+
+/// True when `next` (a draft) continues the run `previous` (the draft before it, same agent)
+/// belongs to: both plain appends to the same part. The writer then gives `next` the id after
+/// `previous`'s.
+pub fn continues(previous: &super::EventDraft, next: &super::EventDraft) -> bool {
+    let plain = |draft: &super::EventDraft| {
+        is_plain_append(
+            draft.message_id,
+            draft.delta_action,
+            draft.delta.as_ref(),
+            draft.raw.as_ref(),
+        )
+    };
+    plain(previous)
+        && plain(next)
+        && previous.kind == next.kind
+        && previous.run_id == next.run_id
+        && previous.thread_id == next.thread_id
+        && previous.block_id == next.block_id
+        && previous.message_id == next.message_id
+        && previous.delta_path == next.delta_path
+        && previous.content == next.content
+        && previous.metadata == next.metadata
+}
+
+/// Agents whose last draft the writer remembers to chain ids ([`IdChains`]); past it, it
+/// forgets them all (their next appends start runs of their own: fewer bytes saved, nothing
+/// wrong).
+pub const ID_CHAINS_AGENTS_MAX: usize = 4_096;
+
+/// The writer's memory of each agent's last draft, to give a string append that continues it
+/// the id after its id ([`next_id`]).
+#[derive(Default)]
+pub struct IdChains {
+    last: std::collections::HashMap<Uuid, super::EventDraft>,
+}
+
+impl IdChains {
+    /// Gives each draft of `batch` that continues the agent's previous draft the id after that
+    /// one's, and remembers the batch's last draft.
+    pub fn assign(&mut self, batch: &mut super::AppendBatch) {
+        if batch.drafts.is_empty() {
+            return;
+        }
+        let mut previous = self.last.remove(&batch.agent_id);
+        for draft in &mut batch.drafts {
+            if let Some(previous) = &previous {
+                if continues(previous, draft) {
+                    if let Some(id) = next_id(previous.id) {
+                        draft.id = id;
+                    }
+                }
+            }
+            previous = Some(draft.clone());
+        }
+        if self.last.len() >= ID_CHAINS_AGENTS_MAX {
+            self.last.clear();
+        }
+        if let Some(previous) = previous {
+            self.last.insert(batch.agent_id, previous);
+        }
+    }
+}
+
+/// A time as the stores keep it: nanoseconds since the Unix epoch.
+pub fn time_nanos(time: DateTime<Utc>) -> Result<i64, StoreError> {
+    time.timestamp_nanos_opt()
+        .ok_or_else(|| StoreError::Failed(format!("time {time} is beyond what the log keeps")))
+}
+
+pub fn time_from_nanos(nanos: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_nanos(nanos)
+}
+
+/// A run row being built by the writer: its first event (text taken out) and what the events
+/// after it added.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// The first event, `delta` left out (the text is in `text`).
+    pub head: AgentEvent,
+    pub last_seq: u64,
+    last_id: Uuid,
+    last_nanos: i64,
+    /// Every event's text, concatenated.
+    pub text: String,
+    /// Per event: its text's byte length, then its time minus the previous event's (zigzag);
+    /// both LEB128 varints.
+    pub pieces: Vec<u8>,
+}
+
+impl Chunk {
+    /// A run starting with `event`, when it is a plain append.
+    pub fn start(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
+        let Some(Value::String(text)) = &event.delta else {
+            return Ok(None);
+        };
+        if !is_plain_append(
+            event.message_id,
+            event.delta_action,
+            event.delta.as_ref(),
+            event.raw.as_ref(),
+        ) || text.len() > CHUNK_BYTES_MAX
+        {
+            return Ok(None);
+        }
+        let nanos = time_nanos(event.created_at)?;
+        let mut head = event.clone();
+        head.delta = None;
+        let mut chunk = Chunk {
+            head,
+            last_seq: event.seq,
+            last_id: event.id,
+            last_nanos: nanos,
+            text: text.clone(),
+            pieces: Vec::with_capacity(64),
+        };
+        push_varint(&mut chunk.pieces, text.len() as u64);
+        push_varint(&mut chunk.pieces, 0);
+        Ok(Some(chunk))
+    }
+
+    /// Adds `event` when it continues this run (next seq, next id, same part) and the row has
+    /// room; false (and nothing changed) otherwise.
+    pub fn extend(&mut self, event: &AgentEvent) -> bool {
+        let Some(Value::String(text)) = &event.delta else {
+            return false;
+        };
+        let Ok(nanos) = time_nanos(event.created_at) else {
+            return false;
+        };
+        let fits = self.last_seq - self.head.seq + 1 < CHUNK_EVENTS_MAX
+            && self.text.len() + self.pieces.len() + text.len() + 2 * VARINT_BYTES_MAX
+                <= CHUNK_BYTES_MAX;
+        let continues = event.seq == self.last_seq + 1
+            && next_id(self.last_id) == Some(event.id)
+            && event.raw.is_none()
+            && event.delta_action == Some(DeltaAction::Append)
+            && self.head.same_part(event);
+        if !(fits && continues) {
+            return false;
+        }
+        self.text.push_str(text);
+        push_varint(&mut self.pieces, text.len() as u64);
+        push_varint(
+            &mut self.pieces,
+            zigzag(nanos.wrapping_sub(self.last_nanos)),
+        );
+        self.last_seq = event.seq;
+        self.last_id = event.id;
+        self.last_nanos = nanos;
+        true
+    }
+}
+
+/// One event of a run row, as [`pieces`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece<'a> {
+    pub text: &'a str,
+    pub nanos: i64,
+}
+
+/// The events of a run row: its concatenated `text` cut by the lengths in `pieces`, each with
+/// its time (`first_nanos` plus the deltas). Checks that the lengths cover the text exactly and
+/// cut it at character boundaries, and that there are `count` of them.
+pub fn pieces<'a>(
+    text: &'a str,
+    encoded: &[u8],
+    first_nanos: i64,
+    count: u64,
+) -> Result<Vec<Piece<'a>>, StoreError> {
+    let mut out = Vec::with_capacity(count as usize);
+    let (mut at, mut offset, mut nanos) = (0usize, 0usize, first_nanos);
+    while at < encoded.len() {
+        let length = read_varint(encoded, &mut at)? as usize;
+        let delta = unzigzag(read_varint(encoded, &mut at)?);
+        nanos = nanos.wrapping_add(delta);
+        let end = offset
+            .checked_add(length)
+            .filter(|end| *end <= text.len() && text.is_char_boundary(*end))
+            .ok_or_else(|| corrupt("a run row's lengths do not cut its text"))?;
+        out.push(Piece {
+            text: &text[offset..end],
+            nanos,
+        });
+        offset = end;
+    }
+    if offset != text.len() || out.len() as u64 != count {
+        return Err(corrupt(format!(
+            "a run row holds {} events and {offset} of {} bytes, not {count}",
+            out.len(),
+            text.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// A u64 as LEB128 takes at most this many bytes.
+const VARINT_BYTES_MAX: usize = 10;
+
+fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u64, StoreError> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes
+            .get(*at)
+            .ok_or_else(|| corrupt("a run row's varint is cut short"))?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(corrupt("a run row's varint is too long"))
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests;

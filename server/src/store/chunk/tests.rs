@@ -1,0 +1,166 @@
+use app::{AgentEvent, DeltaAction, EventKind};
+use chrono::{Duration, TimeZone, Utc};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::*;
+
+fn append(seq: u64, id: Uuid, text: &str, nanos_after: i64) -> AgentEvent {
+    let base = Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap();
+    AgentEvent {
+        id,
+        agent_id: Uuid::from_u128(1),
+        seq,
+        coalesced_from: None,
+        run_id: Some(Uuid::from_u128(2)),
+        thread_id: Some(Uuid::from_u128(3)),
+        block_id: Some(Uuid::from_u128(4)),
+        message_id: Some(Uuid::from_u128(5)),
+        kind: EventKind::Text,
+        delta: Some(json!(text)),
+        delta_path: Some("text".into()),
+        delta_action: Some(DeltaAction::Append),
+        content: Value::Null,
+        raw: None,
+        metadata: Value::Null,
+        created_at: base + Duration::nanoseconds(nanos_after),
+    }
+}
+
+/// Appends that continue one another: every event comes back, text, seq, id and time, exactly.
+#[test]
+fn a_run_row_gives_back_every_event() {
+    let head = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
+    let texts = ["Hel", "lo, ", "wörld", "", "🙂", " \"q\"\n"];
+    let times = [0, 1_000, 999, 25_000_000_000, -3, 7];
+    let events: Vec<AgentEvent> = (0..texts.len())
+        .map(|k| {
+            append(
+                10 + k as u64,
+                nth_id(head, k as u64).unwrap(),
+                texts[k],
+                times[k],
+            )
+        })
+        .collect();
+    let mut chunk = Chunk::start(&events[0]).unwrap().unwrap();
+    for event in &events[1..] {
+        assert!(chunk.extend(event), "seq {}", event.seq);
+    }
+    assert_eq!(chunk.last_seq, 15);
+    let first_nanos = time_nanos(events[0].created_at).unwrap();
+    let pieces = pieces(&chunk.text, &chunk.pieces, first_nanos, 6).unwrap();
+    for (piece, event) in pieces.iter().zip(&events) {
+        assert_eq!(Some(&json!(piece.text)), event.delta.as_ref());
+        assert_eq!(time_from_nanos(piece.nanos), event.created_at);
+    }
+    // Bytes per event: the text and two varints, here 1 + 1..5.
+    assert!(chunk.pieces.len() <= 6 * 7, "{}", chunk.pieces.len());
+}
+
+/// What ends a run: each case changes one thing of the event that would have continued it.
+#[test]
+fn a_run_ends_where_an_event_does_not_continue_it() {
+    let head = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
+    let first = append(10, head, "a", 0);
+    let next = || append(11, next_id(head).unwrap(), "b", 5);
+    let cases: Vec<(&str, Box<dyn Fn(&mut AgentEvent)>)> = vec![
+        ("continues", Box::new(|_| {})),
+        ("seq skips", Box::new(|event| event.seq = 12)),
+        (
+            "id not the next",
+            Box::new(|event| event.id = Uuid::from_u128(99)),
+        ),
+        (
+            "other message",
+            Box::new(|event| event.message_id = Some(Uuid::nil())),
+        ),
+        ("other block", Box::new(|event| event.block_id = None)),
+        (
+            "other kind",
+            Box::new(|event| event.kind = EventKind::Thinking),
+        ),
+        (
+            "other path",
+            Box::new(|event| event.delta_path = Some("x".into())),
+        ),
+        (
+            "replace",
+            Box::new(|event| event.delta_action = Some(DeltaAction::Replace)),
+        ),
+        (
+            "not a string",
+            Box::new(|event| event.delta = Some(json!(1))),
+        ),
+        ("raw", Box::new(|event| event.raw = Some(json!({})))),
+        (
+            "metadata",
+            Box::new(|event| event.metadata = json!({"m": 1})),
+        ),
+        ("content", Box::new(|event| event.content = json!("c"))),
+        ("other run", Box::new(|event| event.run_id = None)),
+        (
+            "too long",
+            Box::new(|event| event.delta = Some(json!("x".repeat(CHUNK_BYTES_MAX)))),
+        ),
+    ];
+    for (name, change) in cases {
+        let mut chunk = Chunk::start(&first).unwrap().unwrap();
+        let mut event = next();
+        change(&mut event);
+        assert_eq!(chunk.extend(&event), name == "continues", "{name}");
+        if name != "continues" {
+            assert_eq!(chunk.last_seq, 10, "{name}: nothing changed");
+            assert_eq!(chunk.text, "a", "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_row_is_bounded_in_events_and_bytes() {
+    let head = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
+    let mut chunk = Chunk::start(&append(1, head, "", 0)).unwrap().unwrap();
+    let mut seq = 1;
+    while chunk.extend(&append(seq + 1, nth_id(head, seq).unwrap(), "", 0)) {
+        seq += 1;
+    }
+    assert_eq!(seq, CHUNK_EVENTS_MAX);
+    let mut chunk = Chunk::start(&append(1, head, "abc", 0)).unwrap().unwrap();
+    let mut seq = 1;
+    while chunk.extend(&append(
+        seq + 1,
+        nth_id(head, seq).unwrap(),
+        "abcdefgh",
+        1_000_000,
+    )) {
+        seq += 1;
+    }
+    assert!(chunk.text.len() + chunk.pieces.len() <= CHUNK_BYTES_MAX);
+    assert!(chunk.text.len() + chunk.pieces.len() > CHUNK_BYTES_MAX - 40);
+}
+
+#[test]
+fn ids_chain_within_the_low_bits_only() {
+    let id = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_ffff_fffe);
+    assert_eq!(next_id(id), Some(Uuid::from_u128(id.as_u128() + 1)));
+    assert_eq!(next_id(next_id(id).unwrap()), None);
+    assert_eq!(nth_id(id, 1), next_id(id));
+    assert_eq!(nth_id(id, 2), None);
+}
+
+/// A damaged row is an error, never a wrong event.
+#[test]
+fn damaged_pieces_are_refused() {
+    let cases: [(&str, &[u8], u64); 5] = [
+        ("ab", &[1, 0, 1, 0], 2),
+        ("ab", &[1, 0], 1),       // text left over
+        ("ab", &[3, 0], 1),       // beyond the text
+        ("é", &[1, 0, 1, 0], 2),  // inside a character
+        ("ab", &[1, 0, 0x81], 2), // cut short
+    ];
+    for (index, (text, encoded, count)) in cases.into_iter().enumerate() {
+        let result = pieces(text, encoded, 0, count);
+        assert_eq!(result.is_ok(), index == 0, "case {index}: {result:?}");
+    }
+    assert!(pieces("ab", &[1, 0, 1, 0], 0, 3).is_err(), "count differs");
+}
