@@ -5,11 +5,12 @@ mod common;
 
 use std::sync::Arc;
 
+use agentstream_server::store::chunk::IdChains;
 use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
-    agent_for_chat, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson, NewAgent,
-    Store, StoreError,
+    agent_for_chat, Agents, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson,
+    EventLog, NewAgent, Store, StoreError,
 };
 use app::EventKind;
 use serde_json::json;
@@ -292,7 +293,98 @@ async fn a_chat_id_keeps_its_agent(subject: &Subject) {
     assert_ne!(fresh.id, first.id);
 }
 
+/// Groups as a streaming agent writes them, a second agent in the same groups, ids chained as
+/// the writer chains them; deterministic. `mixed`: runs of text and thinking appends to two
+/// messages (short, long, multi-byte, empty pieces) with tool calls between them; else one
+/// message's short text pieces.
+fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendBatch>> {
+    let mut chains = IdChains::default();
+    let mut state = 7u64;
+    let mut next = move |below: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % below
+    };
+    let messages = [Uuid::new_v4(), Uuid::new_v4()];
+    let long = "long ".repeat(60);
+    let pieces = if mixed {
+        vec!["a", "bc ", "", "wörld ", "🙂", "\"q\"\n", &long]
+    } else {
+        vec!["a ", "bc ", "wörld ", "🙂", "the "]
+    };
+    let mut groups = Vec::new();
+    for _ in 0..if mixed { 40 } else { 200 } {
+        let mut group = Vec::new();
+        for agent_id in agents {
+            let mut drafts = Vec::new();
+            for _ in 0..next(12) {
+                let mut draft = match (mixed, next(20)) {
+                    (true, 0) => EventDraft::new(EventKind::ToolCall),
+                    (true, 1 | 2) => EventDraft::new(EventKind::Thinking),
+                    _ => EventDraft::new(EventKind::Text),
+                };
+                if draft.kind != EventKind::ToolCall {
+                    draft.message_id = Some(messages[(mixed && next(10) == 0) as usize]);
+                    draft.delta = Some(json!(pieces[next(pieces.len() as u64) as usize]));
+                    draft.delta_path = Some("text".into());
+                    draft.delta_action = Some(app::DeltaAction::Append);
+                }
+                drafts.push(draft);
+            }
+            let mut batch = batch(agent_id, drafts);
+            chains.assign(&mut batch);
+            group.push(batch);
+        }
+        groups.push(group);
+    }
+    groups
+}
+
+/// Every seq of a streamed log reads back as it was committed, from every cursor, with every
+/// limit, typed and as JSON, and by id.
+async fn streamed_appends_read_back_at_every_cursor(subject: &Subject) {
+    let store = subject.store.as_ref();
+    let agents = [
+        store.create_agent(NewAgent::default()).await.unwrap().id,
+        store.create_agent(NewAgent::default()).await.unwrap().id,
+    ];
+    let mut committed = vec![Vec::new(), Vec::new()];
+    for group in streamed_groups(agents, true) {
+        for (index, events) in store.append(&group).await.unwrap().into_iter().enumerate() {
+            committed[index].extend(events);
+        }
+    }
+    for (agent_id, committed) in agents.iter().zip(&committed) {
+        assert!(committed.len() > 100, "{}", committed.len());
+        for since in 0..=committed.len() as u64 {
+            for limit in [1, 7, 1_000] {
+                let read = store.read_events(*agent_id, since, limit).await.unwrap();
+                let want: Vec<_> = committed
+                    .iter()
+                    .skip(since as usize)
+                    .take(limit as usize)
+                    .cloned()
+                    .collect();
+                assert_eq!(read, want, "since {since}, limit {limit}");
+            }
+        }
+        let json = store.read_events_json(*agent_id, 0, 1_000).await.unwrap();
+        assert_eq!(
+            json,
+            committed.iter().map(EventJson::of).collect::<Vec<_>>()
+        );
+        let ids: Vec<Uuid> = committed.iter().map(|event| event.id).collect();
+        let unique: std::collections::HashSet<Uuid> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "ids are unique");
+        let mut found = store.events_by_id(&ids).await.unwrap();
+        found.sort_by_key(|event| event.seq);
+        assert_eq!(&found, committed);
+    }
+}
+
 async fn run_cases(subject: Subject) {
+    streamed_appends_read_back_at_every_cursor(&subject).await;
     agents_round_trip(&subject).await;
     appends_are_gapless_per_agent_and_read_back_equal(&subject).await;
     an_unknown_agent_fails_the_whole_append(&subject).await;
@@ -317,6 +409,37 @@ async fn sqlite_keeps_the_store_contract() {
         cluster: None,
     })
     .await;
+}
+
+/// SQLite keeps a streamed log in few rows: runs of appends share one.
+#[tokio::test]
+async fn sqlite_keeps_runs_of_appends_in_shared_rows() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("runs.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    let agents = [
+        store.create_agent(NewAgent::default()).await.unwrap().id,
+        store.create_agent(NewAgent::default()).await.unwrap().id,
+    ];
+    let mut events = 0;
+    for group in streamed_groups(agents, false) {
+        events += store
+            .append(&group)
+            .await
+            .unwrap()
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>();
+    }
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    // ~7 bytes of text and varints per token, rows of at most 640: ~90 tokens a row.
+    assert!(
+        (rows as usize) * 40 < events,
+        "{rows} rows for {events} events"
+    );
 }
 
 #[tokio::test]

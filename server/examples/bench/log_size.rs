@@ -1,6 +1,6 @@
 //! What the log costs on disk: long scripted replies through the real server (runs, tokens,
 //! everything a run writes), then the SQLite database and its WAL after a checkpoint, divided by
-//! the streamed tokens (`text` events) — with where a token's row goes, column by column.
+//! the streamed tokens (`text` events) — with where a token's bytes go, column by column.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,9 +14,11 @@ use super::live::Server;
 /// What one measurement found.
 pub struct LogSize {
     pub tokens: u64,
+    /// Rows the tokens take (runs of appends share one).
+    pub text_rows: u64,
     pub events: u64,
     pub bytes_on_disk: u64,
-    /// Average stored bytes of a token's row, per column, in schema order.
+    /// Stored bytes per token, per column of the rows holding tokens, in schema order.
     pub token_columns: Vec<(String, f64)>,
 }
 
@@ -38,7 +40,10 @@ impl LogSize {
             .collect();
         let stored: f64 = self.token_columns.iter().map(|(_, bytes)| bytes).sum();
         println!(
-            "  a token's row: {stored:.0} bytes of values ({}); the rest is row and index overhead",
+            "  per token: {stored:.0} bytes of values in {} rows for {} tokens ({}); the rest is \
+             row, page and index overhead",
+            self.text_rows,
+            self.tokens,
             columns.join(", ")
         );
     }
@@ -84,10 +89,11 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
         .execute(&mut connection)
         .await
         .unwrap();
+    // Events, not rows: a run row holds `last_seq - first_seq + 1` of them.
     let count = |kind: Option<&str>| {
         let sql = match kind {
-            Some(_) => "SELECT count(*) FROM agent_events WHERE kind = ?",
-            None => "SELECT count(*) FROM agent_events WHERE ? IS NULL",
+            Some(_) => "SELECT sum(last_seq - first_seq + 1) FROM events WHERE kind = ?",
+            None => "SELECT sum(last_seq - first_seq + 1) FROM events WHERE ? IS NULL",
         };
         sqlx::query_scalar::<_, i64>(sql).bind(kind.map(str::to_owned))
     };
@@ -96,7 +102,11 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
         .await
         .unwrap() as u64;
     let events = count(None).fetch_one(&mut connection).await.unwrap() as u64;
-    let columns: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info('agent_events')")
+    let text_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE kind = 'text'")
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+    let columns: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info('events')")
         .fetch_all(&mut connection)
         .await
         .unwrap()
@@ -105,11 +115,16 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
         .collect();
     let averages = columns
         .iter()
-        .map(|name| format!("avg(coalesce(length(\"{name}\"), 0))"))
+        .map(|name| {
+            format!(
+                "sum(coalesce(length(\"{name}\"), 0)) * 1.0 / {}",
+                tokens.max(1)
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let row = sqlx::query(&format!(
-        "SELECT {averages} FROM agent_events WHERE kind = 'text'"
+        "SELECT {averages} FROM events WHERE kind = 'text'"
     ))
     .fetch_one(&mut connection)
     .await
@@ -129,6 +144,7 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
     super::remove_database(path);
     LogSize {
         tokens,
+        text_rows: text_rows as u64,
         events,
         bytes_on_disk,
         token_columns,
