@@ -26,13 +26,16 @@ CREATE TABLE events (
     -- NULL for a row of one event; for a run row, per event: its text's byte length and its time
     -- after the previous event's (LEB128 varints, the time zigzag).
     pieces       BLOB,
+    -- NULL unless an event of the run row has a raw provider event: then theirs, deflated (per
+    -- event its JSON's byte length plus one, 0 for none, then the JSON). `raw` stays NULL.
+    raws         BLOB,
     PRIMARY KEY (agent_id, first_seq)
 ) WITHOUT ROWID;
 
 -- The old rows, one event each, ids and times kept exactly (times had up to 9 fraction digits
 -- in RFC 3339 with a `+00:00` offset).
 INSERT INTO events (agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, message_id,
-    kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces)
+    kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, raws)
 SELECT agent_id, seq, seq, unhex(replace(id, '-', '')), unhex(replace(run_id, '-', '')),
     unhex(replace(thread_id, '-', '')), unhex(replace(block_id, '-', '')),
     unhex(replace(message_id, '-', '')), kind, delta, delta_path, delta_action, content, raw,
@@ -41,7 +44,7 @@ SELECT agent_id, seq, seq, unhex(replace(id, '-', '')), unhex(replace(run_id, '-
         WHEN substr(created_at, 20, 1) = '.' THEN CAST(substr(
             substr(created_at, 21, length(created_at) - 26) || '000000000', 1, 9) AS INTEGER)
         ELSE 0 END,
-    NULL
+    NULL, NULL
 FROM agent_events ORDER BY agent_id, seq;
 
 DROP TABLE agent_events;

@@ -296,7 +296,7 @@ async fn a_chat_id_keeps_its_agent(subject: &Subject) {
 /// Groups as a streaming agent writes them, a second agent in the same groups, ids chained as
 /// the writer chains them; deterministic. `mixed`: runs of text and thinking appends to two
 /// messages (short, long, multi-byte, empty pieces) with tool calls between them; else one
-/// message's short text pieces.
+/// message's short text pieces. (Mixed: a third of the appends carry a raw provider event.)
 fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendBatch>> {
     let mut chains = IdChains::default();
     let mut state = 7u64;
@@ -329,6 +329,9 @@ fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendBatch>> {
                     draft.delta = Some(json!(pieces[next(pieces.len() as u64) as usize]));
                     draft.delta_path = Some("text".into());
                     draft.delta_action = Some(app::DeltaAction::Append);
+                    if mixed && next(3) == 0 {
+                        draft.raw = Some(json!({"type": "delta", "n": next(1_000)}));
+                    }
                 }
                 drafts.push(draft);
             }

@@ -86,7 +86,8 @@ const IDS_PER_READ_MAX: usize = 256;
 const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at";
 const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
-     message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces";
+     message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
+     raws";
 
 /// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
 /// least one wanted event). Walks the table's `(agent_id, first_seq)` key: one seek for the

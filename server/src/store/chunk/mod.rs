@@ -31,6 +31,9 @@ pub const CHUNK_EVENTS_MAX: u64 = 256;
 /// payload of a 4 KiB B-tree page (SQLite moves a larger one to overflow pages, which every
 /// extension of the row would rewrite).
 pub const CHUNK_BYTES_MAX: usize = 640;
+/// Bytes of raw provider events (JSON and a length varint each) one row holds at most, before
+/// they are deflated.
+pub const CHUNK_RAW_BYTES_MAX: usize = 8 * 1024;
 
 /// The id after `id` in a run of appends; `None` when the low 32 bits are all ones (the run
 /// starts over with an id of its own rather than carry into the bits that make ids unique).
@@ -45,18 +48,15 @@ pub fn nth_id(first: Uuid, k: u64) -> Option<Uuid> {
     (low <= u128::from(u32::MAX)).then(|| Uuid::from_u128(first.as_u128() + u128::from(k)))
 }
 
-/// True when `event` is a string append to a message part without a raw provider event: what a
-/// run row may hold.
-fn is_plain_append(
+/// True when `event` is a string append to a message part: what a run row holds.
+fn is_string_append(
     message_id: Option<Uuid>,
     action: Option<DeltaAction>,
     delta: Option<&Value>,
-    raw: Option<&Value>,
 ) -> bool {
     message_id.is_some()
         && action == Some(DeltaAction::Append)
         && matches!(delta, Some(Value::String(_)))
-        && raw.is_none()
 }
 
 /// What must be equal between consecutive appends of one run (everything but id, seq, the text
@@ -80,16 +80,11 @@ impl PartKey for AgentEvent {
 }
 
 /// True when `next` (a draft) continues the run `previous` (the draft before it, same agent)
-/// belongs to: both plain appends to the same part. The writer then gives `next` the id after
+/// belongs to: both string appends to the same part. The writer then gives `next` the id after
 /// `previous`'s.
 pub fn continues(previous: &super::EventDraft, next: &super::EventDraft) -> bool {
     let plain = |draft: &super::EventDraft| {
-        is_plain_append(
-            draft.message_id,
-            draft.delta_action,
-            draft.delta.as_ref(),
-            draft.raw.as_ref(),
-        )
+        is_string_append(draft.message_id, draft.delta_action, draft.delta.as_ref())
     };
     plain(previous)
         && plain(next)
@@ -166,20 +161,22 @@ pub struct Chunk {
     /// Per event: its text's byte length, then its time minus the previous event's (zigzag);
     /// both LEB128 varints.
     pub pieces: Vec<u8>,
+    /// Per event: its raw provider event's JSON byte length plus one (0: none), then the JSON;
+    /// stored deflated ([`Chunk::raws_column`]).
+    raws: Vec<u8>,
+    has_raw: bool,
 }
 
 impl Chunk {
-    /// A run starting with `event`, when it is a plain append.
+    /// A run starting with `event`, when it is a string append that fits a row.
     pub fn start(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
         let Some(Value::String(text)) = &event.delta else {
             return Ok(None);
         };
-        if !is_plain_append(
-            event.message_id,
-            event.delta_action,
-            event.delta.as_ref(),
-            event.raw.as_ref(),
-        ) || text.len() > CHUNK_BYTES_MAX
+        let raw = raw_text(event);
+        if !is_string_append(event.message_id, event.delta_action, event.delta.as_ref())
+            || text.len() > CHUNK_BYTES_MAX
+            || raw.as_ref().map_or(0, String::len) > CHUNK_RAW_BYTES_MAX
         {
             return Ok(None);
         }
@@ -193,9 +190,12 @@ impl Chunk {
             last_nanos: nanos,
             text: text.clone(),
             pieces: Vec::with_capacity(64),
+            raws: Vec::new(),
+            has_raw: false,
         };
         push_varint(&mut chunk.pieces, text.len() as u64);
         push_varint(&mut chunk.pieces, 0);
+        chunk.push_raw(raw.as_deref());
         Ok(Some(chunk))
     }
 
@@ -208,17 +208,20 @@ impl Chunk {
         let Ok(nanos) = time_nanos(event.created_at) else {
             return false;
         };
+        let raw = raw_text(event);
         let fits = self.last_seq - self.head.seq + 1 < CHUNK_EVENTS_MAX
             && self.text.len() + self.pieces.len() + text.len() + 2 * VARINT_BYTES_MAX
-                <= CHUNK_BYTES_MAX;
+                <= CHUNK_BYTES_MAX
+            && self.raws.len() + raw.as_ref().map_or(0, String::len) + VARINT_BYTES_MAX
+                <= CHUNK_RAW_BYTES_MAX;
         let continues = event.seq == self.last_seq + 1
             && next_id(self.last_id) == Some(event.id)
-            && event.raw.is_none()
             && event.delta_action == Some(DeltaAction::Append)
             && self.head.same_part(event);
         if !(fits && continues) {
             return false;
         }
+        self.push_raw(raw.as_deref());
         self.text.push_str(text);
         push_varint(&mut self.pieces, text.len() as u64);
         push_varint(
@@ -230,6 +233,65 @@ impl Chunk {
         self.last_nanos = nanos;
         true
     }
+}
+
+impl Chunk {
+    fn push_raw(&mut self, raw: Option<&str>) {
+        match raw {
+            Some(raw) => {
+                push_varint(&mut self.raws, raw.len() as u64 + 1);
+                self.raws.extend_from_slice(raw.as_bytes());
+                self.has_raw = true;
+            }
+            None => push_varint(&mut self.raws, 0),
+        }
+    }
+
+    /// The `raws` column: the events' raw provider events deflated, or none when no event of
+    /// the row has one. Provider events of one stream repeat themselves (the same names, ids and
+    /// structure around each token): deflated they take a fraction of their size.
+    pub fn raws_column(&self) -> Option<Vec<u8>> {
+        self.has_raw
+            .then(|| miniz_oxide::deflate::compress_to_vec(&self.raws, RAWS_DEFLATE_LEVEL))
+    }
+}
+
+/// Deflate's level for raw events: fast, and most of the gain (the row is compressed again each
+/// time a commit extends it).
+const RAWS_DEFLATE_LEVEL: u8 = 1;
+
+fn raw_text(event: &AgentEvent) -> Option<String> {
+    event.raw.as_ref().map(super::rows::json_text)
+}
+
+/// The raw provider events of a run row's `count` events, from its `raws` column.
+pub fn raws(column: &[u8], count: u64) -> Result<Vec<Option<String>>, StoreError> {
+    let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(column, CHUNK_RAW_BYTES_MAX)
+        .map_err(|error| corrupt(format!("a run row's raw events do not inflate: {error}")))?;
+    let mut out = Vec::with_capacity(count as usize);
+    let mut at = 0;
+    while at < bytes.len() {
+        let length = read_varint(&bytes, &mut at)? as usize;
+        if length == 0 {
+            out.push(None);
+            continue;
+        }
+        let end = at
+            .checked_add(length - 1)
+            .filter(|end| *end <= bytes.len())
+            .ok_or_else(|| corrupt("a run row's raw events are cut short"))?;
+        let text = std::str::from_utf8(&bytes[at..end])
+            .map_err(|_| corrupt("a run row's raw event is not UTF-8"))?;
+        out.push(Some(text.to_owned()));
+        at = end;
+    }
+    if out.len() as u64 != count {
+        return Err(corrupt(format!(
+            "a run row holds {} raw events, not {count}",
+            out.len()
+        )));
+    }
+    Ok(out)
 }
 
 /// One event of a run row, as [`pieces`] reads it.

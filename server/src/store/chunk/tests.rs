@@ -56,6 +56,43 @@ fn a_run_row_gives_back_every_event() {
     }
     // Bytes per event: the text and two varints, here 1 + 1..5.
     assert!(chunk.pieces.len() <= 6 * 7, "{}", chunk.pieces.len());
+    assert_eq!(chunk.raws_column(), None, "no raw events, no column");
+}
+
+/// Raw provider events ride in the row, deflated, each back with its event (none where none).
+#[test]
+fn raw_events_come_back_with_their_events() {
+    let head = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
+    let raw = |k: u64| {
+        (k != 2).then(|| json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": format!("t{k}")}}))
+    };
+    let events: Vec<AgentEvent> = (0..40u64)
+        .map(|k| {
+            let mut event = append(1 + k, nth_id(head, k).unwrap(), "t", k as i64);
+            event.raw = raw(k);
+            event
+        })
+        .collect();
+    let mut chunk = Chunk::start(&events[0]).unwrap().unwrap();
+    for event in &events[1..] {
+        assert!(chunk.extend(event), "seq {}", event.seq);
+    }
+    let column = chunk.raws_column().unwrap();
+    let back = raws(&column, 40).unwrap();
+    for (k, text) in back.iter().enumerate() {
+        let parsed = text
+            .as_deref()
+            .map(|text| serde_json::from_str::<Value>(text).unwrap());
+        assert_eq!(parsed, raw(k as u64), "event {k}");
+    }
+    let plain: usize = back.iter().flatten().map(String::len).sum();
+    assert!(
+        column.len() * 4 < plain,
+        "{} deflated of {plain}",
+        column.len()
+    );
+    assert!(raws(&column, 41).is_err(), "count differs");
+    assert!(raws(&column[..column.len() / 2], 40).is_err(), "cut short");
 }
 
 /// What ends a run: each case changes one thing of the event that would have continued it.
@@ -92,7 +129,14 @@ fn a_run_ends_where_an_event_does_not_continue_it() {
             "not a string",
             Box::new(|event| event.delta = Some(json!(1))),
         ),
-        ("raw", Box::new(|event| event.raw = Some(json!({})))),
+        (
+            "continues with a raw",
+            Box::new(|event| event.raw = Some(json!({"t": 1}))),
+        ),
+        (
+            "raw too long",
+            Box::new(|event| event.raw = Some(json!("r".repeat(CHUNK_RAW_BYTES_MAX)))),
+        ),
         (
             "metadata",
             Box::new(|event| event.metadata = json!({"m": 1})),
@@ -108,8 +152,9 @@ fn a_run_ends_where_an_event_does_not_continue_it() {
         let mut chunk = Chunk::start(&first).unwrap().unwrap();
         let mut event = next();
         change(&mut event);
-        assert_eq!(chunk.extend(&event), name == "continues", "{name}");
-        if name != "continues" {
+        let continues = name.starts_with("continues");
+        assert_eq!(chunk.extend(&event), continues, "{name}");
+        if !continues {
             assert_eq!(chunk.last_seq, 10, "{name}: nothing changed");
             assert_eq!(chunk.text, "a", "{name}");
         }

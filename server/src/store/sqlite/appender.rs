@@ -317,10 +317,10 @@ fn append(
             .prepare_cached(
                 "INSERT INTO events (agent_id, first_seq, last_seq, id, run_id, thread_id, \
                  block_id, message_id, kind, delta, delta_path, delta_action, content, raw, \
-                 metadata, created_at, pieces) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-                 ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                 metadata, created_at, pieces, raws) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
+                 ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
                  ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
-                 delta = excluded.delta, pieces = excluded.pieces",
+                 delta = excluded.delta, pieces = excluded.pieces, raws = excluded.raws",
             )
             .map_err(sqlite_error)?;
         // The open-runs table follows the log in the same transaction (see `unfinished_runs`).
@@ -439,6 +439,7 @@ fn write_event(
             json_text(&event.metadata),
             chunk::time_nanos(event.created_at)?,
             None::<Vec<u8>>,
+            None::<Vec<u8>>,
         ])
         .map_err(sqlite_error)?;
     Ok(())
@@ -470,6 +471,7 @@ fn write_chunk(
             json_text(&head.metadata),
             chunk::time_nanos(head.created_at)?,
             chunk.pieces,
+            chunk.raws_column(),
         ])
         .map_err(sqlite_error)?;
     Ok(())

@@ -191,7 +191,7 @@ fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
 
 /// A row of `EVENT_COLUMNS` (agent_id, first_seq, last_seq, id, run_id, thread_id, block_id,
 /// message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at,
-/// pieces) expanded into its events, those `pick` wants made by `make` into `out`. True when the
+/// pieces, raws) expanded into its events, those `pick` wants made by `make` into `out`. True when the
 /// read has what it wants (stop stepping).
 fn expand<T>(
     row: &rusqlite::Row<'_>,
@@ -246,6 +246,9 @@ fn expand<T>(
         .checked_sub(first_seq)
         .ok_or_else(|| corrupt("a run row ends before it starts"))?
         + 1;
+    let raws = blob(row, 17)?
+        .map(|column| chunk::raws(column, count))
+        .transpose()?;
     for (k, piece) in chunk::pieces(text, encoded, created_at, count)?
         .into_iter()
         .enumerate()
@@ -264,6 +267,7 @@ fn expand<T>(
             id,
             seq,
             delta: Some(&delta),
+            raw: raws.as_ref().and_then(|raws| raws[k].as_deref()),
             created_at: chunk::time_from_nanos(piece.nanos),
             ..event
         })?);
