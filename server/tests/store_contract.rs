@@ -10,7 +10,7 @@ use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
     agent_for_chat, Agents, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson,
-    EventLog, NewAgent, Store, StoreError,
+    EventLog, NewAgent, Store, StoreError, StoredSnapshot,
 };
 use app::EventKind;
 use serde_json::json;
@@ -386,7 +386,42 @@ async fn streamed_appends_read_back_at_every_cursor(subject: &Subject) {
     }
 }
 
+/// A saved snapshot comes back as saved; an older one does not replace it, one of the same seq
+/// does; it goes with its agent.
+async fn a_snapshot_is_kept_until_a_newer_one(subject: &Subject) {
+    let store = subject.store.as_ref();
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    assert_eq!(store.load_snapshot(agent.id).await.unwrap(), None);
+    let snapshot = |last_seq: u64, byte: u8| StoredSnapshot {
+        last_seq,
+        event_id: Uuid::new_v4(),
+        body: vec![byte; 3_000],
+    };
+    let saved = snapshot(10, 1);
+    store.save_snapshot(agent.id, &saved).await.unwrap();
+    assert_eq!(
+        store.load_snapshot(agent.id).await.unwrap(),
+        Some(saved.clone())
+    );
+    store
+        .save_snapshot(agent.id, &snapshot(9, 2))
+        .await
+        .unwrap();
+    assert_eq!(store.load_snapshot(agent.id).await.unwrap(), Some(saved));
+    let same_seq = snapshot(10, 3);
+    store.save_snapshot(agent.id, &same_seq).await.unwrap();
+    assert_eq!(store.load_snapshot(agent.id).await.unwrap(), Some(same_seq));
+    let error = store
+        .save_snapshot(Uuid::new_v4(), &snapshot(1, 4))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::UnknownAgent(_)), "{error}");
+    assert!(store.delete_agent(agent.id).await.unwrap());
+    assert_eq!(store.load_snapshot(agent.id).await.unwrap(), None);
+}
+
 async fn run_cases(subject: Subject) {
+    a_snapshot_is_kept_until_a_newer_one(&subject).await;
     streamed_appends_read_back_at_every_cursor(&subject).await;
     agents_round_trip(&subject).await;
     appends_are_gapless_per_agent_and_read_back_equal(&subject).await;

@@ -48,6 +48,11 @@ const SQLITE: &[Source] = &[
         "compact log",
         include_str!("../../migrations/0007_compact_log.sql"),
     ),
+    (
+        8,
+        "timeline snapshots",
+        include_str!("../../migrations/0008_timeline_snapshots.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -70,6 +75,11 @@ const POSTGRES: &[Source] = &[
         4,
         "chat agents",
         include_str!("../../migrations_postgres/0004_chat_agents.sql"),
+    ),
+    (
+        5,
+        "timeline snapshots",
+        include_str!("../../migrations_postgres/0005_timeline_snapshots.sql"),
     ),
 ];
 

@@ -31,7 +31,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 pub use error::StoreError;
-pub use records::{AppendBatch, EventDraft, EventJson, NewAgent};
+pub use records::{AppendBatch, EventDraft, EventJson, NewAgent, StoredSnapshot};
 
 /// Agents: the rows each log hangs from.
 #[async_trait]
@@ -106,6 +106,19 @@ pub trait EventLog: Send + Sync + 'static {
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;
+    /// The agent's saved snapshot, if any. (A store that keeps none answers `None`.)
+    async fn load_snapshot(&self, _agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+        Ok(None)
+    }
+    /// Saves the agent's snapshot unless one of a later seq is saved already (one of the same
+    /// seq is replaced: it may be one the log disagreed with).
+    async fn save_snapshot(
+        &self,
+        _agent_id: Uuid,
+        _snapshot: &StoredSnapshot,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Idempotency keys: one run per key and agent, kept until the run has started for good.

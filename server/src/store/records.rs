@@ -144,6 +144,15 @@ impl EventJson {
     }
 }
 
+/// A folded timeline saved in the store: folded through `last_seq`, whose event has `event_id`
+/// (the check that the log still agrees), serialized by its owner (`agent::history`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredSnapshot {
+    pub last_seq: u64,
+    pub event_id: Uuid,
+    pub body: Vec<u8>,
+}
+
 /// The events of one agent to commit together, in order.
 #[derive(Clone, Debug)]
 pub struct AppendBatch {

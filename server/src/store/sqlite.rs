@@ -18,7 +18,8 @@ use rusqlite::types::Value as SqlValue;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
-    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, RUN_OUTLINE_KINDS,
+    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, StoredSnapshot,
+    RUN_OUTLINE_KINDS,
 };
 use reader::Pick;
 
@@ -302,6 +303,45 @@ impl EventLog for SqliteStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         self.appender.append(batches.to_vec()).await
+    }
+
+    async fn load_snapshot(&self, agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+        let row: Option<(i64, Vec<u8>, Vec<u8>)> = sqlx::query_as(
+            "SELECT last_seq, event_id, body FROM timeline_snapshots WHERE agent_id = ?",
+        )
+        .bind(agent_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|(last_seq, event_id, body)| {
+            Ok(StoredSnapshot {
+                last_seq: seq_from_column(last_seq)?,
+                event_id: Uuid::from_slice(&event_id)
+                    .map_err(|error| corrupt(format!("bad snapshot event id: {error}")))?,
+                body,
+            })
+        })
+        .transpose()
+    }
+
+    async fn save_snapshot(
+        &self,
+        agent_id: Uuid,
+        snapshot: &StoredSnapshot,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO timeline_snapshots (agent_id, last_seq, event_id, body) \
+             VALUES (?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET \
+             last_seq = excluded.last_seq, event_id = excluded.event_id, body = excluded.body \
+             WHERE excluded.last_seq >= timeline_snapshots.last_seq",
+        )
+        .bind(agent_id.to_string())
+        .bind(seq_to_column(snapshot.last_seq)?)
+        .bind(snapshot.event_id.as_bytes().to_vec())
+        .bind(&snapshot.body)
+        .execute(&self.pool)
+        .await
+        .map_err(unknown_agent_or(agent_id))?;
+        Ok(())
     }
 }
 

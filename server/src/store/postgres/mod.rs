@@ -28,6 +28,7 @@ use super::error::unknown_agent_or;
 use super::rows::{
     check_contiguous, json_text, seq_from_column, seq_to_column, AgentRow, EventRow,
 };
+use super::StoredSnapshot;
 use super::{
     Agents, AppendBatch, ClusterOptions, EventJson, EventLog, NewAgent, RunKeys, StoreError,
     RUN_OUTLINE_KINDS,
@@ -324,6 +325,44 @@ impl EventLog for PgStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         self.append_group(batches).await
+    }
+
+    async fn load_snapshot(&self, agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+        let row: Option<(i64, Uuid, Vec<u8>)> = sqlx::query_as(
+            "SELECT last_seq, event_id, body FROM timeline_snapshots WHERE agent_id = $1",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|(last_seq, event_id, body)| {
+            Ok(StoredSnapshot {
+                last_seq: seq_from_column(last_seq)?,
+                event_id,
+                body,
+            })
+        })
+        .transpose()
+    }
+
+    async fn save_snapshot(
+        &self,
+        agent_id: Uuid,
+        snapshot: &StoredSnapshot,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO timeline_snapshots (agent_id, last_seq, event_id, body) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id) DO UPDATE SET \
+             last_seq = excluded.last_seq, event_id = excluded.event_id, body = excluded.body \
+             WHERE excluded.last_seq >= timeline_snapshots.last_seq",
+        )
+        .bind(agent_id)
+        .bind(seq_to_column(snapshot.last_seq)?)
+        .bind(snapshot.event_id)
+        .bind(&snapshot.body)
+        .execute(&self.pool)
+        .await
+        .map_err(unknown_agent_or(agent_id))?;
+        Ok(())
     }
 }
 

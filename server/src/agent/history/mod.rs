@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use app::timeline::Timeline;
 use uuid::Uuid;
 
-use crate::store::{EventLog, StoreError};
+use crate::store::{EventLog, StoreError, StoredSnapshot};
 
 /// Events read per store page while folding a log.
 const FOLD_PAGE_EVENTS: u32 = 1000;
@@ -25,6 +25,11 @@ pub const TIMELINE_SNAPSHOTS_MAX: usize = 256;
 pub const TIMELINE_SNAPSHOT_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Logs shorter than this are folded from the start each time; keeping them saves little.
 pub const SNAPSHOT_EVENTS_MIN: u64 = 1_000;
+/// A fold that read this many events or more saves its result in the store, so the first fold
+/// after a restart starts there instead of reading a long log again.
+pub const SNAPSHOT_PERSIST_EVENTS_MIN: u64 = 10_000;
+/// A saved snapshot larger than this (as JSON) is not read: the log is folded instead.
+pub const SNAPSHOT_JSON_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// Folded timelines of recently read logs: a snapshot at seq N is the fold of seqs 1..=N (or of
 /// a long log's tail up to N), and as the log is append-only and seqs never change, it stays
@@ -186,14 +191,20 @@ pub async fn fold_log_within(
     let from = start.as_ref().map_or(0, |snapshot| snapshot.last_seq());
     let mut timeline = match start {
         Some(snapshot) => (*snapshot).clone(),
-        None if window_start > 0 => tail_from_run_start(store, agent_id, window_start).await?,
-        None => Timeline::default(),
+        None => match saved_snapshot(store, agent_id, window_start).await {
+            Some(saved) => saved,
+            None if window_start > 0 => tail_from_run_start(store, agent_id, window_start).await?,
+            None => Timeline::default(),
+        },
     };
+    let read_from = timeline.last_seq();
+    let mut last_id = None;
     loop {
         let events = store
             .read_events(agent_id, timeline.last_seq(), FOLD_PAGE_EVENTS)
             .await?;
         let full_page = events.len() as u32 == FOLD_PAGE_EVENTS;
+        last_id = events.last().map(|event| event.id).or(last_id);
         timeline.apply_all(events);
         if !full_page {
             break;
@@ -211,6 +222,11 @@ pub async fn fold_log_within(
             timeline.forget_before(run_start);
         }
     }
+    if let Some(event_id) = last_id {
+        if timeline.last_seq() - read_from >= SNAPSHOT_PERSIST_EVENTS_MIN {
+            save_snapshot(store, agent_id, &timeline, event_id).await;
+        }
+    }
     let folded = timeline.last_seq() - timeline.omitted_through();
     if folded >= SNAPSHOT_EVENTS_MIN && timeline.last_seq() > from {
         let timeline = Arc::new(timeline);
@@ -219,6 +235,56 @@ pub async fn fold_log_within(
     }
     Ok(timeline)
 }
+
+/// The agent's saved snapshot, when there is one the log agrees with (the event at its seq is
+/// still the one it was folded through) and it is within the window; `None` otherwise, and the
+/// log is folded instead (a snapshot that disagrees is replaced by that fold's).
+async fn saved_snapshot(
+    store: &dyn EventLog,
+    agent_id: Uuid,
+    window_start: u64,
+) -> Option<Timeline> {
+    let saved = match store.load_snapshot(agent_id).await {
+        Ok(saved) => saved?,
+        Err(error) => {
+            tracing::warn!(%agent_id, %error, "cannot read the saved snapshot; folding the log");
+            return None;
+        }
+    };
+    if saved.last_seq < window_start.max(1) {
+        return None;
+    }
+    let at = store
+        .read_events(agent_id, saved.last_seq - 1, 1)
+        .await
+        .ok()?;
+    if at.first().map(|event| (event.seq, event.id)) != Some((saved.last_seq, saved.event_id)) {
+        tracing::warn!(%agent_id, seq = saved.last_seq, "the saved snapshot disagrees with the log; folding the log");
+        return None;
+    }
+    let json =
+        miniz_oxide::inflate::decompress_to_vec_with_limit(&saved.body, SNAPSHOT_JSON_BYTES_MAX)
+            .ok()?;
+    let timeline: Timeline = serde_json::from_slice(&json).ok()?;
+    (timeline.last_seq() == saved.last_seq).then_some(timeline)
+}
+
+/// Saves `timeline` (folded through the event `event_id`) as the agent's snapshot. A failure
+/// costs only the next restart's fold: it is logged, not returned.
+async fn save_snapshot(store: &dyn EventLog, agent_id: Uuid, timeline: &Timeline, event_id: Uuid) {
+    let json = serde_json::to_vec(timeline).expect("timelines serialize");
+    let snapshot = StoredSnapshot {
+        last_seq: timeline.last_seq(),
+        event_id,
+        body: miniz_oxide::deflate::compress_to_vec(&json, SNAPSHOT_DEFLATE_LEVEL),
+    };
+    if let Err(error) = store.save_snapshot(agent_id, &snapshot).await {
+        tracing::warn!(%agent_id, %error, "cannot save the snapshot");
+    }
+}
+
+/// Deflate's level for saved snapshots: fast (a snapshot is written in a request's path).
+const SNAPSHOT_DEFLATE_LEVEL: u8 = 1;
 
 /// The fold of the log from the first `run_started` after `after`, as far as the page that
 /// holds it (the caller reads on from there). Reads forward page by page; the window holds at
@@ -250,203 +316,4 @@ async fn tail_from_run_start(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::sqlite::SqliteStore;
-    use crate::store::{Agents, AppendBatch, EventDraft, NewAgent};
-    use app::DeltaAction;
-    use app::EventKind;
-    use serde_json::Value;
-
-    /// `count` text deltas to `message`, each its own word.
-    fn deltas(message: Uuid, from: usize, count: usize) -> Vec<EventDraft> {
-        (from..from + count)
-            .map(|index| {
-                let mut draft = EventDraft::new(EventKind::Text);
-                draft.message_id = Some(message);
-                draft.block_id = Some(message);
-                draft.delta = Some(Value::String(format!("w{index} ")));
-                draft.delta_path = Some("text".into());
-                draft.delta_action = Some(DeltaAction::Append);
-                draft
-            })
-            .collect()
-    }
-
-    /// A second fold starts from the snapshot the first one kept and reads only what came after:
-    /// with the log's first events gone from the table, a fold from the start fails (the store
-    /// finds the hole) while the fold from the snapshot succeeds, and it equals the fold the
-    /// first events and the new ones make together.
-    #[tokio::test]
-    async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("s.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
-        store
-            .append(&[AppendBatch {
-                agent_id: agent.id,
-                drafts: deltas(first, 0, 1_200),
-            }])
-            .await
-            .unwrap();
-        let snapshots = Snapshots::default();
-        let folded = fold_log(&store, &snapshots, agent.id).await.unwrap();
-        assert_eq!(folded.last_seq(), 1_200);
-        assert_eq!(snapshots.len(), 1);
-
-        let mut more = deltas(first, 1_200, 30);
-        more.extend(deltas(second, 0, 20));
-        store
-            .append(&[AppendBatch {
-                agent_id: agent.id,
-                drafts: more,
-            }])
-            .await
-            .unwrap();
-        let whole = fold_log(&store, &Snapshots::default(), agent.id)
-            .await
-            .unwrap();
-
-        sqlx::query("DELETE FROM events WHERE first_seq <= 600")
-            .execute(store.pool())
-            .await
-            .unwrap();
-        assert!(fold_log(&store, &Snapshots::default(), agent.id)
-            .await
-            .is_err());
-        let from_snapshot = fold_log(&store, &snapshots, agent.id).await.unwrap();
-        assert_eq!(from_snapshot, whole);
-        assert_eq!(from_snapshot.last_seq(), 1_250);
-        assert_eq!(snapshots.get(agent.id).unwrap().last_seq(), 1_250);
-        let text = from_snapshot.messages()[0].content["text"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(
-            text.starts_with("w0 w1 ") && text.ends_with("w1228 w1229 "),
-            "{text:.40}"
-        );
-    }
-
-    /// The kept snapshots are bounded; the least recently used goes first, and a snapshot never
-    /// goes back to an older fold.
-    #[test]
-    fn snapshots_are_bounded_and_only_move_forward() {
-        let snapshots = Snapshots::default();
-        let agents: Vec<Uuid> = (0..=TIMELINE_SNAPSHOTS_MAX as u128)
-            .map(Uuid::from_u128)
-            .collect();
-        let folded = |seq: u64| {
-            let mut timeline = Timeline::new();
-            for seq in 1..=seq {
-                let mut draft = EventDraft::new(EventKind::Text);
-                draft.message_id = Some(Uuid::from_u128(7));
-                timeline.apply(draft.into_event(Uuid::nil(), seq));
-            }
-            Arc::new(timeline)
-        };
-        for &agent in &agents[..TIMELINE_SNAPSHOTS_MAX] {
-            snapshots.put(agent, folded(2));
-        }
-        assert!(snapshots.get(agents[0]).is_some()); // agents[1] is now the least recently used
-        snapshots.put(agents[TIMELINE_SNAPSHOTS_MAX], folded(1));
-        assert_eq!(snapshots.len(), TIMELINE_SNAPSHOTS_MAX);
-        assert!(snapshots.get(agents[1]).is_none());
-        assert!(snapshots.get(agents[0]).is_some());
-
-        snapshots.put(agents[0], folded(1));
-        assert_eq!(snapshots.get(agents[0]).unwrap().last_seq(), 2);
-        snapshots.put(agents[0], folded(3));
-        assert_eq!(snapshots.get(agents[0]).unwrap().last_seq(), 3);
-        snapshots.remove(agents[0]);
-        assert!(snapshots.get(agents[0]).is_none());
-    }
-
-    /// One run: its start, `words` text deltas to one message, its end.
-    fn run(words: usize) -> Vec<EventDraft> {
-        let run_id = Uuid::now_v7();
-        let mut drafts = vec![EventDraft::new(EventKind::RunStarted)];
-        drafts.extend(deltas(Uuid::now_v7(), 0, words));
-        drafts.push(EventDraft::new(EventKind::RunCompleted));
-        for draft in &mut drafts {
-            draft.run_id = Some(run_id);
-        }
-        drafts
-    }
-
-    /// A log longer than the fold may read is folded from the first run that starts within its
-    /// last `events_max` events: whole messages of the recent runs, the rest said to be left out.
-    #[tokio::test]
-    async fn a_long_log_is_folded_from_a_run_start_within_the_window() {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("s.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        for _ in 0..5 {
-            // 22 events each: run starts at seqs 1, 23, 45, 67, 89; the log ends at 110.
-            store
-                .append(&[AppendBatch {
-                    agent_id: agent.id,
-                    drafts: run(20),
-                }])
-                .await
-                .unwrap();
-        }
-        let whole = fold_log(&store, &Snapshots::default(), agent.id)
-            .await
-            .unwrap();
-        assert_eq!((whole.messages().len(), whole.omitted_through()), (5, 0));
-
-        let tail = fold_log_within(&store, &Snapshots::default(), agent.id, 50)
-            .await
-            .unwrap();
-        assert_eq!(tail.omitted_through(), 66, "the window starts after 60");
-        assert_eq!(tail.last_seq(), 110);
-        assert_eq!(tail.messages(), &whole.messages()[3..]);
-        assert_eq!(tail.runs(), &whole.runs()[3..]);
-        assert!(tail.messages()[0].text().starts_with("w0 w1 "));
-
-        // From a snapshot of the whole log, the fold leaves out the runs before the window too.
-        let snapshots = Snapshots::default();
-        snapshots.put(agent.id, Arc::new(whole.clone()));
-        let from_snapshot = fold_log_within(&store, &snapshots, agent.id, 50)
-            .await
-            .unwrap();
-        assert_eq!(from_snapshot, tail);
-    }
-
-    /// The kept snapshots stay within their byte budget: the least recently used go first, and
-    /// a timeline larger than the whole budget is not kept.
-    #[test]
-    fn snapshots_stay_within_their_byte_budget() {
-        let folded = |words: usize| {
-            let mut timeline = Timeline::new();
-            for (index, draft) in deltas(Uuid::from_u128(7), 0, words).into_iter().enumerate() {
-                timeline.apply(draft.into_event(Uuid::nil(), index as u64 + 1));
-            }
-            Arc::new(timeline)
-        };
-        let one = timeline_bytes(&folded(100));
-        assert!(one > 600, "100 words of text cost what they hold: {one}");
-        let snapshots = Snapshots::with_bytes_max(3 * one);
-        let agents: Vec<Uuid> = (1..=4).map(Uuid::from_u128).collect();
-        for &agent in &agents[..3] {
-            snapshots.put(agent, folded(100));
-        }
-        assert_eq!((snapshots.len(), snapshots.bytes()), (3, 3 * one));
-        assert!(snapshots.get(agents[0]).is_some()); // agents[1] is now the least recently used
-        snapshots.put(agents[3], folded(100));
-        assert_eq!((snapshots.len(), snapshots.bytes()), (3, 3 * one));
-        assert!(snapshots.get(agents[1]).is_none());
-
-        snapshots.put(agents[0], folded(400));
-        assert!(snapshots.get(agents[0]).is_none(), "over the whole budget");
-        assert!(snapshots.bytes() <= 3 * one);
-        for agent in agents {
-            snapshots.remove(agent);
-        }
-        assert_eq!((snapshots.len(), snapshots.bytes()), (0, 0));
-    }
-}
+mod tests;
