@@ -2,7 +2,8 @@
 //! limit (fsyncs per second) and the seed design (one SQLite transaction per event, DELETE
 //! journal), all measured in the same run on the same disk; then the real server over real
 //! sockets: latency of 100 paced streams, resuming a 10 000-event gap, idle WebSocket memory,
-//! and what the log costs on disk per streamed token (`log_size.rs`).
+//! what the log costs on disk per streamed token (`log_size.rs`), and the first open of a
+//! million-token conversation after a restart (`first_open.rs`).
 //!
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
 //! version (the test command uses it so the benchmark keeps building and running). Not a test:
@@ -28,6 +29,7 @@ use sqlx::ConnectOptions;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
+mod first_open;
 mod log_size;
 
 /// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).
@@ -50,6 +52,9 @@ struct Sizes {
     /// The log's size: this many agents each stream one reply of this many tokens.
     size_agents: u64,
     size_reply_tokens: u32,
+    /// The long conversation opened after a restart: tokens in all, per run.
+    open_tokens: u64,
+    open_run_tokens: u64,
 }
 
 fn main() {
@@ -69,6 +74,8 @@ fn main() {
             slow_read_bytes_per_second: 250_000,
             size_agents: 2,
             size_reply_tokens: 200,
+            open_tokens: 20_000,
+            open_run_tokens: 2_000,
         }
     } else {
         Sizes {
@@ -85,6 +92,8 @@ fn main() {
             slow_read_bytes_per_second: 250_000,
             size_agents: 16,
             size_reply_tokens: 5_000,
+            open_tokens: 1_000_000,
+            open_run_tokens: 5_000,
         }
     };
     let directory = std::env::var_os("AGENTSTREAM_BENCH_DIR")
@@ -157,6 +166,13 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         &directory.join("size.db"),
         sizes.size_agents,
         sizes.size_reply_tokens,
+    )
+    .await
+    .print();
+    first_open::measure(
+        &directory.join("open.db"),
+        sizes.open_tokens,
+        sizes.open_run_tokens,
     )
     .await
     .print();

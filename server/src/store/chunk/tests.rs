@@ -101,7 +101,8 @@ fn a_run_ends_where_an_event_does_not_continue_it() {
     let head = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
     let first = append(10, head, "a", 0);
     let next = || append(11, next_id(head).unwrap(), "b", 5);
-    let cases: Vec<(&str, Box<dyn Fn(&mut AgentEvent)>)> = vec![
+    type Change = Box<dyn Fn(&mut AgentEvent)>;
+    let cases: Vec<(&str, Change)> = vec![
         ("continues", Box::new(|_| {})),
         ("seq skips", Box::new(|event| event.seq = 12)),
         (
