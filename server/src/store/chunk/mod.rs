@@ -114,26 +114,28 @@ impl IdChains {
     /// Gives each draft of `batch` that continues the agent's previous draft the id after that
     /// one's, and remembers the batch's last draft.
     pub fn assign(&mut self, batch: &mut super::AppendBatch) {
-        if batch.drafts.is_empty() {
-            return;
-        }
-        let mut previous = self.last.remove(&batch.agent_id);
-        for draft in &mut batch.drafts {
-            if let Some(previous) = &previous {
-                if continues(previous, draft) {
-                    if let Some(id) = next_id(previous.id) {
-                        draft.id = id;
-                    }
+        let follow = |previous: &super::EventDraft, draft: &mut super::EventDraft| {
+            if continues(previous, draft) {
+                if let Some(id) = next_id(previous.id) {
+                    draft.id = id;
                 }
             }
-            previous = Some(draft.clone());
+        };
+        let Some(first) = batch.drafts.first_mut() else {
+            return;
+        };
+        if let Some(previous) = self.last.get(&batch.agent_id) {
+            follow(previous, first);
         }
-        if self.last.len() >= ID_CHAINS_AGENTS_MAX {
+        for index in 1..batch.drafts.len() {
+            let (before, after) = batch.drafts.split_at_mut(index);
+            follow(&before[index - 1], &mut after[0]);
+        }
+        if self.last.len() >= ID_CHAINS_AGENTS_MAX && !self.last.contains_key(&batch.agent_id) {
             self.last.clear();
         }
-        if let Some(previous) = previous {
-            self.last.insert(batch.agent_id, previous);
-        }
+        let last = batch.drafts.last().expect("the batch has a draft").clone();
+        self.last.insert(batch.agent_id, last);
     }
 }
 

@@ -210,3 +210,50 @@ fn damaged_pieces_are_refused() {
     }
     assert!(pieces("ab", &[1, 0, 1, 0], 0, 3).is_err(), "count differs");
 }
+
+/// The writer's chaining: an append that continues the agent's previous draft (in the batch or
+/// the batch before) gets the id after its id; anything else keeps its own.
+#[test]
+fn ids_chain_across_batches_and_break_where_the_part_changes() {
+    use crate::store::{AppendBatch, EventDraft};
+    let (agent, other_agent, message) =
+        (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(5));
+    let token = |kind| {
+        let mut draft = EventDraft::new(kind);
+        draft.message_id = Some(message);
+        draft.delta = Some(json!("x"));
+        draft.delta_path = Some("text".into());
+        draft.delta_action = Some(DeltaAction::Append);
+        draft
+    };
+    let mut chains = IdChains::default();
+    let mut first = AppendBatch {
+        agent_id: agent,
+        drafts: vec![token(EventKind::Text), token(EventKind::Text)],
+    };
+    chains.assign(&mut first);
+    assert_eq!(Some(first.drafts[1].id), next_id(first.drafts[0].id));
+    let mut elsewhere = AppendBatch {
+        agent_id: other_agent,
+        drafts: vec![token(EventKind::Text)],
+    };
+    let own = elsewhere.drafts[0].id;
+    chains.assign(&mut elsewhere);
+    assert_eq!(
+        elsewhere.drafts[0].id, own,
+        "another agent's chain is its own"
+    );
+    let mut second = AppendBatch {
+        agent_id: agent,
+        drafts: vec![
+            token(EventKind::Text),
+            token(EventKind::Thinking),
+            token(EventKind::Text),
+        ],
+    };
+    let (thinking, text) = (second.drafts[1].id, second.drafts[2].id);
+    chains.assign(&mut second);
+    assert_eq!(Some(second.drafts[0].id), next_id(first.drafts[1].id));
+    assert_eq!(second.drafts[1].id, thinking, "another kind starts anew");
+    assert_eq!(second.drafts[2].id, text, "and so does the text after it");
+}
