@@ -24,6 +24,11 @@ use uuid::Uuid;
 use super::rows::corrupt;
 use super::StoreError;
 
+mod expand;
+mod group;
+pub use expand::{Pick, StoredRow};
+pub use group::{GroupRows, OpenChunks, Written, OPEN_CHUNKS_AGENTS_MAX};
+
 /// Events one row holds at most. Reads find the row holding a seq by the rows' first seqs, so
 /// this also bounds what a read skips inside its first row.
 pub const CHUNK_EVENTS_MAX: u64 = 256;

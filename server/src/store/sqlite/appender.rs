@@ -6,7 +6,6 @@
 //! group to this thread, which runs the transaction with cached prepared statements and
 //! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::reader::SQLITE_READS_AT_ONCE_MAX;
-use crate::store::chunk::{self, Chunk};
+use crate::store::chunk::{self, Chunk, OpenChunks, Written};
 use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
@@ -74,7 +73,7 @@ impl Appender {
             .spawn(move || {
                 let mut connection = connection;
                 let mut restart_tries = 0;
-                let mut open_chunks = HashMap::new();
+                let mut open_chunks = OpenChunks::default();
                 while let Some(job) = queue.blocking_recv() {
                     if reset_wanted.load(Ordering::Relaxed) {
                         restart_tries += 1;
@@ -267,7 +266,7 @@ fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
-    open_chunks: &mut HashMap<Uuid, Chunk>,
+    open_chunks: &mut OpenChunks,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
     let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
@@ -297,22 +296,9 @@ fn append(
             .find(|(id, _)| *id == agent_id)
             .map(|(_, head)| *head)
     })?;
-    // The agents' open run rows, taken out of the cache: put back only once committed, so a
-    // group that fails leaves no row in the cache that the database does not hold.
-    let mut staged: HashMap<Uuid, Staged> = HashMap::new();
-    for (agent_id, _) in &totals {
-        if let Some(chunk) = open_chunks.remove(agent_id) {
-            staged.insert(
-                *agent_id,
-                Staged {
-                    chunk,
-                    dirty: false,
-                },
-            );
-        }
-    }
+    let mut rows = open_chunks.take(totals.iter().map(|(agent_id, _)| *agent_id));
     let mut committed = Vec::with_capacity(batches.len());
-    {
+    let open_after = {
         let mut insert = transaction
             .prepare_cached(
                 "INSERT INTO events (agent_id, first_seq, last_seq, id, run_id, thread_id, \
@@ -323,6 +309,10 @@ fn append(
                  delta = excluded.delta, pieces = excluded.pieces, raws = excluded.raws",
             )
             .map_err(sqlite_error)?;
+        let mut write = |row: Written<'_>| match row {
+            Written::Event(event) => write_event(&mut insert, event),
+            Written::Chunk(chunk) => write_chunk(&mut insert, chunk),
+        };
         // The open-runs table follows the log in the same transaction (see `unfinished_runs`).
         let mut open = transaction
             .prepare_cached(
@@ -339,26 +329,7 @@ fn append(
             let mut events = Vec::with_capacity(batch.drafts.len());
             for draft in batch.drafts {
                 let event = draft.into_event(agent_id, cursors.take(agent_id));
-                let extended = staged.get_mut(&agent_id).is_some_and(|open| {
-                    open.chunk.extend(&event) && {
-                        open.dirty = true;
-                        true
-                    }
-                });
-                if !extended {
-                    // The agent's run row ends here: written if this group changed it.
-                    if let Some(ended) = staged.remove(&agent_id) {
-                        if ended.dirty {
-                            write_chunk(&mut insert, &agent_text, &ended.chunk)?;
-                        }
-                    }
-                    match Chunk::start(&event)? {
-                        Some(chunk) => {
-                            staged.insert(agent_id, Staged { chunk, dirty: true });
-                        }
-                        None => write_event(&mut insert, &agent_text, &event)?,
-                    }
-                }
+                rows.add(&event, &mut write)?;
                 match (event.kind, event.run_id) {
                     (EventKind::RunStarted, Some(run_id)) => {
                         open.execute(params![run_id.to_string(), agent_text, event.seq as i64])
@@ -375,12 +346,8 @@ fn append(
             }
             committed.push(events);
         }
-        for (agent_id, open) in &staged {
-            if open.dirty {
-                write_chunk(&mut insert, &agent_id.to_string(), &open.chunk)?;
-            }
-        }
-    }
+        rows.finish(&mut write)?
+    };
     if abandoned() {
         // Dropping the transaction rolls it back.
         return Err(StoreError::Unavailable(
@@ -388,26 +355,8 @@ fn append(
         ));
     }
     transaction.commit().map_err(sqlite_error)?;
-    if open_chunks.len() + staged.len() > APPEND_OPEN_CHUNKS_MAX {
-        open_chunks.clear();
-    }
-    open_chunks.extend(
-        staged
-            .into_iter()
-            .map(|(agent_id, open)| (agent_id, open.chunk)),
-    );
+    open_chunks.keep(open_after);
     Ok(committed)
-}
-
-/// Agents whose open run row the append thread keeps, to extend it with their next appends;
-/// past it, it forgets them all (their next appends start new rows: a few bytes more, nothing
-/// wrong). A row is at most [`chunk::CHUNK_BYTES_MAX`] of text and varints.
-const APPEND_OPEN_CHUNKS_MAX: usize = 8_192;
-
-/// An agent's run row during a group: `dirty` when the group started or extended it.
-struct Staged {
-    chunk: Chunk,
-    dirty: bool,
 }
 
 fn blob(id: Option<Uuid>) -> Option<Vec<u8>> {
@@ -417,12 +366,11 @@ fn blob(id: Option<Uuid>) -> Option<Vec<u8>> {
 /// A row of one event.
 fn write_event(
     insert: &mut rusqlite::CachedStatement<'_>,
-    agent_text: &str,
     event: &AgentEvent,
 ) -> Result<(), StoreError> {
     insert
         .execute(params![
-            agent_text,
+            event.agent_id.to_string(),
             event.seq as i64,
             event.seq as i64,
             event.id.as_bytes().to_vec(),
@@ -448,13 +396,12 @@ fn write_event(
 /// A run row, inserted or (when it was already written by an earlier group) extended.
 fn write_chunk(
     insert: &mut rusqlite::CachedStatement<'_>,
-    agent_text: &str,
     chunk: &Chunk,
 ) -> Result<(), StoreError> {
     let head = &chunk.head;
     insert
         .execute(params![
-            agent_text,
+            head.agent_id.to_string(),
             head.seq as i64,
             chunk.last_seq as i64,
             head.id.as_bytes().to_vec(),
@@ -498,7 +445,7 @@ mod tests {
                 drafts: vec![EventDraft::new(app::EventKind::Text)],
             }]
         };
-        let mut open = HashMap::new();
+        let mut open = OpenChunks::default();
         assert!(append(&mut connection, group(), || true, &mut open).is_err());
         assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
         assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);

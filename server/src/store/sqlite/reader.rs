@@ -17,7 +17,8 @@ use super::appender::sqlite_error;
 use uuid::Uuid;
 
 use super::parse_uuid;
-use crate::store::chunk;
+pub(super) use crate::store::chunk::Pick;
+use crate::store::chunk::{self, StoredRow};
 use crate::store::rows::{corrupt, seq_from_column, EventRow};
 use crate::store::{EventJson, StoreError};
 
@@ -112,17 +113,6 @@ impl Reader {
     }
 }
 
-/// Which events of the rows a query returns a read wants.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Pick {
-    /// Every event of every row.
-    All,
-    /// Events after `since`, at most `limit` (rows are read until there are that many).
-    Range { since: u64, limit: u32 },
-    /// The event with this id, if a row holds it.
-    Id(Uuid),
-}
-
 fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
     let connection = Connection::open_with_flags(
         path,
@@ -191,8 +181,7 @@ fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
 
 /// A row of `EVENT_COLUMNS` (agent_id, first_seq, last_seq, id, run_id, thread_id, block_id,
 /// message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at,
-/// pieces, raws) expanded into its events, those `pick` wants made by `make` into `out`. True when the
-/// read has what it wants (stop stepping).
+/// pieces, raws) expanded into the events `pick` wants ([`StoredRow::expand`]).
 fn expand<T>(
     row: &rusqlite::Row<'_>,
     pick: Pick,
@@ -200,77 +189,27 @@ fn expand<T>(
     out: &mut Vec<T>,
 ) -> Result<bool, StoreError> {
     let optional_uuid = |index| blob(row, index)?.map(uuid_of).transpose();
-    let first_seq = seq_from_column(integer(row, 1)?)?;
-    let last_seq = seq_from_column(integer(row, 2)?)?;
-    let first_id = uuid_of(blob(row, 3)?.ok_or_else(|| corrupt("an event row without an id"))?)?;
-    let created_at = integer(row, 15)?;
-    let event = EventRow {
-        id: first_id,
-        agent_id: parse_uuid(text(row, 0)?)?,
-        seq: first_seq,
-        run_id: optional_uuid(4)?,
-        thread_id: optional_uuid(5)?,
-        block_id: optional_uuid(6)?,
-        message_id: optional_uuid(7)?,
-        kind: text(row, 8)?,
-        delta: optional_text(row, 9)?,
-        delta_path: optional_text(row, 10)?,
-        delta_action: optional_text(row, 11)?,
-        content: text(row, 12)?,
-        raw: optional_text(row, 13)?,
-        metadata: text(row, 14)?,
-        created_at: chunk::time_from_nanos(created_at),
+    let stored = StoredRow {
+        event: EventRow {
+            id: uuid_of(blob(row, 3)?.ok_or_else(|| corrupt("an event row without an id"))?)?,
+            agent_id: parse_uuid(text(row, 0)?)?,
+            seq: seq_from_column(integer(row, 1)?)?,
+            run_id: optional_uuid(4)?,
+            thread_id: optional_uuid(5)?,
+            block_id: optional_uuid(6)?,
+            message_id: optional_uuid(7)?,
+            kind: text(row, 8)?,
+            delta: optional_text(row, 9)?,
+            delta_path: optional_text(row, 10)?,
+            delta_action: optional_text(row, 11)?,
+            content: text(row, 12)?,
+            raw: optional_text(row, 13)?,
+            metadata: text(row, 14)?,
+            created_at: chunk::time_from_nanos(integer(row, 15)?),
+        },
+        last_seq: seq_from_column(integer(row, 2)?)?,
+        pieces: blob(row, 16)?,
+        raws: blob(row, 17)?,
     };
-    let wanted = |seq: u64, id: Uuid| match pick {
-        Pick::All => true,
-        Pick::Range { since, .. } => seq > since,
-        Pick::Id(wanted) => id == wanted,
-    };
-    let full =
-        |out: &Vec<T>| matches!(pick, Pick::Range { limit, .. } if out.len() >= limit as usize);
-    let Some(encoded) = blob(row, 16)? else {
-        if last_seq != first_seq {
-            return Err(corrupt(format!(
-                "a row of one event spans seqs {first_seq}..={last_seq}"
-            )));
-        }
-        if wanted(first_seq, first_id) && !full(out) {
-            out.push(make(&event)?);
-        }
-        return Ok(full(out));
-    };
-    let text = event
-        .delta
-        .ok_or_else(|| corrupt("a run row without its text"))?;
-    let count = last_seq
-        .checked_sub(first_seq)
-        .ok_or_else(|| corrupt("a run row ends before it starts"))?
-        + 1;
-    let raws = blob(row, 17)?
-        .map(|column| chunk::raws(column, count))
-        .transpose()?;
-    for (k, piece) in chunk::pieces(text, encoded, created_at, count)?
-        .into_iter()
-        .enumerate()
-    {
-        let seq = first_seq + k as u64;
-        let id = chunk::nth_id(first_id, k as u64)
-            .ok_or_else(|| corrupt("a run row's ids run past their low bits"))?;
-        if !wanted(seq, id) {
-            continue;
-        }
-        if full(out) {
-            break;
-        }
-        let delta = serde_json::to_string(piece.text).expect("strings serialize");
-        out.push(make(&EventRow {
-            id,
-            seq,
-            delta: Some(&delta),
-            raw: raws.as_ref().and_then(|raws| raws[k].as_deref()),
-            created_at: chunk::time_from_nanos(piece.nanos),
-            ..event
-        })?);
-    }
-    Ok(full(out))
+    stored.expand(pick, make, out)
 }
