@@ -449,12 +449,8 @@ async fn sqlite_keeps_the_store_contract() {
     .await;
 }
 
-/// SQLite keeps a streamed log in few rows: runs of appends share one.
-#[tokio::test]
-async fn sqlite_keeps_runs_of_appends_in_shared_rows() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("runs.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
+/// Writes the plain stream (`streamed_groups(_, false)`) for two new agents; the events written.
+async fn write_plain_stream(store: &dyn Store) -> usize {
     let agents = [
         store.create_agent(NewAgent::default()).await.unwrap().id,
         store.create_agent(NewAgent::default()).await.unwrap().id,
@@ -469,15 +465,45 @@ async fn sqlite_keeps_runs_of_appends_in_shared_rows() {
             .map(Vec::len)
             .sum::<usize>();
     }
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    // ~7 bytes of text and varints per token, rows of at most 640: ~90 tokens a row.
+    events
+}
+
+/// ~7 bytes of text and varints per token, rows of at most 640: ~90 tokens a row.
+fn assert_shared_rows(rows: i64, events: usize) {
     assert!(
         (rows as usize) * 40 < events,
         "{rows} rows for {events} events"
     );
+}
+
+/// Both stores keep a streamed log in few rows: runs of appends share one.
+#[tokio::test]
+async fn sqlite_keeps_runs_of_appends_in_shared_rows() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("runs.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    let events = write_plain_stream(&store).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_shared_rows(rows, events);
+}
+
+#[tokio::test]
+async fn postgres_keeps_runs_of_appends_in_shared_rows() {
+    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
+        .await
+        .unwrap();
+    let store = PgStore::open(&url, &ClusterOptions::default())
+        .await
+        .unwrap();
+    let events = write_plain_stream(&store).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_shared_rows(rows, events);
 }
 
 #[tokio::test]

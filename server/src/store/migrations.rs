@@ -81,6 +81,11 @@ const POSTGRES: &[Source] = &[
         "timeline snapshots",
         include_str!("../../migrations_postgres/0005_timeline_snapshots.sql"),
     ),
+    (
+        6,
+        "compact log",
+        include_str!("../../migrations_postgres/0006_compact_log.sql"),
+    ),
 ];
 
 /// The SQLite schema (`server/migrations/`).

@@ -228,7 +228,7 @@ impl Default for ClusterOptions {
 }
 
 /// The kinds of a run's outline (its start, usage and end), as SQL. The partial index
-/// `events_run_outline` (SQLite; `agent_events_run_outline` in PostgreSQL) holds just these rows; a query by `run_id` must carry
+/// `events_run_outline` holds just these rows; a query by `run_id` must carry
 /// `kind IN` this text, character for character, or SQLite will not use the index (it matches a
 /// partial index's condition by comparing expressions) and scans the log.
 pub const RUN_OUTLINE_KINDS: &str =

@@ -424,60 +424,56 @@ impl TestDatabase {
         }
     }
 
-    /// Events in the log (SQLite keeps runs of appends in one row: counted by their seqs).
+    /// Events in the log (runs of appends share a row: counted by their seqs).
     pub async fn count_events(&self) -> i64 {
+        let sql = "SELECT CAST(COALESCE(SUM(last_seq - first_seq + 1), 0) AS BIGINT) FROM events";
         match self {
-            TestDatabase::Sqlite(pool) => {
-                sqlx::query_scalar("SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM events")
-                    .fetch_one(pool)
-                    .await
-                    .unwrap()
-            }
-            TestDatabase::Postgres(_) => self.count_rows("agent_events").await,
+            TestDatabase::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
+            TestDatabase::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
         }
     }
 
-    /// How many events of the agent have seq ≤ `seq`, and the id of the one at `seq`.
+    /// How many events of the agent have seq ≤ `seq`, and the id of the one at `seq`: the
+    /// rows from the start to the one holding `seq` (the id `seq - first_seq` places after its
+    /// first).
     pub async fn committed_through(&self, agent_id: Uuid, seq: u64) -> (i64, Option<String>) {
-        match self {
+        let rows: Vec<(i64, i64, Uuid)> = match self {
             TestDatabase::Sqlite(pool) => {
-                let count: i64 = sqlx::query_scalar(
-                    "SELECT COALESCE(SUM(MIN(last_seq, ?2) - first_seq + 1), 0) FROM events \
-                     WHERE agent_id = ?1 AND first_seq <= ?2",
-                )
-                .bind(agent_id.to_string())
-                .bind(seq as i64)
-                .fetch_one(pool)
-                .await
-                .unwrap();
-                // The row holding `seq`, and the id `seq - first_seq` places after its first.
-                let holder: Option<(i64, i64, Vec<u8>)> = sqlx::query_as(
+                let rows: Vec<(i64, i64, Vec<u8>)> = sqlx::query_as(
                     "SELECT first_seq, last_seq, id FROM events WHERE agent_id = ?1 \
-                     AND first_seq <= ?2 ORDER BY first_seq DESC LIMIT 1",
+                     AND first_seq <= ?2",
                 )
                 .bind(agent_id.to_string())
                 .bind(seq as i64)
-                .fetch_optional(pool)
+                .fetch_all(pool)
                 .await
                 .unwrap();
-                let id = holder
-                    .filter(|(_, last, _)| *last >= seq as i64)
-                    .and_then(|(first, _, id)| {
-                        let first_id = Uuid::from_slice(&id).unwrap();
-                        agentstream_server::store::chunk::nth_id(first_id, seq - first as u64)
-                    })
-                    .map(|id| id.to_string());
-                (count, id)
+                rows.into_iter()
+                    .map(|(first, last, id)| (first, last, Uuid::from_slice(&id).unwrap()))
+                    .collect()
             }
             TestDatabase::Postgres(pool) => sqlx::query_as(
-                "SELECT COUNT(*), (SELECT id::text FROM agent_events WHERE agent_id = $1 \
-                 AND seq = $2) FROM agent_events WHERE agent_id = $1 AND seq <= $2",
+                "SELECT first_seq, last_seq, id FROM events WHERE agent_id = $1 \
+                 AND first_seq <= $2",
             )
             .bind(agent_id)
             .bind(seq as i64)
-            .fetch_one(pool)
+            .fetch_all(pool)
             .await
             .unwrap(),
-        }
+        };
+        let seq = seq as i64;
+        let count = rows
+            .iter()
+            .map(|(first, last, _)| (*last).min(seq) - first + 1)
+            .sum();
+        let id = rows
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&seq))
+            .and_then(|(first, _, id)| {
+                agentstream_server::store::chunk::nth_id(*id, (seq - first) as u64)
+            })
+            .map(|id| id.to_string());
+        (count, id)
     }
 }

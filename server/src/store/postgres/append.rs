@@ -8,15 +8,17 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::{micros, PgStore, EVENTS_CHANNEL};
+use crate::store::chunk::Written;
 use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
-/// The events of a group as column arrays, for one `INSERT … SELECT FROM UNNEST(…)`.
+/// The rows of a group as column arrays, for one `INSERT … SELECT FROM UNNEST(…)`.
 #[derive(Default)]
 struct Columns {
     id: Vec<Uuid>,
     agent_id: Vec<Uuid>,
-    seq: Vec<i64>,
+    first_seq: Vec<i64>,
+    last_seq: Vec<i64>,
     run_id: Vec<Option<Uuid>>,
     thread_id: Vec<Option<Uuid>>,
     block_id: Vec<Option<Uuid>>,
@@ -29,46 +31,72 @@ struct Columns {
     raw: Vec<Option<String>>,
     metadata: Vec<String>,
     created_at: Vec<DateTime<Utc>>,
+    pieces: Vec<Option<Vec<u8>>>,
+    raws: Vec<Option<Vec<u8>>>,
 }
 
 impl Columns {
-    fn push(&mut self, event: &AgentEvent) {
+    /// The columns every row has, from its first event.
+    fn push_head(&mut self, event: &AgentEvent, last_seq: u64) {
         self.id.push(event.id);
         self.agent_id.push(event.agent_id);
-        self.seq.push(event.seq as i64);
+        self.first_seq.push(event.seq as i64);
+        self.last_seq.push(last_seq as i64);
         self.run_id.push(event.run_id);
         self.thread_id.push(event.thread_id);
         self.block_id.push(event.block_id);
         self.message_id.push(event.message_id);
         self.kind.push(event.kind.as_str());
-        self.delta.push(event.delta.as_ref().map(json_text));
         self.delta_path.push(event.delta_path.clone());
         self.delta_action
             .push(event.delta_action.map(DeltaAction::as_str));
         self.content.push(json_text(&event.content));
-        self.raw.push(event.raw.as_ref().map(json_text));
         self.metadata.push(json_text(&event.metadata));
         self.created_at.push(event.created_at);
     }
 
-    /// Inserts the whole group in one statement.
+    fn push(&mut self, row: Written<'_>) {
+        match row {
+            Written::Event(event) => {
+                self.push_head(event, event.seq);
+                self.delta.push(event.delta.as_ref().map(json_text));
+                self.raw.push(event.raw.as_ref().map(json_text));
+                self.pieces.push(None);
+                self.raws.push(None);
+            }
+            Written::Chunk(chunk) => {
+                self.push_head(&chunk.head, chunk.last_seq);
+                self.delta.push(Some(chunk.text.clone()));
+                self.raw.push(None);
+                self.pieces.push(Some(chunk.pieces.clone()));
+                self.raws.push(chunk.raws_column());
+            }
+        }
+    }
+
+    /// Inserts the group's rows in one statement; a run row an earlier group wrote gets its
+    /// new end, text and pieces.
     async fn insert(&self, transaction: &mut Transaction<'_>) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO agent_events (id, agent_id, seq, run_id, thread_id, block_id, \
+            "INSERT INTO events (id, agent_id, first_seq, last_seq, run_id, thread_id, block_id, \
                  message_id, kind, delta, delta_path, delta_action, content, raw, metadata, \
-                 created_at) \
-             SELECT id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
-                 delta::json, delta_path, delta_action, content::json, raw::json, \
-                 metadata::json, created_at \
-             FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[], $4::uuid[], $5::uuid[], \
-                 $6::uuid[], $7::uuid[], $8::text[], $9::text[], $10::text[], $11::text[], \
-                 $12::text[], $13::text[], $14::text[], $15::timestamptz[]) AS event(id, \
-                 agent_id, seq, run_id, thread_id, block_id, message_id, kind, delta, \
-                 delta_path, delta_action, content, raw, metadata, created_at)",
+                 created_at, pieces, raws) \
+             SELECT id, agent_id, first_seq, last_seq, run_id, thread_id, block_id, message_id, \
+                 kind, delta, delta_path, delta_action, content::json, raw::json, \
+                 metadata::json, created_at, pieces, raws \
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[], $5::uuid[], \
+                 $6::uuid[], $7::uuid[], $8::uuid[], $9::text[], $10::text[], $11::text[], \
+                 $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], \
+                 $17::bytea[], $18::bytea[]) AS row(id, agent_id, first_seq, last_seq, run_id, \
+                 thread_id, block_id, message_id, kind, delta, delta_path, delta_action, \
+                 content, raw, metadata, created_at, pieces, raws) \
+             ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
+                 delta = excluded.delta, pieces = excluded.pieces, raws = excluded.raws",
         )
         .bind(&self.id)
         .bind(&self.agent_id)
-        .bind(&self.seq)
+        .bind(&self.first_seq)
+        .bind(&self.last_seq)
         .bind(&self.run_id)
         .bind(&self.thread_id)
         .bind(&self.block_id)
@@ -81,6 +109,8 @@ impl Columns {
         .bind(&self.raw)
         .bind(&self.metadata)
         .bind(&self.created_at)
+        .bind(&self.pieces)
+        .bind(&self.raws)
         .execute(&mut **transaction)
         .await?;
         Ok(())
@@ -111,6 +141,13 @@ impl PgStore {
 
         let mut committed = Vec::with_capacity(batches.len());
         let mut columns = Columns::default();
+        let mut rows = self
+            .open_chunks()
+            .take(totals.iter().map(|(agent_id, _)| *agent_id));
+        let mut write = |row: Written<'_>| {
+            columns.push(row);
+            Ok(())
+        };
         let mut ended_runs: Vec<Uuid> = Vec::new();
         let mut started = OpenedRuns::default();
         for batch in batches {
@@ -126,7 +163,7 @@ impl PgStore {
                 })
                 .collect();
             for event in &events {
-                columns.push(event);
+                rows.add(event, &mut write)?;
                 if event.kind.is_run_end() {
                     ended_runs.extend(event.run_id);
                 }
@@ -138,6 +175,7 @@ impl PgStore {
             }
             committed.push(events);
         }
+        let open_after = rows.finish(&mut write)?;
         columns.insert(&mut transaction).await?;
         if !started.run_id.is_empty() {
             sqlx::query(
@@ -171,6 +209,7 @@ impl PgStore {
         .execute(&mut *transaction)
         .await?;
         transaction.commit().await?;
+        self.open_chunks().keep(open_after);
         Ok(committed)
     }
 

@@ -24,6 +24,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
+use super::chunk::{OpenChunks, Pick, StoredRow};
 use super::error::unknown_agent_or;
 use super::rows::{
     check_contiguous, json_text, seq_from_column, seq_to_column, AgentRow, EventRow,
@@ -51,6 +52,10 @@ pub(super) const CONTROL_CHANNEL: &str = "agentstream_control";
 
 pub struct PgStore {
     pool: PgPool,
+    /// Each agent's open run row, extended by this process's next appends to the agent (see
+    /// `store::chunk`). Another process's appends in between make the next seq not continue it,
+    /// and a new row starts.
+    open_chunks: std::sync::Mutex<OpenChunks>,
     url: String,
     node_id: Uuid,
     run_lease_ms: u64,
@@ -95,10 +100,17 @@ impl PgStore {
         super::migrations::postgres().run(&pool).await?;
         Ok(PgStore {
             pool,
+            open_chunks: std::sync::Mutex::default(),
             url: url.to_owned(),
             node_id: Uuid::new_v4(),
             run_lease_ms: cluster.run_lease_ms.max(1),
         })
+    }
+
+    fn open_chunks(&self) -> std::sync::MutexGuard<'_, OpenChunks> {
+        self.open_chunks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The pool, for tests that look at the database directly.
@@ -106,33 +118,37 @@ impl PgStore {
         &self.pool
     }
 
-    /// An agent's event rows after `since`, in seq order, at most `limit`, each decoded.
+    /// An agent's events after `since`, in seq order, at most `limit`, each made by `make`:
+    /// the rows from the one holding `since + 1` on (the greatest first seq not past it), at
+    /// most `limit` rows (each holds at least one wanted event).
     async fn range<T>(
         &self,
         agent_id: Uuid,
         since: u64,
         limit: u32,
-        decode: fn(&PgRow) -> Result<T, StoreError>,
+        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
-        let since = seq_to_column(since)?;
+        let since_column = seq_to_column(since)?;
         let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE agent_id = $1 AND seq > $2 \
-             ORDER BY seq LIMIT $3"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = $1 AND first_seq >= COALESCE( \
+             (SELECT max(first_seq) FROM events WHERE agent_id = $1 AND first_seq <= $2 + 1), 1) \
+             ORDER BY first_seq LIMIT $3"
         ))
         .bind(agent_id)
-        .bind(since)
+        .bind(since_column)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(decode).collect()
+        let pick = Pick::Range { since, limit };
+        expand_rows(rows.iter().map(|row| (row, pick)), make)
     }
 }
 
 const AGENT_COLUMNS: &str = "id, name, system, description, model, metadata::text AS metadata, \
      tags::text AS tags, head_seq, created_at";
-const EVENT_COLUMNS: &str = "id, agent_id, seq, run_id, thread_id, block_id, message_id, kind, \
-     delta::text AS delta, delta_path, delta_action, content::text AS content, raw::text AS raw, \
-     metadata::text AS metadata, created_at";
+const EVENT_COLUMNS: &str = "events.id, agent_id, first_seq, last_seq, run_id, thread_id, \
+     block_id, message_id, kind, delta, delta_path, delta_action, content::text AS content, \
+     raw::text AS raw, metadata::text AS metadata, created_at, pieces, raws";
 
 /// PostgreSQL keeps microseconds: times are cut to that before they are stored, so what the
 /// writer publishes equals what a later read returns.
@@ -157,11 +173,35 @@ fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
 }
 
 /// A row of `EVENT_COLUMNS`; the `json` columns come back as the text that was stored.
+/// A row of `EVENT_COLUMNS` as the log stores it (one event, or a run row).
+fn stored_row(row: &PgRow) -> Result<StoredRow<'_>, StoreError> {
+    Ok(StoredRow {
+        event: event_row(row)?,
+        last_seq: seq_from_column(row.try_get("last_seq")?)?,
+        pieces: row.try_get("pieces")?,
+        raws: row.try_get("raws")?,
+    })
+}
+
+/// The rows' events that `pick` wants (each row with its own pick), made by `make`.
+fn expand_rows<'r, T>(
+    rows: impl IntoIterator<Item = (&'r PgRow, Pick)>,
+    make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for (row, pick) in rows {
+        if stored_row(row)?.expand(pick, make, &mut out)? {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 fn event_row(row: &PgRow) -> Result<EventRow<'_>, StoreError> {
     Ok(EventRow {
         id: row.try_get("id")?,
         agent_id: row.try_get("agent_id")?,
-        seq: seq_from_column(row.try_get("seq")?)?,
+        seq: seq_from_column(row.try_get("first_seq")?)?,
         run_id: row.try_get("run_id")?,
         thread_id: row.try_get("thread_id")?,
         block_id: row.try_get("block_id")?,
@@ -177,12 +217,12 @@ fn event_row(row: &PgRow) -> Result<EventRow<'_>, StoreError> {
     })
 }
 
-fn event_from_row(row: &PgRow) -> Result<AgentEvent, StoreError> {
-    event_row(row)?.to_event()
+fn to_event(row: &EventRow<'_>) -> Result<AgentEvent, StoreError> {
+    row.to_event()
 }
 
-fn event_json_from_row(row: &PgRow) -> Result<EventJson, StoreError> {
-    event_row(row)?.to_json()
+fn to_json(row: &EventRow<'_>) -> Result<EventJson, StoreError> {
+    row.to_json()
 }
 
 #[async_trait]
@@ -269,7 +309,7 @@ impl EventLog for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let events = self.range(agent_id, since, limit, event_from_row).await?;
+        let events = self.range(agent_id, since, limit, to_event).await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
@@ -280,47 +320,57 @@ impl EventLog for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let events = self
-            .range(agent_id, since, limit, event_json_from_row)
-            .await?;
+        let events = self.range(agent_id, since, limit, to_json).await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE run_id = $1 \
-             AND kind IN {RUN_OUTLINE_KINDS} ORDER BY seq"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = $1 \
+             AND kind IN {RUN_OUTLINE_KINDS} ORDER BY first_seq"
         ))
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(event_from_row).collect()
+        expand_rows(rows.iter().map(|row| (row, Pick::All)), to_event)
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
         // Runs that started and never ended (the open-runs table, kept by each append), and
         // that no live process executes: their slot is gone or its lease ran out.
         let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE (agent_id, seq) IN ( \
+            "SELECT {EVENT_COLUMNS} FROM events WHERE (agent_id, first_seq) IN ( \
                  SELECT open.agent_id, open.started_seq FROM open_runs AS open \
                  WHERE NOT EXISTS (SELECT 1 FROM active_runs AS active \
                      WHERE active.run_id = open.run_id AND active.lease_until >= now())) \
-             ORDER BY agent_id, seq"
+             ORDER BY agent_id, first_seq"
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(event_from_row).collect()
+        expand_rows(rows.iter().map(|row| (row, Pick::All)), to_event)
     }
 
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+        // Per id, the row with the greatest first id not past it (walks `events_id`); the event
+        // is kept only if that row holds it.
         let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM agent_events WHERE id = ANY($1)"
+            "SELECT wanted.id AS wanted, {EVENT_COLUMNS} FROM UNNEST($1::uuid[]) AS wanted(id) \
+             CROSS JOIN LATERAL (SELECT * FROM events WHERE events.id <= wanted.id \
+                 ORDER BY events.id DESC LIMIT 1) AS events"
         ))
         .bind(ids)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(event_from_row).collect()
+        let picks = rows
+            .iter()
+            .map(|row| Ok((row, Pick::Id(row.try_get("wanted")?))))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let mut events = Vec::new();
+        for (row, pick) in picks {
+            stored_row(row)?.expand(pick, to_event, &mut events)?;
+        }
+        Ok(events)
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
@@ -374,15 +424,15 @@ impl RunKeys for PgStore {
         let lease = self.run_lease_ms as f64 / 1000.0;
         let slots = sqlx::query(
             "DELETE FROM active_runs WHERE lease_until < now() AND NOT EXISTS ( \
-                 SELECT 1 FROM agent_events WHERE agent_events.run_id = active_runs.run_id \
-                 AND agent_events.kind = 'run_started')",
+                 SELECT 1 FROM events WHERE events.run_id = active_runs.run_id \
+                 AND events.kind = 'run_started')",
         )
         .execute(&self.pool)
         .await?;
         let keys = sqlx::query(
             "DELETE FROM run_keys WHERE created_at < now() - make_interval(secs => $1) \
-             AND NOT EXISTS (SELECT 1 FROM agent_events WHERE agent_events.run_id = \
-                 run_keys.run_id AND agent_events.kind = 'run_started') \
+             AND NOT EXISTS (SELECT 1 FROM events WHERE events.run_id = \
+                 run_keys.run_id AND events.kind = 'run_started') \
              AND NOT EXISTS (SELECT 1 FROM active_runs WHERE active_runs.run_id = run_keys.run_id)",
         )
         .bind(lease)
