@@ -49,12 +49,10 @@ impl LogSize {
     }
 }
 
-/// `agents` agents each stream one reply of `reply_tokens` tokens, unpaced, at once, into a
-/// fresh database at `path`.
-pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
-    super::remove_database(path);
-    let url = format!("sqlite://{}", path.display());
-    let server = Server::start(&url, 0, reply_tokens).await;
+/// `agents` agents each stream one reply of `reply_tokens` tokens, unpaced, at once, through a
+/// server on `url`, which is stopped after.
+async fn stream_replies(url: &str, agents: u64, reply_tokens: u32) {
+    let server = Server::start(url, 0, reply_tokens).await;
     let http = reqwest::Client::new();
     let mut runs = Vec::new();
     for _ in 0..agents {
@@ -80,6 +78,33 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
     drop(server);
     // The server lets go of the database as it shuts down.
     tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// The same streams into a fresh PostgreSQL database at `url`: the `events` table with its
+/// indexes and TOAST after a `VACUUM` (PostgreSQL's WAL is recycled, not kept), per token.
+pub async fn measure_postgres(url: &str, agents: u64, reply_tokens: u32) -> (u64, u64) {
+    use sqlx::Connection;
+    stream_replies(url, agents, reply_tokens).await;
+    let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query("VACUUM events")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let (tokens, bytes): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT sum(last_seq - first_seq + 1) FROM events WHERE kind = 'text')::bigint, \
+         pg_total_relation_size('events')",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    (tokens as u64, bytes as u64)
+}
+
+/// [`stream_replies`] into a fresh SQLite database at `path`, then its size.
+pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
+    super::remove_database(path);
+    let url = format!("sqlite://{}", path.display());
+    stream_replies(&url, agents, reply_tokens).await;
     let mut connection = SqliteConnectOptions::new()
         .filename(path)
         .connect()

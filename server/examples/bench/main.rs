@@ -255,6 +255,17 @@ async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
         sizes,
     )
     .await;
+    let (tokens, bytes) = log_size::measure_postgres(
+        &create_postgres_database(admin, "size").await,
+        sizes.size_agents,
+        sizes.size_reply_tokens,
+    )
+    .await;
+    println!(
+        "{:<66} {:>12.0} bytes",
+        format!("postgres log per streamed token (table + indexes after VACUUM; {tokens} tokens)"),
+        bytes as f64 / tokens.max(1) as f64
+    );
 }
 
 /// One transaction per event on PostgreSQL: `BEGIN; next seq; INSERT; COMMIT`.
