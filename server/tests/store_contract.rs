@@ -9,8 +9,8 @@ use agentstream_server::store::chunk::IdChains;
 use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
-    agent_for_chat, Agents, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson,
-    EventLog, NewAgent, Store, StoreError, StoredSnapshot,
+    agent_for_chat, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson, NewAgent,
+    Store, StoreError, StoredSnapshot,
 };
 use app::EventKind;
 use serde_json::json;
