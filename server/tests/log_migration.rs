@@ -6,9 +6,15 @@
 //! provider event, a tool call and its merge, usage. `fixtures/log_v6.events.jsonl` is what
 //! that build's `read_events_json` returned for them, line by line.
 
+mod common;
+
+use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{Agents, AppendBatch, EventDraft, EventLog};
+use agentstream_server::store::{
+    postgres_migrations_through, Agents, AppendBatch, ClusterOptions, EventDraft, EventLog,
+};
 use app::{AgentEvent, EventKind};
+use chrono::DurationRound;
 use uuid::Uuid;
 
 fn fixture(name: &str) -> std::path::PathBuf {
@@ -82,4 +88,93 @@ async fn a_log_of_the_previous_schema_reads_back_exactly() {
         .await
         .unwrap();
     assert_eq!(committed[0][0].seq, agent.head_seq + 1);
+}
+
+/// The same events in a PostgreSQL database of the schema before run rows (migrations 1–4, one
+/// row per event in `agent_events`), then opened by today's store: every event reads back as
+/// it was stored (PostgreSQL keeps microseconds), and the log goes on.
+#[tokio::test]
+async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
+    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
+        .await
+        .unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    postgres_migrations_through(4).run(&pool).await.unwrap();
+    let micros = |time: chrono::DateTime<chrono::Utc>| {
+        time.duration_trunc(chrono::TimeDelta::microseconds(1))
+            .unwrap()
+    };
+    let expected: Vec<AgentEvent> = std::fs::read_to_string(fixture("log_v6.events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut event: AgentEvent = serde_json::from_str(line).unwrap();
+            event.created_at = micros(event.created_at);
+            event
+        })
+        .collect();
+    let mut agents: Vec<Uuid> = expected.iter().map(|event| event.agent_id).collect();
+    agents.dedup();
+    for agent_id in &agents {
+        let head = expected.iter().filter(|e| e.agent_id == *agent_id).count() as i64;
+        sqlx::query(
+            "INSERT INTO agents (id, name, metadata, tags, head_seq, created_at) \
+             VALUES ($1, 'legacy', 'null', '[]', $2, now())",
+        )
+        .bind(agent_id)
+        .bind(head)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let json = |value: &serde_json::Value| serde_json::to_string(value).unwrap();
+    for event in &expected {
+        sqlx::query(
+            "INSERT INTO agent_events (id, agent_id, seq, run_id, thread_id, block_id, \
+             message_id, kind, delta, delta_path, delta_action, content, raw, metadata, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::json, $10, $11, \
+             $12::json, $13::json, $14::json, $15)",
+        )
+        .bind(event.id)
+        .bind(event.agent_id)
+        .bind(event.seq as i64)
+        .bind(event.run_id)
+        .bind(event.thread_id)
+        .bind(event.block_id)
+        .bind(event.message_id)
+        .bind(event.kind.as_str())
+        .bind(event.delta.as_ref().map(json))
+        .bind(&event.delta_path)
+        .bind(event.delta_action.map(|action| action.as_str()))
+        .bind(json(&event.content))
+        .bind(event.raw.as_ref().map(json))
+        .bind(json(&event.metadata))
+        .bind(event.created_at)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+
+    let store = PgStore::open(&url, &ClusterOptions::default())
+        .await
+        .unwrap();
+    let mut read = Vec::new();
+    for agent_id in &agents {
+        read.extend(store.read_events(*agent_id, 0, 1_000).await.unwrap());
+    }
+    assert_eq!(read, expected);
+    let ids: Vec<Uuid> = expected.iter().map(|event| event.id).collect();
+    let mut found = store.events_by_id(&ids).await.unwrap();
+    found.sort_by_key(|event| (agents.iter().position(|a| *a == event.agent_id), event.seq));
+    assert_eq!(found, expected);
+    let committed = store
+        .append(&[AppendBatch {
+            agent_id: agents[0],
+            drafts: vec![EventDraft::new(EventKind::User)],
+        }])
+        .await
+        .unwrap();
+    let head = expected.iter().filter(|e| e.agent_id == agents[0]).count() as u64;
+    assert_eq!(committed[0][0].seq, head + 1);
 }

@@ -98,6 +98,15 @@ pub fn postgres() -> Migrator {
     migrator(POSTGRES)
 }
 
+/// The PostgreSQL schema up to and including `version`.
+pub fn postgres_through(version: i64) -> Migrator {
+    let through = POSTGRES
+        .iter()
+        .take_while(|(v, _, _)| *v <= version)
+        .count();
+    migrator(&POSTGRES[..through])
+}
+
 fn migrator(sources: &[Source]) -> Migrator {
     let migrations = sources
         .iter()

@@ -182,6 +182,13 @@ pub fn redact_url(url: &str) -> String {
     redacted
 }
 
+/// PostgreSQL's schema as of migration `version`: for the test that upgrades a log written by an
+/// earlier schema (SQLite's has a database file for that; a PostgreSQL database is no file).
+#[doc(hidden)]
+pub fn postgres_migrations_through(version: i64) -> sqlx::migrate::Migrator {
+    migrations::postgres_through(version)
+}
+
 /// Opens the store `url` names, migrating it: `sqlite://path` (created if missing) or
 /// `postgres://…` / `postgresql://…`. PostgreSQL comes with its [`ClusterStore`].
 pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreError> {
