@@ -5,7 +5,7 @@
 //! open's fold had saved its snapshot in the store.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentstream_server::store::chunk::IdChains;
 use agentstream_server::store::sqlite::SqliteStore;
@@ -102,9 +102,7 @@ async fn open_after_start(url: &str, agent_id: Uuid) -> (f64, usize) {
     assert!(response.status().is_success(), "{}", response.status());
     let bytes = response.bytes().await.unwrap().len();
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-    drop(server);
-    // The server lets go of the database as it shuts down.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.stop().await;
     (elapsed, bytes)
 }
 

@@ -75,9 +75,7 @@ async fn stream_replies(url: &str, agents: u64, reply_tokens: u32) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    drop(server);
-    // The server lets go of the database as it shuts down.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.stop().await;
 }
 
 /// The same streams into a fresh PostgreSQL database at `url`: the `events` table with its

@@ -692,6 +692,13 @@ pub(crate) mod live {
             Server { base, _stop: stop }
         }
 
+        /// Stops the server and waits while it lets go of its database (the next server, or
+        /// the measurement, opens the same file).
+        pub async fn stop(self) {
+            drop(self);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+
         pub async fn agent(&self) -> Uuid {
             let body: Value = reqwest::Client::new()
                 .post(format!("{}/v1/agents", self.base))

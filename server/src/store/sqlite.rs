@@ -15,13 +15,13 @@ use uuid::Uuid;
 
 use rusqlite::types::Value as SqlValue;
 
+use super::chunk::Pick;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
     Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, StoredSnapshot,
     RUN_OUTLINE_KINDS,
 };
-use reader::Pick;
 
 mod appender;
 mod reader;

@@ -191,7 +191,7 @@ pub async fn fold_log_within(
     let from = start.as_ref().map_or(0, |snapshot| snapshot.last_seq());
     let mut timeline = match start {
         Some(snapshot) => (*snapshot).clone(),
-        None => match saved_snapshot(store, agent_id, window_start).await {
+        None => match saved_snapshot(store, agent_id, window_start).await? {
             Some(saved) => saved,
             None if window_start > 0 => tail_from_run_start(store, agent_id, window_start).await?,
             None => Timeline::default(),
@@ -243,30 +243,37 @@ async fn saved_snapshot(
     store: &dyn EventLog,
     agent_id: Uuid,
     window_start: u64,
-) -> Option<Timeline> {
+) -> Result<Option<Timeline>, StoreError> {
     let saved = match store.load_snapshot(agent_id).await {
-        Ok(saved) => saved?,
+        Ok(Some(saved)) if saved.last_seq >= window_start.max(1) => saved,
+        Ok(_) => return Ok(None),
         Err(error) => {
             tracing::warn!(%agent_id, %error, "cannot read the saved snapshot; folding the log");
-            return None;
+            return Ok(None);
         }
     };
-    if saved.last_seq < window_start.max(1) {
-        return None;
-    }
-    let at = store
-        .read_events(agent_id, saved.last_seq - 1, 1)
-        .await
-        .ok()?;
+    let at = store.read_events(agent_id, saved.last_seq - 1, 1).await?;
     if at.first().map(|event| (event.seq, event.id)) != Some((saved.last_seq, saved.event_id)) {
         tracing::warn!(%agent_id, seq = saved.last_seq, "the saved snapshot disagrees with the log; folding the log");
-        return None;
+        return Ok(None);
     }
-    let json =
+    let timeline =
         miniz_oxide::inflate::decompress_to_vec_with_limit(&saved.body, SNAPSHOT_JSON_BYTES_MAX)
-            .ok()?;
-    let timeline: Timeline = serde_json::from_slice(&json).ok()?;
-    (timeline.last_seq() == saved.last_seq).then_some(timeline)
+            .map_err(|error| error.to_string())
+            .and_then(|json| {
+                serde_json::from_slice::<Timeline>(&json).map_err(|error| error.to_string())
+            });
+    match timeline {
+        Ok(timeline) if timeline.last_seq() == saved.last_seq => Ok(Some(timeline)),
+        Ok(timeline) => {
+            tracing::warn!(%agent_id, seq = saved.last_seq, folded = timeline.last_seq(), "the saved snapshot's fold ends elsewhere; folding the log");
+            Ok(None)
+        }
+        Err(error) => {
+            tracing::warn!(%agent_id, %error, "the saved snapshot does not decode; folding the log");
+            Ok(None)
+        }
+    }
 }
 
 /// Saves `timeline` (folded through the event `event_id`) as the agent's snapshot. A failure

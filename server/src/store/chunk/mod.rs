@@ -64,24 +64,18 @@ fn is_string_append(
         && matches!(delta, Some(Value::String(_)))
 }
 
-/// What must be equal between consecutive appends of one run (everything but id, seq, the text
-/// and the time): kind, run, thread, block, message, path, content and metadata.
-pub trait PartKey {
-    fn same_part(&self, other: &AgentEvent) -> bool;
-}
-
-impl PartKey for AgentEvent {
-    fn same_part(&self, other: &AgentEvent) -> bool {
-        self.agent_id == other.agent_id
-            && self.kind == other.kind
-            && self.run_id == other.run_id
-            && self.thread_id == other.thread_id
-            && self.block_id == other.block_id
-            && self.message_id == other.message_id
-            && self.delta_path == other.delta_path
-            && self.content == other.content
-            && self.metadata == other.metadata
-    }
+/// True when `next` may follow `head` in one run row: everything but id, seq, the text and the
+/// time is equal (kind, run, thread, block, message, path, content and metadata).
+fn same_part(head: &AgentEvent, next: &AgentEvent) -> bool {
+    head.agent_id == next.agent_id
+        && head.kind == next.kind
+        && head.run_id == next.run_id
+        && head.thread_id == next.thread_id
+        && head.block_id == next.block_id
+        && head.message_id == next.message_id
+        && head.delta_path == next.delta_path
+        && head.content == next.content
+        && head.metadata == next.metadata
 }
 
 /// True when `next` (a draft) continues the run `previous` (the draft before it, same agent)
@@ -224,7 +218,7 @@ impl Chunk {
         let continues = event.seq == self.last_seq + 1
             && next_id(self.last_id) == Some(event.id)
             && event.delta_action == Some(DeltaAction::Append)
-            && self.head.same_part(event);
+            && same_part(&self.head, event);
         if !(fits && continues) {
             return false;
         }

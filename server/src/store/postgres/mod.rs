@@ -366,11 +366,7 @@ impl EventLog for PgStore {
             .iter()
             .map(|row| Ok((row, Pick::Id(row.try_get("wanted")?))))
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut events = Vec::new();
-        for (row, pick) in picks {
-            stored_row(row)?.expand(pick, to_event, &mut events)?;
-        }
-        Ok(events)
+        expand_rows(picks, to_event)
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {

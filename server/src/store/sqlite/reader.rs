@@ -17,8 +17,7 @@ use super::appender::sqlite_error;
 use uuid::Uuid;
 
 use super::parse_uuid;
-pub(super) use crate::store::chunk::Pick;
-use crate::store::chunk::{self, StoredRow};
+use crate::store::chunk::{self, Pick, StoredRow};
 use crate::store::rows::{corrupt, seq_from_column, EventRow};
 use crate::store::{EventJson, StoreError};
 
