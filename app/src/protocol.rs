@@ -29,6 +29,10 @@ pub struct Agent {
     /// The seq of the newest committed event (0 = empty log).
     pub head_seq: u64,
     pub created_at: DateTime<Utc>,
+    /// The user it was created for (a scoped token's `sub`, or the operator's `owner`): it
+    /// lists under that user, and no other user's token reaches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// `POST /v1/agents`. Every field is optional; unknown Letta fields are accepted and ignored.
@@ -46,6 +50,9 @@ pub struct CreateAgentRequest {
     pub metadata: Option<Value>,
     #[serde(default)]
     pub tags: Option<Vec<String>>,
+    /// The user the agent is for (the `sub` of the tokens that will reach it).
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// `POST /v1/agents/{id}/runs`.

@@ -158,6 +158,9 @@ pub struct Config {
     pub shutdown_drain_ms: u64,
     /// When set, every request must carry this token (see `auth`).
     pub api_token: Option<String>,
+    /// The secrets of scoped tokens (`AGENTSTREAM_TOKEN_SECRET`, the first signs) and the
+    /// longest lifetime accepted (`AGENTSTREAM_TOKEN_TTL_SECONDS_MAX`).
+    pub token_keys: Option<crate::http::token::TokenKeys>,
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Vec<String>,
     /// Host names (or `host:port`) besides loopback that requests may name when no access token
@@ -184,6 +187,7 @@ impl Default for Config {
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             shutdown_drain_ms: SHUTDOWN_DRAIN_MS_DEFAULT,
             api_token: None,
+            token_keys: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             limits: Limits::default(),
@@ -225,8 +229,13 @@ Environment:
                                         they are ended as interrupted (default 10000)
   AGENTSTREAM_API_TOKEN                 require this token on every request (default: none);
                                         a browser opens /?token=<token> once
+  AGENTSTREAM_TOKEN_SECRET              environment only: comma-separated HS256 secrets of
+                                        scoped tokens, 32+ bytes each; the first signs, all
+                                        verify (default: none; needs AGENTSTREAM_API_TOKEN)
+  AGENTSTREAM_TOKEN_TTL_SECONDS_MAX     longest lifetime of a scoped token (default 3600)
   AGENTSTREAM_ALLOWED_ORIGINS           comma-separated origins besides the server's own whose
-                                        pages may open a WebSocket (default: none)
+                                        pages may open a WebSocket and whose scripts may call
+                                        the API (CORS) (default: none)
   AGENTSTREAM_ALLOWED_HOSTS             without an access token, requests must name a loopback
                                         host (localhost, 127.0.0.1, [::1]) or one of these,
                                         comma-separated (default: none)
@@ -342,6 +351,28 @@ impl Config {
     pub fn from_env() -> Result<Config, String> {
         let defaults = Config::default();
         let (provider, agent_providers) = providers_from_env()?;
+        let api_token = variable("AGENTSTREAM_API_TOKEN").map(|token| token.trim().to_owned());
+        let token_ttl_seconds_max = parse_env(
+            "AGENTSTREAM_TOKEN_TTL_SECONDS_MAX",
+            crate::http::token::TOKEN_TTL_SECONDS_MAX_DEFAULT,
+        )?
+        .max(1);
+        let token_keys = match variable("AGENTSTREAM_TOKEN_SECRET") {
+            None => None,
+            // Scoped tokens narrow the operator's access; without an operator token the server
+            // is open to everyone and a scoped token would narrow nothing.
+            Some(_) if api_token.is_none() => {
+                return Err(
+                    "AGENTSTREAM_TOKEN_SECRET needs AGENTSTREAM_API_TOKEN too: without \
+                            an operator token the server is open and scoped tokens mean nothing"
+                        .to_owned(),
+                )
+            }
+            Some(secrets) => Some(crate::http::token::TokenKeys::new(
+                &secrets,
+                token_ttl_seconds_max,
+            )?),
+        };
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),
             cluster: crate::store::ClusterOptions {
@@ -387,7 +418,8 @@ impl Config {
                 "AGENTSTREAM_SHUTDOWN_DRAIN_MS",
                 defaults.shutdown_drain_ms,
             )?,
-            api_token: variable("AGENTSTREAM_API_TOKEN").map(|token| token.trim().to_owned()),
+            api_token,
+            token_keys,
             allowed_origins: variable("AGENTSTREAM_ALLOWED_ORIGINS")
                 .map(|origins| {
                     origins

@@ -14,10 +14,15 @@ const FLAGS: &[(&str, &str)] = &[
     ("--database-url", "DATABASE_URL"),
 ];
 
-/// The `AGENTSTREAM_…` variables the server reads, as [`HELP`] lists them.
+/// Variables that hold a secret: environment only, like the provider keys.
+const SECRET_VARIABLES: &[&str] = &["AGENTSTREAM_TOKEN_SECRET"];
+
+/// The `AGENTSTREAM_…` variables the server reads, as [`HELP`] lists them (those that may be
+/// flags: not the secrets).
 fn agentstream_variables() -> impl Iterator<Item = &'static str> {
     HELP.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
         .filter(|word| word.starts_with("AGENTSTREAM_") && word.len() > "AGENTSTREAM_".len())
+        .filter(|word| !SECRET_VARIABLES.contains(word))
 }
 
 /// The flag of an `AGENTSTREAM_…` variable: `AGENTSTREAM_RUN_LEASE_MS` → `--run-lease-ms`.

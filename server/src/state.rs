@@ -16,6 +16,7 @@ use crate::cluster::{self, Cluster};
 use crate::config::{self, Config, ProviderChoice};
 use crate::delivery::hub::Hub;
 use crate::delivery::writer::{self, Writer};
+use crate::http::token::TokenKeys;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::claude_cli::ClaudeCliProvider;
 use crate::provider::openai::OpenAiProvider;
@@ -38,6 +39,8 @@ pub struct AppState {
     pub letta_ping_interval: Duration,
     /// The access token every request must carry, when configured.
     pub api_token: Option<Arc<str>>,
+    /// The secrets scoped tokens are signed with (`AGENTSTREAM_TOKEN_SECRET`), when configured.
+    pub token_keys: Option<Arc<TokenKeys>>,
     /// Origins besides the server's own whose pages may open a WebSocket.
     pub allowed_origins: Arc<Vec<String>>,
     /// Hosts besides loopback that requests may name when no token is set.
@@ -144,6 +147,7 @@ impl AppState {
             shutdown,
             letta_ping_interval: Duration::from_millis(config.letta_ping_interval_ms),
             api_token: config.api_token.as_deref().map(Arc::from),
+            token_keys: config.token_keys.clone().map(Arc::new),
             allowed_origins: Arc::new(config.allowed_origins.clone()),
             allowed_hosts: Arc::new(config.allowed_hosts.clone()),
             limits: Arc::new(config.limits.clone()),
@@ -194,12 +198,15 @@ impl FromRef<AppState> for Readiness {
     }
 }
 
-/// Who may call: the access token and the origins allowed besides the server's own.
+/// Who may call: the access token, the scoped tokens' secrets, and the origins allowed besides
+/// the server's own; the store, to tell which agents a scoped token reaches.
 #[derive(Clone)]
 pub struct Access {
     pub api_token: Option<Arc<str>>,
+    pub token_keys: Option<Arc<TokenKeys>>,
     pub allowed_origins: Arc<Vec<String>>,
     pub allowed_hosts: Arc<Vec<String>>,
+    pub store: Arc<dyn Store>,
 }
 
 /// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
@@ -258,8 +265,10 @@ impl FromRef<AppState> for Access {
     fn from_ref(state: &AppState) -> Self {
         Access {
             api_token: state.api_token.clone(),
+            token_keys: state.token_keys.clone(),
             allowed_origins: state.allowed_origins.clone(),
             allowed_hosts: state.allowed_hosts.clone(),
+            store: state.store.clone(),
         }
     }
 }

@@ -37,7 +37,7 @@ async fn open_copy() -> (tempfile::TempDir, SqliteStore) {
 async fn a_log_of_the_previous_schema_reads_back_exactly() {
     let expected = std::fs::read_to_string(fixture("log_v6.events.jsonl")).unwrap();
     let (_directory, store) = open_copy().await;
-    let mut agents = store.list_agents(10).await.unwrap();
+    let mut agents = store.list_agents(None, 10).await.unwrap();
     agents.sort_by_key(|agent| agent.name.clone());
     assert_eq!(agents.len(), 2);
     let mut read = String::new();

@@ -47,6 +47,7 @@ async fn agents_round_trip(subject: &Subject) {
             model: Some("scripted".into()),
             metadata: json!({"team": "a", "n": 1}),
             tags: vec!["x".into(), "y".into()],
+            owner: None,
         })
         .await
         .unwrap();
@@ -56,9 +57,33 @@ async fn agents_round_trip(subject: &Subject) {
         store.get_agent(created.id).await.unwrap(),
         Some(created.clone())
     );
-    let listed = store.list_agents(1_000).await.unwrap();
+    let listed = store.list_agents(None, 1_000).await.unwrap();
     assert!(listed.contains(&created), "list_agents shows the new agent");
-    assert_eq!(store.list_agents(1).await.unwrap().len(), 1);
+    assert_eq!(store.list_agents(None, 1).await.unwrap().len(), 1);
+    // Owners: an agent made for a user lists under that user only, and reads back with it.
+    let owned = store
+        .create_agent(NewAgent {
+            name: "alice's".into(),
+            owner: Some("alice".into()),
+            ..NewAgent::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(owned.owner.as_deref(), Some("alice"));
+    assert_eq!(
+        store.get_agent(owned.id).await.unwrap(),
+        Some(owned.clone())
+    );
+    assert_eq!(
+        store.list_agents(Some("alice"), 1_000).await.unwrap(),
+        vec![owned.clone()]
+    );
+    assert_eq!(store.list_agents(Some("bob"), 1_000).await.unwrap(), vec![]);
+    assert!(store
+        .list_agents(None, 1_000)
+        .await
+        .unwrap()
+        .contains(&owned));
     assert_eq!(store.get_agent(Uuid::new_v4()).await.unwrap(), None);
     assert_eq!(store.head_seq(Uuid::new_v4()).await.unwrap(), None);
 }
@@ -280,7 +305,7 @@ async fn a_chat_id_keeps_its_agent(subject: &Subject) {
     let other = agent_for_chat(store, "chat-2", template()).await.unwrap();
     assert_ne!(other.id, first.id);
     assert!(!store.claim_chat("chat-1", other.id).await.unwrap());
-    let chats = store.list_agents(1_000).await.unwrap();
+    let chats = store.list_agents(None, 1_000).await.unwrap();
     assert_eq!(chats.iter().filter(|agent| agent.name == "chat").count(), 2);
 
     assert!(store.delete_agent(first.id).await.unwrap());

@@ -17,13 +17,21 @@
 //! `AGENTSTREAM_ALLOWED_ORIGINS`: another site's page cannot ride a visitor's cookie into the
 //! socket.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use futures::StreamExt;
 
+use super::caller::Caller;
+use super::params::parse_agent_id;
+use super::policy::{self, Need};
+use super::token::{Scope, TokenError};
 use crate::http::error::ApiError;
 use crate::state::Access;
+use crate::surfaces::chat::{chat_id, ChatId};
 
 /// The cookie a browser keeps the token in.
 pub const TOKEN_COOKIE: &str = "agentstream_token";
@@ -149,65 +157,221 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Paths anyone may fetch: the health check and the site's static files (code, styles), which
-/// hold no data.
-fn is_public(path: &str) -> bool {
-    path == "/healthz" || path == "/readyz" || path.starts_with("/pkg/") || path == "/favicon.ico"
-}
-
-/// The middleware: lets a request through when no token is configured, the path is public, or
-/// the request carries the token.
-pub async fn require_token(State(access): State<Access>, request: Request, next: Next) -> Response {
+/// The middleware: works out who is calling ([`Caller`]: the operator, or a user with a scoped
+/// token), checks what the route needs of them ([`policy::need`]) and hands the caller on in the
+/// request's extensions. Without an operator token the server is open and everyone is the
+/// operator (loopback or allowed hosts only). A scoped token's SSE responses end when it expires
+/// ([`end_streams_at`]).
+pub async fn require_token(
+    State(access): State<Access>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let Some(expected) = access.api_token.clone() else {
         if !host_allowed(request.headers(), &access.allowed_hosts) {
             return unknown_host();
         }
+        request.extensions_mut().insert(Caller::Operator);
         return next.run(request).await;
     };
-    let path = request.uri().path().to_owned();
-    if is_public(&path) {
+    let uri = request.uri().clone();
+    let path = uri.path();
+    let need = policy::need(request.method(), path, uri.query());
+    if need == Need::Public {
         return next.run(request).await;
     }
     let headers = request.headers();
-    let from_query = query_token(request.uri().query());
-    let presented = bearer(headers)
+    let from_query = query_token(uri.query());
+    let Some(presented) = bearer(headers)
         .map(str::to_owned)
         .or_else(|| cookie(headers, TOKEN_COOKIE).map(str::to_owned))
-        .or(from_query.clone());
-    let valid = presented.is_some_and(|token| same_secret(token.as_bytes(), expected.as_bytes()));
-    if !valid {
-        return unauthorized(&path);
+        .or(from_query.clone())
+    else {
+        return unauthorized(path, None);
+    };
+    let now = chrono::Utc::now().timestamp();
+    let caller = if same_secret(presented.as_bytes(), expected.as_bytes()) {
+        Caller::Operator
+    } else {
+        match access
+            .token_keys
+            .as_deref()
+            .map(|keys| keys.verify(&presented, now))
+        {
+            Some(Ok(grant)) => Caller::User(Arc::new(grant)),
+            Some(Err(error)) if presented.contains('.') => return unauthorized(path, Some(error)),
+            _ => return unauthorized(path, None),
+        }
+    };
+    if let Err(error) = check(&access, &caller, need).await {
+        return refused(path, error);
     }
     // A page opened with `?token=`: keep it in a cookie and take it out of the address bar.
     let is_page = request.method() == axum::http::Method::GET && !path.starts_with("/v1/");
     if let (true, Some(_)) = (is_page, from_query) {
-        let rest: Vec<&str> = request
-            .uri()
-            .query()
-            .unwrap_or("")
-            .split('&')
-            .filter(|pair| !pair.starts_with(&format!("{TOKEN_QUERY}=")) && !pair.is_empty())
-            .collect();
-        let location = if rest.is_empty() {
-            path
-        } else {
-            format!("{path}?{}", rest.join("&"))
-        };
-        let mut response = Redirect::to(&location).into_response();
-        let secure = if over_https(request.headers()) {
-            "; Secure"
-        } else {
-            ""
-        };
-        let cookie = format!(
-            "{TOKEN_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict; Max-Age={TOKEN_COOKIE_MAX_AGE_SECONDS}{secure}"
-        );
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().insert(header::SET_COOKIE, value);
+        let max_age = caller
+            .expires_at()
+            .map_or(TOKEN_COOKIE_MAX_AGE_SECONDS, |expires_at| {
+                expires_at.saturating_sub(now).max(0) as u64
+            });
+        return keep_in_cookie(&uri, request.headers(), &presented, max_age);
+    }
+    request.extensions_mut().insert(caller.clone());
+    let response = next.run(request).await;
+    match caller.expires_at() {
+        Some(expires_at) => end_streams_at(response, expires_at),
+        None => response,
+    }
+}
+
+/// What `need` asks of a scoped caller (the operator passes everything).
+async fn check(access: &Access, caller: &Caller, need: Need<'_>) -> Result<(), ApiError> {
+    if let Caller::Operator = caller {
+        return Ok(());
+    }
+    let store = access.store.as_ref();
+    match need {
+        Need::Public | Need::Anyone | Need::Handler => Ok(()),
+        Need::Operator => Err(super::caller::operator_only()),
+        Need::Scoped(scope) => caller.require(scope),
+        Need::Agent(agent_id, scope) => {
+            match scope {
+                Some(scope) => caller.require(scope)?,
+                // A Letta message: a new turn (write) or an approval's answer (approve); the
+                // handler checks which once it has read the body.
+                None => caller
+                    .require(Scope::Write)
+                    .or_else(|_| caller.require(Scope::Approve))?,
+            }
+            let agent_id = parse_agent_id(agent_id)?;
+            caller.reach_id(store, agent_id).await.map(drop)
         }
+        Need::Run(run_id, scope) => {
+            caller.require(scope)?;
+            let run_id = uuid::Uuid::parse_str(run_id).map_err(|_| {
+                ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
+            })?;
+            let outline = store.run_outline(run_id).await?;
+            let agent_id = outline
+                .first()
+                .map(|event| event.agent_id)
+                .ok_or_else(|| ApiError::unknown_run(run_id))?;
+            caller
+                .reach_id(store, agent_id)
+                .await
+                .map(drop)
+                .map_err(|_| ApiError::unknown_run(run_id))
+        }
+        Need::Chat(chat, scope) => {
+            caller.require(scope)?;
+            match chat_id(chat)? {
+                ChatId::Agent(agent_id) => caller.reach_id(store, agent_id).await.map(drop),
+                ChatId::Named(name) => match store.chat_agent(&name).await? {
+                    Some(agent_id) => caller
+                        .reach_id(store, agent_id)
+                        .await
+                        .map(drop)
+                        .map_err(|_| unknown_chat(&name)),
+                    // Not used yet: the token may name it (it gets its agent on first use).
+                    None if caller.lists(&name) => Ok(()),
+                    None => Err(unknown_chat(&name)),
+                },
+            }
+        }
+    }
+}
+
+/// The 404 of a chat id a token does not reach: the same as one that was never used.
+pub fn unknown_chat(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown_chat",
+        format!("chat {name:?} does not exist"),
+    )
+}
+
+/// A response marked with this ends its stream itself when the caller's token expires (the
+/// Letta stream tells the client where to resume, and must not look like a client leaving).
+#[derive(Clone, Copy, Debug)]
+pub struct EndsAtExpiry;
+
+/// A scoped token's event streams end when it expires: the client reconnects with a fresh token
+/// and resumes from its cursor, losing nothing. Other responses are whole long before.
+fn end_streams_at(response: Response, expires_at: i64) -> Response {
+    let is_stream = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    if !is_stream || response.extensions().get::<EndsAtExpiry>().is_some() {
         return response;
     }
-    next.run(request).await
+    let (parts, body) = response.into_parts();
+    let deadline = tokio::time::sleep(until_unix(expires_at));
+    let body = axum::body::Body::from_stream(body.into_data_stream().take_until(deadline));
+    Response::from_parts(parts, body)
+}
+
+/// How long until `unix_seconds` (zero once it passed).
+pub fn until_unix(unix_seconds: i64) -> std::time::Duration {
+    let remaining_ms = unix_seconds
+        .saturating_mul(1000)
+        .saturating_sub(chrono::Utc::now().timestamp_millis());
+    std::time::Duration::from_millis(remaining_ms.max(0) as u64)
+}
+
+/// Sets the token's cookie (HttpOnly, SameSite=Strict, for as long as the token lives) and
+/// redirects to the same page without `?token=`.
+fn keep_in_cookie(
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    token: &str,
+    max_age_seconds: u64,
+) -> Response {
+    let rest: Vec<&str> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.starts_with(&format!("{TOKEN_QUERY}=")) && !pair.is_empty())
+        .collect();
+    let location = if rest.is_empty() {
+        uri.path().to_owned()
+    } else {
+        format!("{}?{}", uri.path(), rest.join("&"))
+    };
+    let mut response = Redirect::to(&location).into_response();
+    let secure = if over_https(headers) { "; Secure" } else { "" };
+    let cookie = format!(
+        "{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_seconds}{secure}"
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// A refusal: JSON on the API, a short page on the site's pages.
+fn refused(path: &str, error: ApiError) -> Response {
+    if path.starts_with("/v1/") {
+        return error.into_response();
+    }
+    let message = html_escape(&error.message);
+    (
+        error.status,
+        Html(format!(
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>agentstream</title>\
+             </head><body><main><h1>Not here</h1><p>{message}</p><p><a href=\"/\">Agents</a></p>\
+             </main></body></html>"
+        )),
+    )
+        .into_response()
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn unknown_host() -> Response {
@@ -220,14 +384,20 @@ fn unknown_host() -> Response {
     .into_response()
 }
 
-fn unauthorized(path: &str) -> Response {
-    let mut response = if path.starts_with("/v1/") {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
+fn unauthorized(path: &str, token_error: Option<TokenError>) -> Response {
+    let (code, message) = match &token_error {
+        Some(TokenError::Expired) => (
+            "token_expired",
+            "the token expired: get a fresh one and reconnect (resume from your cursor)".to_owned(),
+        ),
+        Some(error) => ("invalid_token", format!("the token was refused: {error}")),
+        None => (
             "unauthorized",
-            "this server needs its access token: send Authorization: Bearer <token>",
-        )
-        .into_response()
+            "this server needs its access token: send Authorization: Bearer <token>".to_owned(),
+        ),
+    };
+    let mut response = if path.starts_with("/v1/") {
+        ApiError::new(StatusCode::UNAUTHORIZED, code, message).into_response()
     } else {
         (
             StatusCode::UNAUTHORIZED,
@@ -241,9 +411,16 @@ fn unauthorized(path: &str) -> Response {
         )
             .into_response()
     };
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    // RFC 6750: a refused token says so, so a client knows to fetch a new one.
+    let challenge = match code {
+        "unauthorized" => "Bearer".to_owned(),
+        _ => format!("Bearer error=\"invalid_token\", error_description=\"{code}\""),
+    };
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
     response
 }
 

@@ -6,13 +6,18 @@
 //! ([`crate::state`]). Nothing below `agent/`, `delivery/` or `store/` may use this module.
 
 pub mod auth;
+pub mod caller;
+pub mod cors;
 pub mod error;
 pub mod forms;
 pub mod pager;
 pub mod pages;
 pub mod params;
+pub mod policy;
 pub mod rest;
 pub mod stats;
+pub mod token;
+pub mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +67,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/approvals", post(rest::answer_approval))
         .route("/runs/{run_id}", get(rest::get_run))
         .route("/stats", get(stats::stats))
+        .route("/tokens", post(tokens::mint))
         .route("/tools", get(rest::list_tools))
         .route("/ai-sdk/chat/{id}/stop", post(surfaces::ai_sdk::stop))
         .route(
@@ -142,20 +148,23 @@ async fn bundle_headers(
 /// The whole application: API routes plus the server-rendered pages and static files.
 pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
-    let history = HistorySourceHandle(Arc::new(pages::StoreHistory {
-        store: state.store.clone(),
-        snapshots: state.snapshots.clone(),
-    }));
+    let (store, snapshots) = (state.store.clone(), state.snapshots.clone());
+    // Per request: the pages read as the request's caller (leptos_axum provides the request's
+    // parts before this runs; the access middleware put the caller in their extensions).
+    let history = move || {
+        let caller = leptos::prelude::use_context::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<caller::Caller>().cloned());
+        provide_context(HistorySourceHandle(Arc::new(pages::StoreHistory {
+            store: store.clone(),
+            snapshots: snapshots.clone(),
+            caller,
+        })))
+    };
     let pages = Router::new()
-        .leptos_routes_with_context(
-            &leptos_options,
-            routes,
-            move || provide_context(history.clone()),
-            {
-                let leptos_options = leptos_options.clone();
-                move || app::shell(leptos_options.clone())
-            },
-        )
+        .leptos_routes_with_context(&leptos_options, routes, history, {
+            let leptos_options = leptos_options.clone();
+            move || app::shell(leptos_options.clone())
+        })
         // The bundle, precompressed, with conditional requests (a reload gets a 304); the
         // fallback serves the other files of the site's root.
         .nest_service(
@@ -170,10 +179,13 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
         .fallback(leptos_axum::file_and_error_handler(app::shell))
         .layer(axum::middleware::from_fn(bundle_headers))
         .with_state(leptos_options);
+    let cors = cors::layer(&state.allowed_origins);
     api_router(state.clone())
         .merge(pages)
         .layer(axum::middleware::from_fn_with_state(
             state,
             auth::require_token,
         ))
+        // Outside the token check: a preflight carries no credentials.
+        .layer(cors)
 }

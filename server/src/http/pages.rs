@@ -1,4 +1,5 @@
-//! The server's [`HistorySource`] for the pages: the agent and its folded log.
+//! The server's [`HistorySource`] for the pages: the agent and its folded log — as the request's
+//! caller may see them (a scoped token's pages show its own agents only).
 
 use std::sync::Arc;
 
@@ -7,17 +8,21 @@ use futures::future::BoxFuture;
 use uuid::Uuid;
 
 use crate::agent::history::{fold_log, Snapshots};
+use crate::http::caller::Caller;
 use crate::store::{Store, StoreError};
 
 pub struct StoreHistory {
     pub store: Arc<dyn Store>,
     pub snapshots: Arc<Snapshots>,
+    /// Who asked (`None`: a render without a request's caller, which is shown nothing).
+    pub caller: Option<Caller>,
 }
 
 impl HistorySource for StoreHistory {
     fn load(&self, agent_id: Uuid) -> BoxFuture<'static, Result<Option<AgentHistory>, String>> {
         let store = self.store.clone();
         let snapshots = self.snapshots.clone();
+        let caller = self.caller.clone();
         Box::pin(async move {
             let failed = |error: StoreError| {
                 tracing::error!(%agent_id, %error, "history could not be read");
@@ -26,6 +31,13 @@ impl HistorySource for StoreHistory {
             let Some(agent) = store.get_agent(agent_id).await.map_err(failed)? else {
                 return Ok(None);
             };
+            // The access middleware checked the page's agent already; a page reads no other.
+            let Some(caller) = caller else {
+                return Ok(None);
+            };
+            if caller.reach(store.as_ref(), &agent).await.is_err() {
+                return Ok(None);
+            }
             let timeline = fold_log(store.as_ref(), &snapshots, agent_id)
                 .await
                 .map_err(failed)?;
@@ -35,9 +47,13 @@ impl HistorySource for StoreHistory {
 
     fn agents(&self) -> BoxFuture<'static, Result<Vec<app::protocol::Agent>, String>> {
         let store = self.store.clone();
+        let caller = self.caller.clone();
         Box::pin(async move {
-            store
-                .list_agents(AGENTS_PAGE_AGENTS_MAX)
+            let Some(caller) = caller else {
+                return Ok(Vec::new());
+            };
+            caller
+                .agents(store.as_ref(), None, AGENTS_PAGE_AGENTS_MAX)
                 .await
                 .map_err(|error| {
                     tracing::error!(%error, "agents could not be listed");

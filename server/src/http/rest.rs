@@ -11,8 +11,10 @@ use serde::Deserialize;
 
 use uuid::Uuid;
 
+use super::caller::Caller;
 use super::error::{ApiError, ApiJson};
 use super::params::{head_for_cursor, optional_json_body, parse_agent_id, CountQuery, ListQuery};
+use super::token::TOKEN_SUB_CHARS_MAX;
 use crate::agent::cancel::cancel_and_wait;
 use crate::agent::RunOptions;
 use std::sync::Arc;
@@ -39,8 +41,10 @@ pub const AGENT_NAME_CHARS_MAX: usize = 200;
 pub async fn create_agent(
     State(store): State<Arc<dyn Store>>,
     State(runs): State<Arc<Runs>>,
+    caller: Caller,
     ApiJson(request): ApiJson<CreateAgentRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    caller.require_operator()?;
     create_agent_inner(store.as_ref(), &runs, request).await
 }
 
@@ -62,6 +66,15 @@ pub(super) async fn create_agent_inner(
         name
     };
     let metadata = request.metadata.unwrap_or(serde_json::Value::Null);
+    if let Some(owner) = &request.owner {
+        if owner.is_empty() || owner.chars().count() > TOKEN_SUB_CHARS_MAX {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                format!("owner must be 1–{TOKEN_SUB_CHARS_MAX} characters (a token's sub)"),
+            ));
+        }
+    }
     if metadata
         .get("provider")
         .is_some_and(|provider| provider.as_str().is_none())
@@ -90,6 +103,7 @@ pub(super) async fn create_agent_inner(
         tags: Vec::new(),
         head_seq: 0,
         created_at: Default::default(),
+        owner: None,
     };
     runs.check_provider(&probe)?;
     let agent = store
@@ -100,9 +114,17 @@ pub(super) async fn create_agent_inner(
             model: request.model,
             metadata,
             tags: request.tags.unwrap_or_default(),
+            owner: request.owner,
         })
         .await?;
     Ok((StatusCode::CREATED, Json(agent)))
+}
+
+/// `GET /v1/agents?owner=`.
+#[derive(Debug, Deserialize)]
+pub struct OwnerQuery {
+    #[serde(default)]
+    owner: Option<String>,
 }
 
 /// `GET /v1/tools?agent_id=`.
@@ -153,12 +175,24 @@ pub async fn list_tools(
     ))
 }
 
-/// `GET /v1/agents` (and `/v1/agents/`): Letta's bare array of agents, newest first.
+/// `GET /v1/agents` (and `/v1/agents/`): Letta's bare array of agents, newest first — a scoped
+/// token's agents only; the operator's `?owner=` lists one user's.
 pub async fn list_agents(
     State(store): State<Arc<dyn Store>>,
+    caller: Caller,
     Query(query): Query<ListQuery>,
+    Query(owner): Query<OwnerQuery>,
 ) -> Result<Json<Vec<app::protocol::Agent>>, ApiError> {
-    let mut agents = store.list_agents(AGENTS_LIST_LIMIT_MAX).await?;
+    if owner.owner.is_some() {
+        caller.require_operator()?;
+    }
+    let mut agents = caller
+        .agents(
+            store.as_ref(),
+            owner.owner.as_deref(),
+            AGENTS_LIST_LIMIT_MAX,
+        )
+        .await?;
     if !query.descending()? {
         agents.reverse();
     }

@@ -53,6 +53,11 @@ const SQLITE: &[Source] = &[
         "timeline snapshots",
         include_str!("../../migrations/0008_timeline_snapshots.sql"),
     ),
+    (
+        9,
+        "agent owner",
+        include_str!("../../migrations/0009_agent_owner.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -85,6 +90,11 @@ const POSTGRES: &[Source] = &[
         6,
         "compact log",
         include_str!("../../migrations_postgres/0006_compact_log.sql"),
+    ),
+    (
+        7,
+        "agent owner",
+        include_str!("../../migrations_postgres/0007_agent_owner.sql"),
     ),
 ];
 

@@ -37,8 +37,8 @@ pub use records::{AppendBatch, EventDraft, EventJson, NewAgent, StoredSnapshot};
 #[async_trait]
 pub trait Agents: Send + Sync + 'static {
     async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError>;
-    /// Agents, newest first, at most `limit`.
-    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError>;
+    /// Agents, newest first, at most `limit`; only `owner`'s when it is given.
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError>;
     async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError>;
     /// Deletes the agent and its log. False when there was no such agent.
     async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError>;

@@ -16,6 +16,8 @@ pub struct NewAgent {
     pub model: Option<String>,
     pub metadata: Value,
     pub tags: Vec<String>,
+    /// The user it is for, if any.
+    pub owner: Option<String>,
 }
 
 impl NewAgent {
@@ -32,6 +34,7 @@ impl NewAgent {
             tags: self.tags,
             head_seq: 0,
             created_at,
+            owner: self.owner,
         }
     }
 }

@@ -43,6 +43,7 @@ pub struct AgentRow<'a> {
     pub tags: &'a str,
     pub head_seq: i64,
     pub created_at: DateTime<Utc>,
+    pub owner: Option<&'a str>,
 }
 
 impl AgentRow<'_> {
@@ -58,6 +59,7 @@ impl AgentRow<'_> {
                 .map_err(|error| corrupt(format!("bad tags {:?}: {error}", self.tags)))?,
             head_seq: seq_from_column(self.head_seq)?,
             created_at: self.created_at,
+            owner: self.owner.map(str::to_owned),
         })
     }
 }

@@ -85,7 +85,7 @@ impl SqliteStore {
 const IDS_PER_READ_MAX: usize = 256;
 
 const AGENT_COLUMNS: &str =
-    "id, name, system, description, model, metadata, tags, head_seq, created_at";
+    "id, name, system, description, model, metadata, tags, head_seq, created_at, owner";
 const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
      message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
      raws";
@@ -163,6 +163,7 @@ fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
         metadata: row.try_get("metadata")?,
         tags: row.try_get("tags")?,
         head_seq: row.try_get("head_seq")?,
+        owner: row.try_get("owner")?,
         created_at: parse_time(row.try_get("created_at")?)?,
     }
     .to_agent()
@@ -174,7 +175,7 @@ impl Agents for SqliteStore {
         let created = agent.into_agent(Utc::now());
         sqlx::query(
             "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
-             created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+             created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
         )
         .bind(created.id.to_string())
         .bind(&created.name)
@@ -184,15 +185,18 @@ impl Agents for SqliteStore {
         .bind(json_text(&created.metadata))
         .bind(json_text(&serde_json::json!(created.tags)))
         .bind(created.created_at.to_rfc3339())
+        .bind(&created.owner)
         .execute(&self.pool)
         .await?;
         Ok(created)
     }
 
-    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at DESC, id LIMIT ?"
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE ?1 IS NULL OR owner = ?1 \
+             ORDER BY created_at DESC, id LIMIT ?2"
         ))
+        .bind(owner)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;

@@ -15,6 +15,8 @@ use crate::agent::start::Starter;
 use crate::agent::Runs;
 use crate::cluster::Cluster;
 use crate::delivery::hub::Hub;
+use crate::http::auth::unknown_chat;
+use crate::http::caller::Caller;
 use crate::http::error::ApiError;
 use crate::state::AppState;
 use crate::store::{agent_for_chat, NewAgent, Store};
@@ -87,28 +89,49 @@ impl FromRef<AppState> for ChatState {
     }
 }
 
-/// The agent a chat id names: an agent id must exist; a name is found, or given an agent now
-/// when `create` (a first message), or `None`.
+/// The agent a chat id names, as `caller` may reach it: an agent id must exist; a name is
+/// found, or given an agent now when `create` (a first message; a scoped token's user owns
+/// it), or `None`. A scoped token reaches a name it lists (or whose agent it lists) and nothing
+/// else: any other answers 404, as a chat that does not exist.
 pub async fn chat_agent(
     state: &ChatState,
+    caller: &Caller,
     chat: &ChatId,
     create: bool,
 ) -> Result<Option<Uuid>, ApiError> {
+    let store = state.store.as_ref();
     match chat {
-        ChatId::Agent(agent_id) => match state.store.head_seq(*agent_id).await? {
-            Some(_) => Ok(Some(*agent_id)),
-            None => Err(ApiError::unknown_agent(agent_id)),
-        },
-        ChatId::Named(name) if create => {
+        ChatId::Agent(agent_id) => caller
+            .reach_id(store, *agent_id)
+            .await
+            .map(|agent| Some(agent.id)),
+        ChatId::Named(name) => {
+            let hidden = || unknown_chat(name);
+            let existing = match store.chat_agent(name).await? {
+                Some(agent_id) => store.get_agent(agent_id).await?,
+                None => None,
+            };
+            if let Some(agent) = existing {
+                caller.reach(store, &agent).await.map_err(|_| hidden())?;
+                return Ok(Some(agent.id));
+            }
+            if !caller.lists(name) {
+                return Err(hidden());
+            }
+            if !create {
+                return Ok(None);
+            }
             let template = NewAgent {
                 name: format!("chat {name}"),
                 metadata: json!({ "chat_id": name }),
+                owner: caller.user().map(str::to_owned),
                 ..NewAgent::default()
             };
-            let agent = agent_for_chat(state.store.as_ref(), name, template).await?;
+            let agent = agent_for_chat(store, name, template).await?;
+            // Two users' first messages at once: the claim's winner owns it.
+            caller.reach(store, &agent).await.map_err(|_| hidden())?;
             Ok(Some(agent.id))
         }
-        ChatId::Named(name) => Ok(state.store.chat_agent(name).await?),
     }
 }
 

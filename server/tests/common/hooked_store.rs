@@ -46,8 +46,8 @@ impl<H: Hooks> Agents for HookedStore<H> {
     async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
         self.inner.create_agent(agent).await
     }
-    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
-        self.inner.list_agents(limit).await
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
+        self.inner.list_agents(owner, limit).await
     }
     async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
         self.inner.get_agent(agent_id).await

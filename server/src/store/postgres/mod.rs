@@ -145,7 +145,7 @@ impl PgStore {
 }
 
 const AGENT_COLUMNS: &str = "id, name, system, description, model, metadata::text AS metadata, \
-     tags::text AS tags, head_seq, created_at";
+     tags::text AS tags, head_seq, created_at, owner";
 const EVENT_COLUMNS: &str = "events.id, agent_id, first_seq, last_seq, run_id, thread_id, \
      block_id, message_id, kind, delta, delta_path, delta_action, content::text AS content, \
      raw::text AS raw, metadata::text AS metadata, created_at, pieces, raws";
@@ -167,6 +167,7 @@ fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
         metadata: row.try_get("metadata")?,
         tags: row.try_get("tags")?,
         head_seq: row.try_get("head_seq")?,
+        owner: row.try_get("owner")?,
         created_at: row.try_get("created_at")?,
     }
     .to_agent()
@@ -231,7 +232,7 @@ impl Agents for PgStore {
         let created = agent.into_agent(micros(Utc::now()));
         sqlx::query(
             "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
-             created_at) VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, 0, $8)",
+             created_at, owner) VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, 0, $8, $9)",
         )
         .bind(created.id)
         .bind(&created.name)
@@ -241,15 +242,18 @@ impl Agents for PgStore {
         .bind(json_text(&created.metadata))
         .bind(json_text(&serde_json::json!(created.tags)))
         .bind(created.created_at)
+        .bind(&created.owner)
         .execute(&self.pool)
         .await?;
         Ok(created)
     }
 
-    async fn list_agents(&self, limit: u32) -> Result<Vec<Agent>, StoreError> {
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at DESC, id LIMIT $1"
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE $1::text IS NULL OR owner = $1 \
+             ORDER BY created_at DESC, id LIMIT $2"
         ))
+        .bind(owner)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;

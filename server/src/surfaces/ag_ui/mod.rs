@@ -36,7 +36,9 @@ use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
+use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
+use crate::http::token::Scope;
 use crate::surfaces::chat::{cancel_in_flight, chat_agent, run_in_flight, ChatId, ChatState};
 use crate::surfaces::run_feed::{last_event_id, run_start_seq, FrameId};
 use events::AgUiEvent;
@@ -100,11 +102,17 @@ async fn client_run_id(state: &ChatState, run_id: Uuid) -> Result<String, ApiErr
 /// `POST /v1/ag-ui`.
 pub async fn run(
     State(state): State<ChatState>,
+    caller: Caller,
     Query(query): Query<CursorQuery>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<RunBody>,
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
+    // Answering interrupts needs `approve`; a new message `write`.
+    caller.require(match request.resume {
+        Some(_) => Scope::Approve,
+        None => Scope::Write,
+    })?;
     let cursor = cursor(&headers, &query)?.unwrap_or_default();
     // Refused before a new thread is given an agent: a refused request writes nothing.
     if request.text.len() > RUN_CONTENT_BYTES_MAX {
@@ -113,7 +121,7 @@ pub async fn run(
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let agent_id = match &request.resume {
         // Only a thread that has run can have an interrupt to answer.
-        Some(_) => chat_agent(&state, &request.thread, false)
+        Some(_) => chat_agent(&state, &caller, &request.thread, false)
             .await?
             .ok_or_else(|| {
                 ApiError::new(
@@ -125,7 +133,7 @@ pub async fn run(
                     ),
                 )
             })?,
-        None => chat_agent(&state, &request.thread, true)
+        None => chat_agent(&state, &caller, &request.thread, true)
             .await?
             .expect("created when missing"),
     };
@@ -247,6 +255,7 @@ async fn claim_alias(
 /// `POST /v1/ag-ui/connect`.
 pub async fn connect(
     State(state): State<ChatState>,
+    caller: Caller,
     Query(query): Query<CursorQuery>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<ThreadBody>,
@@ -255,7 +264,7 @@ pub async fn connect(
     let cursor = cursor(&headers, &query)?;
     let thread_id = thread.to_string();
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let agent_id = chat_agent(&state, &thread, false).await?;
+    let agent_id = chat_agent(&state, &caller, &thread, false).await?;
     let Some(agent_id) = agent_id else {
         // A thread not used yet: an empty conversation, as a well-formed run.
         let events = idle(&thread_id, Uuid::now_v7().to_string(), 0, Some(Vec::new()));
@@ -363,10 +372,11 @@ fn idle(
 /// flight), once the run's end is in the log (at most `CANCEL_WAIT_MS_MAX`).
 pub async fn cancel(
     State(state): State<ChatState>,
+    caller: Caller,
     ApiJson(body): ApiJson<ThreadBody>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = body.thread()?;
-    let Some(agent_id) = chat_agent(&state, &thread, false).await? else {
+    let Some(agent_id) = chat_agent(&state, &caller, &thread, false).await? else {
         return Err(unknown_thread(&thread));
     };
     Ok(Json(cancel_in_flight(&state, agent_id).await?))

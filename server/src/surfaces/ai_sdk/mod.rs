@@ -32,7 +32,9 @@ use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
+use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
+use crate::http::token::Scope;
 use crate::surfaces::chat::{
     cancel_in_flight, chat_agent, chat_id, client_message_id, run_in_flight, ChatState,
 };
@@ -55,9 +57,16 @@ const _: () =
 /// `POST /v1/ai-sdk/chat`.
 pub async fn chat(
     State(state): State<ChatState>,
+    caller: Caller,
     ApiJson(body): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
+    // Answering approvals needs `approve`; a new message (or a regenerate) `write`.
+    caller.require(if request.approvals.is_empty() {
+        Scope::Write
+    } else {
+        Scope::Approve
+    })?;
     // Refused before a new chat is given an agent: a refused request writes nothing.
     if request.text.len() > RUN_CONTENT_BYTES_MAX {
         return Err(StartError::ContentTooLarge.into());
@@ -72,12 +81,17 @@ pub async fn chat(
         )
     };
     if !request.approvals.is_empty() {
-        return answer_approvals(state, request, slot).await;
+        return answer_approvals(state, &caller, request, slot).await;
     }
     // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
-    let agent_id = chat_agent(&state, &request.chat, request.trigger == Trigger::Submit)
-        .await?
-        .ok_or_else(nothing_to_regenerate)?;
+    let agent_id = chat_agent(
+        &state,
+        &caller,
+        &request.chat,
+        request.trigger == Trigger::Submit,
+    )
+    .await?
+    .ok_or_else(nothing_to_regenerate)?;
     let (text, otid, key) = match request.trigger {
         Trigger::Submit => {
             let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
@@ -131,10 +145,11 @@ pub async fn chat(
 /// answers out, streamed as the turn's assistant message going on.
 async fn answer_approvals(
     state: ChatState,
+    caller: &Caller,
     request: request::ChatRequest,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Response, ApiError> {
-    let agent_id = chat_agent(&state, &request.chat, false)
+    let agent_id = chat_agent(&state, caller, &request.chat, false)
         .await?
         .ok_or_else(|| {
             ApiError::new(
@@ -183,13 +198,14 @@ async fn answer_approvals(
 /// `GET /v1/ai-sdk/chat/{id}/stream`.
 pub async fn resume(
     State(state): State<ChatState>,
+    caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let chat = chat_id(&id)?;
     let cursor = last_event_id(&headers)?.unwrap_or_default();
     let no_content = || StatusCode::NO_CONTENT.into_response();
-    let Some(agent_id) = chat_agent(&state, &chat, false).await? else {
+    let Some(agent_id) = chat_agent(&state, &caller, &chat, false).await? else {
         return Ok(no_content());
     };
     let Some(run_id) = run_in_flight(&state, agent_id).await? else {
@@ -206,10 +222,11 @@ pub async fn resume(
 /// client still reads has ended with `finish` by then.
 pub async fn stop(
     State(state): State<ChatState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let chat = chat_id(&id)?;
-    let Some(agent_id) = chat_agent(&state, &chat, false).await? else {
+    let Some(agent_id) = chat_agent(&state, &caller, &chat, false).await? else {
         return Err(unknown_chat(&id));
     };
     Ok(Json(cancel_in_flight(&state, agent_id).await?))
@@ -218,10 +235,11 @@ pub async fn stop(
 /// `GET /v1/ai-sdk/chat/{id}/messages`: `UIMessage[]`; `[]` for a chat not used yet.
 pub async fn messages(
     State(state): State<ChatState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let chat = chat_id(&id)?;
-    let Some(agent_id) = chat_agent(&state, &chat, false).await? else {
+    let Some(agent_id) = chat_agent(&state, &caller, &chat, false).await? else {
         return Ok(Json(Vec::new()));
     };
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;

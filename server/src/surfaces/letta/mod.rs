@@ -37,8 +37,10 @@ use crate::agent::start::Starter;
 use crate::agent::start::IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::agent::{RunOptions, Runs};
 use crate::delivery::hub::Hub;
+use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::{parse_agent_id, ListQuery};
+use crate::http::token::Scope;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::surfaces::run_feed::run_start_seq;
@@ -90,16 +92,17 @@ const OTID_KEY_PREFIX: &str = "otid:";
 /// the same as `…/messages/stream`.
 pub async fn send_message(
     State(state): State<LettaState>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
     if request.streaming.unwrap_or(false) {
-        return stream_run_request(state, agent_id, request).await;
+        return stream_run_request(state, &caller, agent_id, request).await;
     }
     // Waiting for the run's end holds a connection like a stream does.
     let _slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let attached = attach(&state, agent_id, &request).await?;
+    let attached = attach(&state, &caller, agent_id, &request).await?;
     // Dropped if the client goes away before the run ends: a foreground run is then cancelled.
     let mut guard = attached.guard;
     let mut items = feed(
@@ -137,21 +140,23 @@ pub async fn send_message(
 /// `POST /v1/agents/{id}/messages/stream`.
 pub async fn stream_messages(
     State(state): State<LettaState>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    stream_run_request(state, agent_id, request).await
+    stream_run_request(state, &caller, agent_id, request).await
 }
 
 async fn stream_run_request(
     state: LettaState,
+    caller: &Caller,
     agent_id: Uuid,
     request: LettaRequest,
 ) -> Result<Response, ApiError> {
     // The stream's slot first: refused, nothing starts.
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let attached = attach(&state, agent_id, &request).await?;
+    let attached = attach(&state, caller, agent_id, &request).await?;
     let items = feed(
         state.clone(),
         agent_id,
@@ -168,6 +173,7 @@ async fn stream_run_request(
         request.include_return_message_types,
         attached.guard,
         slot,
+        caller.expires_at(),
     ))
 }
 
@@ -182,10 +188,16 @@ struct Attached {
 
 async fn attach(
     state: &LettaState,
+    caller: &Caller,
     agent_id: Uuid,
     request: &LettaRequest,
 ) -> Result<Attached, ApiError> {
     let asked = request.asked()?;
+    // A new turn needs `write`; an approval's answer `approve`.
+    caller.require(match &asked {
+        LettaAsked::Message { .. } => Scope::Write,
+        LettaAsked::Approvals(_) => Scope::Approve,
+    })?;
     if let LettaAsked::Message {
         otid: Some(otid), ..
     } = &asked
@@ -285,6 +297,7 @@ pub struct ResumeRequest {
 /// never cancels.
 pub async fn resume_run(
     State(state): State<LettaState>,
+    caller: Caller,
     Path(run_id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -325,6 +338,7 @@ pub async fn resume_run(
         None,
         None,
         slot,
+        caller.expires_at(),
     ))
 }
 

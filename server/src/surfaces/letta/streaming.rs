@@ -90,6 +90,8 @@ pub(super) struct Streaming {
     pub(super) finished: bool,
     pub(super) guard: Option<ForegroundGuard>,
     pub(super) shutdown: tokio_util::sync::CancellationToken,
+    /// When the caller's scoped token expires.
+    pub(super) expiry: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     /// The stream's slot, given back when the response is dropped.
     pub(super) _slot: tokio::sync::OwnedSemaphorePermit,
 }
@@ -104,7 +106,13 @@ pub(super) fn sse_response(
     types: Option<Vec<String>>,
     guard: Option<ForegroundGuard>,
     slot: tokio::sync::OwnedSemaphorePermit,
+    expires_at: Option<i64>,
 ) -> Response {
+    let expiry = expires_at.map(|expires_at| {
+        Box::pin(tokio::time::sleep(crate::http::auth::until_unix(
+            expires_at,
+        )))
+    });
     let ping = include_pings.then(|| {
         let period = state.ping_interval;
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -119,6 +127,7 @@ pub(super) fn sse_response(
         finished: false,
         guard,
         shutdown: state.shutdown.clone(),
+        expiry,
         _slot: slot,
     };
     let events = stream::unfold(streaming, |mut streaming| async move {
@@ -139,6 +148,23 @@ pub(super) fn sse_response(
                         "error_type": "server_shutting_down",
                         "message": format!(
                             "the server is shutting down; resume with POST /v1/runs/{}/stream",
+                            streaming.run_id
+                        ),
+                        "run_id": streaming.run_id,
+                    });
+                    let event = Event::default().event("error").data(body.to_string());
+                    return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
+                }
+                _ = until_expiry(&mut streaming.expiry) => {
+                    // The token ran out, not the client's patience: the run goes on, and the
+                    // client, with a fresh token, resumes where it was.
+                    streaming.finished = true;
+                    ForegroundGuard::disarm(&mut streaming.guard);
+                    let body = json!({
+                        "message_type": "error_message",
+                        "error_type": "token_expired",
+                        "message": format!(
+                            "the token expired; with a fresh one, resume with POST /v1/runs/{}/stream",
                             streaming.run_id
                         ),
                         "run_id": streaming.run_id,
@@ -176,9 +202,20 @@ pub(super) fn sse_response(
             return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
         }
     });
-    Sse::new(events)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)))
-        .into_response()
+        .into_response();
+    response
+        .extensions_mut()
+        .insert(crate::http::auth::EndsAtExpiry);
+    response
+}
+
+async fn until_expiry(expiry: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
+    match expiry {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 pub(super) async fn next_ping(ping: &mut Option<tokio::time::Interval>) {

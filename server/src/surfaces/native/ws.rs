@@ -26,7 +26,9 @@ use crate::agent::start::Starter;
 use crate::agent::RunOptions;
 use crate::cluster::Cluster;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::http::caller::Caller;
 use crate::http::error::ApiError;
+use crate::http::token::Scope;
 use crate::state::{Access, Feeds, WsConnections};
 use crate::store::ClusterStore;
 
@@ -47,6 +49,9 @@ pub const WS_WRITE_BUFFER_BYTES_MAX: usize = 4 * 1024 * 1024;
 pub const WS_PING_INTERVAL_MS: u64 = 30_000;
 /// A socket silent this long (by default), pongs included, is closed: three pings unanswered.
 pub const WS_IDLE_TIMEOUT_MS: u64 = 90_000;
+/// The close code of a socket whose scoped token expired (an application code, 4000–4999; 4401
+/// as in HTTP's 401): reconnect with a fresh token.
+pub const WS_CLOSE_TOKEN_EXPIRED: u16 = 4401;
 /// Subscriptions one connection may hold.
 pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 /// Frames queued for one socket. When full, the connection's subscriptions wait, lag at the hub,
@@ -59,6 +64,7 @@ pub async fn upgrade(
     State(WsConnections(connections)): State<WsConnections>,
     State(starter): State<Starter>,
     State(cluster): State<Option<Arc<Cluster>>>,
+    caller: Caller,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
@@ -89,16 +95,18 @@ pub async fn upgrade(
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
             let cluster = cluster.map(|cluster| cluster.store.clone());
-            serve_socket(feeds, starter, cluster, sink, stream).await;
+            serve_socket(feeds, starter, cluster, caller, sink, stream).await;
             drop(permit);
         })
 }
 
-/// Runs one connection until the client leaves or the server shuts down.
+/// Runs one connection until the client leaves, the server shuts down or (a scoped token) the
+/// token expires.
 pub async fn serve_socket<W, R>(
     feeds: Feeds,
     starter: Starter,
     cluster: Option<Arc<dyn ClusterStore>>,
+    caller: Caller,
     sink: W,
     mut stream: R,
 ) where
@@ -114,15 +122,30 @@ pub async fn serve_socket<W, R>(
     let message_bytes_max = feeds.limits.ws_message_bytes_max;
     let mut close = None;
     let shutdown = feeds.shutdown.clone();
+    // A scoped token's socket closes when the token expires; the client reconnects with a
+    // fresh one and subscribes from its cursors.
+    let expiry = tokio::time::sleep(match caller.expires_at() {
+        Some(expires_at) => crate::http::auth::until_unix(expires_at),
+        None => Duration::from_secs(u32::MAX.into()),
+    });
+    tokio::pin!(expiry);
     let mut connection = Connection {
         feeds,
         starter,
         cluster,
+        caller,
         out,
         subscriptions: HashMap::new(),
     };
     loop {
         let frame = tokio::select! {
+            _ = &mut expiry => {
+                close = Some(CloseFrame {
+                    code: WS_CLOSE_TOKEN_EXPIRED,
+                    reason: "token_expired: reconnect with a fresh token".into(),
+                });
+                break;
+            }
             _ = shutdown.cancelled() => {
                 close = Some(CloseFrame {
                     code: close_code::AWAY,
@@ -240,6 +263,8 @@ struct Connection {
     starter: Starter,
     /// With several servers: where a cancel for a run of another server goes.
     cluster: Option<Arc<dyn ClusterStore>>,
+    /// Who opened the socket: each subscription, cancel and answer is checked against it.
+    caller: Caller,
     out: mpsc::Sender<Outbound>,
     subscriptions: HashMap<Uuid, JoinHandle<()>>,
 }
@@ -262,8 +287,40 @@ impl Connection {
         }
     }
 
+    /// `Ok` when the socket's caller may do `scope` on `agent_id`; else the refusal's frame was
+    /// sent (the same codes as the REST API's: 403 `insufficient_scope`, 404 `unknown_agent`).
+    async fn allowed(&self, agent_id: Uuid, scope: Scope) -> bool {
+        let checked = match self.caller.require(scope) {
+            Ok(()) => self
+                .caller
+                .reach_id(self.feeds.store.as_ref(), agent_id)
+                .await
+                .map(drop),
+            Err(error) => Err(error),
+        };
+        match checked {
+            Ok(()) => true,
+            Err(error) => {
+                self.reply_error(error.code, &error.message, Some(agent_id))
+                    .await;
+                false
+            }
+        }
+    }
+
     async fn handle(&mut self, message: ClientMessage) {
         self.subscriptions.retain(|_, task| !task.is_finished());
+        let needs = match &message {
+            ClientMessage::Subscribe { agent_id, .. } => Some((*agent_id, Scope::Read)),
+            ClientMessage::Cancel { agent_id, .. } => Some((*agent_id, Scope::Write)),
+            ClientMessage::Approve { agent_id, .. } => Some((*agent_id, Scope::Approve)),
+            ClientMessage::Unsubscribe { .. } | ClientMessage::Ping { .. } => None,
+        };
+        if let Some((agent_id, scope)) = needs {
+            if !self.allowed(agent_id, scope).await {
+                return;
+            }
+        }
         let reply = match message {
             ClientMessage::Subscribe {
                 agent_id,
