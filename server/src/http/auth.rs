@@ -198,7 +198,14 @@ pub async fn require_token(
             .as_deref()
             .map(|keys| keys.verify(&presented, now))
         {
-            Some(Ok(grant)) => Caller::User(Arc::new(grant)),
+            Some(Ok(grant)) => {
+                let skew = access
+                    .token_keys
+                    .as_deref()
+                    .map_or(0, |keys| keys.clock_skew_seconds());
+                let usable_until = grant.usable_until(skew);
+                Caller::User(Arc::new(grant), usable_until)
+            }
             Some(Err(error)) if presented.contains('.') => return unauthorized(path, Some(error)),
             _ => return unauthorized(path, None),
         }

@@ -26,8 +26,9 @@ use crate::store::Store;
 pub enum Caller {
     /// The operator token, or a server without one (open, as a local tool).
     Operator,
-    /// A scoped token.
-    User(Arc<Grant>),
+    /// A scoped token, and until when it is accepted (unix seconds: its `exp` and the clock
+    /// skew allowed).
+    User(Arc<Grant>, i64),
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
@@ -49,22 +50,23 @@ impl Caller {
     pub fn user(&self) -> Option<&str> {
         match self {
             Caller::Operator => None,
-            Caller::User(grant) => Some(&grant.sub),
+            Caller::User(grant, _) => Some(&grant.sub),
         }
     }
 
-    /// When the token expires (unix seconds); `None` for the operator.
+    /// When the token stops being accepted (unix seconds): its streams end then. `None` for
+    /// the operator.
     pub fn expires_at(&self) -> Option<i64> {
         match self {
             Caller::Operator => None,
-            Caller::User(grant) => Some(grant.expires_at),
+            Caller::User(_, usable_until) => Some(*usable_until),
         }
     }
 
     /// 403 unless the caller may do `scope`.
     pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
         match self {
-            Caller::User(grant) if !grant.scopes.contains(scope) => Err(ApiError::new(
+            Caller::User(grant, _) if !grant.scopes.contains(scope) => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "insufficient_scope",
                 format!(
@@ -81,7 +83,7 @@ impl Caller {
     pub fn require_operator(&self) -> Result<(), ApiError> {
         match self {
             Caller::Operator => Ok(()),
-            Caller::User(_) => Err(operator_only()),
+            Caller::User(..) => Err(operator_only()),
         }
     }
 
@@ -89,14 +91,14 @@ impl Caller {
     pub fn lists(&self, name: &str) -> bool {
         match self {
             Caller::Operator => true,
-            Caller::User(grant) => grant.agents.iter().any(|listed| listed == name),
+            Caller::User(grant, _) => grant.agents.iter().any(|listed| listed == name),
         }
     }
 
     /// `Ok` when the caller may reach `agent` (see the module's rule); the 404 of an unknown
     /// agent otherwise.
     pub async fn reach(&self, store: &dyn Store, agent: &Agent) -> Result<(), ApiError> {
-        let Caller::User(grant) = self else {
+        let Caller::User(grant, _) = self else {
             return Ok(());
         };
         let hidden = || ApiError::unknown_agent(agent.id);
@@ -144,7 +146,7 @@ impl Caller {
         owner: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Agent>, ApiError> {
-        let Caller::User(grant) = self else {
+        let Caller::User(grant, _) = self else {
             return Ok(store.list_agents(owner, limit).await?);
         };
         let mut reached = Vec::new();

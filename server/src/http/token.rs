@@ -16,8 +16,9 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
-/// How far the token issuer's clock may be off ours: `exp` is honoured this long after it
-/// passed, and `nbf`/`iat` this long before they come.
+/// How far the token issuer's clock may be off ours, by default: `exp` is honoured this long
+/// after it passed (and a token's streams last as long — so a client that reconnects with it is
+/// refused, not handed a stream that ends at once), `nbf`/`iat` this long before they come.
 pub const TOKEN_CLOCK_SKEW_SECONDS_MAX: i64 = 30;
 /// A token longer than this is refused before it is decoded (the `agents` list is bounded too).
 pub const TOKEN_BYTES_MAX: usize = 8 * 1024;
@@ -114,8 +115,15 @@ pub struct Grant {
     /// Agent ids and chat names, as the token lists them.
     pub agents: Vec<String>,
     pub scopes: Scopes,
-    /// Unix seconds.
+    /// Unix seconds: the token's `exp`.
     pub expires_at: i64,
+}
+
+impl Grant {
+    /// When the token stops being accepted (unix seconds): `exp` and the clock skew allowed.
+    pub fn usable_until(&self, clock_skew_seconds: i64) -> i64 {
+        self.expires_at.saturating_add(clock_skew_seconds)
+    }
 }
 
 /// Why a token was refused. The message goes to the client: it says what to fix, never which
@@ -162,6 +170,7 @@ struct Claims {
 pub struct TokenKeys {
     secrets: Vec<Vec<u8>>,
     ttl_seconds_max: u64,
+    clock_skew_seconds: i64,
 }
 
 impl std::fmt::Debug for TokenKeys {
@@ -201,11 +210,22 @@ impl TokenKeys {
         Ok(TokenKeys {
             secrets,
             ttl_seconds_max,
+            clock_skew_seconds: TOKEN_CLOCK_SKEW_SECONDS_MAX,
         })
+    }
+
+    /// The same keys with another clock skew allowance (at most the default; tests use less).
+    pub fn with_clock_skew_seconds(mut self, clock_skew_seconds: i64) -> TokenKeys {
+        self.clock_skew_seconds = clock_skew_seconds.clamp(0, TOKEN_CLOCK_SKEW_SECONDS_MAX);
+        self
     }
 
     pub fn ttl_seconds_max(&self) -> u64 {
         self.ttl_seconds_max
+    }
+
+    pub fn clock_skew_seconds(&self) -> i64 {
+        self.clock_skew_seconds
     }
 
     /// A token for `grant`, issued at `issued_at` (unix seconds), signed with the first secret.
@@ -268,11 +288,12 @@ impl TokenKeys {
     fn check(&self, claims: Claims, now: i64) -> Result<Grant, TokenError> {
         let claim = |message: &str| TokenError::Claim(message.to_owned());
         let exp = claims.exp.ok_or_else(|| claim("exp is required"))?.floor() as i64;
-        if now >= exp.saturating_add(TOKEN_CLOCK_SKEW_SECONDS_MAX) {
+        let skew = self.clock_skew_seconds;
+        if now >= exp.saturating_add(skew) {
             return Err(TokenError::Expired);
         }
         let mut not_before = claims.nbf.into_iter().chain(claims.iat);
-        if not_before.any(|time| time.floor() as i64 > now + TOKEN_CLOCK_SKEW_SECONDS_MAX) {
+        if not_before.any(|time| time.floor() as i64 > now + skew) {
             return Err(TokenError::NotYetValid);
         }
         let issued = claims.iat.map_or(now, |iat| iat.floor() as i64);
