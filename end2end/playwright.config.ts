@@ -17,6 +17,14 @@ export const guardedToken = "e2e-token";
 /** The port of the third server, whose scripted replies are long and unpaced (tests/fast.spec.ts). */
 export const fastPort = port + 2;
 export const fastReplyTokens = 10_000;
+/** The server behind the example app (examples/react-chat): an operator token, a token secret,
+ * and the app's origin allowed (tests/example-app.spec.ts). */
+export const exampleServerPort = port + 3;
+export const exampleServerToken = "e2e-operator";
+/** The example app's own origin: its page and its tiny backend. */
+export const exampleAppPort = port + 4;
+/** The example's browser tokens live this long, so a test sees one renewed. */
+export const exampleTokenTtlSeconds = 8;
 // The servers' databases live in one directory per run, removed by global-teardown.ts. The config
 // is evaluated again in every worker; the environment carries the runner's directory to them.
 process.env.AGENTSTREAM_E2E_DIRECTORY ??= fs.mkdtempSync(path.join(os.tmpdir(), "agentstream-e2e-"));
@@ -102,6 +110,43 @@ export default defineConfig({
         AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "0",
         AGENTSTREAM_SCRIPTED_REPLY_TOKENS: String(fastReplyTokens),
         RUST_LOG: "warn",
+      },
+    },
+    // The server the example app talks to from its own origin, with scoped tokens.
+    {
+      command: serverBinary,
+      cwd: repository,
+      url: `http://127.0.0.1:${exampleServerPort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        LEPTOS_SITE_ADDR: `127.0.0.1:${exampleServerPort}`,
+        LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+        DATABASE_URL: `sqlite://${database}.example`,
+        AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "40",
+        AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
+        AGENTSTREAM_API_TOKEN: exampleServerToken,
+        AGENTSTREAM_TOKEN_SECRET: "e2e-secret-e2e-secret-e2e-secret-0123",
+        AGENTSTREAM_ALLOWED_ORIGINS: `http://127.0.0.1:${exampleAppPort}`,
+        RUST_LOG: "warn",
+      },
+    },
+    // The example app itself (examples/react-chat), bundled now and served by its backend.
+    {
+      command: "npm run build && node server.mjs",
+      cwd: path.join(repository, "examples", "react-chat"),
+      url: `http://127.0.0.1:${exampleAppPort}/`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        PORT: String(exampleAppPort),
+        AGENTSTREAM_URL: `http://127.0.0.1:${exampleServerPort}`,
+        AGENTSTREAM_API_TOKEN: exampleServerToken,
+        TOKEN_TTL_S: String(exampleTokenTtlSeconds),
       },
     },
   ],

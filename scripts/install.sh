@@ -99,6 +99,16 @@ probe_node_packages() {
   else echo "ok $(version_of "$directory/node_modules/.bin/wasm-opt" --version)"; fi
 }
 
+# examples/react-chat/'s npm packages (React, the AI SDK, esbuild): the browser tests bundle and
+# serve the example app. Up to date as end2end/'s are.
+probe_example_packages() {
+  local directory="$AGENTSTREAM_ROOT/examples/react-chat"
+  if [ ! -x "$directory/node_modules/.bin/esbuild" ]; then echo missing
+  elif [ "$directory/package-lock.json" -nt "$directory/node_modules/.package-lock.json" ]; then
+    echo "wrong (package-lock.json is newer than node_modules)"
+  else echo "ok $(version_of "$directory/node_modules/.bin/esbuild" --version)"; fi
+}
+
 CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
 probe_chromium() {
   if [ -x "$CHROMIUM_PATH" ]; then echo "ok $CHROMIUM_PATH"; else echo missing; fi
@@ -155,6 +165,18 @@ ensure_node_packages() {
   step "installing the npm packages of end2end/ (npm ci)" \
     "check the network (the npm registry) and that npm is 9 or later" \
     bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/end2end"
+}
+
+ensure_example_packages() {
+  case "$(probe_example_packages)" in ok*) return ;; esac
+  case "$(probe_npm)" in ok*) ;; *)
+    fail "npm not found (the example app's packages come from npm)" \
+      "install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)"
+    return ;;
+  esac
+  step "installing the npm packages of examples/react-chat/ (npm ci)" \
+    "check the network (the npm registry) and that npm is 9 or later" \
+    bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/examples/react-chat"
 }
 
 ensure_chromium() {

@@ -69,12 +69,14 @@ check "npm absent" 0 missing 'probe_npm'
 
 check "npm packages absent (empty checkout)" 0 missing \
   "source '$scratch/empty-root/scripts/install.sh'; probe_node_packages"
+check "example packages absent (empty checkout)" 0 missing \
+  "source '$scratch/empty-root/scripts/install.sh'; probe_example_packages"
 check "chromium absent" 0 missing 'probe_chromium' CHROMIUM_PATH=/nonexistent/chromium
 check "cargo absent: cargo-fuzz" 0 missing 'probe_cargo_fuzz'
 check "cargo-fuzz absent" 0 missing 'probe_cargo_fuzz' "PATH=$fake"
 check "postgres absent" 0 missing 'probe_postgres' AGENTSTREAM_POSTGRES_LIB=/nonexistent
 check "every probe at once" 0 "script went on" \
-  'for probe in rustup wasm_target npm node_packages chromium cargo_fuzz postgres; do probe_$probe; done'
+  'for probe in rustup wasm_target npm node_packages example_packages chromium cargo_fuzz postgres; do probe_$probe; done'
 
 echo "== probes that find a tool of the wrong kind"
 mkdir -p "$scratch/old-fuzz/bin" && cp "$scratch/fake-bin/cargo" "$scratch/old-fuzz/bin/"
@@ -87,6 +89,8 @@ echo "== what cannot be installed fails with the step and what to do"
 check "no rustup" 1 "what to do: install Rust with rustup" 'ensure_wasm_target'
 check "no npm" 1 "what to do: install Node.js" \
   "source '$scratch/empty-root/scripts/install.sh'; ensure_node_packages"
+check "no npm: example packages" 1 "what to do: install Node.js" \
+  "source '$scratch/empty-root/scripts/install.sh'; ensure_example_packages"
 check "a failing step names its command" 3 "command: bash -c exit 3" \
   'step "an example step" "do something else" bash -c "exit 3"'
 

@@ -7,6 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
 set -e
 setup_started=$SECONDS
 ensure_build_tools
+ensure_example_packages
 ensure_chromium
 # A throwaway PostgreSQL for the second backend and the multi-server tests (unless
 # AGENTSTREAM_TEST_DATABASE_URL names one already); stopped and removed on exit.
