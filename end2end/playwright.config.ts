@@ -21,6 +21,7 @@ export const fastReplyTokens = 10_000;
  * and the app's origin allowed (tests/example-app.spec.ts). */
 export const exampleServerPort = port + 3;
 export const exampleServerToken = "e2e-operator";
+export const exampleServerSecret = "e2e-secret-e2e-secret-e2e-secret-0123";
 /** The example app's own origin: its page and its tiny backend. */
 export const exampleAppPort = port + 4;
 /** The example's browser tokens live this long, so a test sees one renewed. */
@@ -128,7 +129,7 @@ export default defineConfig({
         AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS: "40",
         AGENTSTREAM_SCRIPTED_REPLY_TOKENS: "60",
         AGENTSTREAM_API_TOKEN: exampleServerToken,
-        AGENTSTREAM_TOKEN_SECRET: "e2e-secret-e2e-secret-e2e-secret-0123",
+        AGENTSTREAM_TOKEN_SECRET: exampleServerSecret,
         AGENTSTREAM_ALLOWED_ORIGINS: `http://127.0.0.1:${exampleAppPort}`,
         RUST_LOG: "warn",
       },

@@ -4,8 +4,11 @@
 // reload mid-answer as exactly one answer, stops, answers an approval, renews its token — and
 // the same token can do nothing else.
 import { expect, test, Page } from "@playwright/test";
+import { execFileSync } from "node:child_process";
+import * as path from "node:path";
 import {
   exampleAppPort,
+  exampleServerSecret,
   exampleServerPort,
   exampleServerToken,
   exampleTokenTtlSeconds,
@@ -118,4 +121,32 @@ test("the example's token reaches its user's agent and nothing else", async () =
   expect((await as(alice, "/v1/tokens", { method: "POST", body: "{}" })).status).toBe(403);
   expect((await as(alice, "/v1/stats")).status).toBe(403);
   expect((await as(alice, `/v1/agents/${alice.chatId}`)).status).toBe(200);
+});
+
+// The README's recipes for minting a token without the operator token (the secret instead):
+// what they print is accepted, for the agent they name and nothing else.
+test("tokens minted by the Node and Python recipes are accepted", async () => {
+  const created = await fetch(`${agentstream}/v1/agents`, {
+    method: "POST",
+    headers: { ...operator, "content-type": "application/json" },
+    body: JSON.stringify({ name: "recipe", owner: "carol" }),
+  });
+  expect(created.status).toBe(201);
+  const agentId = (await created.json()).id;
+  const recipes = path.join(__dirname, "..", "..", "examples", "mint-token");
+  const env = { ...process.env, AGENTSTREAM_TOKEN_SECRET: exampleServerSecret };
+  for (const [program, file] of [["node", "mint.mjs"], ["python3", "mint.py"]]) {
+    const token = execFileSync(program, [path.join(recipes, file), "carol", agentId, "read", "60"], { env })
+      .toString()
+      .trim();
+    const listed = await fetch(`${agentstream}/v1/agents`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(listed.status, file).toBe(200);
+    expect((await listed.json()).map((agent: any) => agent.id), file).toEqual([agentId]);
+    const write = await fetch(`${agentstream}/v1/agents/${agentId}/runs`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ content: "hi" }),
+    });
+    expect(write.status, file).toBe(403);
+  }
 });

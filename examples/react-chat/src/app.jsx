@@ -6,13 +6,13 @@ import { createRoot } from "react-dom/client";
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 
-/** Renew the token when it has less than this left (a request in flight needs some of it). */
-const TOKEN_RENEW_BEFORE_MS = 3_000;
-
 /** The user's session with agentstream: `{agentstream, chatId, token, expiresAt}`, renewed
- * from the app's backend shortly before the token expires. One renewal at a time. */
+ * from the app's backend once half the token's life has passed — so a request (a stream, a
+ * resume) always starts with half a lifetime ahead of it: a stream still open when its token
+ * expires is ended by the server. One renewal at a time. */
 function sessionKeeper(user) {
   let current;
+  let renewAt = 0;
   let renewing;
   let renewals = 0;
   async function renew() {
@@ -23,13 +23,15 @@ function sessionKeeper(user) {
     });
     if (!response.ok) throw new Error(`session: ${response.status} ${await response.text()}`);
     current = await response.json();
+    const now = Date.now();
+    renewAt = now + (Date.parse(current.expiresAt) - now) / 2;
     renewals += 1;
     document.body.dataset.tokenRenewals = String(renewals);
     return current;
   }
   return {
     async get() {
-      if (!current || Date.parse(current.expiresAt) - Date.now() < TOKEN_RENEW_BEFORE_MS) {
+      if (!current || Date.now() >= renewAt) {
         renewing ??= renew().finally(() => (renewing = undefined));
         await renewing;
       }

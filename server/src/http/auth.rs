@@ -1,16 +1,22 @@
-//! The optional access token, and the WebSocket origin check.
+//! Access: who is calling, and may they. A middleware over the whole router.
 //!
 //! With `AGENTSTREAM_API_TOKEN` set, every request but `/healthz`, `/readyz` and the site's
-//! static files must carry the token, in one of three ways:
-//! - `Authorization: Bearer <token>` — API clients, Letta's SDKs (`apiKey`);
+//! static files must carry a credential — the operator token, or a scoped token
+//! ([`super::token`]: a short-lived JWT for one user, a few agents and a few operations) — in
+//! one of three ways:
+//! - `Authorization: Bearer <token>` — API clients, Letta's SDKs (`apiKey`), the AI SDK's
+//!   transport headers;
 //! - the `agentstream_token` cookie — the browser: the page's fetches, its WebSocket and an
 //!   `EventSource` carry it by themselves;
 //! - `?token=<token>` — clients that cannot set headers. A page opened as `/?token=<token>` sets
-//!   the cookie (HttpOnly, SameSite=Strict) and redirects to the same page without the token, so
-//!   a browser needs the token once.
+//!   the cookie (HttpOnly, SameSite=Strict, for as long as the token lives) and redirects to the
+//!   same page without the token, so a browser needs the token once.
 //!
-//! A request without it gets 401: JSON on the API, a small page asking for the token elsewhere.
-//! Without the variable the server is open, as a local tool should be.
+//! A request without a valid one gets 401: JSON on the API, a small page asking for the token
+//! elsewhere. Then the route's need ([`super::policy`]) is checked against the caller
+//! ([`super::caller`]), and the caller goes on to the handler in the request's extensions.
+//! Without the variable the server is open, as a local tool should be (and everyone is the
+//! operator).
 //!
 //! Independently of the token, a WebSocket upgrade that carries an `Origin` (browsers always
 //! send one) must come from the server's own origin or one listed in
