@@ -122,6 +122,9 @@ fn user_message(text: &str) -> Value {
     json!({ "id": Uuid::new_v4().to_string(), "role": "user", "parts": [{ "type": "text", "text": text }] })
 }
 
+/// (surface, token, method, path, body, expected status, expected error code)
+type Case<'a> = (&'a str, &'a str, Method, String, Option<Value>, u16, &'a str);
+
 #[tokio::test]
 async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     use Scope::{Approve, Read, Write};
@@ -149,7 +152,7 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     let post = Method::POST;
     // (surface, token, method, path, body, expected status, expected code)
     #[rustfmt::skip]
-    let cases: Vec<(&str, &str, Method, String, Option<Value>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         // Native REST and SSE.
         ("agent", &read, get.clone(), format!("/v1/agents/{m}"), None, 200, ""),
         ("agent", &write, get.clone(), format!("/v1/agents/{m}"), None, 403, "insufficient_scope"),

@@ -179,13 +179,19 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
         .fallback(leptos_axum::file_and_error_handler(app::shell))
         .layer(axum::middleware::from_fn(bundle_headers))
         .with_state(leptos_options);
-    let cors = cors::layer(&state.allowed_origins);
-    api_router(state.clone())
-        .merge(pages)
-        .layer(axum::middleware::from_fn_with_state(
-            state,
-            auth::require_token,
-        ))
-        // Outside the token check: a preflight carries no credentials.
-        .layer(cors)
+    // Outside the token check: a preflight carries no credentials. Only with origins listed (it
+    // makes every response `Vary: Origin`).
+    let origins = state.allowed_origins.clone();
+    let router =
+        api_router(state.clone())
+            .merge(pages)
+            .layer(axum::middleware::from_fn_with_state(
+                state,
+                auth::require_token,
+            ));
+    if origins.is_empty() {
+        router
+    } else {
+        router.layer(cors::layer(&origins))
+    }
 }

@@ -17,7 +17,7 @@ pub mod wire;
 
 use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
-use streaming::{feed, sse_response, wanted, ForegroundGuard};
+use streaming::{feed, sse_response, wanted, ForegroundGuard, Shape};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,8 +169,10 @@ async fn stream_run_request(
         &state,
         items,
         attached.run_id,
-        request.include_pings.unwrap_or(true),
-        request.include_return_message_types,
+        Shape {
+            include_pings: request.include_pings.unwrap_or(true),
+            types: request.include_return_message_types,
+        },
         attached.guard,
         slot,
         caller.expires_at(),
@@ -334,8 +336,10 @@ pub async fn resume_run(
         &state,
         items,
         run_id,
-        request.include_pings.unwrap_or(true),
-        None,
+        Shape {
+            include_pings: request.include_pings.unwrap_or(true),
+            types: None,
+        },
         None,
         slot,
         caller.expires_at(),

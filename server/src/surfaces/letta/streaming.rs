@@ -81,6 +81,12 @@ pub(super) fn wanted(types: &Option<Vec<String>>, message_type: &str) -> bool {
         .is_none_or(|types| types.iter().any(|wanted| wanted == message_type))
 }
 
+/// What the client asked the stream to carry: pings, and which message types.
+pub(super) struct Shape {
+    pub(super) include_pings: bool,
+    pub(super) types: Option<Vec<String>>,
+}
+
 /// What the SSE response is doing.
 pub(super) struct Streaming {
     pub(super) items: mpsc::Receiver<Result<LettaItem, FollowError>>,
@@ -102,12 +108,15 @@ pub(super) fn sse_response(
     state: &LettaState,
     items: mpsc::Receiver<Result<LettaItem, FollowError>>,
     run_id: Uuid,
-    include_pings: bool,
-    types: Option<Vec<String>>,
+    shape: Shape,
     guard: Option<ForegroundGuard>,
     slot: tokio::sync::OwnedSemaphorePermit,
     expires_at: Option<i64>,
 ) -> Response {
+    let Shape {
+        include_pings,
+        types,
+    } = shape;
     let expiry = expires_at.map(|expires_at| {
         Box::pin(tokio::time::sleep(crate::http::auth::until_unix(
             expires_at,

@@ -24,7 +24,6 @@ use crate::agent::approval::ApprovalDecision;
 use crate::agent::cancel::request_cancel;
 use crate::agent::start::Starter;
 use crate::agent::RunOptions;
-use crate::cluster::Cluster;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
@@ -63,7 +62,6 @@ pub async fn upgrade(
     State(access): State<Access>,
     State(WsConnections(connections)): State<WsConnections>,
     State(starter): State<Starter>,
-    State(cluster): State<Option<Arc<Cluster>>>,
     caller: Caller,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
@@ -94,7 +92,7 @@ pub async fn upgrade(
         .max_write_buffer_size(WS_WRITE_BUFFER_BYTES_MAX)
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
-            let cluster = cluster.map(|cluster| cluster.store.clone());
+            let cluster = starter.cluster.clone();
             serve_socket(feeds, starter, cluster, caller, sink, stream).await;
             drop(permit);
         })
