@@ -123,7 +123,15 @@ fn user_message(text: &str) -> Value {
 }
 
 /// (surface, token, method, path, body, expected status, expected error code)
-type Case<'a> = (&'a str, &'a str, Method, String, Option<Value>, u16, &'a str);
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    Method,
+    String,
+    Option<Value>,
+    u16,
+    &'a str,
+);
 
 #[tokio::test]
 async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
