@@ -98,6 +98,35 @@ async fn call(
     (status, code)
 }
 
+/// GET `path` with `token`, as JSON.
+async fn get_as(server: &TestServer, token: &str, path: &str) -> Value {
+    let response = reqwest::Client::new()
+        .get(server.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
+}
+
+/// A server whose runs outlive a two-second token, alice's agent on it, and such a token.
+async fn slow_run_and_short_token() -> (TestServer, Uuid, String) {
+    let server = server_with(|config| {
+        config.scripted.reply_tokens = 200;
+        config.scripted.token_delay_ms = 20;
+    })
+    .await;
+    let agent = create_agent(&server, json!({ "owner": "alice" })).await;
+    let short = token_signed(
+        SECRET,
+        "alice",
+        &[&agent.to_string()],
+        &[Scope::Read, Scope::Write],
+        2,
+    );
+    (server, agent, short)
+}
+
 async fn create_agent(server: &TestServer, body: Value) -> Uuid {
     let response = server
         .http
@@ -240,15 +269,8 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         );
     }
     // What the allowed writes did: alice's chat and thread exist now, owned by her.
-    let listed: Vec<Value> = reqwest::Client::new()
-        .get(server.url("/v1/agents"))
-        .bearer_auth(&read)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = get_as(&server, &read, "/v1/agents").await;
+    let listed = listed.as_array().unwrap();
     let mut names: Vec<&str> = listed
         .iter()
         .map(|agent| agent["name"].as_str().unwrap())
@@ -264,28 +286,12 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         "{listed:?}"
     );
     // The operator lists by owner; bob has one agent, and the refused requests made none.
-    let bobs: Vec<Value> = server
-        .http
-        .get(server.url("/v1/agents?owner=bob"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(bobs.len(), 1);
+    let bobs = get_as(&server, OPERATOR, "/v1/agents?owner=bob").await;
+    assert_eq!(bobs.as_array().unwrap().len(), 1);
     assert_eq!(bobs[0]["id"], t);
-    let everyone: Vec<Value> = server
-        .http
-        .get(server.url("/v1/agents"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let everyone = get_as(&server, OPERATOR, "/v1/agents").await;
     assert_eq!(
-        everyone.len(),
+        everyone.as_array().unwrap().len(),
         4,
         "alice's, bob's, alice's chat and thread: {everyone:?}"
     );
@@ -501,16 +507,7 @@ async fn a_server_without_a_secret_mints_nothing() {
 
 #[tokio::test]
 async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cursor() {
-    // A slow run, so it outlives the token.
-    let server = server_with(|config| {
-        config.scripted.reply_tokens = 200;
-        config.scripted.token_delay_ms = 20;
-    })
-    .await;
-    let agent = create_agent(&server, json!({ "owner": "alice" })).await;
-    let agents = [agent.to_string()];
-    let agents: Vec<&str> = agents.iter().map(String::as_str).collect();
-    let short = token_signed(SECRET, "alice", &agents, &[Scope::Read, Scope::Write], 2);
+    let (server, agent, short) = slow_run_and_short_token().await;
     let run_id = server.start_run(agent, "a long answer").await;
 
     // Native SSE: ends at expiry (not at the run's end), the cursor resumes with a fresh token.
@@ -561,7 +558,7 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
         .await,
         (401, "token_expired".to_owned())
     );
-    let fresh = token("alice", &agents, &[Scope::Read]);
+    let fresh = token("alice", &[&agent.to_string()], &[Scope::Read]);
     let page: Value = reqwest::Client::new()
         .get(server.url(&format!(
             "/v1/agents/{agent}/events?since={cursor}&limit=1000"
@@ -587,15 +584,7 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
 
 #[tokio::test]
 async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_cancelling() {
-    let server = server_with(|config| {
-        config.scripted.reply_tokens = 200;
-        config.scripted.token_delay_ms = 20;
-    })
-    .await;
-    let agent = create_agent(&server, json!({ "owner": "alice" })).await;
-    let agents = [agent.to_string()];
-    let agents: Vec<&str> = agents.iter().map(String::as_str).collect();
-    let short = token_signed(SECRET, "alice", &agents, &[Scope::Read, Scope::Write], 2);
+    let (server, agent, short) = slow_run_and_short_token().await;
 
     // WebSocket: closed with 4401 at expiry.
     let mut request = format!("{}?token={short}", server.ws_url)
@@ -617,7 +606,13 @@ async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_
     assert_eq!(u16::from(closed.code), 4401, "{closed:?}");
 
     // Letta, foreground: the stream ends with `token_expired`, and the run goes on to its end.
-    let short = token_signed(SECRET, "alice", &agents, &[Scope::Read, Scope::Write], 2);
+    let short = token_signed(
+        SECRET,
+        "alice",
+        &[&agent.to_string()],
+        &[Scope::Read, Scope::Write],
+        2,
+    );
     let response = reqwest::Client::new()
         .post(server.url(&format!("/v1/agents/{agent}/messages/stream")))
         .bearer_auth(&short)
