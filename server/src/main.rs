@@ -164,6 +164,12 @@ mod tests {
                 Some("AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX"),
             ),
             ("--anthropic-api-key", None),
+            // A secret: environment only, never in a process list.
+            ("--token-secret", None),
+            (
+                "--token-ttl-seconds-max",
+                Some("AGENTSTREAM_TOKEN_TTL_SECONDS_MAX"),
+            ),
             ("--nope", None),
             ("--", None),
         ];
