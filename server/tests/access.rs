@@ -109,10 +109,27 @@ async fn get_as(server: &TestServer, token: &str, path: &str) -> Value {
     response.json().await.unwrap()
 }
 
+/// Every event of an SSE response (200) until it ends (within `WAIT_MAX`), keep-alives left out.
+async fn read_to_end(response: reqwest::Response) -> Vec<eventsource_stream::Event> {
+    assert_eq!(response.status(), 200);
+    let mut events = Box::pin(response.bytes_stream().eventsource());
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout(WAIT_MAX, events.next())
+            .await
+            .expect("the stream ended at expiry")
+        {
+            Some(Ok(event)) if !event.data.is_empty() => seen.push(event),
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => return seen,
+        }
+    }
+}
+
 /// A server whose runs outlive a two-second token, alice's agent on it, and such a token.
 async fn slow_run_and_short_token() -> (TestServer, Uuid, String) {
     let server = server_with(|config| {
-        config.scripted.reply_tokens = 200;
+        config.scripted.reply_tokens = 400;
         config.scripted.token_delay_ms = 20;
     })
     .await;
@@ -510,30 +527,47 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
     let (server, agent, short) = slow_run_and_short_token().await;
     let run_id = server.start_run(agent, "a long answer").await;
 
-    // Native SSE: ends at expiry (not at the run's end), the cursor resumes with a fresh token.
-    let response = reqwest::Client::new()
+    // Native SSE, the AI SDK's resume and AG-UI's connect, all open on the run: each ends at the
+    // token's expiry, not at the run's end.
+    let client = reqwest::Client::new();
+    let native = client
         .get(server.url(&format!(
             "/v1/agents/{agent}/events/stream?since=0&token={short}"
         )))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mut events = Box::pin(response.bytes_stream().eventsource());
-    let mut seen = Vec::new();
-    loop {
-        match tokio::time::timeout(WAIT_MAX, events.next())
-            .await
-            .expect("the stream ended at expiry")
-        {
-            Some(Ok(event)) if !event.data.is_empty() => {
-                let value: Value = serde_json::from_str(&event.data).unwrap();
-                seen.push(value["seq"].as_u64().unwrap());
-            }
-            Some(Ok(_)) => {}
-            Some(Err(_)) | None => break,
-        }
-    }
+        .send();
+    let ai_sdk = client
+        .get(server.url(&format!("/v1/ai-sdk/chat/{agent}/stream")))
+        .bearer_auth(&short)
+        .send();
+    let ag_ui = client
+        .post(server.url("/v1/ag-ui/connect"))
+        .bearer_auth(&short)
+        .json(&json!({ "threadId": agent }))
+        .send();
+    let (native, ai_sdk, ag_ui) = tokio::join!(
+        read_to_end(native.await.unwrap()),
+        read_to_end(ai_sdk.await.unwrap()),
+        read_to_end(ag_ui.await.unwrap()),
+    );
+    assert!(!ai_sdk.is_empty() && !ag_ui.is_empty());
+    assert!(
+        ai_sdk.iter().all(|event| event.data != "[DONE]"),
+        "the AI SDK stream ended before the answer did"
+    );
+    assert!(
+        ag_ui
+            .iter()
+            .all(|event| !event.data.contains("RUN_FINISHED")),
+        "the AG-UI stream ended before the run did"
+    );
+    let seen: Vec<u64> = native
+        .iter()
+        .map(|event| {
+            serde_json::from_str::<Value>(&event.data).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
     assert!(!seen.is_empty());
     let cursor = *seen.last().unwrap();
     let log = server.wait_for_run_end(agent, run_id).await;
