@@ -155,6 +155,11 @@ impl Hub {
             .map(|room| room.last_published_seq)
     }
 
+    /// Rooms held now (each has a subscriber, or had one until its release).
+    pub fn rooms_len(&self) -> usize {
+        self.rooms().len()
+    }
+
     /// Drops the room once its last subscriber is gone.
     pub fn release(&self, agent_id: Uuid) {
         let mut rooms = self.rooms();

@@ -24,6 +24,8 @@ pub struct Stats {
     /// Folded timelines held in memory, and their estimated size.
     pub timeline_snapshots: usize,
     pub timeline_snapshot_bytes: usize,
+    /// Hub rooms (agents with a live subscriber here).
+    pub hub_rooms: usize,
 }
 
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
@@ -46,5 +48,6 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         sse_streams_max: limits.sse_streams_max,
         timeline_snapshots: state.snapshots.len(),
         timeline_snapshot_bytes: state.snapshots.bytes(),
+        hub_rooms: state.hub.rooms_len(),
     })
 }

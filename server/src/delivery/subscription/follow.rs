@@ -54,6 +54,11 @@ impl FollowError {
 /// until the subscriber goes away or the agent is deleted. `out` is the subscriber's bounded
 /// outbound queue: when it is full this task waits, and the hub makes it lag instead of waiting
 /// on it.
+///
+/// The subscriber going away ends it at once, also on an idle agent where nothing would ever be
+/// sent to find that out (`out.closed()`); and however it ends — returned, or its task aborted
+/// or dropped mid-wait — the room is left ([`Membership`]), so a room without subscribers does
+/// not outlive them.
 pub async fn follow(
     store: &dyn EventLog,
     hub: &Hub,
@@ -62,11 +67,31 @@ pub async fn follow(
     form: Form,
     out: &mpsc::Sender<Outbound>,
 ) -> Result<(), FollowError> {
-    let mut live = hub.subscribe(agent_id);
-    let result = follow_with(store, agent_id, since, form, out, &mut live).await;
-    drop(live);
-    hub.release(agent_id);
-    result
+    let mut membership = Membership {
+        hub,
+        agent_id,
+        live: Some(hub.subscribe(agent_id)),
+    };
+    let live = membership.live.as_mut().expect("joined above");
+    tokio::select! {
+        result = follow_with(store, agent_id, since, form, out, live) => result,
+        _ = out.closed() => Err(FollowError::SubscriberGone),
+    }
+}
+
+/// A subscriber's place in its agent's room: dropping it leaves the room, and the room goes
+/// when its last subscriber has left.
+struct Membership<'a> {
+    hub: &'a Hub,
+    agent_id: Uuid,
+    live: Option<broadcast::Receiver<EventBatch>>,
+}
+
+impl Drop for Membership<'_> {
+    fn drop(&mut self) {
+        drop(self.live.take());
+        self.hub.release(self.agent_id);
+    }
 }
 
 async fn follow_with(

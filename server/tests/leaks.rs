@@ -1,0 +1,129 @@
+//! Clients that come and go leave nothing behind: after thousands of streams of every kind are
+//! opened and closed — on an idle agent and on one whose run is in flight — the server's live
+//! tasks and hub rooms are back where they were.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{wait_until, TestServer, WAIT_MAX};
+use futures::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Streams of each kind opened and closed.
+const STREAMS_PER_KIND: usize = 300;
+
+async fn stats(server: &TestServer) -> (u64, u64) {
+    let stats = server.get_json("/v1/stats").await;
+    (
+        stats["tasks_alive"].as_u64().unwrap(),
+        stats["hub_rooms"].as_u64().unwrap(),
+    )
+}
+
+/// Opens a stream and goes away (the connection closes with it): at once on an idle agent
+/// (nothing would come but a keep-alive), after its first bytes otherwise.
+async fn open_and_leave(request: reqwest::RequestBuilder, first_bytes: bool) {
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    if !first_bytes {
+        return;
+    }
+    let mut body = response.bytes_stream();
+    tokio::time::timeout(WAIT_MAX, body.next())
+        .await
+        .expect("the stream's first bytes")
+        .expect("a first chunk")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_of_every_kind_leave_no_task_or_room_behind() {
+    // A run that goes on for the whole test (cancelled at the end).
+    let server = TestServer::start_paced(100_000, 20).await;
+    let idle = server.create_agent().await;
+    let busy = server.create_agent().await;
+    let run_id = server.start_run(busy, "a very long answer").await;
+    // No pooled connections: a closed stream closes its connection, and its task.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    // Wait until the run is streaming, then take the baseline.
+    wait_until("the run to stream", || async {
+        (server.events_page(busy, 0, 10).await.head_seq > 3).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (tasks_before, rooms_before) = stats(&server).await;
+
+    for _ in 0..STREAMS_PER_KIND {
+        // Native SSE on an idle agent: nothing is ever sent after the head.
+        open_and_leave(
+            client.get(server.url(&format!("/v1/agents/{idle}/events/stream?since=0"))),
+            false,
+        )
+        .await;
+        // Native SSE on the busy one.
+        open_and_leave(
+            client.get(server.url(&format!("/v1/agents/{busy}/events/stream?since=0"))),
+            true,
+        )
+        .await;
+        // The AI SDK's resume, AG-UI's connect and Letta's run stream, on the run in flight.
+        open_and_leave(
+            client.get(server.url(&format!("/v1/ai-sdk/chat/{busy}/stream"))),
+            true,
+        )
+        .await;
+        open_and_leave(
+            client
+                .post(server.url("/v1/ag-ui/connect"))
+                .json(&json!({ "threadId": busy })),
+            true,
+        )
+        .await;
+        open_and_leave(
+            client
+                .post(server.url(&format!("/v1/runs/{run_id}/stream")))
+                .json(&json!({ "starting_after": 0 })),
+            true,
+        )
+        .await;
+        // A WebSocket subscribed to both, closed without unsubscribing.
+        let mut socket = server.connect().await;
+        for agent_id in [idle, busy] {
+            socket
+                .stream
+                .send(Message::Text(
+                    json!({ "type": "subscribe", "agent_id": agent_id, "since": 0 })
+                        .to_string()
+                        .into(),
+                ))
+                .await
+                .unwrap();
+        }
+        let subscribed = socket.receive_text().await;
+        assert!(subscribed.contains("subscribed"), "{subscribed}");
+        drop(socket);
+    }
+
+    let settled = wait_until("tasks and rooms back to where they were", || async {
+        let now = stats(&server).await;
+        (now.0 <= tasks_before && now.1 <= rooms_before).then_some(now)
+    })
+    .await;
+    assert!(settled.0 <= tasks_before, "{settled:?} vs {tasks_before}");
+    // The run went on through all of it.
+    let run: Value = server.get_json(&format!("/v1/runs/{run_id}")).await;
+    assert_eq!(run["status"], "running", "{run}");
+    let cancelled = server
+        .post_json(&format!("/v1/agents/{busy}/messages/cancel"), &json!({}))
+        .await;
+    assert_eq!(
+        cancelled["cancelled_run_ids"][0],
+        run_id.to_string(),
+        "{cancelled}"
+    );
+}
