@@ -97,9 +97,11 @@ pub enum Chunk {
     Error {
         error_text: String,
     },
+    /// No `finishReason`: ai 5 before 5.0.92 validates this chunk strictly and refuses a key
+    /// it does not know — every reply failed for those clients. Newer clients take it as
+    /// optional; the run's stop reason is in the log and the run's status.
     #[serde(rename_all = "camelCase")]
     Finish {
-        finish_reason: &'static str,
         message_metadata: Value,
     },
 }
@@ -408,33 +410,24 @@ impl ChunkMapper {
         // Merged by the client into the start's metadata: `seq` stays the run's start (where
         // the message begins in the log, as the history endpoint says it too).
         let metadata = json!({ "usage": self.usage });
-        let reason = event.content.get("stop_reason").and_then(Value::as_str);
-        let finish_reason = match (event.kind, reason) {
-            (EventKind::RunFailed, _) => {
-                let message = event
-                    .content
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or(self.error.take())
-                    .unwrap_or_else(|| "the run failed".to_owned());
-                out.push((
-                    event.seq,
-                    Chunk::Error {
-                        error_text: message,
-                    },
-                ));
-                "error"
-            }
-            (EventKind::RunCancelled, _) => "other",
-            (_, Some("max_tokens" | "length" | "max_events")) => "length",
-            (_, Some("max_iterations" | "requires_approval")) => "tool-calls",
-            _ => "stop",
-        };
+        if event.kind == EventKind::RunFailed {
+            let message = event
+                .content
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or(self.error.take())
+                .unwrap_or_else(|| "the run failed".to_owned());
+            out.push((
+                event.seq,
+                Chunk::Error {
+                    error_text: message,
+                },
+            ));
+        }
         out.push((
             event.seq,
             Chunk::Finish {
-                finish_reason,
                 message_metadata: metadata,
             },
         ));

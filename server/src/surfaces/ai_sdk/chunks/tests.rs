@@ -183,7 +183,7 @@ fn the_wire_has_the_schema_fields_and_nothing_else() {
     );
     let finish = json.last().unwrap();
     assert_eq!(finish["type"], "finish");
-    assert_eq!(finish["finishReason"], "stop");
+    assert_eq!(finish.get("finishReason"), None, "ai < 5.0.92 refuses it");
     assert_eq!(finish["messageMetadata"], json!({ "usage": null }));
 }
 
@@ -253,7 +253,7 @@ fn approvals_map_to_requests_and_the_answers_outputs() {
         "the turn's message"
     );
     let finish = serde_json::to_value(map(asking).last().unwrap()).unwrap();
-    assert_eq!(finish["finishReason"], "tool-calls");
+    assert_eq!(finish.get("finishReason"), None, "ai < 5.0.92 refuses it");
     for run in [asking, answering] {
         for cut in 0..=run.len() {
             assert_well_formed_prefix(&run[..cut], cut == run.len());
