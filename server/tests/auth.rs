@@ -307,3 +307,41 @@ async fn the_token_cookie_is_secure_behind_https() {
         assert_eq!(cookie.contains("; Secure"), secure, "{proto:?}: {cookie}");
     }
 }
+
+#[tokio::test]
+async fn the_token_redirect_stays_on_this_site_and_pages_cannot_be_framed() {
+    let server = guarded().await;
+    let browser = no_redirects();
+    // A path that a browser would read as another host must not become the redirect's target.
+    for path in ["//evil.example/", "/\\evil.example/", "///evil.example/x"] {
+        let opened = browser
+            .get(format!("{}{path}?token={TOKEN}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(opened.status().is_redirection(), "{path}");
+        let location = opened.headers()[header::LOCATION].to_str().unwrap();
+        assert!(
+            location.starts_with('/')
+                && !location.starts_with("//")
+                && !location.starts_with("/\\"),
+            "{path} redirected to {location}"
+        );
+    }
+    // Every answer, page or API: no sniffing, no framing by another site, no referrer.
+    for path in ["/", "/v1/agents"] {
+        let response = server
+            .http
+            .get(server.url(path))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers();
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        assert_eq!(headers["x-frame-options"], "DENY");
+        assert_eq!(headers["content-security-policy"], "frame-ancestors 'none'");
+        assert_eq!(headers["referrer-policy"], "no-referrer");
+    }
+}

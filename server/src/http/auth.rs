@@ -347,10 +347,13 @@ fn keep_in_cookie(
         .split('&')
         .filter(|pair| !pair.starts_with(&format!("{TOKEN_QUERY}=")) && !pair.is_empty())
         .collect();
+    // One leading slash, always: `//other.host/` (or `/\other.host/`, which browsers read the
+    // same) would send the browser to another site (an open redirect).
+    let path = format!("/{}", uri.path().trim_start_matches(['/', '\\']));
     let location = if rest.is_empty() {
-        uri.path().to_owned()
+        path
     } else {
-        format!("{}?{}", uri.path(), rest.join("&"))
+        format!("{path}?{}", rest.join("&"))
     };
     let mut response = Redirect::to(&location).into_response();
     let secure = if over_https(headers) { "; Secure" } else { "" };

@@ -145,6 +145,33 @@ async fn bundle_headers(
     response
 }
 
+/// Headers every response carries: the browser must not guess content types (`nosniff`), no
+/// other site may frame these pages — a framed live view could be clicked into approving a tool
+/// call (`frame-ancestors 'none'`, and `X-Frame-Options` for older browsers) — and no address
+/// (which may hold `?token=`) leaves as a referrer.
+async fn security_headers(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{header, HeaderValue};
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
 /// The whole application: API routes plus the server-rendered pages and static files.
 pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
@@ -182,13 +209,13 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     // Outside the token check: a preflight carries no credentials. Only with origins listed (it
     // makes every response `Vary: Origin`).
     let origins = state.allowed_origins.clone();
-    let router =
-        api_router(state.clone())
-            .merge(pages)
-            .layer(axum::middleware::from_fn_with_state(
-                state,
-                auth::require_token,
-            ));
+    let router = api_router(state.clone())
+        .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn(security_headers));
     if origins.is_empty() {
         router
     } else {
