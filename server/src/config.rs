@@ -158,6 +158,9 @@ pub struct Config {
     pub shutdown_drain_ms: u64,
     /// When set, every request must carry this token (see `auth`).
     pub api_token: Option<String>,
+    /// Serve without an access token on an address other than loopback
+    /// (`AGENTSTREAM_INSECURE_NO_TOKEN`): refused unless this says so.
+    pub insecure_no_token: bool,
     /// The secrets of scoped tokens (`AGENTSTREAM_TOKEN_SECRET`, the first signs) and the
     /// longest lifetime accepted (`AGENTSTREAM_TOKEN_TTL_SECONDS_MAX`).
     pub token_keys: Option<crate::http::token::TokenKeys>,
@@ -187,6 +190,7 @@ impl Default for Config {
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             shutdown_drain_ms: SHUTDOWN_DRAIN_MS_DEFAULT,
             api_token: None,
+            insecure_no_token: false,
             token_keys: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -229,6 +233,8 @@ Environment:
                                         they are ended as interrupted (default 10000)
   AGENTSTREAM_API_TOKEN                 require this token on every request (default: none);
                                         a browser opens /?token=<token> once
+  AGENTSTREAM_INSECURE_NO_TOKEN         true: serve without an access token on an address other
+                                        than loopback (refused otherwise; default false)
   AGENTSTREAM_TOKEN_SECRET              environment only: comma-separated HS256 secrets of
                                         scoped tokens, 32+ bytes each; the first signs, all
                                         verify (default: none; needs AGENTSTREAM_API_TOKEN)
@@ -419,6 +425,18 @@ impl Config {
                 defaults.shutdown_drain_ms,
             )?,
             api_token,
+            insecure_no_token: match variable("AGENTSTREAM_INSECURE_NO_TOKEN")
+                .as_deref()
+                .map(str::trim)
+            {
+                None | Some("false" | "0" | "no") => false,
+                Some("true" | "1" | "yes") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "AGENTSTREAM_INSECURE_NO_TOKEN={other:?}: use true or false"
+                    ))
+                }
+            },
             token_keys,
             allowed_origins: variable("AGENTSTREAM_ALLOWED_ORIGINS")
                 .map(|origins| {

@@ -50,6 +50,17 @@ pub async fn serve(
     leptos_options: LeptosOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    // Without a token the only gate is the Host check, and any remote client can send
+    // `Host: localhost`: such a server is for this machine alone unless the operator says
+    // otherwise in so many words.
+    let address = listener.local_addr().map_err(ServeError::Io)?;
+    if config.api_token.is_none() && !address.ip().is_loopback() && !config.insecure_no_token {
+        return Err(ServeError::Refused(format!(
+            "refusing to listen on {address} without an access token: anyone who can reach it \
+             could read and run every agent. Set AGENTSTREAM_API_TOKEN, listen on 127.0.0.1, or \
+             set AGENTSTREAM_INSECURE_NO_TOKEN=true if a proxy in front does the access control"
+        )));
+    }
     config
         .prepare_database_directory()
         .map_err(ServeError::Io)?;
@@ -114,4 +125,7 @@ pub enum ServeError {
     Store(#[from] StoreError),
     #[error("I/O error: {0}")]
     Io(std::io::Error),
+    /// A configuration the server will not run with.
+    #[error("{0}")]
+    Refused(String),
 }

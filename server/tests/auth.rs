@@ -345,3 +345,68 @@ async fn the_token_redirect_stays_on_this_site_and_pages_cannot_be_framed() {
         assert_eq!(headers["referrer-policy"], "no-referrer");
     }
 }
+
+#[tokio::test]
+async fn without_a_token_the_server_listens_on_loopback_only_and_wants_a_host() {
+    use agentstream_server::config::Config;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let directory = tempfile::tempdir().unwrap();
+    let config = || Config {
+        database_url: format!("sqlite://{}", directory.path().join("a.db").display()),
+        ..Config::default()
+    };
+    let options = leptos::prelude::get_configuration(None)
+        .unwrap()
+        .leptos_options;
+    // Every address: refused before anything is opened, with what to do.
+    let everywhere = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let refused = agentstream_server::serve(everywhere, config(), options.clone(), async {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("AGENTSTREAM_API_TOKEN"), "{refused}");
+    assert!(
+        !directory.path().join("a.db").exists(),
+        "nothing was opened"
+    );
+    // Said in so many words: it serves.
+    let everywhere = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = everywhere.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let insecure = Config {
+        insecure_no_token: true,
+        ..config()
+    };
+    let serving = tokio::spawn(agentstream_server::serve(
+        everywhere,
+        insecure,
+        options,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    common::wait_until("the insecure server to answer", || async {
+        reqwest::get(&url)
+            .await
+            .is_ok_and(|response| response.status() == 200)
+            .then_some(())
+    })
+    .await;
+    // A request without a Host header is refused (HTTP/1.0 lets a client leave it out).
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    raw.write_all(b"GET /v1/agents HTTP/1.0\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    raw.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.0 403") || answer.starts_with("HTTP/1.1 403"),
+        "{answer}"
+    );
+    assert!(answer.contains("unknown_host"), "{answer}");
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}

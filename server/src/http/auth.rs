@@ -76,15 +76,16 @@ fn host_name(host: &str) -> String {
 }
 
 /// Without an access token, a request must name this machine (`Host`: localhost, a loopback
-/// address) or a host the operator allowed: a page of another site whose name was made to point
-/// at 127.0.0.1 (DNS rebinding) names its own host and is refused. A request without `Host` is
-/// not a browser's and passes.
+/// address) or a host the operator allowed: DNS-rebinding protection — a page of another site
+/// whose name was made to point at 127.0.0.1 names its own host and is refused. (It is not
+/// access control: a remote client can send any `Host`; that is why a server without a token
+/// listens on loopback only, see `serve`.) A request without `Host` is refused too.
 pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     let Some(host) = headers
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
     else {
-        return true;
+        return false;
     };
     let name = host_name(host);
     let loopback = name == "localhost"
@@ -467,7 +468,7 @@ mod tests {
     fn hosts_are_loopback_or_allowed() {
         // (Host, allowed hosts, passes)
         let cases: [(Option<&str>, &[&str], bool); 12] = [
-            (None, &[], true),
+            (None, &[], false),
             (Some("127.0.0.1:3000"), &[], true),
             (Some("localhost:3000"), &[], true),
             (Some("LOCALHOST"), &[], true),
