@@ -145,3 +145,33 @@ async fn a_key_used_for_another_message_is_refused() {
         "nothing was written for the refused or the retried request"
     );
 }
+
+/// A native key that reads like another surface's key (Letta's `otid:…`) is its own: it neither
+/// takes that surface's message nor is taken by it. (The same holds for `approval:<call id>`,
+/// which a client could otherwise claim before the call exists and so make it unanswerable.)
+#[tokio::test]
+async fn a_native_key_never_collides_with_another_surfaces_key() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let native = send_with_key(&server, agent_id, "otid:m-1").await;
+    assert_eq!(native.status(), 202);
+    let native = native.json::<RunAccepted>().await.unwrap().run_id;
+    server.wait_for_run_end(agent_id, native).await;
+    // Letta's send of the same words with otid `m-1`: a run of its own, not the native one.
+    let letta = server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages"),
+            &json!({ "messages": [{ "role": "user", "content": "hi", "otid": "m-1" }] }),
+        )
+        .await;
+    let letta_run = letta["messages"][0]["run_id"].as_str().unwrap().to_owned();
+    assert_ne!(letta_run, native.to_string(), "{letta}");
+    // And a key over the limit is refused with the limit clients have.
+    let long = send_with_key(&server, agent_id, "k".repeat(201)).await;
+    assert_eq!(long.status(), 400);
+    let body: serde_json::Value = long.json().await.unwrap();
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("200"),
+        "{body}"
+    );
+}

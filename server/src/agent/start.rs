@@ -16,8 +16,17 @@ use crate::store::{ClusterStore, Store, StoreError};
 
 /// A user message longer than this (in bytes) is refused.
 pub const RUN_CONTENT_BYTES_MAX: usize = 32 * 1024;
-/// Idempotency keys longer than this are refused.
-pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+/// A key as stored, its surface's prefix included (`native:`, `otid:`, `ai-sdk:`,
+/// `approval:` …), longer than this is refused.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 256;
+/// An idempotency key a client sends (before its surface's prefix) longer than this is refused.
+pub const CLIENT_IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+/// The native API's keys are stored under this prefix, apart from every other surface's and
+/// from the approvals' own (`approval:<call id>`): a client's key can never pre-claim another's.
+pub const NATIVE_KEY_PREFIX: &str = "native:";
+const _: () = assert!(
+    NATIVE_KEY_PREFIX.len() + CLIENT_IDEMPOTENCY_KEY_CHARS_MAX <= IDEMPOTENCY_KEY_CHARS_MAX
+);
 
 /// Why a run did not start. Each surface says it in its own words (`http::error` for HTTP).
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +35,7 @@ pub enum StartError {
     EmptyContent,
     #[error("content is over {RUN_CONTENT_BYTES_MAX} bytes")]
     ContentTooLarge,
-    #[error("the idempotency key is longer than {IDEMPOTENCY_KEY_CHARS_MAX} characters")]
+    #[error("the idempotency key is longer than {CLIENT_IDEMPOTENCY_KEY_CHARS_MAX} characters")]
     KeyTooLong,
     #[error("agent {0} does not exist")]
     UnknownAgent(Uuid),

@@ -16,6 +16,7 @@ use super::error::{ApiError, ApiJson};
 use super::params::{head_for_cursor, optional_json_body, parse_agent_id, CountQuery, ListQuery};
 use super::token::TOKEN_SUB_CHARS_MAX;
 use crate::agent::cancel::cancel_and_wait;
+use crate::agent::start::{CLIENT_IDEMPOTENCY_KEY_CHARS_MAX, NATIVE_KEY_PREFIX};
 use crate::agent::RunOptions;
 use std::sync::Arc;
 
@@ -326,9 +327,23 @@ pub(super) async fn create_run_inner(
     agent_id: Uuid,
     request: CreateRunRequest,
 ) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
-    let key = request.idempotency_key.as_deref();
+    // Prefixed: a native key never names another surface's message or an approval.
+    let key = request
+        .idempotency_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|key| !key.is_empty());
+    if key.is_some_and(|key| key.chars().count() > CLIENT_IDEMPOTENCY_KEY_CHARS_MAX) {
+        return Err(crate::agent::start::StartError::KeyTooLong.into());
+    }
+    let key = key.map(|key| format!("{NATIVE_KEY_PREFIX}{key}"));
     let started = starter
-        .start_run(agent_id, request.content, key, RunOptions::default())
+        .start_run(
+            agent_id,
+            request.content,
+            key.as_deref(),
+            RunOptions::default(),
+        )
         .await?;
     Ok((
         StatusCode::ACCEPTED,

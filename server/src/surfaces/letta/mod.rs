@@ -34,7 +34,7 @@ use uuid::Uuid;
 use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
 use crate::agent::start::Starter;
-use crate::agent::start::IDEMPOTENCY_KEY_CHARS_MAX;
+use crate::agent::start::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::agent::{RunOptions, Runs};
 use crate::delivery::hub::Hub;
 use crate::http::caller::Caller;
@@ -204,7 +204,7 @@ async fn attach(
         otid: Some(otid), ..
     } = &asked
     {
-        if otid.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX - OTID_KEY_PREFIX.len() {
+        if otid.chars().count() > CLIENT_IDEMPOTENCY_KEY_CHARS_MAX {
             return Err(ApiError::bad_request("invalid_otid", "otid is too long"));
         }
     }
