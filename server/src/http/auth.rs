@@ -37,7 +37,7 @@ use super::policy::{self, Need};
 use super::token::{Scope, TokenError};
 use crate::http::error::ApiError;
 use crate::state::Access;
-use crate::surfaces::chat::{chat_id, ChatId};
+use crate::surfaces::chat::{chat_id, unknown_chat, ChatId};
 
 /// The cookie a browser keeps the token in.
 pub const TOKEN_COOKIE: &str = "agentstream_token";
@@ -293,15 +293,6 @@ async fn check(access: &Access, caller: &Caller, need: Need<'_>) -> Result<(), A
             }
         }
     }
-}
-
-/// The 404 of a chat id a token does not reach: the same as one that was never used.
-pub fn unknown_chat(name: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_chat",
-        format!("chat {name:?} does not exist"),
-    )
 }
 
 /// A response marked with this ends its stream itself when the caller's token expires (the

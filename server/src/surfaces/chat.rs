@@ -15,7 +15,6 @@ use crate::agent::start::Starter;
 use crate::agent::Runs;
 use crate::cluster::Cluster;
 use crate::delivery::hub::Hub;
-use crate::http::auth::unknown_chat;
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
 use crate::state::AppState;
@@ -55,6 +54,16 @@ pub fn chat_id(text: &str) -> Result<ChatId, ApiError> {
         ));
     }
     Ok(ChatId::Named(text.to_owned()))
+}
+
+/// The 404 of a chat id that was never used — and of one a scoped token does not reach, which
+/// looks the same (a token cannot probe for chats).
+pub fn unknown_chat(name: &str) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "unknown_chat",
+        format!("chat {name:?} does not exist"),
+    )
 }
 
 /// What the chat-shaped surfaces' handlers use of the server.
@@ -107,13 +116,15 @@ pub async fn chat_agent(
             .map(|agent| Some(agent.id)),
         ChatId::Named(name) => {
             let hidden = || unknown_chat(name);
-            let existing = match store.chat_agent(name).await? {
-                Some(agent_id) => store.get_agent(agent_id).await?,
-                None => None,
-            };
-            if let Some(agent) = existing {
-                caller.reach(store, &agent).await.map_err(|_| hidden())?;
-                return Ok(Some(agent.id));
+            if let Some(agent_id) = store.chat_agent(name).await? {
+                // The operator reaches every chat: no need to read the agent's row.
+                if let Caller::User(..) = caller {
+                    caller
+                        .reach_id(store, agent_id)
+                        .await
+                        .map_err(|_| hidden())?;
+                }
+                return Ok(Some(agent_id));
             }
             if !caller.lists(name) {
                 return Err(hidden());

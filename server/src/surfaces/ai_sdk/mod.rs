@@ -36,7 +36,8 @@ use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::token::Scope;
 use crate::surfaces::chat::{
-    cancel_in_flight, chat_agent, chat_id, client_message_id, run_in_flight, ChatState,
+    cancel_in_flight, chat_agent, chat_id, client_message_id, run_in_flight, unknown_chat,
+    ChatState,
 };
 use crate::surfaces::run_feed::{last_event_id, run_start_seq};
 use request::{ChatBody, Trigger};
@@ -244,12 +245,4 @@ pub async fn messages(
     };
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
     Ok(Json(messages::ui_messages(agent_id, &timeline)))
-}
-
-fn unknown_chat(id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_chat",
-        format!("chat {id:?} has no messages yet"),
-    )
 }
