@@ -230,7 +230,8 @@ Environment:
                                         busy or restarting, backing off to 500 ms (default 12)
   AGENTSTREAM_LETTA_PING_INTERVAL_MS    ping interval of Letta streams (default 15000)
   AGENTSTREAM_SHUTDOWN_DRAIN_MS         at SIGTERM, how long runs in flight may go on before
-                                        they are ended as interrupted (default 10000)
+                                        they are ended as interrupted (default 10000);
+                                        connections get 2 s more, then are dropped
   AGENTSTREAM_API_TOKEN                 require this token on every request (default: none);
                                         a browser opens /?token=<token> once
   AGENTSTREAM_INSECURE_NO_TOKEN         true: serve without an access token on an address other

@@ -28,7 +28,7 @@ pub mod tools;
 pub use http::{api_router, app};
 pub use state::AppState;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
@@ -77,23 +77,48 @@ pub async fn serve(
         }
         limit_unsent_bytes(stream);
     });
-    // At shutdown: no new connections; streams and sockets end (the shutdown token), and once
-    // every connection is done, runs in flight get the drain to finish, then are interrupted;
-    // whatever is still queued for the log is committed before the process exits.
-    axum::serve(listener, router)
+    // At shutdown: no new connections; streams and sockets end (the shutdown token); runs in
+    // flight get the drain to finish, then are interrupted. Connections get the drain and
+    // [`SHUTDOWN_CONNECTIONS_CLOSE_GRACE_MS`] to finish what they were sending; one whose
+    // client reads nothing would hold the process for ever, so past that it is dropped
+    // unfinished. Whatever is still queued for the log is committed before the process exits.
+    let shutdown_signalled = stop.clone();
+    let serving = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("shutting down: no new connections; streams end");
             stop.cancel();
         })
-        .await
-        .map_err(ServeError::Io)?;
-    let drained = runs
-        .drain(Duration::from_millis(config.shutdown_drain_ms))
-        .await;
+        .into_future();
+    tokio::pin!(serving);
+    let served_before_signal = tokio::select! {
+        served = &mut serving => Some(served),
+        () = shutdown_signalled.cancelled() => None,
+    };
+    let drain = Duration::from_millis(config.shutdown_drain_ms);
+    let connections_deadline = tokio::time::Instant::now()
+        + drain
+        + Duration::from_millis(SHUTDOWN_CONNECTIONS_CLOSE_GRACE_MS);
+    let connections = async {
+        match served_before_signal {
+            Some(served) => served,
+            None => match tokio::time::timeout_at(connections_deadline, &mut serving).await {
+                Ok(served) => served,
+                Err(_) => {
+                    tracing::warn!(
+                        "connections still sending after the drain and the close grace are \
+                         dropped unfinished (clients that stopped reading)"
+                    );
+                    Ok(())
+                }
+            },
+        }
+    };
+    let (served, drained) = tokio::join!(connections, runs.drain(drain));
     if let Err(error) = writer.barrier().await {
         tracing::error!(%error, "events still queued at shutdown could not be committed");
     }
+    served.map_err(ServeError::Io)?;
     tracing::info!(
         interrupted = drained.interrupted.len(),
         unended = drained.unended.len(),
@@ -101,6 +126,11 @@ pub async fn serve(
     );
     Ok(())
 }
+
+/// At shutdown, how long past the drain a connection may go on sending before it is dropped
+/// unfinished: enough for a reading client to take the end of its stream, not enough for a
+/// client that reads nothing to hold the process.
+pub const SHUTDOWN_CONNECTIONS_CLOSE_GRACE_MS: u64 = 2_000;
 
 /// Bytes a connection's kernel send queue holds that are not sent yet, at most: past this the
 /// socket stops being writable, so a slow reader's backlog waits in this process, where it can

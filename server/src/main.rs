@@ -96,11 +96,18 @@ fn main() {
         .enable_all()
         .build()
         .expect("the tokio runtime starts");
-    if let Err(message) = runtime.block_on(run()) {
+    let outcome = runtime.block_on(run());
+    // Connections dropped unfinished at shutdown (clients that read nothing) are tasks still
+    // in the runtime: they are dropped here, and nothing blocking may hold the exit either.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_WAIT_MAX);
+    if let Err(message) = outcome {
         eprintln!("agentstream: {message}");
         std::process::exit(1);
     }
 }
+
+/// After serving ends, how long the runtime waits for blocking work before the process exits.
+const RUNTIME_SHUTDOWN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn run() -> Result<(), String> {
     let config = Config::from_env()?;

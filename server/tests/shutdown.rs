@@ -153,3 +153,84 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
         end.content
     );
 }
+
+/// Events in the log the silent client is sent: far more than its socket buffers hold.
+const SILENT_CLIENT_LOG_EVENTS_MIN: usize = 20_000;
+
+/// A client that asks for a long log and reads nothing keeps its response unfinished forever;
+/// SIGTERM must still end the process within the drain and the close grace
+/// (`SHUTDOWN_CONNECTIONS_CLOSE_GRACE_MS`), whatever the client does.
+#[tokio::test]
+async fn sigterm_exits_when_a_client_never_reads() {
+    use tokio::io::AsyncWriteExt;
+
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("log.db");
+    let mut server = Process::start(
+        free_port(),
+        &[
+            ("DATABASE_URL", format!("sqlite://{}", database.display())),
+            ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "0".into()),
+            (
+                "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
+                SILENT_CLIENT_LOG_EVENTS_MIN.to_string(),
+            ),
+            ("AGENTSTREAM_SHUTDOWN_DRAIN_MS", DRAIN_MS.to_string()),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let agent: Value = http
+        .post(format!("{}/v1/agents", server.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    http.post(format!("{}/v1/agents/{agent_id}/runs", server.base))
+        .json(&json!({"content": "a long answer"}))
+        .send()
+        .await
+        .unwrap();
+    let log = common::wait_until("the long run to end", || async {
+        let log = common::processes::log_of(&http, &server.base, agent_id).await;
+        log.last()
+            .is_some_and(|event| event.kind == EventKind::RunCompleted)
+            .then_some(log)
+    })
+    .await;
+    assert!(log.len() >= SILENT_CLIENT_LOG_EVENTS_MIN, "{}", log.len());
+
+    // Asks for the whole log as SSE and never reads a byte.
+    let mut silent = tokio::net::TcpStream::connect(server.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /v1/agents/{agent_id}/events/stream?since=0 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    );
+    silent.write_all(request.as_bytes()).await.unwrap();
+    // The server has filled what the sockets hold and waits on the client.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let pid = server.child.id().unwrap();
+    let signalled = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
+        .await
+        .expect("the server was still running 20 s after SIGTERM: a silent client held it")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        signalled.elapsed()
+    );
+    drop(silent);
+}
