@@ -174,6 +174,10 @@ pub struct Config {
     pub mcp: crate::mcp::McpConfig,
     /// How long one MCP tool call may take (`AGENTSTREAM_TOOL_CALL_TIMEOUT_MS`).
     pub tool_call_timeout_ms: u64,
+    /// How long an approval request waits before it is answered as denied
+    /// (`AGENTSTREAM_APPROVAL_TIMEOUT_MS`; 0 = until someone answers). An agent's
+    /// `metadata.approval_timeout_ms` overrides it.
+    pub approval_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -197,6 +201,7 @@ impl Default for Config {
             limits: Limits::default(),
             mcp: crate::mcp::McpConfig::default(),
             tool_call_timeout_ms: crate::mcp::TOOL_CALL_TIMEOUT_MS_DEFAULT,
+            approval_timeout_ms: 0,
         }
     }
 }
@@ -250,6 +255,9 @@ Environment:
                                         metadata.mcp_servers: {\"mcpServers\": {name: {command,
                                         args, env}}} (stdio; default: none)
   AGENTSTREAM_TOOL_CALL_TIMEOUT_MS      how long one MCP tool call may take (default 60000)
+  AGENTSTREAM_APPROVAL_TIMEOUT_MS       an approval request nobody answers is answered as
+                                        denied after this long (default 0: never); an agent's
+                                        metadata.approval_timeout_ms overrides it
   RUST_LOG                              log filter (default info)
 
 Limits (each must be at least 1):
@@ -473,6 +481,11 @@ impl Config {
                 defaults.tool_call_timeout_ms,
             )?
             .max(1),
+            approval_timeout_ms: parse_env(
+                "AGENTSTREAM_APPROVAL_TIMEOUT_MS",
+                defaults.approval_timeout_ms,
+            )?
+            .min(crate::agent::approval_timeout::APPROVAL_TIMEOUT_MS_MAX),
         })
     }
 

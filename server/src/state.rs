@@ -138,6 +138,12 @@ impl AppState {
             cluster: cluster.as_ref().map(|cluster| cluster.store.clone()),
             snapshots: snapshots.clone(),
         };
+        tokio::spawn(crate::agent::approval_timeout::expire_approvals(
+            starter.clone(),
+            (config.approval_timeout_ms > 0)
+                .then(|| Duration::from_millis(config.approval_timeout_ms)),
+            shutdown.clone(),
+        ));
         Ok(AppState {
             store,
             hub,

@@ -22,6 +22,7 @@
 //! HTTP layer or a client protocol's surface: every surface calls in here, not the other way.
 
 pub mod approval;
+pub mod approval_timeout;
 mod call;
 pub mod cancel;
 pub mod conversation;

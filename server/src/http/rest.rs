@@ -89,6 +89,9 @@ pub(super) async fn create_agent_inner(
     crate::agent::approval::check_agent_approvals(&metadata).map_err(|message| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
     })?;
+    crate::agent::approval_timeout::check_agent_timeout(&metadata).map_err(|message| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+    })?;
     crate::mcp::check_agent_servers(runs.mcp(), &metadata).map_err(|message| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
     })?;

@@ -58,6 +58,11 @@ const SQLITE: &[Source] = &[
         "agent owner",
         include_str!("../../migrations/0009_agent_owner.sql"),
     ),
+    (
+        10,
+        "open approvals",
+        include_str!("../../migrations/0010_open_approvals.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -95,6 +100,11 @@ const POSTGRES: &[Source] = &[
         7,
         "agent owner",
         include_str!("../../migrations_postgres/0007_agent_owner.sql"),
+    ),
+    (
+        8,
+        "open approvals",
+        include_str!("../../migrations_postgres/0008_open_approvals.sql"),
     ),
 ];
 

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 pub use error::StoreError;
@@ -101,6 +102,9 @@ pub trait EventLog: Send + Sync + 'static {
     /// them: cut off by a crash. (With one process, every run without an end at start-up; with
     /// PostgreSQL, the runs whose lease ran out.)
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError>;
+    /// Approval requests with no answer and no result yet, oldest first, `limit` at most (the
+    /// open-approvals table, kept by each append).
+    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError>;
     /// The events with these ids, in any order (those not in the log are left out).
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
@@ -119,6 +123,15 @@ pub trait EventLog: Send + Sync + 'static {
     ) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// An approval request nobody has answered (see [`EventLog::open_approvals`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenApproval {
+    pub agent_id: Uuid,
+    pub tool_call_id: String,
+    /// The `approval_requested` event's time: its timeout counts from here.
+    pub requested_at: DateTime<Utc>,
 }
 
 /// Idempotency keys: one run per key and agent, kept until the run has started for good.

@@ -250,3 +250,8 @@ impl SeqCursors {
         seq
     }
 }
+
+/// The tool call an approval request, answer or result is about (`open_approvals`' key).
+pub(crate) fn approval_call_id(event: &AgentEvent) -> Option<&str> {
+    event.content.get("tool_call_id")?.as_str()
+}

@@ -19,8 +19,8 @@ use super::chunk::Pick;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
-    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError, StoredSnapshot,
-    RUN_OUTLINE_KINDS,
+    Agents, AppendBatch, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
+    StoredSnapshot, RUN_OUTLINE_KINDS,
 };
 
 mod appender;
@@ -290,6 +290,27 @@ impl EventLog for SqliteStore {
         self.reader
             .events(unfinished_runs_sql(), vec![(Vec::new(), Pick::All)])
             .await
+    }
+
+    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \
+             ORDER BY requested_at LIMIT ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(agent_id, tool_call_id, requested_at)| {
+                Ok(OpenApproval {
+                    agent_id: agent_id
+                        .parse()
+                        .map_err(|_| StoreError::Failed(format!("bad agent id {agent_id:?}")))?,
+                    tool_call_id,
+                    requested_at: super::chunk::time_from_nanos(requested_at),
+                })
+            })
+            .collect()
     }
 
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {

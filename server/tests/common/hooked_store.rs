@@ -3,7 +3,7 @@
 
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
-    Agents, AppendBatch, EventJson, EventLog, NewAgent, RunKeys, StoreError,
+    Agents, AppendBatch, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
 };
 use app::protocol::Agent;
 use app::AgentEvent;
@@ -92,6 +92,9 @@ impl<H: Hooks> EventLog for HookedStore<H> {
     }
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.unfinished_runs().await
+    }
+    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
+        self.inner.open_approvals(limit).await
     }
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
         self.hooks.before_read(Read::ById)?;

@@ -99,6 +99,12 @@ impl EventLog for LosesAnswers {
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.unfinished_runs().await
     }
+    async fn open_approvals(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<crate::store::OpenApproval>, StoreError> {
+        self.inner.open_approvals(limit).await
+    }
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.events_by_id(ids).await
     }

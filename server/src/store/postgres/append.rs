@@ -125,6 +125,66 @@ struct OpenedRuns {
     seq: Vec<i64>,
 }
 
+/// The approval requests a group asks and answers, as column arrays for `open_approvals`
+/// (kept in the append transaction, as in SQLite).
+#[derive(Default)]
+struct ApprovalRows {
+    asked_agent: Vec<Uuid>,
+    asked_call: Vec<String>,
+    asked_at: Vec<DateTime<Utc>>,
+    answered_agent: Vec<Uuid>,
+    answered_call: Vec<String>,
+}
+
+impl ApprovalRows {
+    fn add(&mut self, event: &AgentEvent) {
+        let Some(call_id) = crate::store::rows::approval_call_id(event) else {
+            return;
+        };
+        match event.kind {
+            EventKind::ApprovalRequested => {
+                self.asked_agent.push(event.agent_id);
+                self.asked_call.push(call_id.to_owned());
+                self.asked_at.push(event.created_at);
+            }
+            EventKind::ApprovalResponse | EventKind::ToolResult => {
+                self.answered_agent.push(event.agent_id);
+                self.answered_call.push(call_id.to_owned());
+            }
+            _ => {}
+        }
+    }
+
+    /// Asks first, then answers: a group may hold a request and its answer.
+    async fn write(&self, transaction: &mut Transaction<'_>) -> Result<(), sqlx::Error> {
+        if !self.asked_agent.is_empty() {
+            sqlx::query(
+                "INSERT INTO open_approvals (agent_id, tool_call_id, requested_at) \
+                 SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[]) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(&self.asked_agent)
+            .bind(&self.asked_call)
+            .bind(&self.asked_at)
+            .execute(&mut **transaction)
+            .await?;
+        }
+        if !self.answered_agent.is_empty() {
+            sqlx::query(
+                "DELETE FROM open_approvals AS open USING \
+                 UNNEST($1::uuid[], $2::text[]) AS answered (agent_id, tool_call_id) \
+                 WHERE open.agent_id = answered.agent_id \
+                 AND open.tool_call_id = answered.tool_call_id",
+            )
+            .bind(&self.answered_agent)
+            .bind(&self.answered_call)
+            .execute(&mut **transaction)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
 type Transaction<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 
 impl PgStore {
@@ -148,6 +208,7 @@ impl PgStore {
             columns.push(row);
             Ok(())
         };
+        let mut approvals = ApprovalRows::default();
         let mut ended_runs: Vec<Uuid> = Vec::new();
         let mut started = OpenedRuns::default();
         for batch in batches {
@@ -167,6 +228,7 @@ impl PgStore {
                 if event.kind.is_run_end() {
                     ended_runs.extend(event.run_id);
                 }
+                approvals.add(event);
                 if let (EventKind::RunStarted, Some(run_id)) = (event.kind, event.run_id) {
                     started.run_id.push(run_id);
                     started.agent_id.push(event.agent_id);
@@ -189,6 +251,7 @@ impl PgStore {
             .execute(&mut *transaction)
             .await?;
         }
+        approvals.write(&mut transaction).await?;
 
         // One notice per agent (delivered at commit), and the ended runs free their slots.
         let notices: Vec<String> = totals

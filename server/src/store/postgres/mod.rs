@@ -31,8 +31,8 @@ use super::rows::{
 };
 use super::StoredSnapshot;
 use super::{
-    Agents, AppendBatch, ClusterOptions, EventJson, EventLog, NewAgent, RunKeys, StoreError,
-    RUN_OUTLINE_KINDS,
+    Agents, AppendBatch, ClusterOptions, EventJson, EventLog, NewAgent, OpenApproval, RunKeys,
+    StoreError, RUN_OUTLINE_KINDS,
 };
 
 mod append;
@@ -353,6 +353,24 @@ impl EventLog for PgStore {
         .fetch_all(&self.pool)
         .await?;
         expand_rows(rows.iter().map(|row| (row, Pick::All)), to_event)
+    }
+
+    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
+        let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \
+             ORDER BY requested_at LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(agent_id, tool_call_id, requested_at)| OpenApproval {
+                agent_id,
+                tool_call_id,
+                requested_at,
+            })
+            .collect())
     }
 
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {

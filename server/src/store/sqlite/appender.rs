@@ -323,6 +323,16 @@ fn append(
         let mut close = transaction
             .prepare_cached("DELETE FROM open_runs WHERE run_id = ?1")
             .map_err(sqlite_error)?;
+        // So does the open-approvals table (see `open_approvals`).
+        let mut ask = transaction
+            .prepare_cached(
+                "INSERT INTO open_approvals (agent_id, tool_call_id, requested_at) \
+                 VALUES (?1, ?2, ?3) ON CONFLICT (agent_id, tool_call_id) DO NOTHING",
+            )
+            .map_err(sqlite_error)?;
+        let mut answer = transaction
+            .prepare_cached("DELETE FROM open_approvals WHERE agent_id = ?1 AND tool_call_id = ?2")
+            .map_err(sqlite_error)?;
         for batch in batches {
             let agent_id = batch.agent_id;
             let agent_text = agent_id.to_string();
@@ -338,6 +348,19 @@ fn append(
                     (kind, Some(run_id)) if kind.is_run_end() => {
                         close
                             .execute(params![run_id.to_string()])
+                            .map_err(sqlite_error)?;
+                    }
+                    _ => {}
+                }
+                match (event.kind, crate::store::rows::approval_call_id(&event)) {
+                    (EventKind::ApprovalRequested, Some(call_id)) => {
+                        let requested_at = chunk::time_nanos(event.created_at)?;
+                        ask.execute(params![agent_text, call_id, requested_at])
+                            .map_err(sqlite_error)?;
+                    }
+                    (EventKind::ApprovalResponse | EventKind::ToolResult, Some(call_id)) => {
+                        answer
+                            .execute(params![agent_text, call_id])
                             .map_err(sqlite_error)?;
                     }
                     _ => {}
