@@ -179,7 +179,18 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
     assert_eq!(end.content["stop_reason"], "end_turn");
     let mut timeline = app::timeline::Timeline::new();
     timeline.apply_all(events.clone());
-    let result = timeline.tool_result("toolu_9").unwrap();
+    let call = timeline
+        .messages()
+        .iter()
+        .find(|message| message.kind == EventKind::ToolCall)
+        .unwrap();
+    assert_eq!(
+        call.content["provider_call_id"], "toolu_9",
+        "the CLI's id, kept"
+    );
+    let result = timeline
+        .tool_result(call.content["tool_call_id"].as_str().unwrap())
+        .unwrap();
     assert_eq!(result.content["result"], "12:00");
     assert_eq!(result.content["is_error"], false);
     let results = events

@@ -445,7 +445,16 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
         thinking.content,
         json!({"text": "Six times seven.", "signature": "EqQBsig=="})
     );
-    let result = timeline.tool_result("toolu_01").unwrap();
+    // The call has the server's id; the provider's is kept beside it.
+    let call = timeline
+        .messages()
+        .iter()
+        .find(|m| m.kind == EventKind::ToolCall)
+        .unwrap();
+    assert_eq!(call.content["provider_call_id"], "toolu_01");
+    let call_id = call.content["tool_call_id"].as_str().unwrap().to_owned();
+    assert!(call_id.starts_with("call_"), "{call_id}");
+    let result = timeline.tool_result(&call_id).unwrap();
     assert_eq!(result.content["result"], json!(42));
     let texts: Vec<_> = timeline
         .messages()
@@ -465,7 +474,8 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
         json!({"expression": "6*7"})
     );
     assert_eq!(messages[2]["content"][0]["type"], "tool_result");
-    assert_eq!(messages[2]["content"][0]["tool_use_id"], "toolu_01");
+    assert_eq!(messages[1]["content"][1]["id"], call_id.as_str());
+    assert_eq!(messages[2]["content"][0]["tool_use_id"], call_id.as_str());
     assert_eq!(messages[2]["content"][0]["content"], "42");
 }
 
@@ -597,4 +607,118 @@ async fn an_error_body_that_never_ends_is_cut() {
     assert_eq!(error.kind, "http_502");
     assert!(error.message.contains("xxxx"), "{}", error.message);
     assert!(error.message.len() < 4_000, "{} bytes", error.message.len());
+}
+
+/// Two calls of one step, both with an empty id (and so the same one).
+const ANTHROPIC_EMPTY_IDS_STREAM: &str = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_03","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"","name":"calculator","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"expression\": \"6*7\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"","name":"calculator","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"expression\": \"1+1\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+
+/// A model that gives its calls empty (so repeated) ids cannot wedge an agent: each call gets
+/// the server's id, each approval can be answered, both run, and the agent goes on.
+#[tokio::test]
+async fn empty_and_repeated_provider_call_ids_cannot_wedge_an_agent() {
+    let (base_url, replay) = replay_server(
+        vec![
+            sse(ANTHROPIC_EMPTY_IDS_STREAM),
+            sse(ANTHROPIC_TEXT_STREAM),
+            sse(ANTHROPIC_TEXT_STREAM),
+        ],
+        64,
+    )
+    .await;
+    let server = server_on_anthropic(base_url).await;
+    let body = json!({ "metadata": { "requires_approval": ["calculator"] } });
+    let agent = server.post_json("/v1/agents", &body).await;
+    let agent_id: uuid::Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    let run_id = server.start_run(agent_id, "What is 6*7 and 1+1?").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let end = events.last().unwrap();
+    assert_eq!(
+        end.content["stop_reason"], "requires_approval",
+        "{}",
+        end.content
+    );
+    let awaiting: Vec<String> = end.content["awaiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(awaiting.len(), 2, "both calls wait: {awaiting:?}");
+    assert_ne!(awaiting[0], awaiting[1]);
+
+    let mut results = Vec::new();
+    let mut last_end = Value::Null;
+    for call_id in &awaiting {
+        let response = server
+            .http
+            .post(server.url(&format!("/v1/agents/{agent_id}/approvals")))
+            .json(&json!({ "call_id": call_id, "approve": true }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+        let accepted: Value = response.json().await.unwrap();
+        let continuation: uuid::Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+        let events = server.wait_for_run_end(agent_id, continuation).await;
+        results.extend(
+            events
+                .iter()
+                .filter(|event| {
+                    event.kind == EventKind::ToolResult && event.run_id == Some(continuation)
+                })
+                .map(|event| event.content["result"].clone()),
+        );
+        last_end = events.last().unwrap().content.clone();
+    }
+    assert_eq!(results, [json!(42), json!(2)]);
+    assert_eq!(last_end["stop_reason"], "end_turn");
+    // The provider got each call back with the id its result names.
+    {
+        let requests = replay.requests.lock().unwrap();
+        let messages = &requests[1].1["messages"];
+        let uses: Vec<&Value> = messages[1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|block| &block["id"])
+            .collect();
+        let answered: Vec<&Value> = messages[2]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|block| &block["tool_use_id"])
+            .collect();
+        assert_eq!(uses, answered);
+        assert_eq!(uses, [&json!(awaiting[0]), &json!(awaiting[1])]);
+    }
+    let next = server.start_run(agent_id, "thanks").await;
+    let events = server.wait_for_run_end(agent_id, next).await;
+    assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
 }

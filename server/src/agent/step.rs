@@ -78,10 +78,44 @@ impl Usage {
     }
 }
 
+/// A provider's own id for a call longer than this (in characters) is not kept.
+pub const PROVIDER_CALL_ID_CHARS_MAX: usize = 256;
+
+/// Where a step's call ids come from: the server makes every id (the provider's is kept beside
+/// it), so no model output — an empty, blank, huge or repeated id — can make a call that cannot
+/// be told apart, answered or approved.
+#[derive(Debug)]
+pub enum CallIds {
+    /// `call_` and 32 random hex digits (37 characters: within every provider's own limit,
+    /// OpenAI's 40 included, and of the characters Anthropic allows).
+    Random,
+    /// `call_1`, `call_2`, …: for tests that spell out what a step writes.
+    #[cfg(test)]
+    Counting(u32),
+}
+
+impl CallIds {
+    fn mint(&mut self) -> String {
+        match self {
+            CallIds::Random => format!("call_{}", Uuid::new_v4().simple()),
+            #[cfg(test)]
+            CallIds::Counting(count) => {
+                *count += 1;
+                format!("call_{count}")
+            }
+        }
+    }
+}
+
 /// A tool call as it streams in, with where its events go.
 #[derive(Debug)]
 pub struct PendingCall {
+    /// The server's id of the call: the log's `tool_call_id`, what answers and approvals name,
+    /// and what the conversation sent back to a provider pairs calls and results by.
     pub call_id: String,
+    /// The provider's id, as its stream named the call (empty for calls of an earlier run):
+    /// how this step finds the call its later pieces are about.
+    pub provider_call_id: String,
     pub name: String,
     /// The input's JSON text so far.
     pub input_json: String,
@@ -113,6 +147,7 @@ impl PendingCall {
         let (thread_id, block_id, message_id) = card;
         PendingCall {
             call_id,
+            provider_call_id: String::new(),
             name,
             input_json: input.to_string(),
             input: Some(input),
@@ -182,6 +217,7 @@ pub struct Step {
     /// Something of this call is in the log: a retry would duplicate it.
     output_started: bool,
     retries: u32,
+    call_ids: CallIds,
 }
 
 impl Step {
@@ -198,7 +234,15 @@ impl Step {
             stop_reason: None,
             output_started: false,
             retries: 0,
+            call_ids: CallIds::Random,
         }
+    }
+
+    /// The same step with its call ids from `call_ids`.
+    #[cfg(test)]
+    pub fn with_call_ids(mut self, call_ids: CallIds) -> Step {
+        self.call_ids = call_ids;
+        self
     }
 
     /// What `event` becomes: at most one thing to write.
@@ -317,9 +361,10 @@ impl Step {
     }
 
     fn input_piece(&mut self, id: &str, piece: String) -> Option<Output> {
-        let call = self.open(id)?;
+        let index = self.open(id)?;
+        let call = &mut self.calls[index];
         call.input_json.push_str(&piece);
-        let call = &self.calls[self.index(id)?];
+        let call = &self.calls[index];
         let mut draft = self.ids.call_draft(call, EventKind::ToolCall);
         draft.delta = Some(Value::String(piece));
         draft.delta_path = Some("input_json".to_owned());
@@ -328,7 +373,8 @@ impl Step {
     }
 
     fn end_call(&mut self, id: &str) -> Option<Output> {
-        let call = self.open(id)?;
+        let index = self.open(id)?;
+        let call = &mut self.calls[index];
         call.ended = true;
         // A call with no input at all takes none: `{}`. Text that does not parse leaves the
         // input unset, and the run answers the call with an error result.
@@ -340,7 +386,7 @@ impl Step {
         };
         call.input = input.clone();
         let input = input?;
-        let call = &self.calls[self.index(id)?];
+        let call = &self.calls[index];
         Some(Output::Write(self.ids.call_merge(
             call,
             json!({ "input": input, "status": "ready" }),
@@ -348,15 +394,16 @@ impl Step {
     }
 
     fn provider_result(&mut self, id: &str, content: Value, is_error: bool) -> Option<Output> {
-        let Some(index) = self.index(id) else {
-            tracing::warn!(call_id = %id, "a provider tool result for an unknown call");
+        // The oldest call of that id still unanswered: a repeated id is answered in order.
+        let Some(index) = self
+            .calls
+            .iter()
+            .position(|call| call.provider_call_id == id && !call.answered_by_provider)
+        else {
+            tracing::warn!(provider_call_id = %id, "a provider tool result for no open call refused");
             return None;
         };
         let call = &mut self.calls[index];
-        if call.answered_by_provider {
-            tracing::warn!(call_id = %id, "second provider result refused");
-            return None;
-        }
         call.answered_by_provider = true;
         let result = if is_error {
             Err(match content {
@@ -370,14 +417,16 @@ impl Step {
     }
 
     fn open_call(&mut self, id: String, name: String) -> Option<Output> {
-        if self.index(&id).is_some() {
-            tracing::warn!(run_id = %self.ids.run_id, call_id = %id, "duplicate tool call refused");
-            return None;
+        if self.open(&id).is_some() {
+            // The provider reused an id: the new call gets its own (server) id, and the id's
+            // later pieces go to it; the call it shadows never completes and is answered so.
+            tracing::warn!(run_id = %self.ids.run_id, provider_call_id = %id, "a provider reused a call id");
         }
         let refused = (self.calls.len() >= TOOL_CALLS_PER_STEP_MAX)
             .then(|| format!("more than {TOOL_CALLS_PER_STEP_MAX} tool calls in one step"));
         let call = PendingCall {
-            call_id: id,
+            call_id: self.call_ids.mint(),
+            provider_call_id: id,
             name,
             input_json: String::new(),
             input: None,
@@ -396,19 +445,20 @@ impl Step {
             "input": {},
             "status": "streaming",
         });
+        let provider_id = &call.provider_call_id;
+        if !provider_id.is_empty() && provider_id.chars().count() <= PROVIDER_CALL_ID_CHARS_MAX {
+            draft.content["provider_call_id"] = json!(provider_id);
+        }
         let call_id = call.call_id.clone();
         self.calls.push(call);
         Some(Output::OpenCall { call_id, draft })
     }
 
-    fn index(&self, call_id: &str) -> Option<usize> {
-        self.calls.iter().position(|call| call.call_id == call_id)
-    }
-
-    /// A call whose input is still streaming.
-    fn open(&mut self, call_id: &str) -> Option<&mut PendingCall> {
-        let index = self.index(call_id)?;
-        Some(&mut self.calls[index]).filter(|call| !call.ended)
+    /// The newest call the provider named `provider_call_id` whose input is still streaming.
+    fn open(&self, provider_call_id: &str) -> Option<usize> {
+        self.calls
+            .iter()
+            .rposition(|call| call.provider_call_id == provider_call_id && !call.ended)
     }
 }
 

@@ -274,7 +274,7 @@ mod tests {
             assert_eq!(
                 message,
                 ConversationMessage::ToolResult {
-                    tool_call_id: "c".into(),
+                    tool_call_id: call.call_id.clone(),
                     content: told.into(),
                     is_error: error,
                 }

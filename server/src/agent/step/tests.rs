@@ -55,7 +55,10 @@ fn call_line(call: &PendingCall) -> String {
     } else {
         ""
     };
-    format!("{} {} {input}{by_provider}", call.call_id, call.name)
+    format!(
+        "{}({}) {} {input}{by_provider}",
+        call.call_id, call.provider_call_id, call.name
+    )
 }
 
 fn start(id: &str, name: &str) -> P {
@@ -75,6 +78,14 @@ fn input(id: &str, json: &str) -> P {
 fn end(id: &str) -> P {
     P::ToolCallEnd { id: id.into() }
 }
+
+/// A provider id past `PROVIDER_CALL_ID_CHARS_MAX`: not kept in the log.
+macro_rules! huge_id {
+    () => {
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    };
+}
+const HUGE_ID: &str = huge_id!();
 
 struct Case {
     name: &'static str,
@@ -117,12 +128,12 @@ fn provider_events_become_drafts_and_calls() {
                 end("c1"),
             ],
             outputs: &[
-                r#"open tool_call #c1 {"input":{},"name":"calculator","status":"streaming","tool_call_id":"c1"} (#c1)"#,
-                r#"tool_call #c1 input_json:append "{\"expr""#,
-                r#"tool_call #c1 input_json:append "ession\": \"6*7\"}""#,
-                r#"tool_call #c1 :merge {"input":{"expression":"6*7"},"status":"ready"}"#,
+                r#"open tool_call #call_1 {"input":{},"name":"calculator","provider_call_id":"c1","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"tool_call #call_1 input_json:append "{\"expr""#,
+                r#"tool_call #call_1 input_json:append "ession\": \"6*7\"}""#,
+                r#"tool_call #call_1 :merge {"input":{"expression":"6*7"},"status":"ready"}"#,
             ],
-            calls: &[r#"c1 calculator {"expression":"6*7"}"#],
+            calls: &[r#"call_1(c1) calculator {"expression":"6*7"}"#],
             text: "",
         },
         Case {
@@ -135,14 +146,14 @@ fn provider_events_become_drafts_and_calls() {
                 end("b"),
             ],
             outputs: &[
-                r#"open tool_call #a {"input":{},"name":"clock","status":"streaming","tool_call_id":"a"} (#a)"#,
-                r#"tool_call #a :merge {"input":{},"status":"ready"}"#,
-                r#"open tool_call #b {"input":{},"name":"calculator","status":"streaming","tool_call_id":"b"} (#b)"#,
-                r#"tool_call #b input_json:append "{\"x\": ""#,
+                r#"open tool_call #call_1 {"input":{},"name":"clock","provider_call_id":"a","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"tool_call #call_1 :merge {"input":{},"status":"ready"}"#,
+                r#"open tool_call #call_2 {"input":{},"name":"calculator","provider_call_id":"b","status":"streaming","tool_call_id":"call_2"} (#call_2)"#,
+                r#"tool_call #call_2 input_json:append "{\"x\": ""#,
             ],
             calls: &[
-                "a clock {}",
-                r#"b calculator (the input is not valid JSON: "{\"x\": ")"#,
+                "call_1(a) clock {}",
+                r#"call_2(b) calculator (the input is not valid JSON: "{\"x\": ")"#,
             ],
             text: "",
         },
@@ -161,26 +172,61 @@ fn provider_events_become_drafts_and_calls() {
                 input("b", "{}"),
             ],
             outputs: &[
-                r#"open tool_call #a {"input":{},"name":"slow","status":"streaming","tool_call_id":"a"} (#a)"#,
-                r#"tool_call #a input_json:append "{}""#,
-                r#"tool_call #a :merge {"input":{},"status":"ready"}"#,
-                r#"open tool_call #b {"input":{},"name":"slow","status":"streaming","tool_call_id":"b"} (#b)"#,
-                r#"tool_call #b input_json:append "{}""#,
+                r#"open tool_call #call_1 {"input":{},"name":"slow","provider_call_id":"a","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"tool_call #call_1 input_json:append "{}""#,
+                r#"tool_call #call_1 :merge {"input":{},"status":"ready"}"#,
+                r#"open tool_call #call_2 {"input":{},"name":"slow","provider_call_id":"b","status":"streaming","tool_call_id":"call_2"} (#call_2)"#,
+                r#"tool_call #call_2 input_json:append "{}""#,
             ],
             calls: &[
-                "a slow {}",
-                "b slow (the model's input for this call never completed)",
+                "call_1(a) slow {}",
+                "call_2(b) slow (the model's input for this call never completed)",
             ],
             text: "",
         },
         Case {
-            name: "a duplicate call id is refused",
-            events: vec![start("a", "clock"), start("a", "calculator"), end("a")],
-            outputs: &[
-                r#"open tool_call #a {"input":{},"name":"clock","status":"streaming","tool_call_id":"a"} (#a)"#,
-                r#"tool_call #a :merge {"input":{},"status":"ready"}"#,
+            name: "a reused provider id opens a call of its own; its pieces go to the newest",
+            events: vec![
+                start("a", "clock"),
+                start("a", "calculator"),
+                input("a", "{}"),
+                end("a"),
             ],
-            calls: &["a clock {}"],
+            outputs: &[
+                r#"open tool_call #call_1 {"input":{},"name":"clock","provider_call_id":"a","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"open tool_call #call_2 {"input":{},"name":"calculator","provider_call_id":"a","status":"streaming","tool_call_id":"call_2"} (#call_2)"#,
+                r#"tool_call #call_2 input_json:append "{}""#,
+                r#"tool_call #call_2 :merge {"input":{},"status":"ready"}"#,
+            ],
+            calls: &[
+                "call_1(a) clock (the model's input for this call never completed)",
+                "call_2(a) calculator {}",
+            ],
+            text: "",
+        },
+        Case {
+            name: "empty, blank and huge provider ids are no one's problem: the server names calls",
+            events: vec![
+                start("", "clock"),
+                end(""),
+                start(" ", "clock"),
+                end(" "),
+                start(HUGE_ID, "clock"),
+                end(HUGE_ID),
+            ],
+            outputs: &[
+                r#"open tool_call #call_1 {"input":{},"name":"clock","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"tool_call #call_1 :merge {"input":{},"status":"ready"}"#,
+                r#"open tool_call #call_2 {"input":{},"name":"clock","provider_call_id":" ","status":"streaming","tool_call_id":"call_2"} (#call_2)"#,
+                r#"tool_call #call_2 :merge {"input":{},"status":"ready"}"#,
+                r#"open tool_call #call_3 {"input":{},"name":"clock","status":"streaming","tool_call_id":"call_3"} (#call_3)"#,
+                r#"tool_call #call_3 :merge {"input":{},"status":"ready"}"#,
+            ],
+            calls: &[
+                "call_1() clock {}",
+                "call_2( ) clock {}",
+                concat!("call_3(", huge_id!(), ") clock {}"),
+            ],
             text: "",
         },
         Case {
@@ -225,12 +271,12 @@ fn provider_events_become_drafts_and_calls() {
                 },
             ],
             outputs: &[
-                r#"open tool_call #t {"input":{},"name":"Bash","status":"streaming","tool_call_id":"t"} (#t)"#,
-                r#"tool_call #t input_json:append "{\"command\":\"date\"}""#,
-                r#"tool_call #t :merge {"input":{"command":"date"},"status":"ready"}"#,
+                r#"open tool_call #call_1 {"input":{},"name":"Bash","provider_call_id":"t","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"tool_call #call_1 input_json:append "{\"command\":\"date\"}""#,
+                r#"tool_call #call_1 :merge {"input":{"command":"date"},"status":"ready"}"#,
                 r#"provider result 0 Ok(String("12:00"))"#,
             ],
-            calls: &[r#"t Bash {"command":"date"} [provider]"#],
+            calls: &[r#"call_1(t) Bash {"command":"date"} [provider]"#],
             text: "",
         },
         Case {
@@ -245,11 +291,11 @@ fn provider_events_become_drafts_and_calls() {
                 },
             ],
             outputs: &[
-                r#"open tool_call #t {"input":{},"name":"Bash","status":"streaming","tool_call_id":"t"} (#t)"#,
-                r#"tool_call #t :merge {"input":{},"status":"ready"}"#,
+                r#"open tool_call #call_1 {"input":{},"name":"Bash","provider_call_id":"t","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
+                r#"tool_call #call_1 :merge {"input":{},"status":"ready"}"#,
                 r#"provider result 0 Err("{\"code\":1}")"#,
             ],
-            calls: &[r#"t Bash {} [provider]"#],
+            calls: &[r#"call_1(t) Bash {} [provider]"#],
             text: "",
         },
     ];
@@ -260,7 +306,8 @@ fn provider_events_become_drafts_and_calls() {
                 input_tokens: 100,
                 output_tokens: 20,
             },
-        );
+        )
+        .with_call_ids(CallIds::Counting(0));
         let mut outputs = Vec::new();
         for event in case.events {
             if let Some(output) = step.apply(event) {
@@ -277,7 +324,7 @@ fn provider_events_become_drafts_and_calls() {
 
 #[test]
 fn calls_past_the_step_limit_are_recorded_as_refused() {
-    let mut step = Step::new(ids(), Usage::default());
+    let mut step = Step::new(ids(), Usage::default()).with_call_ids(CallIds::Counting(0));
     for index in 0..TOOL_CALLS_PER_STEP_MAX + 2 {
         let id = format!("c{index}");
         assert!(matches!(
@@ -290,16 +337,16 @@ fn calls_past_the_step_limit_are_recorded_as_refused() {
         .calls()
         .iter()
         .filter(|call| call.refused.is_some())
-        .map(|call| call.call_id.as_str())
+        .map(|call| call.provider_call_id.as_str())
         .collect();
     assert_eq!(refused, ["c16", "c17"]);
 }
 
 #[test]
 fn a_forgotten_call_is_gone() {
-    let mut step = Step::new(ids(), Usage::default());
+    let mut step = Step::new(ids(), Usage::default()).with_call_ids(CallIds::Counting(0));
     step.apply(start("a", "clock"));
-    step.forget_call("a");
+    step.forget_call("call_1");
     assert!(step.apply(input("a", "{}")).is_none());
     assert!(step.finish().calls.is_empty());
 }
@@ -347,4 +394,31 @@ fn retries_back_off_until_output_starts_or_they_run_out() {
         step.retry(&error(true, None)).is_none(),
         "text in the log: a retry would repeat it"
     );
+}
+
+#[test]
+fn the_huge_id_is_past_the_limit() {
+    assert!(HUGE_ID.len() > PROVIDER_CALL_ID_CHARS_MAX);
+}
+
+#[test]
+fn server_ids_are_unique_and_fit_every_provider() {
+    let mut step = Step::new(ids(), Usage::default());
+    for _ in 0..3 {
+        step.apply(start("same", "clock"));
+        step.apply(end("same"));
+    }
+    let ids: std::collections::HashSet<&str> = step
+        .calls()
+        .iter()
+        .map(|call| call.call_id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    for id in ids {
+        assert!(id.len() <= 40, "{id}");
+        assert!(
+            id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{id}"
+        );
+    }
 }
