@@ -39,6 +39,8 @@ pub struct Limits {
     pub events_page_limit_max: u32,
     /// Events one run may write before it is stopped (stop reason `max_events`).
     pub run_events_max: u64,
+    /// Bytes one run may write before it is stopped (stop reason `max_bytes`).
+    pub run_bytes_max: u64,
     /// A tool result longer than this is cut (and says so).
     pub tool_result_chars_max: usize,
     /// A WebSocket is pinged this often; browsers and client libraries answer by themselves.
@@ -61,6 +63,7 @@ impl Default for Limits {
             subscriber_outbound_frames_max: crate::surfaces::native::ws::WS_OUTBOUND_FRAMES_MAX,
             events_page_limit_max: crate::http::rest::EVENTS_PAGE_LIMIT_MAX,
             run_events_max: crate::agent::RUN_EVENTS_MAX_DEFAULT,
+            run_bytes_max: crate::agent::RUN_BYTES_MAX_DEFAULT,
             tool_result_chars_max: crate::agent::TOOL_RESULT_CHARS_MAX,
             ws_ping_interval_ms: crate::surfaces::native::ws::WS_PING_INTERVAL_MS,
             ws_idle_timeout_ms: crate::surfaces::native::ws::WS_IDLE_TIMEOUT_MS,
@@ -110,6 +113,7 @@ impl Limits {
                 defaults.events_page_limit_max,
             )?,
             run_events_max: positive("AGENTSTREAM_RUN_EVENTS_MAX", defaults.run_events_max)?,
+            run_bytes_max: positive("AGENTSTREAM_RUN_BYTES_MAX", defaults.run_bytes_max)?,
             tool_result_chars_max: positive(
                 "AGENTSTREAM_TOOL_RESULT_CHARS_MAX",
                 defaults.tool_result_chars_max,
@@ -269,6 +273,7 @@ Limits (each must be at least 1):
   AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX     events per page (default 1000); a request
                                         without `limit` gets 100, or this if smaller
   AGENTSTREAM_RUN_EVENTS_MAX            events one run may write (default 100000)
+  AGENTSTREAM_RUN_BYTES_MAX             bytes one run may write, as JSON (default 67108864)
   AGENTSTREAM_TOOL_RESULT_CHARS_MAX     tool result length (default 16384)
   AGENTSTREAM_WS_PING_INTERVAL_MS       WebSocket ping interval (default 30000)
   AGENTSTREAM_WS_IDLE_TIMEOUT_MS        a WebSocket silent this long, pongs included, is closed

@@ -115,6 +115,7 @@ impl AppState {
                 config.run_iterations_max,
                 crate::agent::RunLimits {
                     events_max: config.limits.run_events_max,
+                    bytes_max: config.limits.run_bytes_max,
                     tool_result_chars_max: config.limits.tool_result_chars_max,
                 },
             )

@@ -168,6 +168,41 @@ async fn a_run_stops_at_its_event_limit_and_still_ends_cleanly() {
     assert_eq!(log.last().unwrap().content["stop_reason"], "end_turn");
 }
 
+/// Bytes bound a run as events do: a long reply stops at the byte limit, ends cleanly with
+/// `max_bytes`, and what it wrote stays under the limit.
+#[tokio::test]
+async fn a_run_stops_at_its_byte_limit_and_still_ends_cleanly() {
+    const RUN_BYTES_MAX: u64 = 8 * 1024;
+    let server = TestServer::start_with(|config| {
+        config.limits.run_bytes_max = RUN_BYTES_MAX;
+        config.scripted.reply_tokens = 5_000;
+    })
+    .await;
+    let agent = server.create_agent().await;
+    let run = server.start_run(agent, "talk for a long time").await;
+    let log = server.wait_for_run_end(agent, run).await;
+    assert_contiguous(&log, 1);
+    let end = log.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+    assert_eq!(end.content["stop_reason"], "max_bytes");
+    let written: usize = log
+        .iter()
+        .filter(|event| event.run_id == Some(run) && !event.kind.is_run_end())
+        .map(|event| {
+            event
+                .delta
+                .as_ref()
+                .map_or(0, |delta| delta.to_string().len())
+                + event.content.to_string().len()
+        })
+        .sum();
+    assert!(written as u64 <= RUN_BYTES_MAX, "{written} bytes written");
+    assert!(log.len() < 1_000, "stopped early: {} events", log.len());
+    let next = server.start_run(agent, "/echo fine").await;
+    let log = server.wait_for_run_end(agent, next).await;
+    assert_eq!(log.last().unwrap().content["stop_reason"], "end_turn");
+}
+
 #[tokio::test]
 async fn long_tool_results_are_cut_and_say_so() {
     let server = TestServer::start_with(|config| config.limits.tool_result_chars_max = 10).await;

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::approval::ApprovalTurn;
-use super::registry::{RunLimits, RunOptions};
+use super::registry::{RunLimits, RunOptions, EVENT_BYTES_MAX};
 use super::step::{RunIds, Usage};
 use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
 use crate::provider::{ConversationMessage, Provider, ProviderError, ProviderRequest, ToolCall};
@@ -52,8 +52,11 @@ pub(super) struct Run {
     pub(super) limits: RunLimits,
     /// Events this run has written so far.
     events_written: u64,
-    /// True once `limits.events_max` was reached: only closing events are written from then on.
-    over_limit: bool,
+    /// Bytes this run has written so far (its events as JSON, [`draft_bytes`]).
+    bytes_written: u64,
+    /// The stop reason of the limit the run reached (`max_events`, `max_bytes`): only closing
+    /// events are written from then on.
+    over_limit: Option<&'static str>,
     /// Set just before the run's end is written, for `Runs::active_run_after_ending`.
     ending: Arc<AtomicBool>,
     /// Set by a shutdown's drain with the cancel: the run ends `interrupted`.
@@ -117,7 +120,8 @@ impl Run {
             usage: Usage::default(),
             limits,
             events_written: 0,
-            over_limit: false,
+            bytes_written: 0,
+            over_limit: None,
             ending,
             interrupted,
             tools_later: None,
@@ -130,15 +134,33 @@ impl Run {
     /// False when the event was dropped: the run is past its event limit and it is not one that
     /// closes the run.
     pub(super) async fn emit(&mut self, draft: EventDraft) -> Result<bool, AppendError> {
-        if self.events_written >= self.limits.events_max && !self.over_limit {
-            tracing::warn!(run_id = %self.ids.run_id, events_max = self.limits.events_max, "run reached its event limit; stopping it");
-            self.over_limit = true;
-            self.cancel.cancel();
+        let closing = closes_a_run(&draft);
+        let bytes = draft_bytes(&draft);
+        if self.over_limit.is_none() && !closing {
+            let reached = if self.events_written >= self.limits.events_max {
+                Some("max_events")
+            } else if bytes > EVENT_BYTES_MAX
+                || self.bytes_written + bytes as u64 > self.limits.bytes_max
+            {
+                Some("max_bytes")
+            } else {
+                None
+            };
+            if let Some(reason) = reached {
+                tracing::warn!(
+                    run_id = %self.ids.run_id, events = self.events_written,
+                    bytes = self.bytes_written, event_bytes = bytes, limit = reason,
+                    "run reached its limit; stopping it"
+                );
+                self.over_limit = Some(reason);
+                self.cancel.cancel();
+            }
         }
-        if self.over_limit && !closes_a_run(&draft) {
+        if self.over_limit.is_some() && !closing {
             return Ok(false);
         }
         self.events_written += 1;
+        self.bytes_written += bytes as u64;
         if self.in_flight.len() >= RUN_APPENDS_IN_FLIGHT_MAX {
             let oldest = self.in_flight.pop_front().expect("the queue is full");
             writer::wait(oldest).await?;
@@ -348,12 +370,43 @@ fn opening_drafts(
     drafts
 }
 
+/// An event's size as the log keeps it: its delta, content and raw provider event as JSON.
+pub(super) fn draft_bytes(draft: &EventDraft) -> usize {
+    let mut counted = CountingWriter(0);
+    for value in [
+        draft.delta.as_ref(),
+        Some(&draft.content),
+        draft.raw.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        // Writing into a counter cannot fail.
+        let _ = serde_json::to_writer(&mut counted, value);
+    }
+    counted.0
+}
+
+/// Counts the bytes written to it, keeps none.
+struct CountingWriter(usize);
+
+impl std::io::Write for CountingWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// What closes a run that ended with `outcome`: the run's end last, after an `error` for a
 /// failure.
 fn closing_drafts(
     ids: RunIds,
     outcome: Outcome,
-    over_limit: bool,
+    over_limit: Option<&'static str>,
     usage: Usage,
 ) -> Vec<EventDraft> {
     let end = |kind, content| {
@@ -370,9 +423,9 @@ fn closing_drafts(
             EventKind::RunCompleted,
             json!({ "stop_reason": REQUIRES_APPROVAL, "awaiting": awaiting, "usage": usage.json() }),
         )],
-        Outcome::Cancelled if over_limit => vec![end(
+        Outcome::Cancelled if over_limit.is_some() => vec![end(
             EventKind::RunCompleted,
-            json!({ "stop_reason": "max_events", "usage": usage.json() }),
+            json!({ "stop_reason": over_limit, "usage": usage.json() }),
         )],
         Outcome::Cancelled => vec![end(
             EventKind::RunCancelled,
@@ -423,7 +476,7 @@ mod tests {
         let cases = [
             (
                 Outcome::Completed("end_turn".into()),
-                false,
+                None,
                 vec![
                     r#"run_completed {"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":4}}"#,
                 ],
@@ -432,28 +485,35 @@ mod tests {
                 Outcome::AwaitingApproval(vec![
                     json!({"tool_call_id": "c", "name": "t", "input": {}}),
                 ]),
-                false,
+                None,
                 vec![
                     r#"run_completed {"awaiting":[{"input":{},"name":"t","tool_call_id":"c"}],"stop_reason":"requires_approval","usage":{"input_tokens":3,"output_tokens":4}}"#,
                 ],
             ),
             (
                 Outcome::Cancelled,
-                false,
+                None,
                 vec![
                     r#"run_cancelled {"stop_reason":"cancelled","usage":{"input_tokens":3,"output_tokens":4}}"#,
                 ],
             ),
             (
                 Outcome::Cancelled,
-                true,
+                Some("max_events"),
                 vec![
                     r#"run_completed {"stop_reason":"max_events","usage":{"input_tokens":3,"output_tokens":4}}"#,
                 ],
             ),
             (
+                Outcome::Cancelled,
+                Some("max_bytes"),
+                vec![
+                    r#"run_completed {"stop_reason":"max_bytes","usage":{"input_tokens":3,"output_tokens":4}}"#,
+                ],
+            ),
+            (
                 Outcome::Failed(failure),
-                false,
+                None,
                 vec![
                     r#"error {"message":"busy","retryable":true,"type":"overloaded_error"}"#,
                     r#"run_failed {"error":{"message":"busy","retryable":true,"type":"overloaded_error"},"stop_reason":"error","usage":{"input_tokens":3,"output_tokens":4}}"#,

@@ -78,6 +78,10 @@ impl Usage {
     }
 }
 
+/// A tool call's input longer than this (in bytes of JSON text) is cut: its later pieces are
+/// not written and the call is answered with an error instead of running.
+pub const TOOL_CALL_INPUT_BYTES_MAX: usize = 256 * 1024;
+
 /// A provider's own id for a call longer than this (in characters) is not kept.
 pub const PROVIDER_CALL_ID_CHARS_MAX: usize = 256;
 
@@ -132,6 +136,8 @@ pub struct PendingCall {
     pub approved: bool,
     /// The provider said the input is complete.
     ended: bool,
+    /// The input passed [`TOOL_CALL_INPUT_BYTES_MAX`]: the rest of it is dropped.
+    input_cut: bool,
 }
 
 impl PendingCall {
@@ -158,6 +164,7 @@ impl PendingCall {
             answered_by_provider: false,
             approved,
             ended: true,
+            input_cut: false,
         }
     }
 
@@ -363,6 +370,16 @@ impl Step {
     fn input_piece(&mut self, id: &str, piece: String) -> Option<Output> {
         let index = self.open(id)?;
         let call = &mut self.calls[index];
+        if call.input_cut {
+            return None;
+        }
+        if call.input_json.len() + piece.len() > TOOL_CALL_INPUT_BYTES_MAX {
+            call.input_cut = true;
+            call.refused = Some(format!(
+                "the model's input for this call is longer than {TOOL_CALL_INPUT_BYTES_MAX} bytes"
+            ));
+            return None;
+        }
         call.input_json.push_str(&piece);
         let call = &self.calls[index];
         let mut draft = self.ids.call_draft(call, EventKind::ToolCall);
@@ -376,6 +393,9 @@ impl Step {
         let index = self.open(id)?;
         let call = &mut self.calls[index];
         call.ended = true;
+        if call.input_cut {
+            return None;
+        }
         // A call with no input at all takes none: `{}`. Text that does not parse leaves the
         // input unset, and the run answers the call with an error result.
         let text = call.input_json.trim();
@@ -437,6 +457,7 @@ impl Step {
             answered_by_provider: false,
             approved: false,
             ended: false,
+            input_cut: false,
         };
         let mut draft = self.ids.call_draft(&call, EventKind::ToolCall);
         draft.content = json!({

@@ -372,7 +372,49 @@ fn progress_report(report: &ProgressNotificationParam) -> Value {
         None => report.progress.to_string(),
     };
     match &report.message {
-        Some(message) => json!({ "progress": done, "progress_message": message }),
+        Some(message) => json!({ "progress": done, "progress_message": cut_progress(message) }),
         None => json!({ "progress": done }),
+    }
+}
+
+/// A progress message longer than this (in characters) is cut: the SDK takes lines of up to
+/// 16 MiB, and every report is an event of the log.
+pub const PROGRESS_MESSAGE_CHARS_MAX: usize = 1_000;
+
+fn cut_progress(message: &str) -> String {
+    match message.char_indices().nth(PROGRESS_MESSAGE_CHARS_MAX) {
+        Some((end, _)) => format!("{} …", &message[..end]),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_messages_are_cut() {
+        let report = |message: Option<String>, total: Option<f64>| {
+            serde_json::from_value::<ProgressNotificationParam>(json!({
+                "progressToken": "t", "progress": 3, "total": total, "message": message,
+            }))
+            .unwrap()
+        };
+        let long = "é".repeat(PROGRESS_MESSAGE_CHARS_MAX + 5);
+        let kept = format!("{} …", "é".repeat(PROGRESS_MESSAGE_CHARS_MAX));
+        let cases = [
+            (report(None, None), json!({"progress": "3"})),
+            (
+                report(Some("copying".into()), Some(10.0)),
+                json!({"progress": "3/10", "progress_message": "copying"}),
+            ),
+            (
+                report(Some(long), None),
+                json!({"progress": "3", "progress_message": kept}),
+            ),
+        ];
+        for (report, expected) in cases {
+            assert_eq!(progress_report(&report), expected);
+        }
     }
 }

@@ -422,3 +422,24 @@ fn server_ids_are_unique_and_fit_every_provider() {
         );
     }
 }
+
+#[test]
+fn an_input_past_its_limit_is_cut_and_the_call_refused() {
+    let mut step = Step::new(ids(), Usage::default()).with_call_ids(CallIds::Counting(0));
+    step.apply(start("a", "echo"));
+    let piece = "x".repeat(TOOL_CALL_INPUT_BYTES_MAX / 2);
+    assert!(step.apply(input("a", &piece)).is_some());
+    assert!(
+        step.apply(input("a", &piece)).is_some(),
+        "exactly the limit"
+    );
+    assert!(step.apply(input("a", "y")).is_none(), "one byte past it");
+    assert!(step.apply(input("a", "z")).is_none());
+    assert!(step.apply(end("a")).is_none(), "no ready merge");
+    let call = &step.calls()[0];
+    assert_eq!(call.input_json.len(), TOOL_CALL_INPUT_BYTES_MAX);
+    assert_eq!(
+        call.refused.as_deref(),
+        Some("the model's input for this call is longer than 262144 bytes")
+    );
+}
