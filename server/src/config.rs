@@ -227,6 +227,8 @@ Environment:
   AGENTSTREAM_PG_POOL_CONNECTIONS_MAX   PostgreSQL connections per server (default 16)
   AGENTSTREAM_PROVIDER                  scripted (default) | anthropic | openai | claude-cli
   AGENTSTREAM_CLAUDE_CLI                the Claude Code executable (default claude)
+  AGENTSTREAM_CLAUDE_CLI_ENV            comma-separated variables the CLI gets besides PATH and
+                                        HOME, e.g. ANTHROPIC_API_KEY (default: none)
   AGENTSTREAM_MODEL                     model name for anthropic / openai (an agent's model wins)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL Anthropic Messages API (default https://api.anthropic.com)
   OPENAI_API_KEY, OPENAI_BASE_URL       any OpenAI-compatible server (default https://api.openai.com/v1)
@@ -331,6 +333,14 @@ fn claude_cli_from_env(command: String) -> ProviderChoice {
     ProviderChoice::ClaudeCli(ClaudeCliConfig {
         command,
         model: variable("AGENTSTREAM_MODEL"),
+        pass_env: variable("AGENTSTREAM_CLAUDE_CLI_ENV")
+            .map(|names| {
+                names
+                    .split(',')
+                    .map(|name| name.trim().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 

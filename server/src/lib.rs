@@ -14,6 +14,7 @@
 //! run the very same server on port 0.
 
 pub mod agent;
+pub mod child_env;
 pub mod cluster;
 pub mod config;
 pub mod delivery;

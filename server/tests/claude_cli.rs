@@ -23,6 +23,7 @@ fn provider() -> ClaudeCliProvider {
     ClaudeCliProvider::new(ClaudeCliConfig {
         command: fake_claude(),
         model: None,
+        pass_env: Vec::new(),
     })
 }
 
@@ -123,6 +124,7 @@ async fn a_failing_cli_reports_its_exit_status_and_stderr() {
     let missing = ClaudeCliProvider::new(ClaudeCliConfig {
         command: "/nonexistent/claude".into(),
         model: None,
+        pass_env: Vec::new(),
     });
     let events: Vec<_> = missing.stream(request("hi")).collect().await;
     assert_eq!(events[0].as_ref().unwrap_err().kind, "cli_not_started");
@@ -168,6 +170,7 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
         config.provider = ProviderChoice::ClaudeCli(ClaudeCliConfig {
             command: fake_claude(),
             model: None,
+            pass_env: Vec::new(),
         });
     })
     .await;
@@ -267,4 +270,59 @@ async fn a_long_conversation_reaches_the_cli_whole() {
 async fn a_message_starting_with_dashes_is_text_not_an_option() {
     let reply = reply_of(request("--help please count")).await;
     assert!(reply.ends_with("first word: --help"), "{reply}");
+}
+
+/// The CLI starts with `PATH`, `HOME` and what the operator named, none of the server's other
+/// variables (its secrets among them); the system prompt reaches it on stdin, not argv.
+#[tokio::test]
+async fn the_cli_gets_no_secret_and_its_system_prompt_on_stdin() {
+    let variables = |reply: &str| -> Vec<String> {
+        reply
+            .strip_prefix("env: ")
+            .and_then(|rest| rest.split(';').next())
+            .unwrap_or_else(|| panic!("no env in {reply:?}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut asked = request("please env");
+    asked.system = Some("Be terse.".into());
+    let reply = reply_of(asked).await;
+    let names = variables(&reply);
+    // Cargo gives this test process CARGO_* variables: a child that inherited the server's
+    // environment would list them.
+    assert!(std::env::var("CARGO_PKG_NAME").is_ok());
+    for name in &names {
+        assert!(
+            ["PATH", "HOME", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name.as_str()),
+            "the CLI got {name}: {names:?}"
+        );
+    }
+    assert!(names.contains(&"PATH".to_owned()), "{names:?}");
+    assert!(
+        reply.ends_with("first line: Your instructions (follow them throughout):"),
+        "{reply}"
+    );
+
+    let named = ClaudeCliProvider::new(ClaudeCliConfig {
+        command: fake_claude(),
+        model: None,
+        pass_env: vec!["CARGO_PKG_NAME".into()],
+    });
+    let events: Vec<ProviderEvent> = named
+        .stream(request("please env"))
+        .map(|event| event.unwrap())
+        .collect()
+        .await;
+    let reply: String = events
+        .iter()
+        .filter_map(|event| match event {
+            ProviderEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        variables(&reply).contains(&"CARGO_PKG_NAME".to_owned()),
+        "{reply}"
+    );
 }

@@ -470,3 +470,40 @@ async fn a_configured_server_can_require_approval_for_its_tools() {
     assert!(!called[0].2, "{called:?}");
     assert!(called[0].1.to_string().contains('5'), "{called:?}");
 }
+
+/// A stdio MCP server starts with `PATH`, `HOME` and its config's `env`: none of the server's
+/// other variables, so none of its secrets. (The server here is the reference one behind a
+/// shell that writes down the environment it was given.)
+#[tokio::test]
+async fn a_stdio_server_gets_only_path_home_and_its_configured_env() {
+    let directory = tempfile::tempdir().unwrap();
+    let dump = directory.path().join("env.txt");
+    let script = everything().display().to_string();
+    let server = server_with(json!({ "everything": {
+        "command": "sh",
+        "args": ["-c", format!("env > '{}'; exec node '{script}' stdio", dump.display())],
+        "env": { "ITS_OWN": "configured" },
+    } }))
+    .await;
+    let agent_id = server.mcp_agent(json!(["everything"])).await;
+    let run_id = server
+        .start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}"#)
+        .await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(results(&events, run_id).len(), 1);
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect();
+    // Cargo gives this test process CARGO_* variables: a child that inherited the server's
+    // environment would list them.
+    assert!(std::env::var("CARGO_PKG_NAME").is_ok());
+    for name in &names {
+        assert!(
+            ["PATH", "HOME", "ITS_OWN", "PWD", "SHLVL", "_", "OLDPWD"].contains(name),
+            "the MCP server got {name}: {names:?}"
+        );
+    }
+    assert!(text.contains("ITS_OWN=configured"), "{text}");
+}

@@ -156,6 +156,8 @@ impl Connection {
         match &self.config {
             ServerConfig::Stdio { command, args, env } => {
                 let mut process = tokio::process::Command::new(command);
+                // PATH, HOME and the config's `env`: none of the server's secrets.
+                crate::child_env::clean(&mut process, &[]);
                 process.args(args).envs(env).kill_on_drop(true);
                 let (transport, _) = TokioChildProcess::builder(process)
                     .stderr(std::process::Stdio::null())

@@ -31,6 +31,9 @@ pub struct ClaudeCliConfig {
     /// The executable (a name on PATH or a path).
     pub command: String,
     pub model: Option<String>,
+    /// Variables of the server's environment the CLI gets besides `PATH` and `HOME`
+    /// (`AGENTSTREAM_CLAUDE_CLI_ENV`, e.g. `ANTHROPIC_API_KEY`): nothing else of it.
+    pub pass_env: Vec<String>,
 }
 
 pub struct ClaudeCliProvider {
@@ -44,6 +47,11 @@ impl ClaudeCliProvider {
         // The prompt goes on stdin, not on the command line: an argument is limited to 128 KiB
         // (a long conversation failed with E2BIG), and a message starting with `--` would be
         // read as an option. Values travel as `--flag=value` for the same reason.
+        // Its tools run under the CLI's own permission checks, never bypassed (a user's
+        // settings may say `bypassPermissions`): in print mode nobody can grant a permission,
+        // so a tool that needs one (Bash, edits, fetches) is refused rather than run without
+        // the agent's approvals.
+        crate::child_env::clean(&mut command, &self.config.pass_env);
         command
             .args([
                 "-p",
@@ -53,6 +61,7 @@ impl ClaudeCliProvider {
                 "stream-json",
                 "--verbose",
                 "--include-partial-messages",
+                "--permission-mode=default",
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -61,9 +70,6 @@ impl ClaudeCliProvider {
             .kill_on_drop(true);
         if let Some(model) = request.model.as_ref().or(self.config.model.as_ref()) {
             command.arg(format!("--model={model}"));
-        }
-        if let Some(system) = &request.system {
-            command.arg(format!("--append-system-prompt={system}"));
         }
         command
     }
@@ -200,10 +206,18 @@ fn prompt(request: &ProviderRequest) -> String {
         }
     }
     let question = request.last_user_text().unwrap_or_default();
-    if transcript.is_empty() {
+    let asked = if transcript.is_empty() {
         question.to_owned()
     } else {
         format!("The conversation so far:\n\n{transcript}Now answer this:\n\n{question}")
+    };
+    // The agent's system prompt travels on stdin too: on the command line every process of
+    // the machine could read it.
+    match request.system.as_deref().map(str::trim) {
+        Some(system) if !system.is_empty() => {
+            format!("Your instructions (follow them throughout):\n\n{system}\n\n---\n\n{asked}")
+        }
+        _ => asked,
     }
 }
 
