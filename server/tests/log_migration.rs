@@ -178,3 +178,99 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
     let head = expected.iter().filter(|e| e.agent_id == agents[0]).count() as u64;
     assert_eq!(committed[0][0].seq, head + 1);
 }
+
+/// Rows in the old table before the upgrade: enough that copying them takes a while.
+const ROLLING_UPGRADE_ROWS: i64 = 100_000;
+
+/// A rolling upgrade: a server of the previous release keeps writing to `agent_events` while a
+/// new one runs PostgreSQL migration 6 (copy to `events`, drop the old table). Every event the
+/// old server saw commit must be in the new log; its writes after that fail rather than vanish.
+#[tokio::test]
+async fn postgres_compact_log_migration_keeps_what_an_old_writer_committed_meanwhile() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
+        .await
+        .unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    postgres_migrations_through(5).run(&pool).await.unwrap();
+    let agent_id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO agents (id, name, metadata, tags, head_seq, created_at) \
+         VALUES ($1, 'old', 'null', '[]', $2, now())",
+    )
+    .bind(agent_id)
+    .bind(ROLLING_UPGRADE_ROWS)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO agent_events (id, agent_id, seq, kind, content, metadata, created_at) \
+         SELECT gen_random_uuid(), $1, seq, 'text', '{\"text\":\"old\"}', 'null', now() \
+         FROM generate_series(1, $2::bigint) AS seq",
+    )
+    .bind(agent_id)
+    .bind(ROLLING_UPGRADE_ROWS)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // The old server: one event per transaction, as fast as it can, until its writes fail.
+    let migrated = Arc::new(AtomicBool::new(false));
+    let old_server = {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let migrated = migrated.clone();
+        tokio::spawn(async move {
+            let mut committed = Vec::new();
+            let mut seq = ROLLING_UPGRADE_ROWS;
+            while !migrated.load(Ordering::Acquire) {
+                seq += 1;
+                let written = sqlx::query(
+                    "INSERT INTO agent_events (id, agent_id, seq, kind, content, metadata, \
+                     created_at) VALUES (gen_random_uuid(), $1, $2, 'text', '{}', 'null', now())",
+                )
+                .bind(agent_id)
+                .bind(seq)
+                .execute(&pool)
+                .await;
+                match written {
+                    Ok(_) => committed.push(seq),
+                    Err(_) => break,
+                }
+            }
+            committed
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    postgres_migrations_through(6).run(&pool).await.unwrap();
+    migrated.store(true, Ordering::Release);
+    let committed = old_server.await.unwrap();
+    assert!(
+        !committed.is_empty(),
+        "the old server wrote during the test"
+    );
+
+    let kept: Vec<i64> = sqlx::query_scalar(
+        "SELECT first_seq FROM events WHERE agent_id = $1 AND first_seq > $2 ORDER BY first_seq",
+    )
+    .bind(agent_id)
+    .bind(ROLLING_UPGRADE_ROWS)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let lost: Vec<&i64> = committed.iter().filter(|seq| !kept.contains(seq)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} events the old server committed are gone: {:?}…",
+        lost.len(),
+        committed.len(),
+        &lost[..lost.len().min(5)]
+    );
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE agent_id = $1")
+        .bind(agent_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(total, ROLLING_UPGRADE_ROWS + committed.len() as i64);
+}

@@ -127,17 +127,35 @@ pub fn postgres_through(version: i64) -> Migrator {
     migrator(&POSTGRES[..through])
 }
 
+/// Statements run before a PostgreSQL migration's file, in its transaction, by version. The
+/// migration keeps its file's checksum: a database that ran
+/// the file as first released agrees with it.
+///
+/// PostgreSQL's 6 copies `agent_events` into `events` and drops it. A server of the previous
+/// release still running (a rolling upgrade) could commit an event after the copy read the
+/// table and before the drop: that event would be gone. Locked first, the old table takes no
+/// write until the migration commits; the old server's writes then fail (the table is gone)
+/// instead of vanishing. Stop the old servers before upgrading past this migration.
+const PREFIXES: &[(i64, &str)] = &[(6, "LOCK TABLE agent_events IN EXCLUSIVE MODE;\n")];
+
 fn migrator(sources: &[Source]) -> Migrator {
+    let postgres =
+        sources.first().map(|source| source.2) == POSTGRES.first().map(|source| source.2);
     let migrations = sources
         .iter()
         .map(|&(version, description, sql)| {
-            Migration::new(
+            let mut migration = Migration::new(
                 version,
                 Cow::Borrowed(description),
                 MigrationType::Simple,
                 Cow::Borrowed(sql),
                 false,
-            )
+            );
+            let prefix = PREFIXES.iter().find(|(v, _)| postgres && *v == version);
+            if let Some((_, prefix)) = prefix {
+                migration.sql = Cow::Owned(format!("{prefix}{sql}"));
+            }
+            migration
         })
         .collect::<Vec<_>>();
     Migrator {
