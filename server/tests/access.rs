@@ -763,3 +763,82 @@ async fn another_origin_gets_cors_only_when_listed() {
         APP_ORIGIN
     );
 }
+
+/// Without a token (a server on localhost), a page of another site could still make a browser
+/// post a form or a header-less `fetch` to it: cancel a run, stop a chat, create an agent. Such
+/// requests are refused when the browser says they are cross-site; the server's own pages,
+/// listed origins and clients that are not browsers pass.
+#[tokio::test]
+async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
+    let server = TestServer::start_with(|config| {
+        config.allowed_origins = vec![APP_ORIGIN.to_owned()];
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let agents = |server: &TestServer| {
+        let url = server.url("/v1/agents");
+        let http = server.http.clone();
+        async move {
+            let list: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+            list.as_array().unwrap().len()
+        }
+    };
+    let before = agents(&server).await;
+    let evil = [
+        ("origin", "https://evil.example"),
+        ("sec-fetch-site", "cross-site"),
+    ];
+    let posts = [
+        (
+            "/agents",
+            "application/x-www-form-urlencoded",
+            "name=x".to_owned(),
+        ),
+        (
+            &*format!("/agents/{agent_id}/runs"),
+            "application/x-www-form-urlencoded",
+            "content=hello".to_owned(),
+        ),
+        (
+            &*format!("/v1/agents/{agent_id}/messages/cancel"),
+            "text/plain",
+            String::new(),
+        ),
+        ("/v1/agents", "text/plain", "{}".to_owned()),
+    ];
+    for (path, content_type, body) in &posts {
+        let mut request = server
+            .http
+            .post(server.url(path))
+            .header("content-type", *content_type)
+            .body(body.clone());
+        for (name, value) in evil {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 403, "{path}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "cross_site_request", "{path}");
+    }
+    assert_eq!(agents(&server).await, before, "nothing was created");
+    assert!(
+        server.all_events(agent_id).await.is_empty(),
+        "no message was sent"
+    );
+
+    // The same requests from this server's own page, a listed origin, or a client that is not a
+    // browser go through.
+    let fine: [&[(&str, &str)]; 3] = [
+        &[("sec-fetch-site", "same-origin")],
+        &[("origin", APP_ORIGIN), ("sec-fetch-site", "cross-site")],
+        &[],
+    ];
+    for headers in fine {
+        let mut request = server.http.post(server.url("/v1/agents")).json(&json!({}));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 201, "{headers:?}");
+    }
+}

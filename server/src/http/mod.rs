@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod caller;
 pub mod cors;
+pub mod cross_site;
 pub mod error;
 pub mod forms;
 pub mod pager;
@@ -214,6 +215,10 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state,
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            origins.clone(),
+            cross_site::refuse,
         ))
         .layer(axum::middleware::from_fn(security_headers));
     if origins.is_empty() {
