@@ -21,6 +21,7 @@ pub mod delivery;
 pub mod http;
 pub mod mcp;
 pub mod provider;
+pub mod redact;
 pub mod state;
 pub mod store;
 pub mod surfaces;

@@ -6,16 +6,16 @@ use leptos::prelude::get_configuration;
 use tracing_subscriber::EnvFilter;
 
 /// Flags whose variable is not an `AGENTSTREAM_…` one. Every `AGENTSTREAM_NAME` variable in
-/// [`HELP`] has a flag too: `--name`, lower case, `-` for `_` ([`flag_variable`]). Provider keys
-/// (`ANTHROPIC_API_KEY`, …) have none: a secret on the command line is visible to every process.
+/// [`HELP`] has a flag too: `--name`, lower case, `-` for `_` ([`flag_variable`]). Secrets have
+/// none — provider keys (`ANTHROPIC_API_KEY`, …), `DATABASE_URL` (it may hold a password):
+/// a command line is visible to every process of the machine.
 const FLAGS: &[(&str, &str)] = &[
     ("--addr", "LEPTOS_SITE_ADDR"),
     ("--site-root", "LEPTOS_SITE_ROOT"),
-    ("--database-url", "DATABASE_URL"),
 ];
 
 /// Variables that hold a secret: environment only, like the provider keys.
-const SECRET_VARIABLES: &[&str] = &["AGENTSTREAM_TOKEN_SECRET"];
+const SECRET_VARIABLES: &[&str] = &["AGENTSTREAM_TOKEN_SECRET", "AGENTSTREAM_API_TOKEN"];
 
 /// The `AGENTSTREAM_…` variables the server reads, as [`HELP`] lists them (those that may be
 /// flags: not the secrets).
@@ -158,7 +158,9 @@ mod tests {
     fn every_variable_has_a_flag() {
         let cases = [
             ("--addr", Some("LEPTOS_SITE_ADDR")),
-            ("--database-url", Some("DATABASE_URL")),
+            // Secrets: environment only, never in a process list.
+            ("--database-url", None),
+            ("--api-token", None),
             ("--provider", Some("AGENTSTREAM_PROVIDER")),
             ("--max-iterations", Some("AGENTSTREAM_MAX_ITERATIONS")),
             ("--run-lease-ms", Some("AGENTSTREAM_RUN_LEASE_MS")),

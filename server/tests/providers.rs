@@ -572,8 +572,8 @@ async fn an_agent_chooses_its_provider() {
     assert_eq!(body["error"]["code"], "unknown_provider");
 }
 
-/// An error answer whose body never ends (a broken proxy, say) still ends the call, promptly,
-/// with the start of the body in its message; the body is not read whole.
+/// An error answer whose body never ends (a broken proxy, say) still ends the call, promptly;
+/// the body is not read whole, and its start goes to the operator's log, not the run's error.
 #[tokio::test]
 async fn an_error_body_that_never_ends_is_cut() {
     async fn endless(_: Bytes) -> Response {
@@ -605,8 +605,10 @@ async fn an_error_body_that_never_ends_is_cut() {
         panic!("expected an error, got {first:?}");
     };
     assert_eq!(error.kind, "http_502");
-    assert!(error.message.contains("xxxx"), "{}", error.message);
-    assert!(error.message.len() < 4_000, "{} bytes", error.message.len());
+    // A body that is not an error object (a proxy's page may echo the request) stays in the
+    // operator's log; the run's error, which every client reads, names the status.
+    assert!(!error.message.contains("xxxx"), "{}", error.message);
+    assert!(error.message.starts_with("HTTP 502"), "{}", error.message);
 }
 
 /// Two calls of one step, both with an empty id (and so the same one).

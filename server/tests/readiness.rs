@@ -88,9 +88,9 @@ async fn a_database_that_does_not_answer_is_named_in_a_503() {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["ready"], false);
     let database = body["checks"]["database"].as_str().unwrap();
-    assert!(
-        database.starts_with("down: ") && database.contains("connection refused"),
-        "{body}"
-    );
+    assert!(database.starts_with("down: "), "{body}");
+    // The database's own words (hosts, users, paths) stay in the operator's log: this route
+    // answers without a token.
+    assert!(!database.contains("connection refused"), "{body}");
     assert_eq!(body["checks"]["writer"], "ok");
 }

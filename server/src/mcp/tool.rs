@@ -39,7 +39,14 @@ impl Tool for McpTool {
     ) -> BoxFuture<'static, Result<Value, String>> {
         let connection = self.connection.clone();
         let name = self.listed.name.clone();
-        Box::pin(async move { connection.call(&name, input, progress, cancel).await })
+        Box::pin(async move {
+            // The error becomes a tool result every client reads: addresses cut to their host
+            // (an MCP server's URL may carry a key). The server's own result text is its own.
+            connection
+                .call(&name, input, progress, cancel)
+                .await
+                .map_err(|error| crate::redact::urls(&error))
+        })
     }
 }
 

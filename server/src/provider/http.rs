@@ -62,11 +62,20 @@ pub async fn http_error(response: reqwest::Response) -> ProviderError {
             401 | 403 => "authentication_error".to_owned(),
             _ => format!("http_{}", status.as_u16()),
         });
-    let message = error
+    // The provider's own error message is meant for its API's users and is kept (without
+    // addresses). Anything else — a proxy's page, a body that is not an error object — may echo
+    // the request: it goes to the operator's log, and the run's error says only the status.
+    let message = match error
         .and_then(|error| error.get("message"))
         .and_then(|message| message.as_str())
-        .map(str::to_owned)
-        .unwrap_or_else(|| body.chars().take(ERROR_BODY_CHARS_MAX).collect());
+    {
+        Some(message) => crate::redact::urls(message),
+        None => {
+            let start: String = body.chars().take(ERROR_BODY_CHARS_MAX).collect();
+            tracing::warn!(%status, body = %start, "a provider answered with an error body that is not an error object");
+            "the answer was not an error object (the server's log has its start)".to_owned()
+        }
+    };
     ProviderError {
         retryable: matches!(status.as_u16(), 408 | 429 | 500 | 502 | 503 | 504 | 529),
         kind,
@@ -93,7 +102,9 @@ async fn capped_body(mut response: reqwest::Response) -> String {
 }
 
 fn transport_error(error: impl std::fmt::Display) -> ProviderError {
-    ProviderError::connection(error.to_string())
+    let text = error.to_string();
+    tracing::warn!(error = %text, "a provider call failed");
+    ProviderError::connection(crate::redact::urls(&text))
 }
 
 /// Sends `request` and streams the parsed events of its SSE body.

@@ -86,7 +86,10 @@ pub async fn upgrade(
         .into_response();
     };
     upgrade
+        // Frames too: a message is checked once whole, and without this a single frame of up
+        // to 16 MiB would be buffered before that check.
         .max_message_size(feeds.limits.ws_message_bytes_max)
+        .max_frame_size(feeds.limits.ws_message_bytes_max)
         .read_buffer_size(WS_READ_BUFFER_BYTES)
         .write_buffer_size(WS_WRITE_BUFFER_BYTES)
         .max_write_buffer_size(WS_WRITE_BUFFER_BYTES_MAX)
