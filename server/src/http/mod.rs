@@ -79,9 +79,12 @@ pub fn api_router(state: AppState) -> Router {
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())
+        // Sending answers when its run ends; listing is a read like any other and gets the
+        // request timeout.
         .route(
             "/agents/{id}/messages",
-            post(surfaces::letta::send_message).get(surfaces::letta::list_messages),
+            post(surfaces::letta::send_message)
+                .merge(get(surfaces::letta::list_messages).layer(timeout())),
         )
         .route(
             "/agents/{id}/messages/stream",
