@@ -35,7 +35,9 @@ test("Approve on the card runs the call, and every page shows the outcome", asyn
     await expect(approval.locator("button.approve")).toBeVisible();
     await expect(approval.locator("button.deny")).toBeVisible();
     await expect(page.locator(".tool-outcome.waiting")).toHaveText("waiting for approval");
-    await expect(page.locator(".run-status")).toHaveAttribute("data-status", "completed");
+    // The status bar says what the agent waits for, not "completed".
+    await expect(page.locator(".run-status")).toHaveAttribute("data-status", "awaiting_approval");
+    await expect(page.locator(".run-status")).toHaveText("run: waiting for approval");
   }
   // The clock ran; the calculator waits.
   await expect(first.locator(".message.kind-tool_call").filter({ hasText: "clock" })).toContainText("result:");

@@ -178,15 +178,8 @@ fn Composer(
 /// The latest run's status and usage, and the cursor.
 #[component]
 pub(super) fn RunBar(timeline: ReadSignal<Timeline>) -> impl IntoView {
-    let status = move || {
-        timeline.with(|timeline| {
-            timeline
-                .runs()
-                .last()
-                .map(|run| run.status.as_str())
-                .unwrap_or("idle")
-        })
-    };
+    let status =
+        move || timeline.with(|timeline| super::run_header::bar_status(timeline.runs().last()));
     let usage = move || {
         timeline.with(|timeline| {
             let usage = timeline.runs().last()?.usage.clone()?;
@@ -199,7 +192,7 @@ pub(super) fn RunBar(timeline: ReadSignal<Timeline>) -> impl IntoView {
         })
     };
     view! {
-        <span class="run-status" data-status=status>"run: "{status}</span>
+        <span class="run-status" data-status=move || status().0>"run: "{move || status().1}</span>
         <span class="usage">{usage}</span>
         <span class="cursor">{move || format!("seq {}", timeline.with(Timeline::last_seq))}</span>
     }

@@ -67,13 +67,25 @@ pub fn relative_text(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// What the status bar says of the latest run: its state (`data-status`) and the words. A run
+/// that ended to wait for a person is not "completed" to whoever reads the bar.
+pub fn bar_status(run: Option<&RunSummary>) -> (&'static str, &'static str) {
+    match run.map(|run| (run.status, run.stop_reason.as_deref())) {
+        None => ("idle", "idle"),
+        Some((RunStatus::Completed, Some("requires_approval"))) => {
+            ("awaiting_approval", "waiting for approval")
+        }
+        Some((status, _)) => (status.as_str(), status.as_str()),
+    }
+}
+
 /// How a run ended, in words.
 pub fn outcome_text(run: &RunSummary) -> String {
     match (run.status, run.stop_reason.as_deref()) {
         (RunStatus::Running, _) => "running".to_owned(),
         (RunStatus::Completed, Some("requires_approval")) => "waiting for approval".to_owned(),
         (RunStatus::Completed, Some("max_iterations")) => "stopped: too many steps".to_owned(),
-        (RunStatus::Completed, Some("max_events")) => "stopped: too long".to_owned(),
+        (RunStatus::Completed, Some("max_events" | "max_bytes")) => "stopped: too long".to_owned(),
         (RunStatus::Completed, _) => "completed".to_owned(),
         (RunStatus::Cancelled, _) => "cancelled".to_owned(),
         (RunStatus::Failed, _) => {
@@ -144,6 +156,41 @@ pub(super) fn RunHeader(timeline: ReadSignal<Timeline>, run_id: Uuid) -> impl In
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bar_says_what_a_run_waits_for() {
+        let run = |status, stop_reason: Option<&str>| RunSummary {
+            run_id: uuid::Uuid::nil(),
+            status,
+            usage: None,
+            stop_reason: stop_reason.map(str::to_owned),
+            error: None,
+            thread_ids: Vec::new(),
+            started_at: None,
+            ended_at: None,
+            continues: None,
+            first_seq: 1,
+        };
+        let cases = [
+            (None, ("idle", "idle")),
+            (Some(run(RunStatus::Running, None)), ("running", "running")),
+            (
+                Some(run(RunStatus::Completed, Some("requires_approval"))),
+                ("awaiting_approval", "waiting for approval"),
+            ),
+            (
+                Some(run(RunStatus::Completed, Some("end_turn"))),
+                ("completed", "completed"),
+            ),
+            (
+                Some(run(RunStatus::Cancelled, Some("cancelled"))),
+                ("cancelled", "cancelled"),
+            ),
+        ];
+        for (run, expected) in cases {
+            assert_eq!(bar_status(run.as_ref()), expected, "{run:?}");
+        }
+    }
 
     #[test]
     fn durations_and_times_read_as_a_person_says_them() {
