@@ -81,7 +81,7 @@ impl Random {
         self.0 % bound.max(1)
     }
 
-    fn millis(&mut self, low: u64, high: u64) -> Duration {
+    pub fn millis(&mut self, low: u64, high: u64) -> Duration {
         Duration::from_millis(low + self.below(high - low + 1))
     }
 }

@@ -5,6 +5,12 @@
 //! every subscriber catches up and its record is checked against the log, and the agent is
 //! deleted (conversations end; memory must come back). Beside it, a stream of bad input.
 //!
+//! Beside them, clients that reconnect in a loop (SSE and WebSocket, dropped after a few
+//! frames) or ask for a whole log and read nothing (`ending.rs`). At the end the load stops, its
+//! agents are deleted, and the server's live tasks and hub rooms must come back to where they
+//! were before the load; then SIGTERM, with a client that never reads holding a stream, must
+//! end the process within the drain and a few seconds.
+//!
 //! Every minute it prints the server's resident memory, open fds, threads, live tasks, sockets,
 //! events/s and delivery p50/p99; at the end, whether memory, fds and tasks stayed within 10 %
 //! of their value after warm-up, and the records' verdict (0 lost, 0 duplicated). Exits 1 when
@@ -15,6 +21,7 @@
 //! `--generation-minutes N` (3), `--database URL` (a temporary SQLite file by default).
 
 mod check;
+mod ending;
 mod load;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -105,7 +112,7 @@ fn main() {
 struct Server {
     base: String,
     pid: u32,
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     log: std::path::PathBuf,
     _directory: tempfile::TempDir,
 }
@@ -147,6 +154,10 @@ impl Server {
             // catch-up path (`lagged`) many times a minute.
             .env("AGENTSTREAM_HUB_ROOM_BATCHES_MAX", "64")
             .env("AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX", "8")
+            .env(
+                "AGENTSTREAM_SHUTDOWN_DRAIN_MS",
+                ending::SHUTDOWN_DRAIN_MS.to_string(),
+            )
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -167,7 +178,7 @@ impl Server {
         Server {
             base,
             pid,
-            _child: child,
+            child,
             log,
             _directory: directory,
         }
@@ -175,9 +186,24 @@ impl Server {
 }
 
 async fn soak(args: Args) -> bool {
-    let server = Server::start(args.database.as_deref()).await;
+    let mut server = Server::start(args.database.as_deref()).await;
+    let before = ending::held(&server.base)
+        .await
+        .expect("the server's /v1/stats answers");
     let metrics = Arc::new(Metrics::default());
     let stop = CancellationToken::new();
+    let hostile = Arc::new(ending::Hostile::default());
+    let hostiles: Vec<_> = (0..HOSTILE_CLIENTS)
+        .map(|index| {
+            tokio::spawn(ending::hostile(
+                server.base.clone(),
+                metrics.clone(),
+                hostile.clone(),
+                stop.clone(),
+                Random::new(0xbad_c0de + index),
+            ))
+        })
+        .collect();
     let mut slots = JoinSet::new();
     for slot in 0..args.agents {
         slots.spawn(agent_slot(
@@ -235,7 +261,70 @@ async fn soak(args: Args) -> bool {
         checked += slot_checked;
     }
     let _ = bad.await;
-    report(&args, &metrics, &series, verdict, checked, &server)
+    for task in hostiles {
+        let _ = task.await;
+    }
+    let ended = end(&mut server, before, &hostile).await;
+    report(&args, &metrics, &series, verdict, checked, &server) && ended
+}
+
+/// Hostile clients beside the load: reconnect loops and clients that never read.
+const HOSTILE_CLIENTS: u64 = 2;
+
+/// The end: with the load gone, tasks and rooms back to where they were; then SIGTERM with a
+/// silent client. True when both held.
+async fn end(server: &mut Server, before: ending::Held, hostile: &ending::Hostile) -> bool {
+    println!(
+        "hostile clients: {} streams opened and dropped, {} that never read",
+        hostile.reconnects.load(Relaxed),
+        hostile.silent.load(Relaxed)
+    );
+    let after = ending::settle(&server.base, before).await;
+    let settled =
+        after.is_some_and(|after| after.tasks <= before.tasks && after.rooms <= before.rooms);
+    println!(
+        "held before the load: {} tasks, {} hub rooms; after it: {} ({})",
+        before.tasks,
+        before.rooms,
+        after.map_or("no answer".to_owned(), |after| format!(
+            "{} tasks, {} hub rooms",
+            after.tasks, after.rooms
+        )),
+        if settled { "back" } else { "NOT BACK" }
+    );
+    // One agent with a log for the silent client to ask for, and a run in flight at SIGTERM.
+    let http = reqwest::Client::new();
+    let agent: Option<Uuid> = async {
+        let agent: Value = http
+            .post(format!("{}/v1/agents", server.base))
+            .json(&json!({ "name": "soak end" }))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let agent_id = Uuid::parse_str(agent["id"].as_str()?).ok()?;
+        http.post(format!("{}/v1/agents/{agent_id}/runs", server.base))
+            .json(&json!({ "content": "one last answer" }))
+            .send()
+            .await
+            .ok()?;
+        Some(agent_id)
+    }
+    .await;
+    let exited = ending::sigterm(&server.base, agent, &mut server.child).await;
+    let stopped = exited.is_some_and(|(_, clean)| clean);
+    match exited {
+        Some((took, clean)) => println!(
+            "SIGTERM with a client that never reads: exited in {:.1} s ({}; drain {} ms)",
+            took.as_secs_f64(),
+            if clean { "status 0" } else { "NOT status 0" },
+            ending::SHUTDOWN_DRAIN_MS
+        ),
+        None => println!("SIGTERM: the server was STILL RUNNING past the drain and grace"),
+    }
+    settled && stopped
 }
 
 /// One agent slot: generations until `stop`. Returns the records' verdict and how many

@@ -15,6 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+use super::auth::same_origin_request;
 use super::error::ApiError;
 
 /// Whether a request may go on: `Err` says why not.
@@ -26,35 +27,19 @@ pub fn check(
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
-    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    let origin = text(header::ORIGIN.as_str());
-    if origin.is_some_and(|origin| allowed_origins.iter().any(|allowed| allowed == origin)) {
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|value| value.to_str().ok());
+    let listed =
+        origin.is_some_and(|origin| allowed_origins.iter().any(|allowed| allowed == origin));
+    if listed || same_origin_request(headers) {
         return Ok(());
     }
-    let refusal = || {
-        format!(
-            "a page of another site ({}) may not change anything here; list its origin in \
-             AGENTSTREAM_ALLOWED_ORIGINS if it should",
-            origin.unwrap_or("origin not given")
-        )
-    };
-    match text("sec-fetch-site") {
-        Some("same-origin" | "none") => return Ok(()),
-        Some(_) => return Err(refusal()),
-        None => {}
-    }
-    // An older browser: its `Origin` must name this server (the host it asked for).
-    match (origin, text(header::HOST.as_str())) {
-        (None, _) => Ok(()),
-        (Some(origin), Some(host)) if authority(origin) == Some(host) => Ok(()),
-        (Some(_), _) => Err(refusal()),
-    }
-}
-
-/// `host[:port]` of an origin (`scheme://host[:port]`).
-fn authority(origin: &str) -> Option<&str> {
-    let (_, rest) = origin.split_once("://")?;
-    Some(rest.trim_end_matches('/'))
+    Err(format!(
+        "a page of another site ({}) may not change anything here; list its origin in \
+         AGENTSTREAM_ALLOWED_ORIGINS if it should",
+        origin.unwrap_or("origin not given")
+    ))
 }
 
 /// The middleware: 403 `cross_site_request` for what [`check`] refuses.

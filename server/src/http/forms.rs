@@ -3,7 +3,7 @@
 //! is a small HTML page saying what was wrong (with the API's status), not the API's JSON.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
@@ -11,7 +11,6 @@ use serde::Deserialize;
 use app::protocol::{CreateAgentRequest, CreateRunRequest};
 use axum::Json;
 
-use super::auth::same_origin_request;
 use super::error::ApiError;
 use super::params::parse_agent_id;
 use super::rest;
@@ -70,29 +69,14 @@ fn error_page(status: StatusCode, message: &str, back: &str) -> String {
     )
 }
 
-/// A form posted by a page of another site is refused: it must not create agents or start runs
-/// with a visitor's browser.
-fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
-    if same_origin_request(headers) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "cross_site_form",
-            "this form was posted from another site",
-        ))
-    }
-}
-
-/// `POST /agents` from the agents page.
+/// `POST /agents` from the agents page. (A form posted by a page of another site never gets
+/// here: `cross_site` refuses it.)
 pub async fn create_agent(
     State(store): State<Arc<dyn Store>>,
     State(runs): State<Arc<Runs>>,
-    headers: HeaderMap,
     Form(form): Form<CreateAgentForm>,
 ) -> Result<Redirect, FormError> {
     let back = |error: ApiError| FormError::new(error, "/");
-    refuse_cross_site(&headers).map_err(back)?;
     let request = CreateAgentRequest {
         name: Some(form.name),
         ..Default::default()
@@ -113,12 +97,10 @@ pub struct SendForm {
 pub async fn send(
     State(starter): State<Starter>,
     Path(agent_id): Path<String>,
-    headers: HeaderMap,
     Form(form): Form<SendForm>,
 ) -> Result<Redirect, FormError> {
     let live = format!("/agents/{agent_id}");
     let back = |error: ApiError| FormError::new(error, live.clone());
-    refuse_cross_site(&headers).map_err(back)?;
     let agent_id = parse_agent_id(&agent_id).map_err(|error| FormError::new(error, "/"))?;
     let request = CreateRunRequest {
         content: form.content,
