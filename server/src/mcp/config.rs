@@ -22,7 +22,7 @@ pub enum ServerConfig {
         args: Vec<String>,
         env: BTreeMap<String, String>,
     },
-    /// A streamable HTTP endpoint (`http://` only, for now).
+    /// A streamable HTTP endpoint (`https://`, or `http://` on a trusted network).
     Http {
         url: String,
         headers: BTreeMap<String, String>,
@@ -152,13 +152,11 @@ fn read_server(server: &Value) -> Result<ServerConfig, String> {
             })
         }
         (None, Some(url)) => {
-            if url.starts_with("https://") {
-                return Err(format!(
-                    "url {url:?}: https MCP servers are not supported yet; use http:// (a local or trusted network) or a stdio command"
-                ));
-            }
-            if !url.starts_with("http://") {
-                return Err(format!("url {url:?} must start with http://"));
+            // https is verified against the system's certificates (rustls; `SSL_CERT_FILE`
+            // names others); http:// sends headers such as `Authorization` in clear, so it is
+            // for a local or trusted network.
+            if !url.starts_with("http://") && !url.starts_with("https://") {
+                return Err(format!("url {url:?} must start with https:// or http://"));
             }
             Ok(ServerConfig::Http {
                 url,
@@ -222,10 +220,9 @@ mod tests {
                 r#"{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}"#,
                 "env.K",
             ),
-            (r#"{"mcpServers": {"a": {"url": "ftp://h"}}}"#, "http://"),
             (
-                r#"{"mcpServers": {"a": {"url": "https://h/mcp"}}}"#,
-                "not supported yet",
+                r#"{"mcpServers": {"a": {"url": "ftp://h"}}}"#,
+                "https:// or http://",
             ),
             (r#"{"mcpServers": {"a": {"command": " "}}}"#, "non-empty"),
         ];

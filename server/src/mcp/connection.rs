@@ -183,8 +183,16 @@ impl Connection {
                         }
                     }
                 }
+                // No redirects (rmcp's default follows same-origin 307/308 only) and no idle
+                // pool (a reused connection stalls on delayed ACKs); TLS verified against the
+                // system's certificates.
+                let client = reqwest_mcp::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest_mcp::redirect::Policy::none())
+                    .build()
+                    .map_err(|error| format!("cannot set up a client for {url}: {error}"))?;
                 handler
-                    .serve(StreamableHttpClientTransport::from_config(config))
+                    .serve(StreamableHttpClientTransport::with_client(client, config))
                     .await
                     .map_err(|error| format!("the MCP handshake with {url} failed: {error}"))
             }

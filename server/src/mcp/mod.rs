@@ -46,6 +46,9 @@ pub struct VisibleTool {
 
 impl McpHub {
     pub fn new(config: &McpConfig, call_timeout: Duration) -> McpHub {
+        // rmcp's HTTP client takes the process's TLS provider: ring, as the providers' client
+        // uses. Installing it twice (a second hub) is refused and changes nothing.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let connections = config
             .servers
             .iter()
