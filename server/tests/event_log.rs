@@ -130,9 +130,11 @@ async fn since_paging_returns_exactly_the_events_after_n() {
 
 #[tokio::test]
 async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
+    // Paced (a few seconds of writing): unpaced, on a loaded machine the run could end before
+    // the last subscriber joined, and the test would not be about joining mid-run.
     let server = TestServer::start_with(|config| {
         config.scripted.reply_tokens = 3000;
-        config.scripted.token_delay_ms = 0;
+        config.scripted.token_delay_ms = 1;
     })
     .await;
     let agent_id = server.create_agent().await;
