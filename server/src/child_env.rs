@@ -53,7 +53,8 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect()
         };
-        let cases: [(Vec<String>, Vec<(String, String)>); 3] = [
+        type Case = (Vec<String>, Vec<(String, String)>);
+        let cases: [Case; 3] = [
             (vec![], pairs(&[("PATH", "/usr/bin"), ("HOME", "/home/a")])),
             (
                 vec!["ANTHROPIC_API_KEY".into(), " LANG ".into(), "PATH".into()],

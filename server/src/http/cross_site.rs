@@ -63,7 +63,9 @@ mod tests {
     #[test]
     fn state_changes_from_other_sites_are_refused() {
         let allowed = vec!["https://app.example".to_owned()];
-        let cases: &[(&str, &[(&str, &str)], bool)] = &[
+        /// (method, request headers, passes)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+        let cases: &[Case] = &[
             // Reads pass whatever their origin.
             ("GET", &[("sec-fetch-site", "cross-site")], true),
             // Not a browser: no Origin, no Sec-Fetch-Site.
