@@ -476,21 +476,10 @@ async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_
     let port = free_port();
     let http = reqwest::Client::new();
     let mut server = Process::start(port, std::slice::from_ref(&url)).await;
-    let agent: Value = http
-        .post(format!("{}/v1/agents", server.base))
-        .json(&json!({ "metadata": { "requires_approval": ["calculator"] } }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
-    http.post(format!("{}/v1/agents/{agent_id}/runs", server.base))
-        .json(&json!({ "content": "/tools calculator 6*7" }))
-        .send()
-        .await
-        .unwrap();
+    let agent_id = server
+        .create_agent(json!({ "metadata": { "requires_approval": ["calculator"] } }))
+        .await;
+    server.start_run(agent_id, "/tools calculator 6*7").await;
     common::wait_until("the approval request", || async {
         let log = log_of(&http, &server.base, agent_id).await;
         log.iter()

@@ -226,7 +226,12 @@ fn a_whole_message_tool_call_passes_its_input_as_one_piece() {
 
 /// The text deltas of a stream, joined; panics on an error.
 async fn reply_of(request: ProviderRequest) -> String {
-    let events: Vec<ProviderEvent> = provider()
+    reply_from(&provider(), request).await
+}
+
+/// The same from `provider`.
+async fn reply_from(provider: &ClaudeCliProvider, request: ProviderRequest) -> String {
+    let events: Vec<ProviderEvent> = provider
         .stream(request)
         .map(|event| event.expect("the CLI answered"))
         .collect()
@@ -309,18 +314,7 @@ async fn the_cli_gets_no_secret_and_its_system_prompt_on_stdin() {
         model: None,
         pass_env: vec!["CARGO_PKG_NAME".into()],
     });
-    let events: Vec<ProviderEvent> = named
-        .stream(request("please env"))
-        .map(|event| event.unwrap())
-        .collect()
-        .await;
-    let reply: String = events
-        .iter()
-        .filter_map(|event| match event {
-            ProviderEvent::TextDelta(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let reply = reply_from(&named, request("please env")).await;
     assert!(
         variables(&reply).contains(&"CARGO_PKG_NAME".to_owned()),
         "{reply}"

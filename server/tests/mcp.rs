@@ -611,21 +611,12 @@ async fn an_https_server_is_reached_over_verified_tls() {
             ),
         ];
         let server = Process::start(free_port(), &env).await;
-        let agent: Value = http
-            .post(format!("{}/v1/agents", server.base))
-            .json(&json!({ "metadata": { "mcp_servers": ["secure"] } }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
-        http.post(format!("{}/v1/agents/{agent_id}/runs", server.base))
-            .json(&json!({ "content": r#"/tools get-sum {"a": 4, "b": 5}"# }))
-            .send()
-            .await
-            .unwrap();
+        let agent_id = server
+            .create_agent(json!({ "metadata": { "mcp_servers": ["secure"] } }))
+            .await;
+        server
+            .start_run(agent_id, r#"/tools get-sum {"a": 4, "b": 5}"#)
+            .await;
         let log = wait_until("the run's end", || async {
             let log = log_of(&http, &server.base, agent_id).await;
             log.iter()

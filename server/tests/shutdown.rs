@@ -81,13 +81,8 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
         .unwrap()
         .unwrap();
 
-    let pid = server.child.id().unwrap();
     let signalled = Instant::now();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    server.sigterm();
 
     // The SSE response ends (its body finishes rather than hanging).
     let ended = tokio::time::timeout(common::WAIT_MAX, async {
@@ -180,21 +175,8 @@ async fn sigterm_exits_when_a_client_never_reads() {
     )
     .await;
     let http = reqwest::Client::new();
-    let agent: Value = http
-        .post(format!("{}/v1/agents", server.base))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
-    http.post(format!("{}/v1/agents/{agent_id}/runs", server.base))
-        .json(&json!({"content": "a long answer"}))
-        .send()
-        .await
-        .unwrap();
+    let agent_id = server.create_agent(json!({})).await;
+    server.start_run(agent_id, "a long answer").await;
     let log = common::wait_until("the long run to end", || async {
         let log = common::processes::log_of(&http, &server.base, agent_id).await;
         log.last()
@@ -215,13 +197,8 @@ async fn sigterm_exits_when_a_client_never_reads() {
     // The server has filled what the sockets hold and waits on the client.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let pid = server.child.id().unwrap();
     let signalled = Instant::now();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    server.sigterm();
     let exit = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
         .await
         .expect("the server was still running 20 s after SIGTERM: a silent client held it")

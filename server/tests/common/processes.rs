@@ -48,6 +48,41 @@ impl Process {
         Process { child, base }
     }
 
+    /// `POST /v1/agents` with `body`: the new agent's id.
+    pub async fn create_agent(&self, body: serde_json::Value) -> Uuid {
+        let agent: Value = reqwest::Client::new()
+            .post(format!("{}/v1/agents", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        agent["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    /// `POST /v1/agents/{id}/runs` with `content` (the answer is not waited for).
+    pub async fn start_run(&self, agent_id: Uuid, content: &str) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/agents/{agent_id}/runs", self.base))
+            .json(&serde_json::json!({ "content": content }))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+
+    /// SIGTERM (what a service manager sends to stop it).
+    pub fn sigterm(&self) {
+        let pid = self.child.id().expect("the server is running");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     /// SIGKILL, and wait for the process to be gone.
     pub async fn kill(&mut self) {
         self.child.start_kill().unwrap();
