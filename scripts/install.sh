@@ -140,6 +140,11 @@ probe_postgres() {
   if bin="$(postgres_bin)"; then echo "ok $bin"; else echo missing; fi
 }
 
+# The openssl command: the https MCP test makes its certificate with it.
+probe_openssl() {
+  if command -v openssl >/dev/null 2>&1; then echo "ok $(command -v openssl)"; else echo missing; fi
+}
+
 # --- ensure: probe, then install or say what to do ---------------------------------------
 
 ensure_wasm_target() {
@@ -198,6 +203,13 @@ ensure_postgres() {
   step "installing PostgreSQL from Debian (apt-get)" \
     "install Debian's postgresql package yourself, or set AGENTSTREAM_TEST_DATABASE_URL to a PostgreSQL of your own" \
     apt_install postgresql
+}
+
+ensure_openssl() {
+  case "$(probe_openssl)" in ok*) return ;; esac
+  step "installing openssl from Debian (apt-get)" \
+    "install Debian's openssl package yourself (the https MCP test makes a certificate with it)" \
+    apt_install openssl
 }
 
 apt_install() {

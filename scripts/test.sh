@@ -9,6 +9,7 @@ setup_started=$SECONDS
 ensure_build_tools
 ensure_example_packages
 ensure_chromium
+ensure_openssl
 # A throwaway PostgreSQL for the second backend and the multi-server tests (unless
 # AGENTSTREAM_TEST_DATABASE_URL names one already); stopped and removed on exit.
 start_throwaway_postgres
