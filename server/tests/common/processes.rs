@@ -18,13 +18,23 @@ use super::WAIT_MAX;
 pub struct Process {
     pub child: Child,
     pub base: String,
+    /// The database's folder when `env` named none (kept until the process is dropped): the
+    /// server's default, `data/` under the working directory, would land in the checkout.
+    _database_directory: Option<tempfile::TempDir>,
 }
 
 impl Process {
     /// Starts the server binary with `env` (on top of this process's environment) and waits
-    /// until it answers `/healthz`.
+    /// until it answers `/healthz`. Without a `DATABASE_URL` in `env` its log is a SQLite file in
+    /// a temporary folder.
     pub async fn start(port: u16, env: &[(&str, String)]) -> Process {
         let mut command = Command::new(env!("CARGO_BIN_EXE_server"));
+        let database_directory = (!env.iter().any(|(name, _)| *name == "DATABASE_URL")).then(|| {
+            let directory = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", directory.path().join("log.db").display());
+            command.env("DATABASE_URL", url);
+            directory
+        });
         command
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
             .env("RUST_LOG", "warn")
@@ -45,7 +55,11 @@ impl Process {
                 .then_some(())
         })
         .await;
-        Process { child, base }
+        Process {
+            child,
+            base,
+            _database_directory: database_directory,
+        }
     }
 
     /// `POST /v1/agents` with `body`: the new agent's id.
