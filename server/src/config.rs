@@ -1,7 +1,5 @@
 //! Server configuration, read from the environment (and `--help` for the list).
 
-use std::path::Path;
-
 use crate::agent::RUN_ITERATIONS_MAX_DEFAULT;
 use crate::delivery::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
 use crate::provider::anthropic::{
@@ -182,6 +180,12 @@ pub struct Config {
     /// (`AGENTSTREAM_APPROVAL_TIMEOUT_MS`; 0 = until someone answers). An agent's
     /// `metadata.approval_timeout_ms` overrides it.
     pub approval_timeout_ms: u64,
+    /// Where `GET /metrics` is served on a listener of its own, without the access token
+    /// (`AGENTSTREAM_METRICS_ADDR`, for a scraper on a private network); `None`: on the main
+    /// listener only, behind the operator token when one is set.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Log lines as JSON objects (`AGENTSTREAM_LOG_FORMAT=json`) instead of text.
+    pub log_json: bool,
 }
 
 impl Default for Config {
@@ -206,6 +210,8 @@ impl Default for Config {
             mcp: crate::mcp::McpConfig::default(),
             tool_call_timeout_ms: crate::mcp::TOOL_CALL_TIMEOUT_MS_DEFAULT,
             approval_timeout_ms: 0,
+            metrics_addr: None,
+            log_json: false,
         }
     }
 }
@@ -264,6 +270,10 @@ Environment:
   AGENTSTREAM_APPROVAL_TIMEOUT_MS       an approval request nobody answers is answered as
                                         denied after this long (default 0: never); an agent's
                                         metadata.approval_timeout_ms overrides it
+  AGENTSTREAM_METRICS_ADDR              also serve GET /metrics (Prometheus) on this address,
+                                        without the token (default: none: /metrics on the main
+                                        address only, operator token required when one is set)
+  AGENTSTREAM_LOG_FORMAT                text or json: one JSON object a line (default text)
   RUST_LOG                              log filter (default info)
 
 Limits (each must be at least 1):
@@ -501,16 +511,28 @@ impl Config {
                 defaults.approval_timeout_ms,
             )?
             .min(crate::agent::approval_timeout::APPROVAL_TIMEOUT_MS_MAX),
+            metrics_addr: match variable("AGENTSTREAM_METRICS_ADDR") {
+                None => None,
+                Some(address) => Some(address.trim().parse().map_err(|_| {
+                    format!("AGENTSTREAM_METRICS_ADDR={address:?}: expected host:port, e.g. 127.0.0.1:9464")
+                })?),
+            },
+            log_json: match variable("AGENTSTREAM_LOG_FORMAT").as_deref().map(str::trim) {
+                None | Some("text") => false,
+                Some("json") => true,
+                Some(other) => {
+                    return Err(format!("AGENTSTREAM_LOG_FORMAT={other:?}: use text or json"))
+                }
+            },
         })
     }
 
     /// Creates the directory of a SQLite file so the default `./data/` works on a fresh clone.
     pub fn prepare_database_directory(&self) -> std::io::Result<()> {
-        let Some(path) = self.database_url.strip_prefix("sqlite://") else {
+        let Some(path) = crate::store::sqlite_path(&self.database_url) else {
             return Ok(());
         };
-        let path = path.split('?').next().unwrap_or(path);
-        match Path::new(path).parent() {
+        match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent),
             _ => Ok(()),
         }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod delivery;
 pub mod http;
 pub mod mcp;
+pub mod metrics;
 pub mod provider;
 pub mod redact;
 pub mod state;
@@ -66,8 +67,29 @@ pub async fn serve(
     config
         .prepare_database_directory()
         .map_err(ServeError::Io)?;
+    // Bound before the state opens, so a taken address fails the start at once.
+    let metrics_listener = match config.metrics_addr {
+        Some(address) => Some(TcpListener::bind(address).await.map_err(|error| {
+            ServeError::Refused(format!(
+                "cannot listen on AGENTSTREAM_METRICS_ADDR {address}: {error}"
+            ))
+        })?),
+        None => None,
+    };
     let state = AppState::open(&config).await?;
     let stop = state.shutdown.clone();
+    if let Some(listener) = metrics_listener {
+        let stop = stop.clone();
+        let router = http::metrics_router(state.clone());
+        tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "the metrics listener stopped");
+            }
+        });
+    }
     let (runs, writer) = (state.runs.clone(), state.writer.clone());
     let router = app(state, leptos_options);
     // Nagle's algorithm holds a small write back until the previous one is acknowledged, and

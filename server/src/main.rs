@@ -87,11 +87,21 @@ fn main() {
         eprintln!("agentstream: {message}");
         std::process::exit(2);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // `AGENTSTREAM_LOG_FORMAT=json`: one JSON object a line, with the request's span (its
+    // `request_id`) on every line written while it is handled. Read here, before the rest of the
+    // configuration, so the configuration's own errors are logged in the chosen form.
+    let json = std::env::var("AGENTSTREAM_LOG_FORMAT").is_ok_and(|format| format.trim() == "json");
+    if json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_env_filter(filter)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

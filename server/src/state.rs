@@ -17,6 +17,7 @@ use crate::config::{self, Config, ProviderChoice};
 use crate::delivery::hub::Hub;
 use crate::delivery::writer::{self, Writer};
 use crate::http::token::TokenKeys;
+use crate::metrics::Metrics;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::claude_cli::ClaudeCliProvider;
 use crate::provider::openai::OpenAiProvider;
@@ -54,6 +55,10 @@ pub struct AppState {
     pub starter: Starter,
     /// The one writer (for readiness: it must be running).
     pub writer: Writer,
+    /// What the server counts (`GET /metrics`).
+    pub metrics: Arc<Metrics>,
+    /// The SQLite file (and its WAL) whose size `/metrics` reports; `None` with PostgreSQL.
+    pub database_file: Option<std::path::PathBuf>,
 }
 
 impl AppState {
@@ -79,9 +84,14 @@ impl AppState {
         store: Arc<dyn Store>,
         cluster_store: Option<Arc<dyn store::ClusterStore>>,
     ) -> Result<AppState, StoreError> {
-        let hub = Arc::new(Hub::new(config.hub_room_batches_max));
-        let writer =
-            Writer::spawn_with(store.clone(), hub.clone(), config.writer_commit_retries_max);
+        let metrics = Arc::new(Metrics::new());
+        let hub = Arc::new(Hub::new(config.hub_room_batches_max).observed(metrics.clone()));
+        let writer = Writer::spawn_observed(
+            store.clone(),
+            hub.clone(),
+            config.writer_commit_retries_max,
+            metrics.clone(),
+        );
         let recovered = recovery::recover(store.as_ref(), &writer, &[])
             .await
             .map_err(|error| match error {
@@ -102,9 +112,10 @@ impl AppState {
         }
         by_name.insert(default.name(), default.clone());
         let providers = Providers { default, by_name };
-        let mcp = Arc::new(crate::mcp::McpHub::new(
+        let mcp = Arc::new(crate::mcp::McpHub::observed(
             &config.mcp,
             Duration::from_millis(config.tool_call_timeout_ms),
+            metrics.clone(),
         ));
         let runs = Arc::new(
             Runs::new(
@@ -162,6 +173,8 @@ impl AppState {
             snapshots,
             starter,
             writer,
+            metrics,
+            database_file: store::sqlite_path(&config.database_url),
         })
     }
 }
@@ -185,6 +198,8 @@ pub struct Feeds {
     pub limits: Arc<config::Limits>,
     /// Slots for open SSE streams.
     pub sse_streams: Arc<Semaphore>,
+    /// Subscribers are counted by surface.
+    pub metrics: Arc<Metrics>,
 }
 
 /// What `/readyz` looks at: the database, the writer and (PostgreSQL) the notice listener.
@@ -264,7 +279,14 @@ impl FromRef<AppState> for Feeds {
             shutdown: state.shutdown.clone(),
             limits: state.limits.clone(),
             sse_streams: state.sse_streams.clone(),
+            metrics: state.metrics.clone(),
         }
+    }
+}
+
+impl FromRef<AppState> for Arc<Metrics> {
+    fn from_ref(state: &AppState) -> Self {
+        state.metrics.clone()
     }
 }
 

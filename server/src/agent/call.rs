@@ -5,8 +5,9 @@
 use futures::StreamExt;
 
 use super::run::{Run, StepEnd};
-use super::step::{Assembled, Output, Step};
+use super::step::{Assembled, Output, Step, Usage};
 use crate::delivery::writer::AppendError;
+use crate::metrics::{Metrics, ModelCallLabels, TokenLabels};
 use crate::provider::{ProviderError, ProviderRequest};
 
 impl Run {
@@ -16,6 +17,7 @@ impl Run {
         request: ProviderRequest,
     ) -> Result<(StepEnd, Assembled), AppendError> {
         let mut step = Step::new(self.ids, self.usage);
+        let mut timing = CallTiming::start();
         let mut stream = self.provider.stream(request.clone());
         let end = loop {
             let next = tokio::select! {
@@ -35,6 +37,7 @@ impl Run {
                 None => break Some(Ok(())),
                 Some(Err(error)) => match step.retry(&error) {
                     Some((delay_ms, notice)) => {
+                        self.metrics().model_call_retries.inc();
                         self.emit(notice).await?;
                         tokio::select! {
                             _ = self.cancel.cancelled() => break None,
@@ -45,7 +48,10 @@ impl Run {
                     }
                     None => break Some(Err(error)),
                 },
-                Some(Ok(event)) => event,
+                Some(Ok(event)) => {
+                    timing.first_chunk(self.metrics(), self.provider.name());
+                    event
+                }
             };
             match step.apply(event) {
                 None => {}
@@ -70,6 +76,17 @@ impl Run {
             }
         };
         let assembled = step.finish();
+        let error_type = match &end {
+            None => "cancelled",
+            Some(Ok(())) => "",
+            Some(Err(error)) => crate::metrics::bounded(&error.kind, PROVIDER_ERROR_KINDS),
+        };
+        timing.end(
+            self.metrics(),
+            self.provider.name(),
+            error_type,
+            assembled.usage,
+        );
         self.usage = self.usage.plus(assembled.usage);
         let end = match end {
             None => StepEnd::Cancelled,
@@ -82,5 +99,81 @@ impl Run {
             },
         };
         Ok((end, assembled))
+    }
+}
+
+/// Provider error kinds with a label of their own on the model-call metrics.
+const PROVIDER_ERROR_KINDS: &[&str] = &[
+    "api_error",
+    "authentication_error",
+    "cli_error",
+    "connection_error",
+    "invalid_response",
+    "overloaded_error",
+    "rate_limit_error",
+    "server_error",
+    "timeout",
+];
+
+/// OpenTelemetry's operation name of a model call.
+const CHAT: &str = "chat";
+
+/// One model call's clock, for the GenAI metrics: from the request to the first piece of the
+/// answer, and to the stream's end (retries included: the caller waited through them).
+struct CallTiming {
+    started: std::time::Instant,
+    first_chunk_seen: bool,
+}
+
+impl CallTiming {
+    fn start() -> CallTiming {
+        CallTiming {
+            started: std::time::Instant::now(),
+            first_chunk_seen: false,
+        }
+    }
+
+    fn first_chunk(&mut self, metrics: &Metrics, provider: &'static str) {
+        if std::mem::replace(&mut self.first_chunk_seen, true) {
+            return;
+        }
+        metrics
+            .time_to_first_chunk
+            .get_or_create(&labels(provider, ""))
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+
+    fn end(
+        &self,
+        metrics: &Metrics,
+        provider: &'static str,
+        error_type: &'static str,
+        usage: Usage,
+    ) {
+        metrics
+            .model_call_duration
+            .get_or_create(&labels(provider, error_type))
+            .observe(self.started.elapsed().as_secs_f64());
+        for (token_type, tokens) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            metrics
+                .token_usage
+                .get_or_create(&TokenLabels {
+                    gen_ai_operation_name: CHAT,
+                    gen_ai_provider_name: provider,
+                    gen_ai_token_type: token_type,
+                })
+                .observe(tokens as f64);
+        }
+    }
+}
+
+fn labels(provider: &'static str, error_type: &'static str) -> ModelCallLabels {
+    ModelCallLabels {
+        gen_ai_operation_name: CHAT,
+        gen_ai_provider_name: provider,
+        error_type,
     }
 }

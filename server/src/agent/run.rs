@@ -130,6 +130,11 @@ impl Run {
         }
     }
 
+    /// What the server counts.
+    pub(super) fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        self.writer.metrics()
+    }
+
     /// Queues one event; waits only when [`RUN_APPENDS_IN_FLIGHT_MAX`] are unacknowledged.
     /// False when the event was dropped: the run is past its event limit and it is not one that
     /// closes the run.

@@ -164,11 +164,13 @@ impl Run {
             let name = call.name.clone();
             let input = call.input.clone().unwrap_or(json!({}));
             let cancel = self.cancel.child_token();
+            let metrics = self.metrics().clone();
             tasks.push(tokio::spawn(async move {
                 let Some(tool) = tools.iter().find(|tool| tool.spec().name == name) else {
                     return;
                 };
                 let (progress, mut reports) = mpsc::channel(TOOL_PROGRESS_QUEUE_MAX);
+                let started = std::time::Instant::now();
                 let work = tool.call(input, progress, cancel);
                 tokio::pin!(work);
                 let result = loop {
@@ -179,6 +181,8 @@ impl Run {
                         }
                     }
                 };
+                // Only the run's own tools get here: the name is one of the configured set.
+                metrics.tool_call(&name, result.is_ok(), started.elapsed());
                 let _ = updates.send((index, ToolUpdate::Done(result))).await;
             }));
         }

@@ -13,6 +13,7 @@ use app::AgentEvent;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use crate::metrics::Metrics;
 use crate::store::EventJson;
 
 /// A batch of consecutive committed events of one agent, in seq order, shared by all receivers.
@@ -60,6 +61,8 @@ pub struct Hub {
     /// A std mutex: it is held for a map lookup only, never across an await.
     rooms: Mutex<HashMap<Uuid, Room>>,
     room_batches_max: usize,
+    /// Where subscriptions count what they deliver, lag and read back.
+    metrics: Arc<Metrics>,
 }
 
 struct Room {
@@ -73,7 +76,17 @@ impl Hub {
         Hub {
             rooms: Mutex::new(HashMap::new()),
             room_batches_max: room_batches_max.max(1),
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// This hub, counting into the server's `metrics`.
+    pub fn observed(self, metrics: Arc<Metrics>) -> Hub {
+        Hub { metrics, ..self }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Room>> {

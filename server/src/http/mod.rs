@@ -15,6 +15,7 @@ pub mod pager;
 pub mod pages;
 pub mod params;
 pub mod policy;
+pub mod request_id;
 pub mod rest;
 pub mod stats;
 pub mod token;
@@ -113,6 +114,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/runs", post(forms::send))
         .route("/healthz", get(rest::healthz))
         .route("/readyz", get(rest::readyz))
+        .route("/metrics", get(stats::metrics))
         .layer(timeout());
     let rest = Router::new()
         .nest("/v1", v1)
@@ -121,6 +123,14 @@ pub fn api_router(state: AppState) -> Router {
     Router::new()
         .route("/v1/ws", get(native::ws::upgrade))
         .merge(rest)
+        .with_state(state)
+}
+
+/// The router of `AGENTSTREAM_METRICS_ADDR`'s listener: `GET /metrics` and nothing else, no
+/// token (the address is meant for a private network a scraper sits on).
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(stats::metrics))
         .with_state(state)
 }
 
@@ -213,6 +223,7 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     // Outside the token check: a preflight carries no credentials. Only with origins listed (it
     // makes every response `Vary: Origin`).
     let origins = state.allowed_origins.clone();
+    let metrics = state.metrics.clone();
     let router = api_router(state.clone())
         .merge(pages)
         .layer(axum::middleware::from_fn_with_state(
@@ -223,7 +234,14 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
             origins.clone(),
             cross_site::refuse,
         ))
-        .layer(axum::middleware::from_fn(security_headers));
+        .layer(axum::middleware::from_fn(security_headers))
+        // Outermost of the route layers: refusals (401, 403) are counted too, under the route
+        // they were aimed at.
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            crate::metrics::http::observe,
+        ))
+        .layer(axum::middleware::from_fn(request_id::tag));
     if origins.is_empty() {
         router
     } else {

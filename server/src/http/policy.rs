@@ -81,6 +81,8 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
             Agent(id, Some(Read))
         }
         ["agents", id, "runs"] if post => Agent(id, Some(Write)),
+        // Prometheus' scrape: the operator's (or on its own listener, `AGENTSTREAM_METRICS_ADDR`).
+        ["metrics"] => Operator,
         // The agents page (it lists the caller's agents) and whatever else the site answers.
         _ if get => Anyone,
         _ => Operator,
@@ -162,6 +164,7 @@ mod tests {
             (Method::GET, format!("/v1/runs/{id}"), Run(id, Read)),
             (Method::POST, format!("/v1/runs/{id}/stream"), Run(id, Read)),
             (Method::GET, "/v1/stats".into(), Operator),
+            (Method::GET, "/metrics".into(), Operator),
             (Method::POST, "/v1/tokens".into(), Operator),
             (Method::GET, "/v1/tools".into(), Operator),
             (Method::POST, "/v1/ai-sdk/chat".into(), Handler),

@@ -51,3 +51,86 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         hub_rooms: state.hub.rooms_len(),
     })
 }
+
+/// Open approval requests `/metrics` counts at most per scrape (one bounded read).
+pub const APPROVALS_COUNTED_MAX: u32 = 10_000;
+
+/// `GET /metrics`: the Prometheus text format. The states (queues, connections, runs in flight,
+/// database size, approvals pending) are read now; the flows were counted as they happened.
+pub async fn metrics(State(state): State<AppState>) -> axum::response::Response {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    let sampled = &state.metrics.sampled;
+    let limits = &state.limits;
+    let in_use = |max: usize, available: usize| max.saturating_sub(available) as i64;
+    sampled
+        .append_queue_requests
+        .set(state.writer.queued_requests() as i64);
+    sampled
+        .append_queue_requests_max
+        .set(crate::delivery::writer::WRITER_QUEUE_REQUESTS_MAX as i64);
+    sampled
+        .runs_in_flight
+        .set(state.runs.active_run_ids().len() as i64);
+    let connections = [
+        (
+            "websocket",
+            in_use(
+                limits.ws_connections_max,
+                state.ws_connections.available_permits(),
+            ),
+            limits.ws_connections_max,
+        ),
+        (
+            "sse",
+            in_use(
+                limits.sse_streams_max,
+                state.sse_streams.available_permits(),
+            ),
+            limits.sse_streams_max,
+        ),
+    ];
+    for (kind, open, max) in connections {
+        let label = crate::metrics::KindLabel { kind };
+        sampled.connections.get_or_create(&label).set(open);
+        sampled
+            .connections_max
+            .get_or_create(&label)
+            .set(max as i64);
+    }
+    sampled.tasks_alive.set(
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks() as i64,
+    );
+    sampled.hub_rooms.set(state.hub.rooms_len() as i64);
+    // A database that does not answer leaves the last values: the scrape itself still works,
+    // and `/readyz` is where an outage shows.
+    if let Ok(open) = state.store.open_approvals(APPROVALS_COUNTED_MAX).await {
+        sampled.approvals_pending.set(open.len() as i64);
+    }
+    let database_bytes = match &state.database_file {
+        Some(path) => Some(sqlite_bytes(path)),
+        None => state.store.database_bytes().await.ok().flatten(),
+    };
+    if let Some(bytes) = database_bytes {
+        sampled.database_bytes.set(bytes as i64);
+    }
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+/// A SQLite database's bytes on disk: the file, its write-ahead log and its shared memory.
+fn sqlite_bytes(path: &std::path::Path) -> u64 {
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            std::fs::metadata(file).ok().map(|metadata| metadata.len())
+        })
+        .sum()
+}

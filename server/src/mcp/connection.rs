@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::ServerConfig;
+use crate::metrics::{McpSession, Metrics};
 use crate::tools::ProgressSender;
 
 /// The first wait before reconnecting to a server that failed; it doubles up to the max.
@@ -77,6 +78,8 @@ struct State {
     /// Failures in a row, and when the next attempt may be made.
     failures: u32,
     retry_at: Option<Instant>,
+    /// A session was open before: the next one is a reconnect.
+    connected_before: bool,
 }
 
 /// One configured MCP server.
@@ -85,16 +88,31 @@ pub struct Connection {
     config: ServerConfig,
     call_timeout: Duration,
     state: Mutex<State>,
+    metrics: Arc<Metrics>,
 }
 
 impl Connection {
-    pub fn new(name: String, config: ServerConfig, call_timeout: Duration) -> Connection {
+    pub fn new(
+        name: String,
+        config: ServerConfig,
+        call_timeout: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Connection {
         Connection {
             name,
             config,
             call_timeout,
             state: Mutex::new(State::default()),
+            metrics,
         }
+    }
+
+    /// Lets go of the current session (the next use connects again).
+    fn drop_session(&self, state: &mut State) {
+        if state.service.take().is_some() {
+            self.metrics.mcp_session(&self.name, McpSession::Closed);
+        }
+        state.tools = None;
     }
 
     pub fn name(&self) -> &str {
@@ -108,8 +126,7 @@ impl Connection {
             if !service.is_closed() {
                 return Ok((service.clone(), state.handler.clone()));
             }
-            state.service = None;
-            state.tools = None;
+            self.drop_session(&mut state);
         }
         if let Some(retry_at) = state.retry_at {
             if Instant::now() < retry_at {
@@ -130,6 +147,9 @@ impl Connection {
         match connected {
             Ok(service) => {
                 let service = Arc::new(service);
+                let reconnect = std::mem::replace(&mut state.connected_before, true);
+                self.metrics
+                    .mcp_session(&self.name, McpSession::Opened { reconnect });
                 state.service = Some(service.clone());
                 state.handler = handler.clone();
                 state.tools = None;
@@ -207,8 +227,7 @@ impl Connection {
             .as_ref()
             .is_some_and(|current| Arc::ptr_eq(current, service))
         {
-            state.service = None;
-            state.tools = None;
+            self.drop_session(&mut state);
         }
     }
 

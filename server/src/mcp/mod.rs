@@ -46,6 +46,19 @@ pub struct VisibleTool {
 
 impl McpHub {
     pub fn new(config: &McpConfig, call_timeout: Duration) -> McpHub {
+        McpHub::observed(
+            config,
+            call_timeout,
+            Arc::new(crate::metrics::Metrics::new()),
+        )
+    }
+
+    /// [`McpHub::new`], counting sessions and reconnects into the server's `metrics`.
+    pub fn observed(
+        config: &McpConfig,
+        call_timeout: Duration,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> McpHub {
         // rmcp's HTTP client takes the process's TLS provider: ring, as the providers' client
         // uses. Installing it twice (a second hub) is refused and changes nothing.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -53,7 +66,8 @@ impl McpHub {
             .servers
             .iter()
             .map(|(name, server)| {
-                let connection = Connection::new(name.clone(), server.clone(), call_timeout);
+                let connection =
+                    Connection::new(name.clone(), server.clone(), call_timeout, metrics.clone());
                 (name.clone(), Arc::new(connection))
             })
             .collect();

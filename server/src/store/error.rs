@@ -34,6 +34,18 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
     }
+
+    /// A stable name of the kind of error, for a metric's label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::UnknownAgent(_) => "unknown_agent",
+            StoreError::Corrupt(_) => "corrupt",
+            StoreError::Failed(_) => "failed",
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::RunNotOwned(_) => "run_not_owned",
+            StoreError::UnsupportedUrl(_) => "unsupported_url",
+        }
+    }
 }
 
 /// What kind of trouble a sqlx error is.

@@ -110,6 +110,11 @@ pub trait EventLog: Send + Sync + 'static {
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;
+    /// The database's size on disk, when the store can tell it without touching the disk
+    /// itself (PostgreSQL; SQLite's file is measured where it lies).
+    async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
     /// The agent's saved snapshot, if any. (A store that keeps none answers `None`.)
     async fn load_snapshot(&self, _agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
         Ok(None)
@@ -220,6 +225,13 @@ pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreEr
     } else {
         Err(StoreError::UnsupportedUrl(redact_url(url)))
     }
+}
+
+/// The file a `sqlite://path` URL names (without its query); `None` for any other URL.
+pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let path = url.strip_prefix("sqlite://")?;
+    let path = path.split('?').next().unwrap_or(path);
+    (!path.is_empty() && path != ":memory:").then(|| std::path::PathBuf::from(path))
 }
 
 /// An opened store.

@@ -114,8 +114,10 @@ impl<T> Drop for AbortOnDrop<T> {
 /// greater seq) and sends what `map` makes of each of its events, at most `items_max` queued.
 /// A slower reader makes the feed wait; its log subscription then lags and catches up from the
 /// store, so the agent never waits for a reader and nothing is lost. The channel closes after
-/// the items of the run's end, or after an error when the log cannot be followed.
+/// the items of the run's end, or after an error when the log cannot be followed. Counted as a
+/// subscriber of `surface` while it follows.
 pub fn feed<T, M>(
+    surface: &'static str,
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     agent_id: Uuid,
@@ -132,6 +134,7 @@ where
     tokio::spawn(async move {
         let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);
         let mut follower = AbortOnDrop(tokio::spawn(async move {
+            let _subscriber = hub.metrics().subscriber(surface);
             let store = store.as_ref();
             subscription::follow(store, &hub, agent_id, after_seq, Form::Values, &log_out).await
         }));

@@ -29,12 +29,13 @@ impl Process {
     /// a temporary folder.
     pub async fn start(port: u16, env: &[(&str, String)]) -> Process {
         let mut command = Command::new(env!("CARGO_BIN_EXE_server"));
-        let database_directory = (!env.iter().any(|(name, _)| *name == "DATABASE_URL")).then(|| {
-            let directory = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", directory.path().join("log.db").display());
-            command.env("DATABASE_URL", url);
-            directory
-        });
+        let database_directory =
+            (!env.iter().any(|(name, _)| *name == "DATABASE_URL")).then(|| {
+                let directory = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", directory.path().join("log.db").display());
+                command.env("DATABASE_URL", url);
+                directory
+            });
         command
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
             .env("RUST_LOG", "warn")

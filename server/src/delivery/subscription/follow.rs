@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::catch_up::catch_up;
 use super::outbound::{Form, Outbound};
 use crate::delivery::hub::{EventBatch, Hub};
+use crate::metrics::Metrics;
 use crate::store::{EventLog, StoreError};
 
 /// Events read from the store per page (and per frame) while catching up, at most. Bounds the
@@ -74,7 +75,7 @@ pub async fn follow(
     };
     let live = membership.live.as_mut().expect("joined above");
     tokio::select! {
-        result = follow_with(store, agent_id, since, form, out, live) => result,
+        result = follow_with(store, hub.metrics(), agent_id, since, form, out, live) => result,
         _ = out.closed() => Err(FollowError::SubscriberGone),
     }
 }
@@ -96,6 +97,7 @@ impl Drop for Membership<'_> {
 
 async fn follow_with(
     store: &dyn EventLog,
+    metrics: &Metrics,
     agent_id: Uuid,
     since: u64,
     form: Form,
@@ -122,12 +124,16 @@ async fn follow_with(
         },
     )
     .await?;
+    metrics.catch_up_reads.inc();
     let mut last_delivered = catch_up(store, agent_id, since, None, form, out).await?;
+    metrics.events_delivered.inc_by(last_delivered - since);
     loop {
         match live.recv().await {
             Ok(batch) => {
                 let Some(first) = batch.first() else { continue };
                 if first.seq > last_delivered + 1 {
+                    metrics.catch_up_reads.inc();
+                    let before = last_delivered;
                     last_delivered = catch_up(
                         store,
                         agent_id,
@@ -137,16 +143,19 @@ async fn follow_with(
                         out,
                     )
                     .await?;
+                    metrics.events_delivered.inc_by(last_delivered - before);
                 }
                 // Seqs go up within a batch: what is fresh is a suffix of it.
                 let from = batch.partition_point(|event| event.seq <= last_delivered);
                 if let Some(newest) = batch.last().filter(|_| from < batch.len()) {
                     debug_assert_eq!(batch[from].seq, last_delivered + 1);
+                    metrics.events_delivered.inc_by(newest.seq - last_delivered);
                     last_delivered = newest.seq;
                     send(out, fresh_part(form, agent_id, &batch, from)).await?;
                 }
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
+                metrics.lag_notices.inc();
                 send(
                     out,
                     ServerMessage::Lagged {
@@ -156,7 +165,10 @@ async fn follow_with(
                     },
                 )
                 .await?;
+                metrics.catch_up_reads.inc();
+                let before = last_delivered;
                 last_delivered = catch_up(store, agent_id, last_delivered, None, form, out).await?;
+                metrics.events_delivered.inc_by(last_delivered - before);
             }
             Err(broadcast::error::RecvError::Closed) => {
                 return Err(FollowError::AgentDeleted(agent_id));

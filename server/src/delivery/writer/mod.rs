@@ -14,6 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::delivery::hub::Hub;
+use crate::metrics::runs::{RunObservation, RunTimes};
+use crate::metrics::Metrics;
 use crate::store::chunk::IdChains;
 use crate::store::{AppendBatch, EventDraft, EventLog, StoreError};
 
@@ -102,6 +104,7 @@ fn run_of(batch: &AppendBatch) -> Option<Uuid> {
 #[derive(Clone)]
 pub struct Writer {
     sender: mpsc::Sender<WriteRequest>,
+    metrics: Arc<Metrics>,
 }
 
 impl Writer {
@@ -113,9 +116,36 @@ impl Writer {
 
     /// [`Writer::spawn`] with another retry budget (see [`WRITER_COMMIT_RETRIES_MAX_DEFAULT`]).
     pub fn spawn_with(store: Arc<dyn EventLog>, hub: Arc<Hub>, commit_retries_max: u32) -> Writer {
+        Writer::spawn_observed(store, hub, commit_retries_max, Arc::new(Metrics::new()))
+    }
+
+    /// [`Writer::spawn_with`], counting into the server's `metrics` (commits, events, store
+    /// errors, and runs as their events commit).
+    pub fn spawn_observed(
+        store: Arc<dyn EventLog>,
+        hub: Arc<Hub>,
+        commit_retries_max: u32,
+        metrics: Arc<Metrics>,
+    ) -> Writer {
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_REQUESTS_MAX);
-        tokio::spawn(run(store, hub, receiver, commit_retries_max));
-        Writer { sender }
+        tokio::spawn(run(
+            store,
+            hub,
+            receiver,
+            commit_retries_max,
+            metrics.clone(),
+        ));
+        Writer { sender, metrics }
+    }
+
+    /// What the server counts (shared by everything that writes through this writer).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Requests waiting in the queue now.
+    pub fn queued_requests(&self) -> usize {
+        self.sender.max_capacity() - self.sender.capacity()
     }
 
     /// Whether the writer task is still taking requests (it stops only when it panicked or
@@ -208,9 +238,14 @@ async fn run(
     hub: Arc<Hub>,
     mut receiver: mpsc::Receiver<WriteRequest>,
     retries_max: u32,
+    metrics: Arc<Metrics>,
 ) {
     let mut refused = RefusedRuns::default();
     let mut chains = IdChains::default();
+    let mut observed = Observed {
+        metrics,
+        runs: RunTimes::default(),
+    };
     while let Some(first) = receiver.recv().await {
         let mut events_in_batch = first.batch.drafts.len();
         let mut requests = vec![first];
@@ -252,7 +287,15 @@ async fn run(
             for request in &mut requests {
                 chains.assign(&mut request.batch);
             }
-            commit(&store, &hub, requests, &mut refused, retries_max).await;
+            commit(
+                &store,
+                &hub,
+                requests,
+                &mut refused,
+                retries_max,
+                &mut observed,
+            )
+            .await;
         }
         for barrier in barriers {
             let _ = barrier.reply.send(Ok(Vec::new()));
@@ -270,6 +313,7 @@ async fn append_retrying(
     store: &dyn EventLog,
     batches: &[AppendBatch],
     retries_max: u32,
+    store_errors: &Metrics,
 ) -> Result<Vec<Vec<AgentEvent>>, Refused> {
     let mut attempt = 0;
     let mut outcome_unknown = false;
@@ -286,6 +330,9 @@ async fn append_retrying(
         } else {
             store.append(batches).await
         };
+        if let Err(error) = &tried {
+            store_errors.store_error(error.kind());
+        }
         match tried {
             Err(error) if error.is_transient() && attempt < retries_max => {
                 tracing::warn!(%error, attempt, "append failed; trying again");
@@ -389,7 +436,9 @@ async fn commit(
     requests: Vec<WriteRequest>,
     refused: &mut RefusedRuns,
     retries_max: u32,
+    observed: &mut Observed,
 ) {
+    let started = std::time::Instant::now();
     // The batches go to the store by reference; the replies stay beside them (no per-event copy).
     let (batches, requests): (Vec<AppendBatch>, Vec<Reply>) = requests
         .into_iter()
@@ -405,28 +454,30 @@ async fn commit(
         .unzip();
     // Requests whose events may have committed although the writer could not learn it.
     let mut maybe_committed = vec![false; requests.len()];
-    let outcomes: Vec<Outcome> = match append_retrying(store.as_ref(), &batches, retries_max).await
-    {
-        Ok(committed) => committed.into_iter().map(Ok).collect(),
-        Err(failed) if batches.len() == 1 || failed.maybe_committed => {
-            // One request; or the group may have committed, and trying it in parts could write
-            // it twice: every request gets the refusal, and the log is asked later.
-            maybe_committed.fill(failed.maybe_committed);
-            refusal_for_all(failed.error, batches.len())
-        }
-        Err(_) => {
-            // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
-            // commit them one by one so each gets its own answer.
-            let one_by_one = OneByOne {
-                store: store.as_ref(),
-                refused,
-                retries_max,
-            };
-            one_by_one
-                .commit(&requests, &batches, &mut maybe_committed)
-                .await
-        }
-    };
+    let outcomes: Vec<Outcome> =
+        match append_retrying(store.as_ref(), &batches, retries_max, &observed.metrics).await {
+            Ok(committed) => committed.into_iter().map(Ok).collect(),
+            Err(failed) if batches.len() == 1 || failed.maybe_committed => {
+                // One request; or the group may have committed, and trying it in parts could write
+                // it twice: every request gets the refusal, and the log is asked later.
+                maybe_committed.fill(failed.maybe_committed);
+                refusal_for_all(failed.error, batches.len())
+            }
+            Err(_) => {
+                // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
+                // commit them one by one so each gets its own answer.
+                let one_by_one = OneByOne {
+                    store: store.as_ref(),
+                    refused,
+                    retries_max,
+                    metrics: &observed.metrics,
+                };
+                one_by_one
+                    .commit(&requests, &batches, &mut maybe_committed)
+                    .await
+            }
+        };
+    observed.group(&outcomes, started.elapsed());
     for (index, ((request, batch), outcome)) in
         requests.into_iter().zip(batches).zip(outcomes).enumerate()
     {
@@ -453,6 +504,63 @@ async fn commit(
 
 type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
 
+/// What the writer counts: its commits, and runs as their events commit.
+struct Observed {
+    metrics: Arc<Metrics>,
+    runs: RunTimes,
+}
+
+impl Observed {
+    /// A group's outcomes: one transaction when all committed together, else one per request
+    /// that committed on its own.
+    fn group(&mut self, outcomes: &[Outcome], took: std::time::Duration) {
+        let committed: Vec<&Vec<AgentEvent>> = outcomes
+            .iter()
+            .filter_map(|outcome| outcome.as_ref().ok())
+            .collect();
+        if committed.is_empty() {
+            return;
+        }
+        let transactions = if committed.len() == outcomes.len() {
+            1
+        } else {
+            committed.len()
+        };
+        let events: usize = committed.iter().map(|events| events.len()).sum();
+        let metrics = &self.metrics;
+        metrics.commits.inc_by(transactions as u64);
+        metrics.events_appended.inc_by(events as u64);
+        metrics
+            .commit_events
+            .observe((events / transactions) as f64);
+        metrics.commit_duration.observe(took.as_secs_f64());
+        for event in committed.into_iter().flatten() {
+            match self.runs.observe(event) {
+                None => {}
+                Some(RunObservation::Started) => {
+                    metrics.runs_started.inc();
+                }
+                Some(RunObservation::Ended {
+                    outcome,
+                    stop_reason,
+                    seconds,
+                }) => {
+                    metrics
+                        .runs_ended
+                        .get_or_create(&crate::metrics::RunEndLabels {
+                            outcome,
+                            stop_reason,
+                        })
+                        .inc();
+                    if let Some(seconds) = seconds {
+                        metrics.run_duration.observe(seconds);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The same refusal for each of `count` requests (the first gets the error itself).
 fn refusal_for_all(error: StoreError, count: usize) -> Vec<Outcome> {
     let message = error.to_string();
@@ -471,6 +579,7 @@ struct OneByOne<'a> {
     store: &'a dyn EventLog,
     refused: &'a mut RefusedRuns,
     retries_max: u32,
+    metrics: &'a Metrics,
 }
 
 impl OneByOne<'_> {
@@ -487,16 +596,20 @@ impl OneByOne<'_> {
                 outcomes.push(Err(Arc::new(behind_a_refusal())));
                 continue;
             }
-            let outcome =
-                match append_retrying(self.store, std::slice::from_ref(batch), self.retries_max)
-                    .await
-                {
-                    Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
-                    Err(failed) => {
-                        maybe_committed[index] = failed.maybe_committed;
-                        Err(Arc::new(failed.error))
-                    }
-                };
+            let outcome = match append_retrying(
+                self.store,
+                std::slice::from_ref(batch),
+                self.retries_max,
+                self.metrics,
+            )
+            .await
+            {
+                Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
+                Err(failed) => {
+                    maybe_committed[index] = failed.maybe_committed;
+                    Err(Arc::new(failed.error))
+                }
+            };
             if let (Err(_), Some(run)) = (&outcome, run) {
                 self.refused.insert(run);
             }

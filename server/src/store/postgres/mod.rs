@@ -299,6 +299,13 @@ impl Agents for PgStore {
 
 #[async_trait]
 impl EventLog for PgStore {
+    async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {
+        let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Some(bytes.max(0) as u64))
+    }
+
     async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
         let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = $1")
             .bind(agent_id)

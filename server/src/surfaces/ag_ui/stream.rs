@@ -59,6 +59,7 @@ pub(super) fn feed(
     } = plan;
     let mut replayed: Vec<Framed> = Vec::new();
     crate::surfaces::run_feed::feed(
+        "ag_ui",
         state.store.clone(),
         state.hub.clone(),
         agent_id,

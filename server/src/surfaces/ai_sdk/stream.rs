@@ -40,6 +40,7 @@ pub(super) fn feed(
 ) -> mpsc::Receiver<Result<Framed, FollowError>> {
     let mut mapper = ChunkMapper::new();
     crate::surfaces::run_feed::feed(
+        "ai_sdk",
         state.store.clone(),
         state.hub.clone(),
         agent_id,

@@ -61,6 +61,7 @@ pub(super) fn feed(
 ) -> mpsc::Receiver<Result<LettaItem, FollowError>> {
     let mut mapper = LettaMapper::new(cut);
     crate::surfaces::run_feed::feed(
+        "letta",
         state.store,
         state.hub,
         agent_id,

@@ -54,6 +54,7 @@ pub async fn stream_events(
     let (out, receiver) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     tokio::spawn(async move {
         let form = Form::Json { coalesce };
+        let _subscriber = feeds.metrics.subscriber("native_sse");
         let result = subscription::follow(
             feeds.store.as_ref(),
             &feeds.hub,

@@ -28,6 +28,7 @@ use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
 use crate::http::token::Scope;
+use crate::metrics::Metrics;
 use crate::state::{Access, Feeds, WsConnections};
 use crate::store::ClusterStore;
 
@@ -117,7 +118,13 @@ pub async fn serve_socket<W, R>(
     let (out, outbound) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     let (close_sender, close_frame) = oneshot::channel::<CloseFrame>();
     let ping_every = Duration::from_millis(feeds.limits.ws_ping_interval_ms);
-    let socket_writer = tokio::spawn(write_socket(sink, outbound, close_frame, ping_every));
+    let socket_writer = tokio::spawn(write_socket(
+        sink,
+        outbound,
+        close_frame,
+        ping_every,
+        feeds.metrics.clone(),
+    ));
     let idle_max = Duration::from_millis(feeds.limits.ws_idle_timeout_ms);
     let mut idle_deadline = tokio::time::Instant::now() + idle_max;
     let message_bytes_max = feeds.limits.ws_message_bytes_max;
@@ -216,6 +223,7 @@ async fn write_socket<W>(
     mut outbound: mpsc::Receiver<Outbound>,
     mut close_frame: oneshot::Receiver<CloseFrame>,
     ping_every: Duration,
+    metrics: Arc<Metrics>,
 ) where
     W: Sink<Message> + Unpin + Send + 'static,
 {
@@ -242,11 +250,9 @@ async fn write_socket<W>(
             }
         }
         for message in subscription::coalesce_waiting(waiting) {
-            if sink
-                .send(Message::Text(message.frame().into()))
-                .await
-                .is_err()
-            {
+            let frame = message.frame();
+            metrics.sent("websocket", frame.len());
+            if sink.send(Message::Text(frame.into())).await.is_err() {
                 break 'writing;
             }
         }
@@ -430,6 +436,7 @@ fn spawn_subscription(
     out: mpsc::Sender<Outbound>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let _subscriber = feeds.metrics.subscriber("websocket");
         let result = subscription::follow(
             feeds.store.as_ref(),
             &feeds.hub,

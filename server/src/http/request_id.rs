@@ -1,0 +1,71 @@
+//! Request ids: every response says `x-request-id`, and every log line written while the
+//! request is handled carries it (a span around the handler). A caller's own id (from its
+//! proxy or its app) is kept when it is a sensible token, so one id follows the request across
+//! systems; otherwise the server makes one.
+
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A caller's id longer than this is replaced by one of the server's.
+pub const REQUEST_ID_CHARS_MAX: usize = 128;
+
+/// The caller's id when it is 1–[`REQUEST_ID_CHARS_MAX`] characters of letters, digits and
+/// `-_.:`, else `None`.
+pub fn accepted(value: &str) -> Option<&str> {
+    let sensible = !value.is_empty()
+        && value.len() <= REQUEST_ID_CHARS_MAX
+        && value
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"-_.:".contains(&byte));
+    sensible.then_some(value)
+}
+
+pub async fn tag(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(&REQUEST_ID_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(accepted)
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let header = HeaderValue::from_str(&id).expect("checked or made of hex digits");
+    request
+        .headers_mut()
+        .insert(REQUEST_ID_HEADER, header.clone());
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %request.method(),
+        path = %request.uri().path()
+    );
+    let mut response = next.run(request).instrument(span).await;
+    response.headers_mut().insert(REQUEST_ID_HEADER, header);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_ids_are_kept_when_sensible() {
+        let long = "a".repeat(REQUEST_ID_CHARS_MAX + 1);
+        let cases = [
+            ("4bf92f3577b34da6", true),
+            ("req-1_2.3:4", true),
+            ("", false),
+            ("has space", false),
+            ("line\nbreak", false),
+            ("ünïcode", false),
+            (long.as_str(), false),
+        ];
+        for (value, kept) in cases {
+            assert_eq!(accepted(value).is_some(), kept, "{value:?}");
+        }
+    }
+}
