@@ -145,6 +145,13 @@ probe_openssl() {
   if command -v openssl >/dev/null 2>&1; then echo "ok $(command -v openssl)"; else echo missing; fi
 }
 
+# Prometheus: the observability test scrapes the server with a real one (AGENTSTREAM_PROMETHEUS
+# names another binary).
+probe_prometheus() {
+  local bin="${AGENTSTREAM_PROMETHEUS:-prometheus}"
+  if command -v "$bin" >/dev/null 2>&1; then echo "ok $(command -v "$bin")"; else echo missing; fi
+}
+
 # --- ensure: probe, then install or say what to do ---------------------------------------
 
 ensure_wasm_target() {
@@ -210,6 +217,13 @@ ensure_openssl() {
   step "installing openssl from Debian (apt-get)" \
     "install Debian's openssl package yourself (the https MCP test makes a certificate with it)" \
     apt_install openssl
+}
+
+ensure_prometheus() {
+  case "$(probe_prometheus)" in ok*) return ;; esac
+  step "installing Prometheus from Debian (apt-get)" \
+    "install Debian's prometheus package yourself, or set AGENTSTREAM_PROMETHEUS to a prometheus binary" \
+    apt_install prometheus
 }
 
 apt_install() {

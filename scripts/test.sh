@@ -10,6 +10,7 @@ ensure_build_tools
 ensure_example_packages
 ensure_chromium
 ensure_openssl
+ensure_prometheus
 # A throwaway PostgreSQL for the second backend and the multi-server tests (unless
 # AGENTSTREAM_TEST_DATABASE_URL names one already); stopped and removed on exit.
 start_throwaway_postgres
