@@ -116,6 +116,8 @@ impl<T> Drop for AbortOnDrop<T> {
 /// store, so the agent never waits for a reader and nothing is lost. The channel closes after
 /// the items of the run's end, or after an error when the log cannot be followed. Counted as a
 /// subscriber of `surface` while it follows.
+// Each argument is one of the feed's own: what the run is, where to read it, how far to queue.
+#[allow(clippy::too_many_arguments)]
 pub fn feed<T, M>(
     surface: &'static str,
     store: Arc<dyn Store>,
