@@ -82,8 +82,7 @@ pub async fn observe(
         parts,
         Body::new(Counted {
             inner: body,
-            metrics,
-            surface,
+            bytes_sent: metrics.bytes_sent(surface),
         }),
     )
 }
@@ -91,8 +90,7 @@ pub async fn observe(
 /// A response body that counts the bytes it sends.
 struct Counted {
     inner: Body,
-    metrics: Arc<Metrics>,
-    surface: &'static str,
+    bytes_sent: prometheus_client::metrics::counter::Counter,
 }
 
 impl HttpBody for Counted {
@@ -106,7 +104,7 @@ impl HttpBody for Counted {
         let polled = Pin::new(&mut self.inner).poll_frame(context);
         if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(data) = frame.data_ref() {
-                self.metrics.sent(self.surface, data.len());
+                self.bytes_sent.inc_by(data.len() as u64);
             }
         }
         polled

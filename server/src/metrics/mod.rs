@@ -388,11 +388,12 @@ impl Metrics {
         SubscriberGuard { gauge }
     }
 
-    /// Counts `bytes` sent on `surface`.
-    pub fn sent(&self, surface: &'static str, bytes: usize) {
+    /// The counter of bytes sent on `surface`: looked up once per connection or response, then
+    /// an atomic add per frame.
+    pub fn bytes_sent(&self, surface: &'static str) -> Counter {
         self.bytes_out
             .get_or_create(&SurfaceLabel { surface })
-            .inc_by(bytes as u64);
+            .clone()
     }
 
     /// One tool call's time, under its name when it is one of the first

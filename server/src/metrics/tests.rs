@@ -26,7 +26,7 @@ fn the_exposition_speaks_prometheus_names_and_units() {
             error_type: "",
         })
         .observe(0.5);
-    metrics.sent("native_sse", 100);
+    metrics.bytes_sent("native_sse").inc_by(100);
     let guard = metrics.subscriber("websocket");
     let text = metrics.encode();
     let expected = [
