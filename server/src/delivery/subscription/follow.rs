@@ -126,7 +126,9 @@ async fn follow_with(
     .await?;
     metrics.catch_up_reads.inc();
     let mut last_delivered = catch_up(store, agent_id, since, None, form, out).await?;
-    metrics.events_delivered.inc_by(last_delivered - since);
+    metrics
+        .events_delivered
+        .inc_by(last_delivered.saturating_sub(since));
     loop {
         match live.recv().await {
             Ok(batch) => {
@@ -143,7 +145,9 @@ async fn follow_with(
                         out,
                     )
                     .await?;
-                    metrics.events_delivered.inc_by(last_delivered - before);
+                    metrics
+                        .events_delivered
+                        .inc_by(last_delivered.saturating_sub(before));
                 }
                 // Seqs go up within a batch: what is fresh is a suffix of it.
                 let from = batch.partition_point(|event| event.seq <= last_delivered);
@@ -168,7 +172,9 @@ async fn follow_with(
                 metrics.catch_up_reads.inc();
                 let before = last_delivered;
                 last_delivered = catch_up(store, agent_id, last_delivered, None, form, out).await?;
-                metrics.events_delivered.inc_by(last_delivered - before);
+                metrics
+                    .events_delivered
+                    .inc_by(last_delivered.saturating_sub(before));
             }
             Err(broadcast::error::RecvError::Closed) => {
                 return Err(FollowError::AgentDeleted(agent_id));
