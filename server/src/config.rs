@@ -186,6 +186,9 @@ pub struct Config {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Log lines as JSON objects (`AGENTSTREAM_LOG_FORMAT=json`) instead of text.
     pub log_json: bool,
+    /// Where traces go over OTLP/HTTP (the full URL of the traces path), from the standard
+    /// `OTEL_EXPORTER_OTLP_…` variables; `None`: tracing off.
+    pub otlp_traces_endpoint: Option<String>,
 }
 
 impl Default for Config {
@@ -212,6 +215,7 @@ impl Default for Config {
             approval_timeout_ms: 0,
             metrics_addr: None,
             log_json: false,
+            otlp_traces_endpoint: None,
         }
     }
 }
@@ -274,6 +278,10 @@ Environment:
                                         without the token (default: none: /metrics on the main
                                         address only, operator token required when one is set)
   AGENTSTREAM_LOG_FORMAT                text or json: one JSON object a line (default text)
+  OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+                                        export traces over OTLP/HTTP protobuf (default: off);
+                                        OTEL_SERVICE_NAME (default agentstream),
+                                        OTEL_TRACES_SAMPLER and _ARG, OTEL_SDK_DISABLED as usual
   RUST_LOG                              log filter (default info)
 
 Limits (each must be at least 1):
@@ -517,6 +525,7 @@ impl Config {
                     format!("AGENTSTREAM_METRICS_ADDR={address:?}: expected host:port, e.g. 127.0.0.1:9464")
                 })?),
             },
+            otlp_traces_endpoint: crate::telemetry::endpoint_from_env()?,
             log_json: match variable("AGENTSTREAM_LOG_FORMAT").as_deref().map(str::trim) {
                 None | Some("text") => false,
                 Some("json") => true,

@@ -26,6 +26,7 @@ pub mod redact;
 pub mod state;
 pub mod store;
 pub mod surfaces;
+pub mod telemetry;
 pub mod tools;
 
 pub use http::{api_router, app};
@@ -91,6 +92,7 @@ pub async fn serve(
         });
     }
     let (runs, writer) = (state.runs.clone(), state.writer.clone());
+    let telemetry = state.telemetry.clone();
     let router = app(state, leptos_options);
     // Nagle's algorithm holds a small write back until the previous one is acknowledged, and
     // the peer delays that acknowledgement by up to 40 ms: a token frame that follows another
@@ -142,6 +144,11 @@ pub async fn serve(
     if let Err(error) = writer.barrier().await {
         tracing::error!(%error, "events still queued at shutdown could not be committed");
     }
+    // The runs' last spans, to the collector (bounded: a collector that does not answer costs
+    // this long at most).
+    telemetry
+        .flush(Duration::from_millis(SHUTDOWN_TRACES_FLUSH_WAIT_MS))
+        .await;
     served.map_err(ServeError::Io)?;
     tracing::info!(
         interrupted = drained.interrupted.len(),
@@ -155,6 +162,9 @@ pub async fn serve(
 /// unfinished: enough for a reading client to take the end of its stream, not enough for a
 /// client that reads nothing to hold the process.
 pub const SHUTDOWN_CONNECTIONS_CLOSE_GRACE_MS: u64 = 2_000;
+
+/// At shutdown, how long queued spans may take to reach the collector.
+pub const SHUTDOWN_TRACES_FLUSH_WAIT_MS: u64 = 1_000;
 
 /// Bytes a connection's kernel send queue holds that are not sent yet, at most: past this the
 /// socket stops being writable, so a slow reader's backlog waits in this process, where it can

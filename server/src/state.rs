@@ -24,6 +24,7 @@ use crate::provider::openai::OpenAiProvider;
 use crate::provider::scripted::ScriptedProvider;
 use crate::provider::Provider;
 use crate::store::{self, Store, StoreError};
+use crate::telemetry::Telemetry;
 
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
@@ -59,6 +60,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The SQLite file (and its WAL) whose size `/metrics` reports; `None` with PostgreSQL.
     pub database_file: Option<std::path::PathBuf>,
+    /// Traces (off unless an OTLP endpoint is configured).
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl AppState {
@@ -117,6 +120,13 @@ impl AppState {
             Duration::from_millis(config.tool_call_timeout_ms),
             metrics.clone(),
         ));
+        let telemetry = Arc::new(match &config.otlp_traces_endpoint {
+            None => Telemetry::off(),
+            Some(endpoint) => Telemetry::start(endpoint, metrics.clone()).unwrap_or_else(|error| {
+                tracing::error!(%error, "traces are off");
+                Telemetry::off()
+            }),
+        });
         let runs = Arc::new(
             Runs::new(
                 writer.clone(),
@@ -130,7 +140,8 @@ impl AppState {
                     tool_result_chars_max: config.limits.tool_result_chars_max,
                 },
             )
-            .with_mcp(mcp),
+            .with_mcp(mcp)
+            .with_telemetry(telemetry.clone()),
         );
         let shutdown = CancellationToken::new();
         let cluster = cluster_store.map(|cluster_store| {
@@ -175,6 +186,7 @@ impl AppState {
             writer,
             metrics,
             database_file: store::sqlite_path(&config.database_url),
+            telemetry,
         })
     }
 }
@@ -281,6 +293,12 @@ impl FromRef<AppState> for Feeds {
             sse_streams: state.sse_streams.clone(),
             metrics: state.metrics.clone(),
         }
+    }
+}
+
+impl FromRef<AppState> for Arc<Telemetry> {
+    fn from_ref(state: &AppState) -> Self {
+        state.telemetry.clone()
     }
 }
 

@@ -9,6 +9,7 @@ use super::step::{Assembled, Output, Step, Usage};
 use crate::delivery::writer::AppendError;
 use crate::metrics::{Metrics, ModelCallLabels, TokenLabels};
 use crate::provider::{ProviderError, ProviderRequest};
+use opentelemetry::KeyValue;
 
 impl Run {
     /// One LLM call. Returns how it ended and what it produced.
@@ -18,6 +19,15 @@ impl Run {
     ) -> Result<(StepEnd, Assembled), AppendError> {
         let mut step = Step::new(self.ids, self.usage);
         let mut timing = CallTiming::start();
+        let model = request.model.clone().unwrap_or_default();
+        let chat = self.trace.child(
+            format!("{CHAT} {model}"),
+            vec![
+                KeyValue::new("gen_ai.operation.name", CHAT),
+                KeyValue::new("gen_ai.provider.name", self.provider.name()),
+                KeyValue::new("gen_ai.request.model", model),
+            ],
+        );
         let mut stream = self.provider.stream(request.clone());
         let end = loop {
             let next = tokio::select! {
@@ -38,6 +48,13 @@ impl Run {
                 Some(Err(error)) => match step.retry(&error) {
                     Some((delay_ms, notice)) => {
                         self.metrics().model_call_retries.inc();
+                        chat.event(
+                            "retry",
+                            vec![
+                                KeyValue::new("error.type", error.kind.clone()),
+                                KeyValue::new("agentstream.retry.delay_ms", delay_ms as i64),
+                            ],
+                        );
                         self.emit(notice).await?;
                         tokio::select! {
                             _ = self.cancel.cancelled() => break None,
@@ -49,7 +66,9 @@ impl Run {
                     None => break Some(Err(error)),
                 },
                 Some(Ok(event)) => {
-                    timing.first_chunk(self.metrics(), self.provider.name());
+                    if timing.first_chunk(self.metrics(), self.provider.name()) {
+                        chat.event("first_chunk", Vec::new());
+                    }
                     event
                 }
             };
@@ -87,6 +106,29 @@ impl Run {
             error_type,
             assembled.usage,
         );
+        chat.set(vec![
+            KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                assembled.usage.input_tokens as i64,
+            ),
+            KeyValue::new(
+                "gen_ai.usage.output_tokens",
+                assembled.usage.output_tokens as i64,
+            ),
+            KeyValue::new(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(
+                    vec![opentelemetry::StringValue::from(
+                        assembled.stop_reason.clone().unwrap_or_default(),
+                    )]
+                    .into(),
+                ),
+            ),
+        ]);
+        if !error_type.is_empty() {
+            chat.fail(error_type);
+        }
+        chat.end();
         self.usage = self.usage.plus(assembled.usage);
         let end = match end {
             None => StepEnd::Cancelled,
@@ -133,14 +175,16 @@ impl CallTiming {
         }
     }
 
-    fn first_chunk(&mut self, metrics: &Metrics, provider: &'static str) {
+    /// True for the call's first piece (counted once).
+    fn first_chunk(&mut self, metrics: &Metrics, provider: &'static str) -> bool {
         if std::mem::replace(&mut self.first_chunk_seen, true) {
-            return;
+            return false;
         }
         metrics
             .time_to_first_chunk
             .get_or_create(&labels(provider, ""))
             .observe(self.started.elapsed().as_secs_f64());
+        true
     }
 
     fn end(

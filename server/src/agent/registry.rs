@@ -210,6 +210,8 @@ pub struct Runs {
     iterations_max: u32,
     limits: RunLimits,
     active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
+    /// Where runs' spans go (nothing when tracing is off).
+    telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl Runs {
@@ -230,7 +232,14 @@ impl Runs {
             iterations_max: iterations_max.max(1),
             limits,
             active: Arc::new(Mutex::new(HashMap::new())),
+            telemetry: Arc::new(crate::telemetry::Telemetry::off()),
         }
+    }
+
+    /// Traces runs with `telemetry`.
+    pub fn with_telemetry(mut self, telemetry: Arc<crate::telemetry::Telemetry>) -> Runs {
+        self.telemetry = telemetry;
+        self
     }
 
     /// The MCP servers agents may name for tools.
@@ -361,6 +370,26 @@ impl Runs {
             },
             tools: self.tools.iter().map(|tool| tool.spec()).collect(),
         };
+        // The run's span: a child of the request that started it (its server span, itself the
+        // child of the caller's `traceparent`), when there is one.
+        let trace = crate::telemetry::Traced::start(
+            self.telemetry.tracer(),
+            format!("invoke_agent {}", agent.name),
+            opentelemetry::trace::SpanKind::Internal,
+            &opentelemetry::Context::current(),
+            vec![
+                opentelemetry::KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                opentelemetry::KeyValue::new("gen_ai.agent.id", agent.id.to_string()),
+                opentelemetry::KeyValue::new("gen_ai.agent.name", agent.name.clone()),
+                opentelemetry::KeyValue::new("gen_ai.conversation.id", agent.id.to_string()),
+                opentelemetry::KeyValue::new("gen_ai.provider.name", provider.name()),
+                opentelemetry::KeyValue::new(
+                    "gen_ai.request.model",
+                    request.model.clone().unwrap_or_default(),
+                ),
+                opentelemetry::KeyValue::new("agentstream.run.id", run_id.to_string()),
+            ],
+        );
         let writer = self.writer.clone();
         let store = self.store.clone();
         let (builtins, mcp, metadata) =
@@ -400,7 +429,9 @@ impl Runs {
             // The agent's tools: the built-ins, and its MCP servers' — listed by the run once
             // it has opened (so a server that changed its tools is seen by the next run, and a
             // slow one never holds back `run_started`).
-            let mut run = make_run(builtins.clone()).with_approvals(requires_approval);
+            let mut run = make_run(builtins.clone())
+                .with_approvals(requires_approval)
+                .traced(trace);
             if let Turn::Approval(answer) = turn {
                 run = run.answering(answer);
             }

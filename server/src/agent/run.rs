@@ -16,7 +16,9 @@ use super::step::{RunIds, Usage};
 use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
 use crate::provider::{ConversationMessage, Provider, ProviderError, ProviderRequest, ToolCall};
 use crate::store::EventDraft;
+use crate::telemetry::Traced;
 use crate::tools::Tool;
+use opentelemetry::KeyValue;
 
 /// Appends a run may have queued but not yet acknowledged. Lets token writes pipeline into the
 /// writer's group commit instead of paying one commit round trip per token.
@@ -68,6 +70,10 @@ pub(super) struct Run {
     pub(super) requires_approval: Vec<String>,
     /// The answer to an approval request this run carries out before its first LLM call.
     answer: Option<ApprovalTurn>,
+    /// The run's `invoke_agent` span (nothing when tracing is off).
+    pub(super) trace: Traced,
+    /// The seqs of the run's first and newest committed events, for its span.
+    seqs: Option<(u64, u64)>,
 }
 
 /// A run's tools, still to be listed.
@@ -127,6 +133,22 @@ impl Run {
             tools_later: None,
             requires_approval: Vec::new(),
             answer: None,
+            trace: Traced::default(),
+            seqs: None,
+        }
+    }
+
+    /// Traces the run under `trace` (its `invoke_agent` span), which it ends when it ends.
+    pub(super) fn traced(mut self, trace: Traced) -> Run {
+        self.trace = trace;
+        self
+    }
+
+    /// Notes the seqs of committed events (the span says which part of the log the run wrote).
+    fn committed(&mut self, events: &[app::AgentEvent]) {
+        if let (Some(first), Some(last)) = (events.first(), events.last()) {
+            let (low, _) = self.seqs.unwrap_or((first.seq, last.seq));
+            self.seqs = Some((low.min(first.seq), last.seq));
         }
     }
 
@@ -168,7 +190,8 @@ impl Run {
         self.bytes_written += bytes as u64;
         if self.in_flight.len() >= RUN_APPENDS_IN_FLIGHT_MAX {
             let oldest = self.in_flight.pop_front().expect("the queue is full");
-            writer::wait(oldest).await?;
+            let events = writer::wait(oldest).await?;
+            self.committed(&events);
         }
         let receipt = self.writer.submit(self.agent_id, vec![draft]).await?;
         self.in_flight.push_back(receipt);
@@ -178,7 +201,8 @@ impl Run {
     /// Waits until everything emitted so far is committed.
     pub(super) async fn flush(&mut self) -> Result<(), AppendError> {
         while let Some(receipt) = self.in_flight.pop_front() {
-            writer::wait(receipt).await?;
+            let events = writer::wait(receipt).await?;
+            self.committed(&events);
         }
         Ok(())
     }
@@ -196,7 +220,15 @@ impl Run {
             while let Some(receipt) = self.in_flight.pop_front() {
                 let _ = writer::wait(receipt).await;
             }
+            self.trace.fail("store_error");
         }
+        if let Some((first, last)) = self.seqs {
+            self.trace.set(vec![
+                KeyValue::new("agentstream.run.first_seq", first as i64),
+                KeyValue::new("agentstream.run.last_seq", last as i64),
+            ]);
+        }
+        self.trace.end();
         result
     }
 
@@ -214,8 +246,19 @@ impl Run {
             &options,
             answer.as_ref(),
         );
-        for draft in opening {
+        for mut draft in opening {
+            // The run's trace, where the inspector and an operator find it.
+            if let (EventKind::RunStarted, Some(trace_id)) = (draft.kind, self.trace.trace_id()) {
+                if let Some(metadata) = draft.metadata.as_object_mut() {
+                    metadata.insert("trace_id".into(), json!(trace_id));
+                } else {
+                    draft.metadata = json!({ "trace_id": trace_id });
+                }
+            }
             self.emit(draft).await?;
+        }
+        if answer.is_some() {
+            self.trace.event("approval_answered", Vec::new());
         }
         if let Some(listing) = self.tools_later.take() {
             tokio::select! {
@@ -301,6 +344,7 @@ impl Run {
                 retry_after_ms: None,
             });
         }
+        self.trace_outcome(&outcome);
         let mut ends = closing_drafts(self.ids, outcome, self.over_limit, self.usage);
         let end = ends.pop().expect("a run's end");
         for draft in ends {
@@ -310,10 +354,40 @@ impl Run {
         // the log yet and the caller writes a `run_failed` instead — never two ends.
         self.flush().await?;
         self.ending.store(true, Ordering::Release);
-        self.writer
-            .append(self.agent_id, vec![end])
-            .await
-            .map(|_| ())
+        let events = self.writer.append(self.agent_id, vec![end]).await?;
+        self.committed(&events);
+        Ok(())
+    }
+
+    /// How the run ended, on its span.
+    fn trace_outcome(&self, outcome: &Outcome) {
+        let (ended, stop_reason) = match outcome {
+            Outcome::Completed(reason) => ("completed", reason.as_str()),
+            Outcome::AwaitingApproval(calls) => {
+                self.trace.event(
+                    "awaiting_approval",
+                    vec![KeyValue::new(
+                        "agentstream.approval.calls",
+                        calls.len() as i64,
+                    )],
+                );
+                ("completed", REQUIRES_APPROVAL)
+            }
+            Outcome::Cancelled => ("cancelled", self.over_limit.unwrap_or("cancelled")),
+            Outcome::Failed(error) => {
+                self.trace.fail(&error.kind);
+                ("failed", "error")
+            }
+        };
+        self.trace.set(vec![
+            KeyValue::new("agentstream.run.outcome", ended),
+            KeyValue::new("agentstream.run.stop_reason", stop_reason.to_owned()),
+            KeyValue::new("gen_ai.usage.input_tokens", self.usage.input_tokens as i64),
+            KeyValue::new(
+                "gen_ai.usage.output_tokens",
+                self.usage.output_tokens as i64,
+            ),
+        ]);
     }
 }
 

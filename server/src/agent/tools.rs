@@ -2,6 +2,7 @@
 //! the tool answered, refused, failed, or never ran.
 
 use app::EventKind;
+use opentelemetry::KeyValue;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -165,8 +166,17 @@ impl Run {
             let input = call.input.clone().unwrap_or(json!({}));
             let cancel = self.cancel.child_token();
             let metrics = self.metrics().clone();
+            let span = self.trace.child(
+                format!("execute_tool {name}"),
+                vec![
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", name.clone()),
+                    KeyValue::new("gen_ai.tool.call.id", call.call_id.clone()),
+                ],
+            );
             tasks.push(tokio::spawn(async move {
                 let Some(tool) = tools.iter().find(|tool| tool.spec().name == name) else {
+                    span.end();
                     return;
                 };
                 let (progress, mut reports) = mpsc::channel(TOOL_PROGRESS_QUEUE_MAX);
@@ -183,6 +193,10 @@ impl Run {
                 };
                 // Only the run's own tools get here: the name is one of the configured set.
                 metrics.tool_call(&name, result.is_ok(), started.elapsed());
+                if result.is_err() {
+                    span.fail("tool_error");
+                }
+                span.end();
                 let _ = updates.send((index, ToolUpdate::Done(result))).await;
             }));
         }

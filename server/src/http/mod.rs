@@ -224,6 +224,7 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     // makes every response `Vary: Origin`).
     let origins = state.allowed_origins.clone();
     let metrics = state.metrics.clone();
+    let telemetry = state.telemetry.clone();
     let router = api_router(state.clone())
         .merge(pages)
         .layer(axum::middleware::from_fn_with_state(
@@ -241,7 +242,10 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
             metrics,
             crate::metrics::http::observe,
         ))
-        .layer(axum::middleware::from_fn(request_id::tag));
+        .layer(axum::middleware::from_fn_with_state(
+            telemetry,
+            request_id::tag,
+        ));
     if origins.is_empty() {
         router
     } else {

@@ -1,13 +1,22 @@
-//! Request ids: every response says `x-request-id`, and every log line written while the
-//! request is handled carries it (a span around the handler). A caller's own id (from its
-//! proxy or its app) is kept when it is a sensible token, so one id follows the request across
-//! systems; otherwise the server makes one.
+//! Request ids and server spans: every response says `x-request-id`, and every log line
+//! written while the request is handled carries it (a span around the handler). A caller's own
+//! id (from its proxy or its app) is kept when it is a sensible token, so one id follows the
+//! request across systems; otherwise the server makes one. With tracing on, the request is an
+//! OpenTelemetry server span, the child of the caller's `traceparent`; what the handler starts
+//! (a run) is its child.
 
-use axum::extract::Request;
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use tracing::Instrument;
+
+use crate::telemetry::{spans::remote_parent, Telemetry, Traced};
 
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -25,7 +34,11 @@ pub fn accepted(value: &str) -> Option<&str> {
     sensible.then_some(value)
 }
 
-pub async fn tag(mut request: Request, next: Next) -> Response {
+pub async fn tag(
+    State(telemetry): State<Arc<Telemetry>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let id = request
         .headers()
         .get(&REQUEST_ID_HEADER)
@@ -43,7 +56,46 @@ pub async fn tag(mut request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path()
     );
-    let mut response = next.run(request).instrument(span).await;
+    let server_span = telemetry.tracer().map(|tracer| {
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or(crate::metrics::http::UNMATCHED_ROUTE, |path| path.as_str())
+            .to_owned();
+        let method = request.method().as_str().to_owned();
+        Traced::start(
+            Some(tracer),
+            format!("{method} {route}"),
+            SpanKind::Server,
+            &remote_parent(request.headers()),
+            vec![
+                KeyValue::new("http.request.method", method),
+                KeyValue::new("http.route", route),
+                KeyValue::new("url.path", request.uri().path().to_owned()),
+                KeyValue::new("agentstream.request_id", id.clone()),
+            ],
+        )
+    });
+    let mut response = match &server_span {
+        None => next.run(request).instrument(span).await,
+        Some(traced) => {
+            next.run(request)
+                .instrument(span)
+                .with_context(traced.context())
+                .await
+        }
+    };
+    if let Some(traced) = server_span {
+        let status = response.status().as_u16();
+        traced.set(vec![KeyValue::new(
+            "http.response.status_code",
+            status as i64,
+        )]);
+        if status >= 500 {
+            traced.fail(&status.to_string());
+        }
+        traced.end();
+    }
     response.headers_mut().insert(REQUEST_ID_HEADER, header);
     response
 }

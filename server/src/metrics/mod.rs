@@ -121,6 +121,10 @@ pub struct Metrics {
     pub mcp_connections: Family<McpServerLabel, Gauge>,
     pub mcp_reconnects: Family<McpServerLabel, Counter>,
     mcp_names: runs::Names,
+    // Traces.
+    pub trace_spans_exported: Counter,
+    pub trace_spans_dropped: Counter,
+    pub trace_export_failures: Counter,
     // HTTP.
     pub http_requests: Family<HttpLabels, Counter>,
     pub http_request_duration: Family<RouteLabel, Histogram>,
@@ -191,6 +195,9 @@ impl Metrics {
             mcp_connections: Family::default(),
             mcp_reconnects: Family::default(),
             mcp_names: runs::Names::default(),
+            trace_spans_exported: Counter::default(),
+            trace_spans_dropped: Counter::default(),
+            trace_export_failures: Counter::default(),
             http_requests: Family::default(),
             http_request_duration: Family::new_with_constructor(|| {
                 Histogram::new(seconds_buckets())
@@ -335,6 +342,21 @@ impl Metrics {
                 "Time to a response's head, by route template (a stream's body goes on after)",
                 Unit::Seconds,
                 metrics.http_request_duration.clone(),
+            );
+            ours.register(
+                "trace_spans_exported",
+                "Spans sent to the OTLP endpoint",
+                metrics.trace_spans_exported.clone(),
+            );
+            ours.register(
+                "trace_spans_dropped",
+                "Finished spans dropped because the export queue was full",
+                metrics.trace_spans_dropped.clone(),
+            );
+            ours.register(
+                "trace_export_failures",
+                "Batches of spans the OTLP endpoint did not take",
+                metrics.trace_export_failures.clone(),
             );
             ours.register(
                 "tasks_alive",
