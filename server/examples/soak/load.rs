@@ -394,7 +394,10 @@ async fn connection(
                     Ok(Some(Err(error))) => return Err(format!("read: {error}")),
                     Ok(Some(Ok(item))) => item,
                 };
-                if item.id.is_empty() {
+                // Events are the default `message` type; `lagged` and `error` notices carry no
+                // id of their own, but an SSE parser keeps the last one it saw (the spec's last
+                // event id), so the type is what tells them apart.
+                if item.event != "message" || item.id.is_empty() {
                     continue;
                 }
                 let event: AgentEvent = serde_json::from_str(&item.data)
