@@ -107,7 +107,11 @@ pub async fn load_history(agent_id: Uuid) -> Result<crate::history::AgentHistory
         let has_more = page.has_more && !page.events.is_empty();
         timeline.apply_all(page.events);
         if !has_more {
-            return Ok(crate::history::AgentHistory { agent, timeline });
+            return Ok(crate::history::AgentHistory {
+                agent,
+                timeline,
+                trace_url_template: None,
+            });
         }
     }
 }

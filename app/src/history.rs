@@ -17,6 +17,10 @@ use crate::timeline::Timeline;
 pub struct AgentHistory {
     pub agent: Agent,
     pub timeline: Timeline,
+    /// The operator's link to a trace (`AGENTSTREAM_TRACE_URL_TEMPLATE`, `{trace_id}` in it),
+    /// which the run inspector links a run's trace id with.
+    #[serde(default)]
+    pub trace_url_template: Option<String>,
 }
 
 /// What the server provides to the pages (through Leptos context) to read history.

@@ -130,6 +130,9 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<Uuid>,
     pub first_seq: u64,
+    /// The run's trace, when the server exported one (`run_started`'s `metadata.trace_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// The folded log of one agent. Serializable, so the server can fold history and hand the result
@@ -391,6 +394,7 @@ impl Timeline {
                     started_at: None,
                     ended_at: None,
                     continues: None,
+                    trace_id: None,
                 });
                 self.run_index.insert(run_id, self.runs.len() - 1);
                 self.runs.len() - 1
@@ -419,6 +423,12 @@ impl Timeline {
                     .get("continues")
                     .and_then(Value::as_str)
                     .and_then(|id| id.parse().ok());
+                run.trace_id = event
+                    .metadata
+                    .get("trace_id")
+                    .and_then(Value::as_str)
+                    .filter(|id| id.len() == 32 && id.bytes().all(|byte| byte.is_ascii_hexdigit()))
+                    .map(str::to_owned);
             }
             EventKind::Usage => run.usage = Some(event.content.clone()),
             EventKind::RunCompleted => {

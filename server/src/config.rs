@@ -189,6 +189,9 @@ pub struct Config {
     /// Where traces go over OTLP/HTTP (the full URL of the traces path), from the standard
     /// `OTEL_EXPORTER_OTLP_…` variables; `None`: tracing off.
     pub otlp_traces_endpoint: Option<String>,
+    /// A link to a trace with `{trace_id}` in it (`AGENTSTREAM_TRACE_URL_TEMPLATE`, e.g. a
+    /// Jaeger or Tempo address): the run inspector links a run's trace id with it.
+    pub trace_url_template: Option<String>,
 }
 
 impl Default for Config {
@@ -216,6 +219,7 @@ impl Default for Config {
             metrics_addr: None,
             log_json: false,
             otlp_traces_endpoint: None,
+            trace_url_template: None,
         }
     }
 }
@@ -282,6 +286,9 @@ Environment:
                                         export traces over OTLP/HTTP protobuf (default: off);
                                         OTEL_SERVICE_NAME (default agentstream),
                                         OTEL_TRACES_SAMPLER and _ARG, OTEL_SDK_DISABLED as usual
+  AGENTSTREAM_TRACE_URL_TEMPLATE        a link to a trace, {trace_id} in it (e.g.
+                                        http://tempo:3200/trace/{trace_id}): the run inspector
+                                        links each run's trace (default: the id, unlinked)
   RUST_LOG                              log filter (default info)
 
 Limits (each must be at least 1):
@@ -526,6 +533,15 @@ impl Config {
                 })?),
             },
             otlp_traces_endpoint: crate::telemetry::endpoint_from_env()?,
+            trace_url_template: match variable("AGENTSTREAM_TRACE_URL_TEMPLATE") {
+                None => None,
+                Some(template) if template.contains("{trace_id}") => Some(template.trim().to_owned()),
+                Some(template) => {
+                    return Err(format!(
+                        "AGENTSTREAM_TRACE_URL_TEMPLATE={template:?}: put {{trace_id}} where the trace id goes"
+                    ))
+                }
+            },
             log_json: match variable("AGENTSTREAM_LOG_FORMAT").as_deref().map(str::trim) {
                 None | Some("text") => false,
                 Some("json") => true,

@@ -62,6 +62,8 @@ pub struct AppState {
     pub database_file: Option<std::path::PathBuf>,
     /// Traces (off unless an OTLP endpoint is configured).
     pub telemetry: Arc<Telemetry>,
+    /// Where the inspector links a run's trace (`AGENTSTREAM_TRACE_URL_TEMPLATE`).
+    pub trace_url_template: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -187,6 +189,7 @@ impl AppState {
             metrics,
             database_file: store::sqlite_path(&config.database_url),
             telemetry,
+            trace_url_template: config.trace_url_template.as_deref().map(Arc::from),
         })
     }
 }

@@ -62,6 +62,27 @@ pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
                 .map_or("unknown", |inspection| inspection.run.status.as_str())
         })
     };
+    let trace_url_template = history.trace_url_template.clone();
+    let trace = move || {
+        let trace_id = inspection.with(|inspection| {
+            inspection
+                .as_ref()
+                .and_then(|inspection| inspection.run.trace_id.clone())
+        })?;
+        let link = trace_url_template
+            .as_ref()
+            .map(|template| template.replace("{trace_id}", &trace_id));
+        let shown = trace_id.clone();
+        Some(view! {
+            <p class="muted trace" data-trace-id=trace_id>
+                "trace "
+                {match link {
+                    Some(href) => view! { <a href=href rel="noreferrer">{shown}</a> }.into_any(),
+                    None => view! { <code>{shown}</code> }.into_any(),
+                }}
+            </p>
+        })
+    };
     view! {
         <section class="inspector" data-run-id=run_id.to_string() data-status=status>
             <h1>{history.agent.name}" · run"</h1>
@@ -78,6 +99,7 @@ pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
                 Some(summary) => view! { <p class="inspector-summary">{summary}</p> }.into_any(),
                 None => view! { <p class="error">"This run is not in the agent's log."</p> }.into_any(),
             }}
+            {trace}
             <div class="lanes">
                 <For each=lanes key=|lane| (lane.block_id, lane.end_ms, lane.status.clone()) let:lane>
                     <LaneRow lane total_ms hovered/>

@@ -170,6 +170,7 @@ mod tests {
             ended_at: None,
             continues: None,
             first_seq: 1,
+            trace_id: None,
         };
         let cases = [
             (None, ("idle", "idle")),

@@ -190,6 +190,7 @@ async fn security_headers(
 pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
     let (store, snapshots) = (state.store.clone(), state.snapshots.clone());
+    let trace_url_template = state.trace_url_template.clone();
     // Per request: the pages read as the request's caller (leptos_axum provides the request's
     // parts before this runs; the access middleware put the caller in their extensions).
     let history = move || {
@@ -199,6 +200,7 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
             store: store.clone(),
             snapshots: snapshots.clone(),
             caller,
+            trace_url_template: trace_url_template.clone(),
         })))
     };
     let pages = Router::new()

@@ -16,6 +16,8 @@ pub struct StoreHistory {
     pub snapshots: Arc<Snapshots>,
     /// Who asked (`None`: a render without a request's caller, which is shown nothing).
     pub caller: Option<Caller>,
+    /// `AGENTSTREAM_TRACE_URL_TEMPLATE`.
+    pub trace_url_template: Option<Arc<str>>,
 }
 
 impl HistorySource for StoreHistory {
@@ -23,6 +25,7 @@ impl HistorySource for StoreHistory {
         let store = self.store.clone();
         let snapshots = self.snapshots.clone();
         let caller = self.caller.clone();
+        let trace_url_template = self.trace_url_template.as_deref().map(str::to_owned);
         Box::pin(async move {
             let failed = |error: StoreError| {
                 tracing::error!(%agent_id, %error, "history could not be read");
@@ -41,7 +44,11 @@ impl HistorySource for StoreHistory {
             let timeline = fold_log(store.as_ref(), &snapshots, agent_id)
                 .await
                 .map_err(failed)?;
-            Ok(Some(AgentHistory { agent, timeline }))
+            Ok(Some(AgentHistory {
+                agent,
+                timeline,
+                trace_url_template,
+            }))
         })
     }
 
