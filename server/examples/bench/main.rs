@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 mod first_open;
 mod log_size;
+mod observability;
 
 /// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).
 const PRODUCER_IN_FLIGHT_MAX: usize = 64;
@@ -162,6 +163,7 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         sizes,
     )
     .await;
+    observability::cost(directory, sizes).await;
     log_size::measure(
         &directory.join("size.db"),
         sizes.size_agents,
@@ -664,8 +666,19 @@ pub(crate) mod live {
         /// The server in this process on port 0 on `database_url`, with the scripted provider
         /// paced as asked.
         pub async fn start(database_url: &str, token_delay_ms: u64, reply_tokens: u32) -> Server {
+            Server::start_traced(database_url, token_delay_ms, reply_tokens, None).await
+        }
+
+        /// [`Server::start`], exporting traces to `otlp_traces_endpoint` when given.
+        pub async fn start_traced(
+            database_url: &str,
+            token_delay_ms: u64,
+            reply_tokens: u32,
+            otlp_traces_endpoint: Option<String>,
+        ) -> Server {
             let mut config = Config {
                 database_url: database_url.to_owned(),
+                otlp_traces_endpoint,
                 ..Config::default()
             };
             config.scripted.token_delay_ms = token_delay_ms;
