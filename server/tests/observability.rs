@@ -545,3 +545,69 @@ async fn a_run_is_a_trace_under_the_callers_request() {
         }
     }
 }
+
+/// `AGENTSTREAM_LOG_FORMAT=json`: one JSON object a line; a request's lines carry its request
+/// id, and with tracing on its trace and span ids (the caller's trace, from `traceparent`).
+#[tokio::test]
+async fn json_log_lines_carry_the_request_and_its_trace() {
+    use tokio::io::AsyncBufReadExt;
+    let (endpoint, _received) = otlp_receiver().await;
+    let directory = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_server"))
+        .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", directory.path().join("log.db").display()),
+        )
+        .env("AGENTSTREAM_LOG_FORMAT", "json")
+        .env("RUST_LOG", "agentstream_server=debug")
+        .env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until("the server to come up", || async {
+        let response = http.get(format!("{base}/healthz")).send().await;
+        response
+            .is_ok_and(|response| response.status().is_success())
+            .then_some(())
+    })
+    .await;
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let response = http
+        .get(format!("{base}/v1/agents"))
+        .header("x-request-id", "json-log-test-1")
+        .header("traceparent", format!("00-{trace_id}-b7ad6b7169203331-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let line = tokio::time::timeout(common::WAIT_MAX, async {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the server's log goes on");
+            let parsed: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+            if parsed["span"]["request_id"] == "json-log-test-1" {
+                return parsed;
+            }
+        }
+    })
+    .await
+    .expect("a log line of the request");
+    assert_eq!(line["span"]["trace_id"], trace_id, "{line}");
+    assert_eq!(
+        line["span"]["span_id"].as_str().map(str::len),
+        Some(16),
+        "{line}"
+    );
+    assert_eq!(line["span"]["path"], "/v1/agents", "{line}");
+    child.kill().await.unwrap();
+}

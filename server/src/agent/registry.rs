@@ -421,48 +421,63 @@ impl Runs {
             run_id,
             finished: finished_sender,
         };
-        tokio::spawn(async move {
-            // Held to the task's end, however it ends: the agent is free again and waiters hear
-            // it, even when the run panicked.
-            let slot = slot;
-            let (agent_id, run_id) = (slot.agent_id, slot.run_id);
-            // The agent's tools: the built-ins, and its MCP servers' — listed by the run once
-            // it has opened (so a server that changed its tools is seen by the next run, and a
-            // slow one never holds back `run_started`).
-            let mut run = make_run(builtins.clone())
-                .with_approvals(requires_approval)
-                .traced(trace);
-            if let Turn::Approval(answer) = turn {
-                run = run.answering(answer);
-            }
-            if !crate::mcp::agent_servers(&metadata).is_empty() {
-                run = run.with_tools_later(Box::pin(async move {
-                    let visible = mcp.tools_for(&builtins, &metadata).await;
-                    Arc::new(visible.into_iter().map(|visible| visible.tool).collect())
-                }));
-            }
-            let outcome = AssertUnwindSafe(run.execute(request, iterations_max, options))
-                .catch_unwind()
-                .await;
-            let detail = match outcome {
-                Ok(Ok(())) => return,
-                Ok(Err(error)) => {
-                    tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
-                    json!({ "type": "store_error", "message": error.to_string(), "retryable": true })
+        // Log lines of the run name it (and its trace, when it is traced).
+        let log_span = tracing::info_span!(
+            "run",
+            agent_id = %agent.id,
+            run_id = %run_id,
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
+        );
+        if let Some((trace_id, span_id)) = trace.ids() {
+            log_span.record("trace_id", trace_id.as_str());
+            log_span.record("span_id", span_id.as_str());
+        }
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                // Held to the task's end, however it ends: the agent is free again and waiters hear
+                // it, even when the run panicked.
+                let slot = slot;
+                let (agent_id, run_id) = (slot.agent_id, slot.run_id);
+                // The agent's tools: the built-ins, and its MCP servers' — listed by the run once
+                // it has opened (so a server that changed its tools is seen by the next run, and a
+                // slow one never holds back `run_started`).
+                let mut run = make_run(builtins.clone())
+                    .with_approvals(requires_approval)
+                    .traced(trace);
+                if let Turn::Approval(answer) = turn {
+                    run = run.answering(answer);
                 }
-                Err(panic) => {
-                    let message = panic_message(panic.as_ref());
-                    tracing::error!(%agent_id, %run_id, panic = %message, "run stopped: it panicked");
-                    json!({
-                        "type": "internal_error",
-                        "message": format!("the run stopped on an internal error: {message}"),
-                        "retryable": false,
-                    })
+                if !crate::mcp::agent_servers(&metadata).is_empty() {
+                    run = run.with_tools_later(Box::pin(async move {
+                        let visible = mcp.tools_for(&builtins, &metadata).await;
+                        Arc::new(visible.into_iter().map(|visible| visible.tool).collect())
+                    }));
                 }
-            };
-            ending.store(true, Ordering::Release);
-            end_from_log(store.as_ref(), &writer, agent_id, run_id, detail).await;
-        });
+                let outcome = AssertUnwindSafe(run.execute(request, iterations_max, options))
+                    .catch_unwind()
+                    .await;
+                let detail = match outcome {
+                    Ok(Ok(())) => return,
+                    Ok(Err(error)) => {
+                        tracing::warn!(%agent_id, %run_id, %error, "run stopped: the log refused an event");
+                        json!({ "type": "store_error", "message": error.to_string(), "retryable": true })
+                    }
+                    Err(panic) => {
+                        let message = panic_message(panic.as_ref());
+                        tracing::error!(%agent_id, %run_id, panic = %message, "run stopped: it panicked");
+                        json!({
+                            "type": "internal_error",
+                            "message": format!("the run stopped on an internal error: {message}"),
+                            "retryable": false,
+                        })
+                    }
+                };
+                ending.store(true, Ordering::Release);
+                end_from_log(store.as_ref(), &writer, agent_id, run_id, detail).await;
+            },
+            log_span,
+        ));
         Ok(run_id)
     }
 

@@ -54,7 +54,9 @@ pub async fn tag(
         "request",
         request_id = %id,
         method = %request.method(),
-        path = %request.uri().path()
+        path = %request.uri().path(),
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
     );
     let server_span = telemetry.tracer().map(|tracer| {
         let route = request
@@ -76,17 +78,28 @@ pub async fn tag(
             ],
         )
     });
+    // Log lines of the request name its trace and span, so a log search finds the trace.
+    if let Some((trace_id, span_id)) = server_span.as_ref().and_then(Traced::ids) {
+        span.record("trace_id", trace_id.as_str());
+        span.record("span_id", span_id.as_str());
+    }
     let mut response = match &server_span {
-        None => next.run(request).instrument(span).await,
+        None => next.run(request).instrument(span.clone()).await,
         Some(traced) => {
             next.run(request)
-                .instrument(span)
+                .instrument(span.clone())
                 .with_context(traced.context())
                 .await
         }
     };
+    let status = response.status();
+    if status.is_server_error() {
+        tracing::warn!(parent: &span, status = status.as_u16(), "answered with a server error");
+    } else {
+        tracing::debug!(parent: &span, status = status.as_u16(), "answered");
+    }
     if let Some(traced) = server_span {
-        let status = response.status().as_u16();
+        let status = status.as_u16();
         traced.set(vec![KeyValue::new(
             "http.response.status_code",
             status as i64,

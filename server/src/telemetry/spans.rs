@@ -84,11 +84,20 @@ impl Traced {
 
     /// The trace's id (32 hex digits), when the span exists and is sampled.
     pub fn trace_id(&self) -> Option<String> {
+        self.ids().map(|(trace_id, _)| trace_id)
+    }
+
+    /// The trace's and the span's ids (hex), when the span exists and is sampled.
+    pub fn ids(&self) -> Option<(String, String)> {
         let (_, context) = self.inner.as_ref()?;
         let span = context.span();
         let span_context = span.span_context();
-        (span_context.is_valid() && span_context.is_sampled())
-            .then(|| span_context.trace_id().to_string())
+        (span_context.is_valid() && span_context.is_sampled()).then(|| {
+            (
+                span_context.trace_id().to_string(),
+                span_context.span_id().to_string(),
+            )
+        })
     }
 
     /// The context to run code under, so what it starts is this span's child.
