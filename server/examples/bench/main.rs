@@ -144,6 +144,21 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     remove_database(&path);
     settle_disk();
     engine.print("", sizes.agents, baseline);
+    // The same with the writer counting into the metrics, right after.
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap(),
+    );
+    let counted = engine_counting(store, sizes.agents, sizes.events_per_agent, true).await;
+    remove_database(&path);
+    settle_disk();
+    println!(
+        "{:<66} {:>12.0} events/s ({:+.1} %)",
+        "  the same, metrics counted",
+        counted.events_per_second,
+        (counted.events_per_second - engine.events_per_second) / engine.events_per_second * 100.0
+    );
     println!(
         "{:<66} {:>12.1} events",
         "  events per fsync (group commit)",
@@ -547,10 +562,29 @@ impl EngineFigures {
 /// deltas, pipelined as runs do, while one subscriber per agent receives them from the hub.
 /// The clock stops when every subscriber has its agent's last event.
 async fn engine(store: Arc<dyn Store>, agents: u64, events_per_agent: u64) -> EngineFigures {
+    engine_counting(store, agents, events_per_agent, false).await
+}
+
+/// [`engine`], with the writer counting into the server's metrics when `counting`.
+async fn engine_counting(
+    store: Arc<dyn Store>,
+    agents: u64,
+    events_per_agent: u64,
+    counting: bool,
+) -> EngineFigures {
     let hub = Arc::new(Hub::new(
         agentstream_server::delivery::hub::HUB_ROOM_BATCHES_MAX_DEFAULT,
     ));
-    let writer = Writer::spawn(store.clone(), hub.clone());
+    let writer = if counting {
+        Writer::spawn_observed(
+            store.clone(),
+            hub.clone(),
+            writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
+            Arc::new(agentstream_server::metrics::Metrics::new()),
+        )
+    } else {
+        Writer::spawn(store.clone(), hub.clone())
+    };
     let mut agent_ids = Vec::new();
     for index in 0..agents {
         let agent = store

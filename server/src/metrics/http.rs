@@ -82,7 +82,7 @@ pub async fn observe(
         parts,
         Body::new(Counted {
             inner: body,
-            bytes_sent: metrics.bytes_sent(surface),
+            sent: metrics.sent_on(surface),
         }),
     )
 }
@@ -90,7 +90,7 @@ pub async fn observe(
 /// A response body that counts the bytes it sends.
 struct Counted {
     inner: Body,
-    bytes_sent: prometheus_client::metrics::counter::Counter,
+    sent: super::Sent,
 }
 
 impl HttpBody for Counted {
@@ -104,7 +104,7 @@ impl HttpBody for Counted {
         let polled = Pin::new(&mut self.inner).poll_frame(context);
         if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(data) = frame.data_ref() {
-                self.bytes_sent.inc_by(data.len() as u64);
+                self.sent.frame(data.len());
             }
         }
         polled

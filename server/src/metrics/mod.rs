@@ -107,6 +107,7 @@ pub struct Metrics {
     pub lag_notices: Counter,
     pub catch_up_reads: Counter,
     pub bytes_out: Family<SurfaceLabel, Counter>,
+    pub frames_out: Family<SurfaceLabel, Counter>,
     // Runs.
     pub runs_started: Counter,
     pub runs_ended: Family<RunEndLabels, Counter>,
@@ -178,6 +179,7 @@ impl Metrics {
             lag_notices: Counter::default(),
             catch_up_reads: Counter::default(),
             bytes_out: Family::default(),
+            frames_out: Family::default(),
             runs_started: Counter::default(),
             runs_ended: Family::default(),
             run_duration: Histogram::new(long_seconds_buckets()),
@@ -274,6 +276,11 @@ impl Metrics {
                 "Bytes sent in response bodies and WebSocket messages, by surface",
                 Unit::Bytes,
                 metrics.bytes_out.clone(),
+            );
+            ours.register(
+                "frames_sent",
+                "WebSocket messages and response body chunks sent, by surface",
+                metrics.frames_out.clone(),
             );
             ours.register(
                 "connections",
@@ -410,12 +417,14 @@ impl Metrics {
         SubscriberGuard { gauge }
     }
 
-    /// The counter of bytes sent on `surface`: looked up once per connection or response, then
-    /// an atomic add per frame.
-    pub fn bytes_sent(&self, surface: &'static str) -> Counter {
-        self.bytes_out
-            .get_or_create(&SurfaceLabel { surface })
-            .clone()
+    /// The counters of bytes and of frames sent on `surface`: looked up once per connection or
+    /// response, then an atomic add per frame.
+    pub fn sent_on(&self, surface: &'static str) -> Sent {
+        let label = SurfaceLabel { surface };
+        Sent {
+            bytes: self.bytes_out.get_or_create(&label).clone(),
+            frames: self.frames_out.get_or_create(&label).clone(),
+        }
     }
 
     /// One tool call's time, under its name when it is one of the first
@@ -451,6 +460,19 @@ impl Metrics {
     /// A store error, by the kind of trouble.
     pub fn store_error(&self, kind: &'static str) {
         self.store_errors.get_or_create(&KindLabel { kind }).inc();
+    }
+}
+
+/// What one connection or response counts as it sends.
+pub struct Sent {
+    bytes: Counter,
+    frames: Counter,
+}
+
+impl Sent {
+    pub fn frame(&self, bytes: usize) {
+        self.bytes.inc_by(bytes as u64);
+        self.frames.inc();
     }
 }
 

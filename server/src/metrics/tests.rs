@@ -26,7 +26,7 @@ fn the_exposition_speaks_prometheus_names_and_units() {
             error_type: "",
         })
         .observe(0.5);
-    metrics.bytes_sent("native_sse").inc_by(100);
+    metrics.sent_on("native_sse").frame(100);
     let guard = metrics.subscriber("websocket");
     let text = metrics.encode();
     let expected = [
@@ -40,6 +40,7 @@ fn the_exposition_speaks_prometheus_names_and_units() {
         "# TYPE gen_ai_client_operation_duration_seconds histogram",
         "# TYPE agentstream_database_size_bytes gauge",
         "agentstream_response_body_bytes_total{surface=\"native_sse\"} 100",
+        "agentstream_frames_sent_total{surface=\"native_sse\"} 1",
     ];
     for line in expected {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");

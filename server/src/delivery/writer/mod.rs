@@ -115,8 +115,15 @@ impl Writer {
     }
 
     /// [`Writer::spawn`] with another retry budget (see [`WRITER_COMMIT_RETRIES_MAX_DEFAULT`]).
+    /// Counts nothing (the benchmark measures the cost of counting against it).
     pub fn spawn_with(store: Arc<dyn EventLog>, hub: Arc<Hub>, commit_retries_max: u32) -> Writer {
-        Writer::spawn_observed(store, hub, commit_retries_max, Arc::new(Metrics::new()))
+        Writer::start(
+            store,
+            hub,
+            commit_retries_max,
+            Arc::new(Metrics::new()),
+            false,
+        )
     }
 
     /// [`Writer::spawn_with`], counting into the server's `metrics` (commits, events, store
@@ -127,14 +134,23 @@ impl Writer {
         commit_retries_max: u32,
         metrics: Arc<Metrics>,
     ) -> Writer {
+        Writer::start(store, hub, commit_retries_max, metrics, true)
+    }
+
+    fn start(
+        store: Arc<dyn EventLog>,
+        hub: Arc<Hub>,
+        commit_retries_max: u32,
+        metrics: Arc<Metrics>,
+        counting: bool,
+    ) -> Writer {
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_REQUESTS_MAX);
-        tokio::spawn(run(
-            store,
-            hub,
-            receiver,
-            commit_retries_max,
-            metrics.clone(),
-        ));
+        let observed = Observed {
+            metrics: metrics.clone(),
+            runs: RunTimes::default(),
+            counting,
+        };
+        tokio::spawn(run(store, hub, receiver, commit_retries_max, observed));
         Writer { sender, metrics }
     }
 
@@ -238,14 +254,10 @@ async fn run(
     hub: Arc<Hub>,
     mut receiver: mpsc::Receiver<WriteRequest>,
     retries_max: u32,
-    metrics: Arc<Metrics>,
+    mut observed: Observed,
 ) {
     let mut refused = RefusedRuns::default();
     let mut chains = IdChains::default();
-    let mut observed = Observed {
-        metrics,
-        runs: RunTimes::default(),
-    };
     while let Some(first) = receiver.recv().await {
         let mut events_in_batch = first.batch.drafts.len();
         let mut requests = vec![first];
@@ -508,6 +520,8 @@ type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
 struct Observed {
     metrics: Arc<Metrics>,
     runs: RunTimes,
+    /// False for a writer that counts nothing ([`Writer::spawn_with`]).
+    counting: bool,
 }
 
 impl Observed {
@@ -518,7 +532,7 @@ impl Observed {
             .iter()
             .filter_map(|outcome| outcome.as_ref().ok())
             .collect();
-        if committed.is_empty() {
+        if committed.is_empty() || !self.counting {
             return;
         }
         let transactions = if committed.len() == outcomes.len() {

@@ -227,7 +227,7 @@ async fn write_socket<W>(
 ) where
     W: Sink<Message> + Unpin + Send + 'static,
 {
-    let bytes_sent = metrics.bytes_sent("websocket");
+    let sent = metrics.sent_on("websocket");
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     'writing: loop {
@@ -252,7 +252,7 @@ async fn write_socket<W>(
         }
         for message in subscription::coalesce_waiting(waiting) {
             let frame = message.frame();
-            bytes_sent.inc_by(frame.len() as u64);
+            sent.frame(frame.len());
             if sink.send(Message::Text(frame.into())).await.is_err() {
                 break 'writing;
             }
