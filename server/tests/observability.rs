@@ -308,6 +308,78 @@ async fn a_real_prometheus_scrapes_the_server() {
     })
     .await;
     assert!(output_tokens > 0.0, "{output_tokens}");
+
+    // The dashboard's every expression parses in this Prometheus, and names only series the
+    // server exports (or ones that appear only once what they count has happened).
+    let dashboard: Value = serde_json::from_str(include_str!(
+        "../../examples/operations/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let names: Value = http
+        .get(format!(
+            "http://127.0.0.1:{web_port}/api/v1/label/__name__/values"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let scraped: Vec<&str> = names["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let labels: Value = http
+        .get(format!("http://127.0.0.1:{web_port}/api/v1/labels"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let label_names: Vec<&str> = labels["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let after_it_happens = [
+        "agentstream_store_errors_total",
+        "agentstream_mcp_connections",
+        "agentstream_mcp_reconnects_total",
+        "agentstream_subscribers",
+        "agentstream_frames_sent_total",
+    ];
+    let mut expressions = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expression = target["expr"].as_str().unwrap();
+            expressions += 1;
+            let answer: Value = http
+                .get(format!("http://127.0.0.1:{web_port}/api/v1/query"))
+                .query(&[("query", expression)])
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(answer["status"], "success", "{expression}: {answer}");
+            for name in expression
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|word| word.starts_with("agentstream_") || word.starts_with("gen_ai_"))
+                .filter(|word| !label_names.contains(word))
+            {
+                assert!(
+                    scraped.contains(&name) || after_it_happens.contains(&name),
+                    "{name} (in {expression:?}) is not a series the server exports"
+                );
+            }
+        }
+    }
+    assert!(expressions > 30, "{expressions}");
     child.kill().await.unwrap();
 }
 
