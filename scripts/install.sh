@@ -145,7 +145,7 @@ probe_openssl() {
   if command -v openssl >/dev/null 2>&1; then echo "ok $(command -v openssl)"; else echo missing; fi
 }
 
-# Prometheus: the observability test scrapes the server with a real one (AGENTSTREAM_PROMETHEUS
+# Prometheus: the metrics test scrapes the server with a real one (AGENTSTREAM_PROMETHEUS
 # names another binary).
 probe_prometheus() {
   local bin="${AGENTSTREAM_PROMETHEUS:-prometheus}"
