@@ -142,3 +142,46 @@ async fn send<E: SpanExporter>(exporter: &E, batch: &mut Vec<SpanData>, metrics:
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::{Span as _, Tracer as _, TracerProvider as _};
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+
+    use super::*;
+
+    /// A collector that never answers.
+    #[derive(Debug)]
+    struct Stuck;
+
+    impl SpanExporter for Stuck {
+        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+            std::future::pending().await
+        }
+    }
+
+    /// Ending a span never waits, even for a collector that never answers: past the queue,
+    /// spans are dropped and counted.
+    #[tokio::test]
+    async fn a_stuck_collector_costs_the_queue_and_drops_the_rest() {
+        let metrics = Arc::new(Metrics::new());
+        let (processor, _flusher) = QueueProcessor::spawn(Stuck, metrics.clone());
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .build();
+        let tracer = provider.tracer("test");
+        let beyond = 1_000;
+        for _ in 0..SPANS_QUEUED_MAX + EXPORT_BATCH_SPANS_MAX + beyond {
+            tracer.start("span").end();
+            // Let the exporting task take what it takes (it stops at its first export).
+            tokio::task::yield_now().await;
+        }
+        // The task holds at most one batch, the queue the rest; everything else was dropped.
+        assert!(
+            metrics.trace_spans_dropped.get() >= beyond as u64 - 1,
+            "{}",
+            metrics.trace_spans_dropped.get()
+        );
+        assert_eq!(metrics.trace_spans_exported.get(), 0);
+    }
+}
