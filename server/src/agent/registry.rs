@@ -372,23 +372,12 @@ impl Runs {
         };
         // The run's span: a child of the request that started it (its server span, itself the
         // child of the caller's `traceparent`), when there is one.
-        let trace = crate::telemetry::Traced::start(
+        let trace = crate::telemetry::spans::invoke_agent(
             self.telemetry.tracer(),
-            format!("invoke_agent {}", agent.name),
-            opentelemetry::trace::SpanKind::Internal,
-            &opentelemetry::Context::current(),
-            vec![
-                opentelemetry::KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                opentelemetry::KeyValue::new("gen_ai.agent.id", agent.id.to_string()),
-                opentelemetry::KeyValue::new("gen_ai.agent.name", agent.name.clone()),
-                opentelemetry::KeyValue::new("gen_ai.conversation.id", agent.id.to_string()),
-                opentelemetry::KeyValue::new("gen_ai.provider.name", provider.name()),
-                opentelemetry::KeyValue::new(
-                    "gen_ai.request.model",
-                    request.model.clone().unwrap_or_default(),
-                ),
-                opentelemetry::KeyValue::new("agentstream.run.id", run_id.to_string()),
-            ],
+            agent,
+            provider.name(),
+            request.model.clone(),
+            run_id,
         );
         let writer = self.writer.clone();
         let store = self.store.clone();
@@ -422,17 +411,7 @@ impl Runs {
             finished: finished_sender,
         };
         // Log lines of the run name it (and its trace, when it is traced).
-        let log_span = tracing::info_span!(
-            "run",
-            agent_id = %agent.id,
-            run_id = %run_id,
-            trace_id = tracing::field::Empty,
-            span_id = tracing::field::Empty,
-        );
-        if let Some((trace_id, span_id)) = trace.ids() {
-            log_span.record("trace_id", trace_id.as_str());
-            log_span.record("span_id", span_id.as_str());
-        }
+        let log_span = crate::telemetry::spans::run_log_span(agent.id, run_id, &trace);
         tokio::spawn(tracing::Instrument::instrument(
             async move {
                 // Held to the task's end, however it ends: the agent is free again and waiters hear

@@ -108,6 +108,49 @@ impl Traced {
     }
 }
 
+/// A run's `invoke_agent` span (OpenTelemetry's GenAI agent span), the child of whatever span
+/// is current where the run starts (the request that started it).
+pub fn invoke_agent(
+    tracer: Option<&SdkTracer>,
+    agent: &app::protocol::Agent,
+    provider: &'static str,
+    model: Option<String>,
+    run_id: uuid::Uuid,
+) -> Traced {
+    Traced::start(
+        tracer,
+        format!("invoke_agent {}", agent.name),
+        SpanKind::Internal,
+        &Context::current(),
+        vec![
+            KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+            KeyValue::new("gen_ai.agent.id", agent.id.to_string()),
+            KeyValue::new("gen_ai.agent.name", agent.name.clone()),
+            KeyValue::new("gen_ai.conversation.id", agent.id.to_string()),
+            KeyValue::new("gen_ai.provider.name", provider),
+            KeyValue::new("gen_ai.request.model", model.unwrap_or_default()),
+            KeyValue::new("agentstream.run.id", run_id.to_string()),
+        ],
+    )
+}
+
+/// The log span a run's task runs in: its lines name the agent, the run and (when traced) the
+/// run's trace and span.
+pub fn run_log_span(agent_id: uuid::Uuid, run_id: uuid::Uuid, trace: &Traced) -> tracing::Span {
+    let span = tracing::info_span!(
+        "run",
+        agent_id = %agent_id,
+        run_id = %run_id,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
+    );
+    if let Some((trace_id, span_id)) = trace.ids() {
+        span.record("trace_id", trace_id.as_str());
+        span.record("span_id", span_id.as_str());
+    }
+    span
+}
+
 /// The caller's trace context from its `traceparent` (and `tracestate`) header; an empty
 /// context when it sent none or an invalid one.
 pub fn remote_parent(headers: &HeaderMap) -> Context {

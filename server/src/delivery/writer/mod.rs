@@ -14,10 +14,12 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::delivery::hub::Hub;
-use crate::metrics::runs::{RunObservation, RunTimes};
 use crate::metrics::Metrics;
 use crate::store::chunk::IdChains;
 use crate::store::{AppendBatch, EventDraft, EventLog, StoreError};
+use observed::Observed;
+
+mod observed;
 
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the
 /// database's back-pressure, which is the one a producer should feel (never a subscriber's).
@@ -145,11 +147,7 @@ impl Writer {
         counting: bool,
     ) -> Writer {
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_REQUESTS_MAX);
-        let observed = Observed {
-            metrics: metrics.clone(),
-            runs: RunTimes::default(),
-            counting,
-        };
+        let observed = Observed::new(metrics.clone(), counting);
         tokio::spawn(run(store, hub, receiver, commit_retries_max, observed));
         Writer { sender, metrics }
     }
@@ -514,66 +512,7 @@ async fn commit(
     }
 }
 
-type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
-
-/// What the writer counts: its commits, and runs as their events commit.
-struct Observed {
-    metrics: Arc<Metrics>,
-    runs: RunTimes,
-    /// False for a writer that counts nothing ([`Writer::spawn_with`]).
-    counting: bool,
-}
-
-impl Observed {
-    /// A group's outcomes: one transaction when all committed together, else one per request
-    /// that committed on its own.
-    fn group(&mut self, outcomes: &[Outcome], took: std::time::Duration) {
-        let committed: Vec<&Vec<AgentEvent>> = outcomes
-            .iter()
-            .filter_map(|outcome| outcome.as_ref().ok())
-            .collect();
-        if committed.is_empty() || !self.counting {
-            return;
-        }
-        let transactions = if committed.len() == outcomes.len() {
-            1
-        } else {
-            committed.len()
-        };
-        let events: usize = committed.iter().map(|events| events.len()).sum();
-        let metrics = &self.metrics;
-        metrics.commits.inc_by(transactions as u64);
-        metrics.events_appended.inc_by(events as u64);
-        metrics
-            .commit_events
-            .observe((events / transactions) as f64);
-        metrics.commit_duration.observe(took.as_secs_f64());
-        for event in committed.into_iter().flatten() {
-            match self.runs.observe(event) {
-                None => {}
-                Some(RunObservation::Started) => {
-                    metrics.runs_started.inc();
-                }
-                Some(RunObservation::Ended {
-                    outcome,
-                    stop_reason,
-                    seconds,
-                }) => {
-                    metrics
-                        .runs_ended
-                        .get_or_create(&crate::metrics::RunEndLabels {
-                            outcome,
-                            stop_reason,
-                        })
-                        .inc();
-                    if let Some(seconds) = seconds {
-                        metrics.run_duration.observe(seconds);
-                    }
-                }
-            }
-        }
-    }
-}
+pub(super) type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
 
 /// The same refusal for each of `count` requests (the first gets the error itself).
 fn refusal_for_all(error: StoreError, count: usize) -> Vec<Outcome> {
