@@ -24,6 +24,21 @@ fn samples(text: &str) -> HashMap<String, f64> {
         .collect()
 }
 
+/// `POST path` with the operator token; the answer's JSON.
+async fn post_as_operator(server: &TestServer, path: &str, body: Value) -> Value {
+    server
+        .http
+        .post(server.url(path))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn scrape(server: &TestServer) -> String {
     let response = server
         .http
@@ -55,29 +70,14 @@ async fn metrics_count_what_a_run_did_under_bounded_labels() {
         "the operator's figures need the token"
     );
 
-    let agent: Value = server
-        .http
-        .post(server.url("/v1/agents"))
-        .bearer_auth(TOKEN)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent = post_as_operator(&server, "/v1/agents", json!({})).await;
     let agent_id = agent["id"].as_str().unwrap().to_owned();
-    let accepted: Value = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "content": "/tools clock; calculator 6*7" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let accepted = post_as_operator(
+        &server,
+        &format!("/v1/agents/{agent_id}/runs"),
+        json!({ "content": "/tools clock; calculator 6*7" }),
+    )
+    .await;
     let run_id = accepted["run_id"].as_str().unwrap().to_owned();
     let log: Vec<Value> = wait_until("the run's end", || async {
         let page: Value = server
