@@ -6,7 +6,8 @@
 //! million-token conversation after a restart (`first_open.rs`).
 //!
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
-//! version (the test command uses it so the benchmark keeps building and running). Not a test:
+//! version (the test command uses it so the benchmark keeps building and running); `--cost`
+//! runs only what metrics and traces cost (`observability.rs`). Not a test:
 //! nothing here passes or fails on a number.
 //!
 //! With `AGENTSTREAM_BENCH_POSTGRES_URL=postgres://…/postgres` (any database on the server; the
@@ -109,6 +110,12 @@ fn main() {
 }
 
 async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
+    if std::env::args().any(|argument| argument == "--cost") {
+        println!("agentstream-bench --cost: what metrics and traces cost");
+        observability::metrics(directory, sizes).await;
+        observability::traces(directory, sizes).await;
+        return;
+    }
     println!(
         "agentstream-bench{} on {}",
         if smoke { " (smoke)" } else { "" },
@@ -144,21 +151,7 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     remove_database(&path);
     settle_disk();
     engine.print("", sizes.agents, baseline);
-    // The same with the writer counting into the metrics, right after.
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap(),
-    );
-    let counted = engine_counting(store, sizes.agents, sizes.events_per_agent, true).await;
-    remove_database(&path);
-    settle_disk();
-    println!(
-        "{:<66} {:>12.0} events/s ({:+.1} %)",
-        "  the same, metrics counted",
-        counted.events_per_second,
-        (counted.events_per_second - engine.events_per_second) / engine.events_per_second * 100.0
-    );
+    observability::metrics(directory, sizes).await;
     println!(
         "{:<66} {:>12.1} events",
         "  events per fsync (group commit)",
@@ -178,7 +171,7 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         sizes,
     )
     .await;
-    observability::cost(directory, sizes).await;
+    observability::traces(directory, sizes).await;
     log_size::measure(
         &directory.join("size.db"),
         sizes.size_agents,
