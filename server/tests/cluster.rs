@@ -673,11 +673,13 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
                     let mut batches = vec![AppendBatch {
                         agent_id: a,
                         drafts: vec![EventDraft::new(EventKind::Text); 1 + index % 3],
+                        producer: None,
                     }];
                     if index % 2 == 0 && a != b {
                         batches.push(AppendBatch {
                             agent_id: b,
                             drafts: vec![EventDraft::new(EventKind::Text); 2],
+                            producer: None,
                         });
                     }
                     for batch in &mut batches {

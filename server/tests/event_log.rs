@@ -299,6 +299,7 @@ async fn events_read_as_json_are_the_events_serialized() {
         .append(&[AppendBatch {
             agent_id: agent.id,
             drafts: vec![full, bare, text],
+            producer: None,
         }])
         .await
         .unwrap();

@@ -84,6 +84,7 @@ async fn a_log_of_the_previous_schema_reads_back_exactly() {
         .append(&[AppendBatch {
             agent_id: agent.id,
             drafts: vec![EventDraft::new(EventKind::User)],
+            producer: None,
         }])
         .await
         .unwrap();
@@ -172,6 +173,7 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
         .append(&[AppendBatch {
             agent_id: agents[0],
             drafts: vec![EventDraft::new(EventKind::User)],
+            producer: None,
         }])
         .await
         .unwrap();

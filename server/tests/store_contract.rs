@@ -34,7 +34,7 @@ fn texts(count: usize) -> Vec<EventDraft> {
 }
 
 fn batch(agent_id: Uuid, drafts: Vec<EventDraft>) -> AppendBatch {
-    AppendBatch { agent_id, drafts }
+    AppendBatch::new(agent_id, drafts)
 }
 
 async fn agents_round_trip(subject: &Subject) {

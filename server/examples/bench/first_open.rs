@@ -60,6 +60,7 @@ async fn write_log(url: &str, tokens: u64, run_tokens: u64) -> Uuid {
         let mut batch = AppendBatch {
             agent_id: agent.id,
             drafts: std::mem::take(drafts),
+            producer: None,
         };
         chains.assign(&mut batch);
         batch

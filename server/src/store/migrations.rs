@@ -63,6 +63,11 @@ const SQLITE: &[Source] = &[
         "open approvals",
         include_str!("../../migrations/0010_open_approvals.sql"),
     ),
+    (
+        11,
+        "producers",
+        include_str!("../../migrations/0011_producers.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -105,6 +110,11 @@ const POSTGRES: &[Source] = &[
         8,
         "open approvals",
         include_str!("../../migrations_postgres/0008_open_approvals.sql"),
+    ),
+    (
+        9,
+        "producers",
+        include_str!("../../migrations_postgres/0009_producers.sql"),
     ),
 ];
 

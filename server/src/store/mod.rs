@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 pub use error::StoreError;
-pub use records::{AppendBatch, EventDraft, EventJson, NewAgent, StoredSnapshot};
+pub use records::{AppendBatch, EventDraft, EventJson, NewAgent, ProducerStamp, StoredSnapshot};
 
 /// Agents: the rows each log hangs from.
 #[async_trait]
@@ -70,6 +70,10 @@ pub async fn agent_for_chat(
     let agent_id = store.chat_agent(chat_id).await?.ok_or_else(vanished)?;
     store.get_agent(agent_id).await?.ok_or_else(vanished)
 }
+
+/// Producers an agent keeps the positions of. A batch that starts a producer's epoch (seq 0)
+/// forgets the agent's least recently written producers past this many.
+pub const PRODUCERS_PER_AGENT_MAX: u32 = 256;
 
 /// Each agent's append-only log: gapless seqs, read by range, by run outline or by id.
 #[async_trait]
@@ -110,6 +114,13 @@ pub trait EventLog: Send + Sync + 'static {
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;
+    /// An external producer's position on an agent: the last batch it committed (see
+    /// [`ProducerStamp`]), or `None` for a producer that never committed one.
+    async fn producer_position(
+        &self,
+        agent_id: Uuid,
+        producer_id: &str,
+    ) -> Result<Option<ProducerStamp>, StoreError>;
     /// The database's size on disk, when the store can tell it without touching the disk
     /// itself (PostgreSQL; SQLite's file is measured where it lies).
     async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {

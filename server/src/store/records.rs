@@ -161,4 +161,28 @@ pub struct StoredSnapshot {
 pub struct AppendBatch {
     pub agent_id: Uuid,
     pub drafts: Vec<EventDraft>,
+    /// For a batch of an external producer: its position after this batch, written in the same
+    /// transaction as the events (`producers` table).
+    pub producer: Option<ProducerStamp>,
+}
+
+impl AppendBatch {
+    /// A batch of our own (no producer position).
+    pub fn new(agent_id: Uuid, drafts: Vec<EventDraft>) -> AppendBatch {
+        AppendBatch {
+            agent_id,
+            drafts,
+            producer: None,
+        }
+    }
+}
+
+/// An external producer's position: the last batch committed (its epoch and seq) and the run it
+/// went to. Kept per agent and producer id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerStamp {
+    pub producer_id: String,
+    pub epoch: u64,
+    pub seq: u64,
+    pub run_id: Option<Uuid>,
 }

@@ -292,6 +292,35 @@ impl EventLog for SqliteStore {
             .await
     }
 
+    async fn producer_position(
+        &self,
+        agent_id: Uuid,
+        producer_id: &str,
+    ) -> Result<Option<super::ProducerStamp>, StoreError> {
+        let row: Option<(i64, i64, Option<Vec<u8>>)> = sqlx::query_as(
+            "SELECT epoch, seq, run_id FROM producers WHERE agent_id = ? AND producer_id = ?",
+        )
+        .bind(agent_id.to_string())
+        .bind(producer_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|(epoch, seq, run_id)| {
+            let run_id = run_id
+                .map(|bytes| {
+                    Uuid::from_slice(&bytes)
+                        .map_err(|_| StoreError::Failed("a producer's run id is not a uuid".into()))
+                })
+                .transpose()?;
+            Ok(super::ProducerStamp {
+                producer_id: producer_id.to_owned(),
+                epoch: epoch as u64,
+                seq: seq as u64,
+                run_id,
+            })
+        })
+        .transpose()
+    }
+
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \
@@ -528,6 +557,7 @@ mod tests {
         let batch = || AppendBatch {
             agent_id: agent.id,
             drafts: (0..25).map(|_| draft()).collect(),
+            producer: None,
         };
         store.append(&[batch()]).await.unwrap();
         let stop = Arc::new(AtomicBool::new(false));

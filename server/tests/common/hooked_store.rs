@@ -93,6 +93,13 @@ impl<H: Hooks> EventLog for HookedStore<H> {
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.unfinished_runs().await
     }
+    async fn producer_position(
+        &self,
+        agent_id: Uuid,
+        producer_id: &str,
+    ) -> Result<Option<agentstream_server::store::ProducerStamp>, StoreError> {
+        self.inner.producer_position(agent_id, producer_id).await
+    }
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
         self.inner.open_approvals(limit).await
     }

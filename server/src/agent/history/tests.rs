@@ -35,6 +35,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
         .append(&[AppendBatch {
             agent_id: agent.id,
             drafts: deltas(first, 0, 1_200),
+            producer: None,
         }])
         .await
         .unwrap();
@@ -49,6 +50,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
         .append(&[AppendBatch {
             agent_id: agent.id,
             drafts: more,
+            producer: None,
         }])
         .await
         .unwrap();
@@ -137,6 +139,7 @@ async fn a_long_log_is_folded_from_a_run_start_within_the_window() {
             .append(&[AppendBatch {
                 agent_id: agent.id,
                 drafts: run(20),
+                producer: None,
             }])
             .await
             .unwrap();
@@ -213,6 +216,7 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
             .append(&[AppendBatch {
                 agent_id: agent.id,
                 drafts: deltas(message, from, 1_000.min(total - from)),
+                producer: None,
             }])
             .await
             .unwrap();
@@ -247,6 +251,7 @@ async fn a_saved_snapshot_the_log_disagrees_with_is_rebuilt() {
         .append(&[AppendBatch {
             agent_id: agent.id,
             drafts: deltas(message, 0, total),
+            producer: None,
         }])
         .await
         .unwrap();

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::delivery::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::chunk::IdChains;
-use crate::store::{AppendBatch, EventDraft, EventLog, StoreError};
+use crate::store::{AppendBatch, EventDraft, EventLog, ProducerStamp, StoreError};
 use observed::Observed;
 
 mod observed;
@@ -175,7 +175,7 @@ impl Writer {
         agent_id: Uuid,
         drafts: Vec<EventDraft>,
     ) -> Result<AppendReceipt, AppendError> {
-        self.send(agent_id, drafts, true).await
+        self.send(agent_id, drafts, true, None).await
     }
 
     /// Like [`Writer::submit`], for the events that end a run after one of its events was
@@ -185,7 +185,7 @@ impl Writer {
         agent_id: Uuid,
         drafts: Vec<EventDraft>,
     ) -> Result<AppendReceipt, AppendError> {
-        self.send(agent_id, drafts, false).await
+        self.send(agent_id, drafts, false, None).await
     }
 
     async fn send(
@@ -193,10 +193,15 @@ impl Writer {
         agent_id: Uuid,
         drafts: Vec<EventDraft>,
         continues_run: bool,
+        producer: Option<ProducerStamp>,
     ) -> Result<AppendReceipt, AppendError> {
         let (reply, receipt) = oneshot::channel();
         let request = WriteRequest {
-            batch: AppendBatch { agent_id, drafts },
+            batch: AppendBatch {
+                agent_id,
+                drafts,
+                producer,
+            },
             continues_run,
             reply,
         };
@@ -210,7 +215,7 @@ impl Writer {
     /// Waits until every request submitted before this call has committed or been refused: a
     /// read of the log after it sees them. (An empty request, which never reaches the store.)
     pub async fn barrier(&self) -> Result<(), AppendError> {
-        let receipt = self.send(Uuid::nil(), Vec::new(), false).await?;
+        let receipt = self.send(Uuid::nil(), Vec::new(), false, None).await?;
         wait(receipt).await.map(|_| ())
     }
 
@@ -221,6 +226,18 @@ impl Writer {
         drafts: Vec<EventDraft>,
     ) -> Result<Vec<AgentEvent>, AppendError> {
         let receipt = self.submit_closing(agent_id, drafts).await?;
+        wait(receipt).await
+    }
+
+    /// Appends an external producer's batch with its position (`producer`), committed in the
+    /// same transaction, and waits for the commit.
+    pub async fn append_produced(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+        producer: ProducerStamp,
+    ) -> Result<Vec<AgentEvent>, AppendError> {
+        let receipt = self.send(agent_id, drafts, true, Some(producer)).await?;
         wait(receipt).await
     }
 

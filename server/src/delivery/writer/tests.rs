@@ -99,6 +99,13 @@ impl EventLog for LosesAnswers {
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
         self.inner.unfinished_runs().await
     }
+    async fn producer_position(
+        &self,
+        agent_id: Uuid,
+        producer_id: &str,
+    ) -> Result<Option<crate::store::ProducerStamp>, StoreError> {
+        self.inner.producer_position(agent_id, producer_id).await
+    }
     async fn open_approvals(
         &self,
         limit: u32,

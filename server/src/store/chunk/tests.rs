@@ -230,12 +230,14 @@ fn ids_chain_across_batches_and_break_where_the_part_changes() {
     let mut first = AppendBatch {
         agent_id: agent,
         drafts: vec![token(EventKind::Text), token(EventKind::Text)],
+        producer: None,
     };
     chains.assign(&mut first);
     assert_eq!(Some(first.drafts[1].id), next_id(first.drafts[0].id));
     let mut elsewhere = AppendBatch {
         agent_id: other_agent,
         drafts: vec![token(EventKind::Text)],
+        producer: None,
     };
     let own = elsewhere.drafts[0].id;
     chains.assign(&mut elsewhere);
@@ -250,6 +252,7 @@ fn ids_chain_across_batches_and_break_where_the_part_changes() {
             token(EventKind::Thinking),
             token(EventKind::Text),
         ],
+        producer: None,
     };
     let (thinking, text) = (second.drafts[1].id, second.drafts[2].id);
     chains.assign(&mut second);

@@ -187,6 +187,45 @@ impl ApprovalRows {
 
 type Transaction<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 
+/// External producers' positions after their batches (kept in the append transaction, as in
+/// SQLite); a producer's new epoch (seq 0) forgets the agent's oldest producers past
+/// [`crate::store::PRODUCERS_PER_AGENT_MAX`].
+async fn write_positions(
+    transaction: &mut Transaction<'_>,
+    batches: &[AppendBatch],
+) -> Result<(), sqlx::Error> {
+    for batch in batches {
+        let Some(stamp) = &batch.producer else {
+            continue;
+        };
+        sqlx::query(
+            "INSERT INTO producers (agent_id, producer_id, epoch, seq, run_id, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, clock_timestamp()) \
+             ON CONFLICT (agent_id, producer_id) DO UPDATE SET epoch = excluded.epoch, \
+             seq = excluded.seq, run_id = excluded.run_id, updated_at = excluded.updated_at",
+        )
+        .bind(batch.agent_id)
+        .bind(&stamp.producer_id)
+        .bind(stamp.epoch as i64)
+        .bind(stamp.seq as i64)
+        .bind(stamp.run_id)
+        .execute(&mut **transaction)
+        .await?;
+        if stamp.seq == 0 {
+            sqlx::query(
+                "DELETE FROM producers WHERE agent_id = $1 AND producer_id NOT IN \
+                 (SELECT producer_id FROM producers WHERE agent_id = $1 \
+                 ORDER BY updated_at DESC LIMIT $2)",
+            )
+            .bind(batch.agent_id)
+            .bind(i64::from(crate::store::PRODUCERS_PER_AGENT_MAX))
+            .execute(&mut **transaction)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
 impl PgStore {
     /// [`crate::store::EventLog::append`] for PostgreSQL.
     pub(super) async fn append_group(
@@ -252,6 +291,7 @@ impl PgStore {
             .await?;
         }
         approvals.write(&mut transaction).await?;
+        write_positions(&mut transaction, batches).await?;
 
         // One notice per agent (delivered at commit), and the ended runs free their slots.
         let notices: Vec<String> = totals

@@ -362,6 +362,26 @@ impl EventLog for PgStore {
         expand_rows(rows.iter().map(|row| (row, Pick::All)), to_event)
     }
 
+    async fn producer_position(
+        &self,
+        agent_id: Uuid,
+        producer_id: &str,
+    ) -> Result<Option<crate::store::ProducerStamp>, StoreError> {
+        let row: Option<(i64, i64, Option<Uuid>)> = sqlx::query_as(
+            "SELECT epoch, seq, run_id FROM producers WHERE agent_id = $1 AND producer_id = $2",
+        )
+        .bind(agent_id)
+        .bind(producer_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(epoch, seq, run_id)| crate::store::ProducerStamp {
+            producer_id: producer_id.to_owned(),
+            epoch: epoch as u64,
+            seq: seq as u64,
+            run_id,
+        }))
+    }
+
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
         let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \

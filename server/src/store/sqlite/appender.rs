@@ -333,6 +333,22 @@ fn append(
         let mut answer = transaction
             .prepare_cached("DELETE FROM open_approvals WHERE agent_id = ?1 AND tool_call_id = ?2")
             .map_err(sqlite_error)?;
+        // And an external producer's position goes with its batch.
+        let mut position = transaction
+            .prepare_cached(
+                "INSERT INTO producers (agent_id, producer_id, epoch, seq, run_id, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (agent_id, producer_id) DO UPDATE \
+                 SET epoch = excluded.epoch, seq = excluded.seq, run_id = excluded.run_id, \
+                 updated_at = excluded.updated_at",
+            )
+            .map_err(sqlite_error)?;
+        let mut forget = transaction
+            .prepare_cached(
+                "DELETE FROM producers WHERE agent_id = ?1 AND producer_id NOT IN \
+                 (SELECT producer_id FROM producers WHERE agent_id = ?1 \
+                 ORDER BY updated_at DESC LIMIT ?2)",
+            )
+            .map_err(sqlite_error)?;
         for batch in batches {
             let agent_id = batch.agent_id;
             let agent_text = agent_id.to_string();
@@ -366,6 +382,27 @@ fn append(
                     _ => {}
                 }
                 events.push(event);
+            }
+            if let Some(stamp) = &batch.producer {
+                let now = chunk::time_nanos(chrono::Utc::now())?;
+                position
+                    .execute(params![
+                        agent_text,
+                        stamp.producer_id,
+                        stamp.epoch as i64,
+                        stamp.seq as i64,
+                        blob(stamp.run_id),
+                        now
+                    ])
+                    .map_err(sqlite_error)?;
+                if stamp.seq == 0 {
+                    forget
+                        .execute(params![
+                            agent_text,
+                            i64::from(crate::store::PRODUCERS_PER_AGENT_MAX)
+                        ])
+                        .map_err(sqlite_error)?;
+                }
             }
             committed.push(events);
         }
@@ -466,6 +503,7 @@ mod tests {
             vec![AppendBatch {
                 agent_id: agent.id,
                 drafts: vec![EventDraft::new(app::EventKind::Text)],
+                producer: None,
             }]
         };
         let mut open = OpenChunks::default();
