@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::history::Snapshots;
+use crate::agent::produce::Producers;
 use crate::agent::start::Starter;
 use crate::agent::{recovery, Providers, Runs};
 use crate::cluster::{self, Cluster};
@@ -64,6 +65,8 @@ pub struct AppState {
     pub telemetry: Arc<Telemetry>,
     /// Where the inspector links a run's trace (`AGENTSTREAM_TRACE_URL_TEMPLATE`).
     pub trace_url_template: Option<Arc<str>>,
+    /// Runs external producers write (the producer API).
+    pub producers: Arc<Producers>,
 }
 
 impl AppState {
@@ -163,6 +166,17 @@ impl AppState {
             cluster: cluster.as_ref().map(|cluster| cluster.store.clone()),
             snapshots: snapshots.clone(),
         };
+        let producers = Producers::new(
+            store.clone(),
+            writer.clone(),
+            runs.clone(),
+            starter.cluster.clone(),
+            crate::agent::RunLimits {
+                events_max: config.limits.run_events_max,
+                bytes_max: config.limits.run_bytes_max,
+                tool_result_chars_max: config.limits.tool_result_chars_max,
+            },
+        );
         tokio::spawn(crate::agent::approval_timeout::expire_approvals(
             starter.clone(),
             (config.approval_timeout_ms > 0)
@@ -190,6 +204,7 @@ impl AppState {
             database_file: store::sqlite_path(&config.database_url),
             telemetry,
             trace_url_template: config.trace_url_template.as_deref().map(Arc::from),
+            producers,
         })
     }
 }
@@ -259,6 +274,12 @@ impl FromRef<AppState> for WsConnections {
 impl FromRef<AppState> for Arc<dyn Store> {
     fn from_ref(state: &AppState) -> Self {
         state.store.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Producers> {
+    fn from_ref(state: &AppState) -> Self {
+        state.producers.clone()
     }
 }
 

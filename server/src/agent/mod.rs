@@ -15,6 +15,8 @@
 //! - `failure`: ending a run whose events the log refused; [`recovery`]: ending the runs a
 //!   crash left in flight.
 //! - [`start`]: starting a run — the use case every surface calls.
+//! - [`produce`]: runs an external producer writes (the producer API): fenced, checked, held
+//!   to the same rules.
 //! - [`history`]: the log folded (with snapshots); [`conversation`]: the next turn's prompt
 //!   rebuilt from it.
 //!
@@ -28,6 +30,7 @@ pub mod cancel;
 pub mod conversation;
 mod failure;
 pub mod history;
+pub mod produce;
 pub mod recovery;
 pub mod registry;
 mod run;

@@ -460,6 +460,28 @@ impl Runs {
         Ok(run_id)
     }
 
+    /// Takes the agent's run slot for a run an external producer writes (`agent::produce`): the
+    /// same one-run rule, limit, cancel and shutdown as for our own runs. The slot is held until
+    /// the returned [`ProducedSlot`] is dropped.
+    pub fn reserve_produced(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<ProducedSlot, StartRunError> {
+        let reserved = self.reserve(agent_id, run_id)?;
+        Ok(ProducedSlot {
+            cancel: reserved.cancel,
+            interrupted: reserved.interrupted,
+            ending: reserved.ending,
+            _slot: Slot {
+                active: self.active.clone(),
+                agent_id,
+                run_id,
+                finished: reserved.finished,
+            },
+        })
+    }
+
     /// Cancels the agent's run, if one is going and (when `run_ids` is given) it is one of them.
     /// The run stops its provider stream, commits what it produced and ends with `run_cancelled`.
     pub fn cancel(&self, agent_id: Uuid, run_ids: Option<&[Uuid]>) -> Option<Cancelling> {
@@ -533,6 +555,36 @@ struct Reserved {
     ending: Arc<AtomicBool>,
     interrupted: Arc<AtomicBool>,
     finished: watch::Sender<bool>,
+}
+
+/// A produced run's hold on its agent (see [`Runs::reserve_produced`]).
+pub struct ProducedSlot {
+    cancel: CancellationToken,
+    interrupted: Arc<AtomicBool>,
+    ending: Arc<AtomicBool>,
+    _slot: Slot,
+}
+
+impl ProducedSlot {
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// The run's cancel, to wait on without holding the slot.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// True when the cancel is the server's shutdown, not a person's.
+    pub fn is_interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Acquire)
+    }
+
+    /// The run is writing its end: a start arriving now waits for it (see
+    /// [`RUN_ENDING_WAIT_MS_MAX`]).
+    pub fn ending(&self) {
+        self.ending.store(true, Ordering::Release);
+    }
 }
 
 /// A run's hold on its agent: dropped when the run's task ends (normally, or by a panic), it frees

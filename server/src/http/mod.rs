@@ -15,6 +15,7 @@ pub mod pager;
 pub mod pages;
 pub mod params;
 pub mod policy;
+pub mod produce;
 pub mod request_id;
 pub mod rest;
 pub mod stats;
@@ -92,6 +93,17 @@ pub fn api_router(state: AppState) -> Router {
             post(surfaces::letta::stream_messages),
         )
         .route("/runs/{run_id}/stream", post(surfaces::letta::resume_run))
+        // A streamed batch body may stay open as long as its producer streams; the body is
+        // read and bounded by the handler (`produce::PRODUCE_BODY_BYTES_MAX`, per line
+        // `PRODUCE_LINE_BYTES_MAX`).
+        .route(
+            "/agents/{id}/produce",
+            post(produce::produce).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/agents/{id}/producers/{producer_id}",
+            get(produce::position).layer(timeout()),
+        )
         .route(
             "/ai-sdk/chat",
             post(surfaces::ai_sdk::chat).layer(DefaultBodyLimit::max(

@@ -36,7 +36,7 @@ pub enum Need<'a> {
 /// The need of `method path?query`.
 pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<'a> {
     use Need::*;
-    use Scope::{Approve, Read, Write};
+    use Scope::{Approve, Produce, Read, Write};
     if path == "/healthz"
         || path == "/readyz"
         || path.starts_with("/pkg/")
@@ -58,6 +58,8 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
         ["v1", "agents", id, "runs"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "messages", "cancel"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "approvals"] if post => Agent(id, Some(Approve)),
+        ["v1", "agents", id, "produce"] if post => Agent(id, Some(Produce)),
+        ["v1", "agents", id, "producers", _] if get => Agent(id, Some(Produce)),
         ["v1", "agents", id, "messages"] if get => Agent(id, Some(Read)),
         ["v1", "agents", id, "messages"] if post => Agent(id, None),
         ["v1", "agents", id, "messages", "stream"] if post => Agent(id, None),

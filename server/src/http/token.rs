@@ -47,16 +47,20 @@ pub enum Scope {
     Write,
     /// Answer approval requests.
     Approve,
+    /// Write runs into the agent's log as an external producer (the producer API), and nothing
+    /// else: a producer's token cannot read the log or start our runs.
+    Produce,
 }
 
 impl Scope {
-    const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Approve];
+    const ALL: [Scope; 4] = [Scope::Read, Scope::Write, Scope::Approve, Scope::Produce];
 
     pub fn name(self) -> &'static str {
         match self {
             Scope::Read => "read",
             Scope::Write => "write",
             Scope::Approve => "approve",
+            Scope::Produce => "produce",
         }
     }
 
@@ -86,11 +90,11 @@ impl Scopes {
             let scope = Scope::ALL
                 .into_iter()
                 .find(|scope| scope.name() == word)
-                .ok_or_else(|| format!("unknown scope {word:?} (use read, write, approve)"))?;
+                .ok_or_else(|| format!("unknown scope {word:?} (use read, write, approve, produce)"))?;
             scopes.0 |= scope.bit();
         }
         if scopes.0 == 0 {
-            return Err("scope names no operation (use read, write, approve)".to_owned());
+            return Err("scope names no operation (use read, write, approve, produce)".to_owned());
         }
         Ok(scopes)
     }

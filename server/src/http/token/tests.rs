@@ -196,14 +196,14 @@ fn tokens_are_checked_claim_by_claim() {
                 SECRET,
             ),
             Err(TokenError::Claim(
-                "unknown scope \"admin\" (use read, write, approve)".into(),
+                "unknown scope \"admin\" (use read, write, approve, produce)".into(),
             )),
         ),
         (
             "an empty scope",
             forge(hs256.clone(), with(claims(), "scope", json!(" ")), SECRET),
             Err(TokenError::Claim(
-                "scope names no operation (use read, write, approve)".into(),
+                "scope names no operation (use read, write, approve, produce)".into(),
             )),
         ),
         (

@@ -1,0 +1,489 @@
+//! Runs an external producer writes: an agent loop that runs elsewhere (a Next.js route, a
+//! Python service) streams its run into the agent's log, exactly once across retries and
+//! restarts, behind the same rules as our own runs.
+//!
+//! - [`fence`] (pure): `Producer-Id` / `Producer-Epoch` / `Producer-Seq` against the producer's
+//!   last committed position — a retry is a duplicate, a restarted producer's higher epoch
+//!   fences off the old one, a gap is refused.
+//! - [`check`] (pure): a batch of events in our event model, checked against the open run and
+//!   made into drafts; the run's closing events when its producer does not end it.
+//! - here: [`Producers`], the use case. Per agent, one lock serializes the fence, the check and
+//!   the commit, so a position is read, tested and advanced by one request at a time; the
+//!   position is committed with the batch (`producers` table), so a batch and its seq are in
+//!   the log together or not at all. An open run holds the agent's run slot in the registry
+//!   (one run per agent, cancel, shutdown) and, with PostgreSQL, in the database; a watchdog
+//!   task ends it when it is cancelled or its producer stays silent past its lease.
+//!
+//! Several servers on one PostgreSQL database: a producer's run is written by the server that
+//! opened it; another server answers its appends 409 `run_in_progress` (the producer should
+//! stick to one server for a run).
+
+pub mod check;
+pub mod fence;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use self::check::{check_batch, ProducedEvent, ProducedRun, Producer, Refusal, Stop};
+use self::fence::{fence, Fence, ProducerHeaders};
+use super::registry::{ProducedSlot, RunLimits, Runs, StartRunError};
+use crate::delivery::writer::{AppendError, Writer};
+use crate::store::{ClusterStore, ProducerStamp, Store, StoreError};
+
+/// What an accepted batch did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The run the batch went to.
+    pub run_id: Uuid,
+    /// The seqs its events got in the agent's log.
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// False once the batch ended the run.
+    pub run_open: bool,
+}
+
+/// The answer to a producer's request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Produced {
+    Appended(Appended),
+    /// The batch was committed before (a retry): nothing written.
+    Duplicate,
+}
+
+/// Why a producer's request wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    #[error("agent {0} does not exist")]
+    UnknownAgent(Uuid),
+    #[error("Producer-Epoch {received} is older than this producer's current epoch {current}")]
+    StaleEpoch { current: u64, received: u64 },
+    #[error("Producer-Seq {received} skips ahead: the next seq is {expected}")]
+    Gap { expected: u64, received: u64 },
+    #[error("a new Producer-Epoch ({epoch}) must start at Producer-Seq 0, not {seq}")]
+    EpochNotAtZero { epoch: u64, seq: u64 },
+    #[error("{0}")]
+    Refused(Refusal),
+    /// Another run (ours, or another producer's) holds the agent.
+    #[error("agent {agent_id} is already running run {run_id}")]
+    RunInProgress { agent_id: Uuid, run_id: Uuid },
+    /// The producer's run ended without it (cancelled, or its lease ran out).
+    #[error("run {run_id} ended ({how}): begin a new run with run_started")]
+    RunEnded { run_id: Uuid, how: &'static str },
+    #[error(transparent)]
+    Run(#[from] StartRunError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the writer has stopped")]
+    WriterStopped,
+}
+
+impl From<AppendError> for ProduceError {
+    fn from(error: AppendError) -> ProduceError {
+        match error {
+            AppendError::Store(error) => ProduceError::Store(error),
+            AppendError::WriterStopped => ProduceError::WriterStopped,
+        }
+    }
+}
+
+/// A producer's run in flight.
+struct OpenRun {
+    agent_id: Uuid,
+    producer_id: String,
+    epoch: u64,
+    seq: u64,
+    run: ProducedRun,
+    slot: ProducedSlot,
+    lease_until: Instant,
+}
+
+/// One agent's producer state: its open produced run, if any, and how its last one ended.
+#[derive(Default)]
+struct Producing {
+    open: Option<OpenRun>,
+    /// The producer run that ended without its producer, and how: told to the producer's next
+    /// request for it.
+    stopped: Option<(String, Uuid, &'static str)>,
+}
+
+/// The producer API's use case. Cheap to share (`Arc`).
+pub struct Producers {
+    store: Arc<dyn Store>,
+    writer: Writer,
+    runs: Arc<Runs>,
+    cluster: Option<Arc<dyn ClusterStore>>,
+    limits: RunLimits,
+    agents: std::sync::Mutex<HashMap<Uuid, Arc<Mutex<Producing>>>>,
+}
+
+impl Producers {
+    pub fn new(
+        store: Arc<dyn Store>,
+        writer: Writer,
+        runs: Arc<Runs>,
+        cluster: Option<Arc<dyn ClusterStore>>,
+        limits: RunLimits,
+    ) -> Arc<Producers> {
+        Arc::new(Producers {
+            store,
+            writer,
+            runs,
+            cluster,
+            limits,
+            agents: std::sync::Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn entry(&self, agent_id: Uuid) -> Arc<Mutex<Producing>> {
+        let mut agents = self
+            .agents
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Entries of agents with nothing open and nobody waiting go: the map holds the agents
+        // being produced to, not every agent ever produced to.
+        agents.retain(|id, entry| {
+            *id == agent_id
+                || Arc::strong_count(entry) > 1
+                || entry
+                    .try_lock()
+                    .map_or(true, |producing| producing.open.is_some())
+        });
+        agents.entry(agent_id).or_default().clone()
+    }
+
+    /// Agents with a producer's entry (open runs, and agents being appended to right now).
+    pub fn agents_held(&self) -> usize {
+        self.agents
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
+    }
+
+    /// The producer's position: its last committed epoch and seq, the run it went to and
+    /// whether that run is open on this server.
+    pub async fn position(
+        &self,
+        agent_id: Uuid,
+        producer_id: &str,
+    ) -> Result<Option<(ProducerStamp, bool)>, ProduceError> {
+        let entry = self.entry(agent_id);
+        let producing = entry.lock().await;
+        if let Some(open) = producing
+            .open
+            .as_ref()
+            .filter(|open| open.producer_id == producer_id)
+        {
+            let stamp = ProducerStamp {
+                producer_id: producer_id.to_owned(),
+                epoch: open.epoch,
+                seq: open.seq,
+                run_id: Some(open.run.run_id),
+            };
+            return Ok(Some((stamp, true)));
+        }
+        if self.store.get_agent(agent_id).await?.is_none() {
+            return Err(ProduceError::UnknownAgent(agent_id));
+        }
+        Ok(self
+            .store
+            .producer_position(agent_id, producer_id)
+            .await?
+            .map(|stamp| (stamp, false)))
+    }
+
+    /// One batch of a producer's events: fenced, checked, committed with its position.
+    pub async fn append(
+        self: &Arc<Self>,
+        agent_id: Uuid,
+        headers: &ProducerHeaders,
+        items: Vec<ProducedEvent>,
+    ) -> Result<Produced, ProduceError> {
+        let entry = self.entry(agent_id);
+        let mut producing = entry.lock().await;
+        let mine = producing
+            .open
+            .as_ref()
+            .is_some_and(|open| open.producer_id == headers.id);
+        let position = if mine {
+            producing.open.as_ref().map(|open| (open.epoch, open.seq))
+        } else {
+            if self.store.get_agent(agent_id).await?.is_none() {
+                return Err(ProduceError::UnknownAgent(agent_id));
+            }
+            self.store
+                .producer_position(agent_id, &headers.id)
+                .await?
+                .map(|stamp| (stamp.epoch, stamp.seq))
+        };
+        match fence(position, headers.epoch, headers.seq) {
+            Fence::Append => {}
+            Fence::Duplicate => {
+                if let Some(open) = producing.open.as_mut().filter(|_| mine) {
+                    open.lease_until = Instant::now() + lease(&open.run);
+                }
+                return Ok(Produced::Duplicate);
+            }
+            Fence::StaleEpoch { current } => {
+                return Err(ProduceError::StaleEpoch {
+                    current,
+                    received: headers.epoch,
+                })
+            }
+            Fence::Gap { expected, received } => {
+                return Err(ProduceError::Gap { expected, received })
+            }
+            Fence::EpochNotAtZero { epoch, seq } => {
+                return Err(ProduceError::EpochNotAtZero { epoch, seq })
+            }
+        }
+        // A run someone cancelled is ended before anything else is written to it.
+        if mine
+            && producing
+                .open
+                .as_ref()
+                .is_some_and(|open| open.slot.is_cancelled())
+        {
+            self.stop(&mut producing).await;
+        }
+        let mine = mine && producing.open.is_some();
+        if !mine {
+            if let Some(open) = &producing.open {
+                return Err(ProduceError::RunInProgress {
+                    agent_id,
+                    run_id: open.run.run_id,
+                });
+            }
+        }
+        let producer = Producer {
+            id: &headers.id,
+            epoch: headers.epoch,
+        };
+        let open_run = producing.open.as_ref().map(|open| &open.run);
+        let checked = match check_batch(open_run, items, producer, self.limits) {
+            Ok(checked) => checked,
+            Err(refusal) => {
+                // A producer that lost its run (cancelled, lease) learns why.
+                if open_run.is_none() && refusal.message.starts_with("no run is open") {
+                    if let Some((id, run_id, how)) = &producing.stopped {
+                        if *id == headers.id {
+                            return Err(ProduceError::RunEnded {
+                                run_id: *run_id,
+                                how,
+                            });
+                        }
+                    }
+                }
+                return Err(ProduceError::Refused(refusal));
+            }
+        };
+        let run_id = checked
+            .run
+            .as_ref()
+            .map(|run| run.run_id)
+            .or_else(|| producing.open.as_ref().map(|open| open.run.run_id))
+            .expect("a checked batch belongs to a run");
+        let opening = if checked.opened {
+            Some(self.take_slot(agent_id, run_id).await?)
+        } else {
+            None
+        };
+        let stamp = ProducerStamp {
+            producer_id: headers.id.clone(),
+            epoch: headers.epoch,
+            seq: headers.seq,
+            run_id: Some(run_id),
+        };
+        let run_open = checked.run.is_some();
+        if !run_open {
+            if let Some(open) = &producing.open {
+                open.slot.ending();
+            }
+        }
+        let committed = self
+            .writer
+            .append_produced(agent_id, checked.drafts, stamp)
+            .await;
+        let events = match committed {
+            Ok(events) => events,
+            Err(error) => {
+                match opening {
+                    Some(slot) => self.give_back(agent_id, run_id, slot).await,
+                    None => {
+                        // The log refused an event of an open run: it is ended from what the
+                        // log holds, as our own runs are.
+                        if let Some(open) = producing.open.take() {
+                            open.slot.ending();
+                            let detail = serde_json::json!({
+                                "type": "store_error",
+                                "message": error.to_string(),
+                                "retryable": true,
+                            });
+                            super::failure::end_from_log(
+                                self.store.as_ref(),
+                                &self.writer,
+                                agent_id,
+                                run_id,
+                                detail,
+                            )
+                            .await;
+                        }
+                    }
+                }
+                return Err(error.into());
+            }
+        };
+        let lease_until = |run: &ProducedRun| Instant::now() + lease(run);
+        match (checked.run, opening) {
+            (Some(run), Some(slot)) => {
+                producing.open = Some(OpenRun {
+                    agent_id,
+                    producer_id: headers.id.clone(),
+                    epoch: headers.epoch,
+                    seq: headers.seq,
+                    lease_until: lease_until(&run),
+                    run,
+                    slot,
+                });
+                producing.stopped = None;
+                self.watch(agent_id, run_id, entry.clone());
+            }
+            (Some(run), None) => {
+                let open = producing.open.as_mut().expect("the run was open");
+                open.epoch = headers.epoch;
+                open.seq = headers.seq;
+                open.lease_until = lease_until(&run);
+                open.run = run;
+            }
+            (None, _) => {
+                // The run ended: its slot goes (with PostgreSQL the end's commit freed the
+                // database's).
+                producing.open = None;
+            }
+        }
+        Ok(Produced::Appended(Appended {
+            run_id,
+            first_seq: events.first().map_or(0, |event| event.seq),
+            last_seq: events.last().map_or(0, |event| event.seq),
+            run_open,
+        }))
+    }
+
+    /// The agent's run slot for a new produced run (and, with PostgreSQL, the database's).
+    async fn take_slot(&self, agent_id: Uuid, run_id: Uuid) -> Result<ProducedSlot, ProduceError> {
+        if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
+            return Err(ProduceError::RunInProgress {
+                agent_id,
+                run_id: running,
+            });
+        }
+        if let Some(cluster) = &self.cluster {
+            if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
+                return Err(ProduceError::RunInProgress {
+                    agent_id,
+                    run_id: running,
+                });
+            }
+        }
+        match self.runs.reserve_produced(agent_id, run_id) {
+            Ok(slot) => Ok(slot),
+            Err(error) => {
+                self.release_cluster(agent_id, run_id).await;
+                Err(error.into())
+            }
+        }
+    }
+
+    /// A slot taken for a run whose opening did not commit.
+    async fn give_back(&self, agent_id: Uuid, run_id: Uuid, slot: ProducedSlot) {
+        drop(slot);
+        self.release_cluster(agent_id, run_id).await;
+    }
+
+    async fn release_cluster(&self, agent_id: Uuid, run_id: Uuid) {
+        if let Some(cluster) = &self.cluster {
+            if let Err(error) = cluster.release_agent_run(agent_id, run_id).await {
+                tracing::warn!(%agent_id, %run_id, %error, "could not free the run slot");
+            }
+        }
+    }
+
+    /// Ends the open run its producer did not end (cancelled, silent, shutdown).
+    async fn stop(&self, producing: &mut Producing) {
+        let Some(mut open) = producing.open.take() else {
+            return;
+        };
+        let (stop, how) = if open.slot.is_interrupted() {
+            (Stop::Shutdown, "interrupted: the server shut down")
+        } else if open.slot.is_cancelled() {
+            (Stop::Cancelled, "cancelled")
+        } else {
+            (Stop::LeaseExpired, "interrupted: the producer's lease ran out")
+        };
+        open.slot.ending();
+        let (agent_id, run_id) = (open.agent_id, open.run.run_id);
+        let drafts = open.run.stopped(stop);
+        producing.stopped = Some((open.producer_id.clone(), run_id, how));
+        if let Err(error) = self.writer.append_closing(agent_id, drafts).await {
+            tracing::warn!(%run_id, %error, "a produced run's end was not written; recovery ends it");
+        }
+        tracing::info!(%agent_id, %run_id, how, "a produced run ended without its producer");
+    }
+
+    /// The watchdog of an open run: ends it when it is cancelled or its lease runs out.
+    fn watch(self: &Arc<Self>, agent_id: Uuid, run_id: Uuid, entry: Arc<Mutex<Producing>>) {
+        let producers = Arc::downgrade(self);
+        let cancel = match entry.try_lock() {
+            Ok(producing) => producing.open.as_ref().map(|open| open.slot.cancel_token()),
+            // The caller holds the lock: it is the request that opened the run.
+            Err(_) => None,
+        };
+        tokio::spawn(async move {
+            let cancel = match cancel {
+                Some(cancel) => cancel,
+                None => {
+                    let producing = entry.lock().await;
+                    match &producing.open {
+                        Some(open) if open.run.run_id == run_id => open.slot.cancel_token(),
+                        _ => return,
+                    }
+                }
+            };
+            loop {
+                let deadline = {
+                    let producing = entry.lock().await;
+                    match &producing.open {
+                        Some(open) if open.run.run_id == run_id => open.lease_until,
+                        _ => return,
+                    }
+                };
+                tokio::select! {
+                    () = cancel.cancelled() => {}
+                    () = tokio::time::sleep_until(deadline) => {}
+                }
+                let Some(producers) = producers.upgrade() else {
+                    return;
+                };
+                let mut producing = entry.lock().await;
+                let due = match &producing.open {
+                    Some(open) if open.run.run_id == run_id => {
+                        open.slot.is_cancelled() || Instant::now() >= open.lease_until
+                    }
+                    _ => return,
+                };
+                if due {
+                    producers.stop(&mut producing).await;
+                    tracing::debug!(%agent_id, %run_id, "produced run stopped");
+                    return;
+                }
+            }
+        });
+    }
+}
+
+fn lease(run: &ProducedRun) -> std::time::Duration {
+    std::time::Duration::from_millis(run.lease_ms)
+}
