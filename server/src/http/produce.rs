@@ -155,9 +155,11 @@ pub async fn produce(
             &producer,
             producer.seq,
         ),
-        Ok(Produced::Duplicate) => {
-            with_position(StatusCode::NO_CONTENT.into_response(), &producer, producer.seq)
-        }
+        Ok(Produced::Duplicate) => with_position(
+            StatusCode::NO_CONTENT.into_response(),
+            &producer,
+            producer.seq,
+        ),
         Err(error) => refusal(error, None),
     }
 }
@@ -199,7 +201,9 @@ async fn streamed(
     let fail = |response: Response, acknowledged: Option<u64>| {
         let mut response = response;
         if let Some(seq) = acknowledged {
-            response.headers_mut().insert(PRODUCER_SEQ, HeaderValue::from(seq));
+            response
+                .headers_mut()
+                .insert(PRODUCER_SEQ, HeaderValue::from(seq));
         }
         response
     };

@@ -90,7 +90,9 @@ impl Scopes {
             let scope = Scope::ALL
                 .into_iter()
                 .find(|scope| scope.name() == word)
-                .ok_or_else(|| format!("unknown scope {word:?} (use read, write, approve, produce)"))?;
+                .ok_or_else(|| {
+                    format!("unknown scope {word:?} (use read, write, approve, produce)")
+                })?;
             scopes.0 |= scope.bit();
         }
         if scopes.0 == 0 {

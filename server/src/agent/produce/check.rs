@@ -457,7 +457,11 @@ impl ProducedRun {
     }
 
     /// The call an event names: by its card's `message_id`, else by `content.tool_call_id`.
-    fn call_named(&self, message_id: Option<Uuid>, content: Option<&Value>) -> Result<usize, String> {
+    fn call_named(
+        &self,
+        message_id: Option<Uuid>,
+        content: Option<&Value>,
+    ) -> Result<usize, String> {
         let by_id = content
             .and_then(|content| content.get("tool_call_id"))
             .and_then(Value::as_str);
@@ -478,7 +482,10 @@ impl ProducedRun {
             let index = self.call_named(item.message_id, item.content.as_ref())?;
             let call = &self.calls[index];
             if call.answered {
-                return Err(format!("tool call {} has its result already", call.tool_call_id));
+                return Err(format!(
+                    "tool call {} has its result already",
+                    call.tool_call_id
+                ));
             }
             let mut draft = self.draft(EventKind::ToolCall, Some(call.thread_id));
             draft.block_id = Some(call.block_id);
@@ -494,11 +501,19 @@ impl ProducedRun {
         let mut content = object_or_null(item.content, "content")?;
         let tool_call_id = name_field(&content, "tool_call_id", "a tool call")?.to_owned();
         let name = name_field(&content, "name", "a tool call")?.to_owned();
-        if self.calls.iter().any(|call| call.tool_call_id == tool_call_id) {
-            return Err(format!("tool call {tool_call_id:?} was opened already in this run"));
+        if self
+            .calls
+            .iter()
+            .any(|call| call.tool_call_id == tool_call_id)
+        {
+            return Err(format!(
+                "tool call {tool_call_id:?} was opened already in this run"
+            ));
         }
         if self.calls.len() >= PRODUCED_CALLS_PER_RUN_MAX {
-            return Err(format!("a run makes at most {PRODUCED_CALLS_PER_RUN_MAX} tool calls"));
+            return Err(format!(
+                "a run makes at most {PRODUCED_CALLS_PER_RUN_MAX} tool calls"
+            ));
         }
         if content.get("input").is_none() {
             content["input"] = json!({});

@@ -124,7 +124,12 @@ mod tests {
             (Some((2, 4)), 1, 5, Fence::StaleEpoch { current: 2 }),
             (Some((2, 4)), 1, 0, Fence::StaleEpoch { current: 2 }),
             (Some((2, 4)), 3, 0, Fence::Append),
-            (Some((2, 4)), 3, 5, Fence::EpochNotAtZero { epoch: 3, seq: 5 }),
+            (
+                Some((2, 4)),
+                3,
+                5,
+                Fence::EpochNotAtZero { epoch: 3, seq: 5 },
+            ),
         ];
         for (position, epoch, seq, expected) in cases {
             assert_eq!(
@@ -148,10 +153,25 @@ mod tests {
         );
         let refused = [
             (None, Some("0"), Some("0"), "missing: Producer-Id"),
-            (Some("p"), None, None, "missing: Producer-Epoch, Producer-Seq"),
+            (
+                Some("p"),
+                None,
+                None,
+                "missing: Producer-Epoch, Producer-Seq",
+            ),
             (Some(" "), Some("0"), Some("0"), "must not be empty"),
-            (Some("p"), Some("-1"), Some("0"), "Producer-Epoch must be a whole number"),
-            (Some("p"), Some("0"), Some("1.5"), "Producer-Seq must be a whole number"),
+            (
+                Some("p"),
+                Some("-1"),
+                Some("0"),
+                "Producer-Epoch must be a whole number",
+            ),
+            (
+                Some("p"),
+                Some("0"),
+                Some("1.5"),
+                "Producer-Seq must be a whole number",
+            ),
             (Some("p"), Some("9007199254740992"), Some("0"), "above"),
             (Some("a\u{7}b"), Some("0"), Some("0"), "control characters"),
         ];

@@ -421,7 +421,10 @@ impl Producers {
         } else if open.slot.is_cancelled() {
             (Stop::Cancelled, "cancelled")
         } else {
-            (Stop::LeaseExpired, "interrupted: the producer's lease ran out")
+            (
+                Stop::LeaseExpired,
+                "interrupted: the producer's lease ran out",
+            )
         };
         open.slot.ending();
         let (agent_id, run_id) = (open.agent_id, open.run.run_id);

@@ -1,0 +1,429 @@
+//! The batch check, case by case: a producer's batch (as JSON) against a run opened by earlier
+//! batches, and what comes out — the kinds written, or the refusal naming the event.
+
+use serde_json::{json, Value};
+
+use super::*;
+
+const PRODUCER: Producer<'static> = Producer {
+    id: "worker",
+    epoch: 2,
+};
+
+fn items(batch: Value) -> Vec<ProducedEvent> {
+    parse_batch(batch).expect("the case's batch parses")
+}
+
+/// Runs `batches` in order; returns the kinds each wrote, or the first refusal.
+fn run(
+    batches: &[Value],
+    limits: RunLimits,
+) -> Result<(Vec<Vec<String>>, Option<ProducedRun>), String> {
+    let mut open: Option<ProducedRun> = None;
+    let mut written = Vec::new();
+    for batch in batches {
+        let checked = check_batch(open.as_ref(), items(batch.clone()), PRODUCER, limits)
+            .map_err(|refusal| refusal.to_string())?;
+        written.push(
+            checked
+                .drafts
+                .iter()
+                .map(|draft| {
+                    let status = draft
+                        .delta
+                        .as_ref()
+                        .and_then(|delta| delta.get("status"))
+                        .and_then(Value::as_str);
+                    match status {
+                        Some(status) => format!("{}:{status}", draft.kind.as_str()),
+                        None => draft.kind.as_str().to_owned(),
+                    }
+                })
+                .collect(),
+        );
+        open = checked.run;
+    }
+    Ok((written, open))
+}
+
+fn start() -> Value {
+    json!([{ "kind": "run_started", "metadata": { "model": "gpt-x" } }])
+}
+
+const MESSAGE: &str = "0190d0c0-0000-7000-8000-000000000001";
+const OTHER: &str = "0190d0c0-0000-7000-8000-000000000002";
+
+#[test]
+fn accepted_batches_and_what_they_write() {
+    let cases: Vec<(&str, Vec<Value>, Vec<Vec<&str>>)> = vec![
+        (
+            "a whole run in one batch",
+            vec![json!([
+                { "kind": "run_started" },
+                { "kind": "user", "message_id": OTHER, "content": { "text": "hi" } },
+                { "kind": "text", "message_id": MESSAGE, "delta": "Hel", "delta_action": "append" },
+                { "kind": "text", "message_id": MESSAGE, "delta": "lo", "delta_action": "append" },
+                { "kind": "usage", "content": { "input_tokens": 3, "output_tokens": 2 } },
+                { "kind": "run_completed" },
+            ])],
+            vec![vec![
+                "run_started",
+                "user",
+                "text",
+                "text",
+                "usage",
+                "run_completed",
+            ]],
+        ),
+        (
+            "a tool call: opened, input streamed and merged, answered (its status merged first)",
+            vec![
+                start(),
+                json!([
+                    { "kind": "tool_call", "message_id": MESSAGE, "content": { "tool_call_id": "c1", "name": "search" } },
+                    { "kind": "tool_call", "message_id": MESSAGE, "delta": "{\"q\":", "delta_path": "input_json", "delta_action": "append" },
+                    { "kind": "tool_call", "content": { "tool_call_id": "c1" }, "delta": { "input": { "q": 1 }, "status": "ready" }, "delta_action": "merge" },
+                ]),
+                json!([{ "kind": "tool_result", "content": { "tool_call_id": "c1", "result": "found" } }]),
+            ],
+            vec![
+                vec!["run_started"],
+                vec!["tool_call", "tool_call", "tool_call:ready"],
+                vec!["tool_call:done", "tool_result"],
+            ],
+        ),
+        (
+            "an error result marks the card as an error",
+            vec![
+                start(),
+                json!([
+                    { "kind": "tool_call", "content": { "tool_call_id": "c1", "name": "search" } },
+                    { "kind": "tool_result", "content": { "tool_call_id": "c1", "result": "boom", "is_error": true } },
+                ]),
+            ],
+            vec![
+                vec!["run_started"],
+                vec!["tool_call", "tool_call:error", "tool_result"],
+            ],
+        ),
+        (
+            "an end with a call still open answers it first",
+            vec![
+                start(),
+                json!([
+                    { "kind": "tool_call", "content": { "tool_call_id": "c1", "name": "search" } },
+                    { "kind": "run_failed", "content": { "error": { "message": "gave up" } } },
+                ]),
+            ],
+            vec![
+                vec!["run_started"],
+                vec!["tool_call", "tool_call:error", "tool_result", "run_failed"],
+            ],
+        ),
+        (
+            "after an end, the next batch opens a new run",
+            vec![
+                json!([{ "kind": "run_started" }, { "kind": "run_completed" }]),
+                start(),
+            ],
+            vec![vec!["run_started", "run_completed"], vec!["run_started"]],
+        ),
+    ];
+    for (name, batches, expected) in cases {
+        let (written, _) =
+            run(&batches, RunLimits::default()).unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_eq!(written, expected, "{name}");
+    }
+}
+
+#[test]
+fn refused_batches_name_the_event() {
+    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        (
+            "no run open",
+            vec![
+                json!([{ "kind": "text", "message_id": MESSAGE, "delta": "x", "delta_action": "append" }]),
+            ],
+            "event 0: no run is open",
+        ),
+        ("run_started twice", vec![start(), start()], "event 0: run "),
+        (
+            "run_started not first",
+            vec![json!([{ "kind": "run_started" }, { "kind": "run_started" }])],
+            "event 1: run_started must be a batch's first event",
+        ),
+        (
+            "server-assigned id",
+            vec![json!([{ "kind": "run_started", "id": MESSAGE }])],
+            "event 0: unknown field `id`",
+        ),
+        (
+            "seq",
+            vec![json!([{ "kind": "run_started", "seq": 4 }])],
+            "unknown field `seq`",
+        ),
+        (
+            "run id chosen",
+            vec![json!([{ "kind": "run_started", "run_id": MESSAGE }])],
+            "run_id is the server's",
+        ),
+        (
+            "wrong type",
+            vec![json!([{ "kind": 3 }])],
+            "event 0: invalid type",
+        ),
+        (
+            "unknown kind",
+            vec![start(), json!([{ "kind": "telepathy" }])],
+            "event 0: unknown kind \"telepathy\"",
+        ),
+        (
+            "approvals",
+            vec![
+                start(),
+                json!([{ "kind": "approval_requested", "content": {} }]),
+            ],
+            "approvals are asked and answered through the server",
+        ),
+        (
+            "text without message",
+            vec![
+                start(),
+                json!([{ "kind": "text", "delta": "x", "delta_action": "append" }]),
+            ],
+            "text needs message_id",
+        ),
+        (
+            "append of a number",
+            vec![
+                start(),
+                json!([{ "kind": "text", "message_id": MESSAGE, "delta": 4, "delta_action": "append" }]),
+            ],
+            "an append delta must be a string",
+        ),
+        (
+            "delta without action",
+            vec![
+                start(),
+                json!([{ "kind": "text", "message_id": MESSAGE, "delta": "x" }]),
+            ],
+            "a delta needs delta_action",
+        ),
+        (
+            "bad action",
+            vec![
+                start(),
+                json!([{ "kind": "text", "message_id": MESSAGE, "delta": "x", "delta_action": "prepend" }]),
+            ],
+            "unknown variant `prepend`",
+        ),
+        (
+            "empty path segment",
+            vec![
+                start(),
+                json!([{ "kind": "text", "message_id": MESSAGE, "delta": "x", "delta_action": "append", "delta_path": "a..b" }]),
+            ],
+            "empty segment",
+        ),
+        (
+            "a message changes kind",
+            vec![
+                start(),
+                json!([
+                    { "kind": "text", "message_id": MESSAGE, "delta": "x", "delta_action": "append" },
+                    { "kind": "thinking", "message_id": MESSAGE, "delta": "y", "delta_action": "append" },
+                ]),
+            ],
+            "event 1: message 0190d0c0-0000-7000-8000-000000000001 is a text message, not thinking",
+        ),
+        (
+            "call without id",
+            vec![
+                start(),
+                json!([{ "kind": "tool_call", "content": { "name": "x" } }]),
+            ],
+            "needs content.tool_call_id",
+        ),
+        (
+            "empty call id",
+            vec![
+                start(),
+                json!([{ "kind": "tool_call", "content": { "tool_call_id": "", "name": "x" } }]),
+            ],
+            "needs content.tool_call_id",
+        ),
+        (
+            "huge call id",
+            vec![
+                start(),
+                json!([{ "kind": "tool_call", "content": { "tool_call_id": "x".repeat(300), "name": "x" } }]),
+            ],
+            "longer than 256",
+        ),
+        (
+            "repeated call id",
+            vec![
+                start(),
+                json!([
+                    { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "x" } },
+                    { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "x" } },
+                ]),
+            ],
+            "event 1: tool call \"c\" was opened already",
+        ),
+        (
+            "result of no call",
+            vec![
+                start(),
+                json!([{ "kind": "tool_result", "content": { "tool_call_id": "nope", "result": 1 } }]),
+            ],
+            "names no tool call",
+        ),
+        (
+            "two results",
+            vec![
+                start(),
+                json!([
+                    { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "x" } },
+                    { "kind": "tool_result", "content": { "tool_call_id": "c", "result": 1 } },
+                    { "kind": "tool_result", "content": { "tool_call_id": "c", "result": 2 } },
+                ]),
+            ],
+            "event 2: tool call c has its result already",
+        ),
+        (
+            "result without result",
+            vec![
+                start(),
+                json!([
+                    { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "x" } },
+                    { "kind": "tool_result", "content": { "tool_call_id": "c" } },
+                ]),
+            ],
+            "needs content.result",
+        ),
+        (
+            "usage not a number",
+            vec![
+                start(),
+                json!([{ "kind": "usage", "content": { "input_tokens": "many" } }]),
+            ],
+            "must be a whole number",
+        ),
+        (
+            "after the end",
+            vec![
+                json!([{ "kind": "run_started" }, { "kind": "run_completed" }, { "kind": "usage" }]),
+            ],
+            "event 2: the run ended earlier in this batch",
+        ),
+        (
+            "lease out of range",
+            vec![json!([{ "kind": "run_started", "metadata": { "lease_ms": 5 } }])],
+            "metadata.lease_ms must be",
+        ),
+        ("not an array", vec![json!("text")], "JSON array"),
+        ("empty batch", vec![json!([])], "no events"),
+        (
+            "content not an object",
+            vec![start(), json!([{ "kind": "error", "content": "bad" }])],
+            "content must be a JSON object",
+        ),
+    ];
+    for (name, batches, says) in cases {
+        let refused = match batches.last().map(|batch| parse_batch(batch.clone())) {
+            Some(Err(refusal)) => refusal.to_string(),
+            _ => run(&batches, RunLimits::default())
+                .map(|_| ())
+                .expect_err(name),
+        };
+        assert!(
+            refused.contains(says),
+            "{name}: {refused:?} should say {says:?}"
+        );
+    }
+}
+
+#[test]
+fn run_limits_refuse_the_batch_as_over_limit() {
+    let limits = RunLimits {
+        events_max: 3,
+        ..RunLimits::default()
+    };
+    let mut open = check_batch(None, items(start()), PRODUCER, limits)
+        .unwrap()
+        .run;
+    let text = |text: &str| json!([{ "kind": "text", "message_id": MESSAGE, "delta": text, "delta_action": "append" }]);
+    for _ in 0..2 {
+        open = check_batch(open.as_ref(), items(text("x")), PRODUCER, limits)
+            .unwrap()
+            .run;
+    }
+    let refusal = check_batch(open.as_ref(), items(text("x")), PRODUCER, limits).unwrap_err();
+    assert!(refusal.over_limit, "{refusal:?}");
+    assert!(refusal.message.contains("limit of 3 events"), "{refusal:?}");
+}
+
+#[test]
+fn run_started_records_the_producer_and_the_lease() {
+    let checked = check_batch(
+        None,
+        items(json!([{ "kind": "run_started", "metadata": { "model": "m", "lease_ms": 2000 } }])),
+        PRODUCER,
+        RunLimits::default(),
+    )
+    .unwrap();
+    let started = &checked.drafts[0];
+    assert_eq!(
+        started.metadata,
+        json!({ "model": "m", "lease_ms": 2000, "producer": { "id": "worker", "epoch": 2 }, "provider": "producer" })
+    );
+    let run = checked.run.unwrap();
+    assert_eq!(run.lease_ms, 2000);
+    assert_eq!(started.run_id, Some(run.run_id));
+    assert!(checked.opened);
+}
+
+#[test]
+fn a_run_stopped_without_its_producer_is_closed_like_ours() {
+    let cases = [
+        (
+            Stop::Cancelled,
+            vec!["tool_call", "tool_result", "run_cancelled"],
+        ),
+        (
+            Stop::LeaseExpired,
+            vec!["tool_call", "tool_result", "error", "run_failed"],
+        ),
+        (
+            Stop::Shutdown,
+            vec!["tool_call", "tool_result", "error", "run_failed"],
+        ),
+    ];
+    for (stop, expected) in cases {
+        let opened = check_batch(None, items(start()), PRODUCER, RunLimits::default()).unwrap();
+        let call = check_batch(
+            opened.run.as_ref(),
+            items(json!([
+                { "kind": "usage", "content": { "input_tokens": 1, "output_tokens": 2 } },
+                { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "x" } },
+            ])),
+            PRODUCER,
+            RunLimits::default(),
+        )
+        .unwrap();
+        let mut run = call.run.unwrap();
+        let drafts = run.stopped(stop);
+        let kinds: Vec<&str> = drafts.iter().map(|draft| draft.kind.as_str()).collect();
+        assert_eq!(kinds, expected, "{stop:?}");
+        let end = drafts.last().unwrap();
+        assert_eq!(
+            end.content["usage"],
+            json!({ "input_tokens": 1, "output_tokens": 2 })
+        );
+        if stop != Stop::Cancelled {
+            assert_eq!(end.content["error"]["type"], "interrupted", "{stop:?}");
+        }
+        assert!(drafts.iter().all(|draft| draft.run_id == Some(run.run_id)));
+    }
+}
