@@ -35,6 +35,11 @@ pub const PRODUCE_BODY_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// One line of a streamed (NDJSON) body larger than this is refused (413).
 pub const PRODUCE_LINE_BYTES_MAX: usize = 1024 * 1024;
 
+/// A streamed body that sends nothing for this long is answered 408 (with the last producer seq
+/// acknowledged) and let go: a silent producer cannot hold a connection and a task forever. Its
+/// run ends by its own lease.
+pub const PRODUCE_STREAM_IDLE_MS_MAX: u64 = 60_000;
+
 const PRODUCER_ID: &str = "producer-id";
 const PRODUCER_EPOCH: &str = "producer-epoch";
 const PRODUCER_SEQ: &str = "producer-seq";
@@ -207,8 +212,19 @@ async fn streamed(
         }
         response
     };
+    let idle = std::time::Duration::from_millis(PRODUCE_STREAM_IDLE_MS_MAX);
     loop {
-        let chunk = chunks.next().await;
+        let Ok(chunk) = tokio::time::timeout(idle, chunks.next()).await else {
+            let response = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_idle",
+                format!(
+                    "the streamed body sent nothing for {PRODUCE_STREAM_IDLE_MS_MAX} ms after {line_index} lines"
+                ),
+            )
+            .into_response();
+            return fail(response, acknowledged);
+        };
         let ended = chunk.is_none();
         match chunk {
             Some(Ok(bytes)) => pending.extend_from_slice(&bytes),

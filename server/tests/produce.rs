@@ -1,0 +1,523 @@
+//! The producer API over real sockets: an agent loop that runs elsewhere writes its run into an
+//! agent's log — exactly once across retries, fenced by epoch, checked event by event, held to
+//! one run per agent, ended when cancelled or silent — and the log's surfaces serve the run.
+
+mod common;
+
+use std::time::Duration;
+
+use app::protocol::ServerMessage;
+use app::EventKind;
+use common::{wait_until, TestServer};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+const MESSAGE: &str = "0190d0c0-0000-7000-8000-00000000000a";
+const USER_MESSAGE: &str = "0190d0c0-0000-7000-8000-00000000000b";
+
+/// One producer request: `(status, headers, body)`.
+async fn produce(
+    server: &TestServer,
+    agent_id: Uuid,
+    (producer, epoch, seq): (&str, u64, u64),
+    batch: Value,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", producer)
+        .header("Producer-Epoch", epoch.to_string())
+        .header("Producer-Seq", seq.to_string())
+        .json(&batch)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+fn text(piece: &str) -> Value {
+    json!({ "kind": "text", "message_id": MESSAGE, "delta": piece, "delta_action": "append" })
+}
+
+fn header(headers: &reqwest::header::HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+async fn head(server: &TestServer, agent_id: Uuid) -> u64 {
+    server
+        .all_events(agent_id)
+        .await
+        .last()
+        .map_or(0, |event| event.seq)
+}
+
+#[tokio::test]
+async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let mut socket = server.connect().await;
+    socket.subscribe(agent_id, 0).await;
+    let worker = |seq| ("worker-1", 0, seq);
+    let batches = [
+        json!([
+            { "kind": "run_started", "metadata": { "model": "their-model" } },
+            { "kind": "user", "message_id": USER_MESSAGE, "content": { "text": "say hello" } },
+        ]),
+        json!([text("Hello"), text(", world")]),
+        json!([
+            { "kind": "tool_call", "content": { "tool_call_id": "call-1", "name": "lookup", "input": { "q": "x" } } },
+            { "kind": "tool_result", "content": { "tool_call_id": "call-1", "result": "42" } },
+            { "kind": "usage", "content": { "input_tokens": 7, "output_tokens": 3 } },
+            { "kind": "run_completed", "content": { "stop_reason": "end_turn" } },
+        ]),
+    ];
+    let mut run_id = None;
+    for (seq, batch) in batches.iter().enumerate() {
+        let (status, headers, body) =
+            produce(&server, agent_id, worker(seq as u64), batch.clone()).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(header(&headers, "producer-seq"), seq.to_string());
+        run_id = Some(body["run_id"].as_str().unwrap().parse::<Uuid>().unwrap());
+        // The same request again (its answer was lost): a duplicate, nothing written.
+        let (again, _, _) = produce(&server, agent_id, worker(seq as u64), batch.clone()).await;
+        assert_eq!(again, 204);
+    }
+    let run_id = run_id.unwrap();
+    let events = server.all_events(agent_id).await;
+    common::assert_contiguous(&events, 1);
+    let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "user",
+            "text",
+            "text",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "usage",
+            "run_completed"
+        ],
+        "every batch once, the result's card status merged as our loop does"
+    );
+    assert!(events.iter().all(|event| event.run_id == Some(run_id)));
+    assert_eq!(
+        events[0].metadata["producer"],
+        json!({ "id": "worker-1", "epoch": 0 })
+    );
+
+    // The live subscriber saw the same events, in order, once.
+    let (live, _) = socket.receive_until_run_end().await;
+    assert_eq!(live, events);
+
+    // The reducer, the REST run outline, Letta's messages, the history page and the
+    // inspector serve it as they serve ours.
+    let timeline = common::fold(&events);
+    let run = timeline
+        .runs()
+        .iter()
+        .find(|run| run.run_id == run_id)
+        .unwrap();
+    assert_eq!(run.status.as_str(), "completed");
+    assert_eq!(common::reply_text(&events, run_id), "Hello, world");
+    let outline = server.get_json(&format!("/v1/runs/{run_id}")).await;
+    assert_eq!(outline["status"], "completed", "{outline}");
+    let letta = server
+        .get_json(&format!("/v1/agents/{agent_id}/messages"))
+        .await;
+    let letta = letta.to_string();
+    assert!(
+        letta.contains("Hello, world") && letta.contains("say hello"),
+        "{letta}"
+    );
+    for page in [
+        format!("/agents/{agent_id}/history"),
+        format!("/agents/{agent_id}/runs/{run_id}"),
+    ] {
+        let html = server.http.get(server.url(&page)).send().await.unwrap();
+        assert_eq!(html.status(), 200, "{page}");
+        let html = html.text().await.unwrap();
+        assert!(html.contains("Hello, world"), "{page} shows the reply");
+    }
+    // The producer's position says where it is.
+    let position = server
+        .get_json(&format!("/v1/agents/{agent_id}/producers/worker-1"))
+        .await;
+    assert_eq!(position["epoch"], 0);
+    assert_eq!(position["seq"], 2);
+    assert_eq!(position["run_open"], false);
+}
+
+#[tokio::test]
+async fn the_fence_refuses_stale_epochs_gaps_and_bad_headers_and_writes_nothing() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let open = json!([{ "kind": "run_started" }]);
+    assert_eq!(produce(&server, agent_id, ("p", 1, 0), open).await.0, 200);
+    let before = head(&server, agent_id).await;
+
+    let (status, headers, body) = produce(&server, agent_id, ("p", 1, 3), json!([text("a")])).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "producer_seq_gap");
+    assert_eq!(header(&headers, "producer-expected-seq"), "1");
+    assert_eq!(header(&headers, "producer-received-seq"), "3");
+
+    let (status, _, body) = produce(&server, agent_id, ("p", 2, 5), json!([text("a")])).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "producer_epoch_not_at_zero");
+
+    // A restarted producer (epoch 2, seq 0) takes the run over; the old one is fenced off.
+    let (status, _, body) = produce(&server, agent_id, ("p", 2, 0), json!([text("b")])).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, headers, body) = produce(&server, agent_id, ("p", 1, 1), json!([text("a")])).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "stale_producer_epoch");
+    assert_eq!(header(&headers, "producer-epoch"), "2");
+
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", "p")
+        .json(&json!([text("c")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("missing: Producer-Epoch, Producer-Seq"));
+
+    let (status, _, _) = produce(
+        &server,
+        Uuid::new_v4(),
+        ("p", 0, 0),
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(status, 404);
+    // Only the new epoch's one batch was written.
+    assert_eq!(head(&server, agent_id).await, before + 1);
+}
+
+#[tokio::test]
+async fn a_malformed_batch_is_refused_whole_naming_the_event() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 0),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+    let before = head(&server, agent_id).await;
+    let cases = [
+        (
+            json!([text("ok"), text("ok"), { "kind": "text", "message_id": MESSAGE, "delta": 5, "delta_action": "append" }]),
+            422,
+            "event 2: an append delta must be a string",
+        ),
+        (
+            json!([text("ok"), { "kind": "text", "id": MESSAGE }]),
+            422,
+            "event 1: unknown field `id`",
+        ),
+        (
+            json!([{ "kind": "tool_result", "content": { "tool_call_id": "ghost", "result": 1 } }]),
+            422,
+            "names no tool call",
+        ),
+        (
+            json!({ "not": "an event" }),
+            422,
+            "event 0: missing field `kind`",
+        ),
+        (json!([]), 422, "no events"),
+    ];
+    for (batch, status, says) in cases {
+        let (got, _, body) = produce(&server, agent_id, ("p", 0, 1), batch).await;
+        assert_eq!(got, status, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message:?} should say {says:?}");
+    }
+    let not_json = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", "p")
+        .header("Producer-Epoch", "0")
+        .header("Producer-Seq", "1")
+        .header("Content-Type", "application/json")
+        .body("[{\"kind\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_json.status(), 400);
+    let huge = "x".repeat(9 * 1024 * 1024);
+    let (status, _, _) = produce(&server, agent_id, ("p", 0, 1), json!([text(&huge)])).await;
+    assert_eq!(status, 413);
+    // Nothing of any of them was written, and the seq they used is still the next one.
+    assert_eq!(head(&server, agent_id).await, before);
+    assert_eq!(
+        produce(&server, agent_id, ("p", 0, 1), json!([text("fine")]))
+            .await
+            .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn one_run_at_a_time_whoever_writes_it() {
+    let server = TestServer::start_paced(200, 20).await;
+    let agent_id = server.create_agent().await;
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 0),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+    // Our own run is refused while the producer's is open …
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+        .json(&json!({ "content": "hi" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    // … and so is another producer's.
+    let (status, _, body) = produce(
+        &server,
+        agent_id,
+        ("q", 0, 0),
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_in_progress"))
+    );
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 1),
+            json!([{ "kind": "run_completed" }])
+        )
+        .await
+        .0,
+        200
+    );
+
+    // While our own run streams, a producer's run_started is refused.
+    let run_id = server.start_run(agent_id, "a long one").await;
+    let (status, _, body) = produce(
+        &server,
+        agent_id,
+        ("q", 0, 0),
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_in_progress")),
+        "{body}"
+    );
+    server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("q", 0, 0),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let (_, _, body) = produce(
+        &server,
+        agent_id,
+        ("p", 0, 0),
+        json!([
+            { "kind": "run_started" },
+            { "kind": "tool_call", "content": { "tool_call_id": "slow", "name": "wait" } },
+        ]),
+    )
+    .await;
+    let run_id = body["run_id"].as_str().unwrap().to_owned();
+    let cancelled = server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(
+        cancelled["cancelled_run_ids"],
+        json!([run_id]),
+        "{cancelled}"
+    );
+    let events = server.all_events(agent_id).await;
+    let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "run_cancelled"
+        ]
+    );
+    assert_eq!(events[3].content["is_error"], true);
+    let (status, _, body) = produce(&server, agent_id, ("p", 0, 1), json!([text("late")])).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_ended")),
+        "{body}"
+    );
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cancelled"));
+    // The refused request changed nothing: the producer opens its next run with that seq.
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 1),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_silent_producer_has_its_run_ended_at_its_lease() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let opened = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("half")]);
+    assert_eq!(produce(&server, agent_id, ("p", 0, 0), opened).await.0, 200);
+    let events = wait_until("the lease to end the run", || async {
+        let events = server.all_events(agent_id).await;
+        events
+            .last()
+            .is_some_and(|event| event.kind.is_run_end())
+            .then_some(events)
+    })
+    .await;
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunFailed);
+    assert_eq!(end.content["error"]["type"], "interrupted");
+    assert!(end.content["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("1000 ms"));
+    let (status, _, body) = produce(&server, agent_id, ("p", 0, 1), json!([text("back")])).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_ended")),
+        "{body}"
+    );
+    // The agent is free for the next run.
+    let run_id = server.start_run(agent_id, "hello").await;
+    server.wait_for_run_end(agent_id, run_id).await;
+}
+
+#[tokio::test]
+async fn a_streamed_body_commits_each_line_as_it_arrives() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let mut socket = server.connect().await;
+    socket.subscribe(agent_id, 0).await;
+    let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|line| (line, receiver))
+    });
+    let body = reqwest::Body::wrap_stream(stream);
+    let request = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", "streamer")
+        .header("Producer-Epoch", "0")
+        .header("Producer-Seq", "0")
+        .header("Content-Type", "application/x-ndjson")
+        .body(body)
+        .send();
+    let answer = tokio::spawn(request);
+    lines
+        .send(Ok(format!(
+            "{}\n",
+            json!([{ "kind": "run_started" }, text("one ")])
+        )))
+        .await
+        .unwrap();
+    // The first line is in the log (and on the socket) before the second is sent.
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), socket.receive()).await {
+            Ok(ServerMessage::Events { events, .. }) => seen.extend(events),
+            Ok(_) => {}
+            Err(_) => panic!("the first line was not delivered while the body stayed open"),
+        }
+    }
+    lines.send(Ok(format!("{}\n", text("two ")))).await.unwrap();
+    lines
+        .send(Ok(format!("{}", json!({ "kind": "run_completed" }))))
+        .await
+        .unwrap();
+    drop(lines);
+    let response = answer.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(response.headers(), "producer-seq"), "2");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["acknowledged_producer_seq"], 2, "{body}");
+    assert_eq!(body["last"]["run_open"], false);
+    let events = server.all_events(agent_id).await;
+    let run_id = events[0].run_id.unwrap();
+    assert_eq!(common::reply_text(&events, run_id), "one two ");
+    // The same stream sent again is all duplicates.
+    let again = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", "streamer")
+        .header("Producer-Epoch", "0")
+        .header("Producer-Seq", "1")
+        .header("Content-Type", "application/x-ndjson")
+        .body(format!(
+            "{}\n{}\n",
+            json!([text("two ")]),
+            json!([{ "kind": "run_completed" }])
+        ))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["duplicates"], 2, "{body}");
+    assert_eq!(server.all_events(agent_id).await.len(), events.len());
+}
