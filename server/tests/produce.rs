@@ -243,7 +243,7 @@ async fn a_malformed_batch_is_refused_whole_naming_the_event() {
         (
             json!({ "not": "an event" }),
             422,
-            "event 0: missing field `kind`",
+            "event 0: unknown field `not`",
         ),
         (json!([]), 422, "no events"),
     ];
