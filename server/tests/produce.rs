@@ -521,3 +521,97 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
     assert_eq!(body["duplicates"], 2, "{body}");
     assert_eq!(server.all_events(agent_id).await.len(), events.len());
 }
+
+#[tokio::test]
+async fn the_produce_scope_allows_producing_and_nothing_else() {
+    use agentstream_server::http::token::{Grant, Scope, Scopes, TokenKeys};
+    const SECRET: &str = "0123456789abcdef0123456789abcdef-produce";
+    let server = TestServer::start_with(|config| {
+        config.api_token = Some("operator".to_owned());
+        config.token_keys = Some(TokenKeys::new(SECRET, 3600).unwrap());
+    })
+    .await;
+    let operator = reqwest::Client::new();
+    let agent_id: Uuid = {
+        let created: Value = operator
+            .post(server.url("/v1/agents"))
+            .bearer_auth("operator")
+            .json(&json!({ "name": "produced" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        created["id"].as_str().unwrap().parse().unwrap()
+    };
+    let token = |scopes: &[Scope]| {
+        let now = chrono::Utc::now().timestamp();
+        TokenKeys::new(SECRET, 3600).unwrap().sign(
+            &Grant {
+                sub: "worker".into(),
+                agents: vec![agent_id.to_string()],
+                scopes: Scopes::of(scopes),
+                expires_at: now + 300,
+            },
+            now,
+        )
+    };
+    let call = |token: String, method: reqwest::Method, path: String, seq: u64| {
+        let request = operator
+            .request(method, server.url(&path))
+            .bearer_auth(token)
+            .header("Producer-Id", "w")
+            .header("Producer-Epoch", "0")
+            .header("Producer-Seq", seq.to_string())
+            .json(&json!([{ "kind": "run_started" }]));
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    let produce_path = format!("/v1/agents/{agent_id}/produce");
+    let producer = token(&[Scope::Produce]);
+    assert_eq!(
+        call(
+            producer.clone(),
+            reqwest::Method::POST,
+            produce_path.clone(),
+            0
+        )
+        .await,
+        200
+    );
+    let position = format!("/v1/agents/{agent_id}/producers/w");
+    assert_eq!(
+        call(producer.clone(), reqwest::Method::GET, position, 0).await,
+        200
+    );
+    // A producer's token reads nothing and starts nothing of ours.
+    for (method, path) in [
+        (
+            reqwest::Method::GET,
+            format!("/v1/agents/{agent_id}/events"),
+        ),
+        (reqwest::Method::GET, format!("/v1/agents/{agent_id}")),
+        (reqwest::Method::POST, format!("/v1/agents/{agent_id}/runs")),
+        (
+            reqwest::Method::POST,
+            format!("/v1/agents/{agent_id}/messages/cancel"),
+        ),
+    ] {
+        assert_eq!(
+            call(producer.clone(), method, path.clone(), 0).await,
+            403,
+            "{path}"
+        );
+    }
+    // Reading and writing do not allow producing; the operator may (and is told that the
+    // producer's run is still open).
+    let reader = token(&[Scope::Read, Scope::Write, Scope::Approve]);
+    assert_eq!(
+        call(reader, reqwest::Method::POST, produce_path.clone(), 1).await,
+        403
+    );
+    assert_eq!(
+        call("operator".into(), reqwest::Method::POST, produce_path, 1).await,
+        422
+    );
+}

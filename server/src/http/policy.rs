@@ -103,7 +103,7 @@ fn query_value<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
     use Need::*;
-    use Scope::{Approve, Read, Write};
+    use Scope::{Approve, Produce, Read, Write};
 
     #[test]
     fn every_route_has_its_need() {
@@ -137,6 +137,16 @@ mod tests {
                 Method::POST,
                 format!("/v1/agents/{id}/runs"),
                 Agent(id, Some(Write)),
+            ),
+            (
+                Method::POST,
+                format!("/v1/agents/{id}/produce"),
+                Agent(id, Some(Produce)),
+            ),
+            (
+                Method::GET,
+                format!("/v1/agents/{id}/producers/worker-1"),
+                Agent(id, Some(Produce)),
             ),
             (
                 Method::POST,
