@@ -10,7 +10,7 @@ use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
     agent_for_chat, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson, NewAgent,
-    Store, StoreError, StoredSnapshot,
+    ProducerStamp, Store, StoreError, StoredSnapshot,
 };
 use app::EventKind;
 use serde_json::json;
@@ -445,7 +445,64 @@ async fn a_snapshot_is_kept_until_a_newer_one(subject: &Subject) {
     assert_eq!(store.load_snapshot(agent.id).await.unwrap(), None);
 }
 
+/// A producer's position commits with its batch, follows each batch, is per agent, goes with
+/// its agent, and a new epoch forgets the agent's oldest producers past the bound.
+async fn a_producers_position_commits_with_its_batch(subject: &Subject) {
+    let store = subject.store.as_ref();
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let other = store.create_agent(NewAgent::default()).await.unwrap();
+    assert_eq!(store.producer_position(agent.id, "p").await.unwrap(), None);
+    let stamp = |epoch, seq| ProducerStamp {
+        producer_id: "p".into(),
+        epoch,
+        seq,
+        run_id: None,
+    };
+    let with = |agent_id, stamp| AppendBatch {
+        producer: Some(stamp),
+        ..batch(agent_id, texts(2))
+    };
+    store.append(&[with(agent.id, stamp(3, 0))]).await.unwrap();
+    store.append(&[with(agent.id, stamp(3, 1))]).await.unwrap();
+    assert_eq!(
+        store.producer_position(agent.id, "p").await.unwrap(),
+        Some(stamp(3, 1))
+    );
+    assert_eq!(store.producer_position(other.id, "p").await.unwrap(), None);
+    // A batch that fails (an unknown agent beside it) leaves the position where it was.
+    let failed = store
+        .append(&[with(agent.id, stamp(3, 2)), batch(Uuid::new_v4(), texts(1))])
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(
+        store.producer_position(agent.id, "p").await.unwrap(),
+        Some(stamp(3, 1))
+    );
+    // Past the bound, a producer's first batch forgets the least recently written others.
+    let bound = agentstream_server::store::PRODUCERS_PER_AGENT_MAX as usize;
+    for index in 0..bound {
+        let stamp = ProducerStamp {
+            producer_id: format!("q{index}"),
+            epoch: 0,
+            seq: 0,
+            run_id: Some(Uuid::now_v7()),
+        };
+        store.append(&[with(other.id, stamp)]).await.unwrap();
+    }
+    store.append(&[with(other.id, stamp(0, 0))]).await.unwrap();
+    assert_eq!(store.producer_position(other.id, "q0").await.unwrap(), None);
+    let newest = store
+        .producer_position(other.id, &format!("q{}", bound - 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(newest.run_id.is_some());
+    assert!(store.delete_agent(agent.id).await.unwrap());
+    assert_eq!(store.producer_position(agent.id, "p").await.unwrap(), None);
+}
+
 async fn run_cases(subject: Subject) {
+    a_producers_position_commits_with_its_batch(&subject).await;
     a_snapshot_is_kept_until_a_newer_one(&subject).await;
     streamed_appends_read_back_at_every_cursor(&subject).await;
     agents_round_trip(&subject).await;
