@@ -7,7 +7,8 @@
 //!
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
 //! version (the test command uses it so the benchmark keeps building and running); `--cost`
-//! runs only what metrics and traces cost (`observability.rs`). Not a test:
+//! runs only what metrics and traces cost (`observability.rs`), `--producer` only the producer
+//! API beside our own loop (`producer.rs`). Not a test:
 //! nothing here passes or fails on a number.
 //!
 //! With `AGENTSTREAM_BENCH_POSTGRES_URL=postgres://…/postgres` (any database on the server; the
@@ -33,6 +34,7 @@ use uuid::Uuid;
 mod first_open;
 mod log_size;
 mod observability;
+mod producer;
 
 /// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).
 const PRODUCER_IN_FLIGHT_MAX: usize = 64;
@@ -57,6 +59,9 @@ struct Sizes {
     /// The long conversation opened after a restart: tokens in all, per run.
     open_tokens: u64,
     open_run_tokens: u64,
+    /// The producer API's rate: this many agents, each one run of this many events.
+    producer_agents: u64,
+    producer_events: u64,
 }
 
 fn main() {
@@ -78,6 +83,8 @@ fn main() {
             size_reply_tokens: 200,
             open_tokens: 20_000,
             open_run_tokens: 2_000,
+            producer_agents: 2,
+            producer_events: 200,
         }
     } else {
         Sizes {
@@ -96,6 +103,8 @@ fn main() {
             size_reply_tokens: 5_000,
             open_tokens: 1_000_000,
             open_run_tokens: 5_000,
+            producer_agents: 50,
+            producer_events: 2_000,
         }
     };
     let directory = std::env::var_os("AGENTSTREAM_BENCH_DIR")
@@ -114,6 +123,11 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         println!("agentstream-bench --cost: what metrics and traces cost");
         observability::metrics(directory, sizes).await;
         observability::traces(directory, sizes).await;
+        return;
+    }
+    if std::env::args().any(|argument| argument == "--producer") {
+        println!("agentstream-bench --producer: the producer API beside our own loop");
+        producer::measure(directory, sizes).await;
         return;
     }
     println!(
@@ -172,6 +186,7 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     )
     .await;
     observability::traces(directory, sizes).await;
+    producer::measure(directory, sizes).await;
     log_size::measure(
         &directory.join("size.db"),
         sizes.size_agents,
@@ -770,7 +785,7 @@ pub(crate) mod live {
         }
     }
 
-    fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
+    pub fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
         samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let at = |p: f64| {
             samples
