@@ -16,6 +16,7 @@
 //! A chat id is an agent's id, or a name given an agent of its own on first use.
 
 pub mod chunks;
+pub mod inbound;
 pub mod messages;
 pub mod request;
 mod stream;
