@@ -6,6 +6,7 @@
 //! ([`crate::state`]). Nothing below `agent/`, `delivery/` or `store/` may use this module.
 
 pub mod auth;
+pub mod body_lines;
 pub mod caller;
 pub mod cors;
 pub mod cross_site;
@@ -94,8 +95,8 @@ pub fn api_router(state: AppState) -> Router {
         )
         .route("/runs/{run_id}/stream", post(surfaces::letta::resume_run))
         // A streamed batch body may stay open as long as its producer streams; the body is
-        // read and bounded by the handler (`produce::PRODUCE_BODY_BYTES_MAX`, per line
-        // `PRODUCE_LINE_BYTES_MAX`).
+        // read and bounded by the handler (`produce::PRODUCE_BODY_BYTES_MAX`, per line and
+        // silence `body_lines`).
         .route(
             "/agents/{id}/produce",
             post(produce::produce).layer(DefaultBodyLimit::disable()),

@@ -8,7 +8,7 @@
 //!   nothing of the batch is written), 413 past a limit.
 //! - The same with `Content-Type: application/x-ndjson`: a streamed body, one batch per line
 //!   (an array or one event), the lines taking `Producer-Seq`, +1, +2 …; each line commits as it
-//!   arrives (subscribers see it live). The answer comes at the end, or at the first refused
+//!   arrives (subscribers see it live). Lines and silence are bounded (`body_lines`). The answer comes at the end, or at the first refused
 //!   line, with the last producer seq acknowledged; a producer whose stream broke sends again
 //!   from there (lines already committed are duplicates).
 //! - `GET /v1/agents/{id}/producers/{producer_id}`: the producer's position (epoch, seq, run,
@@ -21,9 +21,9 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::StreamExt;
 use serde_json::{json, Value};
 
+use super::body_lines::{BodyLines, LineError};
 use super::error::ApiError;
 use super::params::parse_agent_id;
 use crate::agent::produce::check::{parse_batch, ProducedEvent};
@@ -32,13 +32,6 @@ use crate::agent::produce::{Appended, ProduceError, Produced, Producers};
 
 /// A JSON batch body larger than this is refused (413) before it is parsed.
 pub const PRODUCE_BODY_BYTES_MAX: usize = 8 * 1024 * 1024;
-/// One line of a streamed (NDJSON) body larger than this is refused (413).
-pub const PRODUCE_LINE_BYTES_MAX: usize = 1024 * 1024;
-
-/// A streamed body that sends nothing for this long is answered 408 (with the last producer seq
-/// acknowledged) and let go: a silent producer cannot hold a connection and a task forever. Its
-/// run ends by its own lease.
-pub const PRODUCE_STREAM_IDLE_MS_MAX: u64 = 60_000;
 
 const PRODUCER_ID: &str = "producer-id";
 const PRODUCER_EPOCH: &str = "producer-epoch";
@@ -190,21 +183,13 @@ async fn streamed(
     producer: ProducerHeaders,
     body: Body,
 ) -> Response {
-    let mut chunks = body.into_data_stream();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut line_index = 0usize;
+    let mut lines = BodyLines::new(body);
+    let mut index = 0usize;
     let mut acknowledged: Option<u64> = None;
     let mut last: Option<Appended> = None;
     let mut duplicates = 0u64;
-    let summary = |acknowledged: Option<u64>, last: &Option<Appended>, duplicates: u64| {
-        json!({
-            "acknowledged_producer_seq": acknowledged,
-            "duplicates": duplicates,
-            "last": last.as_ref().map(appended_json),
-        })
-    };
-    let fail = |response: Response, acknowledged: Option<u64>| {
-        let mut response = response;
+    let fail = |error: ApiError, acknowledged: Option<u64>| {
+        let mut response = error.into_response();
         if let Some(seq) = acknowledged {
             response
                 .headers_mut()
@@ -212,98 +197,59 @@ async fn streamed(
         }
         response
     };
-    let idle = std::time::Duration::from_millis(PRODUCE_STREAM_IDLE_MS_MAX);
     loop {
-        let Ok(chunk) = tokio::time::timeout(idle, chunks.next()).await else {
-            let response = ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_idle",
-                format!(
-                    "the streamed body sent nothing for {PRODUCE_STREAM_IDLE_MS_MAX} ms after {line_index} lines"
-                ),
-            )
-            .into_response();
-            return fail(response, acknowledged);
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(error) => {
+                let (status, code) = match error {
+                    LineError::TooLong => (StatusCode::PAYLOAD_TOO_LARGE, "line_too_large"),
+                    LineError::Idle => (StatusCode::REQUEST_TIMEOUT, "body_idle"),
+                    LineError::Broken(_) => (StatusCode::BAD_REQUEST, "body_broken"),
+                };
+                let message = format!("after {index} lines: {error}");
+                return fail(ApiError::new(status, code, message), acknowledged);
+            }
         };
-        let ended = chunk.is_none();
-        match chunk {
-            Some(Ok(bytes)) => pending.extend_from_slice(&bytes),
-            Some(Err(error)) => {
-                tracing::debug!(%error, "a producer's streamed body broke");
-                let response = ApiError::bad_request(
-                    "body_broken",
-                    format!("the request body broke after {line_index} lines: {error}"),
-                )
-                .into_response();
-                return fail(response, acknowledged);
-            }
-            None => {}
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
         }
-        // Every complete line (and, at the end, the last one without its newline).
-        loop {
-            let line_end = pending.iter().position(|byte| *byte == b'\n');
-            let line: Vec<u8> = match line_end {
-                Some(end) => {
-                    let line = pending[..end].to_vec();
-                    pending.drain(..=end);
-                    line
+        let items = match batch_of(&line) {
+            Ok(items) => items,
+            Err(mut error) => {
+                error.message = format!("line {index}: {}", error.message);
+                return fail(error, acknowledged);
+            }
+        };
+        let headers = ProducerHeaders {
+            seq: producer.seq + index as u64,
+            ..producer.clone()
+        };
+        match producers.append(agent_id, &headers, items).await {
+            Ok(Produced::Appended(appended)) => last = Some(appended),
+            Ok(Produced::Duplicate) => duplicates += 1,
+            Err(error) => {
+                let mut response = refusal(error, Some(index));
+                if let Some(seq) = acknowledged {
+                    response
+                        .headers_mut()
+                        .insert(PRODUCER_SEQ, HeaderValue::from(seq));
                 }
-                None if ended && !pending.is_empty() => std::mem::take(&mut pending),
-                None => break,
-            };
-            if line.len() > PRODUCE_LINE_BYTES_MAX {
-                let response = ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "line_too_large",
-                    format!("line {line_index}: a line is {PRODUCE_LINE_BYTES_MAX} bytes at most"),
-                )
-                .into_response();
-                return fail(response, acknowledged);
+                return response;
             }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let items = match batch_of(&line) {
-                Ok(items) => items,
-                Err(mut error) => {
-                    error.message = format!("line {line_index}: {}", error.message);
-                    return fail(error.into_response(), acknowledged);
-                }
-            };
-            let headers = ProducerHeaders {
-                seq: producer.seq + line_index as u64,
-                ..producer.clone()
-            };
-            match producers.append(agent_id, &headers, items).await {
-                Ok(Produced::Appended(appended)) => last = Some(appended),
-                Ok(Produced::Duplicate) => duplicates += 1,
-                Err(error) => return fail(refusal(error, Some(line_index)), acknowledged),
-            }
-            acknowledged = Some(headers.seq);
-            line_index += 1;
         }
-        if pending.len() > PRODUCE_LINE_BYTES_MAX {
-            let response = ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "line_too_large",
-                format!("line {line_index}: a line is {PRODUCE_LINE_BYTES_MAX} bytes at most"),
-            )
-            .into_response();
-            return fail(response, acknowledged);
-        }
-        if ended {
-            break;
-        }
+        acknowledged = Some(headers.seq);
+        index += 1;
     }
-    if line_index == 0 {
+    let Some(seq) = acknowledged else {
         return ApiError::bad_request("empty_body", "the stream held no batch").into_response();
-    }
-    let seq = acknowledged.unwrap_or(producer.seq);
-    with_position(
-        Json(summary(acknowledged, &last, duplicates)).into_response(),
-        &producer,
-        seq,
-    )
+    };
+    let summary = json!({
+        "acknowledged_producer_seq": seq,
+        "duplicates": duplicates,
+        "last": last.as_ref().map(appended_json),
+    });
+    with_position(Json(summary).into_response(), &producer, seq)
 }
 
 /// `GET /v1/agents/{id}/producers/{producer_id}`.
