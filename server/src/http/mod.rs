@@ -102,6 +102,10 @@ pub fn api_router(state: AppState) -> Router {
             post(produce::produce).layer(DefaultBodyLimit::disable()),
         )
         .route(
+            "/ai-sdk/chat/{id}/produce",
+            post(surfaces::ai_sdk::produce::produce).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
             "/agents/{id}/producers/{producer_id}",
             get(produce::position).layer(timeout()),
         )

@@ -73,6 +73,7 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
         ["v1", "ai-sdk", "chat", id, "stream"] if get => Chat(id, Read),
         ["v1", "ai-sdk", "chat", id, "messages"] if get => Chat(id, Read),
         ["v1", "ai-sdk", "chat", id, "stop"] if post => Chat(id, Write),
+        ["v1", "ai-sdk", "chat", id, "produce"] if post => Chat(id, Produce),
         ["v1", "ag-ui"] if post => Handler,
         ["v1", "ag-ui", "connect"] if post => Scoped(Read),
         ["v1", "ag-ui", "cancel"] if post => Scoped(Write),

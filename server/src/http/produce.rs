@@ -50,10 +50,11 @@ fn is_ndjson(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.trim_start().starts_with("application/x-ndjson"))
 }
 
-/// A refusal as an HTTP answer, with the producer headers the protocol puts on it.
-fn refusal(error: ProduceError, line: Option<usize>) -> Response {
-    let at = |message: String| match line {
-        Some(line) => format!("line {line}: {message}"),
+/// A refusal as an HTTP answer, with the producer headers the protocol puts on it; `at` names
+/// the part of a streamed body it is about (`line 3`, `chunk 5`).
+pub fn refusal(error: ProduceError, at: Option<&str>) -> Response {
+    let at = |message: String| match at {
+        Some(at) => format!("{at}: {message}"),
         None => message,
     };
     let message = at(error.to_string());
@@ -229,7 +230,7 @@ async fn streamed(
             Ok(Produced::Appended(appended)) => last = Some(appended),
             Ok(Produced::Duplicate) => duplicates += 1,
             Err(error) => {
-                let mut response = refusal(error, Some(index));
+                let mut response = refusal(error, Some(&format!("line {index}")));
                 if let Some(seq) = acknowledged {
                     response
                         .headers_mut()

@@ -185,6 +185,9 @@ pub enum Stop {
     LeaseExpired,
     /// The server is shutting down.
     Shutdown,
+    /// The producer's one request (a piped stream without producer headers, which cannot be
+    /// resumed) ended before the run did.
+    Abandoned,
 }
 
 /// Checks `items` against the producer's open run (`None`: no run is open) and makes them drafts.
@@ -654,6 +657,7 @@ impl ProducedRun {
                 self.lease_ms
             ),
             Stop::Shutdown => "the server shut down while the producer's run was open".to_owned(),
+            Stop::Abandoned => "the producer's stream ended before the run did".to_owned(),
         };
         let mut drafts = self.answer_open_calls(&why);
         if stop == Stop::Cancelled {

@@ -411,12 +411,36 @@ impl Producers {
         }
     }
 
+    /// Ends `producer_id`'s open run on the agent, if it has one, as abandoned: its stream
+    /// ended and cannot be resumed. The run's id when there was one.
+    pub async fn abandon(&self, agent_id: Uuid, producer_id: &str) -> Option<Uuid> {
+        let entry = self.entry(agent_id);
+        let mut producing = entry.lock().await;
+        let run_id = producing
+            .open
+            .as_ref()
+            .filter(|open| open.producer_id == producer_id)
+            .map(|open| open.run.run_id)?;
+        self.stop_as(&mut producing, Some(Stop::Abandoned)).await;
+        Some(run_id)
+    }
+
     /// Ends the open run its producer did not end (cancelled, silent, shutdown).
     async fn stop(&self, producing: &mut Producing) {
+        self.stop_as(producing, None).await
+    }
+
+    /// [`Producers::stop`], for the reason given, else the one the slot says.
+    async fn stop_as(&self, producing: &mut Producing, reason: Option<Stop>) {
         let Some(mut open) = producing.open.take() else {
             return;
         };
-        let (stop, how) = if open.slot.is_interrupted() {
+        let (stop, how) = if reason == Some(Stop::Abandoned) {
+            (
+                Stop::Abandoned,
+                "interrupted: the producer's stream ended first",
+            )
+        } else if open.slot.is_interrupted() {
             (Stop::Shutdown, "interrupted: the server shut down")
         } else if open.slot.is_cancelled() {
             (Stop::Cancelled, "cancelled")

@@ -12,12 +12,16 @@
 //!   does: every run of this surface outlives its request.
 //! - `GET /v1/ai-sdk/chat/{id}/messages`: the conversation for `useChat({ messages })`, without
 //!   the answer in flight.
+//! - `POST /v1/ai-sdk/chat/{id}/produce`: the other way round — a backend with its own
+//!   `streamText` pipes its UI message stream in (`inbound.rs` maps it into the log,
+//!   `produce.rs` reads the body), and `useChat` clients resume it from here.
 //!
 //! A chat id is an agent's id, or a name given an agent of its own on first use.
 
 pub mod chunks;
 pub mod inbound;
 pub mod messages;
+pub mod produce;
 pub mod request;
 mod stream;
 pub mod verify;

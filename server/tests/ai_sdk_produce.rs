@@ -1,0 +1,199 @@
+//! The AI SDK stream piped in (`POST /v1/ai-sdk/chat/{id}/produce`) over real sockets: an SSE
+//! body as `toUIMessageStreamResponse()` writes it becomes a run of the chat's agent, resumable
+//! while it streams and in the chat's history after; a broken stream without producer headers
+//! ends its run at once; a refused chunk is named.
+
+mod common;
+
+use std::time::Duration;
+
+use app::EventKind;
+use common::{wait_until, TestServer};
+use serde_json::{json, Value};
+
+fn sse(chunks: &[Value]) -> String {
+    let mut body: String = chunks
+        .iter()
+        .map(|chunk| format!("data: {chunk}\n\n"))
+        .collect();
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+fn reply(words: &[&str]) -> Vec<Value> {
+    let mut chunks = vec![
+        json!({ "type": "start", "messageId": "app-msg-1" }),
+        json!({ "type": "start-step" }),
+        json!({ "type": "text-start", "id": "t" }),
+    ];
+    chunks.extend(
+        words
+            .iter()
+            .map(|word| json!({ "type": "text-delta", "id": "t", "delta": word })),
+    );
+    chunks.extend([
+        json!({ "type": "text-end", "id": "t" }),
+        json!({ "type": "finish-step" }),
+        json!({ "type": "finish", "finishReason": "stop" }),
+    ]);
+    chunks
+}
+
+#[tokio::test]
+async fn a_piped_stream_becomes_the_chats_run_and_history() {
+    let server = TestServer::start().await;
+    let response = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/piped-chat/produce"))
+        .header("Content-Type", "text/event-stream")
+        .header("Agentstream-User-Text", "tell%20me%20%E2%9C%93")
+        .body(sse(&reply(&["Hello", " from", " my", " backend"])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let summary: Value = response.json().await.unwrap();
+    assert_eq!(summary["finished"], true, "{summary}");
+    assert_eq!(summary["chunks"], 10);
+    let messages = server.get_json("/v1/ai-sdk/chat/piped-chat/messages").await;
+    let roles: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"], "{messages}");
+    let text = messages.to_string();
+    assert!(
+        text.contains("tell me ✓") && text.contains("Hello from my backend"),
+        "{text}"
+    );
+    // A second stream in the same chat is the next run.
+    let again = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/piped-chat/produce"))
+        .header("Content-Type", "application/x-ndjson")
+        .body(
+            reply(&["second"])
+                .iter()
+                .map(|chunk| format!("{chunk}\n"))
+                .collect::<String>(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    let messages = server.get_json("/v1/ai-sdk/chat/piped-chat/messages").await;
+    assert_eq!(messages.as_array().unwrap().len(), 3, "{messages}");
+}
+
+#[tokio::test]
+async fn a_stream_in_flight_is_resumed_by_use_chat_and_a_broken_one_ends_its_run() {
+    let server = TestServer::start().await;
+    let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(8);
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|line| (line, receiver))
+    });
+    let request = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/live-chat/produce"))
+        .header("Content-Type", "text/event-stream")
+        .body(reqwest::Body::wrap_stream(stream))
+        .send();
+    let answer = tokio::spawn(request);
+    let chunks = reply(&["partial", " answer"]);
+    for chunk in &chunks[..5] {
+        lines.send(Ok(format!("data: {chunk}\n\n"))).await.unwrap();
+    }
+    // useChat's resume reads the run in flight from its start.
+    let resumed = wait_until("the piped run to be in flight", || async {
+        let response = server
+            .http
+            .get(server.url("/v1/ai-sdk/chat/live-chat/stream"))
+            .send()
+            .await
+            .unwrap();
+        (response.status() == 200).then_some(response)
+    })
+    .await;
+    let mut body = resumed.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("answer") {
+        let piece =
+            tokio::time::timeout(Duration::from_secs(10), futures::StreamExt::next(&mut body))
+                .await
+                .expect("the resumed stream goes on live")
+                .unwrap()
+                .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&piece));
+    }
+    assert!(
+        seen.contains("\"type\":\"start\"") && seen.contains("partial"),
+        "{seen}"
+    );
+    // The backend dies mid-stream: without producer headers nobody can send the rest, so the
+    // run ends at once, interrupted, and the resumed client is told.
+    drop(lines);
+    let answer = answer.await.unwrap().unwrap();
+    assert_eq!(answer.status(), 200);
+    let summary: Value = answer.json().await.unwrap();
+    assert_eq!(summary["finished"], false, "{summary}");
+    while !seen.contains("\"type\":\"finish\"") {
+        let piece =
+            tokio::time::timeout(Duration::from_secs(10), futures::StreamExt::next(&mut body))
+                .await
+                .expect("the resumed stream ends")
+                .unwrap()
+                .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&piece));
+    }
+    assert!(seen.contains("\"type\":\"error\""), "{seen}");
+    let agent_id = summary["agent_id"].as_str().unwrap().parse().unwrap();
+    let events = server.all_events(agent_id).await;
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunFailed);
+    assert_eq!(end.content["error"]["type"], "interrupted");
+}
+
+#[tokio::test]
+async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
+    let server = TestServer::start().await;
+    let mut chunks = reply(&["ok"]);
+    chunks.insert(
+        4,
+        json!({ "type": "tool-output-available", "toolCallId": "ghost", "output": 1 }),
+    );
+    let response = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
+        .header("Content-Type", "text/event-stream")
+        .body(sse(&chunks))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("chunk 4") && message.contains("\"ghost\""),
+        "{message}"
+    );
+    let bad_text = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
+        .header("Agentstream-User-Text", "%FF%FE")
+        .body(sse(&reply(&["x"])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_text.status(), 400);
+    // The refused stream's run was ended; the chat takes the next one.
+    let next = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
+        .body(sse(&reply(&["fine"])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(next.status(), 200);
+}
