@@ -26,6 +26,13 @@ export const exampleServerSecret = "e2e-secret-e2e-secret-e2e-secret-0123";
 export const exampleAppPort = port + 4;
 /** The example's browser tokens live this long, so a test sees one renewed. */
 export const exampleTokenTtlSeconds = 8;
+/** The server behind the bring-your-own-loop example (examples/bring-your-own-loop), and the
+ * example app's own origin (tests/bring-your-own-loop.spec.ts). */
+export const loopServerPort = port + 5;
+export const loopAppPort = port + 6;
+export const loopServerToken = "e2e-loop-operator";
+/** The example's mock model: this many words (tests/bring-your-own-loop.spec.ts checks them). */
+export const loopReplyWords = 80;
 // The servers' databases live in one directory per run, removed by global-teardown.ts. The config
 // is evaluated again in every worker; the environment carries the runner's directory to them.
 process.env.AGENTSTREAM_E2E_DIRECTORY ??= fs.mkdtempSync(path.join(os.tmpdir(), "agentstream-e2e-"));
@@ -148,6 +155,42 @@ export default defineConfig({
         AGENTSTREAM_URL: `http://127.0.0.1:${exampleServerPort}`,
         AGENTSTREAM_API_TOKEN: exampleServerToken,
         TOKEN_TTL_S: String(exampleTokenTtlSeconds),
+      },
+    },
+    // The server the bring-your-own-loop example pipes its streams into.
+    {
+      command: serverBinary,
+      cwd: repository,
+      url: `http://127.0.0.1:${loopServerPort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        LEPTOS_SITE_ADDR: `127.0.0.1:${loopServerPort}`,
+        LEPTOS_SITE_ROOT: path.join(repository, "target", "site"),
+        DATABASE_URL: `sqlite://${database}.loop`,
+        AGENTSTREAM_API_TOKEN: loopServerToken,
+        AGENTSTREAM_TOKEN_SECRET: exampleServerSecret,
+        AGENTSTREAM_ALLOWED_ORIGINS: `http://127.0.0.1:${loopAppPort}`,
+        RUST_LOG: "warn",
+      },
+    },
+    // The example app with its own streamText (examples/bring-your-own-loop).
+    {
+      command: "npm run build && node server.mjs",
+      cwd: path.join(repository, "examples", "bring-your-own-loop"),
+      url: `http://127.0.0.1:${loopAppPort}/`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        PORT: String(loopAppPort),
+        AGENTSTREAM_URL: `http://127.0.0.1:${loopServerPort}`,
+        AGENTSTREAM_API_TOKEN: loopServerToken,
+        REPLY_WORDS: String(loopReplyWords),
+        WORD_DELAY_MS: "60",
       },
     },
   ],

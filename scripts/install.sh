@@ -99,14 +99,19 @@ probe_node_packages() {
   else echo "ok $(version_of "$directory/node_modules/.bin/wasm-opt" --version)"; fi
 }
 
-# examples/react-chat/'s npm packages (React, the AI SDK, esbuild): the browser tests bundle and
-# serve the example app. Up to date as end2end/'s are.
+# The example apps' npm packages (React, the AI SDK, esbuild): the browser tests bundle and
+# serve examples/react-chat/ and examples/bring-your-own-loop/. Up to date as end2end/'s are.
+EXAMPLE_APPS="react-chat bring-your-own-loop"
 probe_example_packages() {
-  local directory="$AGENTSTREAM_ROOT/examples/react-chat"
-  if [ ! -x "$directory/node_modules/.bin/esbuild" ]; then echo missing
-  elif [ "$directory/package-lock.json" -nt "$directory/node_modules/.package-lock.json" ]; then
-    echo "wrong (package-lock.json is newer than node_modules)"
-  else echo "ok $(version_of "$directory/node_modules/.bin/esbuild" --version)"; fi
+  local app directory
+  for app in $EXAMPLE_APPS; do
+    directory="$AGENTSTREAM_ROOT/examples/$app"
+    if [ ! -x "$directory/node_modules/.bin/esbuild" ]; then echo missing; return; fi
+    if [ "$directory/package-lock.json" -nt "$directory/node_modules/.package-lock.json" ]; then
+      echo "wrong (examples/$app/package-lock.json is newer than its node_modules)"; return
+    fi
+  done
+  echo "ok $(version_of "$AGENTSTREAM_ROOT/examples/react-chat/node_modules/.bin/esbuild" --version)"
 }
 
 CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
@@ -182,13 +187,16 @@ ensure_node_packages() {
 ensure_example_packages() {
   case "$(probe_example_packages)" in ok*) return ;; esac
   case "$(probe_npm)" in ok*) ;; *)
-    fail "npm not found (the example app's packages come from npm)" \
+    fail "npm not found (the example apps' packages come from npm)" \
       "install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)"
     return ;;
   esac
-  step "installing the npm packages of examples/react-chat/ (npm ci)" \
-    "check the network (the npm registry) and that npm is 9 or later" \
-    bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/examples/react-chat"
+  local app
+  for app in $EXAMPLE_APPS; do
+    step "installing the npm packages of examples/$app/ (npm ci)" \
+      "check the network (the npm registry) and that npm is 9 or later" \
+      bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/examples/$app" || return
+  done
 }
 
 ensure_chromium() {
