@@ -60,11 +60,18 @@ test("an app's own streamText piped in: useChat resumes it from agentstream afte
   expect(pageErrors).toEqual([]);
 });
 
-/** The UI message stream of a `streamText` with the mock model of the given `ai` package. */
+/** The UI message stream of a `streamText` of the given `ai` package, with a model that
+ * streams `words` (a LanguageModelV2 of our own: ai 5's `ai/test` needs msw, not installed). */
 async function streamOf(aiPath: string, words: string[]) {
   const ai = await import(path.join(aiPath, "dist", "index.mjs"));
-  const { MockLanguageModelV2 } = await import(path.join(aiPath, "dist", "test", "index.mjs"));
-  const model = new MockLanguageModelV2({
+  const model = {
+    specificationVersion: "v2",
+    provider: "mock",
+    modelId: "mock",
+    supportedUrls: {},
+    doGenerate: async () => {
+      throw new Error("streaming only");
+    },
     doStream: async () => ({
       stream: ai.simulateReadableStream({
         chunks: [
@@ -76,7 +83,7 @@ async function streamOf(aiPath: string, words: string[]) {
         ],
       }),
     }),
-  });
+  };
   const result = ai.streamText({ model, prompt: "count" });
   return result.toUIMessageStreamResponse().body as ReadableStream<Uint8Array>;
 }

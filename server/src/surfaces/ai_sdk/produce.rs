@@ -221,7 +221,9 @@ async fn pipe(
                 }
             }
             batches += 1;
-            if at_end || inbound.ended() {
+            // After `finish` the body is still read to its end (`[DONE]`): answering while the
+            // client still writes would break its request.
+            if at_end {
                 return Ok(());
             }
         }
