@@ -55,7 +55,8 @@ const OTHER: &str = "0190d0c0-0000-7000-8000-000000000002";
 
 #[test]
 fn accepted_batches_and_what_they_write() {
-    let cases: Vec<(&str, Vec<Value>, Vec<Vec<&str>>)> = vec![
+    type Case = (&'static str, Vec<Value>, Vec<Vec<&'static str>>);
+    let cases: Vec<Case> = vec![
         (
             "a whole run in one batch",
             vec![json!([
