@@ -17,6 +17,10 @@ use serde_json::{json, Value};
 
 use super::failure::end_from_log;
 use super::run::Run;
+pub use slot::ProducedSlot;
+use slot::Slot;
+
+mod slot;
 use super::tools::TOOL_RESULT_CHARS_MAX;
 use crate::delivery::writer::Writer;
 use crate::provider::{ConversationMessage, Provider, ProviderRequest};
@@ -555,63 +559,6 @@ struct Reserved {
     ending: Arc<AtomicBool>,
     interrupted: Arc<AtomicBool>,
     finished: watch::Sender<bool>,
-}
-
-/// A produced run's hold on its agent (see [`Runs::reserve_produced`]).
-pub struct ProducedSlot {
-    cancel: CancellationToken,
-    interrupted: Arc<AtomicBool>,
-    ending: Arc<AtomicBool>,
-    _slot: Slot,
-}
-
-impl ProducedSlot {
-    pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
-    }
-
-    /// The run's cancel, to wait on without holding the slot.
-    pub fn cancel_token(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// True when the cancel is the server's shutdown, not a person's.
-    pub fn is_interrupted(&self) -> bool {
-        self.interrupted.load(Ordering::Acquire)
-    }
-
-    /// The run is writing its end: a start arriving now waits for it (see
-    /// [`RUN_ENDING_WAIT_MS_MAX`]).
-    pub fn ending(&self) {
-        self.ending.store(true, Ordering::Release);
-    }
-}
-
-/// A run's hold on its agent: dropped when the run's task ends (normally, or by a panic), it frees
-/// the agent's slot if `run_id` still holds it and tells whoever waits for the run's end.
-struct Slot {
-    active: Arc<Mutex<HashMap<Uuid, ActiveRun>>>,
-    agent_id: Uuid,
-    run_id: Uuid,
-    finished: watch::Sender<bool>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        {
-            let mut active = self
-                .active
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if active
-                .get(&self.agent_id)
-                .is_some_and(|run| run.run_id == self.run_id)
-            {
-                active.remove(&self.agent_id);
-            }
-        }
-        let _ = self.finished.send(true);
-    }
 }
 
 /// What a panic said, as text.
