@@ -137,6 +137,44 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         letta.contains("Hello, world") && letta.contains("say hello"),
         "{letta}"
     );
+    // AG-UI's connect: the thread's messages, the produced run's among them.
+    let connected = server
+        .http
+        .post(server.url("/v1/ag-ui/connect"))
+        .json(&json!({ "threadId": agent_id.to_string() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(connected.status(), 200);
+    let connected = tokio::time::timeout(Duration::from_secs(10), connected.text())
+        .await
+        .expect("an idle thread's connect ends")
+        .unwrap();
+    assert!(
+        connected.contains("MESSAGES_SNAPSHOT") && connected.contains("Hello, world"),
+        "{connected}"
+    );
+    // The native SSE tail from seq 0: every event, with its seq as the id.
+    let mut tail = server
+        .http
+        .get(server.url(&format!("/v1/agents/{agent_id}/events/stream?since=0")))
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    while !text.contains(&format!("id: {}\n", events.len())) {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), tail.chunk())
+            .await
+            .expect("the tail sends the log")
+            .unwrap()
+            .expect("the tail stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(
+        text.matches("\nid: ").count() + usize::from(text.starts_with("id: ")),
+        events.len(),
+        "{text}"
+    );
     for page in [
         format!("/agents/{agent_id}/history"),
         format!("/agents/{agent_id}/runs/{run_id}"),
