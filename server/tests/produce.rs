@@ -653,3 +653,57 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
         422
     );
 }
+
+/// The server restarts while a producer's run is open: recovery ends the run, and the producer's
+/// next append (after its own restart, a new epoch) is told its run ended rather than that its
+/// batch is malformed.
+#[tokio::test]
+async fn after_a_server_restart_the_producer_learns_its_run_was_ended() {
+    use common::processes::{free_port, Process};
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("restart.db");
+    let port = free_port();
+    let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
+    let http = reqwest::Client::new();
+    let append = |base: String, agent_id: Uuid, epoch: u64, batch: Value| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .post(format!("{base}/v1/agents/{agent_id}/produce"))
+                .header("Producer-Id", "p")
+                .header("Producer-Epoch", epoch.to_string())
+                .header("Producer-Seq", "0")
+                .json(&batch)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let mut server = Process::start(port, &env).await;
+    let agent_id = server.create_agent(json!({ "name": "restarted" })).await;
+    let opened = json!([{ "kind": "run_started" }, text("half")]);
+    assert_eq!(
+        append(server.base.clone(), agent_id, 0, opened).await.0,
+        200
+    );
+    server.kill().await;
+    let server = Process::start(port, &env).await;
+    let (status, body) = append(server.base.clone(), agent_id, 1, json!([text("rest")])).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_ended")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("run_failed"),
+        "{body}"
+    );
+}

@@ -208,16 +208,17 @@ impl Producers {
             .open
             .as_ref()
             .is_some_and(|open| open.producer_id == headers.id);
+        // The run the producer's last batch went to, as the store has it (not open here).
+        let mut stored_run = None;
         let position = if mine {
             producing.open.as_ref().map(|open| (open.epoch, open.seq))
         } else {
             if self.store.get_agent(agent_id).await?.is_none() {
                 return Err(ProduceError::UnknownAgent(agent_id));
             }
-            self.store
-                .producer_position(agent_id, &headers.id)
-                .await?
-                .map(|stamp| (stamp.epoch, stamp.seq))
+            let stamp = self.store.producer_position(agent_id, &headers.id).await?;
+            stored_run = stamp.as_ref().and_then(|stamp| stamp.run_id);
+            stamp.map(|stamp| (stamp.epoch, stamp.seq))
         };
         match fence(position, headers.epoch, headers.seq) {
             Fence::Append => {}
@@ -266,13 +267,23 @@ impl Producers {
         let checked = match check_batch(open_run, items, producer, self.limits) {
             Ok(checked) => checked,
             Err(refusal) => {
-                // A producer that lost its run (cancelled, lease) learns why.
+                // A producer that lost its run (cancelled, lease, or ended by recovery while the
+                // server was down) learns why.
                 if open_run.is_none() && refusal.message.starts_with("no run is open") {
                     if let Some((id, run_id, how)) = &producing.stopped {
                         if *id == headers.id {
                             return Err(ProduceError::RunEnded {
                                 run_id: *run_id,
                                 how,
+                            });
+                        }
+                    }
+                    if let Some(run_id) = stored_run {
+                        let outline = self.store.run_outline(run_id).await?;
+                        if let Some(end) = outline.iter().find(|event| event.kind.is_run_end()) {
+                            return Err(ProduceError::RunEnded {
+                                run_id,
+                                how: end.kind.as_str(),
                             });
                         }
                     }
