@@ -197,3 +197,56 @@ async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
         .unwrap();
     assert_eq!(next.status(), 200);
 }
+
+/// Two pipes into one chat at once, neither with producer headers: the second is refused while
+/// the first's run is open, and its refusal leaves the first's run alone.
+#[tokio::test]
+async fn a_second_pipe_into_a_busy_chat_is_refused_and_leaves_the_first_alone() {
+    let server = TestServer::start().await;
+    let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(8);
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|line| (line, receiver))
+    });
+    let first = tokio::spawn(
+        server
+            .http
+            .post(server.url("/v1/ai-sdk/chat/busy-chat/produce"))
+            .header("Content-Type", "text/event-stream")
+            .body(reqwest::Body::wrap_stream(stream))
+            .send(),
+    );
+    let chunks = reply(&["first", " stream"]);
+    for chunk in &chunks[..4] {
+        lines.send(Ok(format!("data: {chunk}\n\n"))).await.unwrap();
+    }
+    wait_until("the first pipe's run to be in flight", || async {
+        let response = server
+            .http
+            .get(server.url("/v1/ai-sdk/chat/busy-chat/stream"))
+            .send()
+            .await
+            .unwrap();
+        (response.status() == 200).then_some(())
+    })
+    .await;
+    let second = server
+        .http
+        .post(server.url("/v1/ai-sdk/chat/busy-chat/produce"))
+        .header("Content-Type", "text/event-stream")
+        .body(sse(&reply(&["second"])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 422, "{}", second.text().await.unwrap());
+    for chunk in &chunks[4..] {
+        lines.send(Ok(format!("data: {chunk}\n\n"))).await.unwrap();
+    }
+    lines.send(Ok("data: [DONE]\n\n".into())).await.unwrap();
+    drop(lines);
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status(), 200, "the first pipe's run went on");
+    let summary: Value = first.json().await.unwrap();
+    assert_eq!(summary["finished"], true, "{summary}");
+    let messages = server.get_json("/v1/ai-sdk/chat/busy-chat/messages").await;
+    assert!(messages.to_string().contains("first stream"), "{messages}");
+}

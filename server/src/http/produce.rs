@@ -205,7 +205,9 @@ async fn streamed(
             Err(error) => {
                 let (status, code) = match error {
                     LineError::TooLong => (StatusCode::PAYLOAD_TOO_LARGE, "line_too_large"),
-                    LineError::Idle => (StatusCode::REQUEST_TIMEOUT, "body_idle"),
+                    LineError::Idle | LineError::OpenTooLong => {
+                        (StatusCode::REQUEST_TIMEOUT, "body_idle")
+                    }
                     LineError::Broken(_) => (StatusCode::BAD_REQUEST, "body_broken"),
                 };
                 let message = format!("after {index} lines: {error}");

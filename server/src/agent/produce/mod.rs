@@ -422,15 +422,16 @@ impl Producers {
         }
     }
 
-    /// Ends `producer_id`'s open run on the agent, if it has one, as abandoned: its stream
-    /// ended and cannot be resumed. The run's id when there was one.
-    pub async fn abandon(&self, agent_id: Uuid, producer_id: &str) -> Option<Uuid> {
+    /// Ends the open run on the agent, if `producer`'s epoch writes it, as abandoned: its stream
+    /// ended and cannot be resumed. A run another request (another epoch) writes now is left
+    /// alone. The run's id when there was one.
+    pub async fn abandon(&self, agent_id: Uuid, producer: &ProducerHeaders) -> Option<Uuid> {
         let entry = self.entry(agent_id);
         let mut producing = entry.lock().await;
         let run_id = producing
             .open
             .as_ref()
-            .filter(|open| open.producer_id == producer_id)
+            .filter(|open| open.producer_id == producer.id && open.epoch == producer.epoch)
             .map(|open| open.run.run_id)?;
         self.stop_as(&mut producing, Some(Stop::Abandoned)).await;
         Some(run_id)

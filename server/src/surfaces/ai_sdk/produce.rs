@@ -15,6 +15,7 @@
 //! The user's message the run answers goes in the `Agentstream-User-Text` header, percent-
 //! encoded (`encodeURIComponent`): the stream itself holds only the assistant's message.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -77,9 +78,16 @@ fn producer_of(headers: &HeaderMap) -> Result<(ProducerHeaders, bool), ApiError>
         .map_err(|message| ApiError::bad_request("invalid_producer_headers", message))?;
         return Ok((parsed, true));
     }
-    // Milliseconds since the epoch: each request's epoch is above the one before it, so a new
-    // stream fences off an old one still sending.
-    let epoch = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    // Milliseconds since the epoch, and above the last one this process gave: each request has
+    // an epoch of its own (what `abandon` tells requests apart by), and a newer stream's is
+    // higher.
+    static LAST_EPOCH: AtomicU64 = AtomicU64::new(0);
+    let now = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    let epoch = LAST_EPOCH
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+            Some(now.max(last + 1))
+        })
+        .map_or(now, |last| now.max(last + 1));
     let implicit = ProducerHeaders {
         id: IMPLICIT_PRODUCER_ID.to_owned(),
         epoch,
@@ -143,7 +151,7 @@ async fn pipe(
             let line = lines.next_line().await.map_err(|error| {
                 let status = match error {
                     LineError::TooLong => StatusCode::PAYLOAD_TOO_LARGE,
-                    LineError::Idle => StatusCode::REQUEST_TIMEOUT,
+                    LineError::Idle | LineError::OpenTooLong => StatusCode::REQUEST_TIMEOUT,
                     LineError::Broken(_) => StatusCode::BAD_REQUEST,
                 };
                 ApiError::new(
@@ -231,13 +239,13 @@ async fn pipe(
     .await;
     if let Err(response) = outcome {
         if !resumable {
-            producers.abandon(agent_id, &producer.id).await;
+            producers.abandon(agent_id, &producer).await;
         }
         return Err(response);
     }
     if !inbound.ended() && !resumable {
         // The stream ended without `finish`: nobody can send the rest.
-        producers.abandon(agent_id, &producer.id).await;
+        producers.abandon(agent_id, &producer).await;
     }
     Ok(json!({
         "agent_id": agent_id,
