@@ -127,3 +127,84 @@ async fn streams_of_every_kind_leave_no_task_or_room_behind() {
         "{cancelled}"
     );
 }
+
+/// Producers that open runs and vanish — mid-way through a streamed body, or between batches —
+/// leave nothing behind once their leases end their runs: tasks, rooms and the producer API's
+/// state are back where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_that_vanish_leave_no_task_or_state_behind() {
+    const PRODUCERS: usize = 40;
+    let server = TestServer::start().await;
+    let mut agents = Vec::new();
+    for _ in 0..PRODUCERS {
+        agents.push(server.create_agent().await);
+    }
+    let before = stats(&server).await;
+    let opening = json!([
+        { "kind": "run_started", "metadata": { "lease_ms": 1000 } },
+        { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "t" } },
+    ]);
+    for (index, agent_id) in agents.iter().enumerate() {
+        let request = server
+            .http
+            .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+            .header("Producer-Id", "vanishing")
+            .header("Producer-Epoch", "0")
+            .header("Producer-Seq", "0");
+        if index % 2 == 0 {
+            // A whole batch, then silence.
+            let response = request.json(&opening).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+        } else {
+            // A streamed body: its first line, then the connection goes.
+            let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
+            let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+                receiver.recv().await.map(|line| (line, receiver))
+            });
+            let sent = tokio::spawn(
+                request
+                    .header("Content-Type", "application/x-ndjson")
+                    .body(reqwest::Body::wrap_stream(stream))
+                    .send(),
+            );
+            lines.send(Ok(format!("{opening}\n"))).await.unwrap();
+            let agent_id = *agent_id;
+            wait_until("the streamed line to commit", || async {
+                (server.all_events(agent_id).await.len() >= 2).then_some(())
+            })
+            .await;
+            sent.abort();
+            drop(lines);
+        }
+    }
+    // Every run ends by its lease, its open call answered.
+    for agent_id in &agents {
+        let events = wait_until("the lease to end the run", || async {
+            let events = server.all_events(*agent_id).await;
+            events
+                .last()
+                .is_some_and(|event| event.kind.is_run_end())
+                .then_some(events)
+        })
+        .await;
+        assert_eq!(
+            events.last().unwrap().content["error"]["type"],
+            "interrupted"
+        );
+        assert!(events
+            .iter()
+            .any(|event| event.kind == app::EventKind::ToolResult));
+    }
+    let settled = wait_until(
+        "tasks, rooms and producer state back to where they were",
+        || async {
+            let now = stats(&server).await;
+            let held = server.get_json("/v1/stats").await["producer_agents"]
+                .as_u64()
+                .unwrap();
+            (now.0 <= before.0 && now.1 <= before.1 && held == 0).then_some((now, held))
+        },
+    )
+    .await;
+    assert_eq!(settled.1, 0);
+}

@@ -26,6 +26,8 @@ pub struct Stats {
     pub timeline_snapshot_bytes: usize,
     /// Hub rooms (agents with a live subscriber here).
     pub hub_rooms: usize,
+    /// Agents the producer API holds state for (an open produced run, or a request now).
+    pub producer_agents: usize,
 }
 
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
@@ -49,6 +51,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         timeline_snapshots: state.snapshots.len(),
         timeline_snapshot_bytes: state.snapshots.bytes(),
         hub_rooms: state.hub.rooms_len(),
+        producer_agents: state.producers.agents_held(),
     })
 }
 

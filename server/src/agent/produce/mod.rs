@@ -139,28 +139,34 @@ impl Producers {
     }
 
     fn entry(&self, agent_id: Uuid) -> Arc<Mutex<Producing>> {
-        let mut agents = self
-            .agents
+        let mut agents = self.agents();
+        Producers::forget_idle(&mut agents, Some(agent_id));
+        agents.entry(agent_id).or_default().clone()
+    }
+
+    fn agents(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<Mutex<Producing>>>> {
+        self.agents
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Entries of agents with nothing open and nobody waiting go: the map holds the agents
-        // being produced to, not every agent ever produced to.
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Entries of agents with nothing open and nobody waiting go (but `keep`'s): the map holds
+    /// the agents being produced to, not every agent ever produced to.
+    fn forget_idle(agents: &mut HashMap<Uuid, Arc<Mutex<Producing>>>, keep: Option<Uuid>) {
         agents.retain(|id, entry| {
-            *id == agent_id
+            Some(*id) == keep
                 || Arc::strong_count(entry) > 1
                 || entry
                     .try_lock()
                     .map_or(true, |producing| producing.open.is_some())
         });
-        agents.entry(agent_id).or_default().clone()
     }
 
     /// Agents with a producer's entry (open runs, and agents being appended to right now).
     pub fn agents_held(&self) -> usize {
-        self.agents
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .len()
+        let mut agents = self.agents();
+        Producers::forget_idle(&mut agents, None);
+        agents.len()
     }
 
     /// The producer's position: its last committed epoch and seq, the run it went to and
