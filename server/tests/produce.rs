@@ -184,6 +184,22 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         let html = html.text().await.unwrap();
         assert!(html.contains("Hello, world"), "{page} shows the reply");
     }
+    // Operators see the batches by outcome.
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "agentstream_producer_batches_total{outcome=\"appended\"} 3",
+        "agentstream_producer_batches_total{outcome=\"duplicate\"} 3",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
     // The producer's position says where it is.
     let position = server
         .get_json(&format!("/v1/agents/{agent_id}/producers/worker-1"))

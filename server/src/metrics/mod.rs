@@ -47,6 +47,11 @@ pub struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RunEndLabels {
     pub outcome: &'static str,
     pub stop_reason: &'static str,
@@ -101,6 +106,8 @@ pub struct Metrics {
     pub commit_events: Histogram,
     pub commit_duration: Histogram,
     pub store_errors: Family<KindLabel, Counter>,
+    /// External producers' batches by outcome (`agent::produce`).
+    pub producer_batches: Family<OutcomeLabel, Counter>,
     // Delivery.
     pub subscribers: Family<SurfaceLabel, Gauge>,
     pub events_delivered: Counter,
@@ -174,6 +181,7 @@ impl Metrics {
             commit_events: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
             commit_duration: Histogram::new(seconds_buckets()),
             store_errors: Family::default(),
+            producer_batches: Family::default(),
             subscribers: Family::default(),
             events_delivered: Counter::default(),
             lag_notices: Counter::default(),
@@ -234,6 +242,11 @@ impl Metrics {
                 "store_errors",
                 "Appends the database refused, by kind (transient ones are retried first)",
                 metrics.store_errors.clone(),
+            );
+            ours.register(
+                "producer_batches",
+                "External producers' batches by outcome: appended, duplicate, stale_epoch, gap, refused, busy, run_ended, error",
+                metrics.producer_batches.clone(),
             );
             ours.register(
                 "append_queue_requests",

@@ -201,8 +201,34 @@ impl Producers {
             .map(|stamp| (stamp, false)))
     }
 
-    /// One batch of a producer's events: fenced, checked, committed with its position.
+    /// One batch of a producer's events: fenced, checked, committed with its position; counted
+    /// by outcome (`agentstream_producer_batches_total`).
     pub async fn append(
+        self: &Arc<Self>,
+        agent_id: Uuid,
+        headers: &ProducerHeaders,
+        items: Vec<ProducedEvent>,
+    ) -> Result<Produced, ProduceError> {
+        let answer = self.append_batch(agent_id, headers, items).await;
+        let outcome = match &answer {
+            Ok(Produced::Appended(_)) => "appended",
+            Ok(Produced::Duplicate) => "duplicate",
+            Err(ProduceError::StaleEpoch { .. }) => "stale_epoch",
+            Err(ProduceError::Gap { .. } | ProduceError::EpochNotAtZero { .. }) => "gap",
+            Err(ProduceError::Refused(_) | ProduceError::UnknownAgent(_)) => "refused",
+            Err(ProduceError::RunInProgress { .. } | ProduceError::Run(_)) => "busy",
+            Err(ProduceError::RunEnded { .. }) => "run_ended",
+            Err(ProduceError::Store(_) | ProduceError::WriterStopped) => "error",
+        };
+        self.writer
+            .metrics()
+            .producer_batches
+            .get_or_create(&crate::metrics::OutcomeLabel { outcome })
+            .inc();
+        answer
+    }
+
+    async fn append_batch(
         self: &Arc<Self>,
         agent_id: Uuid,
         headers: &ProducerHeaders,
