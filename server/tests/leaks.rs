@@ -140,13 +140,18 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
         agents.push(server.create_agent().await);
     }
     let before = stats(&server).await;
+    // The producers' own client keeps no idle connection: the test's runtime counts a pooled
+    // connection's task as alive, and only the server's tasks are in question.
+    let producers = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let opening = json!([
         { "kind": "run_started", "metadata": { "lease_ms": 1000 } },
         { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "t" } },
     ]);
     for (index, agent_id) in agents.iter().enumerate() {
-        let request = server
-            .http
+        let request = producers
             .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
             .header("Producer-Id", "vanishing")
             .header("Producer-Epoch", "0")
