@@ -104,6 +104,9 @@ pub struct Refusal {
     pub message: String,
     /// True when the refusal is the run's event or byte limit (413), not a malformed event.
     pub over_limit: bool,
+    /// True when the batch goes on with a run the producer no longer has open (the caller may
+    /// know how that run ended).
+    pub no_open_run: bool,
 }
 
 impl Refusal {
@@ -112,6 +115,7 @@ impl Refusal {
             index: Some(index),
             message: message.into(),
             over_limit: false,
+            no_open_run: false,
         }
     }
 
@@ -120,6 +124,7 @@ impl Refusal {
             index: None,
             message: message.into(),
             over_limit: false,
+            no_open_run: false,
         }
     }
 }
@@ -224,9 +229,12 @@ pub fn check_batch(
             continue;
         }
         let Some(current) = run.as_mut() else {
-            return Err(refuse(
-                "no run is open for this producer: begin the batch with run_started".into(),
-            ));
+            return Err(Refusal {
+                no_open_run: true,
+                ..refuse(
+                    "no run is open for this producer: begin the batch with run_started".into(),
+                )
+            });
         };
         if item.run_id.is_some_and(|run_id| run_id != current.run_id) {
             return Err(refuse(format!(
@@ -241,6 +249,7 @@ pub fn check_batch(
                 index: Some(index),
                 message,
                 over_limit: true,
+                no_open_run: false,
             })?;
             drafts.push(draft);
         }

@@ -301,7 +301,7 @@ impl Producers {
             Err(refusal) => {
                 // A producer that lost its run (cancelled, lease, or ended by recovery while the
                 // server was down) learns why.
-                if open_run.is_none() && refusal.message.starts_with("no run is open") {
+                if refusal.no_open_run {
                     if let Some((id, run_id, how)) = &producing.stopped {
                         if *id == headers.id {
                             return Err(ProduceError::RunEnded {
@@ -382,6 +382,7 @@ impl Producers {
         let lease_until = |run: &ProducedRun| Instant::now() + lease(run);
         match (checked.run, opening) {
             (Some(run), Some(slot)) => {
+                let cancel = slot.cancel_token();
                 producing.open = Some(OpenRun {
                     agent_id,
                     producer_id: headers.id.clone(),
@@ -392,7 +393,7 @@ impl Producers {
                     slot,
                 });
                 producing.stopped = None;
-                self.watch(agent_id, run_id, entry.clone());
+                self.watch(agent_id, run_id, entry.clone(), cancel);
             }
             (Some(run), None) => {
                 let open = producing.open.as_mut().expect("the run was open");
@@ -505,24 +506,15 @@ impl Producers {
     }
 
     /// The watchdog of an open run: ends it when it is cancelled or its lease runs out.
-    fn watch(self: &Arc<Self>, agent_id: Uuid, run_id: Uuid, entry: Arc<Mutex<Producing>>) {
+    fn watch(
+        self: &Arc<Self>,
+        agent_id: Uuid,
+        run_id: Uuid,
+        entry: Arc<Mutex<Producing>>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) {
         let producers = Arc::downgrade(self);
-        let cancel = match entry.try_lock() {
-            Ok(producing) => producing.open.as_ref().map(|open| open.slot.cancel_token()),
-            // The caller holds the lock: it is the request that opened the run.
-            Err(_) => None,
-        };
         tokio::spawn(async move {
-            let cancel = match cancel {
-                Some(cancel) => cancel,
-                None => {
-                    let producing = entry.lock().await;
-                    match &producing.open {
-                        Some(open) if open.run.run_id == run_id => open.slot.cancel_token(),
-                        _ => return,
-                    }
-                }
-            };
             loop {
                 let deadline = {
                     let producing = entry.lock().await;
