@@ -90,15 +90,12 @@ async fn a_piped_stream_becomes_the_chats_run_and_history() {
 #[tokio::test]
 async fn a_stream_in_flight_is_resumed_by_use_chat_and_a_broken_one_ends_its_run() {
     let server = TestServer::start().await;
-    let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(8);
-    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|line| (line, receiver))
-    });
+    let (lines, body) = common::streamed_body();
     let request = server
         .http
         .post(server.url("/v1/ai-sdk/chat/live-chat/produce"))
         .header("Content-Type", "text/event-stream")
-        .body(reqwest::Body::wrap_stream(stream))
+        .body(body)
         .send();
     let answer = tokio::spawn(request);
     let chunks = reply(&["partial", " answer"]);
@@ -203,16 +200,13 @@ async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
 #[tokio::test]
 async fn a_second_pipe_into_a_busy_chat_is_refused_and_leaves_the_first_alone() {
     let server = TestServer::start().await;
-    let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(8);
-    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|line| (line, receiver))
-    });
+    let (lines, body) = common::streamed_body();
     let first = tokio::spawn(
         server
             .http
             .post(server.url("/v1/ai-sdk/chat/busy-chat/produce"))
             .header("Content-Type", "text/event-stream")
-            .body(reqwest::Body::wrap_stream(stream))
+            .body(body)
             .send(),
     );
     let chunks = reply(&["first", " stream"]);

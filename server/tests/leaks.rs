@@ -162,14 +162,11 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
             assert_eq!(response.status(), 200);
         } else {
             // A streamed body: its first line, then the connection goes.
-            let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(2);
-            let stream = futures::stream::unfold(receiver, |mut receiver| async move {
-                receiver.recv().await.map(|line| (line, receiver))
-            });
+            let (lines, body) = common::streamed_body();
             let sent = tokio::spawn(
                 request
                     .header("Content-Type", "application/x-ndjson")
-                    .body(reqwest::Body::wrap_stream(stream))
+                    .body(body)
                     .send(),
             );
             lines.send(Ok(format!("{opening}\n"))).await.unwrap();

@@ -509,11 +509,7 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
     let agent_id = server.create_agent().await;
     let mut socket = server.connect().await;
     socket.subscribe(agent_id, 0).await;
-    let (lines, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
-    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|line| (line, receiver))
-    });
-    let body = reqwest::Body::wrap_stream(stream);
+    let (lines, body) = common::streamed_body();
     let request = server
         .http
         .post(server.url(&format!("/v1/agents/{agent_id}/produce")))

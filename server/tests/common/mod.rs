@@ -477,3 +477,16 @@ impl TestDatabase {
         (count, id)
     }
 }
+
+/// A request body the test writes as it goes: each string sent goes out at once; dropping the
+/// sender ends the body.
+pub fn streamed_body() -> (
+    tokio::sync::mpsc::Sender<Result<String, std::io::Error>>,
+    reqwest::Body,
+) {
+    let (lines, receiver) = tokio::sync::mpsc::channel(8);
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|line| (line, receiver))
+    });
+    (lines, reqwest::Body::wrap_stream(stream))
+}
