@@ -804,40 +804,8 @@ pub(crate) mod live {
         let mut agents = Vec::new();
         for _ in 0..sizes.streams {
             let agent_id = server.agent().await;
-            let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
-                .await
-                .unwrap();
-            let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-                agent_id,
-                since: 0,
-                coalesce: false,
-            })
-            .unwrap();
-            socket.send(Message::Text(subscribe.into())).await.unwrap();
+            clients.push(subscriber(server, agent_id).await);
             agents.push(agent_id);
-            clients.push(tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                while let Some(Ok(frame)) = socket.next().await {
-                    let Message::Text(text) = frame else { continue };
-                    let now = chrono::Utc::now();
-                    if let Ok(ServerMessage::Events { events, .. }) =
-                        serde_json::from_str(text.as_str())
-                    {
-                        let mut ended = false;
-                        for event in events {
-                            latencies.push(
-                                (now - event.created_at).num_microseconds().unwrap_or(0) as f64
-                                    / 1000.0,
-                            );
-                            ended |= event.kind.is_run_end();
-                        }
-                        if ended {
-                            break;
-                        }
-                    }
-                }
-                latencies
-            }));
         }
         for &agent_id in &agents {
             server.run(agent_id, "stream at a steady pace").await;
@@ -847,6 +815,47 @@ pub(crate) mod live {
             samples.extend(client.await.unwrap());
         }
         percentiles(samples)
+    }
+
+    /// A WebSocket client subscribed to `agent_id` that reads until the run ends; per event, the
+    /// milliseconds from when it was made — `metadata.sent_at_ns` when a producer stamped it,
+    /// else its `created_at` — to the moment its frame is read.
+    pub async fn subscriber(server: &Server, agent_id: Uuid) -> tokio::task::JoinHandle<Vec<f64>> {
+        let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+            .await
+            .unwrap();
+        let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+            agent_id,
+            since: 0,
+            coalesce: false,
+        })
+        .unwrap();
+        socket.send(Message::Text(subscribe.into())).await.unwrap();
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while let Some(Ok(frame)) = socket.next().await {
+                let Message::Text(text) = frame else { continue };
+                let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+                let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str())
+                else {
+                    continue;
+                };
+                let mut ended = false;
+                for event in events {
+                    let made = event
+                        .metadata
+                        .get("sent_at_ns")
+                        .and_then(Value::as_i64)
+                        .unwrap_or_else(|| event.created_at.timestamp_nanos_opt().unwrap_or(0));
+                    latencies.push((now - made) as f64 / 1e6);
+                    ended |= event.kind.is_run_end();
+                }
+                if ended {
+                    break;
+                }
+            }
+            latencies
+        })
     }
 
     pub struct Gap {

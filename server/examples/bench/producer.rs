@@ -7,13 +7,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use app::protocol::{ClientMessage, ServerMessage};
-use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use super::live::{self, percentiles, Server};
+use super::live::{self, percentiles, subscriber, Server};
 use super::Sizes;
 
 /// Text deltas per producer request when it writes as fast as it can.
@@ -43,46 +40,6 @@ fn text(piece: &str) -> Value {
     json!({
         "kind": "text", "message_id": MESSAGE, "delta": piece, "delta_action": "append",
         "metadata": { "sent_at_ns": nanos_now() },
-    })
-}
-
-/// A WebSocket client subscribed to `agent_id` that reads until the run ends; per event, the
-/// milliseconds from `metadata.sent_at_ns` (else `created_at`) to its frame.
-async fn subscriber(server: &Server, agent_id: Uuid) -> tokio::task::JoinHandle<Vec<f64>> {
-    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
-        .await
-        .unwrap();
-    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce: false,
-    })
-    .unwrap();
-    socket.send(Message::Text(subscribe.into())).await.unwrap();
-    tokio::spawn(async move {
-        let mut latencies = Vec::new();
-        while let Some(Ok(frame)) = socket.next().await {
-            let Message::Text(text) = frame else { continue };
-            let now = nanos_now();
-            let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str())
-            else {
-                continue;
-            };
-            let mut ended = false;
-            for event in events {
-                let made = event
-                    .metadata
-                    .get("sent_at_ns")
-                    .and_then(Value::as_i64)
-                    .unwrap_or_else(|| event.created_at.timestamp_nanos_opt().unwrap_or(0));
-                latencies.push((now - made) as f64 / 1e6);
-                ended |= event.kind.is_run_end();
-            }
-            if ended {
-                break;
-            }
-        }
-        latencies
     })
 }
 
