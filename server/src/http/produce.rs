@@ -189,8 +189,9 @@ async fn streamed(
     let mut acknowledged: Option<u64> = None;
     let mut last: Option<Appended> = None;
     let mut duplicates = 0u64;
-    let fail = |error: ApiError, acknowledged: Option<u64>| {
-        let mut response = error.into_response();
+    // A refusal mid-stream says, in `Producer-Seq`, the last line that was acknowledged.
+    let fail = |response: Response, acknowledged: Option<u64>| {
+        let mut response = response;
         if let Some(seq) = acknowledged {
             response
                 .headers_mut()
@@ -211,7 +212,10 @@ async fn streamed(
                     LineError::Broken(_) => (StatusCode::BAD_REQUEST, "body_broken"),
                 };
                 let message = format!("after {index} lines: {error}");
-                return fail(ApiError::new(status, code, message), acknowledged);
+                return fail(
+                    ApiError::new(status, code, message).into_response(),
+                    acknowledged,
+                );
             }
         };
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -221,7 +225,7 @@ async fn streamed(
             Ok(items) => items,
             Err(mut error) => {
                 error.message = format!("line {index}: {}", error.message);
-                return fail(error, acknowledged);
+                return fail(error.into_response(), acknowledged);
             }
         };
         let headers = ProducerHeaders {
@@ -232,13 +236,7 @@ async fn streamed(
             Ok(Produced::Appended(appended)) => last = Some(appended),
             Ok(Produced::Duplicate) => duplicates += 1,
             Err(error) => {
-                let mut response = refusal(error, Some(&format!("line {index}")));
-                if let Some(seq) = acknowledged {
-                    response
-                        .headers_mut()
-                        .insert(PRODUCER_SEQ, HeaderValue::from(seq));
-                }
-                return response;
+                return fail(refusal(error, Some(&format!("line {index}"))), acknowledged);
             }
         }
         acknowledged = Some(headers.seq);
