@@ -41,7 +41,9 @@ async fn open_and_leave(request: reqwest::RequestBuilder, first_bytes: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_of_every_kind_leave_no_task_or_room_behind() {
     // A run that goes on for the whole test (cancelled at the end).
-    let server = TestServer::start_paced(100_000, 20).await;
+    let server = TestServer::start_paced(100_000, 20)
+        .await
+        .without_pooled_connections();
     let idle = server.create_agent().await;
     let busy = server.create_agent().await;
     let run_id = server.start_run(busy, "a very long answer").await;
@@ -134,7 +136,7 @@ async fn streams_of_every_kind_leave_no_task_or_room_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_that_vanish_leave_no_task_or_state_behind() {
     const PRODUCERS: usize = 40;
-    let server = TestServer::start().await;
+    let server = TestServer::start().await.without_pooled_connections();
     let mut agents = Vec::new();
     for _ in 0..PRODUCERS {
         agents.push(server.create_agent().await);

@@ -143,6 +143,19 @@ impl TestServer {
             .unwrap()
     }
 
+    /// The same server, its test client keeping no idle connection: each request's connection
+    /// (and its tasks, client's and server's, which share the test's runtime) ends with the
+    /// request, so a count of the runtime's live tasks is the server's own. A pooled client can
+    /// open a second connection when a request starts before the last one is back in the pool,
+    /// and keep it for 90 s.
+    pub fn without_pooled_connections(mut self) -> TestServer {
+        self.http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        self
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
