@@ -64,6 +64,7 @@ pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String>
 
 pub async fn start_run(agent_id: Uuid, content: String) -> Result<RunAccepted, String> {
     let request = CreateRunRequest {
+        client_tools: None,
         content,
         idempotency_key: None,
     };

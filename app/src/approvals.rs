@@ -1,5 +1,10 @@
 //! Approvals as the log states them: which tool calls wait for a person, and what was answered.
 //!
+//! A call of a tool that runs in the client (an AI SDK tool without `execute`, an AG-UI
+//! frontend tool, a Letta client tool) waits the same way: its `approval_requested` says
+//! `client: true`, and it is answered by the client's result (a `tool_result` the run it starts
+//! writes) rather than by a yes or no. One fold, one key per call, one answer.
+//!
 //! A run that reaches a tool needing approval writes `approval_requested` (the call's id, tool
 //! and input) and ends with stop reason `requires_approval`; an answer is written as
 //! `approval_response` by the run it starts. Nothing about an approval lives anywhere but the
@@ -25,6 +30,11 @@ pub enum ApprovalState {
     /// The call has a result without an answer (its run was cancelled, or a crash's recovery
     /// answered it): nothing is left to approve.
     Closed,
+    /// A client tool's call has its result (the client's, or an error result when the client
+    /// declined it or did not answer in time).
+    Returned {
+        is_error: bool,
+    },
 }
 
 /// One approval request of the log and where it stands.
@@ -33,6 +43,8 @@ pub struct Approval<'a> {
     pub tool_call_id: &'a str,
     pub tool_name: &'a str,
     pub input: &'a Value,
+    /// The tool runs in the client: the answer is its result, not a yes or no.
+    pub client: bool,
     /// The `approval_requested` message (Letta's `approval_request_id` is made of its id).
     pub request: &'a TimelineMessage,
     pub state: ApprovalState,
@@ -41,6 +53,11 @@ pub struct Approval<'a> {
 /// The tool call an approval message is about.
 pub fn call_id_of(message: &TimelineMessage) -> Option<&str> {
     message.content.get("tool_call_id").and_then(Value::as_str)
+}
+
+/// Whether an `approval_requested` message is a client tool's call waiting for its result.
+pub fn is_client_request(message: &TimelineMessage) -> bool {
+    message.content.get("client").and_then(Value::as_bool) == Some(true)
 }
 
 /// Every approval request of `timeline`, in log order, with where each stands.
@@ -66,6 +83,7 @@ pub fn approvals(timeline: &Timeline) -> Vec<Approval<'_>> {
                         .and_then(Value::as_str)
                         .unwrap_or(""),
                     input: message.content.get("input").unwrap_or(&Value::Null),
+                    client: is_client_request(message),
                     request: message,
                     state: ApprovalState::Pending,
                 });
@@ -80,7 +98,12 @@ pub fn approvals(timeline: &Timeline) -> Vec<Approval<'_>> {
                 if approval.state != ApprovalState::Pending {
                     continue;
                 }
-                approval.state = if message.kind == EventKind::ToolResult {
+                let is_error = || message.content.get("is_error").and_then(Value::as_bool);
+                approval.state = if message.kind == EventKind::ToolResult && approval.client {
+                    ApprovalState::Returned {
+                        is_error: is_error() == Some(true),
+                    }
+                } else if message.kind == EventKind::ToolResult {
                     ApprovalState::Closed
                 } else if message.content.get("approve").and_then(Value::as_bool) == Some(true) {
                     ApprovalState::Approved
@@ -173,6 +196,22 @@ mod tests {
         )
     }
 
+    fn client_requested(seq: u64, call: &str) -> AgentEvent {
+        event(
+            seq,
+            EventKind::ApprovalRequested,
+            json!({"tool_call_id": call, "name": "confirm", "input": {}, "client": true}),
+        )
+    }
+
+    fn failed_result(seq: u64, call: &str) -> AgentEvent {
+        event(
+            seq,
+            EventKind::ToolResult,
+            json!({"tool_call_id": call, "result": "declined", "is_error": true}),
+        )
+    }
+
     #[test]
     fn each_request_stands_where_its_first_answer_put_it() {
         // (log, the state of call "a", how many are pending)
@@ -219,6 +258,31 @@ mod tests {
                 vec![requested(1, "a"), requested(2, "b"), response(3, "b", true)],
                 Some(ApprovalState::Pending),
                 1,
+            ),
+            // A client tool's call waits for its result, which answers it.
+            (
+                vec![client_requested(1, "a")],
+                Some(ApprovalState::Pending),
+                1,
+            ),
+            (
+                vec![client_requested(1, "a"), result(2, "a")],
+                Some(ApprovalState::Returned { is_error: false }),
+                0,
+            ),
+            (
+                vec![client_requested(1, "a"), failed_result(2, "a")],
+                Some(ApprovalState::Returned { is_error: true }),
+                0,
+            ),
+            (
+                vec![
+                    client_requested(1, "a"),
+                    result(2, "a"),
+                    failed_result(3, "a"),
+                ],
+                Some(ApprovalState::Returned { is_error: false }),
+                0,
             ),
             // An answer before its request (not something the server writes) answers nothing.
             (

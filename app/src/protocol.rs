@@ -61,6 +61,23 @@ pub struct CreateRunRequest {
     pub content: String,
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// Tools the client runs (`[{name, description, parameters}]`): the model may call them;
+    /// a call waits in the log for the client's result (`POST /v1/agents/{id}/tool-results`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_tools: Option<Value>,
+}
+
+/// `POST /v1/agents/{id}/tool-results`: the client's result of a call of one of its tools —
+/// `output` (any JSON), or `error` (the call failed or was declined). Exactly one answer per
+/// call; it starts the run that goes on with it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultRequest {
+    /// The `tool_call_id` of the call (its `approval_requested` says `client: true`).
+    pub call_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `POST /v1/agents/{id}/approvals`: a person's answer to an approval request. Exactly one

@@ -32,6 +32,11 @@ pub trait Tool: Send + Sync + 'static {
     fn requires_approval(&self) -> bool {
         false
     }
+    /// Whether the tool runs in the client (`agent::client_tools`): the server never calls it;
+    /// a call waits in the log for the client's result.
+    fn runs_in_client(&self) -> bool {
+        false
+    }
     fn call(
         &self,
         input: Value,

@@ -105,6 +105,12 @@ pub(super) fn ApprovalView(
             </div>
         }
         .into_any(),
+        Some(ApprovalState::Returned { is_error }) => view! {
+            <div class="approval-state">
+                {if is_error { "the client answered with an error" } else { "answered by the client" }}
+            </div>
+        }
+        .into_any(),
         Some(ApprovalState::Closed) | None => {
             view! { <div class="approval-state muted">"closed without an answer"</div> }.into_any()
         }
@@ -114,6 +120,7 @@ pub(super) fn ApprovalView(
         Some(ApprovalState::Pending) => "pending",
         Some(ApprovalState::Approved) => "approved",
         Some(ApprovalState::Denied { .. }) => "denied",
+        Some(ApprovalState::Returned { .. }) => "returned",
         _ => "closed",
     };
     view! {

@@ -11,6 +11,11 @@
 //!
 //! Exactly one answer per request: the answer claims the key `approval:<call id>` in the store
 //! (atomic, across servers and restarts) before anything is written; a second answer is refused.
+//!
+//! Tools that run in the client (`client_tools.rs`) wait the same way: the call's request says
+//! `client: true`, the run ends `requires_client_tool` (or `requires_approval` when a person's
+//! answer is awaited too), and the answer is the client's result, which the continuation writes
+//! as the call's `tool_result` before the model is called again.
 
 use app::approvals::{self, ApprovalState};
 use app::timeline::Timeline;
@@ -29,6 +34,9 @@ use crate::store::EventDraft;
 pub const APPROVAL_TOOLS_MAX: usize = 256;
 /// Approval requests one answer may take at once (a step's calls at most).
 pub const APPROVALS_PER_ANSWER_MAX: usize = super::step::TOOL_CALLS_PER_STEP_MAX;
+/// A client tool's result longer than this (its JSON, in bytes) is refused (what the log keeps
+/// of it is cut further, to `tool_result_chars_max`).
+pub const CLIENT_OUTPUT_BYTES_MAX: usize = 256 * 1024;
 /// A denial's reason longer than this (in characters) is refused.
 pub const APPROVAL_REASON_CHARS_MAX: usize = 4096;
 /// Tool call ids longer than this are refused (the answer's key must fit the key store).
@@ -47,6 +55,9 @@ pub struct ApprovalDecision {
     pub tool_call_id: String,
     pub approve: bool,
     pub reason: Option<String>,
+    /// A client tool's result (`Err`: the client's error text): only for a call of a tool that
+    /// runs in the client, which takes nothing else but a refusal (`approve: false`).
+    pub output: Option<Result<Value, String>>,
 }
 
 impl ApprovalDecision {
@@ -67,7 +78,27 @@ impl ApprovalDecision {
                 "reason is longer than {APPROVAL_REASON_CHARS_MAX} characters"
             )));
         }
+        let output_bytes = match &self.output {
+            Some(Ok(value)) => value.to_string().len(),
+            Some(Err(text)) => text.len(),
+            None => 0,
+        };
+        if output_bytes > CLIENT_OUTPUT_BYTES_MAX {
+            return Err(StartError::BadApproval(format!(
+                "the result of tool call {id} is over {CLIENT_OUTPUT_BYTES_MAX} bytes"
+            )));
+        }
         Ok(())
+    }
+
+    /// A client tool's result for call `tool_call_id`.
+    pub fn returned(tool_call_id: String, output: Result<Value, String>) -> ApprovalDecision {
+        ApprovalDecision {
+            tool_call_id,
+            approve: true,
+            reason: None,
+            output: Some(output),
+        }
     }
 
     /// The key that makes this answer the only one.
@@ -82,6 +113,9 @@ pub struct ApprovalAnswer {
     pub call: PendingCall,
     pub approve: bool,
     pub reason: Option<String>,
+    /// For a client tool's call: the result the continuation writes (the client's, or an error
+    /// when it declined the call). `None` for a person's answer.
+    pub returned: Option<Result<Value, String>>,
     /// The `approval_requested` message answered (Letta names the request by it).
     pub request_message_id: Uuid,
 }
@@ -97,6 +131,9 @@ pub struct ApprovalTurn {
     /// names it in its `run_started` (`continues`), so a surface that shows a turn as one
     /// message (the AI SDK's) goes on with that message.
     pub continues: Option<Uuid>,
+    /// The run that asked (the newest, when several did): its `run_started` keeps the client
+    /// tools the continuation offers again when its request gives none.
+    pub asked_by: Option<Uuid>,
 }
 
 /// The tool names `metadata.requires_approval` lists (none when absent or malformed; agent
@@ -142,6 +179,8 @@ pub fn answer_from_timeline(
     let all = approvals::approvals(timeline);
     let mut answers: Vec<ApprovalAnswer> = Vec::with_capacity(decisions.len());
     let mut continues = None;
+    // (position in the log's order of requests, run): the newest asking run.
+    let mut asked_by: Option<(usize, Uuid)> = None;
     for decision in decisions {
         let call_id = decision.tool_call_id.trim();
         if answers.iter().any(|answer| answer.call.call_id == call_id) {
@@ -149,7 +188,11 @@ pub fn answer_from_timeline(
                 "tool call {call_id} is answered twice in one request"
             )));
         }
-        let Some(approval) = all.iter().find(|approval| approval.tool_call_id == call_id) else {
+        let Some((position, approval)) = all
+            .iter()
+            .enumerate()
+            .find(|(_, approval)| approval.tool_call_id == call_id)
+        else {
             return Err(StartError::UnknownApproval(call_id.to_owned()));
         };
         if approval.state != ApprovalState::Pending {
@@ -158,8 +201,28 @@ pub fn answer_from_timeline(
                 answer: describe(&approval.state),
             });
         }
+        let returned = match (approval.client, &decision.output, decision.approve) {
+            (true, Some(output), true) => Some(output.clone()),
+            (true, _, false) => Some(Err(declined(decision.reason.as_deref()))),
+            (true, None, true) => {
+                return Err(StartError::BadApproval(format!(
+                    "tool call {call_id} runs in the client: answer it with its result"
+                )))
+            }
+            (false, Some(_), _) => {
+                return Err(StartError::BadApproval(format!(
+                    "tool call {call_id} waits for approval, not for a result: approve or deny it"
+                )))
+            }
+            (false, None, _) => None,
+        };
         // The turn's first run: the asking run's own `continues`, or the asking run.
         let asking = approval.request.run_id;
+        if let Some(run_id) = asking {
+            if asked_by.is_none_or(|(newest, _)| position > newest) {
+                asked_by = Some((position, run_id));
+            }
+        }
         let root = asking.and_then(|run_id| timeline.run(run_id)?.continues);
         continues = continues.or(root).or(asking);
         answers.push(ApprovalAnswer {
@@ -178,6 +241,7 @@ pub fn answer_from_timeline(
                 .filter(|reason| !reason.is_empty())
                 .map(str::to_owned),
             request_message_id: approval.request.message_id,
+            returned,
         });
     }
     let still_pending = all
@@ -188,12 +252,20 @@ pub fn answer_from_timeline(
                     .iter()
                     .any(|answer| answer.call.call_id == other.tool_call_id)
         })
-        .map(|other| awaiting(other.tool_call_id, other.tool_name, other.input))
+        .map(|other| {
+            awaiting(
+                other.tool_call_id,
+                other.tool_name,
+                other.input,
+                other.client,
+            )
+        })
         .collect();
     Ok(ApprovalTurn {
         answers,
         still_pending,
         continues,
+        asked_by: asked_by.map(|(_, run_id)| run_id),
     })
 }
 
@@ -234,31 +306,64 @@ fn describe(state: &ApprovalState) -> String {
             reason: Some(reason),
         } => format!("denied ({reason})"),
         ApprovalState::Closed => "closed without an answer (its run ended)".to_owned(),
+        ApprovalState::Returned { is_error: false } => "the client returned its result".to_owned(),
+        ApprovalState::Returned { is_error: true } => "the client returned an error".to_owned(),
     }
 }
 
-/// One call a run that ends `requires_approval` waits for, as its end lists it (`awaiting`):
-/// every surface can say what is pending from the end alone.
-pub fn awaiting(tool_call_id: &str, name: &str, input: &Value) -> Value {
-    json!({ "tool_call_id": tool_call_id, "name": name, "input": input })
+/// The error result of a client tool's call the client declined (or did not answer in time).
+pub fn declined(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => format!("the client did not run this call: {reason}"),
+        None => "the client did not run this call".to_owned(),
+    }
 }
 
-/// The calls `held` as a run's end lists them.
-pub fn awaiting_calls(held: &[PendingCall]) -> Vec<Value> {
+/// One call a run that ends `requires_approval` (or `requires_client_tool`) waits for, as its
+/// end lists it (`awaiting`; `client: true` for a client tool's): every surface can say what is
+/// pending from the end alone.
+pub fn awaiting(tool_call_id: &str, name: &str, input: &Value, client: bool) -> Value {
+    let mut call = json!({ "tool_call_id": tool_call_id, "name": name, "input": input });
+    if client {
+        call["client"] = json!(true);
+    }
+    call
+}
+
+/// The calls `held` as a run's end lists them; `in_client` says which tools run in the client.
+pub fn awaiting_calls(held: &[PendingCall], in_client: impl Fn(&str) -> bool) -> Vec<Value> {
     held.iter()
         .map(|call| {
             awaiting(
                 &call.call_id,
                 &call.name,
                 call.input.as_ref().unwrap_or(&json!({})),
+                in_client(&call.name),
             )
         })
         .collect()
 }
 
-/// The events that ask for approval of `call`: its card marked, then the request.
-pub fn request_drafts(ids: RunIds, call: &PendingCall) -> [EventDraft; 2] {
-    let status = ids.call_merge(call, json!({ "status": "awaiting_approval" }));
+/// The stop reason of a run that ends waiting for `awaiting`: a person's answer when any of
+/// them needs one, else the client's results.
+pub fn waiting_stop_reason(awaiting: &[Value]) -> &'static str {
+    let client = |call: &Value| call.get("client").and_then(Value::as_bool) == Some(true);
+    if awaiting.iter().all(client) {
+        super::run::REQUIRES_CLIENT_TOOL
+    } else {
+        super::run::REQUIRES_APPROVAL
+    }
+}
+
+/// The events that ask for approval of `call` — or, for a tool that runs in the client
+/// (`client`), for its result: its card marked, then the request.
+pub fn request_drafts(ids: RunIds, call: &PendingCall, client: bool) -> [EventDraft; 2] {
+    let waits = if client {
+        "awaiting_client"
+    } else {
+        "awaiting_approval"
+    };
+    let status = ids.call_merge(call, json!({ "status": waits }));
     let mut request = ids.call_draft(call, EventKind::ApprovalRequested);
     request.message_id = Some(Uuid::new_v4());
     request.content = json!({
@@ -266,10 +371,14 @@ pub fn request_drafts(ids: RunIds, call: &PendingCall) -> [EventDraft; 2] {
         "name": call.name,
         "input": call.input.clone().unwrap_or(json!({})),
     });
+    if client {
+        request.content["client"] = json!(true);
+    }
     [status, request]
 }
 
-/// The answer, written on the call's card by the run it starts.
+/// The answer, written on the call's card by the run it starts (a person's; a client tool's
+/// result is written as the call's `tool_result` instead, by [`Run::carry_out`]).
 pub fn response_draft(ids: RunIds, answer: &ApprovalAnswer) -> EventDraft {
     let mut response = ids.call_draft(&answer.call, EventKind::ApprovalResponse);
     response.message_id = Some(Uuid::new_v4());
@@ -300,7 +409,8 @@ impl Run {
         held: &[PendingCall],
     ) -> Result<(), AppendError> {
         for call in held {
-            for draft in request_drafts(self.ids, call) {
+            let client = self.runs_in_client(&call.name);
+            for draft in request_drafts(self.ids, call, client) {
                 self.emit(draft).await?;
             }
         }
@@ -316,6 +426,15 @@ impl Run {
         let mut results = Vec::with_capacity(answers.len());
         let mut approved = Vec::new();
         for answer in answers {
+            if let Some(returned) = answer.returned {
+                // A client tool's result: written as the call's result, like a tool's own.
+                let (drafts, message) = self.result_drafts(&answer.call, returned);
+                for draft in drafts {
+                    self.emit(draft).await?;
+                }
+                results.push(message);
+                continue;
+            }
             if answer.approve {
                 let status = json!({ "status": "approved" });
                 self.emit(self.ids.call_merge(&answer.call, status)).await?;
@@ -367,6 +486,7 @@ mod tests {
             tool_call_id: call.into(),
             approve,
             reason: Some("  ".into()),
+            output: None,
         }
     }
 
@@ -438,6 +558,62 @@ mod tests {
     }
 
     #[test]
+    fn a_client_tools_call_takes_its_result_and_nothing_else() {
+        let mut timeline = log();
+        timeline.apply_all([event(
+            5,
+            EventKind::ApprovalRequested,
+            14,
+            json!({"tool_call_id": "c", "name": "confirm", "input": {}, "client": true}),
+        )]);
+        let answer = |decision: ApprovalDecision| {
+            answer_from_timeline(&timeline, &[decision]).map(|turn| {
+                let answer = turn.answers.into_iter().next().unwrap();
+                (answer.approve, answer.returned)
+            })
+        };
+        let returned = ApprovalDecision::returned("c".into(), Ok(json!({"ok": true})));
+        assert_eq!(
+            answer(returned).unwrap(),
+            (true, Some(Ok(json!({"ok": true}))))
+        );
+        let declined = ApprovalDecision {
+            reason: Some("not now".into()),
+            ..decision("c", false)
+        };
+        assert_eq!(
+            answer(declined).unwrap(),
+            (
+                false,
+                Some(Err("the client did not run this call: not now".into()))
+            )
+        );
+        let refusals = [
+            (
+                decision("c", true),
+                "tool call c runs in the client: answer it with its result",
+            ),
+            (
+                ApprovalDecision::returned("a".into(), Ok(json!(1))),
+                "tool call a waits for approval, not for a result: approve or deny it",
+            ),
+        ];
+        for (decision, expected) in refusals {
+            assert_eq!(answer(decision).unwrap_err().to_string(), expected);
+        }
+        let turn = answer_from_timeline(
+            &timeline,
+            &[ApprovalDecision::returned("c".into(), Ok(json!(1)))],
+        )
+        .unwrap();
+        assert_eq!(turn.asked_by, Some(Uuid::from_u128(2)));
+        assert_eq!(
+            turn.still_pending,
+            [json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}})]
+        );
+    }
+
+    #[test]
     fn answers_to_several_calls_leave_the_rest_pending() {
         let mut timeline = log();
         timeline.apply_all([event(
@@ -476,6 +652,24 @@ mod tests {
                 false,
             ),
             (long_reason, false),
+            (
+                ApprovalDecision::returned("a".into(), Ok(json!("x".repeat(1024)))),
+                true,
+            ),
+            (
+                ApprovalDecision::returned(
+                    "a".into(),
+                    Ok(json!("x".repeat(CLIENT_OUTPUT_BYTES_MAX))),
+                ),
+                false,
+            ),
+            (
+                ApprovalDecision::returned(
+                    "a".into(),
+                    Err("e".repeat(CLIENT_OUTPUT_BYTES_MAX + 1)),
+                ),
+                false,
+            ),
         ];
         for (decision, ok) in cases {
             assert_eq!(decision.check().is_ok(), ok, "{decision:?}");
@@ -514,7 +708,7 @@ mod tests {
             (Uuid::from_u128(5), Uuid::from_u128(6), Uuid::from_u128(7)),
             false,
         );
-        let [status, request] = request_drafts(ids, &call);
+        let [status, request] = request_drafts(ids, &call, false);
         assert_eq!(status.delta, Some(json!({"status": "awaiting_approval"})));
         assert_eq!(status.message_id, Some(Uuid::from_u128(7)));
         assert_eq!(request.kind, EventKind::ApprovalRequested);

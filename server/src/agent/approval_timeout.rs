@@ -165,6 +165,7 @@ async fn sweep(
                 tool_call_id: call_id.clone(),
                 approve: false,
                 reason: Some(reason.clone()),
+                output: None,
             })
             .collect();
         let options = RunOptions {

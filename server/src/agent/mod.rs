@@ -12,6 +12,7 @@
 //! - `tools`: running a step's tool calls, one result per call.
 //! - [`approval`]: tool calls that wait for a person: the request ends the run, the answer
 //!   starts the next.
+//! - [`client_tools`]: tools the client runs; their calls wait in the log like approvals.
 //! - `failure`: ending a run whose events the log refused; [`recovery`]: ending the runs a
 //!   crash left in flight.
 //! - [`start`]: starting a run — the use case every surface calls.
@@ -27,6 +28,7 @@ pub mod approval;
 pub mod approval_timeout;
 mod call;
 pub mod cancel;
+pub mod client_tools;
 pub mod conversation;
 mod failure;
 pub mod history;

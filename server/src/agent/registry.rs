@@ -190,6 +190,9 @@ pub struct RunOptions {
     /// The id the run gets, for a surface that must name the run before it starts (AG-UI ties
     /// the client's run id to it first); a new time-ordered id otherwise.
     pub run_id: Option<Uuid>,
+    /// Tools the client runs (`client_tools.rs`), offered to the model beside the agent's own,
+    /// kept in `run_started`'s `metadata.client_tools`.
+    pub client_tools: Vec<crate::provider::ToolSpec>,
 }
 
 /// What a run answers.
@@ -199,6 +202,13 @@ pub enum Turn {
     User(String),
     /// A person's answer to an approval request: the continuation of the run that asked.
     Approval(super::approval::ApprovalTurn),
+}
+
+impl Runs {
+    /// The names of the tools every agent has (a client tool may not take one).
+    pub fn builtin_names(&self) -> Vec<String> {
+        self.tools.iter().map(|tool| tool.spec().name).collect()
+    }
 }
 
 /// Starts and tracks runs. One run per agent at a time.
@@ -372,7 +382,12 @@ impl Runs {
                     .collect(),
                 Turn::Approval(_) => prior,
             },
-            tools: self.tools.iter().map(|tool| tool.spec()).collect(),
+            tools: self
+                .tools
+                .iter()
+                .map(|tool| tool.spec())
+                .chain(options.client_tools.iter().cloned())
+                .collect(),
         };
         // The run's span: a child of the request that started it (its server span, itself the
         // child of the caller's `traceparent`), when there is one.
@@ -387,6 +402,24 @@ impl Runs {
         let store = self.store.clone();
         let (builtins, mcp, metadata) =
             (self.tools.clone(), self.mcp.clone(), agent.metadata.clone());
+        let client_tools: Vec<Arc<dyn Tool>> = options
+            .client_tools
+            .iter()
+            .map(|spec| Arc::new(super::client_tools::ClientTool(spec.clone())) as Arc<dyn Tool>)
+            .collect();
+        let with_client = |mut tools: Vec<Arc<dyn Tool>>, client: &[Arc<dyn Tool>]| {
+            // A client tool named like one of the agent's (an MCP server's, listed later) is
+            // left out: the agent's own wins.
+            for tool in client {
+                let name = tool.spec().name;
+                if tools.iter().any(|own| own.spec().name == name) {
+                    tracing::warn!(tool = %name, "a client tool has an MCP tool's name; left out");
+                    continue;
+                }
+                tools.push(tool.clone());
+            }
+            Arc::new(tools)
+        };
         let requires_approval = super::approval::tools_requiring_approval(&metadata);
         let make_run = {
             let (writer, limits, ending) = (self.writer.clone(), self.limits, ending.clone());
@@ -425,16 +458,18 @@ impl Runs {
                 // The agent's tools: the built-ins, and its MCP servers' — listed by the run once
                 // it has opened (so a server that changed its tools is seen by the next run, and a
                 // slow one never holds back `run_started`).
-                let mut run = make_run(builtins.clone())
+                let mut run = make_run(with_client(builtins.to_vec(), &client_tools))
                     .with_approvals(requires_approval)
                     .traced(trace);
                 if let Turn::Approval(answer) = turn {
                     run = run.answering(answer);
                 }
                 if !crate::mcp::agent_servers(&metadata).is_empty() {
+                    let client_tools = client_tools.clone();
                     run = run.with_tools_later(Box::pin(async move {
                         let visible = mcp.tools_for(&builtins, &metadata).await;
-                        Arc::new(visible.into_iter().map(|visible| visible.tool).collect())
+                        let tools = visible.into_iter().map(|visible| visible.tool).collect();
+                        with_client(tools, &client_tools)
                     }));
                 }
                 let outcome = AssertUnwindSafe(run.execute(request, iterations_max, options))

@@ -34,7 +34,8 @@ pub(super) enum StepEnd {
 /// How the whole run ended.
 pub(super) enum Outcome {
     Completed(String),
-    /// Ended to wait for a person's answers to these calls (see [`super::approval::awaiting`]).
+    /// Ended to wait for a person's answers to these calls, or a client's results (see
+    /// [`super::approval::awaiting`]).
     AwaitingApproval(Vec<serde_json::Value>),
     Cancelled,
     Failed(ProviderError),
@@ -329,8 +330,10 @@ impl Run {
                     }
                     if !ran.held.is_empty() {
                         self.request_approvals(&ran.held).await?;
-                        outcome =
-                            Outcome::AwaitingApproval(super::approval::awaiting_calls(&ran.held));
+                        let awaiting = super::approval::awaiting_calls(&ran.held, |name| {
+                            self.runs_in_client(name)
+                        });
+                        outcome = Outcome::AwaitingApproval(awaiting);
                         break;
                     }
                 }
@@ -371,7 +374,7 @@ impl Run {
                         calls.len() as i64,
                     )],
                 );
-                ("completed", REQUIRES_APPROVAL)
+                ("completed", super::approval::waiting_stop_reason(calls))
             }
             Outcome::Cancelled => ("cancelled", self.over_limit.unwrap_or("cancelled")),
             Outcome::Failed(error) => {
@@ -406,6 +409,9 @@ fn closes_a_run(draft: &EventDraft) -> bool {
 
 /// The stop reason of a run that ended to wait for a person's approval.
 pub const REQUIRES_APPROVAL: &str = "requires_approval";
+/// The stop reason of a run that ended to wait for the results of tools that run in the client
+/// (and for nothing a person must approve).
+pub const REQUIRES_CLIENT_TOOL: &str = "requires_client_tool";
 
 /// `run_started` (how the run was asked for) and what the run answers: the user's message, or a
 /// person's answer to an approval request.
@@ -426,12 +432,20 @@ fn opening_drafts(
     if let Some(client) = &options.client {
         started.metadata["client"] = client.clone();
     }
+    if !options.client_tools.is_empty() {
+        started.metadata[super::client_tools::METADATA_FIELD] =
+            super::client_tools::to_metadata(&options.client_tools);
+    }
     if let Some(run_id) = answer.and_then(|turn| turn.continues) {
         started.metadata["continues"] = json!(run_id);
     }
     let mut drafts = vec![started];
     if let Some(turn) = answer {
-        for answer in &turn.answers {
+        for answer in turn
+            .answers
+            .iter()
+            .filter(|answer| answer.returned.is_none())
+        {
             drafts.push(super::approval::response_draft(ids, answer));
         }
         return drafts;
@@ -500,7 +514,11 @@ fn closing_drafts(
         )],
         Outcome::AwaitingApproval(awaiting) => vec![end(
             EventKind::RunCompleted,
-            json!({ "stop_reason": REQUIRES_APPROVAL, "awaiting": awaiting, "usage": usage.json() }),
+            json!({
+                "stop_reason": super::approval::waiting_stop_reason(&awaiting),
+                "awaiting": awaiting,
+                "usage": usage.json(),
+            }),
         )],
         Outcome::Cancelled if over_limit.is_some() => vec![end(
             EventKind::RunCompleted,

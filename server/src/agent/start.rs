@@ -49,6 +49,13 @@ pub enum StartError {
     ApprovalPending { tool_call_id: String },
     #[error("{0}")]
     BadApproval(String),
+    #[error("{0}")]
+    BadClientTools(String),
+    /// A user message while a client tool's call waits for its result.
+    #[error(
+        "tool call {tool_call_id} waits for the client's result: send it before a new message"
+    )]
+    ClientToolPending { tool_call_id: String },
     #[error("no approval was asked for tool call {0}")]
     UnknownApproval(String),
     /// Exactly one answer per request.
@@ -105,6 +112,7 @@ impl Starter {
         if content.len() > RUN_CONTENT_BYTES_MAX {
             return Err(StartError::ContentTooLarge);
         }
+        self.check_client_tools(&options)?;
         let agent = self
             .store
             .get_agent(agent_id)
@@ -181,6 +189,7 @@ impl Starter {
         for decision in &decisions {
             decision.check()?;
         }
+        self.check_client_tools(&options)?;
         let agent = self
             .store
             .get_agent(agent_id)
@@ -224,6 +233,25 @@ impl Starter {
         }
     }
 
+    fn check_client_tools(&self, options: &RunOptions) -> Result<(), StartError> {
+        let builtins = self.runs.builtin_names();
+        super::client_tools::check_names(&options.client_tools, builtins.iter().map(String::as_str))
+            .map_err(StartError::BadClientTools)
+    }
+
+    /// The client tools run `run_id` was given (its `run_started` keeps them).
+    async fn client_tools_of(
+        &self,
+        run_id: Uuid,
+    ) -> Result<Vec<crate::provider::ToolSpec>, StoreError> {
+        let outline = self.store.run_outline(run_id).await?;
+        Ok(outline
+            .iter()
+            .find(|event| event.kind == EventKind::RunStarted)
+            .map(|started| super::client_tools::from_metadata(&started.metadata))
+            .unwrap_or_default())
+    }
+
     /// The user message run `run_id` answers, once its start is in the log (`None` before).
     async fn message_of(&self, agent_id: Uuid, run_id: Uuid) -> Result<Option<String>, StoreError> {
         let outline = self.store.run_outline(run_id).await?;
@@ -250,7 +278,7 @@ impl Starter {
         agent: &app::protocol::Agent,
         run_id: Uuid,
         asked: Asked,
-        options: RunOptions,
+        mut options: RunOptions,
     ) -> Result<u64, StartError> {
         let agent_id = agent.id;
         if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
@@ -277,14 +305,22 @@ impl Starter {
             let ((prior, warnings), turn) = match asked {
                 Asked::Message(content) => {
                     if let Some(waiting) = app::approvals::pending(&timeline).first() {
-                        return Err(StartError::ApprovalPending {
-                            tool_call_id: waiting.tool_call_id.to_owned(),
+                        let tool_call_id = waiting.tool_call_id.to_owned();
+                        return Err(if waiting.client {
+                            StartError::ClientToolPending { tool_call_id }
+                        } else {
+                            StartError::ApprovalPending { tool_call_id }
                         });
                     }
                     (conversation_from_timeline(&timeline), Turn::User(content))
                 }
                 Asked::Approval(decisions) => {
                     let turn = answer_from_timeline(&timeline, &decisions)?;
+                    if options.client_tools.is_empty() {
+                        if let Some(asked_by) = turn.asked_by {
+                            options.client_tools = self.client_tools_of(asked_by).await?;
+                        }
+                    }
                     let awaited: Vec<&str> = turn
                         .answers
                         .iter()

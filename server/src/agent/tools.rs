@@ -22,7 +22,7 @@ const TOOL_UPDATES_QUEUE_MAX: usize = 256;
 const TOOL_PROGRESS_QUEUE_MAX: usize = 8;
 
 /// What running a step's calls did: one result per call that ran or was refused, and the calls
-/// held back for a person's approval (no result yet).
+/// held back for a person's approval or a client's result (no result yet).
 pub(super) struct ToolsRan {
     pub(super) results: Vec<ConversationMessage>,
     pub(super) held: Vec<PendingCall>,
@@ -122,6 +122,13 @@ impl Run {
         }
     }
 
+    /// Whether `name` is a tool that runs in the client: its calls wait for the client's result.
+    pub(super) fn runs_in_client(&self, name: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|tool| tool.runs_in_client() && tool.spec().name == name)
+    }
+
     /// Whether `call` waits for a person before it runs.
     fn needs_approval(&self, call: &PendingCall) -> bool {
         let configured = || {
@@ -156,7 +163,7 @@ impl Run {
                 refusals.push((index, why));
                 continue;
             }
-            if self.needs_approval(call) {
+            if self.needs_approval(call) || self.runs_in_client(&call.name) {
                 held[index] = true;
                 continue;
             }

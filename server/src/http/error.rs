@@ -132,6 +132,14 @@ impl From<StartError> for ApiError {
             StartError::ApprovalPending { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "approval_pending", error.to_string())
             }
+            StartError::ClientToolPending { .. } => ApiError::new(
+                StatusCode::CONFLICT,
+                "client_tool_pending",
+                error.to_string(),
+            ),
+            StartError::BadClientTools(_) => {
+                ApiError::bad_request("invalid_client_tools", error.to_string())
+            }
             StartError::BadApproval(_) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_approval",

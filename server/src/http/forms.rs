@@ -103,6 +103,7 @@ pub async fn send(
     let back = |error: ApiError| FormError::new(error, live.clone());
     let agent_id = parse_agent_id(&agent_id).map_err(|error| FormError::new(error, "/"))?;
     let request = CreateRunRequest {
+        client_tools: None,
         content: form.content,
         idempotency_key: None,
     };

@@ -69,6 +69,7 @@ pub fn api_router(state: AppState) -> Router {
         .route("/agents/{id}/runs", post(rest::create_run))
         .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
         .route("/agents/{id}/approvals", post(rest::answer_approval))
+        .route("/agents/{id}/tool-results", post(rest::answer_tool_result))
         .route("/runs/{run_id}", get(rest::get_run))
         .route("/stats", get(stats::stats))
         .route("/tokens", post(tokens::mint))

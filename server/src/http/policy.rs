@@ -58,6 +58,8 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
         ["v1", "agents", id, "runs"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "messages", "cancel"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "approvals"] if post => Agent(id, Some(Approve)),
+        // A client answering its own tools' calls writes, as a message does.
+        ["v1", "agents", id, "tool-results"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "produce"] if post => Agent(id, Some(Produce)),
         ["v1", "agents", id, "producers", _] if get => Agent(id, Some(Produce)),
         ["v1", "agents", id, "messages"] if get => Agent(id, Some(Read)),
@@ -158,6 +160,11 @@ mod tests {
                 Method::POST,
                 format!("/v1/agents/{id}/approvals"),
                 Agent(id, Some(Approve)),
+            ),
+            (
+                Method::POST,
+                format!("/v1/agents/{id}/tool-results"),
+                Agent(id, Some(Write)),
             ),
             (
                 Method::GET,

@@ -340,13 +340,17 @@ pub(super) async fn create_run_inner(
         return Err(crate::agent::start::StartError::KeyTooLong.into());
     }
     let key = key.map(|key| format!("{NATIVE_KEY_PREFIX}{key}"));
+    let client_tools = match &request.client_tools {
+        Some(tools) => crate::agent::client_tools::parse(tools)
+            .map_err(|why| ApiError::bad_request("invalid_client_tools", why))?,
+        None => Vec::new(),
+    };
+    let options = RunOptions {
+        client_tools,
+        ..RunOptions::default()
+    };
     let started = starter
-        .start_run(
-            agent_id,
-            request.content,
-            key.as_deref(),
-            RunOptions::default(),
-        )
+        .start_run(agent_id, request.content, key.as_deref(), options)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -371,7 +375,42 @@ pub async fn answer_approval(
         tool_call_id: request.call_id,
         approve: request.approve,
         reason: request.reason,
+        output: None,
     };
+    let started = starter
+        .answer_approval(agent_id, decision, RunOptions::default())
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunAccepted {
+            run_id: started.run_id,
+            agent_id,
+        }),
+    ))
+}
+
+/// `POST /v1/agents/{id}/tool-results {call_id, output | error}`: the client's result of a call
+/// of one of its tools. 202 with the run that goes on with it; 409 when the call was already
+/// answered (exactly one answer wins); 404 when no such call waits; 422 when the call waits
+/// for a person's approval instead.
+pub async fn answer_tool_result(
+    State(starter): State<Starter>,
+    Path(agent_id): Path<String>,
+    ApiJson(request): ApiJson<app::protocol::ToolResultRequest>,
+) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
+    let agent_id = parse_agent_id(&agent_id)?;
+    let output = match (request.output, request.error) {
+        (Some(output), None) => Ok(output),
+        (None, Some(error)) => Err(error),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                "give the call's output or its error (one of them)",
+            ))
+        }
+    };
+    let decision = crate::agent::approval::ApprovalDecision::returned(request.call_id, output);
     let started = starter
         .answer_approval(agent_id, decision, RunOptions::default())
         .await?;

@@ -25,6 +25,7 @@ pub const STOP_REASONS: &[&str] = &[
     "tool_use",
     "max_iterations",
     "requires_approval",
+    "requires_client_tool",
     "max_events",
     "max_bytes",
     "cancelled",

@@ -33,6 +33,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::agent::approval::ApprovalDecision;
+use crate::agent::client_tools;
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
@@ -108,20 +109,22 @@ pub async fn run(
     ApiJson(body): ApiJson<RunBody>,
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
-    // Answering interrupts needs `approve`; a new message `write`.
+    // Answering interrupts needs `approve`; a new message, or the client's tools' results,
+    // `write`.
     caller.require(match request.resume {
         Some(_) => Scope::Approve,
         None => Scope::Write,
     })?;
+    let answering = request.resume.is_some() || !request.tool_results.is_empty();
     let cursor = cursor(&headers, &query)?.unwrap_or_default();
     // Refused before a new thread is given an agent: a refused request writes nothing.
     if request.text.len() > RUN_CONTENT_BYTES_MAX {
         return Err(StartError::ContentTooLarge.into());
     }
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let agent_id = match &request.resume {
-        // Only a thread that has run can have an interrupt to answer.
-        Some(_) => chat_agent(&state, &caller, &request.thread, false)
+    let agent_id = match answering {
+        // Only a thread that has run can have an interrupt (or a tool call) to answer.
+        true => chat_agent(&state, &caller, &request.thread, false)
             .await?
             .ok_or_else(|| {
                 ApiError::new(
@@ -133,7 +136,7 @@ pub async fn run(
                     ),
                 )
             })?,
-        None => chat_agent(&state, &caller, &request.thread, true)
+        false => chat_agent(&state, &caller, &request.thread, true)
             .await?
             .expect("created when missing"),
     };
@@ -144,7 +147,7 @@ pub async fn run(
     // The run's id is chosen now, so the client's run id can be tied to it before it starts.
     let run_id = Uuid::now_v7();
     let alias = match &request.client_run_id {
-        Some(client_run_id) if request.resume.is_none() => {
+        Some(client_run_id) if !answering => {
             claim_alias(&state, agent_id, client_run_id, run_id, &request.message_id).await?
         }
         _ => None,
@@ -156,6 +159,7 @@ pub async fn run(
         iterations_max: None,
         client: Some(client),
         run_id: Some(run_id),
+        client_tools: request.client_tools,
     };
     let started = match &request.resume {
         // Interrupts' answers: the run that carries them out (exactly one answer wins).
@@ -166,8 +170,25 @@ pub async fn run(
                     tool_call_id: answer.interrupt_id.clone(),
                     approve: answer.approve,
                     reason: answer.reason.clone(),
+                    output: None,
                 })
                 .collect();
+            state
+                .starter
+                .answer_approvals(agent_id, decisions, options)
+                .await
+        }
+        // The client's tools' results: the run that goes on with them.
+        None if !request.tool_results.is_empty() => {
+            let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
+            let decisions = client_tools::answers(&timeline, &request.tool_results)?;
+            if decisions.is_empty() {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_body",
+                    "the tool messages answer no call that waits for the client",
+                ));
+            }
             state
                 .starter
                 .answer_approvals(agent_id, decisions, options)

@@ -1,14 +1,18 @@
 //! AG-UI's `RunAgentInput`, read: which thread, the client's run id, and the input the server
 //! takes — the new user messages at the end of `messages` (the log is the truth; earlier
-//! messages are not parsed). Context and state are kept to be recorded on the run; the client's
-//! tools are not used (yet). Pure; every refusal names what was wrong.
+//! messages are not parsed) — or, when `messages` ends with tool messages, the results of the
+//! client's tools (CopilotKit's frontend actions). Context and state are kept to be recorded on
+//! the run; `tools` are the client's, offered to the model. Pure; every refusal names what was
+//! wrong.
 
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::agent::client_tools::{self, ToolOutput};
 use crate::http::error::ApiError;
+use crate::provider::ToolSpec;
 use crate::surfaces::chat::{chat_id, ChatId};
 
 /// Characters of a message id (the idempotency key of a run request), at most: with its
@@ -19,8 +23,8 @@ pub const CLIENT_RUN_ID_CHARS_MAX: usize = 128;
 /// Bytes of context and state (as JSON) recorded on a run, at most.
 pub const RECORDED_INPUT_BYTES_MAX: usize = 16 * 1024;
 
-/// The body as `HttpAgent` sends it. `messages` stays raw: only the new user messages are
-/// parsed. `tools` and `forwardedProps` are accepted and not used.
+/// The body as `HttpAgent` sends it. `messages` stays raw: only the new messages at its end
+/// are parsed. `forwardedProps` is accepted and not used.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunBody {
@@ -36,6 +40,9 @@ pub struct RunBody {
     /// Answers to the interrupts the thread's last run ended with.
     #[serde(default)]
     resume: Option<Value>,
+    /// The client's tools (`[{name, description, parameters}]`).
+    #[serde(default)]
+    tools: Option<Value>,
 }
 
 /// What a run request asks for.
@@ -52,6 +59,11 @@ pub struct RunRequest {
     /// Answers to interrupts (tool calls waiting for approval): the run carries them out
     /// instead of answering a message (`message_id` and `text` are then empty).
     pub resume: Option<Vec<ResumeAnswer>>,
+    /// The tool messages at the end of `messages`: the client's tools' results (the run goes
+    /// on with them; `message_id` and `text` are then empty).
+    pub tool_results: Vec<ToolOutput>,
+    /// The client's tools, offered to the model.
+    pub client_tools: Vec<ToolSpec>,
 }
 
 /// One `resume` entry: the interrupt (a tool call's id) and the person's answer. `resolved`
@@ -149,15 +161,22 @@ impl RunBody {
             }
         };
         let recorded = self.recorded()?;
+        let client_tools = match &self.tools {
+            Some(tools) => client_tools::parse(tools).map_err(refused)?,
+            None => Vec::new(),
+        };
+        let answering = |resume, tool_results| RunRequest {
+            thread: thread.clone(),
+            client_run_id: client_run_id.clone(),
+            message_id: String::new(),
+            text: String::new(),
+            recorded: recorded.clone(),
+            resume,
+            tool_results,
+            client_tools: client_tools.clone(),
+        };
         if let Some(resume) = self.resume.as_ref().filter(|resume| !resume.is_null()) {
-            return Ok(RunRequest {
-                thread,
-                client_run_id,
-                message_id: String::new(),
-                text: String::new(),
-                recorded,
-                resume: Some(resume_answers(resume)?),
-            });
+            return Ok(answering(Some(resume_answers(resume)?), Vec::new()));
         }
         let messages: Vec<&RawValue> = self
             .messages
@@ -174,6 +193,12 @@ impl RunBody {
             new.push(message);
         }
         new.reverse();
+        if new.is_empty() {
+            let results = tool_results(&messages)?;
+            if !results.is_empty() {
+                return Ok(answering(None, results));
+            }
+        }
         let Some(last) = new.last() else {
             return Err(refused(
                 "there is no new user message at the end of messages: nothing to answer",
@@ -201,6 +226,8 @@ impl RunBody {
             text,
             recorded,
             resume: None,
+            tool_results: Vec::new(),
+            client_tools,
         })
     }
 
@@ -230,6 +257,33 @@ impl RunBody {
         };
         Ok(recorded)
     }
+}
+
+/// The tool messages at the end of `messages` (after the assistant message that called the
+/// tools): each answers its `toolCallId` with its `content`, or with its `error` when it has
+/// one.
+fn tool_results(messages: &[&RawValue]) -> Result<Vec<ToolOutput>, ApiError> {
+    let mut results = Vec::new();
+    for raw in messages.iter().rev() {
+        let message: Value = serde_json::from_str(raw.get()).unwrap_or_default();
+        if message.get("role").and_then(Value::as_str) != Some("tool") {
+            break;
+        }
+        let Some(id) = message.get("toolCallId").and_then(Value::as_str) else {
+            return Err(refused("a tool message needs its toolCallId"));
+        };
+        let output = match (message.get("error"), message.get("content")) {
+            (Some(Value::String(error)), _) => Err(error.clone()),
+            (_, Some(content @ Value::String(_))) => Ok(content.clone()),
+            _ => return Err(refused("a tool message needs its content as a string")),
+        };
+        results.push(ToolOutput {
+            tool_call_id: id.to_owned(),
+            output,
+        });
+    }
+    results.reverse();
+    Ok(results)
 }
 
 /// A user message's text: its `content` string, or its text parts joined; other parts (images,
@@ -288,6 +342,8 @@ mod tests {
                     text: "hello".into(),
                     recorded: Some(json!({ "context": [] })),
                     resume: None,
+                    tool_results: Vec::new(),
+                    client_tools: Vec::new(),
                 },
             ),
             (
@@ -303,6 +359,29 @@ mod tests {
                     text: "first\n\nsecond".into(),
                     recorded: Some(json!({ "state": { "step": 2 } })),
                     resume: None,
+                    tool_results: Vec::new(),
+                    client_tools: Vec::new(),
+                },
+            ),
+            (
+                // The client's tools ran: the tool messages after the call are the input.
+                json!({ "threadId": "t", "runId": "r3", "tools": [{ "name": "confirm", "description": "Ask", "parameters": { "type": "object", "properties": {} } }],
+                    "messages": [user("u1", json!("a")),
+                        { "id": "a2", "role": "assistant", "toolCalls": [{ "id": "c1", "type": "function", "function": { "name": "confirm", "arguments": "{}" } }] },
+                        { "id": "t1", "role": "tool", "toolCallId": "c1", "content": "yes" },
+                        { "id": "t2", "role": "tool", "toolCallId": "c2", "content": "", "error": "declined" }] }),
+                RunRequest {
+                    thread: ChatId::Named("t".into()),
+                    client_run_id: Some("r3".into()),
+                    message_id: String::new(),
+                    text: String::new(),
+                    recorded: None,
+                    resume: None,
+                    tool_results: vec![
+                        ToolOutput { tool_call_id: "c1".into(), output: Ok(json!("yes")) },
+                        ToolOutput { tool_call_id: "c2".into(), output: Err("declined".into()) },
+                    ],
+                    client_tools: client_tools::parse(&json!([{ "name": "confirm", "description": "Ask", "parameters": { "type": "object", "properties": {} } }])).unwrap(),
                 },
             ),
         ];
@@ -362,6 +441,18 @@ mod tests {
             (
                 json!({ "threadId": "t", "messages": [user("u1", json!("a"))], "state": "x".repeat(RECORDED_INPUT_BYTES_MAX) }),
                 "input_too_large",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!("a"))], "tools": [{ "name": 5 }] }),
+                "client tool 0: needs a name",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!("a")), { "role": "tool", "content": "x" }] }),
+                "needs its toolCallId",
+            ),
+            (
+                json!({ "threadId": "t", "messages": [user("u1", json!("a")), { "role": "tool", "toolCallId": "c", "content": 5 }] }),
+                "content as a string",
             ),
         ];
         for (body, reason) in refusals {

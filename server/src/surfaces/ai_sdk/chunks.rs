@@ -348,6 +348,10 @@ impl ChunkMapper {
         }
         self.close_part(event.seq, out);
         self.make_available(event, &tool_call_id, out);
+        if event.content.get("client").and_then(Value::as_bool) == Some(true) {
+            // A client tool's call: its complete input is what `onToolCall` answers.
+            return;
+        }
         out.push((
             event.seq,
             Chunk::ToolApprovalRequest {

@@ -62,7 +62,11 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
                 EventKind::Text | EventKind::Thinking => builder.text(message),
                 EventKind::ToolCall => builder.tool_call(message),
                 EventKind::ToolResult => builder.tool_result(message),
-                EventKind::ApprovalRequested => builder.approval(message, None),
+                // A client tool's call stays `input-available` until its output, as the
+                // client holds it.
+                EventKind::ApprovalRequested if !app::approvals::is_client_request(message) => {
+                    builder.approval(message, None)
+                }
                 EventKind::ApprovalResponse => {
                     let approved = message.content.get("approve").and_then(Value::as_bool);
                     builder.approval(message, Some(approved == Some(true)));

@@ -34,6 +34,7 @@ use axum::Json;
 use serde_json::Value;
 
 use crate::agent::approval::ApprovalDecision;
+use crate::agent::client_tools;
 use crate::agent::history::fold_log;
 use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::agent::RunOptions;
@@ -67,7 +68,8 @@ pub async fn chat(
     ApiJson(body): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
-    // Answering approvals needs `approve`; a new message (or a regenerate) `write`.
+    // Answering approvals needs `approve`; a new message (or a regenerate), or the client's
+    // own tools' outputs, `write`.
     caller.require(if request.approvals.is_empty() {
         Scope::Write
     } else {
@@ -86,7 +88,7 @@ pub async fn chat(
             "regenerate-message: this chat has no user message to answer again",
         )
     };
-    if !request.approvals.is_empty() {
+    if !request.approvals.is_empty() || !request.tool_outputs.is_empty() {
         return answer_approvals(state, &caller, request, slot).await;
     }
     // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
@@ -123,6 +125,7 @@ pub async fn chat(
         iterations_max: None,
         client: None,
         run_id: None,
+        client_tools: request.client_tools,
     };
     let started = state
         .starter
@@ -147,8 +150,9 @@ pub async fn chat(
     ))
 }
 
-/// A submit whose last message answers approval requests (ai 6): the run that carries the
-/// answers out, streamed as the turn's assistant message going on.
+/// A submit whose last message answers approval requests (ai 6) or holds the outputs of the
+/// client's tools (`addToolOutput` / `addToolResult`): the run that carries the answers out,
+/// streamed as the turn's assistant message going on.
 async fn answer_approvals(
     state: ChatState,
     caller: &Caller,
@@ -167,18 +171,32 @@ async fn answer_approvals(
                 ),
             )
         })?;
-    let decisions = request
+    let mut decisions: Vec<ApprovalDecision> = request
         .approvals
         .iter()
         .map(|reply| ApprovalDecision {
             tool_call_id: reply.approval_id.clone(),
             approve: reply.approved,
             reason: reply.reason.clone(),
+            output: None,
         })
         .collect();
+    if !request.tool_outputs.is_empty() {
+        let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
+        decisions.extend(client_tools::answers(&timeline, &request.tool_outputs)?);
+    }
+    if decisions.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            "the assistant message answers nothing that waits: no approval response, and no \
+             output of a call waiting for the client",
+        ));
+    }
     let options = RunOptions {
         background: true,
         stream_tokens: Some(true),
+        client_tools: request.client_tools,
         ..RunOptions::default()
     };
     let started = state

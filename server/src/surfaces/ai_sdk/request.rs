@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::agent::client_tools::ToolOutput;
 use crate::http::error::ApiError;
 use crate::surfaces::chat::{chat_id, ChatId};
 
@@ -24,6 +25,10 @@ pub struct ChatBody {
     messages: Box<RawValue>,
     #[serde(default)]
     trigger: Option<Value>,
+    /// Tools the client runs (`[{name, description, parameters}]`, given through the
+    /// transport's `body`): the model may call them; `onToolCall` answers.
+    #[serde(default, rename = "clientTools")]
+    client_tools: Option<Value>,
 }
 
 /// `submit-message` (a new user message) or `regenerate-message` (answer the last one again).
@@ -34,7 +39,7 @@ pub enum Trigger {
 }
 
 /// What a chat request asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
     pub chat: ChatId,
     pub trigger: Trigger,
@@ -45,6 +50,43 @@ pub struct ChatRequest {
     /// last assistant message's `approval-responded` tool parts): the run carries them out
     /// instead of answering a user message (`message_id` and `text` are then empty).
     pub approvals: Vec<ApprovalReply>,
+    /// The outputs the last assistant message's tool parts hold (`output-available` /
+    /// `output-error`): those of calls still waiting for the client are its answers (the
+    /// others were answered before; the handler tells them apart by the log).
+    pub tool_outputs: Vec<ToolOutput>,
+    /// The client's tools for this run (`clientTools` in the body).
+    pub client_tools: Vec<crate::provider::ToolSpec>,
+}
+
+/// The outcomes an assistant message's tool parts hold (not those the provider ran).
+fn tool_outputs(message: &Value) -> Vec<ToolOutput> {
+    let parts = message.get("parts").and_then(Value::as_array);
+    let mut outputs = Vec::new();
+    for part in parts.into_iter().flatten() {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+        let is_tool = kind == "dynamic-tool" || kind.starts_with("tool-");
+        let provider_ran = part.get("providerExecuted").and_then(Value::as_bool) == Some(true);
+        let Some(id) = part.get("toolCallId").and_then(Value::as_str) else {
+            continue;
+        };
+        if !is_tool || provider_ran {
+            continue;
+        }
+        let output = match part.get("state").and_then(Value::as_str) {
+            Some("output-available") => Ok(part.get("output").cloned().unwrap_or(Value::Null)),
+            Some("output-error") => Err(part
+                .get("errorText")
+                .and_then(Value::as_str)
+                .unwrap_or("the tool failed")
+                .to_owned()),
+            _ => continue,
+        };
+        outputs.push(ToolOutput {
+            tool_call_id: id.to_owned(),
+            output,
+        });
+    }
+    outputs
 }
 
 /// One `approval-responded` tool part: the approval's id (the call's id) and the answer.
@@ -87,6 +129,10 @@ fn refused(message: impl Into<String>) -> ApiError {
 
 impl ChatBody {
     pub fn read(&self) -> Result<ChatRequest, ApiError> {
+        let client_tools = match &self.client_tools {
+            Some(tools) => crate::agent::client_tools::parse(tools).map_err(refused)?,
+            None => Vec::new(),
+        };
         let chat = match &self.id {
             Value::String(text) => chat_id(text)?,
             other => {
@@ -117,10 +163,11 @@ impl ChatBody {
             let last = parse(messages[messages.len() - 1]);
             if last.get("role").and_then(Value::as_str) == Some("assistant") {
                 let approvals = approval_replies(&last)?;
-                if approvals.is_empty() {
+                let tool_outputs = tool_outputs(&last);
+                if approvals.is_empty() && tool_outputs.is_empty() {
                     return Err(refused(
                         "the last message of a submit must be the user's, or an assistant \
-                         message with approval responses",
+                         message with approval responses or tool outputs",
                     ));
                 }
                 return Ok(ChatRequest {
@@ -129,6 +176,8 @@ impl ChatBody {
                     message_id: String::new(),
                     text: String::new(),
                     approvals,
+                    tool_outputs,
+                    client_tools,
                 });
             }
         }
@@ -161,6 +210,8 @@ impl ChatBody {
             message_id,
             text: user_text(&user)?,
             approvals: Vec::new(),
+            tool_outputs: Vec::new(),
+            client_tools,
         })
     }
 }
@@ -226,6 +277,8 @@ mod tests {
                     message_id: "u1".into(),
                     text: "hello".into(),
                     approvals: Vec::new(),
+                    tool_outputs: Vec::new(),
+                    client_tools: Vec::new(),
                 },
             ),
             (
@@ -236,6 +289,8 @@ mod tests {
                     message_id: "u2".into(),
                     text: "b".into(),
                     approvals: Vec::new(),
+                    tool_outputs: Vec::new(),
+                    client_tools: Vec::new(),
                 },
             ),
             (
@@ -246,6 +301,8 @@ mod tests {
                     message_id: "u1".into(),
                     text: "a".into(),
                     approvals: Vec::new(),
+                    tool_outputs: Vec::new(),
+                    client_tools: Vec::new(),
                 },
             ),
             (
@@ -257,6 +314,37 @@ mod tests {
                     message_id: "u1".into(),
                     text: "two\nparts".into(),
                     approvals: Vec::new(),
+                    tool_outputs: Vec::new(),
+                    client_tools: Vec::new(),
+                },
+            ),
+            (
+                // The client's tools answered: outputs of every tool part the client ran.
+                json!({ "id": "c", "clientTools": [{ "name": "confirm" }], "messages": [user("u1", "a"), { "id": "a1", "role": "assistant", "parts": [
+                    { "type": "dynamic-tool", "toolCallId": "c1", "toolName": "confirm", "state": "output-available", "input": {}, "output": { "ok": true } },
+                    { "type": "tool-ask", "toolCallId": "c2", "state": "output-error", "input": {}, "errorText": "no" },
+                    { "type": "dynamic-tool", "toolCallId": "c3", "toolName": "x", "state": "input-available", "input": {} },
+                    { "type": "dynamic-tool", "toolCallId": "c4", "toolName": "x", "state": "output-available", "input": {}, "output": 1, "providerExecuted": true }] }] }),
+                ChatRequest {
+                    chat: ChatId::Named("c".into()),
+                    trigger: Trigger::Submit,
+                    message_id: String::new(),
+                    text: String::new(),
+                    approvals: Vec::new(),
+                    tool_outputs: vec![
+                        ToolOutput {
+                            tool_call_id: "c1".into(),
+                            output: Ok(json!({ "ok": true })),
+                        },
+                        ToolOutput {
+                            tool_call_id: "c2".into(),
+                            output: Err("no".into()),
+                        },
+                    ],
+                    client_tools: crate::agent::client_tools::parse(
+                        &json!([{ "name": "confirm" }]),
+                    )
+                    .unwrap(),
                 },
             ),
         ];
@@ -318,6 +406,14 @@ mod tests {
             (
                 json!({ "messages": [user("u1", "a")] }),
                 "missing field `id`",
+            ),
+            (
+                json!({ "id": "c", "messages": [user("u1", "a")], "clientTools": [{ "name": "bad name" }] }),
+                "client tool 0: name",
+            ),
+            (
+                json!({ "id": "c", "messages": [user("u1", "a")], "clientTools": { "confirm": {} } }),
+                "client tools must be a list",
             ),
         ];
         for (body, reason) in refused {

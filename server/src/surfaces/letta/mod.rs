@@ -195,10 +195,13 @@ async fn attach(
     request: &LettaRequest,
 ) -> Result<Attached, ApiError> {
     let asked = request.asked()?;
-    // A new turn needs `write`; an approval's answer `approve`.
+    // A new turn, or the client's own tools' results, need `write`; a person's answer
+    // `approve`.
     caller.require(match &asked {
-        LettaAsked::Message { .. } => Scope::Write,
-        LettaAsked::Approvals(_) => Scope::Approve,
+        LettaAsked::Approvals(answers) if answers.iter().any(|a| a.returned.is_none()) => {
+            Scope::Approve
+        }
+        _ => Scope::Write,
     })?;
     if let LettaAsked::Message {
         otid: Some(otid), ..
@@ -223,6 +226,7 @@ async fn attach(
         iterations_max: request.max_steps,
         client: None,
         run_id: None,
+        client_tools: request.client_tools()?,
     };
     let started = match asked {
         LettaAsked::Message { text, .. } => {
@@ -243,6 +247,7 @@ async fn attach(
                     tool_call_id,
                     approve: answer.approve,
                     reason: answer.reason,
+                    output: answer.returned,
                 });
             }
             state

@@ -9,8 +9,8 @@ use super::mapping::Cut;
 use crate::http::error::ApiError;
 
 /// The body of `POST /v1/agents/{id}/messages` and `…/messages/stream`. Fields Letta has that
-/// are not listed (`assistant_message_tool_name`, `enable_thinking`, `client_tools`, …) are
-/// accepted and ignored.
+/// are not listed (`assistant_message_tool_name`, `enable_thinking`, …) are accepted and
+/// ignored.
 #[derive(Debug, Deserialize)]
 pub struct LettaRequest {
     #[serde(default)]
@@ -30,6 +30,10 @@ pub struct LettaRequest {
     pub(super) max_steps: Option<u32>,
     #[serde(default)]
     pub(super) include_return_message_types: Option<Vec<String>>,
+    /// Tools the client runs (`[{name, description, parameters}]`): a call to one waits as an
+    /// approval request does, answered by the client's `tool_return`.
+    #[serde(default)]
+    client_tools: Option<serde_json::Value>,
 }
 
 /// A user message (`role`, `content`) or Letta's `ApprovalCreate` (`type: "approval"`).
@@ -53,10 +57,13 @@ struct MessageCreate {
     /// Letta's current form: a list of answers.
     #[serde(default)]
     approvals: Option<Vec<ApprovalItem>>,
+    /// Letta's `ToolReturnCreate` (`type: "tool_return"`): client tools' results only.
+    #[serde(default)]
+    tool_returns: Option<Vec<ApprovalItem>>,
 }
 
 /// One entry of `approvals`: an `ApprovalReturn` (`type: "approval"`), or a client-side tool's
-/// result (`type: "tool"`), which this server does not take.
+/// result (`type: "tool"`: `tool_return`, `status` `success` or `error`).
 #[derive(Debug, Deserialize)]
 struct ApprovalItem {
     #[serde(rename = "type", default)]
@@ -67,6 +74,10 @@ struct ApprovalItem {
     approve: Option<bool>,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    tool_return: Option<serde_json::Value>,
+    #[serde(default)]
+    status: Option<String>,
 }
 
 /// What a Letta send asks for.
@@ -84,6 +95,8 @@ pub struct LettaApproval {
     pub target: ApprovalTarget,
     pub approve: bool,
     pub reason: Option<String>,
+    /// A client tool's result (`Err`: its `tool_return` with status `error`).
+    pub returned: Option<Result<serde_json::Value, String>>,
 }
 
 /// How an answer names its request.
@@ -134,33 +147,25 @@ pub(super) fn unprocessable(message: impl Into<String>) -> ApiError {
 
 impl MessageCreate {
     fn is_approval(&self) -> bool {
-        self.kind.as_deref() == Some("approval")
+        matches!(self.kind.as_deref(), Some("approval" | "tool_return"))
     }
 
     /// The answers an approval message carries.
     fn approval(&self) -> Result<LettaAsked, ApiError> {
-        if let Some(approvals) = &self.approvals {
-            if approvals.is_empty() {
-                return Err(unprocessable("approvals: answer at least one request"));
+        let (list, field) = match self.kind.as_deref() {
+            Some("tool_return") => (&self.tool_returns, "tool_returns"),
+            _ => (&self.approvals, "approvals"),
+        };
+        if let Some(items) = list {
+            if items.is_empty() {
+                return Err(unprocessable(format!(
+                    "{field}: answer at least one request"
+                )));
             }
-            let mut answers = Vec::with_capacity(approvals.len());
-            for item in approvals {
-                if item.kind.as_deref().is_some_and(|kind| kind != "approval") {
-                    return Err(unprocessable(
-                        "approvals: only approvals are taken (client-side tool results are not)",
-                    ));
-                }
-                let (Some(tool_call_id), Some(approve)) = (&item.tool_call_id, item.approve) else {
-                    return Err(unprocessable(
-                        "approvals: each answer needs tool_call_id and approve",
-                    ));
-                };
-                answers.push(LettaApproval {
-                    target: ApprovalTarget::CallId(tool_call_id.clone()),
-                    approve,
-                    reason: item.reason.clone(),
-                });
-            }
+            let answers = items
+                .iter()
+                .map(|item| item.answer(field))
+                .collect::<Result<Vec<_>, _>>()?;
             return Ok(LettaAsked::Approvals(answers));
         }
         match (&self.approval_request_id, self.approve) {
@@ -168,6 +173,7 @@ impl MessageCreate {
                 target: ApprovalTarget::RequestId(request_id.clone()),
                 approve,
                 reason: self.reason.clone(),
+                returned: None,
             }])),
             _ => Err(unprocessable(
                 "an approval message needs approvals (or approval_request_id and approve)",
@@ -176,7 +182,83 @@ impl MessageCreate {
     }
 }
 
+impl ApprovalItem {
+    /// One entry of `field` (`approvals` or `tool_returns`) as an answer.
+    fn answer(&self, field: &str) -> Result<LettaApproval, ApiError> {
+        let Some(tool_call_id) = &self.tool_call_id else {
+            return Err(unprocessable(format!(
+                "{field}: each answer needs its tool_call_id"
+            )));
+        };
+        let target = ApprovalTarget::CallId(tool_call_id.clone());
+        match self.kind.as_deref() {
+            Some("tool") => {
+                let Some(value) = &self.tool_return else {
+                    return Err(unprocessable(format!(
+                        "{field}: a client tool's result needs its tool_return"
+                    )));
+                };
+                let returned = match self.status.as_deref() {
+                    None | Some("success") => Ok(value.clone()),
+                    Some("error") => Err(match value {
+                        serde_json::Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    }),
+                    Some(other) => {
+                        return Err(unprocessable(format!(
+                            "{field}: status {other:?}: use \"success\" or \"error\""
+                        )))
+                    }
+                };
+                Ok(LettaApproval {
+                    target,
+                    approve: true,
+                    reason: None,
+                    returned: Some(returned),
+                })
+            }
+            None | Some("approval") if field == "approvals" => {
+                let Some(approve) = self.approve else {
+                    return Err(unprocessable(
+                        "approvals: each answer needs tool_call_id and approve",
+                    ));
+                };
+                Ok(LettaAsked::approval_answer(target, approve, self.reason.clone()))
+            }
+            Some(other) => Err(unprocessable(format!(
+                "{field}: entries of type {other:?} are not taken (use \"approval\" or \"tool\")"
+            ))),
+            None => Err(unprocessable(format!(
+                "{field}: each entry is {{\"type\": \"tool\", \"tool_call_id\", \"tool_return\", \"status\"}}"
+            ))),
+        }
+    }
+}
+
+impl LettaAsked {
+    fn approval_answer(
+        target: ApprovalTarget,
+        approve: bool,
+        reason: Option<String>,
+    ) -> LettaApproval {
+        LettaApproval {
+            target,
+            approve,
+            reason,
+            returned: None,
+        }
+    }
+}
+
 impl LettaRequest {
+    /// The client's tools for the run (`client_tools`).
+    pub(super) fn client_tools(&self) -> Result<Vec<crate::provider::ToolSpec>, ApiError> {
+        match &self.client_tools {
+            Some(tools) => crate::agent::client_tools::parse(tools).map_err(unprocessable),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// What the request asks for: a user message (the texts of its messages, joined) or one
     /// answer to an approval request.
     pub(super) fn asked(&self) -> Result<LettaAsked, ApiError> {
@@ -253,7 +335,14 @@ mod tests {
                 target,
                 approve,
                 reason: reason.map(str::to_owned),
+                returned: None,
             }])
+        };
+        let returned = |call: &str, output: Result<serde_json::Value, String>| LettaApproval {
+            target: ApprovalTarget::CallId(call.into()),
+            approve: true,
+            reason: None,
+            returned: Some(output),
         };
         // (body, what it asks, or the start of the refusal)
         let cases: Vec<(&str, Result<LettaAsked, &str>)> = vec![
@@ -295,8 +384,31 @@ mod tests {
                 Err("approvals: answer at least one"),
             ),
             (
-                r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c", "tool_return": "x"}]}]}"#,
-                Err("approvals: only approvals"),
+                r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c", "tool_return": "x", "status": "success"},
+                    {"type": "tool", "tool_call_id": "d", "tool_return": "boom", "status": "error"}]}]}"#,
+                Ok(LettaAsked::Approvals(vec![
+                    returned("c", Ok(serde_json::json!("x"))),
+                    returned("d", Err("boom".into())),
+                ])),
+            ),
+            (
+                r#"{"messages": [{"type": "tool_return", "tool_returns": [{"type": "tool", "tool_call_id": "c", "tool_return": "x"}]}]}"#,
+                Ok(LettaAsked::Approvals(vec![returned(
+                    "c",
+                    Ok(serde_json::json!("x")),
+                )])),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c"}]}]}"#,
+                Err("approvals: a client tool's result needs its tool_return"),
+            ),
+            (
+                r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c", "tool_return": "x", "status": "maybe"}]}]}"#,
+                Err("approvals: status \"maybe\""),
+            ),
+            (
+                r#"{"messages": [{"type": "tool_return", "tool_returns": [{"type": "approval", "tool_call_id": "c", "approve": true}]}]}"#,
+                Err("tool_returns: entries of type \"approval\""),
             ),
             (
                 r#"{"messages": [{"type": "approval", "approvals": [{"tool_call_id": "c"}]}]}"#,

@@ -168,7 +168,8 @@ pub fn stop_reason(end: &AgentEvent) -> &'static str {
             "max_iterations" => "max_steps",
             // Our own `max_events` (the run hit its event limit) is the nearest Letta has.
             "max_tokens" | "length" | "max_events" => "max_tokens_exceeded",
-            "requires_approval" => "requires_approval",
+            // Letta's client tools wait as approvals do.
+            "requires_approval" | "requires_client_tool" => "requires_approval",
             _ => "end_turn",
         },
     }

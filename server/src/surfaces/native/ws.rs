@@ -381,6 +381,7 @@ impl Connection {
                     tool_call_id: call_id.clone(),
                     approve,
                     reason,
+                    output: None,
                 };
                 match self
                     .starter

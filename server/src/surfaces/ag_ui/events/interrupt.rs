@@ -25,6 +25,8 @@ pub(super) fn interrupt_outcome(end: &Value) -> Option<Value> {
         .get("awaiting")
         .and_then(Value::as_array)?
         .iter()
+        // A client tool's call is answered by a tool message, not a resume.
+        .filter(|call| call.get("client").and_then(Value::as_bool) != Some(true))
         .filter_map(|call| {
             let id = call.get("tool_call_id").and_then(Value::as_str)?;
             let name = call.get("name").and_then(Value::as_str).unwrap_or("a tool");
@@ -66,6 +68,11 @@ mod tests {
             json!({ "stop_reason": "end_turn" }),
             json!({ "stop_reason": "requires_approval", "awaiting": [] }),
             json!({ "stop_reason": "requires_approval" }),
+            // Client tools' calls are answered with tool messages: no interrupt.
+            json!({ "stop_reason": "requires_client_tool",
+                    "awaiting": [{ "tool_call_id": "c2", "name": "confirm", "input": {}, "client": true }] }),
+            json!({ "stop_reason": "requires_approval",
+                    "awaiting": [{ "tool_call_id": "c2", "name": "confirm", "input": {}, "client": true }] }),
         ] {
             assert_eq!(interrupt_outcome(&other), None, "{other}");
         }

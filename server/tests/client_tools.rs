@@ -1,0 +1,377 @@
+//! Tools that run in the client, over real sockets: a call waits in the log (the run ends
+//! `requires_client_tool`), the client's result — posted once — starts the continuation, a
+//! timeout answers with an error result, a kill -9 loses nothing, and bad input changes nothing.
+
+mod common;
+
+use app::EventKind;
+use common::TestServer;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+fn confirm_tool() -> Value {
+    json!([{
+        "name": "confirm",
+        "description": "Ask the user to confirm something.",
+        "parameters": { "type": "object", "properties": { "question": { "type": "string" } } }
+    }])
+}
+
+async fn post(server: &TestServer, path: &str, body: &Value) -> (u16, Value) {
+    let response = server
+        .http
+        .post(server.url(path))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn of_kind(events: &[app::AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.kind == kind)
+        .map(|event| event.content.clone())
+        .collect()
+}
+
+/// Asks for the client's `confirm` and the server's `clock` in one step; returns the run and
+/// the waiting call's id.
+async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
+    let (status, accepted) = post(
+        server,
+        &format!("/v1/agents/{agent_id}/runs"),
+        &json!({
+            "content": "/tools confirm {\"question\": \"ship it?\"}; clock",
+            "client_tools": confirm_tool(),
+        }),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunCompleted);
+    assert_eq!(end.content["stop_reason"], "requires_client_tool");
+    let requests = of_kind(&events, run_id, EventKind::ApprovalRequested);
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0]["client"], true);
+    let call_id = requests[0]["tool_call_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        end.content["awaiting"],
+        json!([{ "tool_call_id": call_id, "name": "confirm",
+                 "input": { "question": "ship it?" }, "client": true }]),
+        "the end lists the call the client owes"
+    );
+    let results = of_kind(&events, run_id, EventKind::ToolResult);
+    assert_eq!(results.len(), 1, "the clock ran; confirm waits");
+    assert_eq!(results[0]["name"], "clock");
+    let started = &events
+        .iter()
+        .find(|event| event.run_id == Some(run_id) && event.kind == EventKind::RunStarted)
+        .unwrap()
+        .metadata;
+    assert_eq!(started["client_tools"][0]["name"], "confirm");
+    (run_id, call_id)
+}
+
+#[tokio::test]
+async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+
+    // While it waits, a new message is refused and the log is unchanged.
+    let head = server.all_events(agent_id).await.len();
+    let (status, error) = post(
+        &server,
+        &format!("/v1/agents/{agent_id}/runs"),
+        &json!({ "content": "hello?" }),
+    )
+    .await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "client_tool_pending");
+
+    // Bad answers change nothing.
+    let other_agent = server.create_agent().await;
+    let bad: Vec<(Uuid, Value, u16, &str)> = vec![
+        (
+            agent_id,
+            json!({ "call_id": "call_nope", "output": 1 }),
+            404,
+            "unknown_approval",
+        ),
+        (
+            other_agent,
+            json!({ "call_id": call_id, "output": 1 }),
+            404,
+            "unknown_approval",
+        ),
+        (agent_id, json!({ "call_id": call_id }), 422, "invalid_body"),
+        (
+            agent_id,
+            json!({ "call_id": call_id, "output": 1, "error": "x" }),
+            422,
+            "invalid_body",
+        ),
+        (
+            agent_id,
+            json!({ "call_id": call_id, "output": "x".repeat(300 * 1024) }),
+            413,
+            "body_too_large",
+        ),
+        (
+            agent_id,
+            json!({ "call_id": "", "output": 1 }),
+            422,
+            "invalid_approval",
+        ),
+    ];
+    for (agent, body, expected, code) in bad {
+        let (status, error) =
+            post(&server, &format!("/v1/agents/{agent}/tool-results"), &body).await;
+        assert_eq!(
+            (status, error["error"]["code"].as_str()),
+            (expected, Some(code)),
+            "{error}"
+        );
+    }
+    // Approving it as a person would is refused: it waits for a result.
+    let (status, error) = post(
+        &server,
+        &format!("/v1/agents/{agent_id}/approvals"),
+        &json!({ "call_id": call_id, "approve": true }),
+    )
+    .await;
+    assert_eq!(status, 422, "{error}");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("runs in the client"));
+    assert_eq!(
+        server.all_events(agent_id).await.len(),
+        head,
+        "nothing written"
+    );
+
+    // The result starts the continuation, which writes it on the call and goes on.
+    let (status, accepted) = post(
+        &server,
+        &format!("/v1/agents/{agent_id}/tool-results"),
+        &json!({ "call_id": call_id, "output": { "confirmed": true } }),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let results = of_kind(&events, run_id, EventKind::ToolResult);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["tool_call_id"], call_id.as_str());
+    assert_eq!(results[0]["result"], json!({ "confirmed": true }));
+    assert_eq!(results[0]["is_error"], false);
+    let end = events.last().unwrap();
+    assert_eq!(end.content["stop_reason"], "end_turn");
+    assert!(
+        !of_kind(&events, run_id, EventKind::Text).is_empty(),
+        "the model went on"
+    );
+    let started = events
+        .iter()
+        .find(|event| event.run_id == Some(run_id) && event.kind == EventKind::RunStarted)
+        .unwrap();
+    assert_eq!(
+        started.metadata["client_tools"][0]["name"], "confirm",
+        "the continuation offers the client's tools again"
+    );
+    let timeline = common::fold(&server.all_events(agent_id).await);
+    assert_eq!(
+        app::approvals::state_of(&timeline, &call_id),
+        Some(app::approvals::ApprovalState::Returned { is_error: false })
+    );
+
+    // A second answer is refused and writes nothing.
+    let head = server.all_events(agent_id).await.len();
+    let (status, error) = post(
+        &server,
+        &format!("/v1/agents/{agent_id}/tool-results"),
+        &json!({ "call_id": call_id, "output": { "confirmed": false } }),
+    )
+    .await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["code"], "already_answered");
+    assert_eq!(server.all_events(agent_id).await.len(), head);
+}
+
+#[tokio::test]
+async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_is_written() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+    let (status, accepted) = post(
+        &server,
+        &format!("/v1/agents/{agent_id}/tool-results"),
+        &json!({ "call_id": call_id, "error": "the user closed the dialog" }),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let results = of_kind(&events, run_id, EventKind::ToolResult);
+    assert_eq!(results[0]["result"], "the user closed the dialog");
+    assert_eq!(results[0]["is_error"], true);
+
+    let head = server.all_events(agent_id).await.len();
+    let refused = [
+        (
+            json!([{ "name": "clock" }]),
+            "has the name of one of the agent's own tools",
+        ),
+        (json!([{ "name": "a b" }]), "client tool 0: name"),
+        (json!({ "confirm": {} }), "client tools must be a list"),
+        (
+            serde_json::Value::Array(
+                (0..65)
+                    .map(|i| json!({ "name": format!("t{i}") }))
+                    .collect(),
+            ),
+            "65 client tools given",
+        ),
+    ];
+    for (tools, reason) in refused {
+        let (status, error) = post(
+            &server,
+            &format!("/v1/agents/{agent_id}/runs"),
+            &json!({ "content": "hi", "client_tools": tools }),
+        )
+        .await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["error"]["code"], "invalid_client_tools");
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(reason),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        server.all_events(agent_id).await.len(),
+        head,
+        "nothing written"
+    );
+}
+
+/// A call nobody answers gets an error result once the agent's timeout passes; the model reads
+/// why and a late answer is refused.
+#[tokio::test]
+async fn an_unanswered_call_gets_an_error_result_when_its_timeout_passes() {
+    let server = TestServer::start().await;
+    let agent = server
+        .post_json(
+            "/v1/agents",
+            &json!({ "metadata": { "approval_timeout_ms": 300 } }),
+        )
+        .await;
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    let (asked, call_id) = ask(&server, agent_id).await;
+    let (run_id, events) = common::wait_until("the timeout's answer", || async {
+        let events = server.all_events(agent_id).await;
+        let result = events.iter().find(|event| {
+            event.kind == EventKind::ToolResult && event.content["tool_call_id"] == call_id.as_str()
+        })?;
+        let run_id = result.run_id?;
+        events
+            .iter()
+            .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+            .then_some((run_id, events))
+    })
+    .await;
+    assert_ne!(run_id, asked);
+    let result = &of_kind(&events, run_id, EventKind::ToolResult)[0];
+    assert_eq!(result["is_error"], true);
+    assert_eq!(
+        result["result"],
+        "the client did not run this call: timed out: nobody answered within 300 ms"
+    );
+    assert_eq!(events.last().unwrap().content["stop_reason"], "end_turn");
+    let (status, _) = post(
+        &server,
+        &format!("/v1/agents/{agent_id}/tool-results"),
+        &json!({ "call_id": call_id, "output": "late" }),
+    )
+    .await;
+    assert_eq!(status, 409);
+}
+
+#[tokio::test]
+async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
+    use common::processes::{free_port, log_of, Process};
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("client-tools.db");
+    let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
+    let port = free_port();
+    let http = reqwest::Client::new();
+    let mut server = Process::start(port, &env).await;
+    let post = |path: String, body: Value| {
+        let http = http.clone();
+        async move {
+            let response = http.post(path).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (_, agent) = post(format!("{}/v1/agents", server.base), json!({})).await;
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    let (status, _) = post(
+        format!("{}/v1/agents/{agent_id}/runs", server.base),
+        json!({ "content": "/tools confirm {\"question\": \"deploy?\"}", "client_tools": confirm_tool() }),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let call_id = common::wait_until("the call to wait", || async {
+        let log = log_of(&http, &server.base, agent_id).await;
+        let ended = log.iter().any(|event| event.kind.is_run_end());
+        log.iter()
+            .find(|event| event.kind == EventKind::ApprovalRequested)
+            .filter(|_| ended)
+            .map(|event| event.content["tool_call_id"].as_str().unwrap().to_owned())
+    })
+    .await;
+    server.kill().await;
+
+    let server = Process::start(port, &env).await;
+    let log = log_of(&http, &server.base, agent_id).await;
+    let pending: Vec<String> = app::approvals::pending(&common::fold(&log))
+        .iter()
+        .map(|request| request.tool_call_id.to_owned())
+        .collect();
+    assert_eq!(
+        pending,
+        std::slice::from_ref(&call_id),
+        "still waiting after the restart"
+    );
+    let answer = json!({ "call_id": call_id, "output": "yes" });
+    let path = format!("{}/v1/agents/{agent_id}/tool-results", server.base);
+    let (first, second) = tokio::join!(post(path.clone(), answer.clone()), post(path, answer));
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert_eq!(statuses, [202, 409], "{first:?} {second:?}");
+    let run_id: Uuid = [first, second]
+        .iter()
+        .find(|(status, _)| *status == 202)
+        .map(|(_, body)| body["run_id"].as_str().unwrap().parse().unwrap())
+        .unwrap();
+    let log = common::wait_until("the continuation's end", || async {
+        let log = log_of(&http, &server.base, agent_id).await;
+        log.iter()
+            .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+            .then_some(log)
+    })
+    .await;
+    let results: Vec<_> = log
+        .iter()
+        .filter(|event| event.kind == EventKind::ToolResult)
+        .collect();
+    assert_eq!(results.len(), 1, "answered once");
+    assert_eq!(results[0].content["result"], "yes");
+    assert_eq!(log.last().unwrap().content["stop_reason"], "end_turn");
+}
