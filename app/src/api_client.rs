@@ -62,9 +62,14 @@ pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String>
     decode(response).await
 }
 
-pub async fn start_run(agent_id: Uuid, content: String) -> Result<RunAccepted, String> {
+/// Starts a run for `content`, offering the model `client_tools` (the tools this page runs).
+pub async fn start_run(
+    agent_id: Uuid,
+    content: String,
+    client_tools: Option<serde_json::Value>,
+) -> Result<RunAccepted, String> {
     let request = CreateRunRequest {
-        client_tools: None,
+        client_tools,
         content,
         idempotency_key: None,
     };
@@ -133,6 +138,20 @@ pub async fn cancel_run(agent_id: Uuid) -> Result<crate::protocol::CancelRespons
 
 /// Answers an approval request: the run that carries the answer out starts (its events arrive
 /// through the log like any other).
+/// The result of a call of one of this page's tools.
+pub async fn answer_tool_result(
+    agent_id: Uuid,
+    request: &crate::protocol::ToolResultRequest,
+) -> Result<RunAccepted, String> {
+    let response = Request::post(&format!("{}/v1/agents/{agent_id}/tool-results", origin()))
+        .json(request)
+        .map_err(network)?
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
 pub async fn answer_approval(
     agent_id: Uuid,
     request: &crate::protocol::ApprovalRequest,

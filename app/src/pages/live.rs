@@ -121,7 +121,8 @@ fn Composer(
         following.set(true);
         #[cfg(feature = "hydrate")]
         leptos::task::spawn_local(async move {
-            match crate::api_client::start_run(agent_id, content).await {
+            let tools = Some(super::client_tool::demo_tools());
+            match crate::api_client::start_run(agent_id, content, tools).await {
                 Ok(_) => send_error.set(None),
                 Err(message) => send_error.set(Some(message)),
             }

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::history::{history_resource, AgentHistory};
 
 mod approval;
+pub mod client_tool;
 mod inspector;
 mod live;
 mod run_header;

@@ -75,6 +75,9 @@ pub fn bar_status(run: Option<&RunSummary>) -> (&'static str, &'static str) {
         Some((RunStatus::Completed, Some("requires_approval"))) => {
             ("awaiting_approval", "waiting for approval")
         }
+        Some((RunStatus::Completed, Some("requires_client_tool"))) => {
+            ("awaiting_client", "waiting for the client")
+        }
         Some((status, _)) => (status.as_str(), status.as_str()),
     }
 }
@@ -178,6 +181,10 @@ mod tests {
             (
                 Some(run(RunStatus::Completed, Some("requires_approval"))),
                 ("awaiting_approval", "waiting for approval"),
+            ),
+            (
+                Some(run(RunStatus::Completed, Some("requires_client_tool"))),
+                ("awaiting_client", "waiting for the client"),
             ),
             (
                 Some(run(RunStatus::Completed, Some("end_turn"))),

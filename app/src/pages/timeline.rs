@@ -173,7 +173,17 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
         EventKind::ToolCall => view! { <ToolCallCard timeline message_id version/> }.into_any(),
         EventKind::ToolResult => view! { <OrphanResult timeline message_id version/> }.into_any(),
         EventKind::ApprovalRequested => {
-            view! { <super::approval::ApprovalView timeline message_id version/> }.into_any()
+            let client = timeline.with_untracked(|timeline| {
+                timeline
+                    .message(message_id)
+                    .is_some_and(crate::approvals::is_client_request)
+            });
+            if client {
+                view! { <super::client_tool::ClientToolView timeline message_id version/> }
+                    .into_any()
+            } else {
+                view! { <super::approval::ApprovalView timeline message_id version/> }.into_any()
+            }
         }
         EventKind::ApprovalResponse => {
             view! { <super::approval::AnswerView timeline message_id version/> }.into_any()
@@ -344,11 +354,12 @@ fn ToolCallCard(
                 .map(str::to_owned);
             // An approved call runs in the run that carried the answer out.
             let running = run_running || status.as_deref() == Some("approved");
-            (
-                result,
-                running,
-                status.as_deref() == Some("awaiting_approval"),
-            )
+            let waiting = match status.as_deref() {
+                Some("awaiting_approval") => Some("waiting for approval"),
+                Some("awaiting_client") => Some("waiting for the client"),
+                _ => None,
+            };
+            (result, running, waiting)
         })
     };
     view! {
@@ -368,7 +379,7 @@ fn ToolCallCard(
                     </div>
                 }.into_any()
             }
-            (None, _, true) => view! { <div class="tool-outcome waiting">"waiting for approval"</div> }.into_any(),
+            (None, _, Some(waiting)) => view! { <div class="tool-outcome waiting">{waiting}</div> }.into_any(),
             (None, true, _) => view! {
                 <div class="tool-outcome running">
                     "running…"

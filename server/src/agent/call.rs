@@ -17,7 +17,7 @@ impl Run {
         &mut self,
         request: ProviderRequest,
     ) -> Result<(StepEnd, Assembled), AppendError> {
-        let mut step = Step::new(self.ids, self.usage);
+        let mut step = Step::new(self.ids, self.usage).with_client_tools(self.client_tool_names());
         let mut timing = CallTiming::start();
         let model = request.model.clone().unwrap_or_default();
         let chat = self.trace.child(

@@ -225,6 +225,9 @@ pub struct Step {
     output_started: bool,
     retries: u32,
     call_ids: CallIds,
+    /// Names of the tools the client runs: their calls say so on their card (`client: true`),
+    /// so every view can draw them as the client's from the first event on.
+    client_tools: Vec<String>,
 }
 
 impl Step {
@@ -242,7 +245,14 @@ impl Step {
             output_started: false,
             retries: 0,
             call_ids: CallIds::Random,
+            client_tools: Vec::new(),
         }
+    }
+
+    /// The same step, knowing which tools run in the client.
+    pub fn with_client_tools(mut self, names: Vec<String>) -> Step {
+        self.client_tools = names;
+        self
     }
 
     /// The same step with its call ids from `call_ids`.
@@ -466,6 +476,9 @@ impl Step {
             "input": {},
             "status": "streaming",
         });
+        if call.refused.is_none() && self.client_tools.contains(&call.name) {
+            draft.content["client"] = json!(true);
+        }
         let provider_id = &call.provider_call_id;
         if !provider_id.is_empty() && provider_id.chars().count() <= PROVIDER_CALL_ID_CHARS_MAX {
             draft.content["provider_call_id"] = json!(provider_id);

@@ -122,6 +122,15 @@ impl Run {
         }
     }
 
+    /// The names of the run's tools that run in the client.
+    pub(super) fn client_tool_names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .filter(|tool| tool.runs_in_client())
+            .map(|tool| tool.spec().name)
+            .collect()
+    }
+
     /// Whether `name` is a tool that runs in the client: its calls wait for the client's result.
     pub(super) fn runs_in_client(&self, name: &str) -> bool {
         self.tools

@@ -443,3 +443,16 @@ fn an_input_past_its_limit_is_cut_and_the_call_refused() {
         Some("the model's input for this call is longer than 262144 bytes")
     );
 }
+
+#[test]
+fn a_client_tools_call_says_so_on_its_card_from_its_first_event() {
+    let mut step = Step::new(ids(), Usage::default())
+        .with_call_ids(CallIds::Counting(0))
+        .with_client_tools(vec!["confirm".into()]);
+    let marked = |output: Option<Output>| match output {
+        Some(Output::OpenCall { draft, .. }) => draft.content.get("client").cloned(),
+        _ => panic!("a call opens"),
+    };
+    assert_eq!(marked(step.apply(start("a", "confirm"))), Some(json!(true)));
+    assert_eq!(marked(step.apply(start("b", "clock"))), None);
+}

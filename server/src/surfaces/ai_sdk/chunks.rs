@@ -133,6 +133,9 @@ pub struct ChunkMapper {
     answered: std::collections::HashMap<String, bool>,
     /// Calls whose output went out: one output per call (a log may hold a second result).
     outputs: HashSet<String>,
+    /// Calls of tools the client runs (their card says `client: true`): static tool parts
+    /// (`tool-<name>`), as the AI SDK makes for a tool it declared without `execute`.
+    client_calls: HashSet<String>,
     /// True once a step began: answers' outputs come before the first step or not at all.
     stepped: bool,
     /// The newest usage the run reported, and its last error (for a failed run's `errorText`).
@@ -292,12 +295,15 @@ impl ChunkMapper {
                 self.calls_started.insert(tool_call_id.clone());
                 self.call_names
                     .insert(message, (tool_call_id.clone(), tool_name.clone()));
+                if event.content.get("client").and_then(Value::as_bool) == Some(true) {
+                    self.client_calls.insert(tool_call_id.clone());
+                }
                 out.push((
                     event.seq,
                     Chunk::ToolInputStart {
+                        dynamic: self.dynamic(&tool_call_id),
                         tool_call_id,
                         tool_name,
-                        dynamic: true,
                     },
                 ));
             }
@@ -329,15 +335,20 @@ impl ChunkMapper {
                 out.push((
                     event.seq,
                     Chunk::ToolInputAvailable {
+                        dynamic: self.dynamic(&tool_call_id),
                         tool_call_id,
                         tool_name,
                         input: input.clone(),
-                        dynamic: true,
                     },
                 ));
             }
             _ => {}
         }
+    }
+
+    /// Whether a call's chunks are a dynamic tool's (every call but a client tool's).
+    fn dynamic(&self, tool_call_id: &str) -> bool {
+        !self.client_calls.contains(tool_call_id)
     }
 
     /// A call waits for a person: its input complete, then the request (its id is the call's).
@@ -373,7 +384,7 @@ impl ChunkMapper {
                 tool_call_id: tool_call_id.to_owned(),
                 tool_name: text_of(&event.content, "name"),
                 input: event.content.get("input").cloned().unwrap_or(json!({})),
-                dynamic: true,
+                dynamic: self.dynamic(tool_call_id),
             },
         ));
     }
@@ -389,7 +400,11 @@ impl ChunkMapper {
             if let Some(&approved) = self.answered.get(&tool_call_id).filter(|_| !self.stepped) {
                 self.close_part(event.seq, out);
                 self.outputs.insert(tool_call_id.clone());
-                out.push((event.seq, output_chunk(event, tool_call_id, approved)));
+                let dynamic = self.dynamic(&tool_call_id);
+                out.push((
+                    event.seq,
+                    output_chunk(event, tool_call_id, approved, dynamic),
+                ));
             }
             return; // otherwise the client would reject an output for a part it does not hold
         }
@@ -398,7 +413,8 @@ impl ChunkMapper {
         self.close_part(event.seq, out);
         // An output needs the input's part to be complete.
         self.make_available(event, &tool_call_id, out);
-        out.push((event.seq, output_chunk(event, tool_call_id, true)));
+        let dynamic = self.dynamic(&tool_call_id);
+        out.push((event.seq, output_chunk(event, tool_call_id, true, dynamic)));
     }
 
     fn run_end(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
@@ -439,7 +455,7 @@ impl ChunkMapper {
 }
 
 /// A result's chunk: its output, its error, or — for a call a person denied — the denial.
-fn output_chunk(event: &AgentEvent, tool_call_id: String, approved: bool) -> Chunk {
+fn output_chunk(event: &AgentEvent, tool_call_id: String, approved: bool, dynamic: bool) -> Chunk {
     let failed = event.content.get("is_error").and_then(Value::as_bool) == Some(true);
     let result = event.content.get("result").cloned().unwrap_or(Value::Null);
     match (approved, failed) {
@@ -450,12 +466,12 @@ fn output_chunk(event: &AgentEvent, tool_call_id: String, approved: bool) -> Chu
                 Value::String(text) => text,
                 other => other.to_string(),
             },
-            dynamic: true,
+            dynamic,
         },
         (true, false) => Chunk::ToolOutputAvailable {
             tool_call_id,
             output: result,
-            dynamic: true,
+            dynamic,
         },
     }
 }

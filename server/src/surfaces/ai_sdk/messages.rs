@@ -185,8 +185,14 @@ impl Assistant {
         }
         self.enter_step(message);
         let mut part = Map::new();
-        part.insert("type".into(), json!("dynamic-tool"));
-        part.insert("toolName".into(), json!(text_of(&message.content, "name")));
+        let name = text_of(&message.content, "name");
+        if message.content.get("client").and_then(Value::as_bool) == Some(true) {
+            // A client tool's call: the static part the AI SDK holds for a tool it declared.
+            part.insert("type".into(), json!(format!("tool-{name}")));
+        } else {
+            part.insert("type".into(), json!("dynamic-tool"));
+            part.insert("toolName".into(), json!(name));
+        }
         part.insert("toolCallId".into(), json!(tool_call_id));
         match message.content.get("input") {
             Some(input) if message.content.get("status") != Some(&json!("streaming")) => {
@@ -259,7 +265,9 @@ impl Assistant {
 
     fn tool_part(&self, tool_call_id: &str) -> Option<usize> {
         self.parts.iter().position(|part| {
-            part["type"] == "dynamic-tool" && part["toolCallId"].as_str() == Some(tool_call_id)
+            let kind = part["type"].as_str().unwrap_or_default();
+            (kind == "dynamic-tool" || kind.starts_with("tool-"))
+                && part["toolCallId"].as_str() == Some(tool_call_id)
         })
     }
 }

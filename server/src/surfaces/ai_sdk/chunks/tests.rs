@@ -260,3 +260,58 @@ fn approvals_map_to_requests_and_the_answers_outputs() {
         }
     }
 }
+
+/// A client tool's call: a static tool part (its name in the part's type) whose complete input
+/// is the last word of the run — no approval chunk; the client's own output is not sent back
+/// by the continuation (the client holds it).
+#[test]
+fn client_tools_calls_are_static_parts_that_wait_for_the_client() {
+    let mut log = Log::default();
+    log.start().call(1, 0x10, "c1", "confirm").merge(
+        1,
+        0x10,
+        json!({ "status": "awaiting_client" }),
+    );
+    log.0[1].content["client"] = json!(true);
+    log.merge(
+        1,
+        0x10,
+        json!({ "input": { "question": "ok?" }, "status": "ready" }),
+    );
+    let request = log.approval_request(1, "c1");
+    request.0.last_mut().unwrap().content["client"] = json!(true);
+    log.end(
+        EventKind::RunCompleted,
+        json!({ "stop_reason": "requires_client_tool" }),
+    );
+    let chunks = map(&log.0);
+    assert_eq!(
+        outline(&chunks),
+        [
+            "start",
+            "start-step",
+            "tool-input-start:c1",
+            "tool-input-available:c1",
+            "finish-step",
+            "finish",
+        ]
+    );
+    for chunk in &chunks {
+        let json = serde_json::to_value(chunk).unwrap();
+        if json["type"].as_str().unwrap().starts_with("tool-") {
+            assert_eq!(json["dynamic"], false, "{json}");
+        }
+    }
+    let mut answered = Log::default();
+    answered
+        .start_continuation(0x21, RUN)
+        .result(1, "c1", json!("yes"), false)
+        .end(
+            EventKind::RunCompleted,
+            json!({ "stop_reason": "end_turn" }),
+        );
+    assert_eq!(outline(&map(&answered.0)), ["start", "finish"]);
+    for cut in 0..=log.0.len() {
+        assert_well_formed_prefix(&log.0[..cut], cut == log.0.len());
+    }
+}

@@ -56,9 +56,18 @@ fn client_message(chunks: &[Chunk], going_on: Option<Value>) -> Value {
             Chunk::ToolInputStart {
                 tool_call_id,
                 tool_name,
-                ..
+                dynamic: true,
             } => list.push(json!({
                 "type": "dynamic-tool", "toolName": tool_name, "toolCallId": tool_call_id,
+                "state": "input-streaming",
+            })),
+            // A static tool (the client's): its name is in the part's type.
+            Chunk::ToolInputStart {
+                tool_call_id,
+                tool_name,
+                dynamic: false,
+            } => list.push(json!({
+                "type": format!("tool-{tool_name}"), "toolCallId": tool_call_id,
                 "state": "input-streaming",
             })),
             Chunk::ToolInputDelta { .. } => {}
