@@ -195,6 +195,16 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The client's result of a call of one of its tools, as `POST …/tool-results` takes it
+    /// (`output`, or `error`). Answered with `approval_accepted`, or an `error`.
+    ToolResult {
+        agent_id: Uuid,
+        call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 /// Messages the server sends on `GET /v1/ws`.

@@ -9,6 +9,7 @@ import { expect, test, APIRequestContext } from "@playwright/test";
 import { createRequire } from "node:module";
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
 import Letta from "@letta-ai/letta-client";
+import { openLive, send } from "./helpers";
 
 const load = createRequire(__filename);
 
@@ -246,4 +247,50 @@ test("Letta SDK: client_tools — the call stops the run with requires_approval;
       messages: [{ type: "approval", approvals: [{ type: "tool", tool_call_id: toolCallId, tool_return: "again", status: "success" }] }],
     } as any),
   ).rejects.toMatchObject({ status: 409 });
+});
+
+test("the live view answers its own tools: confirm and prompt_user wait on the card through a reload and another tab", async ({ context, request }) => {
+  const created = await request.post("/v1/agents", { data: { name: "live client tools" } });
+  const agentId = (await created.json()).id as string;
+  const first = await context.newPage();
+  const second = await context.newPage();
+  await openLive(first, agentId);
+  await openLive(second, agentId);
+  await send(first, '/tools confirm {"question": "ship it?"}; clock');
+
+  for (const page of [first, second]) {
+    const card = page.locator(".client-tool[data-state=pending]");
+    await expect(card).toContainText("confirm runs in the client");
+    await expect(card.locator(".client-question")).toHaveText("ship it?");
+    await expect(card.locator("button.approve")).toHaveText("Yes");
+    await expect(page.locator(".tool-outcome.waiting")).toHaveText("waiting for the client");
+    await expect(page.locator(".run-status")).toHaveAttribute("data-status", "awaiting_client");
+  }
+  // A reload shows it waiting still; the history page too, without buttons.
+  await second.reload();
+  await expect(second.locator(".client-tool[data-state=pending] button.approve")).toBeVisible();
+  const history = await context.newPage();
+  await history.goto(`/agents/${agentId}/history`);
+  await expect(history.locator(".client-tool[data-state=pending]")).toContainText("waiting for the client");
+  await expect(history.locator(".client-tool button")).toHaveCount(0);
+
+  await second.locator(".client-tool button.approve").click();
+  for (const page of [first, second]) {
+    const card = page.locator(".message.kind-tool_call").filter({ hasText: "confirm" });
+    await expect(card.locator(".tool-outcome")).toContainText('"confirmed": true');
+    await expect(page.locator(".client-tool")).toHaveAttribute("data-state", "returned");
+    await expect(page.locator(".run-status")).toHaveAttribute("data-status", "completed");
+  }
+
+  // prompt_user: a line of text, sent from the card.
+  await send(first, '/tools prompt_user {"question": "favourite colour?"}');
+  const prompt = first.locator(".client-tool[data-state=pending]");
+  await expect(prompt.locator(".client-question")).toHaveText("favourite colour?");
+  await prompt.locator("input.client-answer").fill("blue");
+  await prompt.locator("button.approve").click();
+  const card = first.locator(".message.kind-tool_call").filter({ hasText: "prompt_user" });
+  await expect(card.locator(".tool-outcome")).toContainText('"answer": "blue"');
+  const log = await (await request.get(`/v1/agents/${agentId}/events?limit=1000`)).json();
+  const results = log.events.filter((event: any) => event.kind === "tool_result" && event.content.name !== "clock");
+  expect(results.map((event: any) => event.content.result)).toEqual([{ confirmed: true }, { answer: "blue" }]);
 });

@@ -375,3 +375,45 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     assert_eq!(results[0].content["result"], "yes");
     assert_eq!(log.last().unwrap().content["stop_reason"], "end_turn");
 }
+
+#[tokio::test]
+async fn a_result_over_the_websocket_is_taken_once() {
+    use app::protocol::{ClientMessage, ServerMessage};
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let (_, call_id) = ask(&server, agent_id).await;
+    let mut socket = server.connect().await;
+    let result = |output: Option<Value>, error: Option<&str>| ClientMessage::ToolResult {
+        agent_id,
+        call_id: call_id.clone(),
+        output,
+        error: error.map(str::to_owned),
+    };
+    socket.send(&result(None, None)).await;
+    match socket.receive().await {
+        ServerMessage::Error { code, .. } => assert_eq!(code, "invalid_body"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    socket.send(&result(Some(json!("yes")), None)).await;
+    let run_id = match socket.receive().await {
+        ServerMessage::ApprovalAccepted {
+            run_id,
+            call_id: answered,
+            ..
+        } => {
+            assert_eq!(answered, call_id);
+            run_id
+        }
+        other => panic!("expected the result to be taken, got {other:?}"),
+    };
+    socket.send(&result(None, Some("again"))).await;
+    match socket.receive().await {
+        ServerMessage::Error { code, .. } => assert_eq!(code, "already_answered"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(
+        of_kind(&events, run_id, EventKind::ToolResult)[0]["result"],
+        "yes"
+    );
+}

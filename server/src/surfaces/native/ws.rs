@@ -322,6 +322,7 @@ impl Connection {
             ClientMessage::Subscribe { agent_id, .. } => Some((*agent_id, Scope::Read)),
             ClientMessage::Cancel { agent_id, .. } => Some((*agent_id, Scope::Write)),
             ClientMessage::Approve { agent_id, .. } => Some((*agent_id, Scope::Approve)),
+            ClientMessage::ToolResult { agent_id, .. } => Some((*agent_id, Scope::Write)),
             ClientMessage::Unsubscribe { .. } | ClientMessage::Ping { .. } => None,
         };
         if let Some((agent_id, scope)) = needs {
@@ -383,28 +384,58 @@ impl Connection {
                     reason,
                     output: None,
                 };
-                match self
-                    .starter
-                    .answer_approval(agent_id, decision, RunOptions::default())
-                    .await
-                {
-                    Ok(started) => ServerMessage::ApprovalAccepted {
-                        agent_id,
-                        call_id,
-                        run_id: started.run_id,
-                    },
-                    Err(error) => {
-                        let error = ApiError::from(error);
-                        ServerMessage::Error {
-                            code: error.code.to_owned(),
-                            message: error.message,
-                            agent_id: Some(agent_id),
-                        }
-                    }
-                }
+                self.answer(agent_id, call_id, decision).await
             }
+            ClientMessage::ToolResult {
+                agent_id,
+                call_id,
+                output,
+                error,
+            } => match (output, error) {
+                (Some(output), None) => {
+                    let decision = ApprovalDecision::returned(call_id.clone(), Ok(output));
+                    self.answer(agent_id, call_id, decision).await
+                }
+                (None, Some(error)) => {
+                    let decision = ApprovalDecision::returned(call_id.clone(), Err(error));
+                    self.answer(agent_id, call_id, decision).await
+                }
+                _ => ServerMessage::Error {
+                    code: "invalid_body".to_owned(),
+                    message: "give the call's output or its error (one of them)".to_owned(),
+                    agent_id: Some(agent_id),
+                },
+            },
         };
         let _ = self.out.send(Outbound::Message(reply)).await;
+    }
+
+    /// Takes an answer to a request of `agent_id` (a person's, or a client tool's result).
+    async fn answer(
+        &self,
+        agent_id: Uuid,
+        call_id: String,
+        decision: ApprovalDecision,
+    ) -> ServerMessage {
+        match self
+            .starter
+            .answer_approval(agent_id, decision, RunOptions::default())
+            .await
+        {
+            Ok(started) => ServerMessage::ApprovalAccepted {
+                agent_id,
+                call_id,
+                run_id: started.run_id,
+            },
+            Err(error) => {
+                let error = ApiError::from(error);
+                ServerMessage::Error {
+                    code: error.code.to_owned(),
+                    message: error.message,
+                    agent_id: Some(agent_id),
+                }
+            }
+        }
     }
 
     async fn subscribe(&mut self, agent_id: Uuid, since: u64, form: Form) {
