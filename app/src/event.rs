@@ -87,6 +87,9 @@ pub enum EventKind {
     /// The answer to an approval request (`content`: `tool_call_id`, `approve`, `reason`): the
     /// first event after `run_started` of the run it starts.
     ApprovalResponse,
+    /// One message of a durable stream (`/v1/streams/…`): in JSON mode `content` is the
+    /// message, in byte mode `{"bytes": <base64>}`. Only a stream's log holds these.
+    StreamMessage,
     #[serde(other)]
     Other,
 }
@@ -109,12 +112,13 @@ impl EventKind {
             EventKind::Error => "error",
             EventKind::ApprovalRequested => "approval_requested",
             EventKind::ApprovalResponse => "approval_response",
+            EventKind::StreamMessage => "stream_message",
             EventKind::Other => "other",
         }
     }
 
     /// Every kind but `Other`.
-    pub const KNOWN: [EventKind; 14] = [
+    pub const KNOWN: [EventKind; 15] = [
         EventKind::User,
         EventKind::Text,
         EventKind::Thinking,
@@ -129,6 +133,7 @@ impl EventKind {
         EventKind::Error,
         EventKind::ApprovalRequested,
         EventKind::ApprovalResponse,
+        EventKind::StreamMessage,
     ];
 
     /// The inverse of [`EventKind::as_str`]; unknown names map to `Other`. A plain match: it

@@ -67,6 +67,8 @@ pub struct AppState {
     pub trace_url_template: Option<Arc<str>>,
     /// Runs external producers write (the producer API).
     pub producers: Arc<Producers>,
+    /// Durable streams (`surfaces::durable`): one writer per path, and the readers' watches.
+    pub durable: Arc<crate::surfaces::durable::service::Service>,
 }
 
 impl AppState {
@@ -183,6 +185,10 @@ impl AppState {
                 .then(|| Duration::from_millis(config.approval_timeout_ms)),
             shutdown.clone(),
         ));
+        let durable = Arc::new(crate::surfaces::durable::service::Service::new(
+            store.clone(),
+            writer.clone(),
+        ));
         Ok(AppState {
             store,
             hub,
@@ -205,6 +211,7 @@ impl AppState {
             telemetry,
             trace_url_template: config.trace_url_template.as_deref().map(Arc::from),
             producers,
+            durable,
         })
     }
 }

@@ -125,6 +125,13 @@ pub fn api_router(state: AppState) -> Router {
             )),
         )
         .route("/ag-ui/connect", post(surfaces::ag_ui::connect))
+        // Long-polls and SSE wait; an append's body is bounded by the route.
+        .route(
+            "/streams/{*path}",
+            axum::routing::any(surfaces::durable::stream).layer(DefaultBodyLimit::max(
+                surfaces::durable::STREAM_BODY_BYTES_MAX,
+            )),
+        )
         .fallback(rest::unknown_route)
         .method_not_allowed_fallback(rest::method_not_allowed);
     let forms = Router::new()

@@ -61,6 +61,9 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
         // A client answering its own tools' calls writes, as a message does.
         ["v1", "agents", id, "tool-results"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "produce"] if post => Agent(id, Some(Produce)),
+        // An agent's log as a durable stream: read like its events. Other streams are the
+        // operator's (the default below).
+        ["v1", "streams", "agents", id] if get => Agent(id, Some(Read)),
         ["v1", "agents", id, "producers", _] if get => Agent(id, Some(Produce)),
         ["v1", "agents", id, "messages"] if get => Agent(id, Some(Read)),
         ["v1", "agents", id, "messages"] if post => Agent(id, None),

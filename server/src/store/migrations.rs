@@ -68,6 +68,11 @@ const SQLITE: &[Source] = &[
         "producers",
         include_str!("../../migrations/0011_producers.sql"),
     ),
+    (
+        12,
+        "streams",
+        include_str!("../../migrations/0012_streams.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -115,6 +120,11 @@ const POSTGRES: &[Source] = &[
         9,
         "producers",
         include_str!("../../migrations_postgres/0009_producers.sql"),
+    ),
+    (
+        10,
+        "streams",
+        include_str!("../../migrations_postgres/0010_streams.sql"),
     ),
 ];
 

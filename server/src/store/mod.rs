@@ -22,6 +22,7 @@ pub mod postgres;
 mod records;
 pub(crate) mod rows;
 pub mod sqlite;
+pub mod streams;
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ use uuid::Uuid;
 
 pub use error::StoreError;
 pub use records::{AppendBatch, EventDraft, EventJson, NewAgent, ProducerStamp, StoredSnapshot};
+pub use streams::{StreamRow, Streams};
 
 /// Agents: the rows each log hangs from.
 #[async_trait]
@@ -170,9 +172,9 @@ pub trait RunKeys: Send + Sync + 'static {
 
 /// The whole store, as the server is wired with it. Code that needs less takes less: the
 /// delivery layer sees an [`EventLog`] only (`Arc<dyn Store>` coerces to `Arc<dyn EventLog>`).
-pub trait Store: Agents + EventLog + RunKeys {}
+pub trait Store: Agents + EventLog + RunKeys + Streams {}
 
-impl<T: Agents + EventLog + RunKeys> Store for T {}
+impl<T: Agents + EventLog + RunKeys + Streams> Store for T {}
 
 /// `url` with its password (in `user:password@`, or a `password=` parameter) replaced by `***`:
 /// what may be logged or shown in an error. Everything else stays, so the operator still sees

@@ -25,6 +25,7 @@ use super::{
 
 mod appender;
 mod reader;
+mod streams;
 
 /// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
 /// serialized by SQLite anyway, so more connections would only queue.
@@ -193,7 +194,8 @@ impl Agents for SqliteStore {
 
     async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {AGENT_COLUMNS} FROM agents WHERE ?1 IS NULL OR owner = ?1 \
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE (?1 IS NULL OR owner = ?1) \
+             AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = agents.id) \
              ORDER BY created_at DESC, id LIMIT ?2"
         ))
         .bind(owner)
@@ -204,10 +206,14 @@ impl Agents for SqliteStore {
     }
 
     async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?"))
-            .bind(agent_id.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
+        // A durable stream's log is no agent.
+        let row = sqlx::query(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1 \
+             AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = ?1)"
+        ))
+        .bind(agent_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(agent_from_row).transpose()
     }
 

@@ -7,6 +7,8 @@
 //! - [`letta`]: Letta's REST and streaming API, for Letta's SDKs.
 //! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat`, with resume, stop and history.
 //! - [`ag_ui`]: AG-UI, for `@ag-ui/client` and CopilotKit, with connect and cursor resume.
+//! - [`durable`]: the Durable Streams protocol: general streams in the log engine, and every
+//!   agent's log as a read-only stream.
 //! - [`chat`]: chat and thread ids naming conversations (shared).
 //! - [`steps`]: where a run's model calls begin and end (shared by the stream mappings and
 //!   their history views).
@@ -19,6 +21,7 @@
 pub mod ag_ui;
 pub mod ai_sdk;
 pub mod chat;
+pub mod durable;
 pub mod letta;
 pub mod native;
 pub mod run_feed;

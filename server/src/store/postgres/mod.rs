@@ -37,6 +37,7 @@ use super::{
 
 mod append;
 mod cluster;
+mod streams;
 
 /// Connections of one process, by default. Reads (history, catch-up), the writer and claims share
 /// them; the listener has its own.
@@ -250,7 +251,8 @@ impl Agents for PgStore {
 
     async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {AGENT_COLUMNS} FROM agents WHERE $1::text IS NULL OR owner = $1 \
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE ($1::text IS NULL OR owner = $1) \
+             AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = agents.id) \
              ORDER BY created_at DESC, id LIMIT $2"
         ))
         .bind(owner)
@@ -261,10 +263,14 @@ impl Agents for PgStore {
     }
 
     async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"))
-            .bind(agent_id)
-            .fetch_optional(&self.pool)
-            .await?;
+        // A durable stream's log is no agent.
+        let row = sqlx::query(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 \
+             AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = $1)"
+        ))
+        .bind(agent_id)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(agent_from_row).transpose()
     }
 

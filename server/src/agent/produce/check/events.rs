@@ -99,7 +99,7 @@ impl ProducedRun {
                 "{} is not produced: approvals are asked and answered through the server",
                 kind.as_str()
             )),
-            EventKind::RunStarted | EventKind::Other => Err(format!(
+            EventKind::RunStarted | EventKind::StreamMessage | EventKind::Other => Err(format!(
                 "unknown kind {:?}: one of user, text, thinking, tool_call, tool_result, usage, loading, error, run_started, run_completed, run_failed, run_cancelled",
                 item.kind
             )),

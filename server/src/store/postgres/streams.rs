@@ -1,0 +1,89 @@
+//! Durable streams' rows in PostgreSQL (`store::streams`).
+
+use async_trait::async_trait;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::store::rows::corrupt;
+use crate::store::{StoreError, StreamRow, Streams};
+
+const COLUMNS: &str = "path, log_id, content_type, ttl_seconds, expires_at, closed, closed_by, \
+                       stream_seq, created_at, accessed_at";
+
+fn from_row(row: &sqlx::postgres::PgRow) -> Result<StreamRow, StoreError> {
+    let closed_by: Option<String> = row.try_get("closed_by")?;
+    Ok(StreamRow {
+        path: row.try_get("path")?,
+        log_id: row.try_get::<Uuid, _>("log_id")?,
+        content_type: row.try_get("content_type")?,
+        ttl_seconds: row
+            .try_get::<Option<i64>, _>("ttl_seconds")?
+            .map(|ttl| ttl.max(0) as u64),
+        expires_at: row.try_get("expires_at")?,
+        closed: row.try_get("closed")?,
+        closed_by: closed_by
+            .map(|text| serde_json::from_str(&text).map_err(|_| corrupt("a stream's closer")))
+            .transpose()?,
+        stream_seq: row.try_get("stream_seq")?,
+        created_at: row.try_get("created_at")?,
+        accessed_at: row.try_get("accessed_at")?,
+    })
+}
+
+#[async_trait]
+impl Streams for PgStore {
+    async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM streams WHERE path = $1"))
+            .bind(path)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
+        let result = sqlx::query(&format!(
+            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (path) DO NOTHING"
+        ))
+        .bind(&row.path)
+        .bind(row.log_id)
+        .bind(&row.content_type)
+        .bind(row.ttl_seconds.map(|ttl| ttl as i64))
+        .bind(&row.expires_at)
+        .bind(row.closed)
+        .bind(row.closed_by.as_ref().map(|closer| closer.to_string()))
+        .bind(&row.stream_seq)
+        .bind(row.created_at)
+        .bind(row.accessed_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE streams SET closed = $1, closed_by = $2, stream_seq = $3, accessed_at = $4 \
+             WHERE path = $5 AND log_id = $6",
+        )
+        .bind(row.closed)
+        .bind(row.closed_by.as_ref().map(|closer| closer.to_string()))
+        .bind(&row.stream_seq)
+        .bind(row.accessed_at)
+        .bind(&row.path)
+        .bind(row.log_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "DELETE FROM agents WHERE id = (SELECT log_id FROM streams WHERE path = $1)",
+        )
+        .bind(path)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,70 @@
+//! Durable streams as the store keeps them: a path, its settings, and the log (an agents row no
+//! agent list shows) its messages are in. The protocol lives in `surfaces/durable`; this is only
+//! what outlives a restart.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Agents, NewAgent, StoreError};
+
+/// One stream's row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamRow {
+    pub path: String,
+    /// The log its messages are appended to.
+    pub log_id: Uuid,
+    pub content_type: String,
+    pub ttl_seconds: Option<u64>,
+    /// `Stream-Expires-At`, as the creator gave it.
+    pub expires_at: Option<String>,
+    pub closed: bool,
+    /// `{producer_id, epoch, seq}` of the producer whose append closed it.
+    pub closed_by: Option<Value>,
+    /// The last `Stream-Seq` a writer sent.
+    pub stream_seq: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds of the last read or append: a TTL counts from here.
+    pub accessed_at: i64,
+}
+
+/// The rows of durable streams.
+#[async_trait]
+pub trait Streams: Send + Sync + 'static {
+    /// The stream at `path`, if there is one.
+    async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError>;
+    /// Inserts `row` unless `path` has a stream; true when it was inserted.
+    async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError>;
+    /// Saves what changes of a stream: closed (and by whom), its last `Stream-Seq`, when it
+    /// was last read or written.
+    async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError>;
+    /// Deletes the stream and its log. False when there was none.
+    async fn delete_stream(&self, path: &str) -> Result<bool, StoreError>;
+}
+
+/// The stream at `row.path` after the call — `row` with a new log, or the one that was there —
+/// and whether this call made it. Two creates at once end with one stream: the loser deletes
+/// the log it made.
+pub async fn create_stream<S: Agents + Streams + ?Sized>(
+    store: &S,
+    mut row: StreamRow,
+) -> Result<(StreamRow, bool), StoreError> {
+    if let Some(existing) = store.stream(&row.path).await? {
+        return Ok((existing, false));
+    }
+    let log = store
+        .create_agent(NewAgent {
+            name: format!("durable stream {}", row.path),
+            ..NewAgent::default()
+        })
+        .await?;
+    row.log_id = log.id;
+    if store.insert_stream(&row).await? {
+        return Ok((row, true));
+    }
+    store.delete_agent(log.id).await?;
+    let existing = store.stream(&row.path).await?;
+    let vanished = || StoreError::Failed(format!("stream {:?} vanished while created", row.path));
+    Ok((existing.ok_or_else(vanished)?, false))
+}

@@ -1,0 +1,101 @@
+//! Every agent's log as a read-only JSON durable stream at `/v1/streams/agents/{agent_id}`: its
+//! messages are the agent's events as the native API sends them, offset N is "after seq N",
+//! so a Durable Streams client follows an agent live and resumes exactly where it was. Writes
+//! go through the agent (runs, the producer API), never here: 405.
+
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::live::Source;
+use super::protocol::format_offset;
+use super::service::{Refusal, READ_MESSAGES_MAX};
+use super::{read_query, read_source, refused, text, with, DurableState, STREAM_NEXT_OFFSET};
+
+/// The agent a stream path names (`agents/<uuid>`), if it names one.
+pub fn agent_of(path: &str) -> Option<Uuid> {
+    path.strip_prefix("agents/")
+        .filter(|id| !id.contains('/'))
+        .and_then(|id| id.parse().ok())
+}
+
+pub(super) async fn handle(
+    state: &DurableState,
+    method: &Method,
+    agent_id: Uuid,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Response {
+    let path = format!("agents/{agent_id}");
+    let result = match *method {
+        Method::GET => read_stream(state, path, agent_id, query, headers).await,
+        Method::HEAD => head(state, agent_id).await,
+        _ => {
+            let response = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "an agent's stream is read-only: its events are written by its runs",
+            );
+            Ok(with(response, "allow", "GET, HEAD".into()))
+        }
+    };
+    result.unwrap_or_else(refused)
+}
+
+async fn read_stream(
+    state: &DurableState,
+    path: String,
+    agent_id: Uuid,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Response, Refusal> {
+    let query = read_query(query).map_err(Refusal::Bad)?;
+    if state.store.head_seq(agent_id).await?.is_none() {
+        return Err(Refusal::NotFound);
+    }
+    read_source(state, Source::Agent { path, agent_id }, query, headers).await
+}
+
+async fn head(state: &DurableState, agent_id: Uuid) -> Result<Response, Refusal> {
+    let tail = state
+        .store
+        .head_seq(agent_id)
+        .await?
+        .ok_or(Refusal::NotFound)?;
+    let response = (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+    )
+        .into_response();
+    Ok(with(response, STREAM_NEXT_OFFSET, format_offset(tail)))
+}
+
+/// The agent's events after `since` (a page) as the native API sends them, the last one's
+/// seq, and the log's head.
+pub(super) async fn read(
+    state: &DurableState,
+    agent_id: Uuid,
+    since: u64,
+) -> Result<(Vec<Value>, Option<u64>, u64), Refusal> {
+    let tail = state
+        .store
+        .head_seq(agent_id)
+        .await?
+        .ok_or(Refusal::NotFound)?;
+    if since >= tail {
+        return Ok((Vec::new(), None, tail));
+    }
+    let events = state
+        .store
+        .read_events(agent_id, since, READ_MESSAGES_MAX)
+        .await?;
+    let last = events.last().map(|event| event.seq);
+    let values = events
+        .iter()
+        .map(|event| serde_json::to_value(event).unwrap_or(Value::Null))
+        .collect();
+    Ok((values, last, tail))
+}

@@ -1,0 +1,278 @@
+//! The Durable Streams protocol's pure parts: offsets, the request headers a stream takes, JSON
+//! mode's messages, ETags, cursors and SSE framing. No I/O; every refusal says what was wrong.
+//!
+//! An offset is `0000000000000000_<seq, 16 digits>`: the seq of the last message a reader has,
+//! so offsets sort as strings exactly as seqs do, and map one to one to the log's seqs (the same
+//! cursor every other surface uses). `-1` is the start, `now` the tail.
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// Offset digits on each side of the `_`.
+const OFFSET_DIGITS: usize = 16;
+/// The start of a cursor's intervals (as the reference server counts them).
+const CURSOR_EPOCH_MS: i64 = 1_728_432_000_000; // 2024-10-09T00:00:00Z
+/// A cursor's interval.
+pub const CURSOR_INTERVAL_SECONDS: i64 = 20;
+
+/// Where a read starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offset {
+    /// `-1`: from the first message.
+    Start,
+    /// `now`: from the tail.
+    Now,
+    /// After the message with this seq.
+    After(u64),
+}
+
+impl Offset {
+    /// Reads `offset=`: `-1`, `now`, or one of ours.
+    pub fn parse(text: &str) -> Result<Offset, &'static str> {
+        match text {
+            "" => Err("Empty offset parameter"),
+            "-1" => Ok(Offset::Start),
+            "now" => Ok(Offset::Now),
+            _ => {
+                let (high, low) = text.split_once('_').ok_or("Invalid offset format")?;
+                let digits =
+                    |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+                if !digits(high) || !digits(low) {
+                    return Err("Invalid offset format");
+                }
+                if high.trim_start_matches('0') != "" {
+                    // Not an offset this server made: it would sort after every one of ours.
+                    return Err("Invalid offset format");
+                }
+                low.parse()
+                    .map(Offset::After)
+                    .map_err(|_| "Invalid offset format")
+            }
+        }
+    }
+}
+
+/// The offset after the message with seq `seq` (0: before the first).
+pub fn format_offset(seq: u64) -> String {
+    format!("{:0w$}_{seq:0w$}", 0, w = OFFSET_DIGITS)
+}
+
+/// A content type without parameters, lower case (`application/json; charset=utf-8` →
+/// `application/json`).
+pub fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// True for a JSON-mode stream.
+pub fn is_json(content_type: &str) -> bool {
+    media_type(content_type) == "application/json"
+}
+
+/// True when SSE sends the stream's messages as text (else base64).
+pub fn is_text(content_type: &str) -> bool {
+    let media = media_type(content_type);
+    media.starts_with("text/") || media == "application/json"
+}
+
+/// A create's content type: the given one when it looks like `type/subtype`, else
+/// `application/octet-stream`.
+pub fn create_content_type(given: Option<&str>) -> String {
+    let valid = given.is_some_and(|given| {
+        let media = given.split(';').next().unwrap_or("").trim();
+        let (kind, sub) = media.split_once('/').unwrap_or(("", ""));
+        let token = |part: &str| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        token(kind)
+            && sub
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    });
+    match given {
+        Some(given) if valid => given.trim().to_owned(),
+        _ => "application/octet-stream".to_owned(),
+    }
+}
+
+/// `Stream-TTL`: whole seconds, digits only, no leading zero.
+pub fn parse_ttl(text: &str) -> Result<u64, &'static str> {
+    let canonical = text == "0"
+        || (!text.is_empty() && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit()));
+    if !canonical {
+        return Err("Invalid Stream-TTL value");
+    }
+    text.parse().map_err(|_| "Invalid Stream-TTL value")
+}
+
+/// `Stream-Expires-At`: an RFC 3339 time.
+pub fn parse_expires_at(text: &str) -> Result<DateTime<Utc>, &'static str> {
+    DateTime::parse_from_rfc3339(text.trim())
+        .map(|time| time.with_timezone(&Utc))
+        .map_err(|_| "Invalid Stream-Expires-At timestamp")
+}
+
+/// The producer headers of an append: all three or none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerHeaders {
+    pub id: String,
+    pub epoch: u64,
+    pub seq: u64,
+}
+
+/// Reads `Producer-Id`, `Producer-Epoch` and `Producer-Seq`.
+pub fn producer_headers(
+    id: Option<&str>,
+    epoch: Option<&str>,
+    seq: Option<&str>,
+) -> Result<Option<ProducerHeaders>, &'static str> {
+    let (id, epoch, seq) = match (id, epoch, seq) {
+        (None, None, None) => return Ok(None),
+        (Some(id), Some(epoch), Some(seq)) => (id, epoch, seq),
+        _ => {
+            return Err(
+                "All producer headers (Producer-Id, Producer-Epoch, Producer-Seq) must be provided together",
+            )
+        }
+    };
+    if id.is_empty() {
+        return Err("Invalid Producer-Id: must not be empty");
+    }
+    // Digits only, and a value JavaScript's numbers hold exactly (what clients send).
+    let number = |text: &str| {
+        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| text.parse::<u64>().ok())
+            .flatten()
+            .filter(|value| *value <= (1 << 53) - 1)
+    };
+    let epoch = number(epoch).ok_or("Invalid Producer-Epoch: must be a non-negative integer")?;
+    let seq = number(seq).ok_or("Invalid Producer-Seq: must be a non-negative integer")?;
+    Ok(Some(ProducerHeaders {
+        id: id.to_owned(),
+        epoch,
+        seq,
+    }))
+}
+
+/// A JSON-mode body as its messages: an array is its elements (an empty one is no message:
+/// allowed on create, refused on append), anything else one message.
+pub fn json_messages(body: &[u8], create: bool) -> Result<Vec<Value>, &'static str> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| "Invalid JSON")?;
+    match value {
+        Value::Array(items) if items.is_empty() && !create => Err("Empty arrays are not allowed"),
+        Value::Array(items) => Ok(items),
+        other => Ok(vec![other]),
+    }
+}
+
+/// How a message is kept in the log's event `content`.
+pub fn stored(content_type: &str, message: Message) -> Value {
+    match message {
+        Message::Json(value) if is_json(content_type) => value,
+        Message::Json(value) => bytes_content(value.to_string().as_bytes()),
+        Message::Bytes(bytes) => bytes_content(&bytes),
+    }
+}
+
+/// A message of an append.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+fn bytes_content(bytes: &[u8]) -> Value {
+    serde_json::json!({ "bytes": base64::engine::general_purpose::STANDARD.encode(bytes) })
+}
+
+/// A byte-mode message's bytes, from its event's content.
+pub fn message_bytes(content: &Value) -> Vec<u8> {
+    content
+        .get("bytes")
+        .and_then(Value::as_str)
+        .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
+        .unwrap_or_default()
+}
+
+/// A read's body: JSON mode's messages as one array, byte mode's bytes one after another.
+pub fn body(content_type: &str, contents: &[&Value]) -> Vec<u8> {
+    if is_json(content_type) {
+        let items: Vec<String> = contents.iter().map(|value| value.to_string()).collect();
+        format!("[{}]", items.join(",")).into_bytes()
+    } else {
+        contents
+            .iter()
+            .flat_map(|content| message_bytes(content))
+            .collect()
+    }
+}
+
+/// One message as an SSE `data` payload: JSON as `[message]`, text as it is, bytes as base64.
+pub fn sse_payload(content_type: &str, content: &Value) -> String {
+    if is_json(content_type) {
+        format!("[{content}]")
+    } else if is_text(content_type) {
+        String::from_utf8_lossy(&message_bytes(content)).into_owned()
+    } else {
+        base64::engine::general_purpose::STANDARD.encode(message_bytes(content))
+    }
+}
+
+/// An SSE event: every line of `payload` (CR, LF or CRLF end one) its own `data:` line, so no
+/// payload can end the event or start another.
+pub fn sse_event(event: &str, payload: &str) -> String {
+    let mut out = format!("event: {event}\n");
+    let normalized = payload.replace("\r\n", "\n").replace('\r', "\n");
+    for line in normalized.split('\n') {
+        out.push_str("data:");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+/// A read's ETag: the stream, where the read started and ended, and whether it saw the close.
+pub fn etag(path: &str, start: &str, end: &str, closed: bool) -> String {
+    let path = base64::engine::general_purpose::STANDARD.encode(path);
+    let closed = if closed { ":c" } else { "" };
+    format!("\"{path}:{start}:{end}{closed}\"")
+}
+
+/// The cursor a live response carries: the current interval, or one past the client's when it
+/// is already there (so a CDN never serves a client its own cached answer again). `jitter` is
+/// a number of intervals, at least 1.
+pub fn response_cursor(now_ms: i64, client: Option<&str>, jitter: i64) -> String {
+    let current = (now_ms - CURSOR_EPOCH_MS).div_euclid(CURSOR_INTERVAL_SECONDS * 1000);
+    match client.and_then(|client| client.parse::<i64>().ok()) {
+        Some(client) if client >= current => (client + jitter.max(1)).to_string(),
+        _ => current.to_string(),
+    }
+}
+
+/// True when a stream with these settings has expired at `now_ms`: past its `Expires-At`, or
+/// idle longer than its TTL (counted from its last read or append).
+pub fn expired(
+    ttl_seconds: Option<u64>,
+    expires_at: Option<&str>,
+    accessed_at_ms: i64,
+    now_ms: i64,
+) -> bool {
+    let past_expiry = expires_at.is_some_and(|text| {
+        parse_expires_at(text).map_or(true, |time| now_ms >= time.timestamp_millis())
+    });
+    let idle = ttl_seconds.is_some_and(|ttl| now_ms >= accessed_at_ms + (ttl as i64) * 1000);
+    past_expiry || idle
+}
+
+#[cfg(test)]
+mod tests;

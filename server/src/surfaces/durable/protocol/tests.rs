@@ -1,0 +1,160 @@
+use super::*;
+use serde_json::json;
+
+#[test]
+fn offsets_read_and_sort_as_the_seqs_they_name() {
+    let cases: &[(&str, Result<Offset, &str>)] = &[
+        ("-1", Ok(Offset::Start)),
+        ("now", Ok(Offset::Now)),
+        ("0000000000000000_0000000000000042", Ok(Offset::After(42))),
+        ("0_7", Ok(Offset::After(7))),
+        ("", Err("Empty offset parameter")),
+        ("abc", Err("Invalid offset format")),
+        ("1_2_3", Err("Invalid offset format")),
+        ("_5", Err("Invalid offset format")),
+        (
+            "0000000000000001_0000000000000000",
+            Err("Invalid offset format"),
+        ),
+        ("0_99999999999999999999999", Err("Invalid offset format")),
+        ("-2", Err("Invalid offset format")),
+        ("../etc", Err("Invalid offset format")),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(Offset::parse(text), *expected, "{text:?}");
+    }
+    assert_eq!(format_offset(42), "0000000000000000_0000000000000042");
+    assert_eq!(
+        Offset::parse(&format_offset(u64::from(u32::MAX))),
+        Ok(Offset::After(u64::from(u32::MAX)))
+    );
+    let mut offsets: Vec<String> = [10, 9, 100, 0, 11].into_iter().map(format_offset).collect();
+    offsets.sort();
+    assert_eq!(offsets, [0, 9, 10, 11, 100].map(format_offset));
+}
+
+#[test]
+fn headers_are_taken_or_refused_with_the_reason() {
+    for (text, expected) in [
+        ("0", Ok(0)),
+        ("3600", Ok(3600)),
+        ("01", Err(())),
+        ("+1", Err(())),
+        ("1.5", Err(())),
+        (" 1", Err(())),
+        ("", Err(())),
+        ("0x10", Err(())),
+    ] {
+        assert_eq!(parse_ttl(text).map_err(|_| ()), expected, "{text:?}");
+    }
+    assert!(parse_expires_at("2099-01-01T00:00:00Z").is_ok());
+    assert!(parse_expires_at("2099-01-01T00:00:00.123+02:00").is_ok());
+    assert!(parse_expires_at("tomorrow").is_err());
+    let headers =
+        |id: Option<&str>, epoch: Option<&str>, seq: Option<&str>| producer_headers(id, epoch, seq);
+    assert_eq!(headers(None, None, None), Ok(None));
+    assert_eq!(
+        headers(Some("p"), Some("1"), Some("2")),
+        Ok(Some(ProducerHeaders {
+            id: "p".into(),
+            epoch: 1,
+            seq: 2
+        }))
+    );
+    let refused = [
+        (Some("p"), Some("1"), None, "All producer headers"),
+        (Some(""), Some("1"), Some("2"), "Invalid Producer-Id"),
+        (Some("p"), Some("1e3"), Some("2"), "Invalid Producer-Epoch"),
+        (Some("p"), Some("1"), Some("-1"), "Invalid Producer-Seq"),
+        (
+            Some("p"),
+            Some("9007199254740992"),
+            Some("0"),
+            "Invalid Producer-Epoch",
+        ),
+    ];
+    for (id, epoch, seq, reason) in refused {
+        let error = headers(id, epoch, seq).unwrap_err();
+        assert!(error.starts_with(reason), "{error}");
+    }
+    let types = [
+        (Some("text/plain"), "text/plain"),
+        (
+            Some("application/json; charset=utf-8"),
+            "application/json; charset=utf-8",
+        ),
+        (Some(""), "application/octet-stream"),
+        (Some("nonsense"), "application/octet-stream"),
+        (None, "application/octet-stream"),
+    ];
+    for (given, expected) in types {
+        assert_eq!(create_content_type(given), expected, "{given:?}");
+    }
+    assert!(is_json("Application/JSON; charset=utf-8"));
+    assert!(is_text("text/markdown") && !is_text("application/octet-stream"));
+}
+
+#[test]
+fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
+    assert_eq!(
+        json_messages(br#"{"a":1}"#, false),
+        Ok(vec![json!({"a": 1})])
+    );
+    assert_eq!(
+        json_messages(b"[1,[2],3]", false),
+        Ok(vec![json!(1), json!([2]), json!(3)])
+    );
+    assert_eq!(json_messages(b"[]", true), Ok(vec![]));
+    assert_eq!(
+        json_messages(b"[]", false),
+        Err("Empty arrays are not allowed")
+    );
+    assert_eq!(json_messages(b"{oops", false), Err("Invalid JSON"));
+    let contents = [json!({"a": 1}), json!("two")];
+    let refs: Vec<&Value> = contents.iter().collect();
+    assert_eq!(body("application/json", &refs), br#"[{"a":1},"two"]"#);
+    assert_eq!(body("application/json", &[]), b"[]");
+    let bytes = [
+        stored("text/plain", Message::Bytes(b"hello ".to_vec())),
+        stored("text/plain", Message::Bytes(vec![0, 255, 10])),
+    ];
+    let refs: Vec<&Value> = bytes.iter().collect();
+    assert_eq!(body("text/plain", &refs), b"hello \x00\xff\n");
+    assert_eq!(sse_payload("application/octet-stream", &bytes[1]), "AP8K");
+    assert_eq!(
+        sse_payload("application/json", &json!({"a": 1})),
+        r#"[{"a":1}]"#
+    );
+}
+
+#[test]
+fn sse_events_cannot_be_split_by_a_payload() {
+    assert_eq!(sse_event("data", "one"), "event: data\ndata:one\n\n");
+    assert_eq!(
+        sse_event("data", "a\r\nb\rc\nevent: fake"),
+        "event: data\ndata:a\ndata:b\ndata:c\ndata:event: fake\n\n"
+    );
+    assert_eq!(sse_event("data", " lead"), "event: data\ndata: lead\n\n");
+}
+
+#[test]
+fn etags_cursors_and_expiry() {
+    assert_eq!(etag("s", "-1", "0_1", false), "\"cw==:-1:0_1\"");
+    assert_eq!(etag("s", "-1", "0_1", true), "\"cw==:-1:0_1:c\"");
+    let now = CURSOR_EPOCH_MS + 100 * CURSOR_INTERVAL_SECONDS * 1000 + 5;
+    assert_eq!(response_cursor(now, None, 7), "100");
+    assert_eq!(response_cursor(now, Some("90"), 7), "100");
+    assert_eq!(response_cursor(now, Some("100"), 7), "107");
+    assert_eq!(response_cursor(now, Some("x"), 7), "100");
+    let minute = 60_000;
+    assert!(!expired(None, None, 0, minute));
+    assert!(expired(Some(60), None, 0, minute));
+    assert!(!expired(Some(61), None, 0, minute));
+    assert!(expired(
+        None,
+        Some("2000-01-01T00:00:00Z"),
+        0,
+        minute * 60 * 24 * 365 * 40
+    ));
+    assert!(!expired(None, Some("2999-01-01T00:00:00Z"), 0, minute));
+}

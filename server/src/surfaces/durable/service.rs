@@ -1,0 +1,465 @@
+//! General durable streams over the log engine: a stream's messages are events of its own log
+//! (`store::streams`), appended through the writer (group commit, the hub's fan-out, PostgreSQL's
+//! notices) and read through the store's readers. One writer per path at a time in this
+//! process: `Stream-Seq`, the producer fence and the close are checked and written under it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use app::{AgentEvent, EventKind};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::protocol::{self, Message, ProducerHeaders};
+use crate::agent::produce::fence::{fence, Fence};
+use crate::delivery::writer::{AppendError, Writer};
+use crate::store::{streams, EventDraft, ProducerStamp, Store, StoreError, StreamRow};
+
+/// Messages one read returns at most (a longer stream is read page by page: `Stream-Up-To-Date`
+/// says when the reader is at the tail).
+pub const READ_MESSAGES_MAX: u32 = 1_000;
+/// A read stops adding messages once its body is this large (bytes), past one message.
+pub const READ_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Messages one append may hold (a JSON array's elements).
+pub const APPEND_MESSAGES_MAX: usize = 10_000;
+
+/// Why a stream operation did not happen, as the protocol answers it.
+#[derive(Debug)]
+pub enum Refusal {
+    NotFound,
+    /// 409 with a sentence: a create with other settings, a content type that is not the
+    /// stream's, a `Stream-Seq` not past the last one.
+    Conflict(&'static str),
+    /// 400 with a sentence.
+    Bad(&'static str),
+    /// The stream is closed: 409 with `Stream-Closed` and its tail.
+    Closed {
+        tail: u64,
+    },
+    /// The producer fence said no.
+    Fenced(Fence),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refusal {
+    fn from(error: StoreError) -> Refusal {
+        Refusal::Store(error)
+    }
+}
+
+impl From<AppendError> for Refusal {
+    fn from(error: AppendError) -> Refusal {
+        Refusal::Store(match error {
+            AppendError::Store(error) => error,
+            other => StoreError::Unavailable(other.to_string()),
+        })
+    }
+}
+
+/// A create's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub content_type: String,
+    pub ttl_seconds: Option<u64>,
+    pub expires_at: Option<String>,
+    pub closed: bool,
+}
+
+/// What an append or a close did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Appended {
+    /// The stream's tail after it.
+    pub tail: u64,
+    pub closed: bool,
+    /// A producer's retry: nothing was written.
+    pub duplicate: bool,
+    /// The producer's last accepted seq (what `Producer-Seq` answers).
+    pub producer_seq: Option<u64>,
+}
+
+/// An append's request.
+pub struct Append<'a> {
+    pub body: &'a [u8],
+    pub content_type: Option<&'a str>,
+    pub stream_seq: Option<&'a str>,
+    pub producer: Option<ProducerHeaders>,
+    pub close: bool,
+}
+
+/// One path's writer lock, and a counter of its closes and deletes (waiting readers watch it).
+struct PathState {
+    writing: tokio::sync::Mutex<()>,
+    changed: watch::Sender<u64>,
+}
+
+impl Default for PathState {
+    fn default() -> PathState {
+        PathState {
+            writing: tokio::sync::Mutex::new(()),
+            changed: watch::channel(0).0,
+        }
+    }
+}
+
+impl PathState {
+    fn bump(&self) {
+        self.changed.send_modify(|count| *count += 1);
+    }
+}
+
+/// The streams of this server.
+pub struct Service {
+    store: Arc<dyn Store>,
+    writer: Writer,
+    paths: Mutex<HashMap<String, Arc<PathState>>>,
+}
+
+/// A path's state, held while it is used; the map forgets a path nobody holds.
+struct Held<'a> {
+    service: &'a Service,
+    path: String,
+    state: Arc<PathState>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut paths = self.service.paths.lock().expect("paths");
+        // Ours and the map's: nobody else holds it.
+        if Arc::strong_count(&self.state) == 2 {
+            paths.remove(&self.path);
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Service {
+    pub fn new(store: Arc<dyn Store>, writer: Writer) -> Service {
+        Service {
+            store,
+            writer,
+            paths: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn hold(&self, path: &str) -> Held<'_> {
+        let state = self
+            .paths
+            .lock()
+            .expect("paths")
+            .entry(path.to_owned())
+            .or_default()
+            .clone();
+        Held {
+            service: self,
+            path: path.to_owned(),
+            state,
+        }
+    }
+
+    /// Paths held now (by writers and waiting readers): what `/v1/stats` watches.
+    pub fn paths_held(&self) -> usize {
+        self.paths.lock().expect("paths").len()
+    }
+
+    /// The stream at `path`; an expired one is deleted and is none.
+    pub async fn get(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        let Some(row) = self.store.stream(path).await? else {
+            return Ok(None);
+        };
+        if protocol::expired(
+            row.ttl_seconds,
+            row.expires_at.as_deref(),
+            row.accessed_at,
+            now_ms(),
+        ) {
+            self.store.delete_stream(path).await?;
+            return Ok(None);
+        }
+        Ok(Some(row))
+    }
+
+    /// Notes a read or an append (a TTL counts from the last one).
+    pub async fn touch(&self, row: &mut StreamRow) -> Result<(), StoreError> {
+        if row.ttl_seconds.is_some() {
+            row.accessed_at = now_ms();
+            self.store.update_stream(row).await?;
+        }
+        Ok(())
+    }
+
+    /// The stream's tail seq.
+    pub async fn tail(&self, row: &StreamRow) -> Result<u64, StoreError> {
+        Ok(self.store.head_seq(row.log_id).await?.unwrap_or(0))
+    }
+
+    /// Creates the stream (with `body` as its first messages), or finds the same one: true when
+    /// this call made it.
+    pub async fn create(
+        &self,
+        path: &str,
+        settings: Settings,
+        body: &[u8],
+    ) -> Result<(StreamRow, bool), Refusal> {
+        let held = self.hold(path);
+        let _writing = held.state.writing.lock().await;
+        if let Some(existing) = self.get(path).await? {
+            let same = protocol::media_type(&existing.content_type)
+                == protocol::media_type(&settings.content_type)
+                && existing.ttl_seconds == settings.ttl_seconds
+                && existing.expires_at == settings.expires_at
+                && existing.closed == settings.closed;
+            if !same {
+                return Err(Refusal::Conflict(
+                    "Stream already exists with different configuration",
+                ));
+            }
+            return Ok((existing, false));
+        }
+        let messages = if body.is_empty() {
+            Vec::new()
+        } else {
+            messages_of(&settings.content_type, body, true)?
+        };
+        let now = now_ms();
+        let row = StreamRow {
+            path: path.to_owned(),
+            log_id: uuid::Uuid::nil(),
+            content_type: settings.content_type,
+            ttl_seconds: settings.ttl_seconds,
+            expires_at: settings.expires_at,
+            closed: false,
+            closed_by: None,
+            stream_seq: None,
+            created_at: now,
+            accessed_at: now,
+        };
+        let (mut row, made) = streams::create_stream(self.store.as_ref(), row).await?;
+        if made && !messages.is_empty() {
+            self.writer
+                .append(row.log_id, drafts(&row.content_type, messages))
+                .await?;
+        }
+        if made && settings.closed {
+            row.closed = true;
+            self.store.update_stream(&row).await?;
+        }
+        Ok((row, made))
+    }
+
+    /// Appends (and closes, when asked) under the path's lock.
+    pub async fn append(&self, path: &str, append: Append<'_>) -> Result<Appended, Refusal> {
+        let held = self.hold(path);
+        let _writing = held.state.writing.lock().await;
+        let mut row = self.get(path).await?.ok_or(Refusal::NotFound)?;
+        let closer = append
+            .producer
+            .as_ref()
+            .map(|producer| json!({ "producer_id": producer.id, "epoch": producer.epoch, "seq": producer.seq }));
+        if row.closed {
+            // The request that closed it, again: answered as it was.
+            if closer.is_some() && row.closed_by == closer {
+                return Ok(Appended {
+                    tail: self.tail(&row).await?,
+                    closed: true,
+                    duplicate: true,
+                    producer_seq: append.producer.map(|producer| producer.seq),
+                });
+            }
+            return Err(Refusal::Closed {
+                tail: self.tail(&row).await?,
+            });
+        }
+        let close_only = append.body.is_empty() && append.close;
+        if !close_only {
+            if append.body.is_empty() {
+                return Err(Refusal::Bad("Empty body"));
+            }
+            let given = append
+                .content_type
+                .ok_or(Refusal::Bad("Content-Type header is required"))?;
+            if protocol::media_type(given) != protocol::media_type(&row.content_type) {
+                return Err(Refusal::Conflict("Content-type mismatch"));
+            }
+        }
+        let mut stamp = None;
+        if let Some(producer) = &append.producer {
+            let position = self
+                .store
+                .producer_position(row.log_id, &producer.id)
+                .await?
+                .map(|stamp| (stamp.epoch, stamp.seq));
+            match fence(position, producer.epoch, producer.seq) {
+                Fence::Append => {}
+                Fence::Duplicate => {
+                    return Ok(Appended {
+                        tail: self.tail(&row).await?,
+                        closed: row.closed,
+                        duplicate: true,
+                        producer_seq: position.map(|(_, seq)| seq),
+                    })
+                }
+                refused => return Err(Refusal::Fenced(refused)),
+            }
+            stamp = Some(ProducerStamp {
+                producer_id: producer.id.clone(),
+                epoch: producer.epoch,
+                seq: producer.seq,
+                run_id: None,
+            });
+        }
+        if let (Some(seq), Some(last)) = (append.stream_seq, &row.stream_seq) {
+            if seq <= last.as_str() {
+                return Err(Refusal::Conflict("Sequence conflict"));
+            }
+        }
+        let messages = if close_only {
+            Vec::new()
+        } else {
+            messages_of(&row.content_type, append.body, false)?
+        };
+        let mut tail = self.tail(&row).await?;
+        if !messages.is_empty() || stamp.is_some() {
+            let drafts = drafts(&row.content_type, messages);
+            let committed = match stamp {
+                Some(stamp) if !drafts.is_empty() => {
+                    self.writer
+                        .append_produced(row.log_id, drafts, stamp)
+                        .await?
+                }
+                _ if drafts.is_empty() => Vec::new(),
+                _ => self.writer.append(row.log_id, drafts).await?,
+            };
+            if let Some(last) = committed.last() {
+                tail = last.seq;
+            }
+        }
+        if let Some(seq) = append.stream_seq {
+            row.stream_seq = Some(seq.to_owned());
+        }
+        if append.close {
+            row.closed = true;
+            row.closed_by = closer;
+        }
+        row.accessed_at = now_ms();
+        self.store.update_stream(&row).await?;
+        if append.close {
+            held.state.bump();
+        }
+        Ok(Appended {
+            tail,
+            closed: row.closed,
+            duplicate: false,
+            producer_seq: append.producer.map(|producer| producer.seq),
+        })
+    }
+
+    /// The messages after `since` (at most a page), and whether they reach the tail.
+    pub async fn read(
+        &self,
+        row: &StreamRow,
+        since: u64,
+    ) -> Result<(Vec<AgentEvent>, u64), StoreError> {
+        let tail = self.tail(row).await?;
+        if since >= tail {
+            return Ok((Vec::new(), tail));
+        }
+        let mut events = self
+            .store
+            .read_events(row.log_id, since, READ_MESSAGES_MAX)
+            .await?;
+        let mut bytes = 0;
+        let keep = events
+            .iter()
+            .position(|event| {
+                bytes += event.content.to_string().len();
+                bytes > READ_BODY_BYTES_MAX
+            })
+            .map_or(events.len(), |at| at.max(1));
+        events.truncate(keep);
+        events.retain(|event| event.kind == EventKind::StreamMessage);
+        Ok((events, tail))
+    }
+
+    /// Watches the stream at `path` for a close or a delete in this process (from now on).
+    pub fn watch(self: &Arc<Self>, path: &str) -> PathWatch {
+        let state = self
+            .paths
+            .lock()
+            .expect("paths")
+            .entry(path.to_owned())
+            .or_default()
+            .clone();
+        let changes = state.changed.subscribe();
+        PathWatch {
+            service: self.clone(),
+            path: path.to_owned(),
+            state,
+            changes,
+        }
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<bool, StoreError> {
+        let held = self.hold(path);
+        let deleted = self.store.delete_stream(path).await?;
+        held.state.bump();
+        Ok(deleted)
+    }
+}
+
+/// A waiting reader's watch on a path: wakes on a close or a delete; the map forgets the path
+/// when the last holder lets go.
+pub struct PathWatch {
+    service: Arc<Service>,
+    path: String,
+    state: Arc<PathState>,
+    changes: watch::Receiver<u64>,
+}
+
+impl PathWatch {
+    /// Returns once the stream was closed or deleted since the watch began (or the last call).
+    pub async fn changed(&mut self) {
+        if self.changes.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for PathWatch {
+    fn drop(&mut self) {
+        let mut paths = self.service.paths.lock().expect("paths");
+        if Arc::strong_count(&self.state) == 2 {
+            paths.remove(&self.path);
+        }
+    }
+}
+
+/// An append's body as messages: JSON mode's values, or the bytes as one message.
+fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Message>, Refusal> {
+    if protocol::is_json(content_type) {
+        let values = protocol::json_messages(body, create).map_err(Refusal::Bad)?;
+        if values.len() > APPEND_MESSAGES_MAX {
+            return Err(Refusal::Bad("too many messages in one append"));
+        }
+        return Ok(values.into_iter().map(Message::Json).collect());
+    }
+    Ok(vec![Message::Bytes(body.to_vec())])
+}
+
+fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
+    messages
+        .into_iter()
+        .map(|message| {
+            let mut draft = EventDraft::new(EventKind::StreamMessage);
+            draft.content = protocol::stored(content_type, message);
+            draft
+        })
+        .collect()
+}
+
+/// The content of the messages of `events`.
+pub fn contents(events: &[AgentEvent]) -> Vec<&Value> {
+    events.iter().map(|event| &event.content).collect()
+}
