@@ -11,5 +11,14 @@ CREATE TABLE streams (
     closed_by    TEXT,            -- JSON {producer_id, epoch, seq} of the producer that closed it
     stream_seq   TEXT,            -- the last Stream-Seq a writer sent
     created_at   INTEGER NOT NULL, -- Unix milliseconds
-    accessed_at  INTEGER NOT NULL  -- Unix milliseconds: a TTL counts from here
+    accessed_at  INTEGER NOT NULL, -- Unix milliseconds: a TTL counts from here
+    -- A fork: the stream it was forked from, where (Stream-Fork-Offset's seq and sub-offset as
+    -- asked), and the offset its own messages start after (its log's seq N is offset base + N).
+    forked_from     TEXT,
+    fork_offset     INTEGER,
+    fork_sub_offset INTEGER,
+    base_offset     INTEGER NOT NULL DEFAULT 0,
+    -- Deleted while forks still read it: gone for everyone else, kept for them.
+    soft_deleted    INTEGER NOT NULL DEFAULT 0
 );
+CREATE INDEX streams_forked_from ON streams (forked_from) WHERE forked_from IS NOT NULL;

@@ -27,6 +27,15 @@ pub struct StreamRow {
     pub created_at: i64,
     /// Unix milliseconds of the last read or append: a TTL counts from here.
     pub accessed_at: i64,
+    /// A fork's source stream.
+    pub forked_from: Option<String>,
+    /// Where it was forked, as asked (`Stream-Fork-Offset`'s seq, and the sub-offset).
+    pub fork_offset: Option<u64>,
+    pub fork_sub_offset: Option<u64>,
+    /// The offset the stream's own messages start after: its log's seq N is offset base + N.
+    pub base_offset: u64,
+    /// Deleted while forks still read it.
+    pub soft_deleted: bool,
 }
 
 /// The rows of durable streams.
@@ -41,6 +50,8 @@ pub trait Streams: Send + Sync + 'static {
     async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError>;
     /// Deletes the stream and its log. False when there was none.
     async fn delete_stream(&self, path: &str) -> Result<bool, StoreError>;
+    /// How many streams are forks of the stream at `path`.
+    async fn forks_of(&self, path: &str) -> Result<u64, StoreError>;
 }
 
 /// The stream at `row.path` after the call — `row` with a new log, or the one that was there —

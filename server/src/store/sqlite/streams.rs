@@ -7,8 +7,13 @@ use super::SqliteStore;
 use crate::store::rows::corrupt;
 use crate::store::{StoreError, StreamRow, Streams};
 
+fn soft_deleted_of(row: &sqlx::sqlite::SqliteRow) -> Result<bool, StoreError> {
+    Ok(row.try_get::<i64, _>("soft_deleted")? != 0)
+}
+
 const COLUMNS: &str = "path, log_id, content_type, ttl_seconds, expires_at, closed, closed_by, \
-                       stream_seq, created_at, accessed_at";
+                       stream_seq, created_at, accessed_at, forked_from, fork_offset, \
+                       fork_sub_offset, base_offset, soft_deleted";
 
 fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StreamRow, StoreError> {
     let log_id: String = row.try_get("log_id")?;
@@ -28,6 +33,15 @@ fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StreamRow, StoreError> {
         stream_seq: row.try_get("stream_seq")?,
         created_at: row.try_get("created_at")?,
         accessed_at: row.try_get("accessed_at")?,
+        forked_from: row.try_get("forked_from")?,
+        fork_offset: row
+            .try_get::<Option<i64>, _>("fork_offset")?
+            .map(|seq| seq.max(0) as u64),
+        fork_sub_offset: row
+            .try_get::<Option<i64>, _>("fork_sub_offset")?
+            .map(|sub| sub.max(0) as u64),
+        base_offset: row.try_get::<i64, _>("base_offset")?.max(0) as u64,
+        soft_deleted: soft_deleted_of(row)?,
     })
 }
 
@@ -43,7 +57,7 @@ impl Streams for SqliteStore {
 
     async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
         let result = sqlx::query(&format!(
-            "INSERT INTO streams ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+            "INSERT INTO streams ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (path) DO NOTHING"
         ))
         .bind(&row.path)
@@ -56,6 +70,11 @@ impl Streams for SqliteStore {
         .bind(&row.stream_seq)
         .bind(row.created_at)
         .bind(row.accessed_at)
+        .bind(&row.forked_from)
+        .bind(row.fork_offset.map(|seq| seq as i64))
+        .bind(row.fork_sub_offset.map(|sub| sub as i64))
+        .bind(row.base_offset as i64)
+        .bind(row.soft_deleted as i64)
         .execute(&self.pool)
         .await?;
         Ok(result.rows_affected() > 0)
@@ -63,18 +82,27 @@ impl Streams for SqliteStore {
 
     async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE streams SET closed = ?, closed_by = ?, stream_seq = ?, accessed_at = ? \
-             WHERE path = ? AND log_id = ?",
+            "UPDATE streams SET closed = ?, closed_by = ?, stream_seq = ?, accessed_at = ?, \
+             soft_deleted = ? WHERE path = ? AND log_id = ?",
         )
         .bind(row.closed as i64)
         .bind(row.closed_by.as_ref().map(|closer| closer.to_string()))
         .bind(&row.stream_seq)
         .bind(row.accessed_at)
+        .bind(row.soft_deleted as i64)
         .bind(&row.path)
         .bind(row.log_id.to_string())
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn forks_of(&self, path: &str) -> Result<u64, StoreError> {
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams WHERE forked_from = ?")
+            .bind(path)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count.max(0) as u64)
     }
 
     async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {

@@ -73,13 +73,10 @@ impl Source {
     ) -> Result<(Vec<Value>, Option<u64>, u64), Refusal> {
         match self {
             Source::Stream(row) => {
-                let (events, tail) = state.service.read(row, since).await?;
-                let last = events.last().map(|event| event.seq);
-                Ok((
-                    events.into_iter().map(|event| event.content).collect(),
-                    last,
-                    tail,
-                ))
+                let (messages, tail) = state.service.read(row, since).await?;
+                let last = messages.last().map(|(offset, _)| *offset);
+                let contents = messages.into_iter().map(|(_, content)| content).collect();
+                Ok((contents, last, tail))
             }
             Source::Agent { agent_id, .. } => super::agent::read(state, *agent_id, since).await,
         }
@@ -88,7 +85,12 @@ impl Source {
     /// The source as it stands now: `None` once it is gone.
     async fn refreshed(&self, state: &DurableState) -> Result<Option<Source>, Refusal> {
         match self {
-            Source::Stream(row) => Ok(state.service.get(&row.path).await?.map(Source::Stream)),
+            Source::Stream(row) => Ok(state
+                .service
+                .get(&row.path)
+                .await?
+                .filter(|row| !row.soft_deleted)
+                .map(Source::Stream)),
             Source::Agent { agent_id, .. } => {
                 Ok(state.store.head_seq(*agent_id).await?.map(|_| self.clone()))
             }

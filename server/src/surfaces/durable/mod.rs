@@ -6,6 +6,7 @@
 //! sends them (`agent.rs`). `protocol.rs` holds the pure parts; `live.rs` the waiting reads.
 
 mod agent;
+mod fork;
 mod live;
 pub mod protocol;
 pub mod service;
@@ -135,6 +136,8 @@ async fn handle(
 fn refused(refusal: Refusal) -> Response {
     match refusal {
         Refusal::NotFound => text(StatusCode::NOT_FOUND, "Stream not found"),
+        Refusal::NotFoundSource => text(StatusCode::NOT_FOUND, "Source stream not found"),
+        Refusal::Gone => text(StatusCode::GONE, "Stream is gone"),
         Refusal::Conflict(why) => text(StatusCode::CONFLICT, why),
         Refusal::Bad(why) => text(StatusCode::BAD_REQUEST, why),
         Refusal::Closed { tail } => {
@@ -187,11 +190,18 @@ async fn create(
     if let Some(expires_at) = expires_at {
         protocol::parse_expires_at(expires_at).map_err(Refusal::Bad)?;
     }
+    let fork = fork::fork_request(
+        header_text(headers, "stream-forked-from"),
+        header_text(headers, "stream-fork-offset"),
+        header_text(headers, "stream-fork-sub-offset"),
+    )
+    .map_err(Refusal::Bad)?;
     let settings = Settings {
         content_type: protocol::create_content_type(header_text(headers, "content-type")),
         ttl_seconds,
         expires_at: expires_at.map(str::to_owned),
         closed: header_text(headers, "stream-closed") == Some("true"),
+        fork,
     };
     let (row, made) = state.service.create(path, settings, body).await?;
     let tail = state.service.tail(&row).await?;
@@ -203,7 +213,14 @@ async fn create(
     let mut response = (status, [(header::CONTENT_TYPE, row.content_type.clone())]).into_response();
     response = with(response, STREAM_NEXT_OFFSET, format_offset(tail));
     if made {
-        response = with(response, "location", format!("/v1/streams/{path}"));
+        // Absolute, as the protocol asks: where the client reached this server.
+        let scheme = header_text(headers, "x-forwarded-proto").unwrap_or("http");
+        let host = header_text(headers, "host").unwrap_or("localhost");
+        response = with(
+            response,
+            "location",
+            format!("{scheme}://{host}/v1/streams/{path}"),
+        );
     }
     if row.closed {
         response = with(response, STREAM_CLOSED, "true".into());
@@ -259,7 +276,7 @@ async fn append(
 }
 
 async fn head(state: &DurableState, path: &str) -> Result<Response, Refusal> {
-    let row = state.service.get(path).await?.ok_or(Refusal::NotFound)?;
+    let row = state.service.live(path).await?;
     let tail = state.service.tail(&row).await?;
     let mut response = (
         StatusCode::OK,
@@ -284,11 +301,8 @@ async fn head(state: &DurableState, path: &str) -> Result<Response, Refusal> {
 }
 
 async fn delete(state: &DurableState, path: &str) -> Result<Response, Refusal> {
-    if state.service.delete(path).await? {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(Refusal::NotFound)
-    }
+    state.service.delete(path).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// A read's query: `offset`, `live`, `cursor`.
@@ -346,7 +360,7 @@ async fn read(
     headers: &HeaderMap,
 ) -> Result<Response, Refusal> {
     let query = read_query(query).map_err(Refusal::Bad)?;
-    let mut row = state.service.get(path).await?.ok_or(Refusal::NotFound)?;
+    let mut row = state.service.live(path).await?;
     state.service.touch(&mut row).await?;
     read_source(state, live::Source::Stream(row), query, headers).await
 }

@@ -80,9 +80,9 @@ pub fn is_text(content_type: &str) -> bool {
     media.starts_with("text/") || media == "application/json"
 }
 
-/// A create's content type: the given one when it looks like `type/subtype`, else
-/// `application/octet-stream`.
-pub fn create_content_type(given: Option<&str>) -> String {
+/// A create's content type: the given one when it looks like `type/subtype` (none otherwise: a
+/// stream's default is `application/octet-stream`, a fork's its source's).
+pub fn create_content_type(given: Option<&str>) -> Option<String> {
     let valid = given.is_some_and(|given| {
         let media = given.split(';').next().unwrap_or("").trim();
         let (kind, sub) = media.split_once('/').unwrap_or(("", ""));
@@ -98,10 +98,7 @@ pub fn create_content_type(given: Option<&str>) -> String {
                 .next()
                 .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     });
-    match given {
-        Some(given) if valid => given.trim().to_owned(),
-        _ => "application/octet-stream".to_owned(),
-    }
+    given.filter(|_| valid).map(|given| given.trim().to_owned())
 }
 
 /// `Stream-TTL`: whole seconds, digits only, no leading zero.

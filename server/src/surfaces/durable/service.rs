@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use app::{AgentEvent, EventKind};
+use app::EventKind;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -27,6 +27,10 @@ pub const APPEND_MESSAGES_MAX: usize = 10_000;
 #[derive(Debug)]
 pub enum Refusal {
     NotFound,
+    /// Deleted (or expired) while forks still read it: 410.
+    Gone,
+    /// A fork's source does not exist: 404.
+    NotFoundSource,
     /// 409 with a sentence: a create with other settings, a content type that is not the
     /// stream's, a `Stream-Seq` not past the last one.
     Conflict(&'static str),
@@ -59,10 +63,12 @@ impl From<AppendError> for Refusal {
 /// A create's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
-    pub content_type: String,
+    /// `None`: not given (a fork takes its source's; a stream `application/octet-stream`).
+    pub content_type: Option<String>,
     pub ttl_seconds: Option<u64>,
     pub expires_at: Option<String>,
     pub closed: bool,
+    pub fork: Option<super::fork::ForkRequest>,
 }
 
 /// What an append or a close did.
@@ -164,21 +170,60 @@ impl Service {
         self.paths.lock().expect("paths").len()
     }
 
-    /// The stream at `path`; an expired one is deleted and is none.
+    /// The stream at `path`, soft-deleted ones too; an expired one is deleted (soft-deleted
+    /// while forks read it).
     pub async fn get(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let Some(row) = self.store.stream(path).await? else {
+        let Some(mut row) = self.store.stream(path).await? else {
             return Ok(None);
         };
-        if protocol::expired(
+        let now = now_ms();
+        let expired = protocol::expired(
             row.ttl_seconds,
             row.expires_at.as_deref(),
             row.accessed_at,
-            now_ms(),
-        ) {
-            self.store.delete_stream(path).await?;
-            return Ok(None);
+            now,
+        );
+        if expired && !row.soft_deleted {
+            if self.store.forks_of(path).await? > 0 {
+                row.soft_deleted = true;
+                self.store.update_stream(&row).await?;
+            } else {
+                self.remove(&row).await?;
+                return Ok(None);
+            }
         }
         Ok(Some(row))
+    }
+
+    /// The row at `path` as stored (soft-deleted and expired ones too): what forks read through.
+    pub(super) async fn store_stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        self.store.stream(path).await
+    }
+
+    /// The stream at `path` for a reader or a writer: 404 when there is none, 410 when it was
+    /// deleted while forks read it.
+    pub async fn live(&self, path: &str) -> Result<StreamRow, Refusal> {
+        match self.get(path).await? {
+            None => Err(Refusal::NotFound),
+            Some(row) if row.soft_deleted => Err(Refusal::Gone),
+            Some(row) => Ok(row),
+        }
+    }
+
+    /// Deletes `row`'s stream and log, then each soft-deleted source it was the last fork of.
+    async fn remove(&self, row: &StreamRow) -> Result<(), StoreError> {
+        self.store.delete_stream(&row.path).await?;
+        let mut parent = row.forked_from.clone();
+        while let Some(path) = parent.take() {
+            let Some(source) = self.store.stream(&path).await? else {
+                break;
+            };
+            if source.soft_deleted && self.store.forks_of(&path).await? == 0 {
+                self.store.delete_stream(&path).await?;
+                parent = source.forked_from.clone();
+            }
+        }
+        Ok(())
     }
 
     /// Notes a read or an append (a TTL counts from the last one).
@@ -192,11 +237,12 @@ impl Service {
 
     /// The stream's tail seq.
     pub async fn tail(&self, row: &StreamRow) -> Result<u64, StoreError> {
-        Ok(self.store.head_seq(row.log_id).await?.unwrap_or(0))
+        Ok(row.base_offset + self.store.head_seq(row.log_id).await?.unwrap_or(0))
     }
 
     /// Creates the stream (with `body` as its first messages), or finds the same one: true when
-    /// this call made it.
+    /// this call made it. A fork (`settings.fork`) reads its source up to the fork's offset,
+    /// then its own messages.
     pub async fn create(
         &self,
         path: &str,
@@ -206,41 +252,55 @@ impl Service {
         let held = self.hold(path);
         let _writing = held.state.writing.lock().await;
         if let Some(existing) = self.get(path).await? {
-            let same = protocol::media_type(&existing.content_type)
-                == protocol::media_type(&settings.content_type)
-                && existing.ttl_seconds == settings.ttl_seconds
-                && existing.expires_at == settings.expires_at
-                && existing.closed == settings.closed;
-            if !same {
+            if existing.soft_deleted {
+                return Err(Refusal::Conflict(
+                    "stream was deleted but still has active forks — path cannot be reused until all forks are removed",
+                ));
+            }
+            if !super::fork::same_settings(&existing, &settings) {
                 return Err(Refusal::Conflict(
                     "Stream already exists with different configuration",
                 ));
             }
             return Ok((existing, false));
         }
-        let messages = if body.is_empty() {
-            Vec::new()
-        } else {
-            messages_of(&settings.content_type, body, true)?
-        };
         let now = now_ms();
-        let row = StreamRow {
+        let mut row = StreamRow {
             path: path.to_owned(),
             log_id: uuid::Uuid::nil(),
-            content_type: settings.content_type,
+            content_type: settings
+                .content_type
+                .clone()
+                .unwrap_or_else(|| "application/octet-stream".to_owned()),
             ttl_seconds: settings.ttl_seconds,
-            expires_at: settings.expires_at,
+            expires_at: settings.expires_at.clone(),
             closed: false,
             closed_by: None,
             stream_seq: None,
             created_at: now,
             accessed_at: now,
+            forked_from: None,
+            fork_offset: None,
+            fork_sub_offset: None,
+            base_offset: 0,
+            soft_deleted: false,
+        };
+        let mut prefix = Vec::new();
+        if let Some(fork) = &settings.fork {
+            prefix = super::fork::plan(self, fork, &settings, &mut row).await?;
+        }
+        let messages = if body.is_empty() {
+            Vec::new()
+        } else {
+            messages_of(&row.content_type, body, true)?
         };
         let (mut row, made) = streams::create_stream(self.store.as_ref(), row).await?;
-        if made && !messages.is_empty() {
-            self.writer
-                .append(row.log_id, drafts(&row.content_type, messages))
-                .await?;
+        if made {
+            let mut drafts_made = drafts(&row.content_type, prefix);
+            drafts_made.extend(drafts(&row.content_type, messages));
+            if !drafts_made.is_empty() {
+                self.writer.append(row.log_id, drafts_made).await?;
+            }
         }
         if made && settings.closed {
             row.closed = true;
@@ -253,14 +313,16 @@ impl Service {
     pub async fn append(&self, path: &str, append: Append<'_>) -> Result<Appended, Refusal> {
         let held = self.hold(path);
         let _writing = held.state.writing.lock().await;
-        let mut row = self.get(path).await?.ok_or(Refusal::NotFound)?;
+        let mut row = self.live(path).await?;
         let closer = append
             .producer
             .as_ref()
             .map(|producer| json!({ "producer_id": producer.id, "epoch": producer.epoch, "seq": producer.seq }));
         if row.closed {
-            // The request that closed it, again: answered as it was.
-            if closer.is_some() && row.closed_by == closer {
+            // The request that closed it, again (or any plain close: closing is idempotent):
+            // answered as it was.
+            let plain_close = append.body.is_empty() && append.close && closer.is_none();
+            if plain_close || (closer.is_some() && row.closed_by == closer) {
                 return Ok(Appended {
                     tail: self.tail(&row).await?,
                     closed: true,
@@ -333,7 +395,7 @@ impl Service {
                 _ => self.writer.append(row.log_id, drafts).await?,
             };
             if let Some(last) = committed.last() {
-                tail = last.seq;
+                tail = row.base_offset + last.seq;
             }
         }
         if let Some(seq) = append.stream_seq {
@@ -356,31 +418,72 @@ impl Service {
         })
     }
 
-    /// The messages after `since` (at most a page), and whether they reach the tail.
+    /// The messages after offset `since` (at most a page) as `(offset, content)`, and the tail.
+    /// A fork's first come from its source chain, up to where it was forked.
     pub async fn read(
         &self,
         row: &StreamRow,
         since: u64,
-    ) -> Result<(Vec<AgentEvent>, u64), StoreError> {
+    ) -> Result<(Vec<(u64, Value)>, u64), StoreError> {
         let tail = self.tail(row).await?;
-        if since >= tail {
-            return Ok((Vec::new(), tail));
+        let mut out = Vec::new();
+        if since < tail {
+            super::fork::read_chain(self, row, since, None, &mut out).await?;
         }
-        let mut events = self
-            .store
-            .read_events(row.log_id, since, READ_MESSAGES_MAX)
-            .await?;
-        let mut bytes = 0;
-        let keep = events
+        Ok((out, tail))
+    }
+
+    /// `row`'s own messages after offset `since`, up to offset `cap`, into `out` (a page at
+    /// most, by count and bytes).
+    pub(super) async fn read_own(
+        &self,
+        row: &StreamRow,
+        since: u64,
+        cap: Option<u64>,
+        out: &mut Vec<(u64, Value)>,
+    ) -> Result<(), StoreError> {
+        let room = READ_MESSAGES_MAX.saturating_sub(out.len() as u32);
+        if room == 0 {
+            return Ok(());
+        }
+        let own_since = since.saturating_sub(row.base_offset);
+        let events = self.store.read_events(row.log_id, own_since, room).await?;
+        let mut bytes: usize = out
             .iter()
-            .position(|event| {
-                bytes += event.content.to_string().len();
-                bytes > READ_BODY_BYTES_MAX
-            })
-            .map_or(events.len(), |at| at.max(1));
-        events.truncate(keep);
-        events.retain(|event| event.kind == EventKind::StreamMessage);
-        Ok((events, tail))
+            .map(|(_, content)| content.to_string().len())
+            .sum();
+        for event in events {
+            let offset = row.base_offset + event.seq;
+            if cap.is_some_and(|cap| offset > cap) || event.kind != EventKind::StreamMessage {
+                break;
+            }
+            bytes += event.content.to_string().len();
+            if bytes > READ_BODY_BYTES_MAX && !out.is_empty() {
+                break;
+            }
+            out.push((offset, event.content));
+        }
+        Ok(())
+    }
+
+    /// The batch (one append) each of `row`'s own messages after `since` came in, for a JSON
+    /// fork's sub-offset: the first message's batch and how many messages it has.
+    pub(super) async fn first_batch(
+        &self,
+        row: &StreamRow,
+        since: u64,
+    ) -> Result<Vec<(Option<uuid::Uuid>, Value)>, StoreError> {
+        let own_since = since.saturating_sub(row.base_offset);
+        let events = self
+            .store
+            .read_events(row.log_id, own_since, APPEND_MESSAGES_MAX as u32)
+            .await?;
+        let batch = events.first().and_then(|event| event.block_id);
+        Ok(events
+            .into_iter()
+            .take_while(|event| event.block_id == batch)
+            .map(|event| (event.block_id, event.content))
+            .collect())
     }
 
     /// Watches the stream at `path` for a close or a delete in this process (from now on).
@@ -401,11 +504,19 @@ impl Service {
         }
     }
 
-    pub async fn delete(&self, path: &str) -> Result<bool, StoreError> {
+    /// Deletes the stream — soft, while forks still read it.
+    pub async fn delete(&self, path: &str) -> Result<(), Refusal> {
         let held = self.hold(path);
-        let deleted = self.store.delete_stream(path).await?;
+        let _writing = held.state.writing.lock().await;
+        let mut row = self.live(path).await?;
+        if self.store.forks_of(path).await? > 0 {
+            row.soft_deleted = true;
+            self.store.update_stream(&row).await?;
+        } else {
+            self.remove(&row).await?;
+        }
         held.state.bump();
-        Ok(deleted)
+        Ok(())
     }
 }
 
@@ -448,18 +559,17 @@ fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Mess
     Ok(vec![Message::Bytes(body.to_vec())])
 }
 
+/// One append's messages as drafts, sharing a block id: the batch they came in (a JSON fork's
+/// sub-offset counts within it).
 fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
+    let batch = uuid::Uuid::now_v7();
     messages
         .into_iter()
         .map(|message| {
             let mut draft = EventDraft::new(EventKind::StreamMessage);
+            draft.block_id = Some(batch);
             draft.content = protocol::stored(content_type, message);
             draft
         })
         .collect()
-}
-
-/// The content of the messages of `events`.
-pub fn contents(events: &[AgentEvent]) -> Vec<&Value> {
-    events.iter().map(|event| &event.content).collect()
 }

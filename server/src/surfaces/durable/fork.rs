@@ -1,0 +1,225 @@
+//! Forks: a stream created with `Stream-Forked-From` reads its source (and the source's own
+//! sources) up to the fork's offset, then its own messages — offsets continue where the
+//! source's stopped. A sub-offset forks inside one append: JSON mode counts the batch's
+//! messages (each has an offset of its own here, so the fork starts after the k-th), byte mode
+//! copies the first k bytes of the next message as the fork's first own message. A source
+//! deleted while forks read it is soft-deleted (410 for everyone else) and goes with its last
+//! fork.
+
+use serde_json::Value;
+
+use super::protocol::{self, Message};
+use super::service::{Refusal, Service, Settings};
+use crate::store::{StoreError, StreamRow};
+
+/// A create's fork headers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForkRequest {
+    /// The source's path.
+    pub from: String,
+    /// `Stream-Fork-Offset`'s seq (none: the source's tail).
+    pub offset: Option<u64>,
+    pub sub_offset: Option<u64>,
+}
+
+/// Reads the fork headers: `Stream-Forked-From` (a path under `/v1/streams/`, or relative to
+/// it), `Stream-Fork-Offset`, `Stream-Fork-Sub-Offset`.
+pub fn fork_request(
+    from: Option<&str>,
+    offset: Option<&str>,
+    sub_offset: Option<&str>,
+) -> Result<Option<ForkRequest>, &'static str> {
+    let offset = offset
+        .map(|text| {
+            let (high, low) = text
+                .split_once('_')
+                .ok_or("Invalid Stream-Fork-Offset format")?;
+            let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+            if !digits(high) || !digits(low) {
+                return Err("Invalid Stream-Fork-Offset format");
+            }
+            match protocol::Offset::parse(text) {
+                Ok(protocol::Offset::After(seq)) => Ok(seq),
+                _ => Err("Fork offset beyond source stream length"),
+            }
+        })
+        .transpose()?;
+    let Some(from) = from else {
+        if sub_offset.is_some() {
+            return Err("Stream-Fork-Sub-Offset requires Stream-Forked-From");
+        }
+        return Ok(None);
+    };
+    if sub_offset.is_some_and(|text| text != "0") && offset.is_none() {
+        return Err("Stream-Fork-Sub-Offset requires Stream-Fork-Offset");
+    }
+    let sub_offset = sub_offset
+        .map(|text| {
+            let canonical = text == "0"
+                || (!text.is_empty()
+                    && !text.starts_with('0')
+                    && text.bytes().all(|b| b.is_ascii_digit()));
+            if !canonical {
+                return Err("Invalid Stream-Fork-Sub-Offset format");
+            }
+            text.parse::<u64>()
+                .map_err(|_| "Invalid Stream-Fork-Sub-Offset format")
+        })
+        .transpose()?;
+    let from = from.trim();
+    let from = from
+        .strip_prefix("/v1/streams/")
+        .unwrap_or_else(|| from.trim_start_matches('/'));
+    Ok(Some(ForkRequest {
+        from: from.to_owned(),
+        offset,
+        sub_offset,
+    }))
+}
+
+/// Whether a create asks for the stream that is there.
+pub fn same_settings(existing: &StreamRow, settings: &Settings) -> bool {
+    let media = |text: &str| protocol::media_type(text);
+    let content_type = match &settings.content_type {
+        Some(given) => media(given) == media(&existing.content_type),
+        None => {
+            settings.fork.is_some() || media(&existing.content_type) == "application/octet-stream"
+        }
+    };
+    let fork = match (&settings.fork, &existing.forked_from) {
+        (None, None) => true,
+        (Some(fork), Some(from)) => {
+            *from == fork.from
+                && fork
+                    .offset
+                    .is_none_or(|offset| Some(offset) == existing.fork_offset)
+                && fork.sub_offset.unwrap_or(0) == existing.fork_sub_offset.unwrap_or(0)
+        }
+        _ => false,
+    };
+    let lifetime = settings.fork.is_some()
+        || (existing.ttl_seconds == settings.ttl_seconds
+            && existing.expires_at == settings.expires_at);
+    content_type && fork && lifetime && existing.closed == settings.closed
+}
+
+/// Checks a fork against its source and fills in `row`'s fork fields (content type and
+/// lifetime inherited when not given). Returns the messages the fork starts with (a byte-mode
+/// sub-offset's prefix).
+pub(super) async fn plan(
+    service: &Service,
+    fork: &ForkRequest,
+    settings: &Settings,
+    row: &mut StreamRow,
+) -> Result<Vec<Message>, Refusal> {
+    let source = match service.get(&fork.from).await? {
+        None => return Err(Refusal::NotFoundSource),
+        Some(source) if source.soft_deleted => {
+            return Err(Refusal::Conflict(
+                "source stream was deleted but still has active forks",
+            ))
+        }
+        Some(source) => source,
+    };
+    match &settings.content_type {
+        Some(given)
+            if protocol::media_type(given) != protocol::media_type(&source.content_type) =>
+        {
+            return Err(Refusal::Conflict(
+                "Content type mismatch with source stream",
+            ))
+        }
+        Some(_) => {}
+        None => row.content_type = source.content_type.clone(),
+    }
+    if settings.ttl_seconds.is_none() && settings.expires_at.is_none() {
+        row.ttl_seconds = source.ttl_seconds;
+        row.expires_at = source.expires_at.clone();
+    }
+    let tail = service.tail(&source).await?;
+    let offset = fork.offset.unwrap_or(tail);
+    if offset > tail {
+        return Err(Refusal::Bad("Fork offset beyond source stream length"));
+    }
+    row.forked_from = Some(source.path.clone());
+    row.fork_offset = fork.offset;
+    row.fork_sub_offset = fork.sub_offset;
+    row.base_offset = offset;
+    let sub = fork.sub_offset.unwrap_or(0);
+    if sub == 0 {
+        return Ok(Vec::new());
+    }
+    if protocol::is_json(&source.content_type) {
+        // Each message of the batch has its own offset: the fork starts after the sub-th.
+        let batch = first_batch_of_chain(service, &source, offset).await?;
+        if batch.is_empty() {
+            return Err(Refusal::Bad("Invalid fork sub-offset"));
+        }
+        if sub > batch.len() as u64 {
+            return Err(Refusal::Bad("Invalid fork sub-offset"));
+        }
+        row.base_offset = offset + sub;
+        return Ok(Vec::new());
+    }
+    let mut next = Vec::new();
+    read_chain(service, &source, offset, Some(offset + 1), &mut next).await?;
+    let Some((_, content)) = next.first() else {
+        return Err(Refusal::Bad("Invalid fork sub-offset"));
+    };
+    let bytes = protocol::message_bytes(content);
+    if sub > bytes.len() as u64 {
+        return Err(Refusal::Bad("Invalid fork sub-offset"));
+    }
+    Ok(vec![Message::Bytes(bytes[..sub as usize].to_vec())])
+}
+
+/// The messages of the append right after `offset` in `row`'s chain.
+async fn first_batch_of_chain(
+    service: &Service,
+    row: &StreamRow,
+    offset: u64,
+) -> Result<Vec<Value>, StoreError> {
+    let mut current = row.clone();
+    loop {
+        if offset >= current.base_offset || current.forked_from.is_none() {
+            let batch = service.first_batch(&current, offset).await?;
+            return Ok(batch.into_iter().map(|(_, content)| content).collect());
+        }
+        let from = current.forked_from.clone().unwrap_or_default();
+        match service.store_stream(&from).await? {
+            Some(source) => current = source,
+            None => return Ok(Vec::new()),
+        }
+    }
+}
+
+/// `row`'s messages after offset `since` and up to `cap`, its source chain's first.
+pub(super) async fn read_chain(
+    service: &Service,
+    row: &StreamRow,
+    since: u64,
+    cap: Option<u64>,
+    out: &mut Vec<(u64, Value)>,
+) -> Result<(), StoreError> {
+    // The chain from the oldest source to `row`, each with the offset it is read up to.
+    let mut chain = vec![(row.clone(), cap)];
+    while let Some((current, current_cap)) = chain.last().cloned() {
+        let Some(from) = current.forked_from.clone() else {
+            break;
+        };
+        if since >= current.base_offset {
+            break;
+        }
+        let Some(source) = service.store_stream(&from).await? else {
+            break;
+        };
+        // A source is read up to where its fork began (a JSON sub-offset's base).
+        let source_cap =
+            current_cap.map_or(current.base_offset, |cap| cap.min(current.base_offset));
+        chain.push((source, Some(source_cap)));
+    }
+    for (stream, stream_cap) in chain.iter().rev() {
+        service.read_own(stream, since, *stream_cap, out).await?;
+    }
+    Ok(())
+}
