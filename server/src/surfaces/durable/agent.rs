@@ -73,29 +73,31 @@ async fn head(state: &DurableState, agent_id: Uuid) -> Result<Response, Refusal>
     Ok(with(response, STREAM_NEXT_OFFSET, format_offset(tail)))
 }
 
-/// The agent's events after `since` (a page) as the native API sends them, the last one's
-/// seq, and the log's head.
+/// The agent's events after `since` (a page) as the native API sends them, each with its seq,
+/// and the log's head.
 pub(super) async fn read(
     state: &DurableState,
     agent_id: Uuid,
     since: u64,
-) -> Result<(Vec<Value>, Option<u64>, u64), Refusal> {
+) -> Result<(Vec<(u64, Value)>, u64), Refusal> {
     let tail = state
         .store
         .head_seq(agent_id)
         .await?
         .ok_or(Refusal::NotFound)?;
     if since >= tail {
-        return Ok((Vec::new(), None, tail));
+        return Ok((Vec::new(), tail));
     }
     let events = state
         .store
         .read_events(agent_id, since, READ_MESSAGES_MAX)
         .await?;
-    let last = events.last().map(|event| event.seq);
     let values = events
         .iter()
-        .map(|event| serde_json::to_value(event).unwrap_or(Value::Null))
+        .map(|event| {
+            let value = serde_json::to_value(event).unwrap_or(Value::Null);
+            (event.seq, value)
+        })
         .collect();
-    Ok((values, last, tail))
+    Ok((values, tail))
 }

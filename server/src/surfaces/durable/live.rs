@@ -65,19 +65,14 @@ impl Source {
         matches!(self, Source::Stream(row) if row.closed)
     }
 
-    /// The messages after `since` (a page): their contents, the last one's seq, and the tail.
+    /// The messages after `since` (a page) as `(offset, content)`, and the tail.
     pub(crate) async fn read(
         &self,
         state: &DurableState,
         since: u64,
-    ) -> Result<(Vec<Value>, Option<u64>, u64), Refusal> {
+    ) -> Result<(Vec<(u64, Value)>, u64), Refusal> {
         match self {
-            Source::Stream(row) => {
-                let (messages, tail) = state.service.read(row, since).await?;
-                let last = messages.last().map(|(offset, _)| *offset);
-                let contents = messages.into_iter().map(|(_, content)| content).collect();
-                Ok((contents, last, tail))
-            }
+            Source::Stream(row) => Ok(state.service.read(row, since).await?),
             Source::Agent { agent_id, .. } => super::agent::read(state, *agent_id, since).await,
         }
     }
@@ -171,14 +166,15 @@ pub(crate) async fn long_poll(
         Source::Agent { .. } => None,
     };
     let mut source = source;
-    let (_, _, tail) = source.read(state, u64::MAX).await?;
+    let (_, tail) = source.read(state, u64::MAX).await?;
     let since = start(query.offset, tail);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(LONG_POLL_WAIT_MS);
     let start_text = query.offset_text.clone().unwrap_or_else(|| "-1".into());
     loop {
-        let (contents, last, tail) = source.read(state, since).await?;
-        if !contents.is_empty() {
-            let refs: Vec<&Value> = contents.iter().collect();
+        let (messages, tail) = source.read(state, since).await?;
+        if !messages.is_empty() {
+            let last = messages.last().map(|(offset, _)| *offset);
+            let refs: Vec<&Value> = messages.iter().map(|(_, content)| content).collect();
             let response = messages_response(
                 source.path(),
                 source.content_type(),
@@ -282,19 +278,30 @@ async fn follow(
         Source::Agent { .. } => None,
     };
     let mut source = source;
-    let Ok((_, _, tail)) = source.read(state, u64::MAX).await else {
+    let Ok((_, tail)) = source.read(state, u64::MAX).await else {
         return;
     };
     let mut since = start(query.offset, tail);
     let ends = tokio::time::Instant::now() + Duration::from_millis(SSE_CONNECTION_MS);
     loop {
-        let Ok((contents, last, tail)) = source.read(state, since).await else {
+        let Ok((messages, tail)) = source.read(state, since).await else {
             return;
         };
-        for content in &contents {
+        // Every data event is followed by a control event that says where it left the reader.
+        let last = messages.last().map(|(offset, _)| *offset);
+        for (offset, content) in &messages {
             let payload = protocol::sse_payload(source.content_type(), content);
             if !send(protocol::sse_event("data", &payload)).await {
                 return;
+            }
+            if Some(*offset) != last {
+                let control = json!({
+                    "streamNextOffset": format_offset(*offset),
+                    "streamCursor": cursor(query.cursor.as_deref()),
+                });
+                if !send(protocol::sse_event("control", &control.to_string())).await {
+                    return;
+                }
             }
         }
         // After the last message sent, or the tail when none was.

@@ -387,7 +387,7 @@ async fn catch_up(
     headers: &HeaderMap,
 ) -> Result<Response, Refusal> {
     if query.offset == Some(Offset::Now) {
-        let (_, _, tail) = source.read(state, u64::MAX).await?;
+        let (_, tail) = source.read(state, u64::MAX).await?;
         let body = if protocol::is_json(source.content_type()) {
             "[]"
         } else {
@@ -413,8 +413,9 @@ async fn catch_up(
         Some(Offset::After(seq)) => seq,
         _ => 0,
     };
-    let (contents, last, tail) = source.read(state, since).await?;
-    let refs: Vec<&serde_json::Value> = contents.iter().collect();
+    let (messages, tail) = source.read(state, since).await?;
+    let last = messages.last().map(|(offset, _)| *offset);
+    let refs: Vec<&serde_json::Value> = messages.iter().map(|(_, content)| content).collect();
     Ok(messages_response(
         source.path(),
         source.content_type(),
