@@ -99,16 +99,17 @@ probe_node_packages() {
   else echo "ok $(version_of "$directory/node_modules/.bin/wasm-opt" --version)"; fi
 }
 
-# The example apps' npm packages (React, the AI SDK, esbuild): the browser tests bundle and
-# serve examples/react-chat/ and examples/bring-your-own-loop/. Up to date as end2end/'s are.
-EXAMPLE_APPS="react-chat bring-your-own-loop"
+# The other npm packages the tests use: the example apps' (React, the AI SDK, esbuild: the
+# browser tests bundle and serve examples/react-chat/ and examples/bring-your-own-loop/) and the
+# Durable Streams conformance suite's (end2end/conformance/). Up to date as end2end/'s are.
+EXAMPLE_APPS="examples/react-chat examples/bring-your-own-loop end2end/conformance"
 probe_example_packages() {
   local app directory
   for app in $EXAMPLE_APPS; do
-    directory="$AGENTSTREAM_ROOT/examples/$app"
-    if [ ! -x "$directory/node_modules/.bin/esbuild" ]; then echo missing; return; fi
+    directory="$AGENTSTREAM_ROOT/$app"
+    if [ ! -f "$directory/node_modules/.package-lock.json" ]; then echo missing; return; fi
     if [ "$directory/package-lock.json" -nt "$directory/node_modules/.package-lock.json" ]; then
-      echo "wrong (examples/$app/package-lock.json is newer than its node_modules)"; return
+      echo "wrong ($app/package-lock.json is newer than its node_modules)"; return
     fi
   done
   echo "ok $(version_of "$AGENTSTREAM_ROOT/examples/react-chat/node_modules/.bin/esbuild" --version)"
@@ -193,9 +194,9 @@ ensure_example_packages() {
   esac
   local app
   for app in $EXAMPLE_APPS; do
-    step "installing the npm packages of examples/$app/ (npm ci)" \
+    step "installing the npm packages of $app/ (npm ci)" \
       "check the network (the npm registry) and that npm is 9 or later" \
-      bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/examples/$app" || return
+      bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/$app" || return
   done
 }
 

@@ -76,6 +76,10 @@ run_suite "benchmark (smoke)" env AGENTSTREAM_BENCH_POSTGRES_URL="$AGENTSTREAM_T
 # .ci/run runs them after this command; scripts/fuzz.sh runs them by hand.
 if build_release; then
   run_suite "browser (playwright)" bash -c "cd end2end && npx playwright test"
+  # The Durable Streams protocol's official suite against /v1/streams on both stores, beside
+  # its reference server (end2end/conformance/README.md).
+  run_suite "Durable Streams conformance (official suite)" \
+    env AGENTSTREAM_PSQL="$(postgres_bin)/psql" node end2end/conformance/run.mjs
 else
   summary+=("release build: FAILED — playwright tests not run")
   failed=1
