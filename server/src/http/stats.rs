@@ -28,6 +28,8 @@ pub struct Stats {
     pub hub_rooms: usize,
     /// Agents the producer API holds state for (an open produced run, or a request now).
     pub producer_agents: usize,
+    /// Durable stream paths held now (a writer at work, or a reader waiting).
+    pub stream_paths_held: usize,
 }
 
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
@@ -52,6 +54,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         timeline_snapshot_bytes: state.snapshots.bytes(),
         hub_rooms: state.hub.rooms_len(),
         producer_agents: state.producers.agents_held(),
+        stream_paths_held: state.durable.paths_held(),
     })
 }
 
