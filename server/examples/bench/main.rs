@@ -8,7 +8,8 @@
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
 //! version (the test command uses it so the benchmark keeps building and running); `--cost`
 //! runs only what metrics and traces cost (`observability.rs`), `--producer` only the producer
-//! API beside our own loop (`producer.rs`). Not a test:
+//! API beside our own loop (`producer.rs`), `--streams` only durable streams (`streams.rs`). Not
+//! a test:
 //! nothing here passes or fails on a number.
 //!
 //! With `AGENTSTREAM_BENCH_POSTGRES_URL=postgres://…/postgres` (any database on the server; the
@@ -35,6 +36,7 @@ mod first_open;
 mod log_size;
 mod observability;
 mod producer;
+mod streams;
 
 /// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).
 const PRODUCER_IN_FLIGHT_MAX: usize = 64;
@@ -128,6 +130,12 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     if std::env::args().any(|argument| argument == "--producer") {
         println!("agentstream-bench --producer: the producer API beside our own loop");
         producer::measure(directory, sizes).await;
+        streams::measure(directory, sizes).await;
+        return;
+    }
+    if std::env::args().any(|argument| argument == "--streams") {
+        println!("agentstream-bench --streams: durable streams beside our own loop");
+        streams::measure(directory, sizes).await;
         return;
     }
     println!(

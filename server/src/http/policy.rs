@@ -151,6 +151,14 @@ mod tests {
             ),
             (
                 Method::GET,
+                format!("/v1/streams/agents/{id}"),
+                Agent(id, Some(Read)),
+            ),
+            (Method::POST, format!("/v1/streams/agents/{id}"), Operator),
+            (Method::PUT, "/v1/streams/a/b".to_owned(), Operator),
+            (Method::GET, "/v1/streams/a/b".to_owned(), Operator),
+            (
+                Method::GET,
                 format!("/v1/agents/{id}/producers/worker-1"),
                 Agent(id, Some(Produce)),
             ),

@@ -405,8 +405,12 @@ impl Service {
             row.closed = true;
             row.closed_by = closer;
         }
-        row.accessed_at = now_ms();
-        self.store.update_stream(&row).await?;
+        // The row changes only for a Stream-Seq, a close, or a TTL that counts from now: a plain
+        // append is one commit, the log's (a second write per append halved the rate).
+        if append.stream_seq.is_some() || append.close || row.ttl_seconds.is_some() {
+            row.accessed_at = now_ms();
+            self.store.update_stream(&row).await?;
+        }
         if append.close {
             held.state.bump();
         }
