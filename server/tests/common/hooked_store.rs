@@ -4,6 +4,7 @@
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
     Agents, AppendBatch, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
+    StreamRow, Streams,
 };
 use app::protocol::Agent;
 use app::AgentEvent;
@@ -130,5 +131,24 @@ impl<H: Hooks> RunKeys for HookedStore<H> {
     }
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
         self.inner.release_unstarted_run_keys().await
+    }
+}
+
+#[async_trait]
+impl<H: Hooks> Streams for HookedStore<H> {
+    async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        self.inner.stream(path).await
+    }
+    async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
+        self.inner.insert_stream(row).await
+    }
+    async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
+        self.inner.update_stream(row).await
+    }
+    async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {
+        self.inner.delete_stream(path).await
+    }
+    async fn forks_of(&self, path: &str) -> Result<u64, StoreError> {
+        self.inner.forks_of(path).await
     }
 }

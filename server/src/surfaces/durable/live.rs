@@ -35,7 +35,7 @@ const SSE_FRAMES_QUEUED_MAX: usize = 16;
 /// What a live read follows: a general stream, or an agent's log.
 #[derive(Clone)]
 pub(crate) enum Source {
-    Stream(StreamRow),
+    Stream(Box<StreamRow>),
     Agent { path: String, agent_id: Uuid },
 }
 
@@ -85,7 +85,7 @@ impl Source {
                 .get(&row.path)
                 .await?
                 .filter(|row| !row.soft_deleted)
-                .map(Source::Stream)),
+                .map(|row| Source::Stream(Box::new(row)))),
             Source::Agent { agent_id, .. } => {
                 Ok(state.store.head_seq(*agent_id).await?.map(|_| self.clone()))
             }

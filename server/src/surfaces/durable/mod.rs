@@ -362,7 +362,7 @@ async fn read(
     let query = read_query(query).map_err(Refusal::Bad)?;
     let mut row = state.service.live(path).await?;
     state.service.touch(&mut row).await?;
-    read_source(state, live::Source::Stream(row), query, headers).await
+    read_source(state, live::Source::Stream(Box::new(row)), query, headers).await
 }
 
 /// A read of `source`, live or not.

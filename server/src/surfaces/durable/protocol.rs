@@ -41,7 +41,7 @@ impl Offset {
                 if !digits(high) || !digits(low) {
                     return Err("Invalid offset format");
                 }
-                if high.trim_start_matches('0') != "" {
+                if !high.trim_start_matches('0').is_empty() {
                     // Not an offset this server made: it would sort after every one of ours.
                     return Err("Invalid offset format");
                 }
@@ -149,7 +149,7 @@ pub fn producer_headers(
         (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
             .then(|| text.parse::<u64>().ok())
             .flatten()
-            .filter(|value| *value <= (1 << 53) - 1)
+            .filter(|value| *value < (1 << 53))
     };
     let epoch = number(epoch).ok_or("Invalid Producer-Epoch: must be a non-negative integer")?;
     let seq = number(seq).ok_or("Invalid Producer-Seq: must be a non-negative integer")?;
