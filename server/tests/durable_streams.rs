@@ -304,3 +304,65 @@ async fn waiting_readers_that_vanish_leave_nothing_behind() {
     .await;
     assert_eq!(settled.2, 0);
 }
+
+/// Reads of a stream with a TTL note their access time; they must not write back the rest of the
+/// row they read, or a close committed meanwhile is undone (the stream reopens).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_racing_a_close_never_reopen_the_stream() {
+    const STREAMS: usize = 40;
+    const READERS_PER_STREAM: usize = 6;
+    let server = TestServer::start().await;
+    let mut tasks = Vec::new();
+    for index in 0..STREAMS {
+        let path = format!("ttl-race/{index}");
+        let created = server
+            .http
+            .put(server.url(&format!("/v1/streams/{path}")))
+            .header("content-type", "application/json")
+            .header("stream-ttl", "3600")
+            .body("[1]")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        for _ in 0..READERS_PER_STREAM {
+            let (http, url) = (
+                server.http.clone(),
+                server.url(&format!("/v1/streams/{path}?offset=-1")),
+            );
+            tasks.push(tokio::spawn(async move {
+                let status = http.get(url).send().await.unwrap().status();
+                assert_eq!(status, 200);
+            }));
+        }
+        let (http, url) = (
+            server.http.clone(),
+            server.url(&format!("/v1/streams/{path}")),
+        );
+        tasks.push(tokio::spawn(async move {
+            let closed = http
+                .post(url)
+                .header("stream-closed", "true")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(closed.status(), 204);
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut reopened = Vec::new();
+    for index in 0..STREAMS {
+        let path = format!("ttl-race/{index}");
+        let append = post(&server, &path, "application/json", "[2]").await;
+        if append.status() != 409 {
+            reopened.push((index, append.status().as_u16()));
+        }
+    }
+    assert!(
+        reopened.is_empty(),
+        "{} of {STREAMS} closed streams took an append: {reopened:?}",
+        reopened.len()
+    );
+}

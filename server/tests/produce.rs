@@ -719,3 +719,44 @@ async fn after_a_server_restart_the_producer_learns_its_run_was_ended() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_whole_run_in_one_batch_is_written_and_frees_the_agent() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let whole = json!([
+        { "kind": "run_started" },
+        { "kind": "user", "message_id": USER_MESSAGE, "content": { "text": "hi" } },
+        text("hello"),
+        { "kind": "run_completed" },
+    ]);
+    let (status, _, body) = produce(&server, agent_id, ("p", 0, 0), whole.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["run_open"], json!(false), "{body}");
+    let run_id: Uuid = body["run_id"].as_str().unwrap().parse().unwrap();
+    let kinds: Vec<EventKind> = server
+        .all_events(agent_id)
+        .await
+        .iter()
+        .filter(|event| event.run_id == Some(run_id))
+        .map(|event| event.kind)
+        .collect();
+    assert_eq!(kinds.first(), Some(&EventKind::RunStarted));
+    assert_eq!(kinds.last(), Some(&EventKind::RunCompleted));
+    // Its retry is a duplicate; the agent is free for the next run, ours or a producer's.
+    assert_eq!(produce(&server, agent_id, ("p", 0, 0), whole).await.0, 204);
+    let (status, _, body) = produce(
+        &server,
+        agent_id,
+        ("p", 0, 1),
+        json!([{ "kind": "run_started" }, { "kind": "run_cancelled" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["run_open"].clone()),
+        (200, json!(false)),
+        "{body}"
+    );
+    let run = server.start_run(agent_id, "/echo next").await;
+    server.wait_for_run_end(agent_id, run).await;
+}

@@ -48,6 +48,11 @@ pub trait Streams: Send + Sync + 'static {
     /// Saves what changes of a stream: closed (and by whom), its last `Stream-Seq`, when it
     /// was last read or written.
     async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError>;
+    /// Notes a read: `accessed_at` moves forward to `at_ms`, nothing else of the row changes
+    /// (a reader holds no writer lock: writing its whole snapshot back could undo a close).
+    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError>;
+    /// Marks the stream deleted while forks still read it; nothing else of the row changes.
+    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError>;
     /// Deletes the stream and its log. False when there was none.
     async fn delete_stream(&self, path: &str) -> Result<bool, StoreError>;
     /// How many streams are forks of the stream at `path`.

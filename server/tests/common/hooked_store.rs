@@ -145,6 +145,12 @@ impl<H: Hooks> Streams for HookedStore<H> {
     async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
         self.inner.update_stream(row).await
     }
+    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError> {
+        self.inner.touch_stream(path, log_id, at_ms).await
+    }
+    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError> {
+        self.inner.soft_delete_stream(path, log_id).await
+    }
     async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {
         self.inner.delete_stream(path).await
     }

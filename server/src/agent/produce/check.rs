@@ -175,6 +175,8 @@ pub struct Producer<'a> {
 /// A checked batch: its drafts, and the run after it (`None` once the batch ended it).
 #[derive(Debug)]
 pub struct Checked {
+    /// The run the batch went to (also when the batch opened and ended it).
+    pub run_id: Uuid,
     pub drafts: Vec<EventDraft>,
     pub run: Option<ProducedRun>,
     /// True when the batch opened the run.
@@ -202,7 +204,11 @@ pub fn check_batch(
     producer: Producer<'_>,
     limits: RunLimits,
 ) -> Result<Checked, Refusal> {
+    if items.is_empty() {
+        return Err(Refusal::batch("the batch has no events"));
+    }
     let mut run = open.cloned();
+    let mut run_id = open.map(|open| open.run_id);
     let mut drafts = Vec::with_capacity(items.len() + 2);
     let mut opened = false;
     let mut ended = false;
@@ -224,6 +230,7 @@ pub fn check_batch(
             }
             let (started, produced) = open_run(item, &producer).map_err(refuse)?;
             drafts.push(started);
+            run_id = Some(produced.run_id);
             run = Some(produced);
             opened = true;
             continue;
@@ -254,7 +261,12 @@ pub fn check_batch(
             drafts.push(draft);
         }
     }
+    // Every event either opened the run or went to the open one (refused otherwise above).
+    let Some(run_id) = run_id else {
+        return Err(Refusal::batch("the batch has no events"));
+    };
     Ok(Checked {
+        run_id,
         drafts,
         run: if ended { None } else { run },
         opened,

@@ -323,12 +323,7 @@ impl Producers {
                 return Err(ProduceError::Refused(refusal));
             }
         };
-        let run_id = checked
-            .run
-            .as_ref()
-            .map(|run| run.run_id)
-            .or_else(|| producing.open.as_ref().map(|open| open.run.run_id))
-            .expect("a checked batch belongs to a run");
+        let run_id = checked.run_id;
         let opening = if checked.opened {
             Some(self.take_slot(agent_id, run_id).await?)
         } else {
@@ -342,8 +337,13 @@ impl Producers {
         };
         let run_open = checked.run.is_some();
         if !run_open {
+            // A run that ends with this batch (also one it opened) lets the agent's next run
+            // wait for its end's commit rather than be refused.
             if let Some(open) = &producing.open {
                 open.slot.ending();
+            }
+            if let Some(slot) = &opening {
+                slot.ending();
             }
         }
         let committed = self
@@ -396,15 +396,16 @@ impl Producers {
                 self.watch(agent_id, run_id, entry.clone(), cancel);
             }
             (Some(run), None) => {
-                let open = producing.open.as_mut().expect("the run was open");
-                open.epoch = headers.epoch;
-                open.seq = headers.seq;
-                open.lease_until = lease_until(&run);
-                open.run = run;
+                if let Some(open) = producing.open.as_mut() {
+                    open.epoch = headers.epoch;
+                    open.seq = headers.seq;
+                    open.lease_until = lease_until(&run);
+                    open.run = run;
+                }
             }
             (None, _) => {
-                // The run ended: its slot goes (with PostgreSQL the end's commit freed the
-                // database's).
+                // The run ended (a batch may open and end one): its slot goes (with PostgreSQL
+                // the end's commit freed the database's).
                 producing.open = None;
             }
         }

@@ -97,6 +97,28 @@ impl Streams for PgStore {
         Ok(())
     }
 
+    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE streams SET accessed_at = GREATEST(accessed_at, $1) \
+             WHERE path = $2 AND log_id = $3",
+        )
+        .bind(at_ms)
+        .bind(path)
+        .bind(log_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE streams SET soft_deleted = TRUE WHERE path = $1 AND log_id = $2")
+            .bind(path)
+            .bind(log_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn forks_of(&self, path: &str) -> Result<u64, StoreError> {
         let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams WHERE forked_from = $1")
             .bind(path)

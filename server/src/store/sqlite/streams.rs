@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use sqlx::Row;
+use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::store::rows::corrupt;
@@ -94,6 +95,28 @@ impl Streams for SqliteStore {
         .bind(row.log_id.to_string())
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE streams SET accessed_at = MAX(accessed_at, ?) \
+             WHERE path = ? AND log_id = ?",
+        )
+        .bind(at_ms)
+        .bind(path)
+        .bind(log_id.to_string())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE streams SET soft_deleted = 1 WHERE path = ? AND log_id = ?")
+            .bind(path)
+            .bind(log_id.to_string())
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

@@ -108,8 +108,15 @@ pub fn parse_ttl(text: &str) -> Result<u64, &'static str> {
     if !canonical {
         return Err("Invalid Stream-TTL value");
     }
-    text.parse().map_err(|_| "Invalid Stream-TTL value")
+    text.parse()
+        .ok()
+        .filter(|ttl| *ttl <= STREAM_TTL_SECONDS_MAX)
+        .ok_or("Invalid Stream-TTL value: at most 9223372036854775 seconds")
 }
+
+/// The longest `Stream-TTL` taken (seconds): its milliseconds still fit the `i64` a row keeps
+/// (a larger one wrapped, and deleted the stream at its first read).
+pub const STREAM_TTL_SECONDS_MAX: u64 = i64::MAX as u64 / 1000;
 
 /// `Stream-Expires-At`: an RFC 3339 time.
 pub fn parse_expires_at(text: &str) -> Result<DateTime<Utc>, &'static str> {
@@ -251,7 +258,7 @@ pub fn etag(path: &str, start: &str, end: &str, closed: bool) -> String {
 pub fn response_cursor(now_ms: i64, client: Option<&str>, jitter: i64) -> String {
     let current = (now_ms - CURSOR_EPOCH_MS).div_euclid(CURSOR_INTERVAL_SECONDS * 1000);
     match client.and_then(|client| client.parse::<i64>().ok()) {
-        Some(client) if client >= current => (client + jitter.max(1)).to_string(),
+        Some(client) if client >= current => client.saturating_add(jitter.max(1)).to_string(),
         _ => current.to_string(),
     }
 }
@@ -267,7 +274,11 @@ pub fn expired(
     let past_expiry = expires_at.is_some_and(|text| {
         parse_expires_at(text).map_or(true, |time| now_ms >= time.timestamp_millis())
     });
-    let idle = ttl_seconds.is_some_and(|ttl| now_ms >= accessed_at_ms + (ttl as i64) * 1000);
+    // Checked: a TTL whose end is past what an i64 of milliseconds holds never ends.
+    let idle = ttl_seconds
+        .and_then(|ttl| i64::try_from(ttl).ok()?.checked_mul(1000))
+        .and_then(|ttl_ms| accessed_at_ms.checked_add(ttl_ms))
+        .is_some_and(|end_ms| now_ms >= end_ms);
     past_expiry || idle
 }
 

@@ -186,7 +186,7 @@ impl Service {
         if expired && !row.soft_deleted {
             if self.store.forks_of(path).await? > 0 {
                 row.soft_deleted = true;
-                self.store.update_stream(&row).await?;
+                self.store.soft_delete_stream(path, row.log_id).await?;
             } else {
                 self.remove(&row).await?;
                 return Ok(None);
@@ -226,11 +226,15 @@ impl Service {
         Ok(())
     }
 
-    /// Notes a read or an append (a TTL counts from the last one).
+    /// Notes a read (a TTL counts from the last read or append). Only the access time is
+    /// written: the reader holds no writer lock, and its snapshot of the row may be older than
+    /// a close or a `Stream-Seq` committed meanwhile.
     pub async fn touch(&self, row: &mut StreamRow) -> Result<(), StoreError> {
         if row.ttl_seconds.is_some() {
             row.accessed_at = now_ms();
-            self.store.update_stream(row).await?;
+            self.store
+                .touch_stream(&row.path, row.log_id, row.accessed_at)
+                .await?;
         }
         Ok(())
     }

@@ -44,6 +44,11 @@ fn headers_are_taken_or_refused_with_the_reason() {
         (" 1", Err(())),
         ("", Err(())),
         ("0x10", Err(())),
+        // Past what a row's milliseconds hold: refused, not wrapped.
+        ("9223372036854775", Ok(STREAM_TTL_SECONDS_MAX)),
+        ("9223372036854776", Err(())),
+        ("18446744073709551615", Err(())),
+        ("99999999999999999999999", Err(())),
     ] {
         assert_eq!(parse_ttl(text).map_err(|_| ()), expected, "{text:?}");
     }
@@ -146,6 +151,9 @@ fn etags_cursors_and_expiry() {
     assert_eq!(response_cursor(now, Some("90"), 7), "100");
     assert_eq!(response_cursor(now, Some("100"), 7), "107");
     assert_eq!(response_cursor(now, Some("x"), 7), "100");
+    // A client's cursor near the top of i64 saturates instead of overflowing.
+    let top = i64::MAX.to_string();
+    assert_eq!(response_cursor(now, Some(&top), 7), top);
     let minute = 60_000;
     assert!(!expired(None, None, 0, minute));
     assert!(expired(Some(60), None, 0, minute));
@@ -157,4 +165,12 @@ fn etags_cursors_and_expiry() {
         minute * 60 * 24 * 365 * 40
     ));
     assert!(!expired(None, Some("2999-01-01T00:00:00Z"), 0, minute));
+    // Arithmetic that would wrap means "never idle long enough".
+    assert!(!expired(Some(u64::MAX), None, 0, minute));
+    assert!(!expired(
+        Some(STREAM_TTL_SECONDS_MAX),
+        None,
+        i64::MAX - 5,
+        i64::MAX
+    ));
 }
