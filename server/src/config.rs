@@ -48,6 +48,8 @@ pub struct Limits {
     pub ws_idle_timeout_ms: u64,
     /// Open SSE streams (native and Letta) per server; past it a new stream answers 503.
     pub sse_streams_max: usize,
+    /// A request body (other than a streamed one) must arrive whole within this, else 408.
+    pub body_read_ms_max: u64,
 }
 
 impl Default for Limits {
@@ -66,6 +68,7 @@ impl Default for Limits {
             ws_ping_interval_ms: crate::surfaces::native::ws::WS_PING_INTERVAL_MS,
             ws_idle_timeout_ms: crate::surfaces::native::ws::WS_IDLE_TIMEOUT_MS,
             sse_streams_max: crate::surfaces::SSE_STREAMS_MAX,
+            body_read_ms_max: crate::http::body_deadline::BODY_READ_MS_MAX,
         }
     }
 }
@@ -125,6 +128,7 @@ impl Limits {
                 defaults.ws_idle_timeout_ms,
             )?,
             sse_streams_max: positive("AGENTSTREAM_SSE_STREAMS_MAX", defaults.sse_streams_max)?,
+            body_read_ms_max: positive("AGENTSTREAM_BODY_READ_MS_MAX", defaults.body_read_ms_max)?,
         })
     }
 }
@@ -306,6 +310,9 @@ Limits (each must be at least 1):
   AGENTSTREAM_WS_IDLE_TIMEOUT_MS        a WebSocket silent this long, pongs included, is closed
                                         (default 90000)
   AGENTSTREAM_SSE_STREAMS_MAX           open SSE and Letta streams per server (default 1024)
+  AGENTSTREAM_BODY_READ_MS_MAX          a request body must arrive whole within this, else 408
+                                        (default 30000; streamed NDJSON and SSE bodies are
+                                        bounded by their silence instead)
 
 An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
 default, when the server has its settings (the scripted provider always).

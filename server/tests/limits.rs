@@ -335,3 +335,86 @@ async fn a_websocket_that_answers_nothing_is_closed() {
     let reason = String::from_utf8_lossy(&payload[2..]);
     assert!(reason.contains("nothing received"), "{reason}");
 }
+
+/// A body sent a byte at a time (or never finished) is answered 408 once its read deadline
+/// passes, on every route that reads a whole body — also those that wait for a run's end and
+/// sit outside the request timeout. Streamed NDJSON bodies keep their idle bound instead.
+#[tokio::test]
+async fn trickled_bodies_are_cut_at_their_read_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const DEADLINE_MS: u64 = 400;
+    let server =
+        TestServer::start_with(|config| config.limits.body_read_ms_max = DEADLINE_MS).await;
+    let agent_id = server.create_agent().await;
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let paths = [
+        format!("/v1/agents/{agent_id}/produce"),
+        "/v1/streams/slow/one".to_owned(),
+        "/v1/ai-sdk/chat".to_owned(),
+        "/v1/ag-ui".to_owned(),
+        format!("/v1/agents/{agent_id}/messages"),
+        format!("/v1/agents/{agent_id}/messages/stream"),
+    ];
+    for path in paths {
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Producer-Id: p\r\nProducer-Epoch: 0\r\nProducer-Seq: 0\r\nContent-Length: 1000\r\n\r\n["
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let started = std::time::Instant::now();
+        // A byte now and then: never silent, never done.
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            tokio::select! {
+                read = socket.read(&mut buffer) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(count) => {
+                        answer.extend_from_slice(&buffer[..count]);
+                        if answer.windows(4).any(|window| window == b"\r\n\r\n") { break; }
+                    }
+                },
+                () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                    if socket.write_all(b" ").await.is_err() { break; }
+                }
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "{path}: still reading a trickled body after 10 s"
+            );
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 408"),
+            "{path}: {answer:?} after {:?}",
+            started.elapsed()
+        );
+    }
+    // A streamed producer body that sends a line within its idle bound goes on past the
+    // deadline.
+    let (sender, body) = common::streamed_body();
+    let request = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Content-Type", "application/x-ndjson")
+        .header("Producer-Id", "streamer")
+        .header("Producer-Epoch", "0")
+        .header("Producer-Seq", "0")
+        .body(body)
+        .send();
+    let lines = async move {
+        let mut batches = vec![json!([{ "kind": "run_started" }])];
+        for _ in 0..6 {
+            batches.push(json!([{ "kind": "text", "message_id": "0190d0c0-0000-7000-8000-00000000000a", "delta": "x", "delta_action": "append" }]));
+        }
+        batches.push(json!([{ "kind": "run_completed" }]));
+        for batch in batches {
+            tokio::time::sleep(std::time::Duration::from_millis(DEADLINE_MS / 4)).await;
+            sender.send(Ok(format!("{batch}\n"))).await.unwrap();
+        }
+    };
+    let (response, ()) = tokio::join!(request, lines);
+    let response = response.unwrap();
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+}

@@ -29,13 +29,20 @@ pub enum LineError {
     Broken(String),
 }
 
-/// The lines of a body (without their `\n`, and a `\r` before it).
+/// The lines of a body (without their `\n`, and a `\r` before it). Each byte is searched for a
+/// newline once and moved at most once: `pending[start..]` is what is not yet returned, and
+/// `pending[start..scanned]` is known to hold no newline.
 pub struct BodyLines {
     chunks: BodyDataStream,
     pending: Vec<u8>,
+    start: usize,
+    scanned: usize,
     ended: bool,
     idle: std::time::Duration,
     deadline: tokio::time::Instant,
+    /// Bytes searched for a newline or moved within the buffer so far: linear in the body's
+    /// length (the tests hold it to that).
+    bytes_examined: u64,
 }
 
 impl BodyLines {
@@ -52,9 +59,12 @@ impl BodyLines {
         BodyLines {
             chunks: body.into_data_stream(),
             pending: Vec::new(),
+            start: 0,
+            scanned: 0,
             ended: false,
             idle,
             deadline: tokio::time::Instant::now() + open,
+            bytes_examined: 0,
         }
     }
 
@@ -65,19 +75,37 @@ impl BodyLines {
         }
         let idle = self.idle;
         loop {
-            if let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
-                let mut line: Vec<u8> = self.pending.drain(..=end).collect();
-                line.pop();
+            let unseen = &self.pending[self.scanned..];
+            let found = unseen.iter().position(|byte| *byte == b'\n');
+            self.bytes_examined += found.map_or(unseen.len(), |at| at + 1) as u64;
+            if let Some(at) = found {
+                let end = self.scanned + at;
+                let mut line = &self.pending[self.start..end];
                 if line.last() == Some(&b'\r') {
-                    line.pop();
+                    line = &line[..line.len() - 1];
                 }
+                let line = line.to_vec();
+                self.start = end + 1;
+                self.scanned = self.start;
                 return Ok(Some(line));
             }
-            if self.pending.len() > BODY_LINE_BYTES_MAX {
+            self.scanned = self.pending.len();
+            if self.pending.len() - self.start > BODY_LINE_BYTES_MAX {
                 return Err(LineError::TooLong);
             }
             if self.ended {
-                return Ok((!self.pending.is_empty()).then(|| std::mem::take(&mut self.pending)));
+                let rest = self.pending.split_off(self.start);
+                self.pending.clear();
+                (self.start, self.scanned) = (0, 0);
+                return Ok((!rest.is_empty()).then_some(rest));
+            }
+            // Before reading on, the returned lines go: the partial line moves to the front
+            // once per line (not once per line per chunk).
+            if self.start > 0 {
+                self.bytes_examined += (self.pending.len() - self.start) as u64;
+                self.pending.drain(..self.start);
+                self.scanned -= self.start;
+                self.start = 0;
             }
             match tokio::time::timeout(idle, self.chunks.next()).await {
                 Err(_) => return Err(LineError::Idle),
@@ -134,6 +162,41 @@ mod tests {
         };
         assert!(matches!(error, LineError::OpenTooLong), "{error}");
         assert!(read < 40, "{read} lines read");
+    }
+
+    #[tokio::test]
+    async fn each_byte_is_looked_at_a_bounded_number_of_times() {
+        // One long line in small chunks, then many short lines in one chunk: both were quadratic
+        // (the whole buffered line searched again after every chunk; each line drained from the
+        // front of a large buffer).
+        let line: &'static str =
+            Box::leak(format!("{}\n", "z".repeat(256 * 1024)).into_boxed_str());
+        let chunks: Vec<(u64, &'static str)> = (0..line.len())
+            .step_by(64)
+            .map(|at| (0, &line[at..(at + 64).min(line.len())]))
+            .collect();
+        let mut lines = BodyLines::new(body_of(chunks));
+        assert_eq!(lines.next_line().await.unwrap().unwrap().len(), 256 * 1024);
+        assert!(lines.next_line().await.unwrap().is_none());
+        assert!(
+            lines.bytes_examined <= 2 * line.len() as u64,
+            "{} bytes examined for a body of {}",
+            lines.bytes_examined,
+            line.len()
+        );
+        let short: &'static str = Box::leak("a\n".repeat(20_000).into_boxed_str());
+        let mut lines = BodyLines::new(body_of(vec![(0, short)]));
+        let mut count = 0;
+        while lines.next_line().await.unwrap().is_some() {
+            count += 1;
+        }
+        assert_eq!(count, 20_000);
+        assert!(
+            lines.bytes_examined <= 2 * short.len() as u64,
+            "{} bytes examined or moved for a body of {}",
+            lines.bytes_examined,
+            short.len()
+        );
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 //! ([`crate::state`]). Nothing below `agent/`, `delivery/` or `store/` may use this module.
 
 pub mod auth;
+pub mod body_deadline;
 pub mod body_lines;
 pub mod caller;
 pub mod cors;
@@ -252,8 +253,13 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let origins = state.allowed_origins.clone();
     let metrics = state.metrics.clone();
     let telemetry = state.telemetry.clone();
+    let body_read_ms_max = state.limits.body_read_ms_max;
     let router = api_router(state.clone())
         .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(
+            body_read_ms_max,
+            body_deadline::limit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state,
             auth::require_token,
