@@ -515,3 +515,53 @@ async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_
     );
     assert!(app::approvals::pending(&common::fold(&log)).is_empty());
 }
+
+/// More open requests of agents that never time out than one sweep reads do not stop the
+/// timeout of everyone else: the sweep selects by deadline, not by age alone.
+#[tokio::test]
+async fn requests_that_never_time_out_do_not_hold_up_the_others() {
+    use agentstream_server::store::{self, AppendBatch, ClusterOptions, EventDraft};
+    const WAITING_FOR_EVER: usize = 1_200;
+    let server = TestServer::start().await;
+    let patient = server
+        .post_json(
+            "/v1/agents",
+            &json!({ "metadata": { "requires_approval": ["calculator"], "approval_timeout_ms": 0 } }),
+        )
+        .await;
+    let patient: Uuid = patient["id"].as_str().unwrap().parse().unwrap();
+    // Older requests than any sweep reads at once, written straight into the log.
+    let opened = store::open(&server.database_url, &ClusterOptions::default())
+        .await
+        .unwrap();
+    let past = chrono::Utc::now() - chrono::Duration::hours(1);
+    let drafts = (0..WAITING_FOR_EVER)
+        .map(|index| {
+            // No run: with PostgreSQL a run's events need the run's slot.
+            let mut draft = EventDraft::new(EventKind::ApprovalRequested);
+            draft.content = json!({ "tool_call_id": format!("old-{index}"), "name": "calculator", "input": {} });
+            draft.created_at = past;
+            draft
+        })
+        .collect();
+    opened
+        .store
+        .append(&[AppendBatch::new(patient, drafts)])
+        .await
+        .unwrap();
+    let body = json!({ "metadata": {
+        "requires_approval": ["calculator"], "approval_timeout_ms": 300 } });
+    let agent = server.post_json("/v1/agents", &body).await;
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    let (_, call_id) = ask(&server, agent_id).await;
+    let answered = common::wait_until("the timeout's answer", || async {
+        server
+            .all_events(agent_id)
+            .await
+            .into_iter()
+            .find(|event| event.kind == EventKind::ApprovalResponse)
+    })
+    .await;
+    assert_eq!(answered.content["tool_call_id"], call_id.as_str());
+    assert_eq!(answered.content["approve"], false);
+}

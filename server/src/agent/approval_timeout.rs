@@ -1,9 +1,10 @@
 //! Approval requests nobody answers: after the timeout they are answered as denied, durably.
 //!
 //! A request waits in the log (`open_approvals` in the store, kept by each append), not in
-//! memory. Every [`APPROVAL_SWEEP_INTERVAL_MS`] the server reads the oldest open requests and
-//! answers those past their agent's timeout (`metadata.approval_timeout_ms`, else
-//! `AGENTSTREAM_APPROVAL_TIMEOUT_MS`) exactly as a person's denial would be answered: the
+//! memory. Every [`APPROVAL_SWEEP_INTERVAL_MS`] the server asks the store for the requests past
+//! their agent's timeout (`metadata.approval_timeout_ms`, else `AGENTSTREAM_APPROVAL_TIMEOUT_MS`),
+//! selected by deadline in the query — requests that never time out cannot fill the page — and
+//! answers them exactly as a person's denial would be answered: the
 //! answer claims the request's key, the continuation run writes the `approval_response` with a
 //! reason saying it timed out, and the model reads the denial. The deadline counts from the
 //! request's own time, so a request whose time ran out while the server was down is answered
@@ -25,8 +26,10 @@ use crate::store::OpenApproval;
 
 /// How often open approval requests are checked against their timeout.
 pub const APPROVAL_SWEEP_INTERVAL_MS: u64 = 500;
-/// Open requests read per sweep, oldest first.
+/// Due requests read per page, earliest deadline first.
 pub const OPEN_APPROVALS_PER_SWEEP_MAX: u32 = 1_000;
+/// Pages one sweep reads at most while every request on them was given up.
+pub const DUE_APPROVAL_PAGES_PER_SWEEP_MAX: u32 = 10;
 /// Requests whose timeout's answer was refused for good (answered meanwhile, not in the log)
 /// remembered so they are not tried again every sweep; past this the memory starts over.
 pub const APPROVALS_GIVEN_UP_MAX: usize = 10_000;
@@ -132,29 +135,41 @@ async fn sweep(
     given_up: &mut HashSet<(Uuid, String)>,
     stop: &CancellationToken,
 ) -> Result<(), crate::store::StoreError> {
-    let mut open = starter
-        .store
-        .open_approvals(OPEN_APPROVALS_PER_SWEEP_MAX)
-        .await?;
-    open.retain(|request| !given_up.contains(&(request.agent_id, request.tool_call_id.clone())));
+    // The due requests, earliest deadline first, past those given up (a page of given-up ones
+    // must not hide the rest).
+    let now = Utc::now();
+    let server_ms = server.map(|timeout| timeout.as_millis().min(u128::from(u64::MAX)) as u64);
+    let mut open = Vec::new();
+    let mut timeouts: HashMap<Uuid, Option<Duration>> = HashMap::new();
+    for page in 0..DUE_APPROVAL_PAGES_PER_SWEEP_MAX {
+        let rows = starter
+            .store
+            .due_approvals(
+                now,
+                server_ms,
+                APPROVAL_TIMEOUT_MS_MAX,
+                OPEN_APPROVALS_PER_SWEEP_MAX,
+                page * OPEN_APPROVALS_PER_SWEEP_MAX,
+            )
+            .await?;
+        let full = rows.len() == OPEN_APPROVALS_PER_SWEEP_MAX as usize;
+        for (request, timeout_ms) in rows {
+            if given_up.contains(&(request.agent_id, request.tool_call_id.clone())) {
+                continue;
+            }
+            timeouts.insert(request.agent_id, Some(Duration::from_millis(timeout_ms)));
+            open.push(request);
+        }
+        if !open.is_empty() || !full {
+            break;
+        }
+    }
     if open.is_empty() {
         return Ok(());
     }
-    let mut timeouts: HashMap<Uuid, Option<Duration>> = HashMap::new();
-    for agent_id in open.iter().map(|request| request.agent_id) {
-        if timeouts.contains_key(&agent_id) {
-            continue;
-        }
-        let metadata = starter
-            .store
-            .get_agent(agent_id)
-            .await?
-            .map(|agent| agent.metadata);
-        // An agent deleted meanwhile: its requests go with it.
-        let timeout = metadata.and_then(|metadata| timeout_of(&metadata, server));
-        timeouts.insert(agent_id, timeout);
-    }
-    for (agent_id, timeout, calls) in due(&open, Utc::now(), |agent_id| timeouts[&agent_id]) {
+    for (agent_id, timeout, calls) in due(&open, now, |agent_id| {
+        timeouts.get(&agent_id).copied().flatten()
+    }) {
         if stop.is_cancelled() {
             return Ok(());
         }

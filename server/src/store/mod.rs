@@ -111,6 +111,19 @@ pub trait EventLog: Send + Sync + 'static {
     /// Approval requests with no answer and no result yet, oldest first, `limit` at most (the
     /// open-approvals table, kept by each append).
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError>;
+    /// Open approval requests whose timeout has passed at `now`, earliest deadline first,
+    /// `limit` at most after skipping `offset`, each with its timeout in milliseconds: the
+    /// agent's `metadata.approval_timeout_ms` (0: never), else `server_timeout_ms` (`None`:
+    /// never), at most `timeout_ms_max`. Selected by deadline in the query, so requests that
+    /// never time out cannot fill the page.
+    async fn due_approvals(
+        &self,
+        now: DateTime<Utc>,
+        server_timeout_ms: Option<u64>,
+        timeout_ms_max: u64,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<(OpenApproval, u64)>, StoreError>;
     /// The events with these ids, in any order (those not in the log are left out).
     async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.

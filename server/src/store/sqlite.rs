@@ -327,6 +327,45 @@ impl EventLog for SqliteStore {
         .transpose()
     }
 
+    async fn due_approvals(
+        &self,
+        now: DateTime<Utc>,
+        server_timeout_ms: Option<u64>,
+        timeout_ms_max: u64,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<(OpenApproval, u64)>, StoreError> {
+        let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT agent_id, tool_call_id, requested_at, timeout_ms FROM ( \
+                 SELECT open.agent_id, open.tool_call_id, open.requested_at, \
+                     MIN(COALESCE(CASE WHEN json_type(agents.metadata, '$.approval_timeout_ms') \
+                         = 'integer' THEN json_extract(agents.metadata, '$.approval_timeout_ms') END, \
+                         ?1), ?2) AS timeout_ms \
+                 FROM open_approvals AS open JOIN agents ON agents.id = open.agent_id) \
+             WHERE timeout_ms > 0 AND requested_at + timeout_ms * 1000000 <= ?3 \
+             ORDER BY requested_at + timeout_ms * 1000000 LIMIT ?4 OFFSET ?5",
+        )
+        .bind(server_timeout_ms.map(|ms| ms.min(i64::MAX as u64) as i64))
+        .bind(timeout_ms_max.min(i64::MAX as u64) as i64)
+        .bind(super::chunk::time_nanos(now)?)
+        .bind(i64::from(limit))
+        .bind(i64::from(offset))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(agent_id, tool_call_id, requested_at, timeout_ms)| {
+                let approval = OpenApproval {
+                    agent_id: agent_id
+                        .parse()
+                        .map_err(|_| StoreError::Failed(format!("bad agent id {agent_id:?}")))?,
+                    tool_call_id,
+                    requested_at: super::chunk::time_from_nanos(requested_at),
+                };
+                Ok((approval, timeout_ms.max(0) as u64))
+            })
+            .collect()
+    }
+
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \

@@ -101,6 +101,18 @@ impl<H: Hooks> EventLog for HookedStore<H> {
     ) -> Result<Option<agentstream_server::store::ProducerStamp>, StoreError> {
         self.inner.producer_position(agent_id, producer_id).await
     }
+    async fn due_approvals(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        server_timeout_ms: Option<u64>,
+        timeout_ms_max: u64,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<(agentstream_server::store::OpenApproval, u64)>, StoreError> {
+        self.inner
+            .due_approvals(now, server_timeout_ms, timeout_ms_max, limit, offset)
+            .await
+    }
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
         self.inner.open_approvals(limit).await
     }

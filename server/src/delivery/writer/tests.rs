@@ -106,6 +106,18 @@ impl EventLog for LosesAnswers {
     ) -> Result<Option<crate::store::ProducerStamp>, StoreError> {
         self.inner.producer_position(agent_id, producer_id).await
     }
+    async fn due_approvals(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        server_timeout_ms: Option<u64>,
+        timeout_ms_max: u64,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<(crate::store::OpenApproval, u64)>, StoreError> {
+        self.inner
+            .due_approvals(now, server_timeout_ms, timeout_ms_max, limit, offset)
+            .await
+    }
     async fn open_approvals(
         &self,
         limit: u32,

@@ -388,6 +388,46 @@ impl EventLog for PgStore {
         }))
     }
 
+    async fn due_approvals(
+        &self,
+        now: DateTime<Utc>,
+        server_timeout_ms: Option<u64>,
+        timeout_ms_max: u64,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<(OpenApproval, u64)>, StoreError> {
+        let rows: Vec<(Uuid, String, DateTime<Utc>, i64)> = sqlx::query_as(
+            "SELECT agent_id, tool_call_id, requested_at, timeout_ms FROM ( \
+                 SELECT open.agent_id, open.tool_call_id, open.requested_at, \
+                     LEAST(COALESCE(CASE WHEN json_typeof(agents.metadata -> 'approval_timeout_ms') \
+                         = 'number' THEN (agents.metadata ->> 'approval_timeout_ms')::numeric END, \
+                         $1), $2)::bigint AS timeout_ms \
+                 FROM open_approvals AS open JOIN agents ON agents.id = open.agent_id) AS timed \
+             WHERE timeout_ms > 0 \
+               AND requested_at + make_interval(secs => timeout_ms / 1000.0) <= $3 \
+             ORDER BY requested_at + make_interval(secs => timeout_ms / 1000.0) \
+             LIMIT $4 OFFSET $5",
+        )
+        .bind(server_timeout_ms.map(|ms| ms.min(i64::MAX as u64) as i64))
+        .bind(timeout_ms_max.min(i64::MAX as u64) as i64)
+        .bind(now)
+        .bind(i64::from(limit))
+        .bind(i64::from(offset))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(agent_id, tool_call_id, requested_at, timeout_ms)| {
+                let approval = OpenApproval {
+                    agent_id,
+                    tool_call_id,
+                    requested_at,
+                };
+                (approval, timeout_ms.max(0) as u64)
+            })
+            .collect())
+    }
+
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
         let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \
