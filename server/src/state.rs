@@ -179,6 +179,9 @@ impl AppState {
                 tool_result_chars_max: config.limits.tool_result_chars_max,
             },
         );
+        // The produced runs recovery left to their producers are held here until their
+        // producers go on or their leases end.
+        producers.hold_open_runs(&recovered.left_to_producers).await;
         tokio::spawn(crate::agent::approval_timeout::expire_approvals(
             starter.clone(),
             (config.approval_timeout_ms > 0)

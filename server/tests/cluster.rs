@@ -729,3 +729,101 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
         );
     }
 }
+
+/// A producer behind a load balancer: each batch goes to one server and its retry, at the same
+/// time, to the other. Either server takes the producer's next batch (the run's slot and fence
+/// live in the database), each batch is written once, and the run is whole.
+#[tokio::test]
+async fn two_servers_take_a_producers_batches_in_turn_and_write_each_once() {
+    const BATCHES: u64 = 24;
+    let (a, b, http, agent_id) = pair(5, 0, 2_000).await;
+    let bases = [a.base.clone(), b.base.clone()];
+    let send = |base: String, seq: u64, batch: Value| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .post(format!("{base}/v1/agents/{agent_id}/produce"))
+                .header("Producer-Id", "balanced")
+                .header("Producer-Epoch", "0")
+                .header("Producer-Seq", seq.to_string())
+                .json(&batch)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let message = "0190d0c0-0000-7000-8000-0000000000c1";
+    let mut expected_text = String::new();
+    for seq in 0..BATCHES {
+        let piece = format!("{seq} ");
+        let text = json!({ "kind": "text", "message_id": message, "delta": piece, "delta_action": "append" });
+        let batch = match seq {
+            0 => json!([{ "kind": "run_started" }, text]),
+            last if last == BATCHES - 1 => json!([text, { "kind": "run_completed" }]),
+            _ if seq % 5 == 0 => json!([
+                text,
+                { "kind": "tool_call", "content": { "tool_call_id": format!("c{seq}"), "name": "lookup" } },
+                { "kind": "tool_result", "content": { "tool_call_id": format!("c{seq}"), "result": "ok" } },
+            ]),
+            _ => json!([text]),
+        };
+        expected_text.push_str(&piece);
+        let first = bases[(seq % 2) as usize].clone();
+        let other = bases[((seq + 1) % 2) as usize].clone();
+        let ((one, one_body), (two, two_body)) =
+            tokio::join!(send(first, seq, batch.clone()), send(other, seq, batch));
+        let mut statuses = [one, two];
+        statuses.sort_unstable();
+        assert_eq!(
+            statuses,
+            [200, 204],
+            "batch {seq}: one server writes it, the other answers its duplicate: {one_body} {two_body}"
+        );
+        if seq == BATCHES / 2 {
+            for base in &bases {
+                let position: Value = http
+                    .get(format!("{base}/v1/agents/{agent_id}/producers/balanced"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(position["run_open"], json!(true), "{base}: {position}");
+                assert_eq!(position["seq"], json!(seq), "{base}: {position}");
+            }
+        }
+    }
+    let log = log_of(&http, &a.base, agent_id).await;
+    assert_contiguous(&log, 1);
+    let count = |kind: EventKind| log.iter().filter(|event| event.kind == kind).count();
+    assert_eq!(count(EventKind::RunStarted), 1);
+    assert_eq!(count(EventKind::RunCompleted), 1);
+    assert_eq!(count(EventKind::RunFailed), 0);
+    assert_eq!(count(EventKind::ToolResult), ((BATCHES - 2) / 5) as usize);
+    let text: String = log
+        .iter()
+        .filter(|event| event.kind == EventKind::Text)
+        .filter_map(|event| event.delta.as_ref().and_then(Value::as_str))
+        .collect();
+    assert_eq!(text, expected_text);
+    // The agent is free on both servers.
+    for base in &bases {
+        let (status, body) = try_run(&http, base, agent_id, "/echo free").await;
+        assert_eq!(status, 202, "{base}: {body}");
+        let run_id: Uuid = body["run_id"].as_str().unwrap().parse().unwrap();
+        common::wait_until("the run to end", || async {
+            log_of(&http, base, agent_id)
+                .await
+                .iter()
+                .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+                .then_some(())
+        })
+        .await;
+    }
+}

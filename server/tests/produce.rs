@@ -669,22 +669,26 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
 /// The server restarts while a producer's run is open: recovery ends the run, and the producer's
 /// next append (after its own restart, a new epoch) is told its run ended rather than that its
 /// batch is malformed.
+/// A produced run is its producer's: a kill -9 or a SIGTERM of the server while the run's lease
+/// has time left does not end it; after the restart the producer's resend is a duplicate, its
+/// next batches go on, and the log holds the run once. A producer that stays silent past its
+/// lease still has its run ended `interrupted` — by the restarted server.
 #[tokio::test]
-async fn after_a_server_restart_the_producer_learns_its_run_was_ended() {
+async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     use common::processes::{free_port, Process};
     let directory = tempfile::tempdir().unwrap();
     let database = directory.path().join("restart.db");
     let port = free_port();
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
     let http = reqwest::Client::new();
-    let append = |base: String, agent_id: Uuid, epoch: u64, batch: Value| {
+    let append = |base: String, agent_id: Uuid, producer: &'static str, seq: u64, batch: Value| {
         let http = http.clone();
         async move {
             let response = http
                 .post(format!("{base}/v1/agents/{agent_id}/produce"))
-                .header("Producer-Id", "p")
-                .header("Producer-Epoch", epoch.to_string())
-                .header("Producer-Seq", "0")
+                .header("Producer-Id", producer)
+                .header("Producer-Epoch", "0")
+                .header("Producer-Seq", seq.to_string())
                 .json(&batch)
                 .send()
                 .await
@@ -698,25 +702,89 @@ async fn after_a_server_restart_the_producer_learns_its_run_was_ended() {
     };
     let mut server = Process::start(port, &env).await;
     let agent_id = server.create_agent(json!({ "name": "restarted" })).await;
-    let opened = json!([{ "kind": "run_started" }, text("half")]);
+    let silent_agent = server.create_agent(json!({ "name": "silent" })).await;
+    let opened = json!([
+        { "kind": "run_started", "metadata": { "lease_ms": 60_000 } },
+        text("half"),
+    ]);
+    let (status, body) = append(server.base.clone(), agent_id, "p", 0, opened.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    let run_id = body["run_id"].as_str().unwrap().to_owned();
+    let short = json!([{ "kind": "run_started", "metadata": { "lease_ms": 3_000 } }, text("x")]);
     assert_eq!(
-        append(server.base.clone(), agent_id, 0, opened).await.0,
+        append(server.base.clone(), silent_agent, "s", 0, short)
+            .await
+            .0,
         200
     );
+    // Killed as if before its answer went out.
     server.kill().await;
-    let server = Process::start(port, &env).await;
-    let (status, body) = append(server.base.clone(), agent_id, 1, json!([text("rest")])).await;
+    let mut server = Process::start(port, &env).await;
+    let position: Value = http
+        .get(format!("{}/v1/agents/{agent_id}/producers/p", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(position["run_open"], json!(true), "{position}");
     assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("run_ended")),
+        append(server.base.clone(), agent_id, "p", 0, opened)
+            .await
+            .0,
+        204
+    );
+    let (status, body) = append(server.base.clone(), agent_id, "p", 1, json!([text("rest")])).await;
+    assert_eq!(
+        (status, body["run_open"].clone()),
+        (200, json!(true)),
         "{body}"
     );
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("run_failed"),
+    assert_eq!(body["run_id"], run_id.as_str());
+    // Our own run is refused while the restarted server holds the producer's.
+    let ours = http
+        .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
+        .json(&json!({ "content": "mine" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ours.status(), 409);
+    // A SIGTERM leaves it open too.
+    server.sigterm();
+    server.child.wait().await.unwrap();
+    let server = Process::start(port, &env).await;
+    let (status, body) = append(
+        server.base.clone(),
+        agent_id,
+        "p",
+        2,
+        json!([text("!"), { "kind": "run_completed" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["run_open"].clone()),
+        (200, json!(false)),
         "{body}"
+    );
+    let log = common::processes::log_of(&http, &server.base, agent_id).await;
+    let kinds: Vec<&str> = log.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["run_started", "text", "text", "text", "run_completed"],
+        "the run once, never interrupted"
+    );
+    // The silent producer's run ends at its lease, counted from its last batch.
+    let silent = common::wait_until("the silent producer's run to end", || async {
+        let log = common::processes::log_of(&http, &server.base, silent_agent).await;
+        log.last().filter(|event| event.kind.is_run_end()).cloned()
+    })
+    .await;
+    assert_eq!(silent.kind, EventKind::RunFailed, "{:?}", silent.content);
+    assert!(
+        silent.content.to_string().contains("lease"),
+        "{}",
+        silent.content
     );
 }
 

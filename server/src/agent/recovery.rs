@@ -33,6 +33,9 @@ pub struct Recovered {
     pub answered_calls: usize,
     /// Idempotency keys given back because their run never started.
     pub released_keys: u64,
+    /// Runs an external producer writes whose lease has time left, left open for it: `(agent,
+    /// run, producer id)`. A stop of ours does not end the producer's run.
+    pub left_to_producers: Vec<(Uuid, Uuid, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +65,12 @@ pub async fn recover(
         if alive.contains(&run_id) {
             continue;
         }
+        if let Some(producer) = producer_with_lease(store, &started, run_id).await? {
+            recovered
+                .left_to_producers
+                .push((started.agent_id, run_id, producer));
+            continue;
+        }
         let events = run_events(store, &started).await?;
         let drafts = interruption(&started, &events);
         recovered.answered_calls += drafts
@@ -78,6 +87,34 @@ pub async fn recover(
         recovered.interrupted_runs.push(run_id);
     }
     Ok(recovered)
+}
+
+/// The producer of the run `started` began, when an external producer writes it and its lease
+/// (counted from its last accepted batch, as stored) has time left.
+async fn producer_with_lease(
+    store: &dyn Store,
+    started: &AgentEvent,
+    run_id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    let Some(producer) = started
+        .metadata
+        .pointer("/producer/id")
+        .and_then(Value::as_str)
+    else {
+        return Ok(None);
+    };
+    let lease_ms = started
+        .metadata
+        .get("lease_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(crate::agent::produce::check::PRODUCER_LEASE_MS_DEFAULT);
+    let Some(position) = store.producer_position(started.agent_id, producer).await? else {
+        return Ok(None);
+    };
+    let lease_end = position.updated_at
+        + chrono::Duration::milliseconds(i64::try_from(lease_ms).unwrap_or(i64::MAX / 2));
+    let live = position.stamp.run_id == Some(run_id) && lease_end > chrono::Utc::now();
+    Ok(live.then(|| producer.to_owned()))
 }
 
 /// The events of the run that `started` began: it is the newest run of its agent (one run per

@@ -88,6 +88,9 @@ struct ActiveRun {
     /// Set with the cancel when the server shuts down: the run ends `interrupted`, not
     /// `cancelled` (nobody asked it to stop).
     interrupted: Arc<AtomicBool>,
+    /// An external producer's run: a shutdown lets go of it at once (it stays the producer's)
+    /// instead of waiting the drain for it.
+    produced: bool,
 }
 
 /// A cancellation that was requested: the run, and a way to wait until it has ended.
@@ -280,7 +283,12 @@ impl Runs {
 
     /// Takes the agent's run slot for `run_id`: refused while another run of the agent is going
     /// or [`ACTIVE_RUNS_MAX`] are.
-    fn reserve(&self, agent_id: Uuid, run_id: Uuid) -> Result<Reserved, StartRunError> {
+    fn reserve(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+        produced: bool,
+    ) -> Result<Reserved, StartRunError> {
         let mut active = self.active();
         if let Some(running) = active.get(&agent_id) {
             return Err(StartRunError::RunInProgress {
@@ -303,6 +311,7 @@ impl Runs {
                 finished,
                 ending: ending.clone(),
                 interrupted: interrupted.clone(),
+                produced,
             },
         );
         Ok(Reserved {
@@ -313,13 +322,20 @@ impl Runs {
         })
     }
 
-    /// Shutdown: waits until `wait` has passed for the runs in flight to end by themselves, then
+    /// Shutdown: waits until `wait` has passed for our runs in flight to end by themselves (an
+    /// external producer's run is not waited for: it is let go of, and stays its producer's), then
     /// interrupts the rest (they end `run_failed`, type `interrupted`, writing their open tool
     /// calls' results) and waits for those ends, [`RUN_INTERRUPT_WAIT_MS_MAX`] at most.
     pub async fn drain(&self, wait: std::time::Duration) -> Drained {
         let mut drained = Drained::default();
         let deadline = tokio::time::Instant::now() + wait;
-        for (_, mut finished) in self.finished_receivers() {
+        let ours: Vec<_> = self
+            .active()
+            .values()
+            .filter(|run| !run.produced)
+            .map(|run| run.finished.clone())
+            .collect();
+        for mut finished in ours {
             let _ = tokio::time::timeout_at(deadline, finished.wait_for(|done| *done)).await;
         }
         let left: Vec<(Uuid, watch::Receiver<bool>)> = {
@@ -348,13 +364,6 @@ impl Runs {
         drained
     }
 
-    fn finished_receivers(&self) -> Vec<(Uuid, watch::Receiver<bool>)> {
-        self.active()
-            .values()
-            .map(|run| (run.run_id, run.finished.clone()))
-            .collect()
-    }
-
     /// Starts run `run_id` of `agent` for `turn`, after the conversation `prior` (rebuilt from
     /// the log); its output goes to the log.
     pub fn start(
@@ -371,7 +380,7 @@ impl Runs {
             ending,
             interrupted,
             finished: finished_sender,
-        } = self.reserve(agent.id, run_id)?;
+        } = self.reserve(agent.id, run_id, false)?;
         let request = ProviderRequest {
             system: agent.system.clone(),
             model: model_for(agent, provider.name()),
@@ -507,7 +516,7 @@ impl Runs {
         agent_id: Uuid,
         run_id: Uuid,
     ) -> Result<ProducedSlot, StartRunError> {
-        let reserved = self.reserve(agent_id, run_id)?;
+        let reserved = self.reserve(agent_id, run_id, true)?;
         Ok(ProducedSlot {
             cancel: reserved.cancel,
             interrupted: reserved.interrupted,

@@ -79,11 +79,21 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
             StoreError::UnknownAgent(agent_id) => ApiError::unknown_agent(agent_id),
-            // Busy, restarting, unreachable: the request may succeed if sent again.
-            other if other.is_transient() => ApiError::new(
+            // Busy, restarting, unreachable: the request may succeed if sent again. The
+            // driver's own words (addresses, statements) go to the log, not to the client.
+            other if other.is_transient() => {
+                tracing::warn!(error = %other, "a request met an unavailable database");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "database_unavailable",
+                    "the database is unavailable right now; send the request again",
+                )
+            }
+            StoreError::ProducerMoved { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "database_unavailable",
-                other.to_string(),
+                "producer_contended",
+                "the producer's position kept moving on other servers while this batch was \
+                 fenced; send it again",
             ),
             other => ApiError::internal(other),
         }

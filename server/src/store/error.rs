@@ -23,6 +23,10 @@ pub enum StoreError {
     /// ended it. Nothing was written.
     #[error("run {0} is no longer executed by this process (its lease ran out and it was ended)")]
     RunNotOwned(Uuid),
+    /// A producer's batch was fenced against a position that moved before it committed (another
+    /// server or request committed the producer's next batch): nothing was written; fence again.
+    #[error("producer {producer_id:?} of agent {agent_id} moved on before this batch committed")]
+    ProducerMoved { agent_id: Uuid, producer_id: String },
     /// `DATABASE_URL` names no database this server can use.
     #[error("unsupported DATABASE_URL {0:?}: expected sqlite://… or postgres://…")]
     UnsupportedUrl(String),
@@ -43,6 +47,7 @@ impl StoreError {
             StoreError::Failed(_) => "failed",
             StoreError::Unavailable(_) => "unavailable",
             StoreError::RunNotOwned(_) => "run_not_owned",
+            StoreError::ProducerMoved { .. } => "producer_moved",
             StoreError::UnsupportedUrl(_) => "unsupported_url",
         }
     }

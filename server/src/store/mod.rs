@@ -33,7 +33,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 pub use error::StoreError;
-pub use records::{AppendBatch, EventDraft, EventJson, NewAgent, ProducerStamp, StoredSnapshot};
+pub use records::{
+    AppendBatch, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp, StoredSnapshot,
+};
 pub use streams::{StreamRow, Streams};
 
 /// Agents: the rows each log hangs from.
@@ -135,7 +137,7 @@ pub trait EventLog: Send + Sync + 'static {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<ProducerStamp>, StoreError>;
+    ) -> Result<Option<ProducerPosition>, StoreError>;
     /// The database's size on disk, when the store can tell it without touching the disk
     /// itself (PostgreSQL; SQLite's file is measured where it lies).
     async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {
@@ -334,6 +336,14 @@ pub trait ClusterStore: Send + Sync + 'static {
     ) -> Result<Option<Uuid>, StoreError>;
     /// Gives the slot back (the run never started).
     async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
+    /// Makes this process the owner of the agent's run `run_id` (an external producer's run
+    /// whose next batch reached this process). `Some(run)` when the run no longer holds the
+    /// agent: another run does (or none, `run_id` itself, when it ended).
+    async fn adopt_agent_run(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<Option<Uuid>, StoreError>;
     /// The run executing for the agent, on whichever process.
     async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError>;
     /// Extends the leases of this process's runs `run_ids`.

@@ -185,4 +185,18 @@ pub struct ProducerStamp {
     pub epoch: u64,
     pub seq: u64,
     pub run_id: Option<Uuid>,
+    /// Written with a batch: the `(epoch, seq)` the batch was fenced against (`None`: the
+    /// producer had no position). The append commits only while the stored position is still
+    /// that one, else it fails with [`crate::store::StoreError::ProducerMoved`] and writes
+    /// nothing: two servers (or requests) that fenced the same retry cannot both commit it.
+    /// Read back, it is `None`.
+    pub fenced_at: Option<(u64, u64)>,
+}
+
+/// A producer's stored position and when it was last written (a produced run's lease counts
+/// from there, across restarts and servers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerPosition {
+    pub stamp: ProducerStamp,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }

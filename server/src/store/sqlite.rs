@@ -302,26 +302,31 @@ impl EventLog for SqliteStore {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<super::ProducerStamp>, StoreError> {
-        let row: Option<(i64, i64, Option<Vec<u8>>)> = sqlx::query_as(
-            "SELECT epoch, seq, run_id FROM producers WHERE agent_id = ? AND producer_id = ?",
+    ) -> Result<Option<super::ProducerPosition>, StoreError> {
+        let row: Option<(i64, i64, Option<Vec<u8>>, i64)> = sqlx::query_as(
+            "SELECT epoch, seq, run_id, updated_at FROM producers \
+             WHERE agent_id = ? AND producer_id = ?",
         )
         .bind(agent_id.to_string())
         .bind(producer_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|(epoch, seq, run_id)| {
+        row.map(|(epoch, seq, run_id, updated_at)| {
             let run_id = run_id
                 .map(|bytes| {
                     Uuid::from_slice(&bytes)
                         .map_err(|_| StoreError::Failed("a producer's run id is not a uuid".into()))
                 })
                 .transpose()?;
-            Ok(super::ProducerStamp {
-                producer_id: producer_id.to_owned(),
-                epoch: epoch as u64,
-                seq: seq as u64,
-                run_id,
+            Ok(super::ProducerPosition {
+                stamp: super::ProducerStamp {
+                    producer_id: producer_id.to_owned(),
+                    epoch: epoch as u64,
+                    seq: seq as u64,
+                    run_id,
+                    fenced_at: None,
+                },
+                updated_at: super::chunk::time_from_nanos(updated_at),
             })
         })
         .transpose()

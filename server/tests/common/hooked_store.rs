@@ -98,7 +98,7 @@ impl<H: Hooks> EventLog for HookedStore<H> {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<agentstream_server::store::ProducerStamp>, StoreError> {
+    ) -> Result<Option<agentstream_server::store::ProducerPosition>, StoreError> {
         self.inner.producer_position(agent_id, producer_id).await
     }
     async fn due_approvals(

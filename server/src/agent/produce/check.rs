@@ -139,7 +139,7 @@ impl std::fmt::Display for Refusal {
 }
 
 /// A tool call of a produced run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Call {
     tool_call_id: String,
     name: String,
@@ -150,7 +150,7 @@ struct Call {
 }
 
 /// What a produced run has written so far: what its next batch is checked against.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProducedRun {
     pub run_id: Uuid,
     /// The run's main thread (events that name none go there).
@@ -347,6 +347,7 @@ fn name_field<'a>(content: &'a Value, field: &str, kind: &str) -> Result<&'a str
 }
 
 mod events;
+mod rebuild;
 
 #[cfg(test)]
 mod tests;

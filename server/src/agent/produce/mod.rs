@@ -20,6 +20,7 @@
 
 pub mod check;
 pub mod fence;
+mod lease;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use self::check::{check_batch, ProducedEvent, ProducedRun, Producer, Refusal, Stop};
+use self::check::{check_batch, ProducedEvent, ProducedRun, Producer, Refusal};
 use self::fence::{fence, Fence, ProducerHeaders};
 use super::registry::{ProducedSlot, RunLimits, Runs, StartRunError};
 use crate::delivery::writer::{AppendError, Writer};
@@ -170,35 +171,32 @@ impl Producers {
     }
 
     /// The producer's position: its last committed epoch and seq, the run it went to and
-    /// whether that run is open on this server.
+    /// whether that run is still open (on any server).
     pub async fn position(
         &self,
         agent_id: Uuid,
         producer_id: &str,
     ) -> Result<Option<(ProducerStamp, bool)>, ProduceError> {
-        let entry = self.entry(agent_id);
-        let producing = entry.lock().await;
-        if let Some(open) = producing
-            .open
-            .as_ref()
-            .filter(|open| open.producer_id == producer_id)
-        {
-            let stamp = ProducerStamp {
-                producer_id: producer_id.to_owned(),
-                epoch: open.epoch,
-                seq: open.seq,
-                run_id: Some(open.run.run_id),
-            };
-            return Ok(Some((stamp, true)));
-        }
-        if self.store.get_agent(agent_id).await?.is_none() {
-            return Err(ProduceError::UnknownAgent(agent_id));
-        }
-        Ok(self
-            .store
-            .producer_position(agent_id, producer_id)
-            .await?
-            .map(|stamp| (stamp, false)))
+        let Some(position) = self.store.producer_position(agent_id, producer_id).await? else {
+            if self.store.get_agent(agent_id).await?.is_none() {
+                return Err(ProduceError::UnknownAgent(agent_id));
+            }
+            return Ok(None);
+        };
+        let open = match position.stamp.run_id {
+            Some(run_id) => self.run_end(run_id).await?.is_none(),
+            None => false,
+        };
+        Ok(Some((position.stamp, open)))
+    }
+
+    /// How the run ended (its end's kind), `None` while it is open.
+    async fn run_end(&self, run_id: Uuid) -> Result<Option<&'static str>, StoreError> {
+        let outline = self.store.run_outline(run_id).await?;
+        Ok(outline
+            .iter()
+            .find(|event| event.kind.is_run_end())
+            .map(|end| end.kind.as_str()))
     }
 
     /// One batch of a producer's events: fenced, checked, committed with its position; counted
@@ -209,7 +207,7 @@ impl Producers {
         headers: &ProducerHeaders,
         items: Vec<ProducedEvent>,
     ) -> Result<Produced, ProduceError> {
-        let answer = self.append_batch(agent_id, headers, items).await;
+        let answer = self.append_fenced(agent_id, headers, items).await;
         let outcome = match &answer {
             Ok(Produced::Appended(_)) => "appended",
             Ok(Produced::Duplicate) => "duplicate",
@@ -228,6 +226,24 @@ impl Producers {
         answer
     }
 
+    /// [`Producers::append_batch`] again while another server (or request) moved the
+    /// producer's position between our fence and our commit: the next try fences against the
+    /// new position (a duplicate, a gap, or the next batch after it).
+    async fn append_fenced(
+        self: &Arc<Self>,
+        agent_id: Uuid,
+        headers: &ProducerHeaders,
+        items: Vec<ProducedEvent>,
+    ) -> Result<Produced, ProduceError> {
+        for _ in 1..PRODUCER_FENCE_ATTEMPTS_MAX {
+            match self.append_batch(agent_id, headers, items.clone()).await {
+                Err(ProduceError::Store(StoreError::ProducerMoved { .. })) => continue,
+                answer => return answer,
+            }
+        }
+        self.append_batch(agent_id, headers, items).await
+    }
+
     async fn append_batch(
         self: &Arc<Self>,
         agent_id: Uuid,
@@ -236,23 +252,27 @@ impl Producers {
     ) -> Result<Produced, ProduceError> {
         let entry = self.entry(agent_id);
         let mut producing = entry.lock().await;
+        // The stored position is the authority: another server may have taken the producer's
+        // batches since this one last did.
+        let position = self.store.producer_position(agent_id, &headers.id).await?;
+        if position.is_none() && self.store.get_agent(agent_id).await?.is_none() {
+            return Err(ProduceError::UnknownAgent(agent_id));
+        }
+        let stored = position
+            .as_ref()
+            .map(|position| (position.stamp.epoch, position.stamp.seq));
+        let stored_run = position.as_ref().and_then(|position| position.stamp.run_id);
+        if producing.open.as_ref().is_some_and(|open| {
+            open.producer_id == headers.id && Some((open.epoch, open.seq)) != stored
+        }) {
+            // Our copy of the run is behind the log: another server wrote to it.
+            self.let_go(&mut producing).await;
+        }
         let mine = producing
             .open
             .as_ref()
             .is_some_and(|open| open.producer_id == headers.id);
-        // The run the producer's last batch went to, as the store has it (not open here).
-        let mut stored_run = None;
-        let position = if mine {
-            producing.open.as_ref().map(|open| (open.epoch, open.seq))
-        } else {
-            if self.store.get_agent(agent_id).await?.is_none() {
-                return Err(ProduceError::UnknownAgent(agent_id));
-            }
-            let stamp = self.store.producer_position(agent_id, &headers.id).await?;
-            stored_run = stamp.as_ref().and_then(|stamp| stamp.run_id);
-            stamp.map(|stamp| (stamp.epoch, stamp.seq))
-        };
-        match fence(position, headers.epoch, headers.seq) {
+        match fence(stored, headers.epoch, headers.seq) {
             Fence::Append => {}
             Fence::Duplicate => {
                 if let Some(open) = producing.open.as_mut().filter(|_| mine) {
@@ -282,13 +302,25 @@ impl Producers {
         {
             self.stop(&mut producing).await;
         }
-        let mine = mine && producing.open.is_some();
-        if !mine {
-            if let Some(open) = &producing.open {
-                return Err(ProduceError::RunInProgress {
-                    agent_id,
-                    run_id: open.run.run_id,
-                });
+        if let Some(open) = producing
+            .open
+            .as_ref()
+            .filter(|open| open.producer_id != headers.id)
+        {
+            return Err(ProduceError::RunInProgress {
+                agent_id,
+                run_id: open.run.run_id,
+            });
+        }
+        // The producer's run may be open in the log without this server holding it (a restart,
+        // or its last batch went to another server): this server takes it over.
+        if producing.open.is_none() {
+            if let (Some(run_id), Some(position)) = (stored_run, &position) {
+                if let Some(open) = self.adopt(agent_id, run_id, position).await? {
+                    let cancel = open.slot.cancel_token();
+                    producing.open = Some(open);
+                    self.watch(agent_id, run_id, entry.clone(), cancel);
+                }
             }
         }
         let producer = Producer {
@@ -311,12 +343,8 @@ impl Producers {
                         }
                     }
                     if let Some(run_id) = stored_run {
-                        let outline = self.store.run_outline(run_id).await?;
-                        if let Some(end) = outline.iter().find(|event| event.kind.is_run_end()) {
-                            return Err(ProduceError::RunEnded {
-                                run_id,
-                                how: end.kind.as_str(),
-                            });
+                        if let Some(how) = self.run_end(run_id).await? {
+                            return Err(ProduceError::RunEnded { run_id, how });
                         }
                     }
                 }
@@ -325,7 +353,10 @@ impl Producers {
         };
         let run_id = checked.run_id;
         let opening = if checked.opened {
-            Some(self.take_slot(agent_id, run_id).await?)
+            Some(
+                self.take_slot(agent_id, run_id, &headers.id, stored)
+                    .await?,
+            )
         } else {
             None
         };
@@ -334,6 +365,7 @@ impl Producers {
             epoch: headers.epoch,
             seq: headers.seq,
             run_id: Some(run_id),
+            fenced_at: stored,
         };
         let run_open = checked.run.is_some();
         if !run_open {
@@ -355,6 +387,22 @@ impl Producers {
             Err(error) => {
                 match opening {
                     Some(slot) => self.give_back(agent_id, run_id, slot).await,
+                    None if matches!(
+                        error,
+                        AppendError::Store(
+                            StoreError::ProducerMoved { .. } | StoreError::RunNotOwned(_)
+                        )
+                    ) =>
+                    {
+                        // Another server took the producer's batch (or its run) meanwhile: the
+                        // run goes on there; ours is let go, nothing written, and the batch is
+                        // fenced again.
+                        self.let_go(&mut producing).await;
+                        return Err(ProduceError::Store(StoreError::ProducerMoved {
+                            agent_id,
+                            producer_id: headers.id.clone(),
+                        }));
+                    }
                     None => {
                         // The log refused an event of an open run: it is ended from what the
                         // log holds, as our own runs are.
@@ -418,7 +466,13 @@ impl Producers {
     }
 
     /// The agent's run slot for a new produced run (and, with PostgreSQL, the database's).
-    async fn take_slot(&self, agent_id: Uuid, run_id: Uuid) -> Result<ProducedSlot, ProduceError> {
+    async fn take_slot(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+        producer_id: &str,
+        stored: Option<(u64, u64)>,
+    ) -> Result<ProducedSlot, ProduceError> {
         if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
             return Err(ProduceError::RunInProgress {
                 agent_id,
@@ -427,6 +481,8 @@ impl Producers {
         }
         if let Some(cluster) = &self.cluster {
             if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
+                self.opened_elsewhere(agent_id, running, producer_id, stored)
+                    .await?;
                 return Err(ProduceError::RunInProgress {
                     agent_id,
                     run_id: running,
@@ -439,6 +495,38 @@ impl Producers {
                 self.release_cluster(agent_id, run_id).await;
                 Err(error.into())
             }
+        }
+    }
+
+    /// The run holding the agent may be this very batch, opened by another server that took
+    /// its retry a moment earlier and has not committed yet: while the holder has not started
+    /// in the log, the producer's position is watched (at most
+    /// [`PRODUCER_OPENING_WAIT_MS_MAX`]); when it moves, the batch is fenced again
+    /// (`ProducerMoved`) and turns out a duplicate.
+    async fn opened_elsewhere(
+        &self,
+        agent_id: Uuid,
+        holder: Uuid,
+        producer_id: &str,
+        stored: Option<(u64, u64)>,
+    ) -> Result<(), ProduceError> {
+        let moved = || {
+            ProduceError::Store(StoreError::ProducerMoved {
+                agent_id,
+                producer_id: producer_id.to_owned(),
+            })
+        };
+        let deadline =
+            Instant::now() + std::time::Duration::from_millis(PRODUCER_OPENING_WAIT_MS_MAX);
+        loop {
+            let position = self.store.producer_position(agent_id, producer_id).await?;
+            if position.map(|position| (position.stamp.epoch, position.stamp.seq)) != stored {
+                return Err(moved());
+            }
+            if !self.store.run_outline(holder).await?.is_empty() || Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(PRODUCER_OPENING_POLL_MS)).await;
         }
     }
 
@@ -455,98 +543,16 @@ impl Producers {
             }
         }
     }
-
-    /// Ends the open run on the agent, if `producer`'s epoch writes it, as abandoned: its stream
-    /// ended and cannot be resumed. A run another request (another epoch) writes now is left
-    /// alone. The run's id when there was one.
-    pub async fn abandon(&self, agent_id: Uuid, producer: &ProducerHeaders) -> Option<Uuid> {
-        let entry = self.entry(agent_id);
-        let mut producing = entry.lock().await;
-        let run_id = producing
-            .open
-            .as_ref()
-            .filter(|open| open.producer_id == producer.id && open.epoch == producer.epoch)
-            .map(|open| open.run.run_id)?;
-        self.stop_as(&mut producing, Some(Stop::Abandoned)).await;
-        Some(run_id)
-    }
-
-    /// Ends the open run its producer did not end (cancelled, silent, shutdown).
-    async fn stop(&self, producing: &mut Producing) {
-        self.stop_as(producing, None).await
-    }
-
-    /// [`Producers::stop`], for the reason given, else the one the slot says.
-    async fn stop_as(&self, producing: &mut Producing, reason: Option<Stop>) {
-        let Some(mut open) = producing.open.take() else {
-            return;
-        };
-        let (stop, how) = if reason == Some(Stop::Abandoned) {
-            (
-                Stop::Abandoned,
-                "interrupted: the producer's stream ended first",
-            )
-        } else if open.slot.is_interrupted() {
-            (Stop::Shutdown, "interrupted: the server shut down")
-        } else if open.slot.is_cancelled() {
-            (Stop::Cancelled, "cancelled")
-        } else {
-            (
-                Stop::LeaseExpired,
-                "interrupted: the producer's lease ran out",
-            )
-        };
-        open.slot.ending();
-        let (agent_id, run_id) = (open.agent_id, open.run.run_id);
-        let drafts = open.run.stopped(stop);
-        producing.stopped = Some((open.producer_id.clone(), run_id, how));
-        if let Err(error) = self.writer.append_closing(agent_id, drafts).await {
-            tracing::warn!(%run_id, %error, "a produced run's end was not written; recovery ends it");
-        }
-        tracing::info!(%agent_id, %run_id, how, "a produced run ended without its producer");
-    }
-
-    /// The watchdog of an open run: ends it when it is cancelled or its lease runs out.
-    fn watch(
-        self: &Arc<Self>,
-        agent_id: Uuid,
-        run_id: Uuid,
-        entry: Arc<Mutex<Producing>>,
-        cancel: tokio_util::sync::CancellationToken,
-    ) {
-        let producers = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                let deadline = {
-                    let producing = entry.lock().await;
-                    match &producing.open {
-                        Some(open) if open.run.run_id == run_id => open.lease_until,
-                        _ => return,
-                    }
-                };
-                tokio::select! {
-                    () = cancel.cancelled() => {}
-                    () = tokio::time::sleep_until(deadline) => {}
-                }
-                let Some(producers) = producers.upgrade() else {
-                    return;
-                };
-                let mut producing = entry.lock().await;
-                let due = match &producing.open {
-                    Some(open) if open.run.run_id == run_id => {
-                        open.slot.is_cancelled() || Instant::now() >= open.lease_until
-                    }
-                    _ => return,
-                };
-                if due {
-                    producers.stop(&mut producing).await;
-                    tracing::debug!(%agent_id, %run_id, "produced run stopped");
-                    return;
-                }
-            }
-        });
-    }
 }
+
+/// A producer's batch is fenced and committed at most this many times while other servers keep
+/// moving its position between the fence and the commit.
+pub const PRODUCER_FENCE_ATTEMPTS_MAX: u32 = 4;
+/// How long a batch that opens a run waits, at most, to learn whether the run holding the agent
+/// is its own retry, opened by another server and not yet committed.
+pub const PRODUCER_OPENING_WAIT_MS_MAX: u64 = 1_000;
+/// How often the producer's position is read meanwhile.
+const PRODUCER_OPENING_POLL_MS: u64 = 20;
 
 fn lease(run: &ProducedRun) -> std::time::Duration {
     std::time::Duration::from_millis(run.lease_ms)

@@ -241,6 +241,18 @@ impl Writer {
         wait(receipt).await
     }
 
+    /// [`Writer::append_produced`] for the events that end a producer's run without it (its
+    /// position guards the end as it guards a batch: a producer that moved on elsewhere wins).
+    pub async fn append_produced_closing(
+        &self,
+        agent_id: Uuid,
+        drafts: Vec<EventDraft>,
+        producer: ProducerStamp,
+    ) -> Result<Vec<AgentEvent>, AppendError> {
+        let receipt = self.send(agent_id, drafts, false, Some(producer)).await?;
+        wait(receipt).await
+    }
+
     /// Appends and waits for the commit.
     pub async fn append(
         &self,
@@ -287,10 +299,9 @@ async fn run(
         }
         // Later events of a run the writer already refused are refused without trying: the
         // run is ending, and its log must not go on past a hole.
-        let (requests, held_back): (Vec<_>, Vec<_>) = requests.into_iter().partition(|request| {
-            !request.continues_run
-                || !run_of(&request.batch).is_some_and(|run| refused.set.contains(&run))
-        });
+        let (requests, held_back): (Vec<_>, Vec<_>) = requests
+            .into_iter()
+            .partition(|request| !behind_a_hole(request.continues_run, &request.batch, &refused));
         for request in held_back {
             let _ = request.reply.send(Err(Arc::new(behind_a_refusal())));
         }
@@ -516,8 +527,18 @@ async fn commit(
                 refused.remove(run);
             }
         } else if let Err(error) = &outcome {
-            tracing::warn!(agent_id = %batch.agent_id, %error, "append refused");
-            if let Some(run) = run {
+            if batch.producer.is_some()
+                && matches!(
+                    **error,
+                    StoreError::ProducerMoved { .. } | StoreError::RunNotOwned(_)
+                )
+            {
+                // Two servers taking one producer's retry: the loser fences again.
+                tracing::debug!(agent_id = %batch.agent_id, %error, "a producer's batch lost its race");
+            } else {
+                tracing::warn!(agent_id = %batch.agent_id, %error, "append refused");
+            }
+            if let (Some(run), true) = (run, leaves_a_hole(&batch, error)) {
                 refused.insert(run);
             }
             if maybe_committed[index] {
@@ -530,6 +551,21 @@ async fn commit(
 }
 
 pub(super) type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
+
+/// Whether a refusal leaves the run with a hole its later events must not go past. An external
+/// producer's batch never does: it is whole, and fenced by the producer's position, so the batch
+/// after a refused one is its retry (or refused as a gap).
+fn leaves_a_hole(batch: &AppendBatch, _error: &StoreError) -> bool {
+    batch.producer.is_none()
+}
+
+/// Whether a request continues a run the writer refused an event of (and is not a producer's
+/// fenced batch, which cannot leave a hole).
+fn behind_a_hole(continues_run: bool, batch: &AppendBatch, refused: &RefusedRuns) -> bool {
+    continues_run
+        && batch.producer.is_none()
+        && run_of(batch).is_some_and(|run| refused.set.contains(&run))
+}
 
 /// The same refusal for each of `count` requests (the first gets the error itself).
 fn refusal_for_all(error: StoreError, count: usize) -> Vec<Outcome> {
@@ -562,7 +598,7 @@ impl OneByOne<'_> {
         let mut outcomes = Vec::with_capacity(batches.len());
         for (index, (request, batch)) in requests.iter().zip(batches).enumerate() {
             let run = run_of(batch);
-            if request.continues_run && run.is_some_and(|run| self.refused.set.contains(&run)) {
+            if behind_a_hole(request.continues_run, batch, self.refused) {
                 outcomes.push(Err(Arc::new(behind_a_refusal())));
                 continue;
             }
@@ -580,8 +616,10 @@ impl OneByOne<'_> {
                     Err(Arc::new(failed.error))
                 }
             };
-            if let (Err(_), Some(run)) = (&outcome, run) {
-                self.refused.insert(run);
+            if let (Err(error), Some(run)) = (&outcome, run) {
+                if leaves_a_hole(batch, error) {
+                    self.refused.insert(run);
+                }
             }
             outcomes.push(outcome);
         }

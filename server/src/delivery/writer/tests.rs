@@ -103,7 +103,7 @@ impl EventLog for LosesAnswers {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<crate::store::ProducerStamp>, StoreError> {
+    ) -> Result<Option<crate::store::ProducerPosition>, StoreError> {
         self.inner.producer_position(agent_id, producer_id).await
     }
     async fn due_approvals(

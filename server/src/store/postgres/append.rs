@@ -193,11 +193,27 @@ type Transaction<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 async fn write_positions(
     transaction: &mut Transaction<'_>,
     batches: &[AppendBatch],
-) -> Result<(), sqlx::Error> {
+) -> Result<(), StoreError> {
     for batch in batches {
         let Some(stamp) = &batch.producer else {
             continue;
         };
+        // The position the batch was fenced against must still be the stored one (the agent's
+        // row is locked: no other transaction moves it meanwhile).
+        let stored: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT epoch, seq FROM producers WHERE agent_id = $1 AND producer_id = $2",
+        )
+        .bind(batch.agent_id)
+        .bind(&stamp.producer_id)
+        .fetch_optional(&mut **transaction)
+        .await?;
+        let stored = stored.map(|(epoch, seq)| (epoch as u64, seq as u64));
+        if stored != stamp.fenced_at {
+            return Err(StoreError::ProducerMoved {
+                agent_id: batch.agent_id,
+                producer_id: stamp.producer_id.clone(),
+            });
+        }
         sqlx::query(
             "INSERT INTO producers (agent_id, producer_id, epoch, seq, run_id, updated_at) \
              VALUES ($1, $2, $3, $4, $5, clock_timestamp()) \

@@ -61,6 +61,33 @@ impl ClusterStore for PgStore {
         Ok(())
     }
 
+    async fn adopt_agent_run(
+        &self,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<Option<Uuid>, StoreError> {
+        // An update only: the claim of an open run stays until the run ends (recovery ends a
+        // run whose claim ran out), so a missing row means the run ended — and an insert
+        // racing the end's commit could bring its claim back for a run that is over.
+        let adopted: Option<Uuid> = sqlx::query_scalar(
+            "UPDATE active_runs SET owner_id = $3, \
+                 lease_until = now() + make_interval(secs => $4) \
+             WHERE agent_id = $1 AND run_id = $2 RETURNING run_id",
+        )
+        .bind(agent_id)
+        .bind(run_id)
+        .bind(self.node_id)
+        .bind(self.run_lease_ms as f64 / 1000.0)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(unknown_agent_or(agent_id))?;
+        if adopted.is_some() {
+            return Ok(None);
+        }
+        // Another run holds the agent, or this one ended: either way it is not ours to go on.
+        Ok(Some(self.active_run(agent_id).await?.unwrap_or(run_id)))
+    }
+
     async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT run_id FROM active_runs WHERE agent_id = $1")

@@ -372,20 +372,27 @@ impl EventLog for PgStore {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<crate::store::ProducerStamp>, StoreError> {
-        let row: Option<(i64, i64, Option<Uuid>)> = sqlx::query_as(
-            "SELECT epoch, seq, run_id FROM producers WHERE agent_id = $1 AND producer_id = $2",
+    ) -> Result<Option<crate::store::ProducerPosition>, StoreError> {
+        let row: Option<(i64, i64, Option<Uuid>, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT epoch, seq, run_id, updated_at FROM producers \
+             WHERE agent_id = $1 AND producer_id = $2",
         )
         .bind(agent_id)
         .bind(producer_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(epoch, seq, run_id)| crate::store::ProducerStamp {
-            producer_id: producer_id.to_owned(),
-            epoch: epoch as u64,
-            seq: seq as u64,
-            run_id,
-        }))
+        Ok(row.map(
+            |(epoch, seq, run_id, updated_at)| crate::store::ProducerPosition {
+                stamp: crate::store::ProducerStamp {
+                    producer_id: producer_id.to_owned(),
+                    epoch: epoch as u64,
+                    seq: seq as u64,
+                    run_id,
+                    fenced_at: None,
+                },
+                updated_at,
+            },
+        ))
     }
 
     async fn due_approvals(

@@ -342,6 +342,11 @@ fn append(
                  updated_at = excluded.updated_at",
             )
             .map_err(sqlite_error)?;
+        let mut fenced = transaction
+            .prepare_cached(
+                "SELECT epoch, seq FROM producers WHERE agent_id = ?1 AND producer_id = ?2",
+            )
+            .map_err(sqlite_error)?;
         let mut forget = transaction
             .prepare_cached(
                 "DELETE FROM producers WHERE agent_id = ?1 AND producer_id NOT IN \
@@ -384,6 +389,20 @@ fn append(
                 events.push(event);
             }
             if let Some(stamp) = &batch.producer {
+                // The position the batch was fenced against must still be the stored one.
+                let stored: Option<(i64, i64)> = fenced
+                    .query_row(params![agent_text, stamp.producer_id], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .optional()
+                    .map_err(sqlite_error)?;
+                let stored = stored.map(|(epoch, seq)| (epoch as u64, seq as u64));
+                if stored != stamp.fenced_at {
+                    return Err(StoreError::ProducerMoved {
+                        agent_id,
+                        producer_id: stamp.producer_id.clone(),
+                    });
+                }
                 let now = chunk::time_nanos(chrono::Utc::now())?;
                 position
                     .execute(params![

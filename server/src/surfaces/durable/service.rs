@@ -84,6 +84,7 @@ pub struct Appended {
 }
 
 /// An append's request.
+#[derive(Clone)]
 pub struct Append<'a> {
     pub body: &'a [u8],
     pub content_type: Option<&'a str>,
@@ -313,8 +314,24 @@ impl Service {
         Ok((row, made))
     }
 
-    /// Appends (and closes, when asked) under the path's lock.
+    /// Appends (and closes, when asked) under the path's lock. A producer's append whose
+    /// position another server moved between the fence and the commit is fenced again (it is
+    /// then a duplicate, a gap, or the next append).
     pub async fn append(&self, path: &str, append: Append<'_>) -> Result<Appended, Refusal> {
+        let mut attempts = 1;
+        loop {
+            match self.append_once(path, append.clone()).await {
+                Err(Refusal::Store(StoreError::ProducerMoved { .. }))
+                    if attempts < crate::agent::produce::PRODUCER_FENCE_ATTEMPTS_MAX =>
+                {
+                    attempts += 1;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn append_once(&self, path: &str, append: Append<'_>) -> Result<Appended, Refusal> {
         let held = self.hold(path);
         let _writing = held.state.writing.lock().await;
         let mut row = self.live(path).await?;
@@ -356,7 +373,7 @@ impl Service {
                 .store
                 .producer_position(row.log_id, &producer.id)
                 .await?
-                .map(|stamp| (stamp.epoch, stamp.seq));
+                .map(|position| (position.stamp.epoch, position.stamp.seq));
             match fence(position, producer.epoch, producer.seq) {
                 Fence::Append => {}
                 Fence::Duplicate => {
@@ -374,6 +391,7 @@ impl Service {
                 epoch: producer.epoch,
                 seq: producer.seq,
                 run_id: None,
+                fenced_at: position,
             });
         }
         if let (Some(seq), Some(last)) = (append.stream_seq, &row.stream_seq) {

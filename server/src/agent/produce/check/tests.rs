@@ -428,3 +428,69 @@ fn a_run_stopped_without_its_producer_is_closed_like_ours() {
         assert!(drafts.iter().all(|draft| draft.run_id == Some(run.run_id)));
     }
 }
+
+/// A server that did not write a run's earlier batches rebuilds the run from the log: the state
+/// equals the one the checks left, and the next batch is taken or refused alike.
+#[test]
+fn a_run_rebuilt_from_its_events_is_the_run_the_checks_left() {
+    let agent = Uuid::from_u128(7);
+    let cases: Vec<(&str, Vec<Value>, Value)> = vec![
+        (
+            "just opened",
+            vec![start()],
+            json!([{ "kind": "tool_call", "content": { "tool_call_id": "c1", "name": "s" } }]),
+        ),
+        (
+            "a call open, another answered, a message, usage",
+            vec![
+                json!([
+                    { "kind": "run_started", "thread_id": OTHER, "metadata": { "lease_ms": 5000 } },
+                    { "kind": "user", "message_id": MESSAGE, "content": { "text": "hi" } },
+                ]),
+                json!([
+                    { "kind": "tool_call", "content": { "tool_call_id": "c1", "name": "search", "input": { "q": 1 } } },
+                    { "kind": "tool_call", "content": { "tool_call_id": "c2", "name": "fetch" } },
+                    { "kind": "tool_call", "content": { "tool_call_id": "c2" }, "delta": { "status": "ready" }, "delta_action": "merge" },
+                    { "kind": "tool_result", "content": { "tool_call_id": "c1", "result": "x" } },
+                    { "kind": "usage", "content": { "input_tokens": 3, "output_tokens": 2 } },
+                ]),
+            ],
+            // c1 is answered, c2 is not; the user message keeps its kind.
+            json!([
+                { "kind": "tool_result", "content": { "tool_call_id": "c2", "result": "y" } },
+                { "kind": "text", "message_id": MESSAGE, "delta": "no", "delta_action": "append" },
+            ]),
+        ),
+    ];
+    for (name, batches, next) in cases {
+        let mut open: Option<ProducedRun> = None;
+        let mut log = Vec::new();
+        for batch in &batches {
+            let checked = check_batch(
+                open.as_ref(),
+                items(batch.clone()),
+                PRODUCER,
+                RunLimits::default(),
+            )
+            .unwrap_or_else(|refusal| panic!("{name}: {refusal}"));
+            for draft in checked.drafts {
+                let seq = log.len() as u64 + 1;
+                log.push(draft.into_event(agent, seq));
+            }
+            open = checked.run;
+        }
+        let open = open.unwrap_or_else(|| panic!("{name}: the run is open"));
+        let rebuilt = ProducedRun::rebuild(&log[0], &log).expect("a run_started");
+        assert_eq!(rebuilt, open, "{name}");
+        let original = check_batch(
+            Some(&open),
+            items(next.clone()),
+            PRODUCER,
+            RunLimits::default(),
+        )
+        .map(|checked| checked.drafts.len());
+        let again = check_batch(Some(&rebuilt), items(next), PRODUCER, RunLimits::default())
+            .map(|checked| checked.drafts.len());
+        assert_eq!(again, original, "{name}");
+    }
+}
