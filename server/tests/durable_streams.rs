@@ -366,3 +366,27 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
         reopened.len()
     );
 }
+
+/// Every read of a fork walks its chain of sources: the chain is bounded, and a fork past the
+/// bound is refused with the reason.
+#[tokio::test]
+async fn fork_chains_are_bounded() {
+    let server = TestServer::start().await;
+    assert_eq!(put(&server, "chain/0", "application/json", "[0]").await.status(), 201);
+    let fork = |depth: usize| {
+        server
+            .http
+            .put(server.url(&format!("/v1/streams/chain/{depth}")))
+            .header("content-type", "application/json")
+            .header("stream-forked-from", format!("/v1/streams/chain/{}", depth - 1))
+            .send()
+    };
+    for depth in 1..=64 {
+        assert_eq!(fork(depth).await.unwrap().status(), 201, "fork {depth}");
+    }
+    let refused = fork(65).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("Fork chain too deep"));
+    let deepest = get(&server, "chain/64", "offset=-1").await;
+    assert_eq!(deepest.json::<Value>().await.unwrap(), json!([0]));
+}

@@ -452,32 +452,61 @@ async fn a_producers_position_commits_with_its_batch(subject: &Subject) {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let other = store.create_agent(NewAgent::default()).await.unwrap();
     assert_eq!(store.producer_position(agent.id, "p").await.unwrap(), None);
-    let stamp = |epoch, seq| ProducerStamp {
+    // A batch of seq n is fenced against seq n − 1 (none before the first).
+    let stamp = |epoch, seq: u64| ProducerStamp {
         producer_id: "p".into(),
         epoch,
         seq,
         run_id: None,
+        fenced_at: seq.checked_sub(1).map(|previous| (epoch, previous)),
+    };
+    let at = |agent_id, producer: &'static str| async move {
+        store
+            .producer_position(agent_id, producer)
+            .await
+            .unwrap()
+            .map(|position| (position.stamp.epoch, position.stamp.seq))
     };
     let with = |agent_id, stamp| AppendBatch {
         producer: Some(stamp),
         ..batch(agent_id, texts(2))
     };
     store.append(&[with(agent.id, stamp(3, 0))]).await.unwrap();
+    let before = chrono::Utc::now();
     store.append(&[with(agent.id, stamp(3, 1))]).await.unwrap();
-    assert_eq!(
-        store.producer_position(agent.id, "p").await.unwrap(),
-        Some(stamp(3, 1))
+    let position = store.producer_position(agent.id, "p").await.unwrap().unwrap();
+    assert_eq!((position.stamp.epoch, position.stamp.seq), (3, 1));
+    assert!(
+        position.updated_at >= before - chrono::Duration::seconds(1),
+        "the position's time is its last batch's: {}",
+        position.updated_at
     );
-    assert_eq!(store.producer_position(other.id, "p").await.unwrap(), None);
+    assert_eq!(at(other.id, "p").await, None);
+    // A batch fenced against a position that moved since (another server took the same retry)
+    // writes nothing.
+    let head = store.head_seq(agent.id).await.unwrap();
+    let raced = store.append(&[with(agent.id, stamp(3, 1))]).await;
+    assert!(
+        matches!(raced, Err(StoreError::ProducerMoved { .. })),
+        "{raced:?}"
+    );
+    let fresh = ProducerStamp {
+        fenced_at: Some((3, 0)),
+        ..stamp(9, 0)
+    };
+    let raced = store.append(&[with(other.id, fresh)]).await;
+    assert!(
+        matches!(raced, Err(StoreError::ProducerMoved { .. })),
+        "a first batch fenced against a position that is not there: {raced:?}"
+    );
+    assert_eq!(store.head_seq(agent.id).await.unwrap(), head);
+    assert_eq!(at(agent.id, "p").await, Some((3, 1)));
     // A batch that fails (an unknown agent beside it) leaves the position where it was.
     let failed = store
         .append(&[with(agent.id, stamp(3, 2)), batch(Uuid::new_v4(), texts(1))])
         .await;
     assert!(failed.is_err());
-    assert_eq!(
-        store.producer_position(agent.id, "p").await.unwrap(),
-        Some(stamp(3, 1))
-    );
+    assert_eq!(at(agent.id, "p").await, Some((3, 1)));
     // Past the bound, a producer's first batch forgets the least recently written others.
     let bound = agentstream_server::store::PRODUCERS_PER_AGENT_MAX as usize;
     for index in 0..bound {
@@ -486,17 +515,18 @@ async fn a_producers_position_commits_with_its_batch(subject: &Subject) {
             epoch: 0,
             seq: 0,
             run_id: Some(Uuid::now_v7()),
+            fenced_at: None,
         };
         store.append(&[with(other.id, stamp)]).await.unwrap();
     }
     store.append(&[with(other.id, stamp(0, 0))]).await.unwrap();
-    assert_eq!(store.producer_position(other.id, "q0").await.unwrap(), None);
+    assert_eq!(at(other.id, "q0").await, None);
     let newest = store
         .producer_position(other.id, &format!("q{}", bound - 1))
         .await
         .unwrap()
         .unwrap();
-    assert!(newest.run_id.is_some());
+    assert!(newest.stamp.run_id.is_some());
     assert!(store.delete_agent(agent.id).await.unwrap());
     assert_eq!(store.producer_position(agent.id, "p").await.unwrap(), None);
 }

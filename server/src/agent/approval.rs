@@ -172,9 +172,13 @@ pub fn check_agent_approvals(metadata: &Value) -> Result<(), String> {
 
 /// Checks `decisions` against the folded log: each request must exist and still be pending,
 /// and no call may be answered twice.
+///
+/// A person's answer (no output) answers approval requests only; a client tool's call takes its
+/// result or its error — a person's "deny" of it is refused, unless `by_server` (a timeout).
 pub fn answer_from_timeline(
     timeline: &Timeline,
     decisions: &[ApprovalDecision],
+    by_server: bool,
 ) -> Result<ApprovalTurn, StartError> {
     let all = approvals::approvals(timeline);
     let mut answers: Vec<ApprovalAnswer> = Vec::with_capacity(decisions.len());
@@ -203,7 +207,15 @@ pub fn answer_from_timeline(
         }
         let returned = match (approval.client, &decision.output, decision.approve) {
             (true, Some(output), true) => Some(output.clone()),
-            (true, _, false) => Some(Err(declined(decision.reason.as_deref()))),
+            (true, Some(Err(error)), _) => Some(Err(error.clone())),
+            (true, None, false) if by_server => Some(Err(declined(decision.reason.as_deref()))),
+            (true, None, false) => {
+                return Err(StartError::BadApproval(format!(
+                    "tool call {call_id} runs in the client: answer it with its result or its \
+                     error (an approval's answer does not)"
+                )))
+            }
+            (true, Some(Ok(_)), false) => Some(Err(declined(decision.reason.as_deref()))),
             (true, None, true) => {
                 return Err(StartError::BadApproval(format!(
                     "tool call {call_id} runs in the client: answer it with its result"

@@ -185,6 +185,7 @@ async fn sweep(
             .collect();
         let options = RunOptions {
             background: true,
+            answered_by_server: true,
             ..RunOptions::default()
         };
         match starter.answer_approvals(agent_id, decisions, options).await {

@@ -196,6 +196,9 @@ pub struct RunOptions {
     /// Tools the client runs (`client_tools.rs`), offered to the model beside the agent's own,
     /// kept in `run_started`'s `metadata.client_tools`.
     pub client_tools: Vec<crate::provider::ToolSpec>,
+    /// The server answers (requests past their timeout): it may decline a client tool's call,
+    /// which a person's approval may not.
+    pub answered_by_server: bool,
 }
 
 /// What a run answers.

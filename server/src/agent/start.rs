@@ -315,7 +315,8 @@ impl Starter {
                     (conversation_from_timeline(&timeline), Turn::User(content))
                 }
                 Asked::Approval(decisions) => {
-                    let turn = answer_from_timeline(&timeline, &decisions)?;
+                    let turn =
+                        answer_from_timeline(&timeline, &decisions, options.answered_by_server)?;
                     if options.client_tools.is_empty() {
                         if let Some(asked_by) = turn.asked_by {
                             options.client_tools = self.client_tools_of(asked_by).await?;

@@ -299,11 +299,13 @@ impl TokenKeys {
             return Err(TokenError::Expired);
         }
         let mut not_before = claims.nbf.into_iter().chain(claims.iat);
-        if not_before.any(|time| time.floor() as i64 > now + skew) {
+        if not_before.any(|time| time.floor() as i64 > now.saturating_add(skew)) {
             return Err(TokenError::NotYetValid);
         }
+        // Checked: claims are any numbers (a float cast saturates at an i64's ends), and a
+        // wrapped lifetime would be a token that never expires.
         let issued = claims.iat.map_or(now, |iat| iat.floor() as i64);
-        let lifetime_s = exp - issued;
+        let lifetime_s = exp.saturating_sub(issued);
         if lifetime_s > self.ttl_seconds_max as i64 {
             return Err(TokenError::TooLong {
                 lifetime_s,

@@ -65,7 +65,7 @@ fn log() -> Timeline {
 #[test]
 fn an_answer_is_taken_only_for_a_pending_request() {
     let timeline = log();
-    let turn = answer_from_timeline(&timeline, &[decision(" a ", true)]).unwrap();
+    let turn = answer_from_timeline(&timeline, &[decision(" a ", true)], false).unwrap();
     assert!(turn.still_pending.is_empty());
     assert_eq!(
         turn.continues,
@@ -93,7 +93,7 @@ fn an_answer_is_taken_only_for_a_pending_request() {
         ),
     ];
     for (decision, expected) in refusals {
-        let error = answer_from_timeline(&timeline, &[decision]).unwrap_err();
+        let error = answer_from_timeline(&timeline, &[decision], false).unwrap_err();
         assert_eq!(error.to_string(), expected);
     }
 }
@@ -108,7 +108,7 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
         json!({"tool_call_id": "c", "name": "confirm", "input": {}, "client": true}),
     )]);
     let answer = |decision: ApprovalDecision| {
-        answer_from_timeline(&timeline, &[decision]).map(|turn| {
+        answer_from_timeline(&timeline, &[decision], false).map(|turn| {
             let answer = turn.answers.into_iter().next().unwrap();
             (answer.approve, answer.returned)
         })
@@ -122,14 +122,27 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
         reason: Some("not now".into()),
         ..decision("c", false)
     };
+    // A person's "deny" does not answer a client's call (an approve-only caller cannot close
+    // it); the server's timeout does.
+    let by_server = answer_from_timeline(&timeline, std::slice::from_ref(&declined), true)
+        .map(|turn| {
+            let answer = turn.answers.into_iter().next().unwrap();
+            (answer.approve, answer.returned)
+        });
     assert_eq!(
-        answer(declined).unwrap(),
+        by_server.unwrap(),
         (
             false,
             Some(Err("the client did not run this call: not now".into()))
         )
     );
+    let failed = ApprovalDecision::returned("c".into(), Err("no camera".into()));
+    assert_eq!(answer(failed).unwrap(), (true, Some(Err("no camera".into()))));
     let refusals = [
+        (
+            declined,
+            "tool call c runs in the client: answer it with its result or its error (an approval's answer does not)",
+        ),
         (
             decision("c", true),
             "tool call c runs in the client: answer it with its result",
@@ -144,8 +157,7 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
     }
     let turn = answer_from_timeline(
         &timeline,
-        &[ApprovalDecision::returned("c".into(), Ok(json!(1)))],
-    )
+        &[ApprovalDecision::returned("c".into(), Ok(json!(1)))], false)
     .unwrap();
     assert_eq!(turn.asked_by, Some(Uuid::from_u128(2)));
     assert_eq!(
@@ -163,16 +175,16 @@ fn answers_to_several_calls_leave_the_rest_pending() {
         14,
         json!({"tool_call_id": "c", "name": "echo", "input": {}}),
     )]);
-    let turn = answer_from_timeline(&timeline, &[decision("c", false)]).unwrap();
+    let turn = answer_from_timeline(&timeline, &[decision("c", false)], false).unwrap();
     assert_eq!(
         turn.still_pending,
         [json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}})]
     );
     let turn =
-        answer_from_timeline(&timeline, &[decision("c", false), decision("a", true)]).unwrap();
+        answer_from_timeline(&timeline, &[decision("c", false), decision("a", true)], false).unwrap();
     assert!(turn.still_pending.is_empty());
     assert_eq!(turn.answers.len(), 2);
-    let twice = answer_from_timeline(&timeline, &[decision("a", false), decision("a", true)]);
+    let twice = answer_from_timeline(&timeline, &[decision("a", false), decision("a", true)], false);
     assert_eq!(
         twice.unwrap_err().to_string(),
         "tool call a is answered twice in one request"

@@ -143,6 +143,18 @@ fn tokens_are_checked_claim_by_claim() {
             }),
         ),
         (
+            "iat at the bottom of an i64, exp at its top: the lifetime does not wrap",
+            forge(
+                hs256.clone(),
+                with(with(claims(), "iat", json!(-9.3e18)), "exp", json!(9.2e18)),
+                SECRET,
+            ),
+            Err(TokenError::TooLong {
+                lifetime_s: i64::MAX,
+                max_s: 3600,
+            }),
+        ),
+        (
             "issued in the future",
             forge(
                 hs256.clone(),

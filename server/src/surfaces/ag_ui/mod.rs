@@ -110,11 +110,13 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
     // Answering interrupts needs `approve`; a new message, or the client's tools' results,
-    // `write`.
-    caller.require(match request.resume {
-        Some(_) => Scope::Approve,
-        None => Scope::Write,
-    })?;
+    // `write`; a request with both needs both.
+    if request.resume.is_some() {
+        caller.require(Scope::Approve)?;
+    }
+    if request.resume.is_none() || !request.tool_results.is_empty() {
+        caller.require(Scope::Write)?;
+    }
     let answering = request.resume.is_some() || !request.tool_results.is_empty();
     let cursor = cursor(&headers, &query)?.unwrap_or_default();
     // Refused before a new thread is given an agent: a refused request writes nothing.
@@ -160,6 +162,7 @@ pub async fn run(
         client: Some(client),
         run_id: Some(run_id),
         client_tools: request.client_tools,
+        answered_by_server: false,
     };
     let started = match &request.resume {
         // Interrupts' answers: the run that carries them out (exactly one answer wins).

@@ -69,12 +69,13 @@ pub async fn chat(
 ) -> Result<Response, ApiError> {
     let request = body.read()?;
     // Answering approvals needs `approve`; a new message (or a regenerate), or the client's
-    // own tools' outputs, `write`.
-    caller.require(if request.approvals.is_empty() {
-        Scope::Write
-    } else {
-        Scope::Approve
-    })?;
+    // own tools' outputs, `write`; a request with both needs both.
+    if !request.approvals.is_empty() {
+        caller.require(Scope::Approve)?;
+    }
+    if request.approvals.is_empty() || !request.tool_outputs.is_empty() {
+        caller.require(Scope::Write)?;
+    }
     // Refused before a new chat is given an agent: a refused request writes nothing.
     if request.text.len() > RUN_CONTENT_BYTES_MAX {
         return Err(StartError::ContentTooLarge.into());
@@ -126,6 +127,7 @@ pub async fn chat(
         client: None,
         run_id: None,
         client_tools: request.client_tools,
+        answered_by_server: false,
     };
     let started = state
         .starter

@@ -12,6 +12,10 @@ use super::protocol::{self, Message};
 use super::service::{Refusal, Service, Settings};
 use crate::store::{StoreError, StreamRow};
 
+/// Forks of forks one stream may sit under at most: every read of a fork walks its chain, so
+/// the chain is bounded (a deeper fork is refused with 400).
+pub const FORK_CHAIN_DEPTH_MAX: usize = 64;
+
 /// A create's fork headers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ForkRequest {
@@ -132,6 +136,11 @@ pub(super) async fn plan(
         Some(_) => {}
         None => row.content_type = source.content_type.clone(),
     }
+    if chain_depth(service, &source).await? >= FORK_CHAIN_DEPTH_MAX {
+        return Err(Refusal::Bad(
+            "Fork chain too deep: a stream may sit under at most 64 forks",
+        ));
+    }
     if settings.ttl_seconds.is_none() && settings.expires_at.is_none() {
         row.ttl_seconds = source.ttl_seconds;
         row.expires_at = source.expires_at.clone();
@@ -173,6 +182,23 @@ pub(super) async fn plan(
     Ok(vec![Message::Bytes(bytes[..sub as usize].to_vec())])
 }
 
+/// How many forks deep `row` sits (0: not a fork), counted up to one past the limit.
+async fn chain_depth(service: &Service, row: &StreamRow) -> Result<usize, StoreError> {
+    let mut depth = 0;
+    let mut from = row.forked_from.clone();
+    while let Some(path) = from {
+        depth += 1;
+        if depth > FORK_CHAIN_DEPTH_MAX {
+            break;
+        }
+        from = service
+            .store_stream(&path)
+            .await?
+            .and_then(|source| source.forked_from);
+    }
+    Ok(depth)
+}
+
 /// The messages of the append right after `offset` in `row`'s chain.
 async fn first_batch_of_chain(
     service: &Service,
@@ -180,7 +206,7 @@ async fn first_batch_of_chain(
     offset: u64,
 ) -> Result<Vec<Value>, StoreError> {
     let mut current = row.clone();
-    loop {
+    for _ in 0..=FORK_CHAIN_DEPTH_MAX {
         if offset >= current.base_offset || current.forked_from.is_none() {
             let batch = service.first_batch(&current, offset).await?;
             return Ok(batch.into_iter().map(|(_, content)| content).collect());
@@ -191,6 +217,7 @@ async fn first_batch_of_chain(
             None => return Ok(Vec::new()),
         }
     }
+    Ok(Vec::new())
 }
 
 /// `row`'s messages after offset `since` and up to `cap`, its source chain's first.
@@ -203,7 +230,11 @@ pub(super) async fn read_chain(
 ) -> Result<(), StoreError> {
     // The chain from the oldest source to `row`, each with the offset it is read up to.
     let mut chain = vec![(row.clone(), cap)];
-    while let Some((current, current_cap)) = chain.last().cloned() {
+    while let Some((current, current_cap)) = chain
+        .last()
+        .filter(|_| chain.len() <= FORK_CHAIN_DEPTH_MAX)
+        .cloned()
+    {
         let Some(from) = current.forked_from.clone() else {
             break;
         };

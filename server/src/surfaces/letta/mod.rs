@@ -196,13 +196,18 @@ async fn attach(
 ) -> Result<Attached, ApiError> {
     let asked = request.asked()?;
     // A new turn, or the client's own tools' results, need `write`; a person's answer
-    // `approve`.
-    caller.require(match &asked {
-        LettaAsked::Approvals(answers) if answers.iter().any(|a| a.returned.is_none()) => {
-            Scope::Approve
+    // `approve`; a request with both needs both.
+    match &asked {
+        LettaAsked::Approvals(answers) => {
+            if answers.iter().any(|answer| answer.returned.is_none()) {
+                caller.require(Scope::Approve)?;
+            }
+            if answers.iter().any(|answer| answer.returned.is_some()) {
+                caller.require(Scope::Write)?;
+            }
         }
-        _ => Scope::Write,
-    })?;
+        _ => caller.require(Scope::Write)?,
+    }
     if let LettaAsked::Message {
         otid: Some(otid), ..
     } = &asked
@@ -227,6 +232,7 @@ async fn attach(
         client: None,
         run_id: None,
         client_tools: request.client_tools()?,
+        answered_by_server: false,
     };
     let started = match asked {
         LettaAsked::Message { text, .. } => {
