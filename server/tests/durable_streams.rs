@@ -372,13 +372,21 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
 #[tokio::test]
 async fn fork_chains_are_bounded() {
     let server = TestServer::start().await;
-    assert_eq!(put(&server, "chain/0", "application/json", "[0]").await.status(), 201);
+    assert_eq!(
+        put(&server, "chain/0", "application/json", "[0]")
+            .await
+            .status(),
+        201
+    );
     let fork = |depth: usize| {
         server
             .http
             .put(server.url(&format!("/v1/streams/chain/{depth}")))
             .header("content-type", "application/json")
-            .header("stream-forked-from", format!("/v1/streams/chain/{}", depth - 1))
+            .header(
+                "stream-forked-from",
+                format!("/v1/streams/chain/{}", depth - 1),
+            )
             .send()
     };
     for depth in 1..=64 {
@@ -386,7 +394,11 @@ async fn fork_chains_are_bounded() {
     }
     let refused = fork(65).await.unwrap();
     assert_eq!(refused.status(), 400);
-    assert!(refused.text().await.unwrap().contains("Fork chain too deep"));
+    assert!(refused
+        .text()
+        .await
+        .unwrap()
+        .contains("Fork chain too deep"));
     let deepest = get(&server, "chain/64", "offset=-1").await;
     assert_eq!(deepest.json::<Value>().await.unwrap(), json!([0]));
 }

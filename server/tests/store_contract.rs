@@ -474,7 +474,11 @@ async fn a_producers_position_commits_with_its_batch(subject: &Subject) {
     store.append(&[with(agent.id, stamp(3, 0))]).await.unwrap();
     let before = chrono::Utc::now();
     store.append(&[with(agent.id, stamp(3, 1))]).await.unwrap();
-    let position = store.producer_position(agent.id, "p").await.unwrap().unwrap();
+    let position = store
+        .producer_position(agent.id, "p")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((position.stamp.epoch, position.stamp.seq), (3, 1));
     assert!(
         position.updated_at >= before - chrono::Duration::seconds(1),

@@ -124,8 +124,8 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
     };
     // A person's "deny" does not answer a client's call (an approve-only caller cannot close
     // it); the server's timeout does.
-    let by_server = answer_from_timeline(&timeline, std::slice::from_ref(&declined), true)
-        .map(|turn| {
+    let by_server =
+        answer_from_timeline(&timeline, std::slice::from_ref(&declined), true).map(|turn| {
             let answer = turn.answers.into_iter().next().unwrap();
             (answer.approve, answer.returned)
         });
@@ -137,7 +137,10 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
         )
     );
     let failed = ApprovalDecision::returned("c".into(), Err("no camera".into()));
-    assert_eq!(answer(failed).unwrap(), (true, Some(Err("no camera".into()))));
+    assert_eq!(
+        answer(failed).unwrap(),
+        (true, Some(Err("no camera".into())))
+    );
     let refusals = [
         (
             declined,
@@ -157,7 +160,9 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
     }
     let turn = answer_from_timeline(
         &timeline,
-        &[ApprovalDecision::returned("c".into(), Ok(json!(1)))], false)
+        &[ApprovalDecision::returned("c".into(), Ok(json!(1)))],
+        false,
+    )
     .unwrap();
     assert_eq!(turn.asked_by, Some(Uuid::from_u128(2)));
     assert_eq!(
@@ -180,11 +185,19 @@ fn answers_to_several_calls_leave_the_rest_pending() {
         turn.still_pending,
         [json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}})]
     );
-    let turn =
-        answer_from_timeline(&timeline, &[decision("c", false), decision("a", true)], false).unwrap();
+    let turn = answer_from_timeline(
+        &timeline,
+        &[decision("c", false), decision("a", true)],
+        false,
+    )
+    .unwrap();
     assert!(turn.still_pending.is_empty());
     assert_eq!(turn.answers.len(), 2);
-    let twice = answer_from_timeline(&timeline, &[decision("a", false), decision("a", true)], false);
+    let twice = answer_from_timeline(
+        &timeline,
+        &[decision("a", false), decision("a", true)],
+        false,
+    );
     assert_eq!(
         twice.unwrap_err().to_string(),
         "tool call a is answered twice in one request"

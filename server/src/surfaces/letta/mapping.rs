@@ -58,6 +58,9 @@ struct CallInfo {
     name: String,
     /// True once input pieces were sent (token cut): the final input is not repeated.
     streamed: bool,
+    /// A call of a tool the client runs: Letta's server sends it as its
+    /// `approval_request_message` alone, never as a `tool_call_message`.
+    client: bool,
 }
 
 /// Turns a run's (or a whole log's) events, in seq order, into Letta items.
@@ -266,7 +269,12 @@ impl LettaMapper {
                     tool_call_id: text_of(&event.content, "tool_call_id"),
                     name: text_of(&event.content, "name"),
                     streamed: false,
+                    client: event.content.get("client").and_then(Value::as_bool) == Some(true),
                 };
+                if info.client {
+                    self.calls.insert(key, info);
+                    return;
+                }
                 let part = ToolCallPart {
                     name: Some(info.name.clone()),
                     arguments: String::new(),
@@ -277,7 +285,7 @@ impl LettaMapper {
                 self.emit_or_hold(event, message, out);
             }
             (Some("input_json"), Some(Value::String(piece))) if self.cut == Cut::Tokens => {
-                let Some(info) = self.calls.get_mut(&key) else {
+                let Some(info) = self.calls.get_mut(&key).filter(|info| !info.client) else {
                     return;
                 };
                 info.streamed = true;
@@ -294,7 +302,7 @@ impl LettaMapper {
                 let Some(input) = delta.get("input") else {
                     return;
                 };
-                let Some(info) = self.calls.get_mut(&key) else {
+                let Some(info) = self.calls.get_mut(&key).filter(|info| !info.client) else {
                     return;
                 };
                 if info.streamed {
