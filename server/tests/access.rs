@@ -842,3 +842,88 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
         assert_eq!(response.status(), 201, "{headers:?}");
     }
 }
+
+/// `?token=` never swaps who a page acts as behind the person's back: a link from another site,
+/// or one for someone other than the browser's signed-in user, first shows whom it signs in as;
+/// the page's own Continue link (a navigation of this site) takes it; a link the person opened
+/// with nobody signed in works at once.
+#[tokio::test]
+async fn a_token_link_from_elsewhere_asks_before_it_swaps_the_identity() {
+    let server = server_with(|_| {}).await;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let alice = token("alice", &["chat-a"], &[Scope::Read, Scope::Write]);
+    let mallory = token("mallory", &["chat-m"], &[Scope::Read, Scope::Write]);
+    let open = |link: String, site: &'static str, cookie: Option<String>| {
+        let mut request = browser
+            .get(server.url(&link))
+            .header("sec-fetch-site", site);
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, format!("agentstream_token={cookie}"));
+        }
+        request.send()
+    };
+    let sets_cookie = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get(header::SET_COOKIE)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    // Another site's link, alice signed in: a page that names mallory and alice; nothing set.
+    let attacked = open(
+        format!("/?token={mallory}"),
+        "cross-site",
+        Some(alice.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(attacked.status(), 200);
+    assert_eq!(sets_cookie(&attacked), None);
+    let page = attacked.text().await.unwrap();
+    assert!(page.contains("Open agentstream as user mallory?"), "{page}");
+    assert!(
+        page.contains("signed in as <strong>user alice</strong>"),
+        "{page}"
+    );
+    // Typed into the address bar while alice is signed in: asked too.
+    let typed = open(format!("/?token={mallory}"), "none", Some(alice.clone()))
+        .await
+        .unwrap();
+    assert_eq!(sets_cookie(&typed), None);
+    // A forged "continue" from another site is still a question.
+    let forged = open(
+        format!("/?token={mallory}&continue=1"),
+        "cross-site",
+        Some(alice.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sets_cookie(&forged), None);
+    // The person clicks Continue on the page (a same-origin navigation): mallory's now.
+    let continued = open(
+        format!("/?token={mallory}&continue=1"),
+        "same-origin",
+        Some(alice.clone()),
+    )
+    .await
+    .unwrap();
+    assert!(continued.status().is_redirection());
+    assert_eq!(continued.headers()[header::LOCATION], "/");
+    assert!(sets_cookie(&continued).unwrap().contains(&mallory));
+    // Nobody signed in, a link the person opened: at once; from another site: asked.
+    let fresh = open(format!("/?token={alice}"), "none", None)
+        .await
+        .unwrap();
+    assert!(sets_cookie(&fresh).unwrap().contains(&alice));
+    let cross = open(format!("/?token={alice}"), "cross-site", None)
+        .await
+        .unwrap();
+    assert_eq!(sets_cookie(&cross), None);
+    assert!(cross
+        .text()
+        .await
+        .unwrap()
+        .contains("Continue as user alice"));
+}

@@ -35,6 +35,7 @@ use super::caller::Caller;
 use super::params::parse_agent_id;
 use super::policy::{self, Need};
 use super::token::{Scope, TokenError};
+use super::token_link;
 use crate::http::error::ApiError;
 use crate::state::Access;
 use crate::surfaces::chat::{chat_id, unknown_chat, ChatId};
@@ -131,9 +132,13 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 fn query_token(query: Option<&str>) -> Option<String> {
+    query_value(query, TOKEN_QUERY)
+}
+
+fn query_value(query: Option<&str>, name: &str) -> Option<String> {
     query?.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=')?;
-        (key == TOKEN_QUERY).then(|| percent_decode(value))
+        (key == name).then(|| percent_decode(value))
     })
 }
 
@@ -189,40 +194,53 @@ pub async fn require_token(
     }
     let headers = request.headers();
     let from_query = query_token(uri.query());
-    let Some(presented) = bearer(headers)
-        .map(str::to_owned)
-        .or_else(|| cookie(headers, TOKEN_COOKIE).map(str::to_owned))
-        .or(from_query.clone())
-    else {
+    // A page opened with `?token=` is about the link's identity, whatever cookie is there.
+    let is_page = request.method() == axum::http::Method::GET && !path.starts_with("/v1/");
+    let link = from_query.clone().filter(|_| is_page);
+    let Some(presented) = link.clone().or_else(|| {
+        bearer(headers)
+            .map(str::to_owned)
+            .or_else(|| cookie(headers, TOKEN_COOKIE).map(str::to_owned))
+            .or(from_query.clone())
+    }) else {
         return unauthorized(path, None);
     };
     let now = chrono::Utc::now().timestamp();
-    let caller = if same_secret(presented.as_bytes(), expected.as_bytes()) {
-        Caller::Operator
-    } else {
-        match access
-            .token_keys
-            .as_deref()
-            .map(|keys| keys.verify(&presented, now))
-        {
-            Some(Ok(grant)) => {
-                let skew = access
-                    .token_keys
-                    .as_deref()
-                    .map_or(0, |keys| keys.clock_skew_seconds());
-                let usable_until = grant.usable_until(skew);
-                Caller::User(Arc::new(grant), usable_until)
-            }
-            Some(Err(error)) if presented.contains('.') => return unauthorized(path, Some(error)),
-            _ => return unauthorized(path, None),
-        }
+    let caller = match identify(&access, &expected, &presented, now) {
+        Ok(caller) => caller,
+        Err(error) => return unauthorized(path, error),
     };
     if let Err(error) = check(&access, &caller, need).await {
         return refused(path, error);
     }
-    // A page opened with `?token=`: keep it in a cookie and take it out of the address bar.
-    let is_page = request.method() == axum::http::Method::GET && !path.starts_with("/v1/");
-    if let (true, Some(_)) = (is_page, from_query) {
+    // The link's token goes into the cookie (and out of the address bar) when the person opened
+    // it or confirmed it; a link from another site, or one that would replace who this browser
+    // is signed in as, first shows who it signs in as (`token_link`).
+    if link.is_some() {
+        let current = cookie(headers, TOKEN_COOKIE)
+            .and_then(|token| identify(&access, &expected, token, now).ok())
+            .map(|current| (token_link::identity(&current), current));
+        let site = headers
+            .get("sec-fetch-site")
+            .and_then(|value| value.to_str().ok());
+        let confirmed =
+            query_value(uri.query(), token_link::CONTINUE_QUERY).as_deref() == Some("1");
+        let decision = token_link::decide(
+            site,
+            confirmed,
+            current.as_ref().map(|(name, _)| name.as_str()),
+            &token_link::identity(&caller),
+        );
+        if decision == token_link::LinkDecision::Ask {
+            let separator = if uri.query().is_some() { "&" } else { "?" };
+            let continue_url = format!("{uri}{separator}{}=1", token_link::CONTINUE_QUERY);
+            let page = token_link::confirm_page(
+                &continue_url,
+                &caller,
+                current.as_ref().map(|(_, current)| current),
+            );
+            return (StatusCode::OK, Html(page)).into_response();
+        }
         let max_age = caller
             .expires_at()
             .map_or(TOKEN_COOKIE_MAX_AGE_SECONDS, |expires_at| {
@@ -235,6 +253,28 @@ pub async fn require_token(
     match caller.expires_at() {
         Some(expires_at) => end_streams_at(response, expires_at),
         None => response,
+    }
+}
+
+/// Who `presented` (the operator token `expected`, or a scoped token) makes the caller; the
+/// refusal's token error when it is a malformed or refused JWT.
+fn identify(
+    access: &Access,
+    expected: &str,
+    presented: &str,
+    now: i64,
+) -> Result<Caller, Option<TokenError>> {
+    if same_secret(presented.as_bytes(), expected.as_bytes()) {
+        return Ok(Caller::Operator);
+    }
+    let keys = access.token_keys.as_deref().ok_or(None)?;
+    match keys.verify(presented, now) {
+        Ok(grant) => {
+            let usable_until = grant.usable_until(keys.clock_skew_seconds());
+            Ok(Caller::User(Arc::new(grant), usable_until))
+        }
+        Err(error) if presented.contains('.') => Err(Some(error)),
+        Err(_) => Err(None),
     }
 }
 
@@ -337,7 +377,11 @@ fn keep_in_cookie(
         .query()
         .unwrap_or("")
         .split('&')
-        .filter(|pair| !pair.starts_with(&format!("{TOKEN_QUERY}=")) && !pair.is_empty())
+        .filter(|pair| {
+            !pair.starts_with(&format!("{TOKEN_QUERY}="))
+                && !pair.starts_with(&format!("{}=", super::token_link::CONTINUE_QUERY))
+                && !pair.is_empty()
+        })
         .collect();
     // One leading slash, always: `//other.host/` (or `/\other.host/`, which browsers read the
     // same) would send the browser to another site (an open redirect).

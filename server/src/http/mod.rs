@@ -22,6 +22,7 @@ pub mod request_id;
 pub mod rest;
 pub mod stats;
 pub mod token;
+pub mod token_link;
 pub mod tokens;
 
 use std::sync::Arc;
