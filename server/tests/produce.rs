@@ -828,3 +828,61 @@ async fn a_whole_run_in_one_batch_is_written_and_frees_the_agent() {
     let run = server.start_run(agent_id, "/echo next").await;
     server.wait_for_run_end(agent_id, run).await;
 }
+
+/// While a call waits for a person, a producer cannot start a run (and so cannot write a result
+/// that would close the approval under the person): 409 `call_waiting`, as a new message is
+/// refused; once the person answered, the producer goes on.
+#[tokio::test]
+async fn a_producer_waits_like_everyone_while_a_call_waits_for_a_person() {
+    let server = TestServer::start().await;
+    let agent = server
+        .post_json(
+            "/v1/agents",
+            &json!({ "name": "guarded", "metadata": { "requires_approval": ["calculator"] } }),
+        )
+        .await;
+    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+    let run_id = server.start_run(agent_id, "/tools calculator 2+3").await;
+    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let call_id = events
+        .iter()
+        .find(|event| event.kind == EventKind::ApprovalRequested)
+        .and_then(|event| event.content["tool_call_id"].as_str())
+        .unwrap()
+        .to_owned();
+    let before = head(&server, agent_id).await;
+    let sneaky = json!([
+        { "kind": "run_started" },
+        { "kind": "tool_call", "content": { "tool_call_id": call_id, "name": "calculator" } },
+        { "kind": "tool_result", "content": { "tool_call_id": call_id, "result": "approved by nobody" } },
+    ]);
+    let (status, _, body) = produce(&server, agent_id, ("p", 0, 0), sneaky.clone()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("call_waiting")),
+        "{body}"
+    );
+    assert_eq!(head(&server, agent_id).await, before, "nothing written");
+    let answered = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/approvals")))
+        .json(&json!({ "call_id": call_id, "approve": false }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 202);
+    let continuation: Uuid = answered.json::<Value>().await.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    server.wait_for_run_end(agent_id, continuation).await;
+    let (status, _, body) = produce(
+        &server,
+        agent_id,
+        ("p", 0, 0),
+        json!([{ "kind": "run_started" }, { "kind": "run_completed" }]),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -83,6 +83,9 @@ pub fn refusal(error: ProduceError, at: Option<&str>) -> Response {
             ApiError::new(StatusCode::CONFLICT, "run_in_progress", message)
         }
         ProduceError::RunEnded { .. } => ApiError::new(StatusCode::CONFLICT, "run_ended", message),
+        ProduceError::CallWaiting { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "call_waiting", message)
+        }
         ProduceError::Run(error) => ApiError::from(error),
         ProduceError::Store(error) => ApiError::from(error),
         ProduceError::WriterStopped => ApiError::new(

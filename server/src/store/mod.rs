@@ -113,6 +113,9 @@ pub trait EventLog: Send + Sync + 'static {
     /// Approval requests with no answer and no result yet, oldest first, `limit` at most (the
     /// open-approvals table, kept by each append).
     async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError>;
+    /// One approval request (or client tool's call) of the agent that waits for its answer, if
+    /// any: while one waits, no new run starts on the agent (ours or a producer's).
+    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError>;
     /// Open approval requests whose timeout has passed at `now`, earliest deadline first,
     /// `limit` at most after skipping `offset`, each with its timeout in milliseconds: the
     /// agent's `metadata.approval_timeout_ms` (0: never), else `server_timeout_ms` (`None`:

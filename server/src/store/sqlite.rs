@@ -332,6 +332,16 @@ impl EventLog for SqliteStore {
         .transpose()
     }
 
+    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT tool_call_id FROM open_approvals WHERE agent_id = ? \
+             ORDER BY requested_at LIMIT 1",
+        )
+        .bind(agent_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     async fn due_approvals(
         &self,
         now: DateTime<Utc>,

@@ -101,6 +101,9 @@ impl<H: Hooks> EventLog for HookedStore<H> {
     ) -> Result<Option<agentstream_server::store::ProducerPosition>, StoreError> {
         self.inner.producer_position(agent_id, producer_id).await
     }
+    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
+        self.inner.waiting_call(agent_id).await
+    }
     async fn due_approvals(
         &self,
         now: chrono::DateTime<chrono::Utc>,

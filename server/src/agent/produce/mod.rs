@@ -71,6 +71,10 @@ pub enum ProduceError {
     /// Another run (ours, or another producer's) holds the agent.
     #[error("agent {agent_id} is already running run {run_id}")]
     RunInProgress { agent_id: Uuid, run_id: Uuid },
+    /// A call waits for a person's approval or a client tool's result: no run starts until it
+    /// is answered (a producer cannot answer calls it did not make).
+    #[error("tool call {tool_call_id} waits for its answer: answer it before a new run starts")]
+    CallWaiting { tool_call_id: String },
     /// The producer's run ended without it (cancelled, or its lease ran out).
     #[error("run {run_id} ended ({how}): begin a new run with run_started")]
     RunEnded { run_id: Uuid, how: &'static str },
@@ -214,7 +218,11 @@ impl Producers {
             Err(ProduceError::StaleEpoch { .. }) => "stale_epoch",
             Err(ProduceError::Gap { .. } | ProduceError::EpochNotAtZero { .. }) => "gap",
             Err(ProduceError::Refused(_) | ProduceError::UnknownAgent(_)) => "refused",
-            Err(ProduceError::RunInProgress { .. } | ProduceError::Run(_)) => "busy",
+            Err(
+                ProduceError::RunInProgress { .. }
+                | ProduceError::Run(_)
+                | ProduceError::CallWaiting { .. },
+            ) => "busy",
             Err(ProduceError::RunEnded { .. }) => "run_ended",
             Err(ProduceError::Store(_) | ProduceError::WriterStopped) => "error",
         };
@@ -478,6 +486,9 @@ impl Producers {
                 agent_id,
                 run_id: running,
             });
+        }
+        if let Some(tool_call_id) = self.store.waiting_call(agent_id).await? {
+            return Err(ProduceError::CallWaiting { tool_call_id });
         }
         if let Some(cluster) = &self.cluster {
             if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {

@@ -106,6 +106,9 @@ impl EventLog for LosesAnswers {
     ) -> Result<Option<crate::store::ProducerPosition>, StoreError> {
         self.inner.producer_position(agent_id, producer_id).await
     }
+    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
+        self.inner.waiting_call(agent_id).await
+    }
     async fn due_approvals(
         &self,
         now: chrono::DateTime<chrono::Utc>,
