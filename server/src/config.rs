@@ -50,6 +50,9 @@ pub struct Limits {
     pub sse_streams_max: usize,
     /// A request body (other than a streamed one) must arrive whole within this, else 408.
     pub body_read_ms_max: u64,
+    /// Requests one scoped token's subject may have in flight at once (streams, long-polls,
+    /// WebSockets included), else 429.
+    pub requests_per_subject_max: usize,
 }
 
 impl Default for Limits {
@@ -69,6 +72,7 @@ impl Default for Limits {
             ws_idle_timeout_ms: crate::surfaces::native::ws::WS_IDLE_TIMEOUT_MS,
             sse_streams_max: crate::surfaces::SSE_STREAMS_MAX,
             body_read_ms_max: crate::http::body_deadline::BODY_READ_MS_MAX,
+            requests_per_subject_max: crate::http::subjects::REQUESTS_PER_SUBJECT_MAX,
         }
     }
 }
@@ -129,6 +133,10 @@ impl Limits {
             )?,
             sse_streams_max: positive("AGENTSTREAM_SSE_STREAMS_MAX", defaults.sse_streams_max)?,
             body_read_ms_max: positive("AGENTSTREAM_BODY_READ_MS_MAX", defaults.body_read_ms_max)?,
+            requests_per_subject_max: positive(
+                "AGENTSTREAM_REQUESTS_PER_SUBJECT_MAX",
+                defaults.requests_per_subject_max,
+            )?,
         })
     }
 }
@@ -309,10 +317,13 @@ Limits (each must be at least 1):
   AGENTSTREAM_WS_PING_INTERVAL_MS       WebSocket ping interval (default 30000)
   AGENTSTREAM_WS_IDLE_TIMEOUT_MS        a WebSocket silent this long, pongs included, is closed
                                         (default 90000)
-  AGENTSTREAM_SSE_STREAMS_MAX           open SSE and Letta streams per server (default 1024)
+  AGENTSTREAM_SSE_STREAMS_MAX           open SSE and Letta streams and Durable Streams long-polls
+                                        per server (default 1024)
   AGENTSTREAM_BODY_READ_MS_MAX          a request body must arrive whole within this, else 408
                                         (default 30000; streamed NDJSON and SSE bodies are
                                         bounded by their silence instead)
+  AGENTSTREAM_REQUESTS_PER_SUBJECT_MAX  requests one scoped token's user may have open at once,
+                                        streams, long-polls and WebSockets included (default 64)
 
 An agent created with metadata {\"provider\": \"<name>\"} uses that provider instead of the
 default, when the server has its settings (the scripted provider always).

@@ -48,6 +48,8 @@ pub struct AppState {
     pub allowed_origins: Arc<Vec<String>>,
     /// Hosts besides loopback that requests may name when no token is set.
     pub allowed_hosts: Arc<Vec<String>>,
+    /// Requests each token subject holds now (`limits.requests_per_subject_max` each).
+    pub subjects: Arc<crate::http::subjects::SubjectSlots>,
     pub limits: Arc<config::Limits>,
     /// With PostgreSQL: the other server processes on the same database.
     pub cluster: Option<Arc<Cluster>>,
@@ -204,6 +206,9 @@ impl AppState {
             token_keys: config.token_keys.clone().map(Arc::new),
             allowed_origins: Arc::new(config.allowed_origins.clone()),
             allowed_hosts: Arc::new(config.allowed_hosts.clone()),
+            subjects: crate::http::subjects::SubjectSlots::new(
+                config.limits.requests_per_subject_max,
+            ),
             limits: Arc::new(config.limits.clone()),
             cluster,
             snapshots,
@@ -269,6 +274,7 @@ pub struct Access {
     pub allowed_origins: Arc<Vec<String>>,
     pub allowed_hosts: Arc<Vec<String>>,
     pub store: Arc<dyn Store>,
+    pub subjects: Arc<crate::http::subjects::SubjectSlots>,
 }
 
 /// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
@@ -350,6 +356,7 @@ impl FromRef<AppState> for Access {
             allowed_origins: state.allowed_origins.clone(),
             allowed_hosts: state.allowed_hosts.clone(),
             store: state.store.clone(),
+            subjects: state.subjects.clone(),
         }
     }
 }

@@ -927,3 +927,78 @@ async fn a_token_link_from_elsewhere_asks_before_it_swaps_the_identity() {
         .unwrap()
         .contains("Continue as user alice"));
 }
+
+/// One user's token cannot take every slot: its requests in flight (SSE streams, Durable
+/// Streams long-polls, WebSockets) are bounded per subject (429), other users are not affected,
+/// and the slots come back as the streams close.
+#[tokio::test]
+async fn one_users_token_holds_at_most_its_share_of_streams() {
+    const SHARE: usize = 3;
+    let server = server_with(|config| config.limits.requests_per_subject_max = SHARE).await;
+    let agent = server.create_agent().await.to_string();
+    let alice = token("alice", &[&agent], &[Scope::Read]);
+    let bob = token("bob", &[&agent], &[Scope::Read]);
+    let reader = reqwest::Client::new();
+    let stream = |token: &str| {
+        reader
+            .get(server.url(&format!("/v1/agents/{agent}/events/stream?since=0")))
+            .bearer_auth(token)
+            .send()
+    };
+    let long_poll = |token: &str| {
+        reader
+            .get(server.url(&format!(
+                "/v1/streams/agents/{agent}?offset=now&live=long-poll"
+            )))
+            .bearer_auth(token)
+            .send()
+    };
+    let first = stream(&alice).await.unwrap();
+    let second = stream(&alice).await.unwrap();
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    // The third: a long-poll that waits.
+    let waiting = tokio::spawn(long_poll(&alice));
+    common::wait_until("the long-poll to hold its slot", || async {
+        let refused = stream(&alice).await.unwrap();
+        (refused.status() == 429).then_some(refused)
+    })
+    .await;
+    // Her share is taken: another stream, a WebSocket, even a plain read.
+    let body: Value = stream(&alice).await.unwrap().json().await.unwrap();
+    assert_eq!(
+        body["error"]["code"], "too_many_requests_for_token",
+        "{body}"
+    );
+    let mut socket = format!("{}?token={alice}", server.ws_url)
+        .into_client_request()
+        .unwrap();
+    socket.headers_mut().remove("origin");
+    let refused = tokio_tungstenite::connect_async(socket).await;
+    assert!(refused.is_err(), "a WebSocket past her share is refused");
+    let plain = reader
+        .get(server.url(&format!("/v1/agents/{agent}/events")))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 429);
+    // Bob is not affected.
+    assert_eq!(stream(&bob).await.unwrap().status(), 200);
+    // A stream closed gives its slot back; once all are gone, nothing is held.
+    drop(first);
+    common::wait_until("alice's slot to come back", || async {
+        let again = stream(&alice).await.unwrap();
+        (again.status() == 200).then_some(())
+    })
+    .await;
+    drop(second);
+    waiting.abort();
+    common::wait_until("every subject's slots to be given back", || async {
+        let stats = server.get_json("/v1/stats").await;
+        (stats["token_subjects_held"] == 0).then_some(())
+    })
+    .await;
+}

@@ -34,6 +34,7 @@ use futures::StreamExt;
 use super::caller::Caller;
 use super::params::parse_agent_id;
 use super::policy::{self, Need};
+use super::subjects;
 use super::token::{Scope, TokenError};
 use super::token_link;
 use crate::http::error::ApiError;
@@ -248,8 +249,23 @@ pub async fn require_token(
             });
         return keep_in_cookie(&uri, request.headers(), &presented, max_age);
     }
+    // A user's requests in flight are bounded per subject; a stream's answer holds its slot
+    // until its body ends, a WebSocket's task until the socket closes (`subjects`).
+    let held = match &caller {
+        Caller::User(grant, _) => match access.subjects.take(&grant.sub) {
+            Some(slot) => Some(subjects::HeldSlot(Arc::new(slot))),
+            None => return subjects::refused(access.subjects.max()),
+        },
+        Caller::Operator => None,
+    };
+    if let Some(held) = &held {
+        request.extensions_mut().insert(held.clone());
+    }
     request.extensions_mut().insert(caller.clone());
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    if let Some(held) = held.filter(|_| is_event_stream(&response)) {
+        response = subjects::held_by_body(response, held);
+    }
     match caller.expires_at() {
         Some(expires_at) => end_streams_at(response, expires_at),
         None => response,
@@ -343,18 +359,21 @@ pub struct EndsAtExpiry;
 /// A scoped token's event streams end when it expires: the client reconnects with a fresh token
 /// and resumes from its cursor, losing nothing. Other responses are whole long before.
 fn end_streams_at(response: Response, expires_at: i64) -> Response {
-    let is_stream = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
-    if !is_stream || response.extensions().get::<EndsAtExpiry>().is_some() {
+    if !is_event_stream(&response) || response.extensions().get::<EndsAtExpiry>().is_some() {
         return response;
     }
     let (parts, body) = response.into_parts();
     let deadline = tokio::time::sleep(until_unix(expires_at));
     let body = axum::body::Body::from_stream(body.into_data_stream().take_until(deadline));
     Response::from_parts(parts, body)
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
 }
 
 /// How long until `unix_seconds` (zero once it passed).

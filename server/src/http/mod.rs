@@ -21,6 +21,7 @@ pub mod produce;
 pub mod request_id;
 pub mod rest;
 pub mod stats;
+pub mod subjects;
 pub mod token;
 pub mod token_link;
 pub mod tokens;

@@ -30,6 +30,8 @@ pub struct Stats {
     pub producer_agents: usize,
     /// Durable stream paths held now (a writer at work, or a reader waiting).
     pub stream_paths_held: usize,
+    /// Scoped tokens' subjects with a request in flight now.
+    pub token_subjects_held: usize,
 }
 
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
@@ -55,6 +57,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         hub_rooms: state.hub.rooms_len(),
         producer_agents: state.producers.agents_held(),
         stream_paths_held: state.durable.paths_held(),
+        token_subjects_held: state.subjects.subjects_held(),
     })
 }
 

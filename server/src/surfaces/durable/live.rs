@@ -160,6 +160,13 @@ pub(crate) async fn long_poll(
     source: Source,
     query: ReadQuery,
 ) -> Result<Response, Refusal> {
+    // A waiting read holds a stream slot like an SSE stream (it holds a connection as long).
+    let Ok(_slot) = state.sse_streams.clone().try_acquire_owned() else {
+        return Ok(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("{} streams are open; retry later", state.sse_streams_max),
+        ));
+    };
     let mut room = Room::join(&state.hub, source.log_id());
     let mut watch: Option<PathWatch> = match &source {
         Source::Stream(row) => Some(state.service.watch(&row.path)),

@@ -64,6 +64,7 @@ pub async fn upgrade(
     State(WsConnections(connections)): State<WsConnections>,
     State(starter): State<Starter>,
     caller: Caller,
+    held: Option<axum::Extension<crate::http::subjects::HeldSlot>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
@@ -98,7 +99,8 @@ pub async fn upgrade(
             let (sink, stream) = socket.split();
             let cluster = starter.cluster.clone();
             serve_socket(feeds, starter, cluster, caller, sink, stream).await;
-            drop(permit);
+            // The connection's slots (the server's, and its token subject's) go with it.
+            drop((permit, held));
         })
 }
 
