@@ -53,6 +53,10 @@ pub struct CreateAgentRequest {
     /// The user the agent is for (the `sub` of the tokens that will reach it).
     #[serde(default)]
     pub owner: Option<String>,
+    /// Letta's model settings: `enable_reasoner` with `max_reasoning_tokens` asks for extended
+    /// thinking (the agent's `metadata.thinking_budget_tokens`); the rest is not used.
+    #[serde(default)]
+    pub llm_config: Option<Value>,
 }
 
 /// `POST /v1/agents/{id}/runs`.

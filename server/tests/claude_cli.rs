@@ -33,6 +33,7 @@ fn request(text: &str) -> ProviderRequest {
         model: None,
         messages: vec![ConversationMessage::User { text: text.into() }],
         tools: Vec::new(),
+        thinking_budget_tokens: None,
     }
 }
 

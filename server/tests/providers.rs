@@ -45,9 +45,49 @@ struct Replay {
     chunk_bytes: usize,
 }
 
+/// What Anthropic answers a request with thinking on whose last assistant turn with tool calls
+/// does not start with its thinking block (signed, unchanged), as the API words it.
+fn thinking_refusal(request: &Value) -> Option<Recorded> {
+    request.get("thinking")?;
+    let messages = request["messages"].as_array()?;
+    let (index, last) = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, message)| message["role"] == "assistant")?;
+    let blocks = last["content"].as_array()?;
+    if !blocks.iter().any(|block| block["type"] == "tool_use") {
+        return None;
+    }
+    let first = &blocks[0];
+    let signed = (first["type"] == "thinking" && first["signature"] == "EqQBsig==")
+        || (first["type"] == "redacted_thinking" && first["data"] == "EmwKAhgBEgy3va3pzix");
+    if signed {
+        return None;
+    }
+    let message = format!(
+        "messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns.",
+        first["type"].as_str().unwrap_or("?")
+    );
+    Some(Recorded {
+        status: 400,
+        headers: vec![("content-type", "application/json")],
+        body: json!({ "type": "error", "error": { "type": "invalid_request_error", "message": message } })
+            .to_string(),
+    })
+}
+
 async fn replay(State(replay): State<Arc<Replay>>, headers: HeaderMap, body: Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let refusal = thinking_refusal(&request);
     replay.requests.lock().unwrap().push((headers, request));
+    if let Some(refusal) = refusal {
+        return Response::builder()
+            .status(refusal.status)
+            .header("content-type", "application/json")
+            .body(Body::from(refusal.body))
+            .unwrap();
+    }
     let answer = replay
         .answers
         .lock()
@@ -123,6 +163,7 @@ fn request() -> ProviderRequest {
             description: "math".into(),
             input_schema: json!({"type": "object"}),
         }],
+        thinking_budget_tokens: None,
     }
 }
 
@@ -723,4 +764,79 @@ async fn empty_and_repeated_provider_call_ids_cannot_wedge_an_agent() {
     let next = server.start_run(agent_id, "thanks").await;
     let events = server.wait_for_run_end(agent_id, next).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
+}
+
+/// With extended thinking on (the agent's `thinking_budget_tokens`), the request asks for it and
+/// every tool loop's follow-up starts its assistant turn with the step's thinking exactly as it
+/// came — signed, or redacted — which a stand-in that refuses it as the API does accepts.
+#[tokio::test]
+async fn extended_thinking_goes_back_signed_and_unchanged_through_a_tool_loop() {
+    let redacted_stream = ANTHROPIC_TOOL_STREAM.replacen(
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"}}"#,
+        1,
+    )
+    .replace("thinking_delta", "ignored_delta")
+    .replace("signature_delta", "ignored_delta");
+    for (first, expected) in [
+        (
+            ANTHROPIC_TOOL_STREAM.to_owned(),
+            json!({ "type": "thinking", "thinking": "Six times seven.", "signature": "EqQBsig==" }),
+        ),
+        (
+            redacted_stream,
+            json!({ "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix" }),
+        ),
+    ] {
+        let (base_url, replay) =
+            replay_server(vec![sse(&first), sse(ANTHROPIC_TEXT_STREAM)], 64).await;
+        let server = server_on_anthropic(base_url).await;
+        let agent = server
+            .post_json(
+                "/v1/agents",
+                &json!({ "name": "thinker", "metadata": { "thinking_budget_tokens": 2048 } }),
+            )
+            .await;
+        let agent_id: uuid::Uuid = agent["id"].as_str().unwrap().parse().unwrap();
+        let run_id = server.start_run(agent_id, "What is 6*7?").await;
+        let events = server.wait_for_run_end(agent_id, run_id).await;
+        let end = events.last().unwrap();
+        assert_eq!(end.kind, EventKind::RunCompleted, "{}", end.content);
+        let requests = replay.requests.lock().unwrap();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(
+            requests[0].1["thinking"],
+            json!({ "type": "enabled", "budget_tokens": 2048 })
+        );
+        assert_eq!(requests[0].1["max_tokens"], json!(2048 + 4096));
+        let follow_up = &requests[1].1["messages"][1];
+        assert_eq!(follow_up["role"], "assistant");
+        assert_eq!(follow_up["content"][0], expected);
+        assert_eq!(follow_up["content"][2]["type"], "tool_use");
+    }
+    // A budget outside what the API takes is refused when the agent is created.
+    let (base_url, _) = replay_server(vec![], 64).await;
+    let server = server_on_anthropic(base_url).await;
+    for budget in [json!(10), json!(1_000_000), json!("lots")] {
+        let response = server
+            .http
+            .post(server.url("/v1/agents"))
+            .json(&json!({ "metadata": { "thinking_budget_tokens": budget } }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 422, "{budget}");
+    }
+    // Letta's llm_config asks for it the same way.
+    let agent = server
+        .post_json(
+            "/v1/agents",
+            &json!({ "name": "letta", "llm_config": { "enable_reasoner": true, "max_reasoning_tokens": 3000 } }),
+        )
+        .await;
+    assert_eq!(
+        agent["metadata"]["thinking_budget_tokens"],
+        json!(3000),
+        "{agent}"
+    );
 }

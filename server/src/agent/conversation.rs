@@ -7,7 +7,7 @@ use app::EventKind;
 use serde_json::Value;
 
 use super::tools::TOOL_RESULT_CHARS_MAX;
-use crate::provider::{ConversationMessage, ToolCall};
+use crate::provider::{ConversationMessage, ThinkingBlock, ToolCall};
 
 /// Tool results carried into the next turn at most; older ones are dropped first. Keeps a long
 /// tool-heavy conversation from growing the prompt without bound.
@@ -45,15 +45,33 @@ pub fn conversation_awaiting(
             EventKind::User => conversation.push(ConversationMessage::User {
                 text: message.text().to_owned(),
             }),
-            EventKind::Text => match conversation.last_mut() {
-                Some(ConversationMessage::Assistant { text, tool_calls })
-                    if tool_calls.is_empty() =>
-                {
-                    text.push_str(message.text())
+            EventKind::Thinking => {
+                // Signed (or redacted) thinking goes back unchanged, opening its step's turn;
+                // unsigned thinking is the model's own notes, not sent again.
+                let Some(block) = thinking_block(message) else {
+                    continue;
+                };
+                match conversation.last_mut() {
+                    Some(ConversationMessage::Assistant {
+                        text,
+                        tool_calls,
+                        thinking,
+                    }) if text.is_empty() && tool_calls.is_empty() => thinking.push(block),
+                    _ => conversation.push(ConversationMessage::Assistant {
+                        text: String::new(),
+                        tool_calls: Vec::new(),
+                        thinking: vec![block],
+                    }),
                 }
+            }
+            EventKind::Text => match conversation.last_mut() {
+                Some(ConversationMessage::Assistant {
+                    text, tool_calls, ..
+                }) if tool_calls.is_empty() => text.push_str(message.text()),
                 _ => conversation.push(ConversationMessage::Assistant {
                     text: message.text().to_owned(),
                     tool_calls: Vec::new(),
+                    thinking: Vec::new(),
                 }),
             },
             EventKind::ToolCall => {
@@ -67,6 +85,7 @@ pub fn conversation_awaiting(
                     _ => conversation.push(ConversationMessage::Assistant {
                         text: String::new(),
                         tool_calls: vec![call],
+                        thinking: Vec::new(),
                     }),
                 }
             }
@@ -182,6 +201,27 @@ impl Pairing {
     }
 }
 
+/// A thinking message as the provider must get it back: its text with its signature, or its
+/// redacted data; `None` for thinking without either (nothing a provider checks).
+fn thinking_block(message: &Message) -> Option<ThinkingBlock> {
+    let field = |name: &str| {
+        message
+            .content
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+    };
+    if let Some(data) = field("redacted") {
+        return Some(ThinkingBlock::Redacted {
+            data: data.to_owned(),
+        });
+    }
+    Some(ThinkingBlock::Signed {
+        thinking: message.text().to_owned(),
+        signature: field("signature")?.to_owned(),
+    })
+}
+
 fn call_id(message: &Message) -> Option<&str> {
     message.content.get("tool_call_id").and_then(Value::as_str)
 }
@@ -204,8 +244,22 @@ fn result_text(result: Option<&Value>) -> String {
 fn chars_of(message: &ConversationMessage) -> usize {
     match message {
         ConversationMessage::User { text } => text.len(),
-        ConversationMessage::Assistant { text, tool_calls } => {
-            text.len()
+        ConversationMessage::Assistant {
+            text,
+            tool_calls,
+            thinking,
+        } => {
+            thinking
+                .iter()
+                .map(|block| match block {
+                    ThinkingBlock::Signed {
+                        thinking,
+                        signature,
+                    } => thinking.len() + signature.len(),
+                    ThinkingBlock::Redacted { data } => data.len(),
+                })
+                .sum::<usize>()
+                + text.len()
                 + tool_calls
                     .iter()
                     .map(|call| call.name.len() + call.input.to_string().len())
@@ -267,6 +321,7 @@ mod tests {
         let user = |text: &str| ConversationMessage::User { text: text.into() };
         let call = |id: &str| ConversationMessage::Assistant {
             text: String::new(),
+            thinking: Vec::new(),
             tool_calls: vec![ToolCall {
                 id: id.into(),
                 name: "t".into(),
@@ -339,6 +394,71 @@ mod tests {
     }
 
     #[test]
+    fn signed_and_redacted_thinking_open_their_steps_turn_and_unsigned_is_left_out() {
+        let mut timeline = Timeline::new();
+        timeline.apply_all([
+            event(1, EventKind::User, 1, json!({"text": "hi"})),
+            event(
+                2,
+                EventKind::Thinking,
+                2,
+                json!({"text": "Hmm.", "signature": "sig"}),
+            ),
+            event(3, EventKind::Thinking, 3, json!({"redacted": "opaque"})),
+            event(4, EventKind::Text, 4, json!({"text": "Checking."})),
+            event(
+                5,
+                EventKind::ToolCall,
+                5,
+                json!({"tool_call_id": "a", "name": "clock", "input": {}}),
+            ),
+            event(
+                6,
+                EventKind::ToolResult,
+                6,
+                json!({"tool_call_id": "a", "result": "noon"}),
+            ),
+            event(
+                7,
+                EventKind::Thinking,
+                7,
+                json!({"text": "notes without a signature"}),
+            ),
+            event(8, EventKind::Text, 8, json!({"text": "Noon."})),
+        ]);
+        let (conversation, _) = conversation_from_timeline(&timeline);
+        let thinking: Vec<&Vec<ThinkingBlock>> = conversation
+            .iter()
+            .filter_map(|message| match message {
+                ConversationMessage::Assistant { thinking, .. } => Some(thinking),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            thinking,
+            [
+                &vec![
+                    ThinkingBlock::Signed {
+                        thinking: "Hmm.".into(),
+                        signature: "sig".into()
+                    },
+                    ThinkingBlock::Redacted {
+                        data: "opaque".into()
+                    },
+                ],
+                &vec![],
+            ]
+        );
+        let ConversationMessage::Assistant {
+            text, tool_calls, ..
+        } = &conversation[1]
+        else {
+            panic!("{conversation:?}");
+        };
+        assert_eq!((text.as_str(), tool_calls.len()), ("Checking.", 1));
+    }
+
+    #[test]
     fn calls_pair_with_results_and_orphans_are_dropped_with_a_warning() {
         let mut timeline = Timeline::new();
         timeline.apply_all([
@@ -384,6 +504,7 @@ mod tests {
                 ConversationMessage::User { text: "hi".into() },
                 ConversationMessage::Assistant {
                     text: "Let me check.".into(),
+                    thinking: Vec::new(),
                     tool_calls: vec![ToolCall {
                         id: "a".into(),
                         name: "clock".into(),
@@ -397,7 +518,8 @@ mod tests {
                 },
                 ConversationMessage::Assistant {
                     text: "It is noon.".into(),
-                    tool_calls: vec![]
+                    tool_calls: vec![],
+                    thinking: Vec::new(),
                 },
             ]
         );

@@ -387,6 +387,7 @@ impl Runs {
         let request = ProviderRequest {
             system: agent.system.clone(),
             model: model_for(agent, provider.name()),
+            thinking_budget_tokens: crate::provider::anthropic::thinking_budget_of(&agent.metadata),
             messages: match &turn {
                 Turn::User(text) => prior
                     .into_iter()

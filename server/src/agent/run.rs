@@ -310,6 +310,7 @@ impl Run {
                 StepEnd::Finished { .. } => {
                     request.messages.push(ConversationMessage::Assistant {
                         text: step.text,
+                        thinking: step.thinking,
                         tool_calls: step
                             .calls
                             .iter()

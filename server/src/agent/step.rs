@@ -9,7 +9,7 @@ use app::{DeltaAction, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::provider::{ProviderError, ProviderEvent};
+use crate::provider::{ProviderError, ProviderEvent, ThinkingBlock};
 use crate::store::EventDraft;
 
 /// Tool calls one LLM step may make; further calls get an error result without running.
@@ -202,6 +202,8 @@ pub enum Output {
 #[derive(Debug)]
 pub struct Assembled {
     pub text: String,
+    /// The call's signed (or redacted) thinking, to go back with its calls.
+    pub thinking: Vec<ThinkingBlock>,
     pub calls: Vec<PendingCall>,
     pub usage: Usage,
     /// The provider's stop reason, if it gave one.
@@ -216,6 +218,11 @@ pub struct Step {
     thinking_id: Uuid,
     text_id: Uuid,
     text: String,
+    /// The thinking block's text and signature, and the redacted blocks (`None` marks where
+    /// the signed block came), in the order they came.
+    thinking: String,
+    signature: String,
+    thinking_order: Vec<Option<String>>,
     calls: Vec<PendingCall>,
     /// The run's usage before this call: usage events carry the run's running total.
     usage_before: Usage,
@@ -238,6 +245,9 @@ impl Step {
             thinking_id: Uuid::new_v4(),
             text_id: Uuid::new_v4(),
             text: String::new(),
+            thinking: String::new(),
+            signature: String::new(),
+            thinking_order: Vec::new(),
             calls: Vec::new(),
             usage_before,
             usage: Usage::default(),
@@ -272,14 +282,29 @@ impl Step {
                 None
             }
             ProviderEvent::ThinkingDelta(piece) => {
+                self.mark_signed_block();
+                self.thinking.push_str(&piece);
                 Some(self.text_delta(EventKind::Thinking, self.thinking_id, "text", piece))
             }
-            ProviderEvent::ThinkingSignature(signature) => Some(self.text_delta(
-                EventKind::Thinking,
-                self.thinking_id,
-                "signature",
-                signature,
-            )),
+            ProviderEvent::ThinkingSignature(signature) => {
+                self.mark_signed_block();
+                self.signature.push_str(&signature);
+                Some(self.text_delta(
+                    EventKind::Thinking,
+                    self.thinking_id,
+                    "signature",
+                    signature,
+                ))
+            }
+            ProviderEvent::RedactedThinking(data) => {
+                // A message of its own per block: each goes back as it came.
+                self.thinking_order.push(Some(data.clone()));
+                let mut draft = self.ids.draft(EventKind::Thinking);
+                draft.block_id = Some(self.block_id);
+                draft.message_id = Some(Uuid::new_v4());
+                draft.content = json!({ "redacted": data });
+                Some(Output::Write(draft))
+            }
             ProviderEvent::TextDelta(piece) => {
                 self.text.push_str(&piece);
                 Some(self.text_delta(EventKind::Text, self.text_id, "text", piece))
@@ -359,11 +384,32 @@ impl Step {
 
     /// The call's output once its stream has ended (however it ended).
     pub fn finish(self) -> Assembled {
+        let (text, signature) = (self.thinking, self.signature);
+        let thinking = self
+            .thinking_order
+            .into_iter()
+            .filter_map(|block| match block {
+                Some(data) => Some(ThinkingBlock::Redacted { data }),
+                None if signature.is_empty() => None,
+                None => Some(ThinkingBlock::Signed {
+                    thinking: text.clone(),
+                    signature: signature.clone(),
+                }),
+            })
+            .collect();
         Assembled {
             text: self.text,
+            thinking,
             calls: self.calls,
             usage: self.usage,
             stop_reason: self.stop_reason,
+        }
+    }
+
+    /// Notes where the signed thinking block came among the redacted ones (once).
+    fn mark_signed_block(&mut self) {
+        if !self.thinking_order.contains(&None) {
+            self.thinking_order.push(None);
         }
     }
 

@@ -66,7 +66,21 @@ pub(super) async fn create_agent_inner(
     } else {
         name
     };
-    let metadata = request.metadata.unwrap_or(serde_json::Value::Null);
+    let mut metadata = request.metadata.unwrap_or(serde_json::Value::Null);
+    if let Some(budget) = request
+        .llm_config
+        .as_ref()
+        .and_then(crate::provider::anthropic::letta_thinking_budget)
+    {
+        if metadata.is_null() {
+            metadata = serde_json::json!({});
+        }
+        if let Some(fields) = metadata.as_object_mut() {
+            fields
+                .entry(crate::provider::anthropic::THINKING_BUDGET_FIELD)
+                .or_insert(serde_json::json!(budget));
+        }
+    }
     if let Some(owner) = &request.owner {
         if owner.is_empty() || owner.chars().count() > TOKEN_SUB_CHARS_MAX {
             return Err(ApiError::new(
@@ -90,6 +104,9 @@ pub(super) async fn create_agent_inner(
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
     })?;
     crate::agent::approval_timeout::check_agent_timeout(&metadata).map_err(|message| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+    })?;
+    crate::provider::anthropic::check_thinking_budget(&metadata).map_err(|message| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
     })?;
     crate::mcp::check_agent_servers(runs.mcp(), &metadata).map_err(|message| {

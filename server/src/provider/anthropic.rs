@@ -1,7 +1,10 @@
 //! Anthropic Messages API streaming (`POST /v1/messages`, `stream: true`).
 //!
 //! [`AnthropicParser`] is pure: SSE events in, provider events out; `message_start`, `ping`,
-//! text/thinking block starts and unknown event types yield nothing. Tool input arrives as
+//! text/thinking block starts and unknown event types yield nothing (a `redacted_thinking`
+//! block's start carries its data). Extended thinking is asked for with the agent's
+//! `metadata.thinking_budget_tokens`; the signed thinking of each step goes back unchanged
+//! before its text and calls. Tool input arrives as
 //! `input_json_delta` pieces, passed on as they come; the block's stop ends the call.
 //! Usage in `message_delta` is cumulative; input tokens come from `message_start`.
 
@@ -11,13 +14,54 @@ use futures::stream::BoxStream;
 use serde_json::{json, Value};
 
 use super::http::{self, SseParser};
-use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
+use super::{
+    ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest, ThinkingBlock,
+};
 
 pub const ANTHROPIC_BASE_URL_DEFAULT: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_MODEL_DEFAULT: &str = "claude-sonnet-4-5";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// Output tokens asked for per LLM call.
+/// Output tokens asked for per LLM call (beyond the thinking budget, when thinking is on).
 pub const ANTHROPIC_MAX_TOKENS: u32 = 4096;
+/// The metadata field that turns on extended thinking for an agent, with its budget in tokens.
+pub const THINKING_BUDGET_FIELD: &str = "thinking_budget_tokens";
+/// The budgets Anthropic takes (at least 1 024), and the most an agent may ask for.
+pub const THINKING_BUDGET_TOKENS_MIN: u32 = 1_024;
+pub const THINKING_BUDGET_TOKENS_MAX: u32 = 64_000;
+
+/// An agent's thinking budget (`metadata.thinking_budget_tokens`), when it asks for one.
+pub fn thinking_budget_of(metadata: &Value) -> Option<u32> {
+    metadata
+        .get(THINKING_BUDGET_FIELD)
+        .and_then(Value::as_u64)
+        .and_then(|budget| u32::try_from(budget).ok())
+        .filter(|budget| (THINKING_BUDGET_TOKENS_MIN..=THINKING_BUDGET_TOKENS_MAX).contains(budget))
+}
+
+/// The thinking budget a Letta `llm_config` asks for: `enable_reasoner: true` with
+/// `max_reasoning_tokens` (at least [`THINKING_BUDGET_TOKENS_MIN`]).
+pub fn letta_thinking_budget(llm_config: &Value) -> Option<u64> {
+    if llm_config.get("enable_reasoner").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let asked = llm_config
+        .get("max_reasoning_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    Some(asked.max(u64::from(THINKING_BUDGET_TOKENS_MIN)))
+}
+
+/// Why an agent's `metadata.thinking_budget_tokens` cannot be taken.
+pub fn check_thinking_budget(metadata: &Value) -> Result<(), String> {
+    match metadata.get(THINKING_BUDGET_FIELD) {
+        None | Some(Value::Null) => Ok(()),
+        Some(_) if thinking_budget_of(metadata).is_some() => Ok(()),
+        Some(_) => Err(format!(
+            "metadata.{THINKING_BUDGET_FIELD} must be a whole number of tokens from \
+             {THINKING_BUDGET_TOKENS_MIN} to {THINKING_BUDGET_TOKENS_MAX}"
+        )),
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct AnthropicConfig {
@@ -49,8 +93,28 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
             ConversationMessage::User { text } => {
                 messages.push(json!({ "role": "user", "content": text }))
             }
-            ConversationMessage::Assistant { text, tool_calls } => {
-                let mut content = Vec::new();
+            ConversationMessage::Assistant {
+                text,
+                tool_calls,
+                thinking,
+            } => {
+                // Signed thinking first, unchanged: with thinking on, Anthropic refuses a tool
+                // loop's follow-up whose last assistant turn does not start with it. (Without
+                // thinking on, none is sent back.)
+                let thinking_on = request.thinking_budget_tokens.is_some();
+                let mut content: Vec<Value> = thinking
+                    .iter()
+                    .filter(|_| thinking_on)
+                    .map(|block| match block {
+                        ThinkingBlock::Signed {
+                            thinking,
+                            signature,
+                        } => json!({ "type": "thinking", "thinking": thinking, "signature": signature }),
+                        ThinkingBlock::Redacted { data } => {
+                            json!({ "type": "redacted_thinking", "data": data })
+                        }
+                    })
+                    .collect();
                 if !text.is_empty() {
                     content.push(json!({ "type": "text", "text": text }));
                 }
@@ -99,6 +163,11 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
         "stream": true,
         "messages": messages,
     });
+    if let Some(budget) = request.thinking_budget_tokens {
+        // The budget counts within max_tokens, which must exceed it.
+        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
+        body["max_tokens"] = json!(budget + ANTHROPIC_MAX_TOKENS);
+    }
     if let Some(system) = &request.system {
         body["system"] = json!(system);
     }
@@ -185,13 +254,21 @@ impl SseParser for AnthropicParser {
             "content_block_start" => {
                 let index = field(&value, "index")?.as_u64().unwrap_or(0);
                 let block = field(&value, "content_block")?;
-                if block["type"] == "tool_use" {
-                    let id = block["id"].as_str().unwrap_or_default().to_owned();
-                    let name = block["name"].as_str().unwrap_or_default().to_owned();
-                    self.tool_blocks.insert(index, id.clone());
-                    vec![ProviderEvent::ToolCallStart { id, name }]
-                } else {
-                    vec![]
+                match block["type"].as_str() {
+                    Some("tool_use") => {
+                        let id = block["id"].as_str().unwrap_or_default().to_owned();
+                        let name = block["name"].as_str().unwrap_or_default().to_owned();
+                        self.tool_blocks.insert(index, id.clone());
+                        vec![ProviderEvent::ToolCallStart { id, name }]
+                    }
+                    // Encrypted thinking comes whole with its block's start.
+                    Some("redacted_thinking") => match block["data"].as_str() {
+                        Some(data) if !data.is_empty() => {
+                            vec![ProviderEvent::RedactedThinking(data.to_owned())]
+                        }
+                        _ => vec![],
+                    },
+                    _ => vec![],
                 }
             }
             "content_block_delta" => self.block_delta(&value)?,

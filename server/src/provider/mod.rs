@@ -32,6 +32,20 @@ pub struct ToolCall {
     pub input: Value,
 }
 
+/// A step's thinking as the provider must get it back (Anthropic refuses a tool loop's
+/// follow-up whose last assistant turn does not start with its signed thinking, unchanged).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ThinkingBlock {
+    Signed {
+        thinking: String,
+        signature: String,
+    },
+    /// Thinking the provider's safety systems encrypted: passed back as it came.
+    Redacted {
+        data: String,
+    },
+}
+
 /// One message of the conversation handed to the provider.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConversationMessage {
@@ -41,6 +55,9 @@ pub enum ConversationMessage {
     Assistant {
         text: String,
         tool_calls: Vec<ToolCall>,
+        /// The step's signed (or redacted) thinking, before its text and calls; empty for
+        /// providers without signed thinking.
+        thinking: Vec<ThinkingBlock>,
     },
     ToolResult {
         tool_call_id: String,
@@ -56,6 +73,9 @@ pub struct ProviderRequest {
     pub model: Option<String>,
     pub messages: Vec<ConversationMessage>,
     pub tools: Vec<ToolSpec>,
+    /// Extended thinking's budget (Anthropic `thinking.budget_tokens`), from the agent's
+    /// `metadata.thinking_budget_tokens`; `None`: no extended thinking asked for.
+    pub thinking_budget_tokens: Option<u32>,
 }
 
 impl ProviderRequest {
@@ -77,6 +97,9 @@ pub enum ProviderEvent {
     ThinkingDelta(String),
     /// The signature that authenticates the thinking of this step (Anthropic).
     ThinkingSignature(String),
+    /// A thinking block the provider encrypted (Anthropic `redacted_thinking`): its data, to be
+    /// passed back unchanged.
+    RedactedThinking(String),
     TextDelta(String),
     /// A tool call begins; its input follows as JSON text pieces.
     ToolCallStart {

@@ -46,7 +46,9 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
     for message in &request.messages {
         messages.push(match message {
             ConversationMessage::User { text } => json!({ "role": "user", "content": text }),
-            ConversationMessage::Assistant { text, tool_calls } => {
+            ConversationMessage::Assistant {
+                text, tool_calls, ..
+            } => {
                 let mut message = json!({ "role": "assistant", "content": text });
                 if !tool_calls.is_empty() {
                     message["tool_calls"] = tool_calls

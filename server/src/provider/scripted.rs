@@ -413,6 +413,7 @@ mod tests {
                 text: text.to_owned(),
             }],
             tools: Vec::new(),
+            thinking_budget_tokens: None,
         }
     }
 

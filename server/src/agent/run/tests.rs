@@ -108,6 +108,7 @@ fn a_run_opens_with_how_it_was_asked_for_and_the_message() {
         model: Some("m".into()),
         messages: vec![ConversationMessage::User { text: "hi".into() }],
         tools: vec![],
+        thinking_budget_tokens: None,
     };
     let options = RunOptions {
         background: true,
