@@ -58,6 +58,8 @@ pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 /// and are caught up from the store: memory per slow client stays bounded.
 pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
 
+// An axum handler: each argument is an extractor.
+#[allow(clippy::too_many_arguments)]
 pub async fn upgrade(
     State(feeds): State<Feeds>,
     State(access): State<Access>,
