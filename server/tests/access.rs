@@ -197,6 +197,19 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     let bob = token("bob", &[&m, "alice-chat"], &[Read, Write, Approve]);
     let letta_message = || json!({ "messages": [{ "role": "user", "content": "hi" }] });
     let letta_approval = || json!({ "messages": [{ "type": "approval", "approve": true, "approval_request_id": "x" }] });
+    // A person's answer and a client tool's result in one request: it needs both scopes.
+    let letta_mixed = || json!({ "messages": [{ "type": "approval", "approvals": [
+        { "type": "approval", "tool_call_id": "x", "approve": true },
+        { "type": "tool", "tool_call_id": "y", "tool_return": "yes", "status": "success" },
+    ] }] });
+    let ai_sdk_mixed = || json!({ "id": "alice-chat", "trigger": "submit-message", "messages": [
+        user_message("hi"),
+        { "id": "a1", "role": "assistant", "parts": [
+            { "type": "tool-calculator", "toolCallId": "x", "state": "approval-responded", "input": {},
+              "approval": { "id": "x", "approved": true } },
+            { "type": "tool-confirm", "toolCallId": "y", "state": "output-available", "input": {}, "output": "yes" },
+        ] },
+    ] });
     let ag_ui = |thread: &str| {
         json!({ "threadId": thread, "runId": Uuid::new_v4().to_string(), "state": {}, "tools": [],
                 "context": [], "forwardedProps": {},
@@ -246,6 +259,8 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         ("letta", &approve, post.clone(), format!("/v1/agents/{m}/messages/stream"), Some(letta_message()), 403, "insufficient_scope"),
         ("letta", &write, post.clone(), format!("/v1/agents/{m}/messages"), Some(letta_approval()), 403, "insufficient_scope"),
         ("letta", &write, post.clone(), format!("/v1/agents/{t}/messages/stream"), Some(letta_message()), 404, "unknown_agent"),
+        ("letta", &approve, post.clone(), format!("/v1/agents/{m}/messages"), Some(letta_mixed()), 403, "insufficient_scope"),
+        ("letta", &write, post.clone(), format!("/v1/agents/{m}/messages"), Some(letta_mixed()), 403, "insufficient_scope"),
         ("letta", &read, post.clone(), format!("/v1/runs/{my_run}/stream"), Some(json!({})), 200, ""),
         ("letta", &read, post.clone(), format!("/v1/runs/{their_run}/stream"), Some(json!({})), 404, "unknown_run"),
         // AI SDK: a chat id the token names gets its agent on first use, owned by the user.
@@ -253,6 +268,8 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         ("ai-sdk", &write, post.clone(), "/v1/ai-sdk/chat".into(), Some(json!({"id": "someone-elses", "trigger": "submit-message", "messages": [user_message("hi")]})), 404, "unknown_chat"),
         ("ai-sdk", &write, post.clone(), "/v1/ai-sdk/chat".into(), Some(json!({"id": t, "trigger": "submit-message", "messages": [user_message("hi")]})), 404, "unknown_agent"),
         ("ai-sdk", &write, post.clone(), "/v1/ai-sdk/chat".into(), Some(json!({"id": "alice-chat", "trigger": "submit-message", "messages": [user_message("hi")]})), 200, ""),
+        ("ai-sdk", &approve, post.clone(), "/v1/ai-sdk/chat".into(), Some(ai_sdk_mixed()), 403, "insufficient_scope"),
+        ("ai-sdk", &write, post.clone(), "/v1/ai-sdk/chat".into(), Some(ai_sdk_mixed()), 403, "insufficient_scope"),
         ("ai-sdk", &read, get.clone(), "/v1/ai-sdk/chat/alice-chat/messages".into(), None, 200, ""),
         ("ai-sdk", &bob, get.clone(), "/v1/ai-sdk/chat/alice-chat/messages".into(), None, 404, "unknown_chat"),
         ("ai-sdk", &read, get.clone(), "/v1/ai-sdk/chat/someone-elses/messages".into(), None, 404, "unknown_chat"),
