@@ -198,18 +198,22 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     let letta_message = || json!({ "messages": [{ "role": "user", "content": "hi" }] });
     let letta_approval = || json!({ "messages": [{ "type": "approval", "approve": true, "approval_request_id": "x" }] });
     // A person's answer and a client tool's result in one request: it needs both scopes.
-    let letta_mixed = || json!({ "messages": [{ "type": "approval", "approvals": [
+    let letta_mixed = || {
+        json!({ "messages": [{ "type": "approval", "approvals": [
         { "type": "approval", "tool_call_id": "x", "approve": true },
         { "type": "tool", "tool_call_id": "y", "tool_return": "yes", "status": "success" },
-    ] }] });
-    let ai_sdk_mixed = || json!({ "id": "alice-chat", "trigger": "submit-message", "messages": [
+    ] }] })
+    };
+    let ai_sdk_mixed = || {
+        json!({ "id": "alice-chat", "trigger": "submit-message", "messages": [
         user_message("hi"),
         { "id": "a1", "role": "assistant", "parts": [
             { "type": "tool-calculator", "toolCallId": "x", "state": "approval-responded", "input": {},
               "approval": { "id": "x", "approved": true } },
             { "type": "tool-confirm", "toolCallId": "y", "state": "output-available", "input": {}, "output": "yes" },
         ] },
-    ] });
+    ] })
+    };
     let ag_ui = |thread: &str| {
         json!({ "threadId": thread, "runId": Uuid::new_v4().to_string(), "state": {}, "tools": [],
                 "context": [], "forwardedProps": {},

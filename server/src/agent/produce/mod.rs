@@ -261,14 +261,33 @@ impl Producers {
         let entry = self.entry(agent_id);
         let mut producing = entry.lock().await;
         // The stored position is the authority: another server may have taken the producer's
-        // batches since this one last did.
-        let position = self.store.producer_position(agent_id, &headers.id).await?;
-        if position.is_none() && self.store.get_agent(agent_id).await?.is_none() {
-            return Err(ProduceError::UnknownAgent(agent_id));
-        }
-        let stored = position
+        // batches since this one last did. A batch that is the next one after the run this
+        // server holds goes on from its copy without reading it: the append's transaction
+        // checks the position it was fenced against (`fenced_at`), and a moved one is fenced
+        // again from the store.
+        let cached = producing
+            .open
             .as_ref()
-            .map(|position| (position.stamp.epoch, position.stamp.seq));
+            .filter(|open| open.producer_id == headers.id)
+            .map(|open| (open.epoch, open.seq));
+        let trust_cache =
+            cached.is_some() && fence(cached, headers.epoch, headers.seq) == Fence::Append;
+        let position = if trust_cache {
+            None
+        } else {
+            let position = self.store.producer_position(agent_id, &headers.id).await?;
+            if position.is_none() && self.store.get_agent(agent_id).await?.is_none() {
+                return Err(ProduceError::UnknownAgent(agent_id));
+            }
+            position
+        };
+        let stored = if trust_cache {
+            cached
+        } else {
+            position
+                .as_ref()
+                .map(|position| (position.stamp.epoch, position.stamp.seq))
+        };
         let stored_run = position.as_ref().and_then(|position| position.stamp.run_id);
         if producing.open.as_ref().is_some_and(|open| {
             open.producer_id == headers.id && Some((open.epoch, open.seq)) != stored
