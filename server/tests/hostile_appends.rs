@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
+use common::rng::Rng;
 use common::TestServer;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -21,31 +22,6 @@ use uuid::Uuid;
 const SEEDS: u64 = 16;
 const PRODUCER_REQUESTS_PER_SEED: usize = 200;
 const STREAM_REQUESTS_PER_SEED: usize = 200;
-
-/// splitmix64: small, seeded, good enough to pick among cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 fn seeds() -> Vec<u64> {
     match std::env::var("HOSTILE_SEED") {
@@ -127,18 +103,18 @@ fn any_batch(rng: &mut Rng, open: bool) -> Value {
             .pick(&[json!([]), json!({}), json!("x"), json!(12)])
             .clone(),
         1..=5 => {
-            let length = 1 + rng.below(6);
+            let length = 1 + rng.below(6) as usize;
             Value::Array((0..length).map(|_| any_event(rng)).collect())
         }
         _ => {
             let mut events = Vec::new();
-            if !open || rng.chance(10) {
+            if !open || rng.chance(100) {
                 events.push(json!({ "kind": "run_started" }));
             }
             for _ in 0..rng.below(5) {
                 events.push(plausible_event(rng));
             }
-            if rng.chance(35) {
+            if rng.chance(350) {
                 events.push(
                     json!({ "kind": *rng.pick(&["run_completed", "run_failed", "run_cancelled"]) }),
                 );
@@ -167,10 +143,10 @@ fn any_headers(rng: &mut Rng, next: &HashMap<&'static str, (u64, u64)>) -> Vec<(
         ("producer-epoch".to_owned(), epoch.to_string()),
         ("producer-seq".to_owned(), seq.to_string()),
     ];
-    if rng.chance(5) {
+    if rng.chance(50) {
         headers[2].1 = "-1".into();
     }
-    if rng.chance(3) {
+    if rng.chance(30) {
         headers.pop();
     }
     headers
@@ -313,14 +289,14 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
             let mut close_only = false;
             let (builder, description, messages) = match what {
                 0 => {
-                    let json = rng.chance(70);
+                    let json = rng.chance(700);
                     let content_type = if json {
                         "application/json"
                     } else {
                         "text/plain"
                     };
                     let mut put = server.http.put(&url).header("content-type", content_type);
-                    if rng.chance(20) {
+                    if rng.chance(200) {
                         put = put.header(
                             "stream-ttl",
                             *rng.pick(&["60", "18446744073709551615", "-1", "x"]),
@@ -346,7 +322,7 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
                         2 => (String::new(), 0),
                         3 => ("{\"m\":1}".to_owned(), 1),
                         _ => {
-                            let count = 1 + rng.below(4);
+                            let count = 1 + rng.below(4) as usize;
                             let items: Vec<Value> = (0..count).map(|i| json!({ "i": i })).collect();
                             (Value::Array(items).to_string(), count)
                         }
@@ -360,19 +336,19 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
                         )
                         .body(body.clone());
                     let mut description = format!("POST {body}");
-                    if rng.chance(15) {
+                    if rng.chance(150) {
                         post = post.header("stream-closed", "true");
                         description += " +close";
                         close_only = body.is_empty();
                     }
-                    if rng.chance(15) {
+                    if rng.chance(150) {
                         let seq = *rng.pick(&["1", "2", "10", "a", ""]);
                         post = post.header("stream-seq", seq);
                         description += &format!(" Stream-Seq {seq}");
                     }
-                    if rng.chance(30) {
+                    if rng.chance(300) {
                         let next = producer_seq.entry(path.clone()).or_default();
-                        let seq = if rng.chance(20) {
+                        let seq = if rng.chance(200) {
                             next.saturating_sub(1)
                         } else {
                             *next

@@ -50,6 +50,7 @@ use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
 use async_trait::async_trait;
 use common::hooked_store::{HookedStore, Hooks, Read};
+use common::rng::Rng;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -77,29 +78,6 @@ static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Seqs that reached a coalescing subscriber inside a merged event rather than on their own.
 static MERGED_SEQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// splitmix64: small, fast, and the same everywhere.
-#[derive(Clone, Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
-    }
-    fn range(&mut self, low: u64, high: u64) -> u64 {
-        low + self.below(high - low + 1)
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-}
 
 /// Fault rates of one seed, and the source of the faults' coin flips.
 struct Faults {

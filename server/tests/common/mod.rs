@@ -7,6 +7,7 @@
 
 pub mod hooked_store;
 pub mod processes;
+pub mod rng;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -133,7 +133,7 @@ impl Producers {
 
     /// Drops this server's hold on the open run (its slot here) without writing anything: the
     /// run goes on elsewhere, or is left to its producer.
-    pub(super) async fn let_go(&self, producing: &mut Producing) {
+    pub(super) fn let_go(&self, producing: &mut Producing) {
         if let Some(open) = producing.open.take() {
             tracing::debug!(agent_id = %open.agent_id, run_id = %open.run.run_id, "let go of a produced run");
         }
@@ -174,7 +174,7 @@ impl Producers {
             )
         } else if open.slot.is_interrupted() {
             tracing::info!(agent_id = %open.agent_id, run_id = %open.run.run_id, "the server stops: its produced run stays open for its producer");
-            self.let_go(producing).await;
+            self.let_go(producing);
             return;
         } else if open.slot.is_cancelled() {
             (Stop::Cancelled, "cancelled")

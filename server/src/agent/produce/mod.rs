@@ -21,6 +21,7 @@
 pub mod check;
 pub mod fence;
 mod lease;
+mod slot;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use self::fence::{fence, Fence, ProducerHeaders};
 use super::registry::{ProducedSlot, RunLimits, Runs, StartRunError};
 use crate::delivery::writer::{AppendError, Writer};
 use crate::store::{ClusterStore, ProducerStamp, Store, StoreError};
+pub use slot::PRODUCER_OPENING_WAIT_MS_MAX;
 
 /// What an accepted batch did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,7 +295,7 @@ impl Producers {
             open.producer_id == headers.id && Some((open.epoch, open.seq)) != stored
         }) {
             // Our copy of the run is behind the log: another server wrote to it.
-            self.let_go(&mut producing).await;
+            self.let_go(&mut producing);
         }
         let mine = producing
             .open
@@ -424,7 +426,7 @@ impl Producers {
                         // Another server took the producer's batch (or its run) meanwhile: the
                         // run goes on there; ours is let go, nothing written, and the batch is
                         // fenced again.
-                        self.let_go(&mut producing).await;
+                        self.let_go(&mut producing);
                         return Err(ProduceError::Store(StoreError::ProducerMoved {
                             agent_id,
                             producer_id: headers.id.clone(),
@@ -491,98 +493,11 @@ impl Producers {
             run_open,
         }))
     }
-
-    /// The agent's run slot for a new produced run (and, with PostgreSQL, the database's).
-    async fn take_slot(
-        &self,
-        agent_id: Uuid,
-        run_id: Uuid,
-        producer_id: &str,
-        stored: Option<(u64, u64)>,
-    ) -> Result<ProducedSlot, ProduceError> {
-        if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
-            return Err(ProduceError::RunInProgress {
-                agent_id,
-                run_id: running,
-            });
-        }
-        if let Some(tool_call_id) = self.store.waiting_call(agent_id).await? {
-            return Err(ProduceError::CallWaiting { tool_call_id });
-        }
-        if let Some(cluster) = &self.cluster {
-            if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
-                self.opened_elsewhere(agent_id, running, producer_id, stored)
-                    .await?;
-                return Err(ProduceError::RunInProgress {
-                    agent_id,
-                    run_id: running,
-                });
-            }
-        }
-        match self.runs.reserve_produced(agent_id, run_id) {
-            Ok(slot) => Ok(slot),
-            Err(error) => {
-                self.release_cluster(agent_id, run_id).await;
-                Err(error.into())
-            }
-        }
-    }
-
-    /// The run holding the agent may be this very batch, opened by another server that took
-    /// its retry a moment earlier and has not committed yet: while the holder has not started
-    /// in the log, the producer's position is watched (at most
-    /// [`PRODUCER_OPENING_WAIT_MS_MAX`]); when it moves, the batch is fenced again
-    /// (`ProducerMoved`) and turns out a duplicate.
-    async fn opened_elsewhere(
-        &self,
-        agent_id: Uuid,
-        holder: Uuid,
-        producer_id: &str,
-        stored: Option<(u64, u64)>,
-    ) -> Result<(), ProduceError> {
-        let moved = || {
-            ProduceError::Store(StoreError::ProducerMoved {
-                agent_id,
-                producer_id: producer_id.to_owned(),
-            })
-        };
-        let deadline =
-            Instant::now() + std::time::Duration::from_millis(PRODUCER_OPENING_WAIT_MS_MAX);
-        loop {
-            let position = self.store.producer_position(agent_id, producer_id).await?;
-            if position.map(|position| (position.stamp.epoch, position.stamp.seq)) != stored {
-                return Err(moved());
-            }
-            if !self.store.run_outline(holder).await?.is_empty() || Instant::now() >= deadline {
-                return Ok(());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(PRODUCER_OPENING_POLL_MS)).await;
-        }
-    }
-
-    /// A slot taken for a run whose opening did not commit.
-    async fn give_back(&self, agent_id: Uuid, run_id: Uuid, slot: ProducedSlot) {
-        drop(slot);
-        self.release_cluster(agent_id, run_id).await;
-    }
-
-    async fn release_cluster(&self, agent_id: Uuid, run_id: Uuid) {
-        if let Some(cluster) = &self.cluster {
-            if let Err(error) = cluster.release_agent_run(agent_id, run_id).await {
-                tracing::warn!(%agent_id, %run_id, %error, "could not free the run slot");
-            }
-        }
-    }
 }
 
 /// A producer's batch is fenced and committed at most this many times while other servers keep
 /// moving its position between the fence and the commit.
 pub const PRODUCER_FENCE_ATTEMPTS_MAX: u32 = 4;
-/// How long a batch that opens a run waits, at most, to learn whether the run holding the agent
-/// is its own retry, opened by another server and not yet committed.
-pub const PRODUCER_OPENING_WAIT_MS_MAX: u64 = 1_000;
-/// How often the producer's position is read meanwhile.
-const PRODUCER_OPENING_POLL_MS: u64 = 20;
 
 fn lease(run: &ProducedRun) -> std::time::Duration {
     std::time::Duration::from_millis(run.lease_ms)

@@ -538,7 +538,7 @@ async fn commit(
             } else {
                 tracing::warn!(agent_id = %batch.agent_id, %error, "append refused");
             }
-            if let (Some(run), true) = (run, leaves_a_hole(&batch, error)) {
+            if let (Some(run), true) = (run, leaves_a_hole(&batch)) {
                 refused.insert(run);
             }
             if maybe_committed[index] {
@@ -555,7 +555,7 @@ pub(super) type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
 /// Whether a refusal leaves the run with a hole its later events must not go past. An external
 /// producer's batch never does: it is whole, and fenced by the producer's position, so the batch
 /// after a refused one is its retry (or refused as a gap).
-fn leaves_a_hole(batch: &AppendBatch, _error: &StoreError) -> bool {
+fn leaves_a_hole(batch: &AppendBatch) -> bool {
     batch.producer.is_none()
 }
 
@@ -616,10 +616,8 @@ impl OneByOne<'_> {
                     Err(Arc::new(failed.error))
                 }
             };
-            if let (Err(error), Some(run)) = (&outcome, run) {
-                if leaves_a_hole(batch, error) {
-                    self.refused.insert(run);
-                }
+            if let (Err(_), Some(run), true) = (&outcome, run, leaves_a_hole(batch)) {
+                self.refused.insert(run);
             }
             outcomes.push(outcome);
         }
