@@ -73,11 +73,14 @@ impl Producers {
         let deadline =
             Instant::now() + std::time::Duration::from_millis(PRODUCER_OPENING_WAIT_MS_MAX);
         loop {
+            // The holder's start first, the position after: they commit together, so a start
+            // seen here means the position read next shows whether it was this batch.
+            let started = !self.store.run_outline(holder).await?.is_empty();
             let position = self.store.producer_position(agent_id, producer_id).await?;
             if position.map(|position| (position.stamp.epoch, position.stamp.seq)) != stored {
                 return Err(moved());
             }
-            if !self.store.run_outline(holder).await?.is_empty() || Instant::now() >= deadline {
+            if started || Instant::now() >= deadline {
                 return Ok(());
             }
             tokio::time::sleep(std::time::Duration::from_millis(PRODUCER_OPENING_POLL_MS)).await;
