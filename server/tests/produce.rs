@@ -886,3 +886,80 @@ async fn a_producer_waits_like_everyone_while_a_call_waits_for_a_person() {
     .await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// A producer's request dropped midway (its answer lost, the connection gone while the batch
+/// commits) must leave the server's hold on the run whole: the resend is a 200 or a 204, the
+/// run goes on or ends as the producer says, and a producer that then vanishes still has its
+/// run ended at its lease. The drop lands at a different moment for each agent (0–4.7 ms after
+/// sending), so some land while the batch is being committed.
+#[tokio::test]
+async fn a_request_dropped_midway_leaves_the_run_to_its_producer_and_its_lease() {
+    const AGENTS: u64 = 48;
+    let server = TestServer::start().await;
+    let mut agents = Vec::new();
+    for _ in 0..AGENTS {
+        agents.push(server.create_agent().await);
+    }
+    let outcomes = futures::future::join_all(agents.iter().enumerate().map(|(index, &agent_id)| {
+        let server = &server;
+        async move {
+            let opened = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("a ")]);
+            assert_eq!(produce(server, agent_id, ("p", 0, 0), opened).await.0, 200);
+            // Half the agents lose the answer of their run's last batch, then start the next.
+            let ends = index % 2 == 0;
+            let batch = if ends {
+                json!([text("b "), { "kind": "run_completed" }])
+            } else {
+                json!([text("b ")])
+            };
+            let drop_after = Duration::from_micros(100 * index as u64);
+            let lost = server
+                .http
+                .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+                .header("Producer-Id", "p")
+                .header("Producer-Epoch", "0")
+                .header("Producer-Seq", "1")
+                .json(&batch)
+                .send();
+            let _ = tokio::time::timeout(drop_after, lost).await;
+            let (status, _, body) = produce(server, agent_id, ("p", 0, 1), batch).await;
+            assert!(matches!(status, 200 | 204), "the resend: {status} {body}");
+            if ends {
+                // The next run opens (the last one ended with the lost batch), then vanishes.
+                let next = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("c ")]);
+                let (status, _, body) = produce(server, agent_id, ("p", 0, 2), next).await;
+                assert_eq!(status, 200, "the next run after a lost end: {body}");
+            }
+            ends
+        }
+    }))
+    .await;
+    // Every producer vanished now: each open run ends at its lease, 1 s after its last batch.
+    for (&agent_id, ends) in agents.iter().zip(outcomes) {
+        let events = wait_until(
+            "the vanished producer's run to end at its lease",
+            || async {
+                let events = server.all_events(agent_id).await;
+                events
+                    .last()
+                    .is_some_and(|event| event.kind.is_run_end())
+                    .then_some(events)
+            },
+        )
+        .await;
+        let texts: Vec<&str> = events
+            .iter()
+            .filter(|event| event.kind == EventKind::Text)
+            .filter_map(|event| event.delta.as_ref()?.as_str())
+            .collect();
+        let expected: &[&str] = if ends {
+            &["a ", "b ", "c "]
+        } else {
+            &["a ", "b "]
+        };
+        assert_eq!(texts, expected, "each batch once");
+        let end = events.last().unwrap();
+        assert_eq!(end.kind, EventKind::RunFailed, "{}", end.content);
+        assert_eq!(end.content["error"]["type"], "interrupted");
+    }
+}

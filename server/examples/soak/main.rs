@@ -5,6 +5,12 @@
 //! every subscriber catches up and its record is checked against the log, and the agent is
 //! deleted (conversations end; memory must come back). Beside it, a stream of bad input.
 //!
+//! Producer slots (`producer.rs`) are the same but for the runner: an external agent loop
+//! writes the runs through the producer API, losing answers, crashing and resuming (same epoch
+//! or a new one), cutting streamed bodies and vanishing mid-run; what each producer knows it
+//! wrote is checked against the log (`produced.rs`), and a vanished producer's run must end at
+//! its lease.
+//!
 //! Beside them, clients that reconnect in a loop (SSE and WebSocket, dropped after a few
 //! frames) or ask for a whole log and read nothing (`ending.rs`). At the end the load stops, its
 //! agents are deleted, and the server's live tasks and hub rooms must come back to where they
@@ -17,26 +23,33 @@
 //! anything failed.
 //!
 //! `cargo run --release -p server --example soak -- --minutes 30` (builds the server binary
-//! first). Options: `--agents N` (6), `--subscribers N` per agent (6, one of them SSE),
+//! first). Options: `--agents N` (6), `--producers N` (2 producer slots), `--subscribers N` per agent (6, one of them SSE),
 //! `--generation-minutes N` (3), `--database URL` (a temporary SQLite file by default).
 
 mod check;
 mod ending;
 mod load;
+mod produced;
+mod producer;
+mod report;
+mod server;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
 use app::protocol::EventsPage;
+use app::AgentEvent;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use check::{drift_percent, quantile, trend_percent, Verdict};
+use check::{quantile, Verdict};
 use load::{Metrics, Random, Transport};
+use producer::ProducerMetrics;
+use report::{report, Series};
+use server::{sample, Server};
 
 /// Minutes that count as warm-up: the flatness check starts after them. Five: past the first
 /// generation's end (3 minutes by default), when the first agents are deleted and replaced and
@@ -48,6 +61,7 @@ const FLAT_PERCENT_MAX: f64 = 10.0;
 struct Args {
     minutes: u64,
     agents: usize,
+    producers: usize,
     subscribers: usize,
     generation_minutes: u64,
     database: Option<String>,
@@ -58,6 +72,7 @@ impl Args {
         let mut args = Args {
             minutes: 30,
             agents: 6,
+            producers: 2,
             subscribers: 6,
             generation_minutes: 3,
             database: None,
@@ -76,6 +91,7 @@ impl Args {
             match word.as_str() {
                 "--minutes" => args.minutes = number(value()),
                 "--agents" => args.agents = number(value()) as usize,
+                "--producers" => args.producers = number(value()) as usize,
                 "--subscribers" => args.subscribers = number(value()) as usize,
                 "--generation-minutes" => args.generation_minutes = number(value()),
                 "--database" => args.database = Some(value()),
@@ -94,7 +110,7 @@ impl Args {
 }
 
 fn usage(problem: &str) -> ! {
-    eprintln!("soak: {problem}\nusage: soak [--minutes N] [--agents N] [--subscribers N] [--generation-minutes N] [--database URL]");
+    eprintln!("soak: {problem}\nusage: soak [--minutes N] [--agents N] [--producers N] [--subscribers N] [--generation-minutes N] [--database URL]");
     std::process::exit(2)
 }
 
@@ -106,83 +122,6 @@ fn main() {
         .unwrap();
     let passed = runtime.block_on(soak(args));
     std::process::exit(if passed { 0 } else { 1 });
-}
-
-/// The release server binary in its own process.
-struct Server {
-    base: String,
-    pid: u32,
-    child: tokio::process::Child,
-    log: std::path::PathBuf,
-    _directory: tempfile::TempDir,
-}
-
-impl Server {
-    async fn start(database: Option<&str>) -> Server {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        eprintln!("soak: building the release server binary…");
-        let built = std::process::Command::new(cargo)
-            .args(["build", "--release", "-p", "server", "--bin", "server"])
-            .current_dir(root)
-            .status()
-            .expect("cargo runs");
-        assert!(built.success(), "the server binary did not build");
-        let binary = std::env::current_exe()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("server");
-        let directory = tempfile::tempdir().unwrap();
-        let database = database
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("sqlite://{}", directory.path().join("soak.db").display()));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = directory.path().join("server.log");
-        let child = tokio::process::Command::new(&binary)
-            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-            .env("DATABASE_URL", database)
-            .env("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "2")
-            .env("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", "200")
-            // Small live buffers, so stalled readers fall behind the live stream and take the
-            // catch-up path (`lagged`) many times a minute.
-            .env("AGENTSTREAM_HUB_ROOM_BATCHES_MAX", "64")
-            .env("AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX", "8")
-            .env(
-                "AGENTSTREAM_SHUTDOWN_DRAIN_MS",
-                ending::SHUTDOWN_DRAIN_MS.to_string(),
-            )
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the server binary starts");
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while reqwest::get(format!("{base}/healthz")).await.is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the server did not answer within 30 s; see {}",
-                log.display()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let pid = child.id().unwrap();
-        Server {
-            base,
-            pid,
-            child,
-            log,
-            _directory: directory,
-        }
-    }
 }
 
 async fn soak(args: Args) -> bool {
@@ -204,11 +143,18 @@ async fn soak(args: Args) -> bool {
             ))
         })
         .collect();
+    let produced = Arc::new(ProducerMetrics::default());
     let mut slots = JoinSet::new();
-    for slot in 0..args.agents {
+    for slot in 0..args.agents + args.producers {
+        let driver = if slot < args.agents {
+            Driver::Runner
+        } else {
+            Driver::Producer(produced.clone())
+        };
         slots.spawn(agent_slot(
             server.base.clone(),
             slot,
+            driver,
             args.subscribers,
             args.generation_minutes,
             metrics.clone(),
@@ -265,7 +211,9 @@ async fn soak(args: Args) -> bool {
         let _ = task.await;
     }
     let ended = end(&mut server, before, &hostile).await;
-    report(&args, &metrics, &series, verdict, checked, &server) && ended
+    report(
+        &args, &metrics, &produced, &series, verdict, checked, &server,
+    ) && ended
 }
 
 /// Hostile clients beside the load: reconnect loops and clients that never read.
@@ -327,11 +275,20 @@ async fn end(server: &mut Server, before: ending::Held, hostile: &ending::Hostil
     settled && stopped
 }
 
+/// What writes an agent slot's runs.
+enum Driver {
+    /// Our own agent loop, started over REST (`load::runner`).
+    Runner,
+    /// An external producer population (`producer`), its runs checked against the log.
+    Producer(Arc<ProducerMetrics>),
+}
+
 /// One agent slot: generations until `stop`. Returns the records' verdict and how many
 /// records were checked.
 async fn agent_slot(
     base: String,
     slot: usize,
+    driver: Driver,
     subscribers: usize,
     generation_minutes: u64,
     metrics: Arc<Metrics>,
@@ -374,20 +331,45 @@ async fn agent_slot(
                 Random::new(seed * 64 + index as u64),
             ));
         }
-        let runner = tokio::spawn(load::runner(
-            base.clone(),
-            agent_id,
-            metrics.clone(),
-            ending.clone(),
-            Random::new(seed),
-        ));
+        let writer = match &driver {
+            Driver::Runner => tokio::spawn({
+                let runner = load::runner(
+                    base.clone(),
+                    agent_id,
+                    metrics.clone(),
+                    ending.clone(),
+                    Random::new(seed),
+                );
+                async move {
+                    runner.await;
+                    Vec::new()
+                }
+            }),
+            Driver::Producer(counts) => tokio::spawn(producer::producer(
+                base.clone(),
+                agent_id,
+                metrics.clone(),
+                counts.clone(),
+                ending.clone(),
+                Random::new(seed),
+            )),
+        };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(60 * generation_minutes)) => ending.cancel(),
             _ = ending.cancelled() => {}
         }
-        // The runner lets its last run end; then the log's head is final.
-        let _ = runner.await;
-        let log = read_log(&http, &base, agent_id).await;
+        // The runner or producer lets its last run end; then the log's head is final.
+        let produced_runs = writer.await.expect("a runner or producer panicked");
+        let events = read_log(&http, &base, agent_id).await;
+        if let Driver::Producer(counts) = &driver {
+            for problem in produced::compare(&produced_runs, &events) {
+                metrics.fail(format!("agent {agent_id}: {problem}"));
+            }
+            counts
+                .runs_checked
+                .fetch_add(produced_runs.len() as u64, Relaxed);
+        }
+        let log: Vec<Uuid> = events.iter().map(|event| event.id).collect();
         {
             let mut live = metrics.live_agents.lock().unwrap();
             live.retain(|live| *live != agent_id);
@@ -413,9 +395,9 @@ async fn agent_slot(
     (verdict, checked)
 }
 
-/// The ids of the agent's whole log, in seq order, paged over REST.
-async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<Uuid> {
-    let mut ids = Vec::new();
+/// The agent's whole log, in seq order, paged over REST.
+async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<AgentEvent> {
+    let mut ids: Vec<AgentEvent> = Vec::new();
     loop {
         let page: EventsPage = http
             .get(format!(
@@ -428,9 +410,9 @@ async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<Uui
             .json()
             .await
             .unwrap();
-        for event in &page.events {
+        for event in page.events {
             assert_eq!(event.seq, ids.len() as u64 + 1, "the log has no holes");
-            ids.push(event.id);
+            ids.push(event);
         }
         if !page.has_more {
             return ids;
@@ -458,128 +440,4 @@ async fn appended_total(base: &str, metrics: &Metrics) -> u64 {
         }
     }
     total
-}
-
-/// One minute's look at the server process.
-struct Sample {
-    rss_mib: f64,
-    fds: usize,
-    threads: usize,
-    tasks: usize,
-    sockets: usize,
-}
-
-async fn sample(server: &Server) -> Sample {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", server.pid)).unwrap_or_default();
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find(|line| line.starts_with(name))
-            .and_then(|line| line.split_whitespace().nth(1))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0.0)
-    };
-    let fds = std::fs::read_dir(format!("/proc/{}/fd", server.pid)).map_or(0, Iterator::count);
-    let stats: Value = match reqwest::get(format!("{}/v1/stats", server.base)).await {
-        Ok(response) => response.json().await.unwrap_or_default(),
-        Err(_) => Value::Null,
-    };
-    let count = |name: &str| stats[name].as_u64().unwrap_or(0) as usize;
-    Sample {
-        rss_mib: field("VmRSS:") / 1024.0,
-        fds,
-        threads: field("Threads:") as usize,
-        tasks: count("tasks_alive"),
-        sockets: count("websockets_open") + count("sse_streams_open"),
-    }
-}
-
-/// The per-minute figures the flatness check reads.
-#[derive(Default)]
-struct Series {
-    rss_mib: Vec<f64>,
-    fds: Vec<f64>,
-    tasks: Vec<f64>,
-    p99_ms: Vec<f64>,
-}
-
-impl Series {
-    fn push(&mut self, sample: &Sample, p99_ms: f64) {
-        self.rss_mib.push(sample.rss_mib);
-        self.fds.push(sample.fds as f64);
-        self.tasks.push(sample.tasks as f64);
-        self.p99_ms.push(p99_ms);
-    }
-}
-
-/// Prints the verdict; true when everything held.
-fn report(
-    args: &Args,
-    metrics: &Metrics,
-    series: &Series,
-    verdict: Verdict,
-    checked: u64,
-    server: &Server,
-) -> bool {
-    println!();
-    println!(
-        "soak: {} min, {} agent slots × {} subscribers, generations of {} min: {} runs ended ({} with tools, {} cancels), {} subscriber connections, {} bad inputs refused",
-        args.minutes, args.agents, args.subscribers, args.generation_minutes,
-        metrics.runs_ended.load(Relaxed), metrics.tool_runs.load(Relaxed), metrics.cancels.load(Relaxed),
-        metrics.sessions.load(Relaxed), metrics.bad_inputs_refused.load(Relaxed),
-    );
-    println!(
-        "records: {checked} checked against the log: {} lost, {} duplicated, {} skipped, {} wrong",
-        verdict.lost, verdict.duplicated, verdict.skipped, verdict.wrong
-    );
-    let mut flat = true;
-    // Memory and fds must hold still; tasks follow the number of open connections, which the
-    // load varies at random, so their spread and trend are shown but not judged.
-    for (name, values, judged) in [
-        ("rss", &series.rss_mib, true),
-        ("fds", &series.fds, true),
-        ("tasks", &series.tasks, false),
-    ] {
-        match drift_percent(values, WARM_UP_MINUTES) {
-            Some(drift) => {
-                let holds = drift <= FLAT_PERCENT_MAX || !judged;
-                flat &= holds;
-                let trend = trend_percent(values, WARM_UP_MINUTES)
-                    .map_or("–".to_owned(), |trend| format!("{trend:+.1} %"));
-                println!(
-                    "{name}: after the {WARM_UP_MINUTES}-minute warm-up every minute within {drift:.1} % of the median ({}); first third → last third {trend}",
-                    match (judged, holds) {
-                        (false, _) => "not judged",
-                        (true, true) => "flat",
-                        (true, false) => "NOT FLAT",
-                    }
-                );
-            }
-            None => println!(
-                "{name}: too few minutes after the {WARM_UP_MINUTES}-minute warm-up to judge"
-            ),
-        }
-    }
-    let mut p99 = series.p99_ms.clone();
-    println!(
-        "p99 delivery per minute: min {:.1} ms, median {:.1} ms, max {:.1} ms",
-        quantile(&mut p99, 0.0),
-        quantile(&mut p99, 0.5),
-        quantile(&mut p99, 1.0)
-    );
-    let failures = metrics.failures.load(Relaxed);
-    for failure in metrics.failures_kept() {
-        println!("failure: {failure}");
-    }
-    let passed = verdict.clean() && checked > 0 && failures == 0 && flat;
-    println!("soak: {}", if passed { "PASSED" } else { "FAILED" });
-    if !passed {
-        // The temporary directory goes with the process: the log is copied out for a look.
-        let kept = std::env::temp_dir().join("agentstream-soak-server.log");
-        if std::fs::copy(&server.log, &kept).is_ok() {
-            println!("the server's log: {}", kept.display());
-        }
-    }
-    passed
 }

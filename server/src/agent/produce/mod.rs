@@ -213,7 +213,16 @@ impl Producers {
         headers: &ProducerHeaders,
         items: Vec<ProducedEvent>,
     ) -> Result<Produced, ProduceError> {
-        let answer = self.append_fenced(agent_id, headers, items).await;
+        // The batch is fenced, checked, committed and booked in a task of its own: a producer
+        // whose connection drops midway (its answer lost) must not leave the run's state here
+        // half-updated — a batch the writer committed while our copy of the run stayed behind,
+        // or a hold on the run let go with no watchdog left to end it at its lease.
+        let producers = self.clone();
+        let headers = headers.clone();
+        let answer =
+            tokio::spawn(async move { producers.append_fenced(agent_id, &headers, items).await })
+                .await
+                .unwrap_or(Err(ProduceError::WriterStopped));
         let outcome = match &answer {
             Ok(Produced::Appended(_)) => "appended",
             Ok(Produced::Duplicate) => "duplicate",
