@@ -235,6 +235,43 @@ ensure_prometheus() {
     apt_install prometheus
 }
 
+# The peers of the wire-speed bench (`scripts/bench.sh --peers`): wrk (Debian) as the load
+# generator, Electric's Rust Durable Streams server (crates.io, built once into the cache), and
+# the protocol's Node reference server (the conformance suite's pinned package).
+PEER_RUST_SERVER_VERSION=0.1.5
+peer_root() { echo "${AGENTSTREAM_CACHE:-$HOME/.cache/agentstream}/peers"; }
+
+probe_wrk() {
+  if command -v wrk >/dev/null 2>&1; then echo "ok $(command -v wrk)"; else echo missing; fi
+}
+
+probe_peer_rust_server() {
+  local bin; bin="$(peer_root)/durable-streams-$PEER_RUST_SERVER_VERSION/bin/durable-streams-server"
+  if [ -x "$bin" ]; then echo "ok $bin"; else echo missing; fi
+}
+
+ensure_wrk() {
+  case "$(probe_wrk)" in ok*) return ;; esac
+  step "installing wrk from Debian (apt-get)" \
+    "install Debian's wrk package yourself (the wire-speed bench's load generator)" \
+    apt_install wrk
+}
+
+ensure_peer_rust_server() {
+  case "$(probe_peer_rust_server)" in ok*) return ;; esac
+  step "building Electric's Durable Streams server $PEER_RUST_SERVER_VERSION (cargo install, a few minutes, once)" \
+    "run: cargo install durable-streams --version $PEER_RUST_SERVER_VERSION --locked --root $(peer_root)/durable-streams-$PEER_RUST_SERVER_VERSION" \
+    cargo install durable-streams --version "$PEER_RUST_SERVER_VERSION" --locked \
+      --root "$(peer_root)/durable-streams-$PEER_RUST_SERVER_VERSION"
+}
+
+ensure_peer_node_server() {
+  if [ -d "$AGENTSTREAM_ROOT/end2end/conformance/node_modules/@durable-streams/server" ]; then return; fi
+  step "installing the Durable Streams reference server (npm ci in end2end/conformance)" \
+    "run: (cd end2end/conformance && npm ci)" \
+    bash -c "cd '$AGENTSTREAM_ROOT/end2end/conformance' && npm ci --no-audit --no-fund"
+}
+
 apt_install() {
   as_root apt-get update && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y --no-install-recommends "$@"
 }

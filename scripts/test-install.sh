@@ -77,8 +77,10 @@ check "cargo-fuzz absent" 0 missing 'probe_cargo_fuzz' "PATH=$fake"
 check "postgres absent" 0 missing 'probe_postgres' AGENTSTREAM_POSTGRES_LIB=/nonexistent
 check "openssl absent" 0 missing 'probe_openssl'
 check "prometheus absent" 0 missing 'probe_prometheus' AGENTSTREAM_PROMETHEUS=/nonexistent/prometheus
+check "wrk absent" 0 missing 'probe_wrk'
+check "the Rust peer server absent" 0 missing 'probe_peer_rust_server' AGENTSTREAM_CACHE=/nonexistent
 check "every probe at once" 0 "script went on" \
-  'for probe in rustup wasm_target npm node_packages example_packages chromium cargo_fuzz postgres openssl prometheus; do probe_$probe; done'
+  'for probe in rustup wasm_target npm node_packages example_packages chromium cargo_fuzz postgres openssl prometheus wrk peer_rust_server; do probe_$probe; done'
 
 echo "== probes that find a tool of the wrong kind"
 mkdir -p "$scratch/old-fuzz/bin" && cp "$scratch/fake-bin/cargo" "$scratch/old-fuzz/bin/"

@@ -1,0 +1,322 @@
+//! The loads, the same for every server: appends from wrk (64 connections over 64 JSON streams,
+//! ~45-byte messages, one or 64 per POST) with every acknowledged message read back; catch-up
+//! reads of a 10 000-message stream; append → long-poll and append → SSE latency.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::servers::Target;
+
+/// Connections (and streams) of the append load.
+pub const CONNECTIONS: usize = 64;
+/// Messages per POST in the batched figure.
+pub const BATCH_MESSAGES: usize = 64;
+/// Messages in the catch-up stream.
+pub const CATCH_UP_MESSAGES: usize = 10_000;
+/// Concurrent catch-up readers.
+const CATCH_UP_READERS: usize = 2;
+/// Pages one catch-up may take before the bench gives up on the server.
+const CATCH_UP_PAGES_MAX: usize = 10_000;
+
+/// What one wrk run reported, and what reading the streams back found.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Appends {
+    pub messages_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Non-2xx answers and socket errors.
+    pub errors: u64,
+    pub acknowledged: u64,
+    pub read_back: u64,
+    pub duplicates: u64,
+    /// Server CPU per message, µs.
+    pub cpu_us_per_message: f64,
+    /// Bytes the server wrote to storage per message.
+    pub written_per_message: f64,
+}
+
+async fn create(http: &reqwest::Client, url: &str) {
+    let response = http
+        .put(url)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("a create");
+    assert!(
+        response.status().is_success(),
+        "PUT {url}: {}",
+        response.status()
+    );
+}
+
+async fn append(http: &reqwest::Client, url: &str, body: String) {
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("an append");
+    assert!(
+        response.status().is_success(),
+        "POST {url}: {}",
+        response.status()
+    );
+}
+
+/// wrk against `target` for `seconds`: `per_append` messages per POST over [`CONNECTIONS`]
+/// fresh streams named `{name}-N`; then every stream is read back.
+pub async fn appends(
+    target: &Target,
+    name: &str,
+    per_append: usize,
+    seconds: u64,
+    script: &Path,
+) -> Appends {
+    let http = reqwest::Client::new();
+    for stream in 0..CONNECTIONS {
+        create(&http, &target.url(&format!("{name}-{stream}"))).await;
+    }
+    let (cpu_before, written_before) = (target.cpu_ms(), target.written_bytes());
+    let output = tokio::process::Command::new("wrk")
+        .args(["-t2", &format!("-c{CONNECTIONS}"), &format!("-d{seconds}s")])
+        .args(["--timeout", "10s", "-s"])
+        .arg(script)
+        .arg(&target.origin)
+        .env("PREFIX", format!("{}{name}-", target.prefix))
+        .env("STREAMS", CONNECTIONS.to_string())
+        .env("PER_APPEND", per_append.to_string())
+        .output()
+        .await
+        .expect("wrk runs (scripts/bench.sh --peers installs it)");
+    let (cpu, written) = (
+        target.cpu_ms() - cpu_before,
+        target.written_bytes().saturating_sub(written_before),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("wrk printed no report: {stdout}"));
+    let number = |key: &str| report[key].as_f64().unwrap_or(0.0);
+    let requests = number("requests");
+    let errors = (number("non2xx") + number("socket_errors")) as u64;
+    let acknowledged = (requests as u64).saturating_sub(errors) * per_append as u64;
+    let mut read_back = 0;
+    let mut seen = HashSet::new();
+    let mut duplicates = 0;
+    for stream in 0..CONNECTIONS {
+        let url = target.url(&format!("{name}-{stream}"));
+        for page in read_all(&http, &url).await {
+            let messages: Vec<Value> = serde_json::from_slice(&page).expect("a JSON page");
+            for message in messages {
+                read_back += 1;
+                let key = (
+                    message["t"].as_u64(),
+                    message["n"].as_u64(),
+                    message["k"].as_u64(),
+                );
+                if !seen.insert(key) {
+                    duplicates += 1;
+                }
+            }
+        }
+    }
+    let messages = acknowledged.max(1) as f64;
+    Appends {
+        messages_per_second: acknowledged as f64 / (number("duration_us") / 1e6),
+        p50_ms: number("p50_us") / 1000.0,
+        p99_ms: number("p99_us") / 1000.0,
+        errors,
+        acknowledged,
+        read_back,
+        duplicates,
+        cpu_us_per_message: cpu * 1000.0 / messages,
+        written_per_message: written as f64 / messages,
+    }
+}
+
+/// Every page of the stream at `url` from its start, following `Stream-Next-Offset` until
+/// `Stream-Up-To-Date`.
+async fn read_all(http: &reqwest::Client, url: &str) -> Vec<axum::body::Bytes> {
+    let mut offset = "-1".to_owned();
+    let mut pages = Vec::new();
+    for _ in 0..CATCH_UP_PAGES_MAX {
+        let response = http
+            .get(format!("{url}?offset={offset}"))
+            .send()
+            .await
+            .expect("a read");
+        assert!(
+            response.status().is_success(),
+            "GET {url}: {}",
+            response.status()
+        );
+        let next = response
+            .headers()
+            .get("stream-next-offset")
+            .and_then(|value| value.to_str().ok())
+            .expect("Stream-Next-Offset")
+            .to_owned();
+        let up_to_date = response.headers().contains_key("stream-up-to-date");
+        pages.push(response.bytes().await.expect("a page"));
+        if up_to_date || next == offset {
+            return pages;
+        }
+        offset = next;
+    }
+    panic!("{url} was not read to its end in {CATCH_UP_PAGES_MAX} pages")
+}
+
+/// Messages/s of whole catch-up reads of a [`CATCH_UP_MESSAGES`]-message stream, by
+/// [`CATCH_UP_READERS`] readers for `seconds`.
+pub async fn catch_up(target: &Target, name: &str, seconds: u64) -> f64 {
+    let http = reqwest::Client::new();
+    let url = target.url(name);
+    create(&http, &url).await;
+    for start in (0..CATCH_UP_MESSAGES).step_by(100) {
+        let batch: Vec<Value> = (start..start + 100)
+            .map(|n| json!({ "n": n, "text": "a token of a reply" }))
+            .collect();
+        append(&http, &url, Value::Array(batch).to_string()).await;
+    }
+    // Once, checked: the whole stream comes back.
+    let pages = read_all(&http, &url).await;
+    let count: usize = pages
+        .iter()
+        .map(|page| serde_json::from_slice::<Vec<Value>>(page).map_or(0, |page| page.len()))
+        .sum();
+    assert_eq!(
+        count,
+        CATCH_UP_MESSAGES,
+        "{}: the catch-up stream",
+        target.kind.label()
+    );
+    let started = Instant::now();
+    let until = started + Duration::from_secs(seconds);
+    let readers: Vec<_> = (0..CATCH_UP_READERS)
+        .map(|_| {
+            let (http, url) = (http.clone(), url.clone());
+            tokio::spawn(async move {
+                let mut reads = 0u64;
+                while Instant::now() < until {
+                    read_all(&http, &url).await;
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut reads = 0;
+    for reader in readers {
+        reads += reader.await.expect("a reader");
+    }
+    (reads * CATCH_UP_MESSAGES as u64) as f64 / started.elapsed().as_secs_f64()
+}
+
+fn nanos_now() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+/// p50 and p99 of `samples`, in ms.
+pub fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
+    if samples.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+/// Append request sent → long-poll answered, in ms, `samples` times.
+pub async fn long_poll_latency(target: &Target, name: &str, samples: usize) -> (f64, f64) {
+    let http = reqwest::Client::new();
+    let url = target.url(name);
+    create(&http, &url).await;
+    let mut offset = "now".to_owned();
+    let mut latencies = Vec::new();
+    for n in 0..samples {
+        let poll = {
+            let (http, url, offset) = (http.clone(), url.clone(), offset.clone());
+            tokio::spawn(async move {
+                let response = http
+                    .get(format!("{url}?offset={offset}&live=long-poll"))
+                    .send()
+                    .await
+                    .expect("a long-poll");
+                let answered = nanos_now();
+                let next = response
+                    .headers()
+                    .get("stream-next-offset")
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                (answered, next)
+            })
+        };
+        // The poll is waiting at the tail before the append goes out.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let sent = nanos_now();
+        append(&http, &url, json!({ "n": n }).to_string()).await;
+        let (answered, next) = poll.await.expect("the poll");
+        latencies.push((answered - sent) as f64 / 1e6);
+        offset = next;
+    }
+    percentiles(latencies)
+}
+
+/// Append request sent → SSE data event read, in ms, `samples` times on one connection.
+pub async fn sse_latency(target: &Target, name: &str, samples: usize) -> (f64, f64) {
+    let http = reqwest::Client::new();
+    let url = target.url(name);
+    create(&http, &url).await;
+    let response = http
+        .get(format!("{url}?offset=now&live=sse"))
+        .send()
+        .await
+        .expect("an SSE read");
+    let mut body = response.bytes_stream();
+    let reader = tokio::spawn(async move {
+        let mut latencies = Vec::new();
+        let mut buffer = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while latencies.len() < samples && Instant::now() < deadline {
+            let Ok(Some(Ok(chunk))) =
+                tokio::time::timeout(Duration::from_secs(10), body.next()).await
+            else {
+                break;
+            };
+            let received = nanos_now();
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                if !event.starts_with("event: data") && !event.starts_with("event:data") {
+                    continue;
+                }
+                let data = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .collect::<String>();
+                let messages: Vec<Value> = serde_json::from_str(data.trim()).unwrap_or_default();
+                for message in messages {
+                    if let Some(sent) = message["sent"].as_i64() {
+                        latencies.push((received - sent) as f64 / 1e6);
+                    }
+                }
+            }
+        }
+        latencies
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for _ in 0..samples {
+        append(&http, &url, json!({ "sent": nanos_now() }).to_string()).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    percentiles(reader.await.expect("the SSE reader"))
+}
