@@ -34,7 +34,7 @@ use uuid::Uuid;
 
 pub use error::StoreError;
 pub use records::{
-    AppendBatch, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp, StoredSnapshot,
+    AppendBatch, ContentJson, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp, StoredSnapshot,
 };
 pub use streams::{StreamRow, Streams};
 
@@ -102,6 +102,17 @@ pub trait EventLog: Send + Sync + 'static {
     ) -> Result<Vec<EventJson>, StoreError> {
         let events = self.read_events(agent_id, since, limit).await?;
         Ok(events.iter().map(EventJson::of).collect())
+    }
+    /// The `content` of the same events, as JSON text, for reads that serve it as it is (the
+    /// Durable Streams surface). SQLite copies it straight from the row.
+    async fn read_contents(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<ContentJson>, StoreError> {
+        let events = self.read_events(agent_id, since, limit).await?;
+        Ok(events.iter().map(ContentJson::of).collect())
     }
     /// The lifecycle and usage events of one run (`run_started`, `usage`, the run's end), in seq
     /// order; empty for an unknown run. Reads the run index, not the agent's whole log.

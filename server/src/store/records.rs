@@ -104,6 +104,26 @@ impl EventDraft {
     }
 }
 
+/// One event's `content` as the log keeps it (JSON text), with its seq and whether the event is a
+/// stream message: what a Durable Streams read serves as it is, with no tree parsed and written
+/// again per message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContentJson {
+    pub seq: u64,
+    pub stream_message: bool,
+    pub json: Box<str>,
+}
+
+impl ContentJson {
+    pub fn of(event: &AgentEvent) -> ContentJson {
+        ContentJson {
+            seq: event.seq,
+            stream_message: event.kind == app::EventKind::StreamMessage,
+            json: event.content.to_string().into_boxed_str(),
+        }
+    }
+}
+
 /// One committed event as clients receive it: its `AgentEvent` JSON, serialized once, with its
 /// seq beside it (the cursor, and the SSE `id:`).
 ///

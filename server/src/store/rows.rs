@@ -201,10 +201,16 @@ fn delta_action(name: &str) -> Result<DeltaAction, StoreError> {
 
 /// Appends a stored JSON column after checking it is one JSON value (no tree is built).
 fn push_json_text(json: &mut String, text: &str) -> Result<(), StoreError> {
+    json.push_str(checked_json(text)?);
+    Ok(())
+}
+
+/// `text`, once checked to be JSON (without building a tree): a damaged row is an error, never
+/// a broken answer.
+pub fn checked_json(text: &str) -> Result<&str, StoreError> {
     serde_json::from_str::<serde::de::IgnoredAny>(text)
         .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
-    json.push_str(text);
-    Ok(())
+    Ok(text)
 }
 
 /// Events per agent in a group, in order of first appearance.

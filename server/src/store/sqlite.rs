@@ -19,7 +19,7 @@ use super::chunk::Pick;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
-    Agents, AppendBatch, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
+    Agents, AppendBatch, ContentJson, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
     StoredSnapshot, RUN_OUTLINE_KINDS,
 };
 
@@ -284,6 +284,20 @@ impl EventLog for SqliteStore {
             .await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
+    }
+
+    async fn read_contents(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+    ) -> Result<Vec<ContentJson>, StoreError> {
+        let contents = self
+            .reader
+            .contents(range_sql(), range_query(agent_id, since, limit)?)
+            .await?;
+        check_contiguous(agent_id, since, contents.iter().map(|content| content.seq))?;
+        Ok(contents)
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {

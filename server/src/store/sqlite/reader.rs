@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use super::parse_uuid;
 use crate::store::chunk::{self, Pick, StoredRow};
-use crate::store::rows::{corrupt, seq_from_column, EventRow};
-use crate::store::{EventJson, StoreError};
+use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
+use crate::store::{ContentJson, EventJson, StoreError};
 
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
@@ -66,6 +66,22 @@ impl Reader {
         queries: Vec<(Vec<SqlValue>, Pick)>,
     ) -> Result<Vec<EventJson>, StoreError> {
         self.rows(sql, queries, |row| row.to_json()).await
+    }
+
+    /// The same, each event's `content` as the row holds it ([`ContentJson`]).
+    pub(super) async fn contents(
+        &self,
+        sql: String,
+        queries: Vec<(Vec<SqlValue>, Pick)>,
+    ) -> Result<Vec<ContentJson>, StoreError> {
+        self.rows(sql, queries, |row| {
+            Ok(ContentJson {
+                seq: row.seq,
+                stream_message: row.kind == app::EventKind::StreamMessage.as_str(),
+                json: checked_json(row.content)?.into(),
+            })
+        })
+        .await
     }
 
     async fn rows<T: Send + 'static>(

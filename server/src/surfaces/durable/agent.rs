@@ -5,7 +5,6 @@
 
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::live::Source;
@@ -79,7 +78,7 @@ pub(super) async fn read(
     state: &DurableState,
     agent_id: Uuid,
     since: u64,
-) -> Result<(Vec<(u64, Value)>, u64), Refusal> {
+) -> Result<(Vec<(u64, Box<str>)>, u64), Refusal> {
     let tail = state
         .store
         .head_seq(agent_id)
@@ -88,16 +87,14 @@ pub(super) async fn read(
     if since >= tail {
         return Ok((Vec::new(), tail));
     }
+    // Each event as the native API sends it, written from the row (no tree in between).
     let events = state
         .store
-        .read_events(agent_id, since, READ_MESSAGES_MAX)
+        .read_events_json(agent_id, since, READ_MESSAGES_MAX)
         .await?;
     let values = events
-        .iter()
-        .map(|event| {
-            let value = serde_json::to_value(event).unwrap_or(Value::Null);
-            (event.seq, value)
-        })
+        .into_iter()
+        .map(|event| (event.seq, event.json))
         .collect();
     Ok((values, tail))
 }

@@ -226,7 +226,7 @@ pub(super) async fn read_chain(
     row: &StreamRow,
     since: u64,
     cap: Option<u64>,
-    out: &mut Vec<(u64, Value)>,
+    out: &mut Vec<(u64, Box<str>)>,
 ) -> Result<(), StoreError> {
     // The chain from the oldest source to `row`, each with the offset it is read up to.
     let mut chain = vec![(row.clone(), cap)];

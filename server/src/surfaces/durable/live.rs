@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
@@ -65,12 +65,12 @@ impl Source {
         matches!(self, Source::Stream(row) if row.closed)
     }
 
-    /// The messages after `since` (a page) as `(offset, content)`, and the tail.
+    /// The messages after `since` (a page) as `(offset, content as JSON text)`, and the tail.
     pub(crate) async fn read(
         &self,
         state: &DurableState,
         since: u64,
-    ) -> Result<(Vec<(u64, Value)>, u64), Refusal> {
+    ) -> Result<(Vec<(u64, Box<str>)>, u64), Refusal> {
         match self {
             Source::Stream(row) => Ok(state.service.read(row, since).await?),
             Source::Agent { agent_id, .. } => super::agent::read(state, *agent_id, since).await,
@@ -181,7 +181,7 @@ pub(crate) async fn long_poll(
         let (messages, tail) = source.read(state, since).await?;
         if !messages.is_empty() {
             let last = messages.last().map(|(offset, _)| *offset);
-            let refs: Vec<&Value> = messages.iter().map(|(_, content)| content).collect();
+            let refs: Vec<&str> = messages.iter().map(|(_, content)| &**content).collect();
             let response = messages_response(
                 source.path(),
                 source.content_type(),

@@ -415,7 +415,7 @@ async fn catch_up(
     };
     let (messages, tail) = source.read(state, since).await?;
     let last = messages.last().map(|(offset, _)| *offset);
-    let refs: Vec<&serde_json::Value> = messages.iter().map(|(_, content)| content).collect();
+    let refs: Vec<&str> = messages.iter().map(|(_, content)| &**content).collect();
     Ok(messages_response(
         source.path(),
         source.content_type(),
@@ -434,7 +434,7 @@ pub(crate) fn messages_response(
     path: &str,
     content_type: &str,
     closed: bool,
-    contents: &[&serde_json::Value],
+    contents: &[&str],
     last: Option<u64>,
     tail: u64,
     start: &str,

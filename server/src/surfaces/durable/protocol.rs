@@ -198,20 +198,38 @@ fn bytes_content(bytes: &[u8]) -> Value {
     serde_json::json!({ "bytes": base64::engine::general_purpose::STANDARD.encode(bytes) })
 }
 
-/// A byte-mode message's bytes, from its event's content.
-pub fn message_bytes(content: &Value) -> Vec<u8> {
-    content
-        .get("bytes")
-        .and_then(Value::as_str)
-        .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
+/// A byte-mode message's bytes, from its event's content (JSON text, `{"bytes": <base64>}`).
+pub fn message_bytes(content: &str) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct Stored<'a> {
+        #[serde(borrow)]
+        bytes: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Stored>(content)
+        .ok()
+        .and_then(|stored| {
+            base64::engine::general_purpose::STANDARD
+                .decode(stored.bytes.as_bytes())
+                .ok()
+        })
         .unwrap_or_default()
 }
 
-/// A read's body: JSON mode's messages as one array, byte mode's bytes one after another.
-pub fn body(content_type: &str, contents: &[&Value]) -> Vec<u8> {
+/// A read's body: JSON mode's messages (JSON text each, as the log keeps them) as one array,
+/// byte mode's bytes one after another.
+pub fn body(content_type: &str, contents: &[&str]) -> Vec<u8> {
     if is_json(content_type) {
-        let items: Vec<String> = contents.iter().map(|value| value.to_string()).collect();
-        format!("[{}]", items.join(",")).into_bytes()
+        let length = contents.iter().map(|text| text.len() + 1).sum::<usize>() + 2;
+        let mut out = Vec::with_capacity(length);
+        out.push(b'[');
+        for (index, text) in contents.iter().enumerate() {
+            if index > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(text.as_bytes());
+        }
+        out.push(b']');
+        out
     } else {
         contents
             .iter()
@@ -221,7 +239,7 @@ pub fn body(content_type: &str, contents: &[&Value]) -> Vec<u8> {
 }
 
 /// One message as an SSE `data` payload: JSON as `[message]`, text as it is, bytes as base64.
-pub fn sse_payload(content_type: &str, content: &Value) -> String {
+pub fn sse_payload(content_type: &str, content: &str) -> String {
     if is_json(content_type) {
         format!("[{content}]")
     } else if is_text(content_type) {

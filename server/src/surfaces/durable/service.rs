@@ -444,13 +444,14 @@ impl Service {
         })
     }
 
-    /// The messages after offset `since` (at most a page) as `(offset, content)`, and the tail.
+    /// The messages after offset `since` (at most a page) as `(offset, content as JSON text)`,
+    /// and the tail.
     /// A fork's first come from its source chain, up to where it was forked.
     pub async fn read(
         &self,
         row: &StreamRow,
         since: u64,
-    ) -> Result<(Vec<(u64, Value)>, u64), StoreError> {
+    ) -> Result<(Vec<(u64, Box<str>)>, u64), StoreError> {
         let tail = self.tail(row).await?;
         let mut out = Vec::new();
         if since < tail {
@@ -466,28 +467,26 @@ impl Service {
         row: &StreamRow,
         since: u64,
         cap: Option<u64>,
-        out: &mut Vec<(u64, Value)>,
+        out: &mut Vec<(u64, Box<str>)>,
     ) -> Result<(), StoreError> {
         let room = READ_MESSAGES_MAX.saturating_sub(out.len() as u32);
         if room == 0 {
             return Ok(());
         }
         let own_since = since.saturating_sub(row.base_offset);
-        let events = self.store.read_events(row.log_id, own_since, room).await?;
-        let mut bytes: usize = out
-            .iter()
-            .map(|(_, content)| content.to_string().len())
-            .sum();
-        for event in events {
-            let offset = row.base_offset + event.seq;
-            if cap.is_some_and(|cap| offset > cap) || event.kind != EventKind::StreamMessage {
+        // The contents as the log keeps them (JSON text): served as they are, no tree built.
+        let contents = self.store.read_contents(row.log_id, own_since, room).await?;
+        let mut bytes: usize = out.iter().map(|(_, content)| content.len()).sum();
+        for content in contents {
+            let offset = row.base_offset + content.seq;
+            if cap.is_some_and(|cap| offset > cap) || !content.stream_message {
                 break;
             }
-            bytes += event.content.to_string().len();
+            bytes += content.json.len();
             if bytes > READ_BODY_BYTES_MAX && !out.is_empty() {
                 break;
             }
-            out.push((offset, event.content));
+            out.push((offset, content.json));
         }
         Ok(())
     }

@@ -115,21 +115,26 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
         Err("Empty arrays are not allowed")
     );
     assert_eq!(json_messages(b"{oops", false), Err("Invalid JSON"));
-    let contents = [json!({"a": 1}), json!("two")];
-    let refs: Vec<&Value> = contents.iter().collect();
+    let contents = [json!({"a": 1}).to_string(), json!("two").to_string()];
+    let refs: Vec<&str> = contents.iter().map(String::as_str).collect();
     assert_eq!(body("application/json", &refs), br#"[{"a":1},"two"]"#);
+    assert_eq!(body("application/json", &refs[..1]), br#"[{"a":1}]"#);
     assert_eq!(body("application/json", &[]), b"[]");
     let bytes = [
         stored("text/plain", Message::Bytes(b"hello ".to_vec())),
         stored("text/plain", Message::Bytes(vec![0, 255, 10])),
     ];
-    let refs: Vec<&Value> = bytes.iter().collect();
+    let bytes: Vec<String> = bytes.iter().map(Value::to_string).collect();
+    let refs: Vec<&str> = bytes.iter().map(String::as_str).collect();
     assert_eq!(body("text/plain", &refs), b"hello \x00\xff\n");
     assert_eq!(sse_payload("application/octet-stream", &bytes[1]), "AP8K");
     assert_eq!(
-        sse_payload("application/json", &json!({"a": 1})),
+        sse_payload("application/json", &json!({"a": 1}).to_string()),
         r#"[{"a":1}]"#
     );
+    // A damaged byte-mode content reads as no bytes, never a panic.
+    assert_eq!(message_bytes("{\"bytes\": 7}"), b"");
+    assert_eq!(message_bytes("not json"), b"");
 }
 
 #[test]
