@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::live::Source;
 use super::protocol::format_offset;
+use super::messages::Messages;
 use super::service::{Refusal, READ_MESSAGES_MAX};
 use super::{read_query, read_source, refused, text, with, DurableState, STREAM_NEXT_OFFSET};
 
@@ -78,23 +79,23 @@ pub(super) async fn read(
     state: &DurableState,
     agent_id: Uuid,
     since: u64,
-) -> Result<(Vec<(u64, Box<str>)>, u64), Refusal> {
+) -> Result<(Messages, u64), Refusal> {
     let tail = state
         .store
         .head_seq(agent_id)
         .await?
         .ok_or(Refusal::NotFound)?;
     if since >= tail {
-        return Ok((Vec::new(), tail));
+        return Ok((Messages::default(), tail));
     }
     // Each event as the native API sends it, written from the row (no tree in between).
     let events = state
         .store
         .read_events_json(agent_id, since, READ_MESSAGES_MAX)
         .await?;
-    let values = events
-        .into_iter()
-        .map(|event| (event.seq, event.json))
-        .collect();
-    Ok((values, tail))
+    let mut messages = Messages::default();
+    for event in &events {
+        messages.push(event.seq, &event.json);
+    }
+    Ok((messages, tail))
 }

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use super::messages::Messages;
 use super::protocol::{self, Message};
 use super::service::{Refusal, Service, Settings};
 use crate::store::{StoreError, StreamRow};
@@ -170,9 +171,9 @@ pub(super) async fn plan(
         row.base_offset = offset + sub;
         return Ok(Vec::new());
     }
-    let mut next = Vec::new();
+    let mut next = Messages::default();
     read_chain(service, &source, offset, Some(offset + 1), &mut next).await?;
-    let Some((_, content)) = next.first() else {
+    let Some((_, content)) = next.iter().next() else {
         return Err(Refusal::Bad("Invalid fork sub-offset"));
     };
     let bytes = protocol::message_bytes(content);
@@ -226,7 +227,7 @@ pub(super) async fn read_chain(
     row: &StreamRow,
     since: u64,
     cap: Option<u64>,
-    out: &mut Vec<(u64, Box<str>)>,
+    out: &mut Messages,
 ) -> Result<(), StoreError> {
     // The chain from the oldest source to `row`, each with the offset it is read up to.
     let mut chain = vec![(row.clone(), cap)];

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::protocol::{self, format_offset, Offset};
 use super::service::{PathWatch, Refusal};
 use super::{
-    messages_response, text, with, DurableState, ReadQuery, STREAM_CLOSED, STREAM_CURSOR,
+    messages::Messages, messages_response, text, with, DurableState, ReadQuery, STREAM_CLOSED, STREAM_CURSOR,
     STREAM_NEXT_OFFSET, STREAM_UP_TO_DATE,
 };
 use crate::delivery::hub::{EventBatch, Hub};
@@ -65,12 +65,12 @@ impl Source {
         matches!(self, Source::Stream(row) if row.closed)
     }
 
-    /// The messages after `since` (a page) as `(offset, content as JSON text)`, and the tail.
+    /// The messages after `since` (a page), and the tail.
     pub(crate) async fn read(
         &self,
         state: &DurableState,
         since: u64,
-    ) -> Result<(Vec<(u64, Box<str>)>, u64), Refusal> {
+    ) -> Result<(Messages, u64), Refusal> {
         match self {
             Source::Stream(row) => Ok(state.service.read(row, since).await?),
             Source::Agent { agent_id, .. } => super::agent::read(state, *agent_id, since).await,
@@ -180,13 +180,12 @@ pub(crate) async fn long_poll(
     loop {
         let (messages, tail) = source.read(state, since).await?;
         if !messages.is_empty() {
-            let last = messages.last().map(|(offset, _)| *offset);
-            let refs: Vec<&str> = messages.iter().map(|(_, content)| &**content).collect();
+            let last = messages.last_offset();
             let response = messages_response(
                 source.path(),
                 source.content_type(),
                 source.closed(),
-                &refs,
+                &messages,
                 last,
                 tail,
                 &start_text,
@@ -295,15 +294,15 @@ async fn follow(
             return;
         };
         // Every data event is followed by a control event that says where it left the reader.
-        let last = messages.last().map(|(offset, _)| *offset);
-        for (offset, content) in &messages {
+        let last = messages.last_offset();
+        for (offset, content) in messages.iter() {
             let payload = protocol::sse_payload(source.content_type(), content);
             if !send(protocol::sse_event("data", &payload)).await {
                 return;
             }
-            if Some(*offset) != last {
+            if Some(offset) != last {
                 let control = json!({
-                    "streamNextOffset": format_offset(*offset),
+                    "streamNextOffset": format_offset(offset),
                     "streamCursor": cursor(query.cursor.as_deref()),
                 });
                 if !send(protocol::sse_event("control", &control.to_string())).await {

@@ -8,6 +8,7 @@
 mod agent;
 mod fork;
 mod live;
+pub mod messages;
 pub mod protocol;
 pub mod service;
 
@@ -414,13 +415,12 @@ async fn catch_up(
         _ => 0,
     };
     let (messages, tail) = source.read(state, since).await?;
-    let last = messages.last().map(|(offset, _)| *offset);
-    let refs: Vec<&str> = messages.iter().map(|(_, content)| &**content).collect();
+    let last = messages.last_offset();
     Ok(messages_response(
         source.path(),
         source.content_type(),
         source.closed(),
-        &refs,
+        &messages,
         last,
         tail,
         query.offset_text.as_deref().unwrap_or("-1"),
@@ -434,7 +434,7 @@ pub(crate) fn messages_response(
     path: &str,
     content_type: &str,
     closed: bool,
-    contents: &[&str],
+    messages: &messages::Messages,
     last: Option<u64>,
     tail: u64,
     start: &str,
@@ -448,7 +448,7 @@ pub(crate) fn messages_response(
     if if_none_match == Some(etag.as_str()) {
         return with(StatusCode::NOT_MODIFIED.into_response(), "etag", etag);
     }
-    let body = protocol::body(content_type, contents);
+    let body = protocol::body(content_type, messages);
     let mut response = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, content_type.to_owned())],

@@ -217,23 +217,13 @@ pub fn message_bytes(content: &str) -> Vec<u8> {
 
 /// A read's body: JSON mode's messages (JSON text each, as the log keeps them) as one array,
 /// byte mode's bytes one after another.
-pub fn body(content_type: &str, contents: &[&str]) -> Vec<u8> {
+pub fn body(content_type: &str, messages: &super::messages::Messages) -> Vec<u8> {
     if is_json(content_type) {
-        let length = contents.iter().map(|text| text.len() + 1).sum::<usize>() + 2;
-        let mut out = Vec::with_capacity(length);
-        out.push(b'[');
-        for (index, text) in contents.iter().enumerate() {
-            if index > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(text.as_bytes());
-        }
-        out.push(b']');
-        out
+        messages.json_array()
     } else {
-        contents
+        messages
             .iter()
-            .flat_map(|content| message_bytes(content))
+            .flat_map(|(_, content)| message_bytes(content))
             .collect()
     }
 }

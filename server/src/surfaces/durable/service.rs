@@ -10,6 +10,7 @@ use app::EventKind;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::messages::{Messages, Tails};
 use super::protocol::{self, Message, ProducerHeaders};
 use crate::agent::produce::fence::{fence, Fence};
 use crate::delivery::writer::{AppendError, Writer};
@@ -119,6 +120,8 @@ pub struct Service {
     store: Arc<dyn Store>,
     writer: Writer,
     paths: Mutex<HashMap<String, Arc<PathState>>>,
+    /// The newest committed messages of the streams this server appends to (`messages`).
+    tails: Mutex<Tails>,
 }
 
 /// A path's state, held while it is used; the map forgets a path nobody holds.
@@ -148,6 +151,7 @@ impl Service {
             store,
             writer,
             paths: Mutex::new(HashMap::new()),
+            tails: Mutex::new(Tails::default()),
         }
     }
 
@@ -211,8 +215,14 @@ impl Service {
         }
     }
 
+    /// Streams with a resident tail, and the bytes those hold.
+    pub fn tails_held(&self) -> (usize, usize) {
+        self.tails.lock().expect("tails").held()
+    }
+
     /// Deletes `row`'s stream and log, then each soft-deleted source it was the last fork of.
     async fn remove(&self, row: &StreamRow) -> Result<(), StoreError> {
+        self.tails.lock().expect("tails").forget(row.log_id);
         self.store.delete_stream(&row.path).await?;
         let mut parent = row.forked_from.clone();
         while let Some(path) = parent.take() {
@@ -411,11 +421,30 @@ impl Service {
                 Some(stamp) if !drafts.is_empty() => {
                     self.writer
                         .append_produced(row.log_id, drafts, stamp)
-                        .await?
+                        .await
                 }
-                _ if drafts.is_empty() => Vec::new(),
-                _ => self.writer.append(row.log_id, drafts).await?,
+                _ if drafts.is_empty() => Ok(Vec::new()),
+                _ => self.writer.append(row.log_id, drafts).await,
             };
+            let committed = match committed {
+                Ok(committed) => committed,
+                Err(error) => {
+                    // Written or not, unknown: the tail starts over at the next commit.
+                    self.tails.lock().expect("tails").forget(row.log_id);
+                    return Err(error.into());
+                }
+            };
+            if let Some(first) = committed.first() {
+                let texts: Vec<String> = committed
+                    .iter()
+                    .map(|event| event.content.to_string())
+                    .collect();
+                self.tails.lock().expect("tails").committed(
+                    row.log_id,
+                    first.seq,
+                    texts.iter().map(String::as_str),
+                );
+            }
             if let Some(last) = committed.last() {
                 tail = row.base_offset + last.seq;
             }
@@ -451,9 +480,9 @@ impl Service {
         &self,
         row: &StreamRow,
         since: u64,
-    ) -> Result<(Vec<(u64, Box<str>)>, u64), StoreError> {
+    ) -> Result<(Messages, u64), StoreError> {
         let tail = self.tail(row).await?;
-        let mut out = Vec::new();
+        let mut out = Messages::default();
         if since < tail {
             super::fork::read_chain(self, row, since, None, &mut out).await?;
         }
@@ -467,26 +496,41 @@ impl Service {
         row: &StreamRow,
         since: u64,
         cap: Option<u64>,
-        out: &mut Vec<(u64, Box<str>)>,
+        out: &mut Messages,
     ) -> Result<(), StoreError> {
         let room = READ_MESSAGES_MAX.saturating_sub(out.len() as u32);
         if room == 0 {
             return Ok(());
         }
         let own_since = since.saturating_sub(row.base_offset);
+        // A tail this server holds, up to the log's head (or the cap): one copy from memory.
+        let head = self.store.head_seq(row.log_id).await?.unwrap_or(0);
+        let own_cap = cap.map_or(head, |cap| head.min(cap.saturating_sub(row.base_offset)));
+        if out.is_empty() {
+            let resident = self.tails.lock().expect("tails").read(
+                row.log_id,
+                own_since,
+                own_cap,
+                row.base_offset,
+                room as usize,
+                READ_BODY_BYTES_MAX,
+            );
+            if let Some(resident) = resident {
+                *out = resident;
+                return Ok(());
+            }
+        }
         // The contents as the log keeps them (JSON text): served as they are, no tree built.
         let contents = self.store.read_contents(row.log_id, own_since, room).await?;
-        let mut bytes: usize = out.iter().map(|(_, content)| content.len()).sum();
         for content in contents {
             let offset = row.base_offset + content.seq;
             if cap.is_some_and(|cap| offset > cap) || !content.stream_message {
                 break;
             }
-            bytes += content.json.len();
-            if bytes > READ_BODY_BYTES_MAX && !out.is_empty() {
+            if out.bytes() + content.json.len() > READ_BODY_BYTES_MAX && !out.is_empty() {
                 break;
             }
-            out.push((offset, content.json));
+            out.push(offset, &content.json);
         }
         Ok(())
     }

@@ -115,18 +115,23 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
         Err("Empty arrays are not allowed")
     );
     assert_eq!(json_messages(b"{oops", false), Err("Invalid JSON"));
+    let page = |contents: &[String]| {
+        let mut messages = crate::surfaces::durable::messages::Messages::default();
+        for (offset, text) in contents.iter().enumerate() {
+            messages.push(offset as u64 + 1, text);
+        }
+        messages
+    };
     let contents = [json!({"a": 1}).to_string(), json!("two").to_string()];
-    let refs: Vec<&str> = contents.iter().map(String::as_str).collect();
-    assert_eq!(body("application/json", &refs), br#"[{"a":1},"two"]"#);
-    assert_eq!(body("application/json", &refs[..1]), br#"[{"a":1}]"#);
-    assert_eq!(body("application/json", &[]), b"[]");
+    assert_eq!(body("application/json", &page(&contents)), br#"[{"a":1},"two"]"#);
+    assert_eq!(body("application/json", &page(&contents[..1])), br#"[{"a":1}]"#);
+    assert_eq!(body("application/json", &page(&[])), b"[]");
     let bytes = [
         stored("text/plain", Message::Bytes(b"hello ".to_vec())),
         stored("text/plain", Message::Bytes(vec![0, 255, 10])),
     ];
     let bytes: Vec<String> = bytes.iter().map(Value::to_string).collect();
-    let refs: Vec<&str> = bytes.iter().map(String::as_str).collect();
-    assert_eq!(body("text/plain", &refs), b"hello \x00\xff\n");
+    assert_eq!(body("text/plain", &page(&bytes)), b"hello \x00\xff\n");
     assert_eq!(sse_payload("application/octet-stream", &bytes[1]), "AP8K");
     assert_eq!(
         sse_payload("application/json", &json!({"a": 1}).to_string()),

@@ -1,0 +1,234 @@
+//! A read's messages without a tree or an allocation per message, and the resident tails they are
+//! served from.
+//!
+//! [`Messages`]: a page's messages as their JSON texts back to back (each followed by a comma),
+//! with each one's offset and end — a JSON-mode body is `[` + the texts + `]`, one copy.
+//!
+//! [`Tails`]: per stream (by log id), the newest committed messages in the same shape, filled by
+//! this server's appends after their commit. A catch-up or live read whose range the tail holds
+//! up to the stream's tail is one copy out of memory, no database read. It holds only committed
+//! messages, exactly as the log keeps them, at their seqs: an append that failed or whose seqs do
+//! not follow the tail's starts the tail over at its own messages, so a tail is always a
+//! contiguous run of the log. Other servers' appends (PostgreSQL) are never in it; a read that
+//! needs them (its range goes past the tail's end) reads the database. Bounded per stream and
+//! in all (the least recently appended streams go first).
+//!
+//! Pure (no I/O): tested in `messages/tests.rs`.
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+/// Bytes one stream's resident tail holds at most; past it the older half is dropped.
+pub const TAIL_STREAM_BYTES_MAX: usize = 1024 * 1024;
+/// Bytes all resident tails hold at most; past it the least recently appended streams' tails
+/// are dropped until a quarter is free.
+pub const TAILS_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// A page of messages: JSON texts back to back, each followed by a comma.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Messages {
+    offsets: Vec<u64>,
+    /// Where each message's text ends in `joined` (its comma is at that index).
+    ends: Vec<usize>,
+    joined: String,
+}
+
+impl Messages {
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Bytes of the texts (and their commas).
+    pub fn bytes(&self) -> usize {
+        self.joined.len()
+    }
+
+    pub fn last_offset(&self) -> Option<u64> {
+        self.offsets.last().copied()
+    }
+
+    pub fn push(&mut self, offset: u64, text: &str) {
+        self.joined.push_str(text);
+        self.ends.push(self.joined.len());
+        self.joined.push(',');
+        self.offsets.push(offset);
+    }
+
+    /// Each message as `(offset, JSON text)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|end| end + 1));
+        self.offsets
+            .iter()
+            .zip(starts.zip(&self.ends))
+            .map(|(offset, (start, end))| (*offset, &self.joined[start..*end]))
+    }
+
+    /// The messages as one JSON array.
+    pub fn json_array(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.joined.len() + 2);
+        out.push(b'[');
+        out.extend_from_slice(self.joined.trim_end_matches(',').as_bytes());
+        out.push(b']');
+        out
+    }
+}
+
+/// One stream's newest committed messages (seqs of its own log).
+#[derive(Debug)]
+struct Tail {
+    first_seq: u64,
+    messages: Messages,
+    /// When it was last appended to (a counter): the least recent go first.
+    touched: u64,
+}
+
+impl Tail {
+    fn last_seq(&self) -> u64 {
+        self.first_seq + self.messages.len() as u64 - 1
+    }
+
+    /// Drops the older half (by bytes) while past the per-stream bound.
+    fn trim(&mut self) {
+        while self.messages.bytes() > TAIL_STREAM_BYTES_MAX && self.messages.len() > 1 {
+            let half = self.messages.bytes() / 2;
+            let keep_from = self
+                .messages
+                .ends
+                .iter()
+                .position(|end| *end >= half)
+                .map_or(self.messages.len() - 1, |index| index + 1)
+                .min(self.messages.len() - 1);
+            let cut = self.messages.ends[keep_from - 1] + 1;
+            self.messages.joined.drain(..cut);
+            self.messages.offsets.drain(..keep_from);
+            self.messages.ends.drain(..keep_from);
+            for end in &mut self.messages.ends {
+                *end -= cut;
+            }
+            self.first_seq += keep_from as u64;
+        }
+    }
+}
+
+/// The resident tails of this server's streams.
+#[derive(Debug, Default)]
+pub struct Tails {
+    tails: HashMap<Uuid, Tail>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl Tails {
+    /// Streams with a resident tail, and the bytes they hold.
+    pub fn held(&self) -> (usize, usize) {
+        (self.tails.len(), self.bytes)
+    }
+
+    /// Messages just committed to `log_id` at seqs `first_seq`, `first_seq + 1` … (texts as the
+    /// log keeps them). They extend the tail when they follow it, else start it over.
+    pub fn committed<'a>(
+        &mut self,
+        log_id: Uuid,
+        first_seq: u64,
+        texts: impl IntoIterator<Item = &'a str>,
+    ) {
+        self.clock += 1;
+        let clock = self.clock;
+        let before = self.tails.get(&log_id).map_or(0, |tail| tail.messages.bytes());
+        let tail = self.tails.entry(log_id).or_insert_with(|| Tail {
+            first_seq,
+            messages: Messages::default(),
+            touched: clock,
+        });
+        if tail.messages.is_empty() || tail.last_seq() + 1 != first_seq {
+            tail.first_seq = first_seq;
+            tail.messages = Messages::default();
+        }
+        tail.touched = clock;
+        for (index, text) in texts.into_iter().enumerate() {
+            tail.messages.push(first_seq + index as u64, text);
+        }
+        tail.trim();
+        if tail.messages.is_empty() {
+            self.tails.remove(&log_id);
+        }
+        let after = self.tails.get(&log_id).map_or(0, |tail| tail.messages.bytes());
+        self.bytes = self.bytes + after - before;
+        if self.bytes > TAILS_BYTES_MAX {
+            self.evict();
+        }
+    }
+
+    /// Forgets `log_id`'s tail (the stream is gone, or an append's outcome is unknown).
+    pub fn forget(&mut self, log_id: Uuid) {
+        if let Some(tail) = self.tails.remove(&log_id) {
+            self.bytes -= tail.messages.bytes();
+        }
+    }
+
+    /// The messages after seq `since` up to seq `head` (the log's head, read just before), at
+    /// most `limit` and about `bytes_max` bytes (at least one), each at `base + seq` — when the
+    /// tail holds that whole range. `None`: read the database.
+    pub fn read(
+        &self,
+        log_id: Uuid,
+        since: u64,
+        head: u64,
+        base: u64,
+        limit: usize,
+        bytes_max: usize,
+    ) -> Option<Messages> {
+        let tail = self.tails.get(&log_id)?;
+        if since + 1 < tail.first_seq || tail.last_seq() < head || since >= head {
+            return None;
+        }
+        let from = (since + 1 - tail.first_seq) as usize;
+        let to = ((head - tail.first_seq) as usize + 1).min(from + limit.max(1));
+        let start = if from == 0 {
+            0
+        } else {
+            tail.messages.ends[from - 1] + 1
+        };
+        // At least one message; then as many as fit in `bytes_max`.
+        let mut end_index = from + 1;
+        while end_index < to && tail.messages.ends[end_index] + 1 - start <= bytes_max {
+            end_index += 1;
+        }
+        let cut = tail.messages.ends[end_index - 1] + 1;
+        let ends = tail.messages.ends[from..end_index]
+            .iter()
+            .map(|end| end - start)
+            .collect();
+        Some(Messages {
+            offsets: (from..end_index)
+                .map(|index| base + tail.first_seq + index as u64)
+                .collect(),
+            ends,
+            joined: tail.messages.joined[start..cut].to_owned(),
+        })
+    }
+
+    /// Drops the least recently appended tails until a quarter of the bound is free.
+    fn evict(&mut self) {
+        let mut order: Vec<(u64, Uuid)> = self
+            .tails
+            .iter()
+            .map(|(log_id, tail)| (tail.touched, *log_id))
+            .collect();
+        order.sort_unstable();
+        for (_, log_id) in order {
+            if self.bytes <= TAILS_BYTES_MAX / 4 * 3 {
+                break;
+            }
+            self.forget(log_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+use super::*;
+
+fn texts(messages: &Messages) -> Vec<(u64, String)> {
+    messages
+        .iter()
+        .map(|(offset, text)| (offset, text.to_owned()))
+        .collect()
+}
+
+fn log() -> Uuid {
+    Uuid::from_u128(7)
+}
+
+#[test]
+fn a_page_is_one_array_of_the_texts_as_kept() {
+    let mut messages = Messages::default();
+    assert_eq!(messages.json_array(), b"[]");
+    messages.push(3, r#"{"a":1}"#);
+    messages.push(4, r#""two""#);
+    assert_eq!(messages.json_array(), br#"[{"a":1},"two"]"#);
+    assert_eq!(
+        texts(&messages),
+        [(3, r#"{"a":1}"#.to_owned()), (4, r#""two""#.to_owned())]
+    );
+    assert_eq!(messages.last_offset(), Some(4));
+}
+
+#[test]
+fn a_tail_serves_only_ranges_it_holds_up_to_the_head() {
+    let mut tails = Tails::default();
+    tails.committed(log(), 5, ["5", "6", "7"]);
+    // Seqs 5..=7 are held: reads from 4 (after seq 4) up to a head of 7 come from it.
+    let read = |since, head| tails.read(log(), since, head, 100, 1000, 1 << 20).map(|m| texts(&m));
+    assert_eq!(
+        read(4, 7),
+        Some(vec![(105, "5".into()), (106, "6".into()), (107, "7".into())])
+    );
+    assert_eq!(read(6, 7), Some(vec![(107, "7".into())]));
+    // A head below the tail's end (read before a later commit): up to the head only.
+    assert_eq!(read(4, 5), Some(vec![(105, "5".into())]));
+    // Before the tail's start, past its end, or nothing to read: the database's.
+    assert_eq!(read(3, 7), None);
+    assert_eq!(read(4, 8), None);
+    assert_eq!(read(7, 7), None);
+    assert_eq!(tails.read(Uuid::nil(), 4, 7, 0, 1000, 1 << 20), None);
+}
+
+#[test]
+fn commits_that_do_not_follow_the_tail_start_it_over() {
+    let mut tails = Tails::default();
+    tails.committed(log(), 1, ["1", "2"]);
+    tails.committed(log(), 3, ["3"]);
+    assert_eq!(tails.read(log(), 0, 3, 0, 10, 1 << 20).map(|m| m.len()), Some(3));
+    // Seq 4 was written elsewhere (another server, or an append whose answer was lost).
+    tails.committed(log(), 5, ["5"]);
+    assert_eq!(tails.read(log(), 0, 5, 0, 10, 1 << 20), None);
+    assert_eq!(tails.read(log(), 4, 5, 0, 10, 1 << 20).map(|m| m.len()), Some(1));
+    tails.forget(log());
+    assert_eq!(tails.held(), (0, 0));
+}
+
+#[test]
+fn limits_cut_a_page_but_never_below_one_message() {
+    let mut tails = Tails::default();
+    tails.committed(log(), 1, ["aaaa", "bbbb", "cccc", "dddd"]);
+    let page = tails.read(log(), 0, 4, 0, 2, 1 << 20).unwrap();
+    assert_eq!(page.json_array(), b"[aaaa,bbbb]");
+    // Each text is 4 bytes and a comma: 10 bytes fit two.
+    let page = tails.read(log(), 0, 4, 0, 10, 10).unwrap();
+    assert_eq!(page.len(), 2);
+    let page = tails.read(log(), 1, 4, 0, 10, 1).unwrap();
+    assert_eq!(page.json_array(), b"[bbbb]");
+}
+
+#[test]
+fn a_tail_keeps_its_newest_half_past_its_bound_and_all_tails_stay_bounded() {
+    let mut tails = Tails::default();
+    let text = "x".repeat(1000);
+    for seq in 1..=5_000u64 {
+        tails.committed(log(), seq, [text.as_str()]);
+    }
+    let (streams, bytes) = tails.held();
+    assert_eq!(streams, 1);
+    assert!(bytes <= TAIL_STREAM_BYTES_MAX, "{bytes}");
+    assert!(bytes >= TAIL_STREAM_BYTES_MAX / 2 - 1001, "{bytes}");
+    // The newest messages are the ones kept, at their seqs.
+    let page = tails.read(log(), 4_999, 5_000, 0, 10, 1 << 20).unwrap();
+    assert_eq!(page.last_offset(), Some(5_000));
+    assert_eq!(tails.read(log(), 0, 5_000, 0, 10, 1 << 20), None);
+    // Many streams: the total stays under its bound, the least recently appended go first.
+    let mut tails = Tails::default();
+    let big = "y".repeat(TAIL_STREAM_BYTES_MAX / 2);
+    for stream in 0..300u128 {
+        tails.committed(Uuid::from_u128(stream), 1, [big.as_str()]);
+    }
+    let (_, bytes) = tails.held();
+    assert!(bytes <= TAILS_BYTES_MAX, "{bytes}");
+    assert!(tails.read(Uuid::from_u128(299), 0, 1, 0, 1, 1 << 20).is_some());
+    assert!(tails.read(Uuid::from_u128(0), 0, 1, 0, 1, 1 << 20).is_none());
+}
