@@ -827,3 +827,73 @@ async fn two_servers_take_a_producers_batches_in_turn_and_write_each_once() {
         .await;
     }
 }
+
+/// One durable stream appended to through both servers in turn: each keeps the newest messages
+/// it committed resident and serves reads from them, so every read — from any offset, on either
+/// server, right after either's append — must be byte for byte what the other reads and hold
+/// exactly the messages appended, in order (a resident tail that missed the other server's
+/// appends must not answer for them).
+#[tokio::test]
+async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
+    const APPENDS: usize = 40;
+    let database = create_postgres_database(&postgres_admin_url()).await;
+    let a = server(&database, 5, 0, 2_000).await;
+    let b = server(&database, 5, 0, 2_000).await;
+    let http = reqwest::Client::new();
+    let bases = [a.base.clone(), b.base.clone()];
+    let url = |base: &str| format!("{base}/v1/streams/shared/resident");
+    let created = http
+        .put(url(&bases[0]))
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let mut expected: Vec<Value> = Vec::new();
+    // A fixed pattern of which server appends: runs on one, then switches.
+    let writer_of = |index: usize| (index / 3 + index / 7) % 2;
+    for index in 0..APPENDS {
+        let batch: Vec<Value> = (0..1 + index % 3)
+            .map(|k| json!({ "i": index, "k": k, "text": format!("é \"{index}\" \\ {k} 🚀"), "f": 1.5, "big": 9_007_199_254_740_991u64 }))
+            .collect();
+        let appended = http
+            .post(url(&bases[writer_of(index)]))
+            .header("content-type", "application/json")
+            .body(Value::Array(batch.clone()).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(appended.status().is_success(), "{}", appended.status());
+        expected.extend(batch);
+        // Read everything from a few offsets on both servers.
+        for since in [0, expected.len() / 2, expected.len() - 1] {
+            let offset = if since == 0 {
+                "-1".to_owned()
+            } else {
+                format!("{:016}_{since:016}", 0)
+            };
+            let mut bodies = Vec::new();
+            for base in &bases {
+                let response = http
+                    .get(format!("{}?offset={offset}", url(base)))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 200);
+                assert!(response.headers().contains_key("stream-up-to-date"));
+                bodies.push(response.bytes().await.unwrap());
+            }
+            assert_eq!(
+                String::from_utf8_lossy(&bodies[0]),
+                String::from_utf8_lossy(&bodies[1]),
+                "A and B read different bytes after append {index} from {offset}"
+            );
+            let messages: Vec<Value> = serde_json::from_slice(&bodies[0]).unwrap();
+            assert_eq!(
+                messages,
+                expected[since..],
+                "after append {index} from {offset}"
+            );
+        }
+    }
+}

@@ -34,7 +34,8 @@ use uuid::Uuid;
 
 pub use error::StoreError;
 pub use records::{
-    AppendBatch, ContentJson, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp, StoredSnapshot,
+    AppendBatch, ContentJson, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp,
+    StoredSnapshot,
 };
 pub use streams::{StreamRow, Streams};
 

@@ -19,8 +19,8 @@ use super::chunk::Pick;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
 use super::{
-    Agents, AppendBatch, ContentJson, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
-    StoredSnapshot, RUN_OUTLINE_KINDS,
+    Agents, AppendBatch, ContentJson, EventJson, EventLog, NewAgent, OpenApproval, RunKeys,
+    StoreError, StoredSnapshot, RUN_OUTLINE_KINDS,
 };
 
 mod appender;

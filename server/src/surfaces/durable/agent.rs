@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::live::Source;
-use super::protocol::format_offset;
 use super::messages::Messages;
+use super::protocol::format_offset;
 use super::service::{Refusal, READ_MESSAGES_MAX};
 use super::{read_query, read_source, refused, text, with, DurableState, STREAM_NEXT_OFFSET};
 

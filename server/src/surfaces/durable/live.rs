@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::protocol::{self, format_offset, Offset};
 use super::service::{PathWatch, Refusal};
 use super::{
-    messages::Messages, messages_response, text, with, DurableState, ReadQuery, STREAM_CLOSED, STREAM_CURSOR,
-    STREAM_NEXT_OFFSET, STREAM_UP_TO_DATE,
+    messages::Messages, messages_response, text, with, DurableState, ReadQuery, STREAM_CLOSED,
+    STREAM_CURSOR, STREAM_NEXT_OFFSET, STREAM_UP_TO_DATE,
 };
 use crate::delivery::hub::{EventBatch, Hub};
 use crate::store::StreamRow;

@@ -139,7 +139,10 @@ impl Tails {
     ) {
         self.clock += 1;
         let clock = self.clock;
-        let before = self.tails.get(&log_id).map_or(0, |tail| tail.messages.bytes());
+        let before = self
+            .tails
+            .get(&log_id)
+            .map_or(0, |tail| tail.messages.bytes());
         let tail = self.tails.entry(log_id).or_insert_with(|| Tail {
             first_seq,
             messages: Messages::default(),
@@ -157,7 +160,10 @@ impl Tails {
         if tail.messages.is_empty() {
             self.tails.remove(&log_id);
         }
-        let after = self.tails.get(&log_id).map_or(0, |tail| tail.messages.bytes());
+        let after = self
+            .tails
+            .get(&log_id)
+            .map_or(0, |tail| tail.messages.bytes());
         self.bytes = self.bytes + after - before;
         if self.bytes > TAILS_BYTES_MAX {
             self.evict();

@@ -419,9 +419,7 @@ impl Service {
             let drafts = drafts(&row.content_type, messages);
             let committed = match stamp {
                 Some(stamp) if !drafts.is_empty() => {
-                    self.writer
-                        .append_produced(row.log_id, drafts, stamp)
-                        .await
+                    self.writer.append_produced(row.log_id, drafts, stamp).await
                 }
                 _ if drafts.is_empty() => Ok(Vec::new()),
                 _ => self.writer.append(row.log_id, drafts).await,
@@ -476,11 +474,7 @@ impl Service {
     /// The messages after offset `since` (at most a page) as `(offset, content as JSON text)`,
     /// and the tail.
     /// A fork's first come from its source chain, up to where it was forked.
-    pub async fn read(
-        &self,
-        row: &StreamRow,
-        since: u64,
-    ) -> Result<(Messages, u64), StoreError> {
+    pub async fn read(&self, row: &StreamRow, since: u64) -> Result<(Messages, u64), StoreError> {
         let tail = self.tail(row).await?;
         let mut out = Messages::default();
         if since < tail {
@@ -521,7 +515,10 @@ impl Service {
             }
         }
         // The contents as the log keeps them (JSON text): served as they are, no tree built.
-        let contents = self.store.read_contents(row.log_id, own_since, room).await?;
+        let contents = self
+            .store
+            .read_contents(row.log_id, own_since, room)
+            .await?;
         for content in contents {
             let offset = row.base_offset + content.seq;
             if cap.is_some_and(|cap| offset > cap) || !content.stream_message {

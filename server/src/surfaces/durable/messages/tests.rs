@@ -30,10 +30,18 @@ fn a_tail_serves_only_ranges_it_holds_up_to_the_head() {
     let mut tails = Tails::default();
     tails.committed(log(), 5, ["5", "6", "7"]);
     // Seqs 5..=7 are held: reads from 4 (after seq 4) up to a head of 7 come from it.
-    let read = |since, head| tails.read(log(), since, head, 100, 1000, 1 << 20).map(|m| texts(&m));
+    let read = |since, head| {
+        tails
+            .read(log(), since, head, 100, 1000, 1 << 20)
+            .map(|m| texts(&m))
+    };
     assert_eq!(
         read(4, 7),
-        Some(vec![(105, "5".into()), (106, "6".into()), (107, "7".into())])
+        Some(vec![
+            (105, "5".into()),
+            (106, "6".into()),
+            (107, "7".into())
+        ])
     );
     assert_eq!(read(6, 7), Some(vec![(107, "7".into())]));
     // A head below the tail's end (read before a later commit): up to the head only.
@@ -50,11 +58,17 @@ fn commits_that_do_not_follow_the_tail_start_it_over() {
     let mut tails = Tails::default();
     tails.committed(log(), 1, ["1", "2"]);
     tails.committed(log(), 3, ["3"]);
-    assert_eq!(tails.read(log(), 0, 3, 0, 10, 1 << 20).map(|m| m.len()), Some(3));
+    assert_eq!(
+        tails.read(log(), 0, 3, 0, 10, 1 << 20).map(|m| m.len()),
+        Some(3)
+    );
     // Seq 4 was written elsewhere (another server, or an append whose answer was lost).
     tails.committed(log(), 5, ["5"]);
     assert_eq!(tails.read(log(), 0, 5, 0, 10, 1 << 20), None);
-    assert_eq!(tails.read(log(), 4, 5, 0, 10, 1 << 20).map(|m| m.len()), Some(1));
+    assert_eq!(
+        tails.read(log(), 4, 5, 0, 10, 1 << 20).map(|m| m.len()),
+        Some(1)
+    );
     tails.forget(log());
     assert_eq!(tails.held(), (0, 0));
 }
@@ -95,6 +109,10 @@ fn a_tail_keeps_its_newest_half_past_its_bound_and_all_tails_stay_bounded() {
     }
     let (_, bytes) = tails.held();
     assert!(bytes <= TAILS_BYTES_MAX, "{bytes}");
-    assert!(tails.read(Uuid::from_u128(299), 0, 1, 0, 1, 1 << 20).is_some());
-    assert!(tails.read(Uuid::from_u128(0), 0, 1, 0, 1, 1 << 20).is_none());
+    assert!(tails
+        .read(Uuid::from_u128(299), 0, 1, 0, 1, 1 << 20)
+        .is_some());
+    assert!(tails
+        .read(Uuid::from_u128(0), 0, 1, 0, 1, 1 << 20)
+        .is_none());
 }

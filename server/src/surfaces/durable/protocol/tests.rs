@@ -123,8 +123,14 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
         messages
     };
     let contents = [json!({"a": 1}).to_string(), json!("two").to_string()];
-    assert_eq!(body("application/json", &page(&contents)), br#"[{"a":1},"two"]"#);
-    assert_eq!(body("application/json", &page(&contents[..1])), br#"[{"a":1}]"#);
+    assert_eq!(
+        body("application/json", &page(&contents)),
+        br#"[{"a":1},"two"]"#
+    );
+    assert_eq!(
+        body("application/json", &page(&contents[..1])),
+        br#"[{"a":1}]"#
+    );
     assert_eq!(body("application/json", &page(&[])), b"[]");
     let bytes = [
         stored("text/plain", Message::Bytes(b"hello ".to_vec())),
