@@ -193,6 +193,7 @@ impl AppState {
         let durable = Arc::new(crate::surfaces::durable::service::Service::new(
             store.clone(),
             writer.clone(),
+            starter.cluster.is_some(),
         ));
         Ok(AppState {
             store,

@@ -10,7 +10,10 @@ use uuid::Uuid;
 use super::live::Source;
 use super::messages::Messages;
 use super::protocol::format_offset;
-use super::service::{Refusal, READ_MESSAGES_MAX};
+use super::service::Refusal;
+
+/// Events one read of an agent's log returns at most (each is a whole event, ~0.5 KiB).
+pub const AGENT_READ_EVENTS_MAX: u32 = 1_000;
 use super::{read_query, read_source, refused, text, with, DurableState, STREAM_NEXT_OFFSET};
 
 /// The agent a stream path names (`agents/<uuid>`), if it names one.
@@ -91,7 +94,7 @@ pub(super) async fn read(
     // Each event as the native API sends it, written from the row (no tree in between).
     let events = state
         .store
-        .read_events_json(agent_id, since, READ_MESSAGES_MAX)
+        .read_events_json(agent_id, since, AGENT_READ_EVENTS_MAX)
         .await?;
     let mut messages = Messages::default();
     for event in &events {

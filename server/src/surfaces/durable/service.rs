@@ -17,8 +17,8 @@ use crate::delivery::writer::{AppendError, Writer};
 use crate::store::{streams, EventDraft, ProducerStamp, Store, StoreError, StreamRow};
 
 /// Messages one read returns at most (a longer stream is read page by page: `Stream-Up-To-Date`
-/// says when the reader is at the tail).
-pub const READ_MESSAGES_MAX: u32 = 1_000;
+/// says when the reader is at the tail). A catch-up of 10 000 small messages is one answer.
+pub const READ_MESSAGES_MAX: u32 = 10_000;
 /// A read stops adding messages once its body is this large (bytes), past one message.
 pub const READ_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Messages one append may hold (a JSON array's elements).
@@ -122,6 +122,22 @@ pub struct Service {
     paths: Mutex<HashMap<String, Arc<PathState>>>,
     /// The newest committed messages of the streams this server appends to (`messages`).
     tails: Mutex<Tails>,
+    /// Stream rows kept in memory, when this server is the only one on its database (SQLite):
+    /// every change to a row goes through this service, which forgets its copy after writing.
+    /// With a shared database (PostgreSQL) another server may change a row: `None`, each use
+    /// reads it.
+    rows: Option<Mutex<Rows>>,
+}
+
+/// Stream rows kept at most; past it the map starts over.
+pub const STREAM_ROWS_KEPT_MAX: usize = 4096;
+
+/// Kept stream rows, and a count of forgets: a row read from the store is kept only if nothing
+/// was forgotten while it was read (else it may be the row from before a write).
+#[derive(Default)]
+struct Rows {
+    rows: HashMap<String, StreamRow>,
+    forgets: u64,
 }
 
 /// A path's state, held while it is used; the map forgets a path nobody holds.
@@ -146,12 +162,48 @@ fn now_ms() -> i64 {
 }
 
 impl Service {
-    pub fn new(store: Arc<dyn Store>, writer: Writer) -> Service {
+    /// `shared`: other servers use the same database (rows are read at each use).
+    pub fn new(store: Arc<dyn Store>, writer: Writer, shared: bool) -> Service {
         Service {
             store,
             writer,
             paths: Mutex::new(HashMap::new()),
             tails: Mutex::new(Tails::default()),
+            rows: (!shared).then(|| Mutex::new(Rows::default())),
+        }
+    }
+
+    /// The row at `path` as stored: the kept copy, or the store's (then kept).
+    async fn stored_row(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        let Some(rows) = &self.rows else {
+            return self.store.stream(path).await;
+        };
+        let forgets = {
+            let rows = rows.lock().expect("rows");
+            if let Some(row) = rows.rows.get(path) {
+                return Ok(Some(row.clone()));
+            }
+            rows.forgets
+        };
+        let row = self.store.stream(path).await?;
+        if let Some(row) = &row {
+            let mut rows = rows.lock().expect("rows");
+            if rows.forgets == forgets {
+                if rows.rows.len() >= STREAM_ROWS_KEPT_MAX {
+                    rows.rows.clear();
+                }
+                rows.rows.insert(path.to_owned(), row.clone());
+            }
+        }
+        Ok(row)
+    }
+
+    /// Forgets the kept row at `path`: called after every write to it (failed ones too).
+    fn forget_row(&self, path: &str) {
+        if let Some(rows) = &self.rows {
+            let mut rows = rows.lock().expect("rows");
+            rows.forgets += 1;
+            rows.rows.remove(path);
         }
     }
 
@@ -178,7 +230,7 @@ impl Service {
     /// The stream at `path`, soft-deleted ones too; an expired one is deleted (soft-deleted
     /// while forks read it).
     pub async fn get(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let Some(mut row) = self.store.stream(path).await? else {
+        let Some(mut row) = self.stored_row(path).await? else {
             return Ok(None);
         };
         let now = now_ms();
@@ -191,7 +243,9 @@ impl Service {
         if expired && !row.soft_deleted {
             if self.store.forks_of(path).await? > 0 {
                 row.soft_deleted = true;
-                self.store.soft_delete_stream(path, row.log_id).await?;
+                let written = self.store.soft_delete_stream(path, row.log_id).await;
+                self.forget_row(path);
+                written?;
             } else {
                 self.remove(&row).await?;
                 return Ok(None);
@@ -202,7 +256,7 @@ impl Service {
 
     /// The row at `path` as stored (soft-deleted and expired ones too): what forks read through.
     pub(super) async fn store_stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        self.store.stream(path).await
+        self.stored_row(path).await
     }
 
     /// The stream at `path` for a reader or a writer: 404 when there is none, 410 when it was
@@ -223,14 +277,18 @@ impl Service {
     /// Deletes `row`'s stream and log, then each soft-deleted source it was the last fork of.
     async fn remove(&self, row: &StreamRow) -> Result<(), StoreError> {
         self.tails.lock().expect("tails").forget(row.log_id);
-        self.store.delete_stream(&row.path).await?;
+        let deleted = self.store.delete_stream(&row.path).await;
+        self.forget_row(&row.path);
+        deleted?;
         let mut parent = row.forked_from.clone();
         while let Some(path) = parent.take() {
-            let Some(source) = self.store.stream(&path).await? else {
+            let Some(source) = self.stored_row(&path).await? else {
                 break;
             };
             if source.soft_deleted && self.store.forks_of(&path).await? == 0 {
-                self.store.delete_stream(&path).await?;
+                let deleted = self.store.delete_stream(&path).await;
+                self.forget_row(&path);
+                deleted?;
                 parent = source.forked_from.clone();
             }
         }
@@ -243,9 +301,12 @@ impl Service {
     pub async fn touch(&self, row: &mut StreamRow) -> Result<(), StoreError> {
         if row.ttl_seconds.is_some() {
             row.accessed_at = now_ms();
-            self.store
+            let written = self
+                .store
                 .touch_stream(&row.path, row.log_id, row.accessed_at)
-                .await?;
+                .await;
+            self.forget_row(&row.path);
+            written?;
         }
         Ok(())
     }
@@ -309,7 +370,9 @@ impl Service {
         } else {
             messages_of(&row.content_type, body, true)?
         };
-        let (mut row, made) = streams::create_stream(self.store.as_ref(), row).await?;
+        let created = streams::create_stream(self.store.as_ref(), row).await;
+        self.forget_row(path);
+        let (mut row, made) = created?;
         if made {
             let mut drafts_made = drafts(&row.content_type, prefix);
             drafts_made.extend(drafts(&row.content_type, messages));
@@ -319,7 +382,9 @@ impl Service {
         }
         if made && settings.closed {
             row.closed = true;
-            self.store.update_stream(&row).await?;
+            let written = self.store.update_stream(&row).await;
+            self.forget_row(path);
+            written?;
         }
         Ok((row, made))
     }
@@ -414,7 +479,8 @@ impl Service {
         } else {
             messages_of(&row.content_type, append.body, false)?
         };
-        let mut tail = self.tail(&row).await?;
+        // The tail after the append: its last message's offset, read only when none was written.
+        let mut tail = None;
         if !messages.is_empty() || stamp.is_some() {
             let drafts = drafts(&row.content_type, messages);
             let committed = match stamp {
@@ -444,7 +510,7 @@ impl Service {
                 );
             }
             if let Some(last) = committed.last() {
-                tail = row.base_offset + last.seq;
+                tail = Some(row.base_offset + last.seq);
             }
         }
         if let Some(seq) = append.stream_seq {
@@ -458,11 +524,17 @@ impl Service {
         // append is one commit, the log's (a second write per append halved the rate).
         if append.stream_seq.is_some() || append.close || row.ttl_seconds.is_some() {
             row.accessed_at = now_ms();
-            self.store.update_stream(&row).await?;
+            let written = self.store.update_stream(&row).await;
+            self.forget_row(path);
+            written?;
         }
         if append.close {
             held.state.bump();
         }
+        let tail = match tail {
+            Some(tail) => tail,
+            None => self.tail(&row).await?,
+        };
         Ok(Appended {
             tail,
             closed: row.closed,
@@ -475,11 +547,28 @@ impl Service {
     /// and the tail.
     /// A fork's first come from its source chain, up to where it was forked.
     pub async fn read(&self, row: &StreamRow, since: u64) -> Result<(Messages, u64), StoreError> {
-        let tail = self.tail(row).await?;
+        let head = self.store.head_seq(row.log_id).await?.unwrap_or(0);
+        let tail = row.base_offset + head;
         let mut out = Messages::default();
-        if since < tail {
-            super::fork::read_chain(self, row, since, None, &mut out).await?;
+        if since >= tail {
+            return Ok((out, tail));
         }
+        // From the stream's own log (not a fork's source): a tail this server holds up to the
+        // head is one copy from memory.
+        if since >= row.base_offset {
+            let resident = self.tails.lock().expect("tails").read(
+                row.log_id,
+                since - row.base_offset,
+                head,
+                row.base_offset,
+                READ_MESSAGES_MAX as usize,
+                READ_BODY_BYTES_MAX,
+            );
+            if let Some(resident) = resident {
+                return Ok((resident, tail));
+            }
+        }
+        super::fork::read_chain(self, row, since, None, &mut out).await?;
         Ok((out, tail))
     }
 
@@ -497,23 +586,6 @@ impl Service {
             return Ok(());
         }
         let own_since = since.saturating_sub(row.base_offset);
-        // A tail this server holds, up to the log's head (or the cap): one copy from memory.
-        let head = self.store.head_seq(row.log_id).await?.unwrap_or(0);
-        let own_cap = cap.map_or(head, |cap| head.min(cap.saturating_sub(row.base_offset)));
-        if out.is_empty() {
-            let resident = self.tails.lock().expect("tails").read(
-                row.log_id,
-                own_since,
-                own_cap,
-                row.base_offset,
-                room as usize,
-                READ_BODY_BYTES_MAX,
-            );
-            if let Some(resident) = resident {
-                *out = resident;
-                return Ok(());
-            }
-        }
         // The contents as the log keeps them (JSON text): served as they are, no tree built.
         let contents = self
             .store
@@ -577,7 +649,9 @@ impl Service {
         let mut row = self.live(path).await?;
         if self.store.forks_of(path).await? > 0 {
             row.soft_deleted = true;
-            self.store.update_stream(&row).await?;
+            let written = self.store.update_stream(&row).await;
+            self.forget_row(path);
+            written?;
         } else {
             self.remove(&row).await?;
         }
