@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::time::{sleep, timeout, Instant};
 use uuid::Uuid;
 
-use super::{Batch, Producer, CRASH_PAUSE_MS_MAX, LEASE_SLACK_MS};
+use super::{Batch, Producer, CRASH_PAUSE_MS_MAX, CRASH_PAUSE_MS_MIN, LEASE_SLACK_MS};
 use crate::produced::{End, ProducedRun};
 
 impl Producer {
@@ -22,7 +22,7 @@ impl Producer {
         let within = self.random.millis(0, 4);
         let _ = timeout(within, self.send(self.epoch, self.next_seq, &batch.events)).await;
         self.http = reqwest::Client::new();
-        sleep(self.random.millis(0, CRASH_PAUSE_MS_MAX)).await;
+        sleep(self.random.millis(CRASH_PAUSE_MS_MIN, CRASH_PAUSE_MS_MAX)).await;
         let Some(position) = self.position().await? else {
             self.fail("its position is unknown after a crash mid-run".into());
             return None;

@@ -32,8 +32,15 @@ use crate::produced::{End, ProducedRun};
 const LEASE_SLACK_MS: u64 = 5_000;
 /// A request is sent at most this many times before the producer counts a failure.
 const SEND_ATTEMPTS_MAX: u32 = 6;
-/// A crashed producer is down this long at most before it resumes.
-const CRASH_PAUSE_MS_MAX: u64 = 800;
+/// A crashed producer is down at least this long before it resumes: longer than any request of
+/// the old process can still be in flight here (they are answered within milliseconds). A new
+/// process that read its position while its old one's last batch was still being written would
+/// send that batch again under its new epoch — the protocol cannot tell the two apart (the
+/// same holds for Durable Streams' `Producer-Epoch`), so a producer restarting with a new epoch
+/// must let its old requests end (or time out) before it reads where it stands.
+const CRASH_PAUSE_MS_MIN: u64 = 500;
+/// … and at most this long.
+const CRASH_PAUSE_MS_MAX: u64 = 1_500;
 
 /// What the producer population did, for the report.
 #[derive(Default)]
