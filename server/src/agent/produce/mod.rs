@@ -14,9 +14,9 @@
 //!   (one run per agent, cancel, shutdown) and, with PostgreSQL, in the database; a watchdog
 //!   task ends it when it is cancelled or its producer stays silent past its lease.
 //!
-//! Several servers on one PostgreSQL database: a producer's run is written by the server that
-//! opened it; another server answers its appends 409 `run_in_progress` (the producer should
-//! stick to one server for a run).
+//! Several servers on one PostgreSQL database: any server takes a producer's next batch — the
+//! position is checked again inside the append's transaction, and the run's state is rebuilt
+//! from the log where a server finds it open without holding it (`lease.rs`).
 
 pub mod check;
 pub mod fence;
