@@ -115,3 +115,135 @@ fn check_run(run: &ProducedRun, events: &[&AgentEvent]) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(
+        run_id: Uuid,
+        seq: u64,
+        kind: EventKind,
+        delta: Option<&str>,
+        content: serde_json::Value,
+    ) -> AgentEvent {
+        AgentEvent {
+            id: Uuid::from_u128(seq as u128),
+            agent_id: Uuid::nil(),
+            seq,
+            coalesced_from: None,
+            run_id: Some(run_id),
+            thread_id: None,
+            block_id: None,
+            message_id: None,
+            kind,
+            delta: delta.map(|text| json!(text)),
+            delta_path: None,
+            delta_action: None,
+            content,
+            raw: None,
+            metadata: json!({}),
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    /// A run's log: its start, the texts, then its end.
+    fn logged(
+        run_id: Uuid,
+        texts: &[&str],
+        end: EventKind,
+        content: serde_json::Value,
+    ) -> Vec<AgentEvent> {
+        let mut log = vec![event(run_id, 1, EventKind::RunStarted, None, json!({}))];
+        for text in texts {
+            let seq = log.len() as u64 + 1;
+            log.push(event(run_id, seq, EventKind::Text, Some(text), json!({})));
+        }
+        let seq = log.len() as u64 + 1;
+        log.push(event(run_id, seq, end, None, content));
+        log
+    }
+
+    fn run(run_id: Uuid, texts: &[&str], uncertain: &[&str], end: End) -> ProducedRun {
+        ProducedRun {
+            run_id: Some(run_id),
+            texts: texts.iter().map(|text| text.to_string()).collect(),
+            uncertain: uncertain.iter().map(|text| text.to_string()).collect(),
+            end,
+        }
+    }
+
+    #[test]
+    fn a_log_that_holds_what_the_producer_knows_passes_and_anything_else_is_named() {
+        let id = Uuid::from_u128(1);
+        let interrupted = json!({ "error": { "type": "interrupted" } });
+        let cases: Vec<(&str, ProducedRun, Vec<AgentEvent>, bool)> = vec![
+            (
+                "completed",
+                run(id, &["a", "b"], &[], End::Completed),
+                logged(id, &["a", "b"], EventKind::RunCompleted, json!({})),
+                true,
+            ),
+            (
+                "a batch written twice",
+                run(id, &["a", "b"], &[], End::Completed),
+                logged(id, &["a", "a", "b"], EventKind::RunCompleted, json!({})),
+                false,
+            ),
+            (
+                "a batch lost",
+                run(id, &["a", "b"], &[], End::Completed),
+                logged(id, &["a"], EventKind::RunCompleted, json!({})),
+                false,
+            ),
+            (
+                "the wrong end",
+                run(id, &["a"], &[], End::Completed),
+                logged(id, &["a"], EventKind::RunCancelled, json!({})),
+                false,
+            ),
+            (
+                "cancelled, uncertain tail in",
+                run(id, &["a"], &["b"], End::Cancelled),
+                logged(id, &["a", "b"], EventKind::RunCancelled, json!({})),
+                true,
+            ),
+            (
+                "cancelled, uncertain tail out",
+                run(id, &["a"], &["b"], End::Cancelled),
+                logged(id, &["a"], EventKind::RunCancelled, json!({})),
+                true,
+            ),
+            (
+                "vanished, ended at the lease",
+                run(id, &["a"], &[], End::Vanished),
+                logged(id, &["a"], EventKind::RunFailed, interrupted.clone()),
+                true,
+            ),
+            (
+                "vanished, failed otherwise",
+                run(id, &["a"], &[], End::Vanished),
+                logged(
+                    id,
+                    &["a"],
+                    EventKind::RunFailed,
+                    json!({ "error": { "type": "store_error" } }),
+                ),
+                false,
+            ),
+        ];
+        for (name, produced, log, passes) in cases {
+            let problems = compare(&[produced], &log);
+            assert_eq!(problems.is_empty(), passes, "{name}: {problems:?}");
+        }
+        // A run in the log no producer wrote is named.
+        let stray = logged(
+            Uuid::from_u128(2),
+            &["x"],
+            EventKind::RunCompleted,
+            json!({}),
+        );
+        assert_eq!(compare(&[], &stray).len(), 1);
+    }
+}
