@@ -293,21 +293,14 @@ async fn follow(
         let Ok((messages, tail)) = source.read(state, since).await else {
             return;
         };
-        // Every data event is followed by a control event that says where it left the reader.
+        // A page is one data event (JSON: one array; bytes: one run of them), followed by the
+        // control event that says where it left the reader — per message, a catch-up of 10 000
+        // was 20 000 events.
         let last = messages.last_offset();
-        for (offset, content) in messages.iter() {
-            let payload = protocol::sse_payload(source.content_type(), content);
+        if !messages.is_empty() {
+            let payload = protocol::sse_payload(source.content_type(), &messages);
             if !send(protocol::sse_event("data", &payload)).await {
                 return;
-            }
-            if Some(offset) != last {
-                let control = json!({
-                    "streamNextOffset": format_offset(offset),
-                    "streamCursor": cursor(query.cursor.as_deref()),
-                });
-                if !send(protocol::sse_event("control", &control.to_string())).await {
-                    return;
-                }
             }
         }
         // After the last message sent, or the tail when none was.

@@ -228,14 +228,16 @@ pub fn body(content_type: &str, messages: &super::messages::Messages) -> Vec<u8>
     }
 }
 
-/// One message as an SSE `data` payload: JSON as `[message]`, text as it is, bytes as base64.
-pub fn sse_payload(content_type: &str, content: &str) -> String {
+/// A page of messages as one SSE `data` payload: JSON as one array, text as it is, bytes as
+/// base64.
+pub fn sse_payload(content_type: &str, messages: &super::messages::Messages) -> String {
     if is_json(content_type) {
-        format!("[{content}]")
+        // The texts are strings, so the array is too.
+        String::from_utf8(messages.json_array()).unwrap_or_default()
     } else if is_text(content_type) {
-        String::from_utf8_lossy(&message_bytes(content)).into_owned()
+        String::from_utf8_lossy(&body(content_type, messages)).into_owned()
     } else {
-        base64::engine::general_purpose::STANDARD.encode(message_bytes(content))
+        base64::engine::general_purpose::STANDARD.encode(body(content_type, messages))
     }
 }
 

@@ -138,10 +138,18 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
     ];
     let bytes: Vec<String> = bytes.iter().map(Value::to_string).collect();
     assert_eq!(body("text/plain", &page(&bytes)), b"hello \x00\xff\n");
-    assert_eq!(sse_payload("application/octet-stream", &bytes[1]), "AP8K");
     assert_eq!(
-        sse_payload("application/json", &json!({"a": 1}).to_string()),
-        r#"[{"a":1}]"#
+        sse_payload("application/octet-stream", &page(&bytes[1..])),
+        "AP8K"
+    );
+    assert_eq!(
+        sse_payload("application/octet-stream", &page(&bytes)),
+        "aGVsbG8gAP8K"
+    );
+    assert_eq!(sse_payload("text/plain", &page(&bytes[..1])), "hello ");
+    assert_eq!(
+        sse_payload("application/json", &page(&contents)),
+        r#"[{"a":1},"two"]"#
     );
     // A damaged byte-mode content reads as no bytes, never a panic.
     assert_eq!(message_bytes("{\"bytes\": 7}"), b"");
