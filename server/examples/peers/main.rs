@@ -11,7 +11,9 @@
 //!
 //! `./scripts/bench.sh --peers` installs the peers and runs it. Options: `--rounds N` (3),
 //! `--seconds N` per wrk run (10), `--samples N` per latency (200), `--only NAME` (agentstream,
-//! rust, node; repeatable).
+//! baseline, rust, node; repeatable). `AGENTSTREAM_PEER_BASELINE_SERVER` names another
+//! agentstream server binary (the code before a change) to run beside them as the same-run
+//! baseline.
 
 mod load;
 mod servers;
@@ -29,7 +31,7 @@ struct Args {
 }
 
 fn usage(problem: &str) -> ! {
-    eprintln!("peers: {problem}\nusage: peers [--rounds N] [--seconds N] [--samples N] [--only agentstream|rust|node]…");
+    eprintln!("peers: {problem}\nusage: peers [--rounds N] [--seconds N] [--samples N] [--only agentstream|baseline|rust|node]…");
     std::process::exit(2)
 }
 
@@ -57,6 +59,7 @@ impl Args {
                 "--samples" => args.samples = number().max(10) as usize,
                 "--only" => args.kinds.push(match value.as_str() {
                     "agentstream" => Kind::Agentstream,
+                    "baseline" => Kind::Baseline,
                     "rust" => Kind::RustPeer,
                     "node" => Kind::NodeReference,
                     other => usage(&format!("unknown server {other:?}")),
@@ -66,6 +69,10 @@ impl Args {
         }
         if args.kinds.is_empty() {
             args.kinds = vec![Kind::Agentstream, Kind::RustPeer, Kind::NodeReference];
+            // With a baseline binary given, it runs beside them.
+            if std::env::var_os("AGENTSTREAM_PEER_BASELINE_SERVER").is_some() {
+                args.kinds.insert(1, Kind::Baseline);
+            }
         }
         args
     }

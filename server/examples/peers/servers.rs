@@ -12,6 +12,9 @@ use tokio::time::Instant;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Agentstream,
+    /// Another agentstream binary (`AGENTSTREAM_PEER_BASELINE_SERVER`): the same-run baseline,
+    /// e.g. the code before a change.
+    Baseline,
     RustPeer,
     NodeReference,
 }
@@ -20,6 +23,7 @@ impl Kind {
     pub fn label(self) -> &'static str {
         match self {
             Kind::Agentstream => "agentstream (SQLite)",
+            Kind::Baseline => "agentstream baseline (SQLite)",
             Kind::RustPeer => "Electric's Rust server 0.1.5",
             Kind::NodeReference => "Node reference 0.3.7",
         }
@@ -59,19 +63,32 @@ fn rust_peer_binary() -> PathBuf {
         })
 }
 
+/// The baseline agentstream binary: `AGENTSTREAM_PEER_BASELINE_SERVER`.
+fn baseline_binary() -> PathBuf {
+    std::env::var_os("AGENTSTREAM_PEER_BASELINE_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            eprintln!("peers: --only baseline needs AGENTSTREAM_PEER_BASELINE_SERVER (an agentstream server binary)");
+            std::process::exit(2)
+        })
+}
+
 impl Target {
     pub async fn start(kind: Kind) -> Target {
         let data = tempfile::tempdir().expect("a temporary directory");
         let port = free_port();
         let log = std::fs::File::create(data.path().join("server.log")).expect("a log file");
         let mut command = match kind {
-            Kind::Agentstream => {
-                let binary = std::env::current_exe()
-                    .expect("the bench's own path")
-                    .parent()
-                    .and_then(Path::parent)
-                    .expect("the target directory")
-                    .join("server");
+            Kind::Agentstream | Kind::Baseline => {
+                let binary = match kind {
+                    Kind::Baseline => baseline_binary(),
+                    _ => std::env::current_exe()
+                        .expect("the bench's own path")
+                        .parent()
+                        .and_then(Path::parent)
+                        .expect("the target directory")
+                        .join("server"),
+                };
                 let mut command = tokio::process::Command::new(binary);
                 command
                     .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
@@ -111,7 +128,7 @@ impl Target {
             .unwrap_or_else(|error| panic!("{} did not start: {error}", kind.label()));
         let origin = format!("http://127.0.0.1:{port}");
         let prefix = match kind {
-            Kind::Agentstream => "/v1/streams/",
+            Kind::Agentstream | Kind::Baseline => "/v1/streams/",
             Kind::RustPeer | Kind::NodeReference => "/",
         };
         let probe = format!("{origin}{prefix}bench-ready");
