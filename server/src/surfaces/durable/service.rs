@@ -7,14 +7,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use app::EventKind;
-use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::messages::{Messages, Tails};
+use super::messages::Tails;
+use rows::Rows;
+pub use rows::STREAM_ROWS_KEPT_MAX;
+
+mod append;
+mod read;
+mod rows;
 use super::protocol::{self, Message, ProducerHeaders};
-use crate::agent::produce::fence::{fence, Fence};
+use crate::agent::produce::fence::Fence;
 use crate::delivery::writer::{AppendError, Writer};
-use crate::store::{streams, EventDraft, ProducerStamp, Store, StoreError, StreamRow};
+use crate::store::{streams, EventDraft, Store, StoreError, StreamRow};
 
 /// Messages one read returns at most (a longer stream is read page by page: `Stream-Up-To-Date`
 /// says when the reader is at the tail). A catch-up of 10 000 small messages is one answer.
@@ -129,17 +134,6 @@ pub struct Service {
     rows: Option<Mutex<Rows>>,
 }
 
-/// Stream rows kept at most; past it the map starts over.
-pub const STREAM_ROWS_KEPT_MAX: usize = 4096;
-
-/// Kept stream rows, and a count of forgets: a row read from the store is kept only if nothing
-/// was forgotten while it was read (else it may be the row from before a write).
-#[derive(Default)]
-struct Rows {
-    rows: HashMap<String, StreamRow>,
-    forgets: u64,
-}
-
 /// A path's state, held while it is used; the map forgets a path nobody holds.
 struct Held<'a> {
     service: &'a Service,
@@ -170,40 +164,6 @@ impl Service {
             paths: Mutex::new(HashMap::new()),
             tails: Mutex::new(Tails::default()),
             rows: (!shared).then(|| Mutex::new(Rows::default())),
-        }
-    }
-
-    /// The row at `path` as stored: the kept copy, or the store's (then kept).
-    async fn stored_row(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let Some(rows) = &self.rows else {
-            return self.store.stream(path).await;
-        };
-        let forgets = {
-            let rows = rows.lock().expect("rows");
-            if let Some(row) = rows.rows.get(path) {
-                return Ok(Some(row.clone()));
-            }
-            rows.forgets
-        };
-        let row = self.store.stream(path).await?;
-        if let Some(row) = &row {
-            let mut rows = rows.lock().expect("rows");
-            if rows.forgets == forgets {
-                if rows.rows.len() >= STREAM_ROWS_KEPT_MAX {
-                    rows.rows.clear();
-                }
-                rows.rows.insert(path.to_owned(), row.clone());
-            }
-        }
-        Ok(row)
-    }
-
-    /// Forgets the kept row at `path`: called after every write to it (failed ones too).
-    fn forget_row(&self, path: &str) {
-        if let Some(rows) = &self.rows {
-            let mut rows = rows.lock().expect("rows");
-            rows.forgets += 1;
-            rows.rows.remove(path);
         }
     }
 
@@ -387,241 +347,6 @@ impl Service {
             written?;
         }
         Ok((row, made))
-    }
-
-    /// Appends (and closes, when asked) under the path's lock. A producer's append whose
-    /// position another server moved between the fence and the commit is fenced again (it is
-    /// then a duplicate, a gap, or the next append).
-    pub async fn append(&self, path: &str, append: Append<'_>) -> Result<Appended, Refusal> {
-        let mut attempts = 1;
-        loop {
-            match self.append_once(path, append.clone()).await {
-                Err(Refusal::Store(StoreError::ProducerMoved { .. }))
-                    if attempts < crate::agent::produce::PRODUCER_FENCE_ATTEMPTS_MAX =>
-                {
-                    attempts += 1;
-                }
-                answer => return answer,
-            }
-        }
-    }
-
-    async fn append_once(&self, path: &str, append: Append<'_>) -> Result<Appended, Refusal> {
-        let held = self.hold(path);
-        let _writing = held.state.writing.lock().await;
-        let mut row = self.live(path).await?;
-        let closer = append
-            .producer
-            .as_ref()
-            .map(|producer| json!({ "producer_id": producer.id, "epoch": producer.epoch, "seq": producer.seq }));
-        if row.closed {
-            // The request that closed it, again (or any plain close: closing is idempotent):
-            // answered as it was.
-            let plain_close = append.body.is_empty() && append.close && closer.is_none();
-            if plain_close || (closer.is_some() && row.closed_by == closer) {
-                return Ok(Appended {
-                    tail: self.tail(&row).await?,
-                    closed: true,
-                    duplicate: true,
-                    producer_seq: append.producer.map(|producer| producer.seq),
-                });
-            }
-            return Err(Refusal::Closed {
-                tail: self.tail(&row).await?,
-            });
-        }
-        let close_only = append.body.is_empty() && append.close;
-        if !close_only {
-            if append.body.is_empty() {
-                return Err(Refusal::Bad("Empty body"));
-            }
-            let given = append
-                .content_type
-                .ok_or(Refusal::Bad("Content-Type header is required"))?;
-            if protocol::media_type(given) != protocol::media_type(&row.content_type) {
-                return Err(Refusal::Conflict("Content-type mismatch"));
-            }
-        }
-        let mut stamp = None;
-        if let Some(producer) = &append.producer {
-            let position = self
-                .store
-                .producer_position(row.log_id, &producer.id)
-                .await?
-                .map(|position| (position.stamp.epoch, position.stamp.seq));
-            match fence(position, producer.epoch, producer.seq) {
-                Fence::Append => {}
-                Fence::Duplicate => {
-                    return Ok(Appended {
-                        tail: self.tail(&row).await?,
-                        closed: row.closed,
-                        duplicate: true,
-                        producer_seq: position.map(|(_, seq)| seq),
-                    })
-                }
-                refused => return Err(Refusal::Fenced(refused)),
-            }
-            stamp = Some(ProducerStamp {
-                producer_id: producer.id.clone(),
-                epoch: producer.epoch,
-                seq: producer.seq,
-                run_id: None,
-                fenced_at: position,
-            });
-        }
-        if let (Some(seq), Some(last)) = (append.stream_seq, &row.stream_seq) {
-            if seq <= last.as_str() {
-                return Err(Refusal::Conflict("Sequence conflict"));
-            }
-        }
-        let messages = if close_only {
-            Vec::new()
-        } else {
-            messages_of(&row.content_type, append.body, false)?
-        };
-        // The tail after the append: its last message's offset, read only when none was written.
-        let mut tail = None;
-        if !messages.is_empty() || stamp.is_some() {
-            let drafts = drafts(&row.content_type, messages);
-            let committed = match stamp {
-                Some(stamp) if !drafts.is_empty() => {
-                    self.writer.append_produced(row.log_id, drafts, stamp).await
-                }
-                _ if drafts.is_empty() => Ok(Vec::new()),
-                _ => self.writer.append(row.log_id, drafts).await,
-            };
-            let committed = match committed {
-                Ok(committed) => committed,
-                Err(error) => {
-                    // Written or not, unknown: the tail starts over at the next commit.
-                    self.tails.lock().expect("tails").forget(row.log_id);
-                    return Err(error.into());
-                }
-            };
-            if let Some(first) = committed.first() {
-                let texts: Vec<String> = committed
-                    .iter()
-                    .map(|event| event.content.to_string())
-                    .collect();
-                self.tails.lock().expect("tails").committed(
-                    row.log_id,
-                    first.seq,
-                    texts.iter().map(String::as_str),
-                );
-            }
-            if let Some(last) = committed.last() {
-                tail = Some(row.base_offset + last.seq);
-            }
-        }
-        if let Some(seq) = append.stream_seq {
-            row.stream_seq = Some(seq.to_owned());
-        }
-        if append.close {
-            row.closed = true;
-            row.closed_by = closer;
-        }
-        // The row changes only for a Stream-Seq, a close, or a TTL that counts from now: a plain
-        // append is one commit, the log's (a second write per append halved the rate).
-        if append.stream_seq.is_some() || append.close || row.ttl_seconds.is_some() {
-            row.accessed_at = now_ms();
-            let written = self.store.update_stream(&row).await;
-            self.forget_row(path);
-            written?;
-        }
-        if append.close {
-            held.state.bump();
-        }
-        let tail = match tail {
-            Some(tail) => tail,
-            None => self.tail(&row).await?,
-        };
-        Ok(Appended {
-            tail,
-            closed: row.closed,
-            duplicate: false,
-            producer_seq: append.producer.map(|producer| producer.seq),
-        })
-    }
-
-    /// The messages after offset `since` (at most a page) as `(offset, content as JSON text)`,
-    /// and the tail.
-    /// A fork's first come from its source chain, up to where it was forked.
-    pub async fn read(&self, row: &StreamRow, since: u64) -> Result<(Messages, u64), StoreError> {
-        let head = self.store.head_seq(row.log_id).await?.unwrap_or(0);
-        let tail = row.base_offset + head;
-        let mut out = Messages::default();
-        if since >= tail {
-            return Ok((out, tail));
-        }
-        // From the stream's own log (not a fork's source): a tail this server holds up to the
-        // head is one copy from memory.
-        if since >= row.base_offset {
-            let resident = self.tails.lock().expect("tails").read(
-                row.log_id,
-                since - row.base_offset,
-                head,
-                row.base_offset,
-                READ_MESSAGES_MAX as usize,
-                READ_BODY_BYTES_MAX,
-            );
-            if let Some(resident) = resident {
-                return Ok((resident, tail));
-            }
-        }
-        super::fork::read_chain(self, row, since, None, &mut out).await?;
-        Ok((out, tail))
-    }
-
-    /// `row`'s own messages after offset `since`, up to offset `cap`, into `out` (a page at
-    /// most, by count and bytes).
-    pub(super) async fn read_own(
-        &self,
-        row: &StreamRow,
-        since: u64,
-        cap: Option<u64>,
-        out: &mut Messages,
-    ) -> Result<(), StoreError> {
-        let room = READ_MESSAGES_MAX.saturating_sub(out.len() as u32);
-        if room == 0 {
-            return Ok(());
-        }
-        let own_since = since.saturating_sub(row.base_offset);
-        // The contents as the log keeps them (JSON text): served as they are, no tree built.
-        let contents = self
-            .store
-            .read_contents(row.log_id, own_since, room)
-            .await?;
-        for content in contents {
-            let offset = row.base_offset + content.seq;
-            if cap.is_some_and(|cap| offset > cap) || !content.stream_message {
-                break;
-            }
-            if out.bytes() + content.json.len() > READ_BODY_BYTES_MAX && !out.is_empty() {
-                break;
-            }
-            out.push(offset, &content.json);
-        }
-        Ok(())
-    }
-
-    /// The batch (one append) each of `row`'s own messages after `since` came in, for a JSON
-    /// fork's sub-offset: the first message's batch and how many messages it has.
-    pub(super) async fn first_batch(
-        &self,
-        row: &StreamRow,
-        since: u64,
-    ) -> Result<Vec<(Option<uuid::Uuid>, Value)>, StoreError> {
-        let own_since = since.saturating_sub(row.base_offset);
-        let events = self
-            .store
-            .read_events(row.log_id, own_since, APPEND_MESSAGES_MAX as u32)
-            .await?;
-        let batch = events.first().and_then(|event| event.block_id);
-        Ok(events
-            .into_iter()
-            .take_while(|event| event.block_id == batch)
-            .map(|event| (event.block_id, event.content))
-            .collect())
     }
 
     /// Watches the stream at `path` for a close or a delete in this process (from now on).
