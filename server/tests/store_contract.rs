@@ -320,8 +320,9 @@ async fn a_chat_id_keeps_its_agent(subject: &Subject) {
 
 /// Groups as a streaming agent writes them, a second agent in the same groups, ids chained as
 /// the writer chains them; deterministic. `mixed`: runs of text and thinking appends to two
-/// messages (short, long, multi-byte, empty pieces) with tool calls between them; else one
-/// message's short text pieces. (Mixed: a third of the appends carry a raw provider event.)
+/// messages (short, long, multi-byte, empty pieces) with tool calls and stream messages between
+/// them; else one message's short text pieces. (Mixed: a third of the appends carry a raw
+/// provider event.)
 fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendBatch>> {
     let mut chains = IdChains::default();
     let mut state = 7u64;
@@ -339,17 +340,30 @@ fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendBatch>> {
         vec!["a ", "bc ", "wörld ", "🙂", "the "]
     };
     let mut groups = Vec::new();
+    let contents = [
+        json!({"t": 1, "text": "a token"}),
+        json!("a string with , and ] inside"),
+        json!([1, [2, 3]]),
+        json!(null),
+        json!({"wörld": "🙂"}),
+    ];
     for _ in 0..if mixed { 40 } else { 200 } {
         let mut group = Vec::new();
         for agent_id in agents {
             let mut drafts = Vec::new();
+            let append = Uuid::now_v7();
             for _ in 0..next(12) {
                 let mut draft = match (mixed, next(20)) {
                     (true, 0) => EventDraft::new(EventKind::ToolCall),
                     (true, 1 | 2) => EventDraft::new(EventKind::Thinking),
+                    (true, 3..=5) => EventDraft::new(EventKind::StreamMessage),
                     _ => EventDraft::new(EventKind::Text),
                 };
-                if draft.kind != EventKind::ToolCall {
+                if draft.kind == EventKind::StreamMessage {
+                    // Messages of one append: one block (rows of messages, between the runs).
+                    draft.block_id = Some(append);
+                    draft.content = contents[next(contents.len() as u64) as usize].clone();
+                } else if draft.kind != EventKind::ToolCall {
                     draft.message_id = Some(messages[(mixed && next(10) == 0) as usize]);
                     draft.delta = Some(json!(pieces[next(pieces.len() as u64) as usize]));
                     draft.delta_path = Some("text".into());
@@ -620,6 +634,64 @@ async fn postgres_keeps_runs_of_appends_in_shared_rows() {
         .await
         .unwrap();
     assert_shared_rows(rows, events);
+}
+
+/// Three appends of 64 stream messages each to a new log (ids chained as the writer chains
+/// them): the events the store says it wrote, and the log's id.
+async fn write_three_appends_of_messages(store: &dyn Store) -> (Uuid, usize) {
+    let log = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let mut chains = IdChains::default();
+    let mut events = 0;
+    for append in 0..3 {
+        let block = Uuid::now_v7();
+        let drafts = (0..64)
+            .map(|k| {
+                let mut draft = EventDraft::new(EventKind::StreamMessage);
+                draft.block_id = Some(block);
+                draft.content = json!({"append": append, "k": k, "text": "a token"});
+                draft
+            })
+            .collect();
+        let mut batch = batch(log, drafts);
+        chains.assign(&mut batch);
+        events += store.append(&[batch]).await.unwrap()[0].len();
+    }
+    let read = store.read_events(log, 100, 1_000).await.unwrap();
+    assert_eq!(read.len(), 92, "read from inside a row");
+    assert_eq!(read[0].content, json!({"append": 1, "k": 36, "text": "a token"}));
+    (log, events)
+}
+
+/// Both stores keep one append's messages in one row.
+#[tokio::test]
+async fn sqlite_keeps_an_appends_messages_in_one_row() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("messages.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    let (log, events) = write_three_appends_of_messages(&store).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE agent_id = ?")
+        .bind(log.to_string())
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!((rows, events), (3, 192));
+}
+
+#[tokio::test]
+async fn postgres_keeps_an_appends_messages_in_one_row() {
+    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
+        .await
+        .unwrap();
+    let store = PgStore::open(&url, &ClusterOptions::default())
+        .await
+        .unwrap();
+    let (log, events) = write_three_appends_of_messages(&store).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE agent_id = $1")
+        .bind(log)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!((rows, events), (3, 192));
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::{nth_id, pieces, raws, time_from_nanos};
+use super::{message_pieces, nth_id, pieces, raws, time_from_nanos};
 use crate::store::rows::{corrupt, EventRow};
 use crate::store::StoreError;
 
@@ -19,7 +19,8 @@ pub enum Pick {
 }
 
 /// A row of the log as the store read it: `event` is the row's first event (for a run row, its
-/// `delta` is the concatenated text), with the run row's columns beside it.
+/// `delta` is the concatenated text; for a row of stream messages, its `content` is their
+/// array), with the run row's columns beside it.
 pub struct StoredRow<'a> {
     pub event: EventRow<'a>,
     pub last_seq: u64,
@@ -58,19 +59,20 @@ impl StoredRow<'_> {
             }
             return Ok(full(out));
         };
-        let text = event
-            .delta
-            .ok_or_else(|| corrupt("a run row without its text"))?;
         let count = last_seq
             .checked_sub(first_seq)
             .ok_or_else(|| corrupt("a run row ends before it starts"))?
             + 1;
         let raws = self.raws.map(|column| raws(column, count)).transpose()?;
         let first_nanos = super::time_nanos(event.created_at)?;
-        for (k, piece) in pieces(text, encoded, first_nanos, count)?
-            .into_iter()
-            .enumerate()
-        {
+        // A run row has its text in `delta`; a row of stream messages has none, and its
+        // messages in `content`.
+        let messages = event.delta.is_none();
+        let cut = match event.delta {
+            Some(text) => pieces(text, encoded, first_nanos, count)?,
+            None => message_pieces(event.content, encoded, first_nanos, count)?,
+        };
+        for (k, piece) in cut.into_iter().enumerate() {
             let seq = first_seq + k as u64;
             let id = nth_id(first_id, k as u64)
                 .ok_or_else(|| corrupt("a run row's ids run past their low bits"))?;
@@ -80,13 +82,26 @@ impl StoredRow<'_> {
             if full(out) {
                 break;
             }
+            let raw = raws.as_ref().and_then(|raws| raws[k].as_deref());
+            let created_at = time_from_nanos(piece.nanos);
+            if messages {
+                out.push(make(&EventRow {
+                    id,
+                    seq,
+                    content: piece.text,
+                    raw,
+                    created_at,
+                    ..*event
+                })?);
+                continue;
+            }
             let delta = serde_json::to_string(piece.text).expect("strings serialize");
             out.push(make(&EventRow {
                 id,
                 seq,
                 delta: Some(&delta),
-                raw: raws.as_ref().and_then(|raws| raws[k].as_deref()),
-                created_at: time_from_nanos(piece.nanos),
+                raw,
+                created_at,
                 ..*event
             })?);
         }

@@ -14,6 +14,13 @@
 //! head only in the head's 32 random low bits (no carry), and the bits above — the UUIDv7 time
 //! and counter — are the head's alone.
 //!
+//! **Stream messages.** A Durable Streams append of many messages was as many rows (an id, an
+//! index entry and ~150 bytes of columns per 45-byte message; the append thread spent most of
+//! its time inserting them). The messages of one append — same kind, block (the append), no
+//! delta — become one row the same way ([`Form::Messages`]): the first event's columns, the
+//! messages' contents as one JSON array (the `content` column, valid JSON for PostgreSQL's
+//! `json` type too), and per message its content's byte length and time delta.
+//!
 //! Pure: the stores write and read the columns; this module builds and expands them.
 
 use app::{AgentEvent, DeltaAction};
@@ -39,6 +46,21 @@ pub const CHUNK_BYTES_MAX: usize = 640;
 /// Bytes of raw provider events (JSON and a length varint each) one row holds at most, before
 /// they are deflated.
 pub const CHUNK_RAW_BYTES_MAX: usize = 8 * 1024;
+/// Bytes of contents, commas and varints one row of stream messages holds at most. Larger than
+/// a run row's: the messages of one append are written once, never extended by a later commit,
+/// so a row in overflow pages costs nothing more to write.
+pub const MESSAGE_ROW_BYTES_MAX: usize = 32 * 1024;
+
+/// What a row's pieces cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// String appends to one message part: `text` is their texts, concatenated (the `delta`
+    /// column).
+    Text,
+    /// Stream messages of one append: `text` is their contents as a JSON array (the `content`
+    /// column).
+    Messages,
+}
 
 /// The id after `id` in a run of appends; `None` when the low 32 bits are all ones (the run
 /// starts over with an id of its own rather than carry into the bits that make ids unique).
@@ -64,9 +86,16 @@ fn is_string_append(
         && matches!(delta, Some(Value::String(_)))
 }
 
-/// True when `next` may follow `head` in one run row: everything but id, seq, the text and the
-/// time is equal (kind, run, thread, block, message, path, content and metadata).
-fn same_part(head: &AgentEvent, next: &AgentEvent) -> bool {
+/// True when `event` is a stream message (a Durable Streams append's): what a row of
+/// [`Form::Messages`] holds.
+fn is_message(kind: app::EventKind, delta: Option<&Value>, raw: Option<&Value>) -> bool {
+    kind == app::EventKind::StreamMessage && delta.is_none() && raw.is_none()
+}
+
+/// True when `next` may follow `head` in one row: everything but id, seq, the text (a message's
+/// content) and the time is equal (kind, run, thread, block, message, path, action, metadata;
+/// for string appends the content too).
+fn same_part(form: Form, head: &AgentEvent, next: &AgentEvent) -> bool {
     head.agent_id == next.agent_id
         && head.kind == next.kind
         && head.run_id == next.run_id
@@ -74,7 +103,8 @@ fn same_part(head: &AgentEvent, next: &AgentEvent) -> bool {
         && head.block_id == next.block_id
         && head.message_id == next.message_id
         && head.delta_path == next.delta_path
-        && head.content == next.content
+        && head.delta_action == next.delta_action
+        && (form == Form::Messages || head.content == next.content)
         && head.metadata == next.metadata
 }
 
@@ -85,6 +115,20 @@ pub fn continues(previous: &super::EventDraft, next: &super::EventDraft) -> bool
     let plain = |draft: &super::EventDraft| {
         is_string_append(draft.message_id, draft.delta_action, draft.delta.as_ref())
     };
+    let message = |draft: &super::EventDraft| {
+        is_message(draft.kind, draft.delta.as_ref(), draft.raw.as_ref()) && draft.block_id.is_some()
+    };
+    let same_columns = previous.kind == next.kind
+        && previous.run_id == next.run_id
+        && previous.thread_id == next.thread_id
+        && previous.block_id == next.block_id
+        && previous.message_id == next.message_id
+        && previous.delta_path == next.delta_path
+        && previous.delta_action == next.delta_action
+        && previous.metadata == next.metadata;
+    if message(previous) && message(next) {
+        return same_columns;
+    }
     plain(previous)
         && plain(next)
         && previous.kind == next.kind
@@ -152,13 +196,15 @@ pub fn time_from_nanos(nanos: i64) -> DateTime<Utc> {
 /// after it added.
 #[derive(Clone, Debug)]
 pub struct Chunk {
-    /// The first event, `delta` left out (the text is in `text`).
+    /// The first event, `delta` (a message's `content`) left out: the text is in `text`.
     pub head: AgentEvent,
+    pub form: Form,
     pub last_seq: u64,
     last_id: Uuid,
     last_nanos: i64,
-    /// Every event's text, concatenated.
-    pub text: String,
+    /// Every event's text, concatenated ([`Form::Text`]); or `[` and every message's content,
+    /// comma-separated, the array's `]` left for [`Chunk::content_column`] ([`Form::Messages`]).
+    text: String,
     /// Per event: its text's byte length, then its time minus the previous event's (zigzag);
     /// both LEB128 varints.
     pub pieces: Vec<u8>,
@@ -169,8 +215,12 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// A run starting with `event`, when it is a string append that fits a row.
+    /// A run starting with `event`, when it is a string append or a stream message that fits a
+    /// row.
     pub fn start(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
+        if is_message(event.kind, event.delta.as_ref(), event.raw.as_ref()) {
+            return Chunk::start_messages(event);
+        }
         let Some(Value::String(text)) = &event.delta else {
             return Ok(None);
         };
@@ -186,6 +236,7 @@ impl Chunk {
         head.delta = None;
         let mut chunk = Chunk {
             head,
+            form: Form::Text,
             last_seq: event.seq,
             last_id: event.id,
             last_nanos: nanos,
@@ -200,9 +251,64 @@ impl Chunk {
         Ok(Some(chunk))
     }
 
+    /// A row of stream messages starting with `event`, when its content fits one.
+    fn start_messages(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
+        let content = super::rows::json_text(&event.content);
+        if content.len() + 2 * VARINT_BYTES_MAX + 2 > MESSAGE_ROW_BYTES_MAX {
+            return Ok(None);
+        }
+        let nanos = time_nanos(event.created_at)?;
+        let mut head = event.clone();
+        head.content = Value::Null;
+        let mut pieces = Vec::with_capacity(64);
+        push_varint(&mut pieces, content.len() as u64);
+        push_varint(&mut pieces, 0);
+        let mut text = String::with_capacity(1024);
+        text.push('[');
+        text.push_str(&content);
+        Ok(Some(Chunk {
+            head,
+            form: Form::Messages,
+            last_seq: event.seq,
+            last_id: event.id,
+            last_nanos: nanos,
+            text,
+            pieces,
+            raws: Vec::new(),
+            has_raw: false,
+        }))
+    }
+
     /// Adds `event` when it continues this run (next seq, next id, same part) and the row has
     /// room; false (and nothing changed) otherwise.
     pub fn extend(&mut self, event: &AgentEvent) -> bool {
+        let continues = event.seq == self.last_seq + 1
+            && next_id(self.last_id) == Some(event.id)
+            && same_part(self.form, &self.head, event);
+        if !continues || self.last_seq - self.head.seq + 1 >= CHUNK_EVENTS_MAX {
+            return false;
+        }
+        let Ok(nanos) = time_nanos(event.created_at) else {
+            return false;
+        };
+        if self.form == Form::Messages {
+            if !is_message(event.kind, event.delta.as_ref(), event.raw.as_ref()) {
+                return false;
+            }
+            let content = super::rows::json_text(&event.content);
+            if self.text.len() + self.pieces.len() + content.len() + 2 * VARINT_BYTES_MAX + 2
+                > MESSAGE_ROW_BYTES_MAX
+            {
+                return false;
+            }
+            self.text.push(',');
+            self.text.push_str(&content);
+            self.push_piece(content.len(), nanos);
+            self.push_raw(None);
+            self.last_seq = event.seq;
+            self.last_id = event.id;
+            return true;
+        }
         let Some(Value::String(text)) = &event.delta else {
             return false;
         };
@@ -210,33 +316,46 @@ impl Chunk {
             return false;
         };
         let raw = raw_text(event);
-        let fits = self.last_seq - self.head.seq + 1 < CHUNK_EVENTS_MAX
-            && self.text.len() + self.pieces.len() + text.len() + 2 * VARINT_BYTES_MAX
-                <= CHUNK_BYTES_MAX
+        let fits = self.text.len() + self.pieces.len() + text.len() + 2 * VARINT_BYTES_MAX
+            <= CHUNK_BYTES_MAX
             && self.raws.len() + raw.as_ref().map_or(0, String::len) + VARINT_BYTES_MAX
                 <= CHUNK_RAW_BYTES_MAX;
-        let continues = event.seq == self.last_seq + 1
-            && next_id(self.last_id) == Some(event.id)
-            && event.delta_action == Some(DeltaAction::Append)
-            && same_part(&self.head, event);
-        if !(fits && continues) {
+        if !fits || event.delta_action != Some(DeltaAction::Append) {
             return false;
         }
         self.push_raw(raw.as_deref());
         self.text.push_str(text);
-        push_varint(&mut self.pieces, text.len() as u64);
-        push_varint(
-            &mut self.pieces,
-            zigzag(nanos.wrapping_sub(self.last_nanos)),
-        );
+        self.push_piece(text.len(), nanos);
         self.last_seq = event.seq;
         self.last_id = event.id;
-        self.last_nanos = nanos;
         true
+    }
+
+    /// The `delta` column: a run row's text; none for stream messages.
+    pub fn delta_column(&self) -> Option<&str> {
+        (self.form == Form::Text).then_some(self.text.as_str())
+    }
+
+    /// The `content` column: the first event's (a run row), or the messages' as one JSON array.
+    pub fn content_column(&self) -> String {
+        match self.form {
+            Form::Text => super::rows::json_text(&self.head.content),
+            Form::Messages => format!("{}]", self.text),
+        }
     }
 }
 
 impl Chunk {
+    /// One event's text length and its time after the previous event's.
+    fn push_piece(&mut self, length: usize, nanos: i64) {
+        push_varint(&mut self.pieces, length as u64);
+        push_varint(
+            &mut self.pieces,
+            zigzag(nanos.wrapping_sub(self.last_nanos)),
+        );
+        self.last_nanos = nanos;
+    }
+
     fn push_raw(&mut self, raw: Option<&str>) {
         match raw {
             Some(raw) => {
@@ -311,12 +430,44 @@ pub fn pieces<'a>(
     first_nanos: i64,
     count: u64,
 ) -> Result<Vec<Piece<'a>>, StoreError> {
+    cut(text, encoded, first_nanos, count, None)
+}
+
+/// The messages of a row of stream messages: its `content` column (a JSON array) cut into each
+/// message's JSON text by the lengths in `pieces`, with its time, as [`pieces`] does. Checks that
+/// the array's brackets and commas sit where the lengths say.
+pub fn message_pieces<'a>(
+    content: &'a str,
+    encoded: &[u8],
+    first_nanos: i64,
+    count: u64,
+) -> Result<Vec<Piece<'a>>, StoreError> {
+    let inner = content
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .ok_or_else(|| corrupt("a row of messages is not a JSON array"))?;
+    cut(inner, encoded, first_nanos, count, Some(b','))
+}
+
+fn cut<'a>(
+    text: &'a str,
+    encoded: &[u8],
+    first_nanos: i64,
+    count: u64,
+    separator: Option<u8>,
+) -> Result<Vec<Piece<'a>>, StoreError> {
     let mut out = Vec::with_capacity(count as usize);
     let (mut at, mut offset, mut nanos) = (0usize, 0usize, first_nanos);
     while at < encoded.len() {
         let length = read_varint(encoded, &mut at)? as usize;
         let delta = unzigzag(read_varint(encoded, &mut at)?);
         nanos = nanos.wrapping_add(delta);
+        if let (Some(separator), false) = (separator, out.is_empty()) {
+            if text.as_bytes().get(offset) != Some(&separator) {
+                return Err(corrupt("a row's pieces are not where its lengths say"));
+            }
+            offset += 1;
+        }
         let end = offset
             .checked_add(length)
             .filter(|end| *end <= text.len() && text.is_char_boundary(*end))
@@ -373,3 +524,6 @@ fn unzigzag(value: u64) -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod message_tests;

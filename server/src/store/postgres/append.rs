@@ -37,7 +37,7 @@ struct Columns {
 
 impl Columns {
     /// The columns every row has, from its first event.
-    fn push_head(&mut self, event: &AgentEvent, last_seq: u64) {
+    fn push_head(&mut self, event: &AgentEvent, last_seq: u64, content: String) {
         self.id.push(event.id);
         self.agent_id.push(event.agent_id);
         self.first_seq.push(event.seq as i64);
@@ -50,7 +50,7 @@ impl Columns {
         self.delta_path.push(event.delta_path.clone());
         self.delta_action
             .push(event.delta_action.map(DeltaAction::as_str));
-        self.content.push(json_text(&event.content));
+        self.content.push(content);
         self.metadata.push(json_text(&event.metadata));
         self.created_at.push(event.created_at);
     }
@@ -58,15 +58,15 @@ impl Columns {
     fn push(&mut self, row: Written<'_>) {
         match row {
             Written::Event(event) => {
-                self.push_head(event, event.seq);
+                self.push_head(event, event.seq, json_text(&event.content));
                 self.delta.push(event.delta.as_ref().map(json_text));
                 self.raw.push(event.raw.as_ref().map(json_text));
                 self.pieces.push(None);
                 self.raws.push(None);
             }
             Written::Chunk(chunk) => {
-                self.push_head(&chunk.head, chunk.last_seq);
-                self.delta.push(Some(chunk.text.clone()));
+                self.push_head(&chunk.head, chunk.last_seq, chunk.content_column());
+                self.delta.push(chunk.delta_column().map(str::to_owned));
                 self.raw.push(None);
                 self.pieces.push(Some(chunk.pieces.clone()));
                 self.raws.push(chunk.raws_column());
@@ -91,7 +91,8 @@ impl Columns {
                  thread_id, block_id, message_id, kind, delta, delta_path, delta_action, \
                  content, raw, metadata, created_at, pieces, raws) \
              ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
-                 delta = excluded.delta, pieces = excluded.pieces, raws = excluded.raws",
+                 delta = excluded.delta, content = excluded.content, pieces = excluded.pieces, \
+                 raws = excluded.raws",
         )
         .bind(&self.id)
         .bind(&self.agent_id)

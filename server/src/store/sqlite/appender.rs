@@ -306,7 +306,8 @@ fn append(
                  metadata, created_at, pieces, raws) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
                  ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
                  ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
-                 delta = excluded.delta, pieces = excluded.pieces, raws = excluded.raws",
+                 delta = excluded.delta, content = excluded.content, pieces = excluded.pieces, \
+                 raws = excluded.raws",
             )
             .map_err(sqlite_error)?;
         let mut write = |row: Written<'_>| match row {
@@ -489,10 +490,10 @@ fn write_chunk(
             blob(head.block_id),
             blob(head.message_id),
             head.kind.as_str(),
-            chunk.text,
+            chunk.delta_column(),
             head.delta_path,
             head.delta_action.map(DeltaAction::as_str),
-            json_text(&head.content),
+            chunk.content_column(),
             None::<String>,
             json_text(&head.metadata),
             chunk::time_nanos(head.created_at)?,
