@@ -64,8 +64,15 @@ impl EventDraft {
     /// after another sort together, so the log's id index grows at its end instead of taking
     /// a random page per event (random v4 ids made each commit dirty hundreds of index pages).
     pub fn new(kind: EventKind) -> EventDraft {
+        EventDraft::made(kind, Uuid::now_v7(), Utc::now())
+    }
+
+    /// A draft of `kind` with the given id and time, everything else empty: for many drafts
+    /// made at once (a fresh UUIDv7 costs a call to the OS's random source; see
+    /// [`crate::store::chunk::nth_id`]).
+    pub fn made(kind: EventKind, id: Uuid, created_at: DateTime<Utc>) -> EventDraft {
         EventDraft {
-            id: Uuid::now_v7(),
+            id,
             run_id: None,
             thread_id: None,
             block_id: None,
@@ -77,7 +84,7 @@ impl EventDraft {
             content: Value::Null,
             raw: None,
             metadata: Value::Null,
-            created_at: Utc::now(),
+            created_at,
         }
     }
 

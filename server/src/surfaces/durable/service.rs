@@ -425,13 +425,17 @@ fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Mess
 }
 
 /// One append's messages as drafts, sharing a block id: the batch they came in (a JSON fork's
-/// sub-offset counts within it).
+/// sub-offset counts within it). Their ids follow the first's (as the writer would chain them:
+/// one row of the log holds them), their time is one.
 fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
     let batch = uuid::Uuid::now_v7();
+    let (first, now) = (uuid::Uuid::now_v7(), chrono::Utc::now());
     messages
         .into_iter()
-        .map(|message| {
-            let mut draft = EventDraft::new(EventKind::StreamMessage);
+        .enumerate()
+        .map(|(k, message)| {
+            let id = crate::store::chunk::nth_id(first, k as u64).unwrap_or_else(uuid::Uuid::now_v7);
+            let mut draft = EventDraft::made(EventKind::StreamMessage, id, now);
             draft.block_id = Some(batch);
             draft.content = protocol::stored(content_type, message);
             draft
