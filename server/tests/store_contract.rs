@@ -658,7 +658,10 @@ async fn write_three_appends_of_messages(store: &dyn Store) -> (Uuid, usize) {
     }
     let read = store.read_events(log, 100, 1_000).await.unwrap();
     assert_eq!(read.len(), 92, "read from inside a row");
-    assert_eq!(read[0].content, json!({"append": 1, "k": 36, "text": "a token"}));
+    assert_eq!(
+        read[0].content,
+        json!({"append": 1, "k": 36, "text": "a token"})
+    );
     (log, events)
 }
 
@@ -666,7 +669,10 @@ async fn write_three_appends_of_messages(store: &dyn Store) -> (Uuid, usize) {
 #[tokio::test]
 async fn sqlite_keeps_an_appends_messages_in_one_row() {
     let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("messages.db").display());
+    let url = format!(
+        "sqlite://{}",
+        directory.path().join("messages.db").display()
+    );
     let store = SqliteStore::open(&url).await.unwrap();
     let (log, events) = write_three_appends_of_messages(&store).await;
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE agent_id = ?")

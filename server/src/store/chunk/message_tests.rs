@@ -96,7 +96,11 @@ fn a_row_of_messages_gives_back_every_message() {
     assert_eq!(chunk.delta_column(), None);
     assert_eq!(chunk.raws_column(), None, "messages carry no raw events");
     let column: Value = serde_json::from_str(&chunk.content_column()).unwrap();
-    assert_eq!(column, Value::Array(contents()), "the column is their array");
+    assert_eq!(
+        column,
+        Value::Array(contents()),
+        "the column is their array"
+    );
     assert_eq!(read_back(&chunk, Pick::All), events);
     for since in 19..=28 {
         for limit in [1, 3, 100] {
@@ -116,7 +120,10 @@ fn a_row_of_messages_gives_back_every_message() {
             assert_eq!(read, want, "since {since}, limit {limit}");
         }
     }
-    assert_eq!(read_back(&chunk, Pick::Id(events[5].id)), vec![events[5].clone()]);
+    assert_eq!(
+        read_back(&chunk, Pick::Id(events[5].id)),
+        vec![events[5].clone()]
+    );
 }
 
 /// What ends a row of messages: each case changes one thing of the message that would have
@@ -128,14 +135,26 @@ fn a_row_of_messages_ends_where_a_message_does_not_continue_it() {
     type Change = Box<dyn Fn(&mut AgentEvent)>;
     let cases: Vec<(&str, Change)> = vec![
         ("continues", Box::new(|_| {})),
-        ("continues with other content", Box::new(|event| event.content = json!({"a": [1]}))),
+        (
+            "continues with other content",
+            Box::new(|event| event.content = json!({"a": [1]})),
+        ),
         ("seq skips", Box::new(|event| event.seq = 12)),
-        ("id not the next", Box::new(|event| event.id = Uuid::from_u128(99))),
-        ("another append", Box::new(|event| event.block_id = Some(Uuid::nil()))),
+        (
+            "id not the next",
+            Box::new(|event| event.id = Uuid::from_u128(99)),
+        ),
+        (
+            "another append",
+            Box::new(|event| event.block_id = Some(Uuid::nil())),
+        ),
         ("other kind", Box::new(|event| event.kind = EventKind::Text)),
         ("a delta", Box::new(|event| event.delta = Some(json!("x")))),
         ("a raw", Box::new(|event| event.raw = Some(json!({"t": 1})))),
-        ("metadata", Box::new(|event| event.metadata = json!({"m": 1}))),
+        (
+            "metadata",
+            Box::new(|event| event.metadata = json!({"m": 1})),
+        ),
         ("a run", Box::new(|event| event.run_id = Some(Uuid::nil()))),
         (
             "too long",
@@ -154,7 +173,10 @@ fn a_row_of_messages_ends_where_a_message_does_not_continue_it() {
         }
     }
     let huge = message(10, 0, json!("x".repeat(MESSAGE_ROW_BYTES_MAX)), 0);
-    assert!(Chunk::start(&huge).unwrap().is_none(), "a huge message is a row of its own");
+    assert!(
+        Chunk::start(&huge).unwrap().is_none(),
+        "a huge message is a row of its own"
+    );
 }
 
 #[test]
@@ -166,7 +188,9 @@ fn a_row_of_messages_is_bounded_in_messages_and_bytes() {
     }
     assert_eq!(seq, CHUNK_EVENTS_MAX);
     let text = json!("m".repeat(1_000));
-    let mut chunk = Chunk::start(&message(1, 0, text.clone(), 0)).unwrap().unwrap();
+    let mut chunk = Chunk::start(&message(1, 0, text.clone(), 0))
+        .unwrap()
+        .unwrap();
     let mut seq = 1;
     while chunk.extend(&message(seq + 1, seq, text.clone(), 1_000_000)) {
         seq += 1;
@@ -181,18 +205,21 @@ fn a_row_of_messages_is_bounded_in_messages_and_bytes() {
 fn damaged_rows_of_messages_are_refused() {
     let cases: [(&str, &[u8], u64); 7] = [
         ("[1,22]", &[1, 0, 2, 0], 2),
-        ("[1,22", &[1, 0, 2, 0], 2),      // not an array
-        ("1,22]", &[1, 0, 2, 0], 2),      // not an array
-        ("[1;22]", &[1, 0, 2, 0], 2),     // no comma where the lengths say
-        ("[1,22]", &[2, 0, 1, 0], 2),     // lengths cut elsewhere
-        ("[1,22]", &[1, 0, 1, 0], 2),     // text left over
-        ("[1,22,]", &[1, 0, 2, 0], 2),    // a trailing comma
+        ("[1,22", &[1, 0, 2, 0], 2),   // not an array
+        ("1,22]", &[1, 0, 2, 0], 2),   // not an array
+        ("[1;22]", &[1, 0, 2, 0], 2),  // no comma where the lengths say
+        ("[1,22]", &[2, 0, 1, 0], 2),  // lengths cut elsewhere
+        ("[1,22]", &[1, 0, 1, 0], 2),  // text left over
+        ("[1,22,]", &[1, 0, 2, 0], 2), // a trailing comma
     ];
     for (index, (content, encoded, count)) in cases.into_iter().enumerate() {
         let result = message_pieces(content, encoded, 0, count);
         assert_eq!(result.is_ok(), index == 0, "case {index}: {result:?}");
     }
-    assert!(message_pieces("[1,22]", &[1, 0, 2, 0], 0, 3).is_err(), "count differs");
+    assert!(
+        message_pieces("[1,22]", &[1, 0, 2, 0], 0, 3).is_err(),
+        "count differs"
+    );
 }
 
 /// The writer chains the ids of one append's messages, and only those.
@@ -221,5 +248,8 @@ fn ids_chain_within_one_append_of_messages() {
     };
     let own = second.drafts[0].id;
     chains.assign(&mut second);
-    assert_eq!(second.drafts[0].id, own, "the next append starts its own row");
+    assert_eq!(
+        second.drafts[0].id, own,
+        "the next append starts its own row"
+    );
 }

@@ -434,7 +434,8 @@ fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
         .into_iter()
         .enumerate()
         .map(|(k, message)| {
-            let id = crate::store::chunk::nth_id(first, k as u64).unwrap_or_else(uuid::Uuid::now_v7);
+            let id =
+                crate::store::chunk::nth_id(first, k as u64).unwrap_or_else(uuid::Uuid::now_v7);
             let mut draft = EventDraft::made(EventKind::StreamMessage, id, now);
             draft.block_id = Some(batch);
             draft.content = protocol::stored(content_type, message);
