@@ -5,7 +5,8 @@
 //!
 //! Per server and round: appends/s with one message per POST and with 64 (wrk, 64 connections
 //! over 64 JSON streams, ~45-byte messages) with their ack p50/p99 and every acknowledged
-//! message read back exactly once; catch-up reads of a 10 000-message stream; append →
+//! message read back exactly once; catch-up reads of a 10 000-message stream, then the same
+//! reads from the server restarted on its data (from storage, none of its memory); append →
 //! long-poll and append → SSE latency; and the cost: server CPU and bytes written per message,
 //! bytes on disk per message.
 //!
@@ -84,13 +85,15 @@ struct Round {
     single: Appends,
     batched: Appends,
     catch_up: f64,
+    /// The same after a restart (messages/s; NaN when the stream did not come back whole).
+    catch_up_restarted: f64,
     long_poll: (f64, f64),
     sse: (f64, f64),
     disk_per_message: f64,
 }
 
 async fn measure(kind: Kind, round: usize, args: &Args, script: &std::path::Path) -> Round {
-    let target = Target::start(kind).await;
+    let mut target = Target::start(kind).await;
     let single = load::appends(
         &target,
         &format!("r{round}-single"),
@@ -109,15 +112,25 @@ async fn measure(kind: Kind, round: usize, args: &Args, script: &std::path::Path
     .await;
     let disk_per_message =
         target.disk_bytes() as f64 / (single.read_back + batched.read_back).max(1) as f64;
-    let catch_up = load::catch_up(&target, &format!("r{round}-catch-up"), 3).await;
+    let catch_up_stream = format!("r{round}-catch-up");
+    load::fill_catch_up_stream(&target, &catch_up_stream).await;
+    let catch_up = load::catch_up_reads(&target, &catch_up_stream, 3)
+        .await
+        .unwrap_or(f64::NAN);
     let long_poll =
         load::long_poll_latency(&target, &format!("r{round}-long-poll"), args.samples).await;
     let sse = load::sse_latency(&target, &format!("r{round}-sse"), args.samples).await;
+    // The same catch-up from a restarted server: from what it stored, none of its memory.
+    target.restart().await;
+    let catch_up_restarted = load::catch_up_reads(&target, &catch_up_stream, 3)
+        .await
+        .unwrap_or(f64::NAN);
     target.stop().await;
     Round {
         single,
         batched,
         catch_up,
+        catch_up_restarted,
         long_poll,
         sse,
         disk_per_message,
@@ -217,6 +230,9 @@ fn print_table(results: &[(Kind, Vec<Round>)], args: &Args) {
         &format!("catch-up read of a {CATCH_UP_MESSAGES}-message stream, messages/s"),
         &|r| format!("{:.0}", of(r, &|x| x.catch_up)),
     );
+    row("the same read after a restart, messages/s", &|r| {
+        format!("{:.0}", of(r, &|x| x.catch_up_restarted))
+    });
     row("append → long-poll reader, p50 / p99 (ms)", &|r| {
         format!(
             "{:.1} / {:.1}",

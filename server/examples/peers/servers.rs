@@ -77,91 +77,119 @@ impl Target {
     pub async fn start(kind: Kind) -> Target {
         let data = tempfile::tempdir().expect("a temporary directory");
         let port = free_port();
-        let log = std::fs::File::create(data.path().join("server.log")).expect("a log file");
-        let mut command = match kind {
-            Kind::Agentstream | Kind::Baseline => {
-                let binary = match kind {
-                    Kind::Baseline => baseline_binary(),
-                    _ => std::env::current_exe()
-                        .expect("the bench's own path")
-                        .parent()
-                        .and_then(Path::parent)
-                        .expect("the target directory")
-                        .join("server"),
-                };
-                let mut command = tokio::process::Command::new(binary);
-                command
-                    .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-                    .env(
-                        "DATABASE_URL",
-                        format!("sqlite://{}", data.path().join("agentstream.db").display()),
-                    )
-                    // The load is one anonymous subject with 64 connections plus the latency
-                    // readers: above the default per-subject limit (64) it would be refused.
-                    .env("AGENTSTREAM_REQUESTS_PER_SUBJECT_MAX", "1024")
-                    .env("RUST_LOG", "warn");
-                command
-            }
-            Kind::RustPeer => {
-                let mut command = tokio::process::Command::new(rust_peer_binary());
-                command
-                    .arg("--port")
-                    .arg(port.to_string())
-                    .arg("--data-dir")
-                    .arg(data.path().join("streams"));
-                command
-            }
-            Kind::NodeReference => {
-                let mut command = tokio::process::Command::new("node");
-                command
-                    .arg(repository().join("scripts/peers/node-reference.mjs"))
-                    .arg(port.to_string())
-                    .arg(data.path().join("streams"));
-                command
-            }
-        };
-        let child = command
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|error| panic!("{} did not start: {error}", kind.label()));
-        let origin = format!("http://127.0.0.1:{port}");
-        let prefix = match kind {
-            Kind::Agentstream | Kind::Baseline => "/v1/streams/",
-            Kind::RustPeer | Kind::NodeReference => "/",
-        };
-        let probe = format!("{origin}{prefix}bench-ready");
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let answered = http
-                .put(&probe)
-                .header("content-type", "application/json")
-                .send()
-                .await;
-            if answered.is_ok_and(|response| response.status().is_success()) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not answer within 30 s (its log: {})",
-                kind.label(),
-                data.path().join("server.log").display()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let pid = child.id().expect("a running child");
+        let (child, pid) = spawn(kind, port, &data).await;
         Target {
             kind,
-            origin,
-            prefix,
+            origin: format!("http://127.0.0.1:{port}"),
+            prefix: prefix(kind),
             pid,
             child,
             data,
         }
     }
 
+    /// Stops the server and starts it again on the same data and port: what it serves next comes
+    /// from what it stored, none of its memory.
+    pub async fn restart(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let port = self
+            .origin
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .expect("the target's port");
+        let (child, pid) = spawn(self.kind, port, &self.data).await;
+        (self.child, self.pid) = (child, pid);
+    }
+}
+
+fn prefix(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Agentstream | Kind::Baseline => "/v1/streams/",
+        Kind::RustPeer | Kind::NodeReference => "/",
+    }
+}
+
+/// Starts `kind` on `port` with its data in `data`; returns once it answers.
+async fn spawn(kind: Kind, port: u16, data: &tempfile::TempDir) -> (tokio::process::Child, u32) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data.path().join("server.log"))
+        .expect("a log file");
+    let mut command = match kind {
+        Kind::Agentstream | Kind::Baseline => {
+            let binary = match kind {
+                Kind::Baseline => baseline_binary(),
+                _ => std::env::current_exe()
+                    .expect("the bench's own path")
+                    .parent()
+                    .and_then(Path::parent)
+                    .expect("the target directory")
+                    .join("server"),
+            };
+            let mut command = tokio::process::Command::new(binary);
+            command
+                .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+                .env(
+                    "DATABASE_URL",
+                    format!("sqlite://{}", data.path().join("agentstream.db").display()),
+                )
+                // The load is one anonymous subject with 64 connections plus the latency
+                // readers: above the default per-subject limit (64) it would be refused.
+                .env("AGENTSTREAM_REQUESTS_PER_SUBJECT_MAX", "1024")
+                .env("RUST_LOG", "warn");
+            command
+        }
+        Kind::RustPeer => {
+            let mut command = tokio::process::Command::new(rust_peer_binary());
+            command
+                .arg("--port")
+                .arg(port.to_string())
+                .arg("--data-dir")
+                .arg(data.path().join("streams"));
+            command
+        }
+        Kind::NodeReference => {
+            let mut command = tokio::process::Command::new("node");
+            command
+                .arg(repository().join("scripts/peers/node-reference.mjs"))
+                .arg(port.to_string())
+                .arg(data.path().join("streams"));
+            command
+        }
+    };
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|error| panic!("{} did not start: {error}", kind.label()));
+    let probe = format!("http://127.0.0.1:{port}{}bench-ready", prefix(kind));
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answered = http
+            .put(&probe)
+            .header("content-type", "application/json")
+            .send()
+            .await;
+        if answered.is_ok_and(|response| response.status().is_success()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} did not answer within 30 s (its log: {})",
+            kind.label(),
+            data.path().join("server.log").display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().expect("a running child");
+    (child, pid)
+}
+
+impl Target {
     /// The URL of stream `name`.
     pub fn url(&self, name: &str) -> String {
         format!("{}{}{name}", self.origin, self.prefix)
