@@ -564,16 +564,45 @@ async fn run_cases(subject: Subject) {
     a_chat_id_keeps_its_agent(&subject).await;
 }
 
+/// A SQLite store on a new file (kept while the directory lives).
+async fn new_sqlite() -> (tempfile::TempDir, SqliteStore) {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("log.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    (directory, store)
+}
+
+/// A PostgreSQL store on a new database of the test server.
+async fn new_postgres() -> PgStore {
+    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
+        .await
+        .unwrap();
+    PgStore::open(&url, &ClusterOptions::default())
+        .await
+        .unwrap()
+}
+
+const COUNT_ROWS: &str = "SELECT count(*) FROM events";
+
+async fn sqlite_rows(store: &SqliteStore) -> i64 {
+    sqlx::query_scalar(COUNT_ROWS)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+async fn postgres_rows(store: &PgStore) -> i64 {
+    sqlx::query_scalar(COUNT_ROWS)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!(
-        "sqlite://{}",
-        directory.path().join("contract.db").display()
-    );
-    let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+    let (_directory, store) = new_sqlite().await;
     run_cases(Subject {
-        store,
+        store: Arc::new(store),
         cluster: None,
     })
     .await;
@@ -609,36 +638,21 @@ fn assert_shared_rows(rows: i64, events: usize) {
 /// Both stores keep a streamed log in few rows: runs of appends share one.
 #[tokio::test]
 async fn sqlite_keeps_runs_of_appends_in_shared_rows() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("runs.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
+    let (_directory, store) = new_sqlite().await;
     let events = write_plain_stream(&store).await;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_shared_rows(rows, events);
+    assert_shared_rows(sqlite_rows(&store).await, events);
 }
 
 #[tokio::test]
 async fn postgres_keeps_runs_of_appends_in_shared_rows() {
-    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
-        .await
-        .unwrap();
-    let store = PgStore::open(&url, &ClusterOptions::default())
-        .await
-        .unwrap();
+    let store = new_postgres().await;
     let events = write_plain_stream(&store).await;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_shared_rows(rows, events);
+    assert_shared_rows(postgres_rows(&store).await, events);
 }
 
 /// Three appends of 64 stream messages each to a new log (ids chained as the writer chains
-/// them): the events the store says it wrote, and the log's id.
-async fn write_three_appends_of_messages(store: &dyn Store) -> (Uuid, usize) {
+/// them); the events the store says it wrote.
+async fn write_three_appends_of_messages(store: &dyn Store) -> usize {
     let log = store.create_agent(NewAgent::default()).await.unwrap().id;
     let mut chains = IdChains::default();
     let mut events = 0;
@@ -662,54 +676,27 @@ async fn write_three_appends_of_messages(store: &dyn Store) -> (Uuid, usize) {
         read[0].content,
         json!({"append": 1, "k": 36, "text": "a token"})
     );
-    (log, events)
+    events
 }
 
 /// Both stores keep one append's messages in one row.
 #[tokio::test]
 async fn sqlite_keeps_an_appends_messages_in_one_row() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!(
-        "sqlite://{}",
-        directory.path().join("messages.db").display()
-    );
-    let store = SqliteStore::open(&url).await.unwrap();
-    let (log, events) = write_three_appends_of_messages(&store).await;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE agent_id = ?")
-        .bind(log.to_string())
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_eq!((rows, events), (3, 192));
+    let (_directory, store) = new_sqlite().await;
+    let events = write_three_appends_of_messages(&store).await;
+    assert_eq!((sqlite_rows(&store).await, events), (3, 192));
 }
 
 #[tokio::test]
 async fn postgres_keeps_an_appends_messages_in_one_row() {
-    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
-        .await
-        .unwrap();
-    let store = PgStore::open(&url, &ClusterOptions::default())
-        .await
-        .unwrap();
-    let (log, events) = write_three_appends_of_messages(&store).await;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE agent_id = $1")
-        .bind(log)
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_eq!((rows, events), (3, 192));
+    let store = new_postgres().await;
+    let events = write_three_appends_of_messages(&store).await;
+    assert_eq!((postgres_rows(&store).await, events), (3, 192));
 }
 
 #[tokio::test]
 async fn postgres_keeps_the_store_contract() {
-    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
-        .await
-        .unwrap();
-    let store = Arc::new(
-        PgStore::open(&url, &ClusterOptions::default())
-            .await
-            .unwrap(),
-    );
+    let store = Arc::new(new_postgres().await);
     run_cases(Subject {
         store: store.clone(),
         cluster: Some(store),
