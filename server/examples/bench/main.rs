@@ -36,6 +36,8 @@ mod first_open;
 mod log_size;
 mod observability;
 mod producer;
+#[path = "../peers/stream_client.rs"]
+mod stream_client;
 mod streams;
 
 /// Appends one producer keeps unacknowledged, as a run does (`RUN_APPENDS_IN_FLIGHT_MAX`).

@@ -4,44 +4,19 @@
 //! reader's answer — next to our own loop's event made → WebSocket frame.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::live::{self, percentiles, Server};
+use super::stream_client::{self, append, create};
 use super::Sizes;
 
 /// Messages per JSON append in the batched figure.
 const BATCH_MESSAGES: usize = 64;
 
-fn nanos_now() -> i64 {
-    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
-}
-
 fn stream_url(server: &Server, path: &str) -> String {
     format!("{}/v1/streams/{path}", server.base)
-}
-
-async fn create(http: &reqwest::Client, url: &str, content_type: &str) {
-    let response = http
-        .put(url)
-        .header("content-type", content_type)
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
-}
-
-async fn append(http: &reqwest::Client, url: &str, content_type: &str, body: String) {
-    let response = http
-        .post(url)
-        .header("content-type", content_type)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
 }
 
 /// Messages/s of `writers` streams each appended `appends` times with `per_append` messages.
@@ -50,7 +25,7 @@ async fn append_rate(server: &Server, writers: u64, appends: u64, per_append: us
     let mut urls = Vec::new();
     for writer in 0..writers {
         let url = stream_url(server, &format!("bench/append-{per_append}-{writer}"));
-        create(&http, &url, "application/json").await;
+        create(&http, &url).await;
         urls.push(url);
     }
     let started = Instant::now();
@@ -68,7 +43,7 @@ async fn append_rate(server: &Server, writers: u64, appends: u64, per_append: us
                     } else {
                         Value::Array(messages).to_string()
                     };
-                    append(&http, &url, "application/json", body).await;
+                    append(&http, &url, body).await;
                 }
             })
         })
@@ -83,19 +58,13 @@ async fn append_rate(server: &Server, writers: u64, appends: u64, per_append: us
 async fn read_rate(server: &Server, messages: u64) -> f64 {
     let http = reqwest::Client::new();
     let url = stream_url(server, "bench/read");
-    create(&http, &url, "application/json").await;
+    create(&http, &url).await;
     let batch = BATCH_MESSAGES as u64;
     for start in (0..messages).step_by(BATCH_MESSAGES) {
         let body: Vec<Value> = (start..(start + batch).min(messages))
             .map(|n| json!({ "n": n, "text": "a token of a reply" }))
             .collect();
-        append(
-            &http,
-            &url,
-            "application/json",
-            Value::Array(body).to_string(),
-        )
-        .await;
+        append(&http, &url, Value::Array(body).to_string()).await;
     }
     let started = Instant::now();
     let mut offset = "-1".to_owned();
@@ -122,93 +91,16 @@ async fn read_rate(server: &Server, messages: u64) -> f64 {
     read as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Append request sent → long-poll answered, in ms, `samples` times.
+/// Append request sent → long-poll answered: p50, p99 and max in ms of `samples`.
 async fn long_poll_latency(server: &Server, samples: usize) -> (f64, f64, f64) {
-    let http = reqwest::Client::new();
     let url = stream_url(server, "bench/long-poll");
-    create(&http, &url, "application/json").await;
-    let mut offset = "now".to_owned();
-    let mut latencies = Vec::new();
-    for n in 0..samples {
-        let poll = {
-            let (http, url, offset) = (http.clone(), url.clone(), offset.clone());
-            tokio::spawn(async move {
-                let response = http
-                    .get(format!("{url}?offset={offset}&live=long-poll"))
-                    .send()
-                    .await
-                    .unwrap();
-                let answered = nanos_now();
-                let next = response.headers()["stream-next-offset"]
-                    .to_str()
-                    .unwrap()
-                    .to_owned();
-                (answered, next)
-            })
-        };
-        // The poll is waiting at the tail before the append goes out.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let sent = nanos_now();
-        append(
-            &http,
-            &url,
-            "application/json",
-            json!({ "n": n }).to_string(),
-        )
-        .await;
-        let (answered, next) = poll.await.unwrap();
-        latencies.push((answered - sent) as f64 / 1e6);
-        offset = next;
-    }
-    percentiles(latencies)
+    percentiles(stream_client::long_poll_latencies(&url, samples).await)
 }
 
-/// Append request sent → SSE data event read, in ms, `samples` times on one connection.
+/// Append request sent → SSE data event read: p50, p99 and max in ms of `samples`.
 async fn sse_latency(server: &Server, samples: usize) -> (f64, f64, f64) {
-    let http = reqwest::Client::new();
     let url = stream_url(server, "bench/sse");
-    create(&http, &url, "application/json").await;
-    let response = http
-        .get(format!("{url}?offset=now&live=sse"))
-        .send()
-        .await
-        .unwrap();
-    let mut body = response.bytes_stream();
-    let reader = tokio::spawn(async move {
-        let mut latencies = Vec::new();
-        let mut buffer = String::new();
-        while latencies.len() < samples {
-            let Some(Ok(chunk)) = body.next().await else {
-                break;
-            };
-            let received = nanos_now();
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                if !event.starts_with("event: data") {
-                    continue;
-                }
-                let data = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .collect::<String>();
-                let messages: Vec<Value> = serde_json::from_str(&data).unwrap_or_default();
-                for message in messages {
-                    if let Some(sent) = message["sent"].as_i64() {
-                        latencies.push((received - sent) as f64 / 1e6);
-                    }
-                }
-            }
-        }
-        latencies
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    for _ in 0..samples {
-        let body = json!({ "sent": nanos_now() }).to_string();
-        append(&http, &url, "application/json", body).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    percentiles(reader.await.unwrap())
+    percentiles(stream_client::sse_latencies(&url, samples).await)
 }
 
 pub async fn measure(directory: &Path, sizes: &Sizes) {

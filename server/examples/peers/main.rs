@@ -18,6 +18,7 @@
 
 mod load;
 mod servers;
+mod stream_client;
 
 use std::path::PathBuf;
 
