@@ -17,66 +17,23 @@ use serde_json::{json, Value};
 
 use super::failure::end_from_log;
 use super::run::Run;
+pub use limits::{
+    RunLimits, StartRunError, ACTIVE_RUNS_MAX, EVENT_BYTES_MAX, RUN_BYTES_MAX_DEFAULT,
+    RUN_EVENTS_MAX_DEFAULT, RUN_ITERATIONS_MAX_DEFAULT,
+};
+pub use options::{RunOptions, Turn};
+use providers::model_for;
+pub use providers::Providers;
 pub use slot::ProducedSlot;
 use slot::Slot;
 
+mod limits;
+mod options;
+mod providers;
 mod slot;
-use super::tools::TOOL_RESULT_CHARS_MAX;
 use crate::delivery::writer::Writer;
-use crate::provider::{ConversationMessage, Provider, ProviderRequest};
+use crate::provider::{ConversationMessage, ProviderRequest};
 use crate::tools::Tool;
-
-/// Runs in flight across all agents. Each holds a provider stream and a task; past this, new runs
-/// are refused with 503 rather than degrade every run already going.
-pub const ACTIVE_RUNS_MAX: usize = 256;
-/// LLM calls one run makes at most (LLM → tools → LLM …) unless configured otherwise; a model
-/// that keeps asking for tools ends with stop reason `max_iterations`.
-pub const RUN_ITERATIONS_MAX_DEFAULT: u32 = 10;
-/// Events one run may write unless configured otherwise: far beyond any real reply (a 20 000-token
-/// answer is about 20 000 events), low enough that a runaway model cannot fill the disk.
-pub const RUN_EVENTS_MAX_DEFAULT: u64 = 100_000;
-
-/// Bytes one run may write unless configured otherwise (its events' deltas, contents and raw
-/// provider events, as JSON): a long answer with tools is a few megabytes.
-pub const RUN_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
-/// One event larger than this (as JSON) is not written: the run ends as past its byte limit.
-/// Every event the server makes from bounded parts is far smaller (a tool result is cut at
-/// `TOOL_RESULT_CHARS_MAX`, a call's input at `TOOL_CALL_INPUT_BYTES_MAX`).
-pub const EVENT_BYTES_MAX: usize = 1024 * 1024;
-
-/// The per-run bounds of `config::Limits`.
-#[derive(Clone, Copy, Debug)]
-pub struct RunLimits {
-    /// Past this, the run stops its model and tools and ends with stop reason `max_events`; the
-    /// events that close it (results for open tool calls, the end) are still written.
-    pub events_max: u64,
-    /// The same in bytes (stop reason `max_bytes`), and an event past [`EVENT_BYTES_MAX`].
-    pub bytes_max: u64,
-    pub tool_result_chars_max: usize,
-}
-
-impl Default for RunLimits {
-    fn default() -> RunLimits {
-        RunLimits {
-            bytes_max: RUN_BYTES_MAX_DEFAULT,
-            events_max: RUN_EVENTS_MAX_DEFAULT,
-            tool_result_chars_max: TOOL_RESULT_CHARS_MAX,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StartRunError {
-    #[error("provider {0:?} is not configured on this server ({hint}; available: {1})", hint = provider_settings(.0))]
-    UnknownProvider(String, String),
-    /// A model the server's default provider (the scripted one) cannot serve.
-    #[error("model {0:?} needs a real provider, and this server runs only the scripted one: set ANTHROPIC_API_KEY or OPENAI_API_KEY and name it (\"anthropic/…\", \"openai/…\"), or leave the model out")]
-    ModelNotServed(String),
-    #[error("agent {agent_id} is already running run {run_id}")]
-    RunInProgress { agent_id: Uuid, run_id: Uuid },
-    #[error("{ACTIVE_RUNS_MAX} runs are in progress; try again shortly")]
-    TooManyRuns,
-}
 
 struct ActiveRun {
     run_id: Uuid,
@@ -106,108 +63,6 @@ impl Cancelling {
             .await
             .is_ok_and(|result| result.is_ok())
     }
-}
-
-/// The providers a server offers: the default, and others agents may choose by name in their
-/// `metadata.provider`.
-#[derive(Clone)]
-pub struct Providers {
-    pub default: Arc<dyn Provider>,
-    pub by_name: HashMap<&'static str, Arc<dyn Provider>>,
-}
-
-impl Providers {
-    /// The provider an agent uses: its `metadata.provider`; else the provider its model handle
-    /// names (`openai/gpt-4o`, as Letta writes models); else the server's default. A model the
-    /// default cannot serve is refused rather than faked: the scripted provider serves no model
-    /// but its own (`scripted`, `scripted/…`) unless the agent chose it by name.
-    pub fn for_agent(&self, agent: &Agent) -> Result<Arc<dyn Provider>, StartRunError> {
-        let chosen = agent
-            .metadata
-            .get("provider")
-            .and_then(serde_json::Value::as_str);
-        let model = agent
-            .model
-            .as_deref()
-            .map(str::trim)
-            .filter(|model| !model.is_empty());
-        let named = chosen.or_else(|| model.and_then(provider_of_handle));
-        let provider = match named {
-            None => self.default.clone(),
-            Some(name) => self.by_name.get(name).cloned().ok_or_else(|| {
-                let mut names: Vec<_> = self.by_name.keys().copied().collect();
-                names.sort_unstable();
-                StartRunError::UnknownProvider(name.to_owned(), names.join(", "))
-            })?,
-        };
-        let scripted_own =
-            |model: &str| model == "scripted" || provider_of_handle(model) == Some("scripted");
-        match model {
-            Some(model)
-                if chosen.is_none() && provider.name() == "scripted" && !scripted_own(model) =>
-            {
-                Err(StartRunError::ModelNotServed(model.to_owned()))
-            }
-            _ => Ok(provider),
-        }
-    }
-}
-
-/// The providers a model handle may name, and what configures each.
-const PROVIDER_NAMES: [&str; 4] = ["scripted", "anthropic", "openai", "claude-cli"];
-
-/// The provider a model handle names: `openai/gpt-4o` → `openai`. Only our providers' names
-/// count: other prefixes (`meta-llama/…`) are model names of OpenAI-compatible servers.
-fn provider_of_handle(model: &str) -> Option<&'static str> {
-    let (prefix, _) = model.split_once('/')?;
-    PROVIDER_NAMES.into_iter().find(|name| *name == prefix)
-}
-
-/// What to set for a provider that is not configured.
-pub fn provider_settings(name: &str) -> &'static str {
-    match name {
-        "anthropic" => "set ANTHROPIC_API_KEY",
-        "openai" => "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
-        "claude-cli" => "set AGENTSTREAM_CLAUDE_CLI to the claude command",
-        _ => "the providers are scripted, anthropic, openai and claude-cli",
-    }
-}
-
-/// How a run was asked for. Recorded in its `run_started` event (and the user message), so every
-/// view of the log — and a stream resumed later, on any server — knows it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunOptions {
-    /// The run outlives the request that started it (Letta's `background`): a client that
-    /// disconnects from its stream does not cancel it.
-    pub background: bool,
-    /// The client's id for the user message (Letta's `otid`), echoed on the message.
-    pub otid: Option<String>,
-    /// Letta's `stream_tokens` of the request that started the run: how a resumed Letta stream
-    /// is cut (token fragments or one message per step).
-    pub stream_tokens: Option<bool>,
-    /// LLM calls at most for this run (Letta's `max_steps`); never above the server's limit.
-    pub iterations_max: Option<u32>,
-    /// What the client said about the run that the log should keep (AG-UI's run id, context
-    /// and state), recorded as `client` in `run_started`'s metadata.
-    pub client: Option<serde_json::Value>,
-    /// The id the run gets, for a surface that must name the run before it starts (AG-UI ties
-    /// the client's run id to it first); a new time-ordered id otherwise.
-    pub run_id: Option<Uuid>,
-    /// Tools the client runs (`client_tools.rs`), offered to the model beside the agent's own,
-    /// kept in `run_started`'s `metadata.client_tools`.
-    pub client_tools: Vec<crate::provider::ToolSpec>,
-    /// The server answers (requests past their timeout): it may decline a client tool's call,
-    /// which a person's approval may not.
-    pub answered_by_server: bool,
-}
-
-/// What a run answers.
-#[derive(Debug)]
-pub enum Turn {
-    /// A user's message.
-    User(String),
-    /// A person's answer to an approval request: the continuation of the run that asked.
-    Approval(super::approval::ApprovalTurn),
 }
 
 impl Runs {
@@ -618,16 +473,4 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     } else {
         "a panic without a message".to_owned()
     }
-}
-
-/// The model name sent to the provider: a Letta-style handle (`anthropic/claude-…`) names the
-/// provider too, and the provider is sent the model name alone.
-fn model_for(agent: &Agent, provider_name: &str) -> Option<String> {
-    agent.model.as_deref().map(|model| {
-        model
-            .strip_prefix(provider_name)
-            .and_then(|rest| rest.strip_prefix('/'))
-            .unwrap_or(model)
-            .to_owned()
-    })
 }
