@@ -111,8 +111,8 @@ fn same_part(form: Form, head: &AgentEvent, next: &AgentEvent) -> bool {
 }
 
 /// True when `next` (a draft) continues the run `previous` (the draft before it, same agent)
-/// belongs to: both string appends to the same part. The writer then gives `next` the id after
-/// `previous`'s.
+/// belongs to: both string appends to the same part, or both messages of one append. The
+/// writer then gives `next` the id after `previous`'s.
 pub fn continues(previous: &super::EventDraft, next: &super::EventDraft) -> bool {
     let plain = |draft: &super::EventDraft| {
         is_string_append(draft.message_id, draft.delta_action, draft.delta.as_ref())
@@ -128,19 +128,11 @@ pub fn continues(previous: &super::EventDraft, next: &super::EventDraft) -> bool
         && previous.delta_path == next.delta_path
         && previous.delta_action == next.delta_action
         && previous.metadata == next.metadata;
-    if message(previous) && message(next) {
-        return same_columns;
-    }
-    plain(previous)
-        && plain(next)
-        && previous.kind == next.kind
-        && previous.run_id == next.run_id
-        && previous.thread_id == next.thread_id
-        && previous.block_id == next.block_id
-        && previous.message_id == next.message_id
-        && previous.delta_path == next.delta_path
-        && previous.content == next.content
-        && previous.metadata == next.metadata
+    // Both string appends (plain: their action is `append`) or both messages of one append;
+    // string appends of one part also share their content.
+    same_columns
+        && ((message(previous) && message(next))
+            || (plain(previous) && plain(next) && previous.content == next.content))
 }
 
 /// Agents whose last draft the writer remembers to chain ids ([`IdChains`]); past it, it
