@@ -5,6 +5,12 @@ use agentstream_server::config::{Config, HELP};
 use leptos::prelude::get_configuration;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of the system's allocator: an append allocates and frees dozens of small
+/// buffers (headers, JSON, rows) across threads, and glibc's malloc was a tenth to a fifth of
+/// the server's CPU under append load (`perf record` of `./scripts/bench.sh --peers`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Flags whose variable is not an `AGENTSTREAM_…` one. Every `AGENTSTREAM_NAME` variable in
 /// [`HELP`] has a flag too: `--name`, lower case, `-` for `_` ([`flag_variable`]). Secrets have
 /// none — provider keys (`ANTHROPIC_API_KEY`, …), `DATABASE_URL` (it may hold a password):

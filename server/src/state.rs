@@ -27,9 +27,22 @@ use crate::provider::Provider;
 use crate::store::{self, Store, StoreError};
 use crate::telemetry::Telemetry;
 
-/// Everything a handler needs. Cheap to clone.
+/// Everything a handler needs: one pointer to what the server opened ([`Opened`]), so cloning it
+/// (axum does, for every request's handler and state-taking middleware) is one counter, not
+/// one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Opened>);
+
+impl std::ops::Deref for AppState {
+    type Target = Opened;
+
+    fn deref(&self) -> &Opened {
+        &self.0
+    }
+}
+
+/// What the server opened at start; handlers see it through [`AppState`].
+pub struct Opened {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
     pub runs: Arc<Runs>,
@@ -195,7 +208,7 @@ impl AppState {
             writer.clone(),
             starter.cluster.is_some(),
         ));
-        Ok(AppState {
+        Ok(AppState(Arc::new(Opened {
             store,
             hub,
             runs,
@@ -221,7 +234,7 @@ impl AppState {
             trace_url_template: config.trace_url_template.as_deref().map(Arc::from),
             producers,
             durable,
-        })
+        })))
     }
 }
 
