@@ -164,14 +164,15 @@ pub async fn fill_catch_up_stream(target: &Target, name: &str) {
     );
 }
 
-/// Messages/s of whole catch-up reads of the stream `name` (see [`fill_catch_up_stream`]), by
-/// [`CATCH_UP_READERS`] readers for `seconds`; `None` (and a line saying so) when the first read
-/// does not bring every message.
-pub async fn catch_up_reads(target: &Target, name: &str, seconds: u64) -> Option<f64> {
+/// The first whole catch-up read of the stream `name` (see [`fill_catch_up_stream`]), in ms, and
+/// messages/s of whole reads by [`CATCH_UP_READERS`] readers for `seconds` after it (the first
+/// included); `None` (and a line saying so) when the first read does not bring every message.
+pub async fn catch_up_reads(target: &Target, name: &str, seconds: u64) -> Option<(f64, f64)> {
     let http = reqwest::Client::new();
     let url = target.url(name);
     let started = Instant::now();
     let pages = read_all(&http, &url).await;
+    let first_ms = started.elapsed().as_secs_f64() * 1000.0;
     let count: usize = pages
         .iter()
         .map(|page| serde_json::from_slice::<Vec<Value>>(page).map_or(0, |page| page.len()))
@@ -201,7 +202,10 @@ pub async fn catch_up_reads(target: &Target, name: &str, seconds: u64) -> Option
     for reader in readers {
         reads += reader.await.expect("a reader");
     }
-    Some((reads * CATCH_UP_MESSAGES as u64) as f64 / started.elapsed().as_secs_f64())
+    Some((
+        first_ms,
+        (reads * CATCH_UP_MESSAGES as u64) as f64 / started.elapsed().as_secs_f64(),
+    ))
 }
 
 /// p50 and p99 of `samples`, in ms.

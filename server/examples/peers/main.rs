@@ -6,7 +6,8 @@
 //! Per server and round: appends/s with one message per POST and with 64 (wrk, 64 connections
 //! over 64 JSON streams, ~45-byte messages) with their ack p50/p99 and every acknowledged
 //! message read back exactly once; catch-up reads of a 10 000-message stream, then the same
-//! reads from the server restarted on its data (from storage, none of its memory); append →
+//! reads from the server restarted on its data (the first from storage: none of its memory
+//! survives a restart), and that first read's time; append →
 //! long-poll and append → SSE latency; and the cost: server CPU and bytes written per message,
 //! bytes on disk per message.
 //!
@@ -88,6 +89,8 @@ struct Round {
     catch_up: f64,
     /// The same after a restart (messages/s; NaN when the stream did not come back whole).
     catch_up_restarted: f64,
+    /// The first of those reads (ms): from storage, whatever the server keeps in memory.
+    first_read_restarted_ms: f64,
     long_poll: (f64, f64),
     sse: (f64, f64),
     disk_per_message: f64,
@@ -117,21 +120,23 @@ async fn measure(kind: Kind, round: usize, args: &Args, script: &std::path::Path
     load::fill_catch_up_stream(&target, &catch_up_stream).await;
     let catch_up = load::catch_up_reads(&target, &catch_up_stream, 3)
         .await
-        .unwrap_or(f64::NAN);
+        .map_or(f64::NAN, |(_, rate)| rate);
     let long_poll =
         load::long_poll_latency(&target, &format!("r{round}-long-poll"), args.samples).await;
     let sse = load::sse_latency(&target, &format!("r{round}-sse"), args.samples).await;
     // The same catch-up from a restarted server: from what it stored, none of its memory.
     target.restart().await;
-    let catch_up_restarted = load::catch_up_reads(&target, &catch_up_stream, 3)
-        .await
-        .unwrap_or(f64::NAN);
+    let (first_read_restarted_ms, catch_up_restarted) =
+        load::catch_up_reads(&target, &catch_up_stream, 3)
+            .await
+            .unwrap_or((f64::NAN, f64::NAN));
     target.stop().await;
     Round {
         single,
         batched,
         catch_up,
         catch_up_restarted,
+        first_read_restarted_ms,
         long_poll,
         sse,
         disk_per_message,
@@ -233,6 +238,9 @@ fn print_table(results: &[(Kind, Vec<Round>)], args: &Args) {
     );
     row("the same read after a restart, messages/s", &|r| {
         format!("{:.0}", of(r, &|x| x.catch_up_restarted))
+    });
+    row("the first of those reads (from storage), ms", &|r| {
+        format!("{:.1}", of(r, &|x| x.first_read_restarted_ms))
     });
     row("append → long-poll reader, p50 / p99 (ms)", &|r| {
         format!(

@@ -9,9 +9,12 @@
 //! up to the stream's tail is one copy out of memory, no database read. It holds only committed
 //! messages, exactly as the log keeps them, at their seqs: an append that failed or whose seqs do
 //! not follow the tail's starts the tail over at its own messages, so a tail is always a
-//! contiguous run of the log. Other servers' appends (PostgreSQL) are never in it; a read that
-//! needs them (its range goes past the tail's end) reads the database. Bounded per stream and
-//! in all (the least recently appended streams go first).
+//! contiguous run of the log. A read from the database that reaches the log's head fills a tail
+//! that does not reach as far ([`Tails::read_back`]): after a restart the first read of a stream
+//! is the database's and the next ones are memory's. Another server's appends (PostgreSQL) are
+//! in a tail only through such a read; a read that needs newer ones (its range goes past the
+//! tail's end) reads the database. Bounded per stream and in all (the least recently used
+//! streams go first).
 //!
 //! Pure (no I/O): tested in `messages/tests.rs`.
 
@@ -168,6 +171,34 @@ impl Tails {
         if self.bytes > TAILS_BYTES_MAX {
             self.evict();
         }
+    }
+
+    /// Messages a read brought from the log (`messages`, each at `base + seq`; those at or
+    /// before `base` are a fork's source's and are left out) when its own end is the log's head
+    /// `head` (read before the read): they become `log_id`'s tail unless its tail already
+    /// reaches `head`. They are the log exactly (committed, contiguous, at their seqs), so the
+    /// tail stays a contiguous run of the log; a commit that follows extends it as usual.
+    pub fn read_back(&mut self, log_id: Uuid, head: u64, base: u64, messages: &Messages) {
+        if self
+            .tails
+            .get(&log_id)
+            .is_some_and(|tail| tail.last_seq() >= head)
+        {
+            return;
+        }
+        let own: Vec<(u64, &str)> = messages
+            .iter()
+            .filter(|(offset, _)| *offset > base)
+            .map(|(offset, text)| (offset - base, text))
+            .collect();
+        let contiguous = own.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1);
+        let (Some(&(first_seq, _)), Some(&(last_seq, _))) = (own.first(), own.last()) else {
+            return;
+        };
+        if !contiguous || last_seq != head {
+            return;
+        }
+        self.committed(log_id, first_seq, own.into_iter().map(|(_, text)| text));
     }
 
     /// Forgets `log_id`'s tail (the stream is gone, or an append's outcome is unknown).

@@ -116,3 +116,70 @@ fn a_tail_keeps_its_newest_half_past_its_bound_and_all_tails_stay_bounded() {
         .read(Uuid::from_u128(0), 0, 1, 0, 1, 1 << 20)
         .is_none());
 }
+
+fn page(messages: &[(u64, &str)]) -> Messages {
+    let mut page = Messages::default();
+    for (offset, text) in messages {
+        page.push(*offset, text);
+    }
+    page
+}
+
+#[test]
+fn a_read_that_reaches_the_head_fills_the_tail_and_only_then() {
+    let mut tails = Tails::default();
+    // Short of the head (a later page is still to come): nothing is kept.
+    tails.read_back(log(), 4, 100, &page(&[(101, "1"), (102, "2")]));
+    assert_eq!(tails.read(log(), 0, 2, 100, 1000, 1 << 20), None);
+    // Not contiguous (a damaged page): nothing is kept.
+    tails.read_back(log(), 3, 100, &page(&[(101, "1"), (103, "3")]));
+    assert_eq!(tails.held(), (0, 0));
+    // A fork's source's messages (at or before the base) are left out; the own ones up to the
+    // head become the tail, and the next read of that range is served from it.
+    tails.read_back(
+        log(),
+        2,
+        100,
+        &page(&[(99, "s"), (100, "t"), (101, "1"), (102, "2")]),
+    );
+    assert_eq!(
+        tails
+            .read(log(), 0, 2, 100, 1000, 1 << 20)
+            .map(|m| texts(&m)),
+        Some(vec![(101, "1".into()), (102, "2".into())])
+    );
+    // A commit that follows extends it as usual.
+    tails.committed(log(), 3, ["3"]);
+    assert_eq!(
+        tails
+            .read(log(), 1, 3, 100, 1000, 1 << 20)
+            .map(|m| texts(&m)),
+        Some(vec![(102, "2".into()), (103, "3".into())])
+    );
+}
+
+#[test]
+fn a_read_never_replaces_a_tail_that_reaches_as_far() {
+    let mut tails = Tails::default();
+    // A commit landed after the read took the head (2): the tail already holds seq 3.
+    tails.committed(log(), 3, ["3"]);
+    tails.read_back(log(), 2, 0, &page(&[(1, "1"), (2, "2")]));
+    assert_eq!(
+        tails.read(log(), 2, 3, 0, 1000, 1 << 20).map(|m| texts(&m)),
+        Some(vec![(3, "3".into())])
+    );
+    assert_eq!(tails.read(log(), 0, 3, 0, 1000, 1 << 20), None);
+    // A tail that ends short of the head is of no use to a read up to it: the read's follows
+    // it (extends it) or starts it over.
+    tails.read_back(log(), 5, 0, &page(&[(4, "4"), (5, "5")]));
+    assert_eq!(
+        tails.read(log(), 2, 5, 0, 1000, 1 << 20).map(|m| texts(&m)),
+        Some(vec![(3, "3".into()), (4, "4".into()), (5, "5".into())])
+    );
+    tails.read_back(log(), 9, 0, &page(&[(8, "8"), (9, "9")]));
+    assert_eq!(
+        tails.read(log(), 7, 9, 0, 1000, 1 << 20).map(|m| texts(&m)),
+        Some(vec![(8, "8".into()), (9, "9".into())])
+    );
+    assert_eq!(tails.read(log(), 6, 9, 0, 1000, 1 << 20), None);
+}

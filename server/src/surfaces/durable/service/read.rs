@@ -35,6 +35,12 @@ impl Service {
             }
         }
         fork::read_chain(self, row, since, None, &mut out).await?;
+        // Read up to the head: the next read of this range is memory's (after a restart, the
+        // first read of a stream is the database's, the next ones are not).
+        self.tails
+            .lock()
+            .expect("tails")
+            .read_back(row.log_id, head, row.base_offset, &out);
         Ok((out, tail))
     }
 
