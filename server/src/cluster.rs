@@ -101,7 +101,7 @@ async fn listen_loop(cluster: &Cluster, store: &dyn EventLog, hub: &Hub, runs: &
                 if cluster.listening.swap(false, Ordering::Relaxed) {
                     failures = 0;
                 }
-                let delay = crate::backoff(
+                let delay = crate::backoff::backoff(
                     LISTENER_RECONNECT_DELAY_INITIAL_MS,
                     LISTENER_RECONNECT_DELAY_MAX_MS,
                     failures,

@@ -14,6 +14,7 @@
 //! run the very same server on port 0.
 
 pub mod agent;
+pub mod backoff;
 pub mod child_env;
 pub mod cluster;
 pub mod config;
@@ -41,11 +42,6 @@ use tokio::net::TcpListener;
 
 use crate::config::Config;
 use crate::store::StoreError;
-
-/// Exponential backoff: `initial_ms` doubled per `attempt` (from 0), never above `max_ms`.
-pub(crate) fn backoff(initial_ms: u64, max_ms: u64, attempt: u32) -> Duration {
-    Duration::from_millis(initial_ms.saturating_mul(1 << attempt.min(20)).min(max_ms))
-}
 
 /// Serves on `listener` until `shutdown` resolves.
 pub async fn serve(

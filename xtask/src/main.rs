@@ -8,13 +8,16 @@
 //! cargo xtask build [--release]   the server binary and target/site
 //! cargo xtask site [--release]    the site alone
 //! cargo xtask watch [-- ARGS]     debug build, serve, rebuild and restart on every change
+//! cargo xtask deps [--write|--graph]  the module graph: no new circle or upward arrow
 //! ```
 //!
 //! Layout: `project` reads the workspace's section (pure), `compile` runs the cargo builds,
+//! `deps` draws and checks the module graph,
 //! `site` writes the bundle and copies files, `watch` is the development loop, `step` names
 //! every step so a failure says which one, the command and what to do.
 
 mod compile;
+mod deps;
 mod project;
 mod site;
 mod step;
@@ -29,7 +32,10 @@ usage: cargo xtask <command> [--release]
   build [--release]   build the server and the site (target/site)
   site [--release]    build the site alone (wasm bundle, stylesheet, assets)
   watch [-- ARGS]     debug build, serve, rebuild and restart on every change;
-                      ARGS go to the server (e.g. -- --provider openai)";
+                      ARGS go to the server (e.g. -- --provider openai)
+  deps [--write|--graph]  check the module graph of server and app: no circle between
+                      files or arrow up the floors beyond xtask/deps-known.txt (--write:
+                      rewrite it; --graph: print every arrow)";
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
@@ -74,6 +80,17 @@ fn run(arguments: &[String]) -> Result<(), StepError> {
                 _ => return Err(usage_error(format!("unexpected arguments {rest:?}"))),
             };
             watch::watch(&load_project()?, server_args)
+        }
+        "deps" => {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap_or(std::path::Path::new("."));
+            match rest {
+                [] => deps::check(root, false),
+                [flag] if flag == "--write" => deps::check(root, true),
+                [flag] if flag == "--graph" => deps::print(root),
+                _ => Err(usage_error(format!("unexpected arguments {rest:?}"))),
+            }
         }
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

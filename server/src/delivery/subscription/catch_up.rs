@@ -117,7 +117,7 @@ async fn read_retrying(
         match read {
             Err(error) if error.is_transient() && attempt < CATCHUP_READ_RETRIES_MAX => {
                 tracing::warn!(%agent_id, %error, attempt, "catch-up read failed; trying again");
-                tokio::time::sleep(crate::backoff(
+                tokio::time::sleep(crate::backoff::backoff(
                     CATCHUP_RETRY_DELAY_INITIAL_MS,
                     CATCHUP_RETRY_DELAY_MAX_MS,
                     attempt,

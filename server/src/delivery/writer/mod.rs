@@ -391,7 +391,7 @@ async fn append_retrying(
 
 /// The wait before retry `attempt` (from 0) of a commit or of a reconcile.
 fn retry_delay(attempt: u32) -> std::time::Duration {
-    crate::backoff(
+    crate::backoff::backoff(
         WRITER_RETRY_DELAY_INITIAL_MS,
         WRITER_RETRY_DELAY_MAX_MS,
         attempt,
