@@ -59,6 +59,9 @@ run_suite "clippy (server, app and xtask, native)" \
 run_suite "clippy (frontend and app, wasm32)" \
   cargo clippy -p app -p frontend --target wasm32-unknown-unknown -- -D warnings
 run_suite "xtask (cargo test)" cargo test -p xtask
+# The module graph: no circle between files and no arrow up the floors beyond the known ones
+# (xtask/deps-known.txt, being taken apart; ARCHITECTURE.md, "Code map").
+run_suite "module graph (cargo xtask deps)" cargo run -q -p xtask -- deps
 run_suite "app (cargo test)" cargo test -p app --no-fail-fast
 # The server's suite on SQLite (the default backend; the two-server tests use PostgreSQL)…
 run_suite "server on SQLite (cargo test)" env -u AGENTSTREAM_TEST_DATABASE_URL \

@@ -66,7 +66,9 @@ pub fn graph(files: &Files) -> Graph {
     };
     let mut graph = Graph::default();
     for (file, _) in files {
-        let Some(here) = module_of(file) else { continue };
+        let Some(here) = module_of(file) else {
+            continue;
+        };
         let targets = graph.arrows.entry(file.clone()).or_default();
         let used = &uses[file];
         let code = &codes[file];
@@ -92,7 +94,9 @@ pub fn graph(files: &Files) -> Graph {
             }
         }
         for path in named {
-            let Some(absolute) = absolute(&here, &path, &modules) else { continue };
+            let Some(absolute) = absolute(&here, &path, &modules) else {
+                continue;
+            };
             if let Some(target) = resolver.resolve(&absolute, 0) {
                 if target != *file {
                     targets.insert(target);
@@ -236,7 +240,9 @@ pub struct Floors(pub &'static [&'static [&'static str]]);
 impl Floors {
     fn floor_of(&self, file: &str) -> Option<usize> {
         let top = module_of(file)?.first().cloned().unwrap_or_default();
-        self.0.iter().position(|floor| floor.contains(&top.as_str()))
+        self.0
+            .iter()
+            .position(|floor| floor.contains(&top.as_str()))
     }
 
     /// The arrows of `graph` that go up a floor, as `from -> to`.
@@ -296,9 +302,12 @@ pub fn new_findings(found: &[String], known: &[String]) -> Vec<String> {
         .iter()
         .filter(|line| {
             if let Some((crate_name, files)) = members(line) {
-                !known.iter().filter_map(|k| members(k)).any(|(known_crate, known_files)| {
-                    known_crate == crate_name && files.is_subset(&known_files)
-                })
+                !known
+                    .iter()
+                    .filter_map(|k| members(k))
+                    .any(|(known_crate, known_files)| {
+                        known_crate == crate_name && files.is_subset(&known_files)
+                    })
             } else {
                 !known.contains(line)
             }

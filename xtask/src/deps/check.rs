@@ -75,9 +75,8 @@ pub fn check(root: &Path, write: bool) -> Result<(), StepError> {
             text.push_str(line);
             text.push('\n');
         }
-        std::fs::write(&known_path, text).map_err(|error| {
-            StepError::new(step, format!("cannot write {KNOWN}: {error}"), "")
-        })?;
+        std::fs::write(&known_path, text)
+            .map_err(|error| StepError::new(step, format!("cannot write {KNOWN}: {error}"), ""))?;
         println!("deps: {} findings written to {KNOWN}", found.len());
         return Ok(());
     }
@@ -88,10 +87,7 @@ pub fn check(root: &Path, write: bool) -> Result<(), StepError> {
         .map(str::to_owned)
         .collect();
     let new = new_findings(&found, &known);
-    let gone: Vec<&String> = known
-        .iter()
-        .filter(|line| !found.contains(line))
-        .collect();
+    let gone: Vec<&String> = known.iter().filter(|line| !found.contains(line)).collect();
     let circles = found.iter().filter(|l| l.starts_with("circle")).count();
     println!(
         "deps: {circles} circles, {} upward arrows ({} known lines, {} of them gone or smaller)",

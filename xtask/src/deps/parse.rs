@@ -135,7 +135,9 @@ pub fn use_paths(code: &str) -> Vec<UsePath> {
         if !statement_start {
             continue;
         }
-        let Some(end) = code[i..].find(';') else { break };
+        let Some(end) = code[i..].find(';') else {
+            break;
+        };
         let tree = normalize(&code[i..i + end]);
         let first = paths.len();
         expand(&tree, &mut Vec::new(), public, &mut paths);
@@ -172,11 +174,17 @@ fn expand(tree: &str, prefix: &mut Vec<String>, public: bool, out: &mut Vec<UseP
         None => (tree, None),
     };
     let mut segments = prefix.clone();
-    segments.extend(path.split("::").filter(|s| !s.is_empty()).map(str::to_owned));
+    segments.extend(
+        path.split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    );
     if segments.last().is_some_and(|last| last == "self") {
         segments.pop();
     }
-    let Some(last) = segments.last().cloned() else { return };
+    let Some(last) = segments.last().cloned() else {
+        return;
+    };
     out.push(UsePath {
         bound: alias.unwrap_or(last),
         segments,
@@ -234,7 +242,9 @@ pub fn code_paths(code: &str) -> Vec<(usize, Vec<String>)> {
     let bytes = code.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if !is_ident_byte(bytes[i]) || (i > 0 && (is_ident_byte(bytes[i - 1]) || bytes[i - 1] == b':')) {
+        if !is_ident_byte(bytes[i])
+            || (i > 0 && (is_ident_byte(bytes[i - 1]) || bytes[i - 1] == b':'))
+        {
             i += 1;
             continue;
         }
@@ -246,7 +256,9 @@ pub fn code_paths(code: &str) -> Vec<(usize, Vec<String>)> {
                 j += 1;
             }
             segments.push(code[start..j].to_owned());
-            if code[j..].starts_with("::") && code[j + 2..].bytes().next().is_some_and(is_ident_byte) {
+            if code[j..].starts_with("::")
+                && code[j + 2..].bytes().next().is_some_and(is_ident_byte)
+            {
                 j += 2;
             } else {
                 break;
@@ -299,7 +311,10 @@ pub fn inline_modules(code: &str) -> Vec<std::ops::Range<usize>> {
 /// `path` as the file's module sees it, when it is named at `at` inside `depth` inline modules:
 /// the first `depth` `super`s stay in the file (then it names the file's own items: `self`).
 pub fn out_of_inline(path: &[String], depth: usize) -> Vec<String> {
-    let supers = path.iter().take_while(|segment| *segment == "super").count();
+    let supers = path
+        .iter()
+        .take_while(|segment| *segment == "super")
+        .count();
     if depth == 0 || supers == 0 {
         return path.to_vec();
     }

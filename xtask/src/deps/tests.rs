@@ -53,7 +53,10 @@ fn arrows_lead_through_re_exports_to_where_an_item_lives() {
         ("agent/run.rs", "use crate::store::Store; pub struct Runs;"),
         ("store/mod.rs", "pub trait Store {}"),
         // Names `Runs` through the re-export, and the store through a bound module name.
-        ("state.rs", "use crate::agent::Runs; use crate::store; fn f(s: &dyn store::Store) {}"),
+        (
+            "state.rs",
+            "use crate::agent::Runs; use crate::store; fn f(s: &dyn store::Store) {}",
+        ),
         ("main.rs", "use crate::state::X;"),
     ]));
     assert_eq!(
@@ -72,8 +75,14 @@ fn circles_and_upward_arrows_are_found() {
     let graph = graph(&files(&[
         ("lib.rs", ""),
         ("config.rs", "use crate::http::DEFAULT;"),
-        ("http/mod.rs", "pub const DEFAULT: u32 = 1; use crate::http::rest::f;"),
-        ("http/rest.rs", "pub fn f() { super::DEFAULT; crate::config::g(); }"),
+        (
+            "http/mod.rs",
+            "pub const DEFAULT: u32 = 1; use crate::http::rest::f;",
+        ),
+        (
+            "http/rest.rs",
+            "pub fn f() { super::DEFAULT; crate::config::g(); }",
+        ),
         ("store.rs", "fn h() { crate::config::g(); }"),
     ]));
     assert_eq!(
@@ -89,7 +98,9 @@ fn circles_and_upward_arrows_are_found() {
     assert!(floors.unplaced(&graph).is_empty());
     assert_eq!(
         Floors(&[&["http"]]).unplaced(&graph),
-        ["config".to_owned(), "store".to_owned()].into_iter().collect()
+        ["config".to_owned(), "store".to_owned()]
+            .into_iter()
+            .collect()
     );
 }
 
