@@ -1,7 +1,7 @@
 //! Server configuration, read from the environment (and `--help` for the list).
 
-use crate::agent::RUN_ITERATIONS_MAX_DEFAULT;
-use crate::delivery::hub::HUB_ROOM_BATCHES_MAX_DEFAULT;
+use crate::limits::HUB_ROOM_BATCHES_MAX_DEFAULT;
+use crate::limits::RUN_ITERATIONS_MAX_DEFAULT;
 use crate::provider::anthropic::{
     AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT,
 };
@@ -58,21 +58,20 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            request_body_bytes_max: crate::http::REQUEST_BODY_BYTES_MAX,
-            ws_message_bytes_max: crate::surfaces::native::ws::WS_MESSAGE_BYTES_MAX,
-            ws_subscriptions_per_connection_max:
-                crate::surfaces::native::ws::WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
-            ws_connections_max: crate::surfaces::native::ws::WS_CONNECTIONS_MAX,
-            subscriber_outbound_frames_max: crate::surfaces::native::ws::WS_OUTBOUND_FRAMES_MAX,
-            events_page_limit_max: crate::http::rest::EVENTS_PAGE_LIMIT_MAX,
-            run_events_max: crate::agent::RUN_EVENTS_MAX_DEFAULT,
-            run_bytes_max: crate::agent::RUN_BYTES_MAX_DEFAULT,
-            tool_result_chars_max: crate::agent::TOOL_RESULT_CHARS_MAX,
-            ws_ping_interval_ms: crate::surfaces::native::ws::WS_PING_INTERVAL_MS,
-            ws_idle_timeout_ms: crate::surfaces::native::ws::WS_IDLE_TIMEOUT_MS,
-            sse_streams_max: crate::surfaces::SSE_STREAMS_MAX,
-            body_read_ms_max: crate::http::body_deadline::BODY_READ_MS_MAX,
-            requests_per_subject_max: crate::http::subjects::REQUESTS_PER_SUBJECT_MAX,
+            request_body_bytes_max: crate::limits::REQUEST_BODY_BYTES_MAX,
+            ws_message_bytes_max: crate::limits::WS_MESSAGE_BYTES_MAX,
+            ws_subscriptions_per_connection_max: crate::limits::WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
+            ws_connections_max: crate::limits::WS_CONNECTIONS_MAX,
+            subscriber_outbound_frames_max: crate::limits::WS_OUTBOUND_FRAMES_MAX,
+            events_page_limit_max: crate::limits::EVENTS_PAGE_LIMIT_MAX,
+            run_events_max: crate::limits::RUN_EVENTS_MAX_DEFAULT,
+            run_bytes_max: crate::limits::RUN_BYTES_MAX_DEFAULT,
+            tool_result_chars_max: crate::limits::TOOL_RESULT_CHARS_MAX,
+            ws_ping_interval_ms: crate::limits::WS_PING_INTERVAL_MS,
+            ws_idle_timeout_ms: crate::limits::WS_IDLE_TIMEOUT_MS,
+            sse_streams_max: crate::limits::SSE_STREAMS_MAX,
+            body_read_ms_max: crate::limits::BODY_READ_MS_MAX,
+            requests_per_subject_max: crate::limits::REQUESTS_PER_SUBJECT_MAX,
         }
     }
 }
@@ -216,7 +215,7 @@ impl Default for Config {
             scripted: ScriptedConfig::default(),
             hub_room_batches_max: HUB_ROOM_BATCHES_MAX_DEFAULT,
             run_iterations_max: RUN_ITERATIONS_MAX_DEFAULT,
-            writer_commit_retries_max: crate::delivery::writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
+            writer_commit_retries_max: crate::limits::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
             letta_ping_interval_ms: LETTA_PING_INTERVAL_MS_DEFAULT,
             shutdown_drain_ms: SHUTDOWN_DRAIN_MS_DEFAULT,
             api_token: None,
@@ -226,7 +225,7 @@ impl Default for Config {
             allowed_hosts: Vec::new(),
             limits: Limits::default(),
             mcp: crate::mcp::McpConfig::default(),
-            tool_call_timeout_ms: crate::mcp::TOOL_CALL_TIMEOUT_MS_DEFAULT,
+            tool_call_timeout_ms: crate::limits::TOOL_CALL_TIMEOUT_MS_DEFAULT,
             approval_timeout_ms: 0,
             metrics_addr: None,
             log_json: false,
@@ -427,7 +426,7 @@ impl Config {
         let api_token = variable("AGENTSTREAM_API_TOKEN").map(|token| token.trim().to_owned());
         let token_ttl_seconds_max = parse_env(
             "AGENTSTREAM_TOKEN_TTL_SECONDS_MAX",
-            crate::http::token::TOKEN_TTL_SECONDS_MAX_DEFAULT,
+            crate::limits::TOKEN_TTL_SECONDS_MAX_DEFAULT,
         )?
         .max(1);
         let token_keys = match variable("AGENTSTREAM_TOKEN_SECRET") {
@@ -543,7 +542,7 @@ impl Config {
                 "AGENTSTREAM_APPROVAL_TIMEOUT_MS",
                 defaults.approval_timeout_ms,
             )?
-            .min(crate::agent::approval_timeout::APPROVAL_TIMEOUT_MS_MAX),
+            .min(crate::limits::APPROVAL_TIMEOUT_MS_MAX),
             metrics_addr: match variable("AGENTSTREAM_METRICS_ADDR") {
                 None => None,
                 Some(address) => Some(address.trim().parse().map_err(|_| {

@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod http;
+pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod provider;

@@ -591,13 +591,13 @@ async fn engine_counting(
     counting: bool,
 ) -> EngineFigures {
     let hub = Arc::new(Hub::new(
-        agentstream_server::delivery::hub::HUB_ROOM_BATCHES_MAX_DEFAULT,
+        agentstream_server::limits::HUB_ROOM_BATCHES_MAX_DEFAULT,
     ));
     let writer = if counting {
         Writer::spawn_observed(
             store.clone(),
             hub.clone(),
-            writer::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
+            agentstream_server::limits::WRITER_COMMIT_RETRIES_MAX_DEFAULT,
             Arc::new(agentstream_server::metrics::Metrics::new()),
         )
     } else {

@@ -32,8 +32,6 @@ use crate::store::EventDraft;
 
 /// Tool names one agent may list in `metadata.requires_approval`.
 pub const APPROVAL_TOOLS_MAX: usize = 256;
-/// Approval requests one answer may take at once (a step's calls at most).
-pub const APPROVALS_PER_ANSWER_MAX: usize = super::step::TOOL_CALLS_PER_STEP_MAX;
 /// A client tool's result longer than this (its JSON, in bytes) is refused (what the log keeps
 /// of it is cut further, to `tool_result_chars_max`).
 pub const CLIENT_OUTPUT_BYTES_MAX: usize = 256 * 1024;
@@ -46,7 +44,7 @@ pub const APPROVAL_KEY_PREFIX: &str = "approval:";
 
 const _: () = assert!(
     APPROVAL_KEY_PREFIX.len() + APPROVAL_CALL_ID_CHARS_MAX
-        <= super::start::IDEMPOTENCY_KEY_CHARS_MAX
+        <= crate::limits::IDEMPOTENCY_KEY_CHARS_MAX
 );
 
 /// A person's answer to an approval request, as a surface received it.

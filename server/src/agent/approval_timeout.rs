@@ -11,6 +11,7 @@
 //! at the next start; a person's late answer finds the key taken (409 `already_answered`). With
 //! several servers each sweeps; the key lets one answer win.
 
+use crate::limits::APPROVAL_TIMEOUT_MS_MAX;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
@@ -33,8 +34,6 @@ pub const DUE_APPROVAL_PAGES_PER_SWEEP_MAX: u32 = 10;
 /// Requests whose timeout's answer was refused for good (answered meanwhile, not in the log)
 /// remembered so they are not tried again every sweep; past this the memory starts over.
 pub const APPROVALS_GIVEN_UP_MAX: usize = 10_000;
-/// The longest timeout an agent or the server may set (30 days).
-pub const APPROVAL_TIMEOUT_MS_MAX: u64 = 30 * 24 * 3_600_000;
 /// The metadata field that sets an agent's timeout (milliseconds; 0 = wait for ever).
 pub const AGENT_TIMEOUT_FIELD: &str = "approval_timeout_ms";
 

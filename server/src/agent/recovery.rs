@@ -107,7 +107,7 @@ async fn producer_with_lease(
         .metadata
         .get("lease_ms")
         .and_then(Value::as_u64)
-        .unwrap_or(crate::agent::produce::check::PRODUCER_LEASE_MS_DEFAULT);
+        .unwrap_or(crate::limits::PRODUCER_LEASE_MS_DEFAULT);
     let Some(position) = store.producer_position(started.agent_id, producer).await? else {
         return Ok(None);
     };

@@ -17,10 +17,7 @@ use serde_json::{json, Value};
 
 use super::failure::end_from_log;
 use super::run::Run;
-pub use limits::{
-    RunLimits, StartRunError, ACTIVE_RUNS_MAX, EVENT_BYTES_MAX, RUN_BYTES_MAX_DEFAULT,
-    RUN_EVENTS_MAX_DEFAULT, RUN_ITERATIONS_MAX_DEFAULT,
-};
+pub use limits::{RunLimits, StartRunError, ACTIVE_RUNS_MAX};
 pub use options::{RunOptions, Turn};
 use providers::model_for;
 pub use providers::Providers;

@@ -1,6 +1,7 @@
 //! One run: the agent loop (LLM call → tools → LLM call …) and the run's writing side, which
 //! pipelines its events into the writer and enforces the run's event limit.
 
+use crate::limits::EVENT_BYTES_MAX;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::approval::ApprovalTurn;
-use super::registry::{RunLimits, RunOptions, EVENT_BYTES_MAX};
+use super::registry::{RunLimits, RunOptions};
 use super::step::{RunIds, Usage};
 use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
 use crate::provider::{ConversationMessage, Provider, ProviderError, ProviderRequest, ToolCall};

@@ -3,24 +3,21 @@
 //! (in the database too, with several servers), rebuilds the conversation from the log and
 //! hands the run to the registry.
 
+use crate::limits::APPROVALS_PER_ANSWER_MAX;
+use crate::limits::{
+    CLIENT_IDEMPOTENCY_KEY_CHARS_MAX, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX,
+};
 use std::sync::Arc;
 
 use app::EventKind;
 use uuid::Uuid;
 
-use super::approval::{answer_from_timeline, ApprovalDecision, APPROVALS_PER_ANSWER_MAX};
+use super::approval::{answer_from_timeline, ApprovalDecision};
 use super::conversation::{conversation_awaiting, conversation_from_timeline};
 use super::history::{fold_log, Snapshots};
 use super::registry::{RunOptions, Runs, StartRunError, Turn};
 use crate::store::{ClusterStore, Store, StoreError};
 
-/// A user message longer than this (in bytes) is refused.
-pub const RUN_CONTENT_BYTES_MAX: usize = 32 * 1024;
-/// A key as stored, its surface's prefix included (`native:`, `otid:`, `ai-sdk:`,
-/// `approval:` …), longer than this is refused.
-pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 256;
-/// An idempotency key a client sends (before its surface's prefix) longer than this is refused.
-pub const CLIENT_IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
 /// The native API's keys are stored under this prefix, apart from every other surface's and
 /// from the approvals' own (`approval:<call id>`): a client's key can never pre-claim another's.
 pub const NATIVE_KEY_PREFIX: &str = "native:";

@@ -5,6 +5,7 @@
 //! This is the one place a tool call's input accumulates: providers pass its JSON text on in
 //! pieces and say when it is complete; the text is parsed here.
 
+use crate::limits::TOOL_CALLS_PER_STEP_MAX;
 use app::{DeltaAction, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -12,8 +13,6 @@ use uuid::Uuid;
 use crate::provider::{ProviderError, ProviderEvent, ThinkingBlock};
 use crate::store::EventDraft;
 
-/// Tool calls one LLM step may make; further calls get an error result without running.
-pub const TOOL_CALLS_PER_STEP_MAX: usize = 16;
 /// Times a failed LLM call is tried again when the provider says trying again may work (rate
 /// limit, overload, a dropped connection) and nothing of the call reached the log yet.
 pub const PROVIDER_RETRIES_MAX: u32 = 3;

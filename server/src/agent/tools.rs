@@ -13,9 +13,6 @@ use crate::delivery::writer::AppendError;
 use crate::provider::ConversationMessage;
 use crate::store::EventDraft;
 
-/// A tool result longer than this is cut (and says so) before it goes back to the model (by
-/// default; see `config::Limits`).
-pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
 /// Progress and completion reports of the tools of one step waiting to be written.
 const TOOL_UPDATES_QUEUE_MAX: usize = 256;
 /// Progress reports one tool may have waiting to be forwarded.

@@ -52,11 +52,6 @@ impl std::ops::Deref for Batch {
     }
 }
 
-/// Batches a room keeps for its slowest subscriber. Past this the subscriber lags and catches up
-/// from the store. A batch is one writer commit (at most `WRITER_BATCH_EVENTS_MAX` events), so
-/// this bounds a room at that many events times this, shared by every subscriber of the room.
-pub const HUB_ROOM_BATCHES_MAX_DEFAULT: usize = 1024;
-
 pub struct Hub {
     /// A std mutex: it is held for a map lookup only, never across an await.
     rooms: Mutex<HashMap<Uuid, Room>>,

@@ -17,9 +17,6 @@ use futures::StreamExt;
 
 use super::error::ApiError;
 
-/// A whole request body must arrive within this (by default; see `config::Limits`).
-pub const BODY_READ_MS_MAX: u64 = 30_000;
-
 /// True for bodies read as streams, line by line, with their own bounds.
 fn streamed(request: &Request) -> bool {
     request

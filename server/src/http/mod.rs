@@ -39,10 +39,6 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use crate::state::AppState;
 use crate::surfaces::{self, native};
 
-/// Request bodies above this are refused with 413 before they are read in full (by default; see
-/// `config::Limits`). The largest legitimate body is a run's user message
-/// (`agent::start::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
-pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 /// A REST request that takes longer than this is answered 408; WebSockets are exempt.
 pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
 

@@ -1,5 +1,6 @@
 //! The REST surface: agents, the paged log, runs.
 
+use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use app::protocol::{
     CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, RunAccepted,
 };
@@ -16,7 +17,7 @@ use super::error::{ApiError, ApiJson};
 use super::params::{head_for_cursor, optional_json_body, parse_agent_id, CountQuery, ListQuery};
 use super::token::TOKEN_SUB_CHARS_MAX;
 use crate::agent::cancel::cancel_and_wait;
-use crate::agent::start::{CLIENT_IDEMPOTENCY_KEY_CHARS_MAX, NATIVE_KEY_PREFIX};
+use crate::agent::start::NATIVE_KEY_PREFIX;
 use crate::agent::RunOptions;
 use std::sync::Arc;
 
@@ -30,8 +31,6 @@ use crate::store::{EventJson, NewAgent};
 
 /// Events per page when the client does not say.
 pub const EVENTS_PAGE_LIMIT_DEFAULT: u32 = 100;
-/// Events per page at most: one page stays a few hundred kilobytes.
-pub const EVENTS_PAGE_LIMIT_MAX: u32 = 1000;
 /// Agents listed at most (and the most a list's cursors reach back).
 pub const AGENTS_LIST_LIMIT_MAX: u32 = 1000;
 /// Agents listed when the client does not say.

@@ -15,9 +15,6 @@ use futures::StreamExt;
 
 use super::error::ApiError;
 
-/// Requests one token subject may have in flight at once, by default.
-pub const REQUESTS_PER_SUBJECT_MAX: usize = 64;
-
 /// The subjects holding requests now, and how many each.
 #[derive(Debug)]
 pub struct SubjectSlots {

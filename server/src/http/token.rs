@@ -32,9 +32,6 @@ pub const TOKEN_AGENT_CHARS_MAX: usize = 128;
 pub const TOKEN_SECRET_BYTES_MIN: usize = 32;
 /// Secrets verified at most (the first signs): enough for a rotation or two in progress.
 pub const TOKEN_SECRETS_MAX: usize = 8;
-/// The longest a token may live (`exp` − `iat`, or `exp` − now without `iat`), by default
-/// (`AGENTSTREAM_TOKEN_TTL_SECONDS_MAX`): short, so a leaked browser token is soon worthless.
-pub const TOKEN_TTL_SECONDS_MAX_DEFAULT: u64 = 3600;
 /// What `POST /v1/tokens` gives when the request names no `ttl_s` (Letta's default too).
 pub const TOKEN_TTL_SECONDS_DEFAULT: u64 = 300;
 

@@ -23,9 +23,6 @@ use tool::McpTool;
 
 use crate::tools::Tool;
 
-/// How long one MCP tool call may take unless configured otherwise
-/// (`AGENTSTREAM_TOOL_CALL_TIMEOUT_MS`).
-pub const TOOL_CALL_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 /// Servers one agent may name at most.
 pub const AGENT_MCP_SERVERS_MAX: usize = 16;
 

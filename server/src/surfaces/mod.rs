@@ -29,11 +29,6 @@ pub mod steps;
 #[cfg(test)]
 mod test_log;
 
-/// Open SSE streams (native, Letta, AI SDK and AG-UI) at most, by default (see `config::Limits`). Each holds a
-/// task, a queue and a log subscription like a WebSocket does; past this a new stream is
-/// refused with 503.
-pub const SSE_STREAMS_MAX: usize = 1024;
-
 /// A slot for one more open stream, or the 503 that says there is none.
 pub fn stream_slot(
     streams: &std::sync::Arc<tokio::sync::Semaphore>,

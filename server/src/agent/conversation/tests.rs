@@ -50,6 +50,7 @@ fn the_oldest_messages_go_first_when_the_conversation_is_too_long() {
     }
 }
 use super::*;
+use crate::limits::TOOL_RESULT_CHARS_MAX;
 use app::AgentEvent;
 use serde_json::json;
 use uuid::Uuid;

@@ -16,6 +16,7 @@
 //!
 //! One refusal refuses the whole batch, naming the event by its index.
 
+use crate::limits::PRODUCER_LEASE_MS_DEFAULT;
 use std::collections::HashMap;
 
 use app::{DeltaAction, EventKind};
@@ -34,8 +35,6 @@ pub const PRODUCED_NAME_CHARS_MAX: usize = 256;
 pub const DELTA_PATH_CHARS_MAX: usize = 256;
 /// Tool calls one produced run may make.
 pub const PRODUCED_CALLS_PER_RUN_MAX: usize = 4096;
-/// A producer that sends nothing for this long, by default, has its run ended `interrupted`.
-pub const PRODUCER_LEASE_MS_DEFAULT: u64 = 30_000;
 /// The lease a producer may ask for in `run_started`'s `metadata.lease_ms`, at least and at most.
 pub const PRODUCER_LEASE_MS_MIN: u64 = 1_000;
 pub const PRODUCER_LEASE_MS_MAX: u64 = 600_000;

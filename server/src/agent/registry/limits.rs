@@ -1,27 +1,14 @@
 //! A run's bounds (across all agents, per run, per event) and why a start is refused.
 
+use crate::limits::TOOL_RESULT_CHARS_MAX;
+use crate::limits::{RUN_BYTES_MAX_DEFAULT, RUN_EVENTS_MAX_DEFAULT};
 use uuid::Uuid;
 
 use super::providers::provider_settings;
-use crate::agent::tools::TOOL_RESULT_CHARS_MAX;
 
 /// Runs in flight across all agents. Each holds a provider stream and a task; past this, new runs
 /// are refused with 503 rather than degrade every run already going.
 pub const ACTIVE_RUNS_MAX: usize = 256;
-/// LLM calls one run makes at most (LLM → tools → LLM …) unless configured otherwise; a model
-/// that keeps asking for tools ends with stop reason `max_iterations`.
-pub const RUN_ITERATIONS_MAX_DEFAULT: u32 = 10;
-/// Events one run may write unless configured otherwise: far beyond any real reply (a 20 000-token
-/// answer is about 20 000 events), low enough that a runaway model cannot fill the disk.
-pub const RUN_EVENTS_MAX_DEFAULT: u64 = 100_000;
-
-/// Bytes one run may write unless configured otherwise (its events' deltas, contents and raw
-/// provider events, as JSON): a long answer with tools is a few megabytes.
-pub const RUN_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
-/// One event larger than this (as JSON) is not written: the run ends as past its byte limit.
-/// Every event the server makes from bounded parts is far smaller (a tool result is cut at
-/// `TOOL_RESULT_CHARS_MAX`, a call's input at `TOOL_CALL_INPUT_BYTES_MAX`).
-pub const EVENT_BYTES_MAX: usize = 1024 * 1024;
 
 /// The per-run bounds of `config::Limits`.
 #[derive(Clone, Copy, Debug)]

@@ -2,6 +2,7 @@
 //! output), then each call's bookkeeping at the end.
 
 use super::*;
+use crate::limits::TOOL_CALLS_PER_STEP_MAX;
 use crate::provider::ProviderEvent as P;
 
 fn ids() -> RunIds {

@@ -7,6 +7,7 @@
 //! for all agents loses nothing, and it keeps per-agent order trivially: requests of one agent are
 //! committed, published and acknowledged in the order they were submitted.
 
+use crate::limits::WRITER_COMMIT_RETRIES_MAX_DEFAULT;
 use std::sync::Arc;
 
 use app::AgentEvent;
@@ -28,11 +29,6 @@ pub const WRITER_QUEUE_REQUESTS_MAX: usize = 4096;
 /// of tokens from many agents, small enough that one commit stays in the low milliseconds.
 pub const WRITER_BATCH_EVENTS_MAX: usize = 512;
 
-/// Times the writer tries a group again, by default, when the database says trying again may
-/// work (busy, an I/O hiccup, a PostgreSQL restart) before it fails the group's requests.
-/// Retrying here, in the one writer task, keeps every agent's order: nothing behind the group
-/// commits first. With the delays below, about 2.5 s in all: a database restart, not an outage.
-pub const WRITER_COMMIT_RETRIES_MAX_DEFAULT: u32 = 12;
 /// The first retry waits this long; each further one waits twice as long, up to
 /// [`WRITER_RETRY_DELAY_MAX_MS`].
 pub const WRITER_RETRY_DELAY_INITIAL_MS: u64 = 2;

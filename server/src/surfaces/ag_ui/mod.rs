@@ -23,6 +23,7 @@ pub mod request;
 mod stream;
 pub mod verify;
 
+use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use app::EventKind;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -35,7 +36,7 @@ use uuid::Uuid;
 use crate::agent::approval::ApprovalDecision;
 use crate::agent::client_tools;
 use crate::agent::history::fold_log;
-use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
+use crate::agent::start::StartError;
 use crate::agent::RunOptions;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};

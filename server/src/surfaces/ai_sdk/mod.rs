@@ -26,6 +26,7 @@ pub mod request;
 mod stream;
 pub mod verify;
 
+use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use app::EventKind;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -36,7 +37,7 @@ use serde_json::Value;
 use crate::agent::approval::ApprovalDecision;
 use crate::agent::client_tools;
 use crate::agent::history::fold_log;
-use crate::agent::start::{StartError, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
+use crate::agent::start::StartError;
 use crate::agent::RunOptions;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};

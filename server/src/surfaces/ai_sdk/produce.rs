@@ -15,6 +15,7 @@
 //! The user's message the run answers goes in the `Agentstream-User-Text` header, percent-
 //! encoded (`encodeURIComponent`): the stream itself holds only the assistant's message.
 
+use crate::limits::RUN_CONTENT_BYTES_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -28,7 +29,6 @@ use serde_json::{json, Value};
 use super::inbound::Inbound;
 use crate::agent::produce::fence::ProducerHeaders;
 use crate::agent::produce::{Produced, Producers};
-use crate::agent::start::RUN_CONTENT_BYTES_MAX;
 use crate::http::body_lines::{BodyLines, LineError, BODY_LINE_BYTES_MAX};
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;

@@ -15,6 +15,7 @@ mod request;
 mod streaming;
 pub mod wire;
 
+use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
 use streaming::{feed, sse_response, wanted, ForegroundGuard, Shape};
@@ -34,7 +35,6 @@ use uuid::Uuid;
 use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
 use crate::agent::start::Starter;
-use crate::agent::start::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::agent::{RunOptions, Runs};
 use crate::delivery::hub::Hub;
 use crate::http::caller::Caller;

@@ -32,12 +32,6 @@ use crate::metrics::Metrics;
 use crate::state::{Access, Feeds, WsConnections};
 use crate::store::ClusterStore;
 
-/// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
-/// the upgrade is refused with 503 so the server stays responsive.
-pub const WS_CONNECTIONS_MAX: usize = 1024;
-/// The largest frame a client may send. Client messages are small commands; anything bigger is a
-/// mistake or an attack.
-pub const WS_MESSAGE_BYTES_MAX: usize = 64 * 1024;
 /// The read buffer each connection allocates up front. Client frames are small commands; the
 /// library's default (128 KiB) made an idle socket cost ~140 KB (`examples/bench/`).
 pub const WS_READ_BUFFER_BYTES: usize = 4 * 1024;
@@ -45,18 +39,9 @@ pub const WS_READ_BUFFER_BYTES: usize = 4 * 1024;
 pub const WS_WRITE_BUFFER_BYTES: usize = 8 * 1024;
 /// Outgoing bytes one socket may hold when writes are failing; past it the socket errors.
 pub const WS_WRITE_BUFFER_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// How often a socket is pinged (by default; see `config::Limits`).
-pub const WS_PING_INTERVAL_MS: u64 = 30_000;
-/// A socket silent this long (by default), pongs included, is closed: three pings unanswered.
-pub const WS_IDLE_TIMEOUT_MS: u64 = 90_000;
 /// The close code of a socket whose scoped token expired (an application code, 4000–4999; 4401
 /// as in HTTP's 401): reconnect with a fresh token.
 pub const WS_CLOSE_TOKEN_EXPIRED: u16 = 4401;
-/// Subscriptions one connection may hold.
-pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
-/// Frames queued for one socket. When full, the connection's subscriptions wait, lag at the hub,
-/// and are caught up from the store: memory per slow client stays bounded.
-pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
 
 // An axum handler: each argument is an extractor.
 #[allow(clippy::too_many_arguments)]

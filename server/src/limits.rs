@@ -1,0 +1,138 @@
+//! The server's named limits and defaults, at the bottom of the module graph: every floor
+//! imports them from here, `config.rs` reads them as the defaults of what the environment may
+//! change (`config::Limits`), and no floor fetches another's constant sideways. Each name says
+//! its unit. Grouped by the part of the server that enforces them.
+
+// Runs (agent/registry/limits.rs)
+
+/// Bytes one run may write unless configured otherwise (its events' deltas, contents and raw
+/// provider events, as JSON): a long answer with tools is a few megabytes.
+pub const RUN_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
+
+/// Events one run may write unless configured otherwise: far beyond any real reply (a 20 000-token
+/// answer is about 20 000 events), low enough that a runaway model cannot fill the disk.
+pub const RUN_EVENTS_MAX_DEFAULT: u64 = 100_000;
+
+/// LLM calls one run makes at most (LLM → tools → LLM …) unless configured otherwise; a model
+/// that keeps asking for tools ends with stop reason `max_iterations`.
+pub const RUN_ITERATIONS_MAX_DEFAULT: u32 = 10;
+
+/// One event larger than this (as JSON) is not written: the run ends as past its byte limit.
+/// Every event the server makes from bounded parts is far smaller (a tool result is cut at
+/// `TOOL_RESULT_CHARS_MAX`, a call's input at `TOOL_CALL_INPUT_BYTES_MAX`).
+pub const EVENT_BYTES_MAX: usize = 1024 * 1024;
+
+// Tools (agent/tools.rs)
+
+/// A tool result longer than this is cut (and says so) before it goes back to the model (by
+/// default; see `config::Limits`).
+pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
+
+// Starting a run (agent/start.rs)
+
+/// A key as stored, its surface's prefix included (`native:`, `otid:`, `ai-sdk:`,
+/// `approval:` …), longer than this is refused.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 256;
+
+/// An idempotency key a client sends (before its surface's prefix) longer than this is refused.
+pub const CLIENT_IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+
+/// A user message longer than this (in bytes) is refused.
+pub const RUN_CONTENT_BYTES_MAX: usize = 32 * 1024;
+
+// Approvals (agent/approval.rs, agent/approval_timeout.rs)
+
+/// Approval requests one answer may take at once (a step's calls at most).
+pub const APPROVALS_PER_ANSWER_MAX: usize = TOOL_CALLS_PER_STEP_MAX;
+
+/// The longest timeout an agent or the server may set (30 days).
+pub const APPROVAL_TIMEOUT_MS_MAX: u64 = 30 * 24 * 3_600_000;
+
+// External producers (agent/produce/)
+
+/// A producer that sends nothing for this long, by default, has its run ended `interrupted`.
+pub const PRODUCER_LEASE_MS_DEFAULT: u64 = 30_000;
+
+// A model's step (agent/step.rs)
+
+/// Tool calls one LLM step may make; further calls get an error result without running.
+pub const TOOL_CALLS_PER_STEP_MAX: usize = 16;
+
+// Delivery (delivery/hub.rs, delivery/writer/)
+
+/// Batches a room keeps for its slowest subscriber. Past this the subscriber lags and catches up
+/// from the store. A batch is one writer commit (at most `WRITER_BATCH_EVENTS_MAX` events), so
+/// this bounds a room at that many events times this, shared by every subscriber of the room.
+pub const HUB_ROOM_BATCHES_MAX_DEFAULT: usize = 1024;
+
+// Delivery (delivery/hub.rs, delivery/writer/)
+
+/// Times the writer tries a group again, by default, when the database says trying again may
+/// work (busy, an I/O hiccup, a PostgreSQL restart) before it fails the group's requests.
+/// Retrying here, in the one writer task, keeps every agent's order: nothing behind the group
+/// commits first. With the delays below, about 2.5 s in all: a database restart, not an outage.
+pub const WRITER_COMMIT_RETRIES_MAX_DEFAULT: u32 = 12;
+
+// HTTP (http/)
+
+/// Request bodies above this are refused with 413 before they are read in full (by default; see
+/// `config::Limits`). The largest legitimate body is a run's user message
+/// (`agent::start::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
+
+// HTTP (http/)
+
+/// A whole request body must arrive within this (by default; see `config::Limits`).
+pub const BODY_READ_MS_MAX: u64 = 30_000;
+
+// HTTP (http/)
+
+/// Events per page at most: one page stays a few hundred kilobytes.
+pub const EVENTS_PAGE_LIMIT_MAX: u32 = 1000;
+
+// HTTP (http/)
+
+/// Requests one token subject may have in flight at once, by default.
+pub const REQUESTS_PER_SUBJECT_MAX: usize = 64;
+
+// HTTP (http/)
+
+/// The longest a token may live (`exp` − `iat`, or `exp` − now without `iat`), by default
+/// (`AGENTSTREAM_TOKEN_TTL_SECONDS_MAX`): short, so a leaked browser token is soon worthless.
+pub const TOKEN_TTL_SECONDS_MAX_DEFAULT: u64 = 3600;
+
+// Live streams (surfaces/, surfaces/native/ws.rs)
+
+/// Open SSE streams (native, Letta, AI SDK and AG-UI) at most, by default (see `config::Limits`). Each holds a
+/// task, a queue and a log subscription like a WebSocket does; past this a new stream is
+/// refused with 503.
+pub const SSE_STREAMS_MAX: usize = 1024;
+
+// Live streams (surfaces/, surfaces/native/ws.rs)
+
+/// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
+/// the upgrade is refused with 503 so the server stays responsive.
+pub const WS_CONNECTIONS_MAX: usize = 1024;
+
+/// A socket silent this long (by default), pongs included, is closed: three pings unanswered.
+pub const WS_IDLE_TIMEOUT_MS: u64 = 90_000;
+
+/// The largest frame a client may send. Client messages are small commands; anything bigger is a
+/// mistake or an attack.
+pub const WS_MESSAGE_BYTES_MAX: usize = 64 * 1024;
+
+/// Frames queued for one socket. When full, the connection's subscriptions wait, lag at the hub,
+/// and are caught up from the store: memory per slow client stays bounded.
+pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
+
+/// How often a socket is pinged (by default; see `config::Limits`).
+pub const WS_PING_INTERVAL_MS: u64 = 30_000;
+
+/// Subscriptions one connection may hold.
+pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
+
+// MCP (mcp/)
+
+/// How long one MCP tool call may take unless configured otherwise
+/// (`AGENTSTREAM_TOOL_CALL_TIMEOUT_MS`).
+pub const TOOL_CALL_TIMEOUT_MS_DEFAULT: u64 = 60_000;
