@@ -1,7 +1,7 @@
 //! Server configuration, read from the environment (and `--help` for the list).
 
 use crate::limits::HUB_ROOM_BATCHES_MAX_DEFAULT;
-use crate::limits::RUN_ITERATIONS_MAX_DEFAULT;
+use crate::limits::{Limits, RUN_ITERATIONS_MAX_DEFAULT};
 use crate::provider::anthropic::{
     AnthropicConfig, ANTHROPIC_BASE_URL_DEFAULT, ANTHROPIC_MODEL_DEFAULT,
 };
@@ -17,64 +17,6 @@ pub const DATABASE_URL_DEFAULT: &str = "sqlite://data/agentstream.db";
 /// Letta streams ping this often by default: short enough for proxies that cut idle connections
 /// at 30–60 s, and a disconnected client is noticed within it even while a tool runs silently.
 pub const LETTA_PING_INTERVAL_MS_DEFAULT: u64 = 15_000;
-
-/// The bounds an operator may change, each with its unit in its name. The defaults are the
-/// constants beside the code each one bounds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
-    /// Request bodies above this are refused with 413 before they are read in full.
-    pub request_body_bytes_max: usize,
-    /// A WebSocket frame from a client above this closes that socket.
-    pub ws_message_bytes_max: usize,
-    /// Subscriptions one WebSocket connection may hold.
-    pub ws_subscriptions_per_connection_max: usize,
-    /// Open WebSocket connections per server; past it the upgrade answers 503.
-    pub ws_connections_max: usize,
-    /// Frames queued for one subscriber (WebSocket or SSE); a slower reader lags and is caught up
-    /// from the store.
-    pub subscriber_outbound_frames_max: usize,
-    /// Events per page of `GET /v1/agents/{id}/events` at most.
-    pub events_page_limit_max: u32,
-    /// Events one run may write before it is stopped (stop reason `max_events`).
-    pub run_events_max: u64,
-    /// Bytes one run may write before it is stopped (stop reason `max_bytes`).
-    pub run_bytes_max: u64,
-    /// A tool result longer than this is cut (and says so).
-    pub tool_result_chars_max: usize,
-    /// A WebSocket is pinged this often; browsers and client libraries answer by themselves.
-    pub ws_ping_interval_ms: u64,
-    /// A WebSocket from which nothing (not even a pong) came for this long is closed: a
-    /// half-open peer must not hold a connection slot forever.
-    pub ws_idle_timeout_ms: u64,
-    /// Open SSE streams (native and Letta) per server; past it a new stream answers 503.
-    pub sse_streams_max: usize,
-    /// A request body (other than a streamed one) must arrive whole within this, else 408.
-    pub body_read_ms_max: u64,
-    /// Requests one scoped token's subject may have in flight at once (streams, long-polls,
-    /// WebSockets included), else 429.
-    pub requests_per_subject_max: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            request_body_bytes_max: crate::limits::REQUEST_BODY_BYTES_MAX,
-            ws_message_bytes_max: crate::limits::WS_MESSAGE_BYTES_MAX,
-            ws_subscriptions_per_connection_max: crate::limits::WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
-            ws_connections_max: crate::limits::WS_CONNECTIONS_MAX,
-            subscriber_outbound_frames_max: crate::limits::WS_OUTBOUND_FRAMES_MAX,
-            events_page_limit_max: crate::limits::EVENTS_PAGE_LIMIT_MAX,
-            run_events_max: crate::limits::RUN_EVENTS_MAX_DEFAULT,
-            run_bytes_max: crate::limits::RUN_BYTES_MAX_DEFAULT,
-            tool_result_chars_max: crate::limits::TOOL_RESULT_CHARS_MAX,
-            ws_ping_interval_ms: crate::limits::WS_PING_INTERVAL_MS,
-            ws_idle_timeout_ms: crate::limits::WS_IDLE_TIMEOUT_MS,
-            sse_streams_max: crate::limits::SSE_STREAMS_MAX,
-            body_read_ms_max: crate::limits::BODY_READ_MS_MAX,
-            requests_per_subject_max: crate::limits::REQUESTS_PER_SUBJECT_MAX,
-        }
-    }
-}
 
 impl Limits {
     /// Each limit from its `AGENTSTREAM_…` variable, or the default. Zero is refused: every limit

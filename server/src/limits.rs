@@ -1,6 +1,6 @@
 //! The server's named limits and defaults, at the bottom of the module graph: every floor
 //! imports them from here, `config.rs` reads them as the defaults of what the environment may
-//! change (`config::Limits`), and no floor fetches another's constant sideways. Each name says
+//! change ([`Limits`]), and no floor fetches another's constant sideways. Each name says
 //! its unit. Grouped by the part of the server that enforces them.
 
 // Runs (agent/registry/limits.rs)
@@ -25,7 +25,7 @@ pub const EVENT_BYTES_MAX: usize = 1024 * 1024;
 // Tools (agent/tools.rs)
 
 /// A tool result longer than this is cut (and says so) before it goes back to the model (by
-/// default; see `config::Limits`).
+/// default; see [`Limits`]).
 pub const TOOL_RESULT_CHARS_MAX: usize = 16 * 1024;
 
 // Starting a run (agent/start.rs)
@@ -76,13 +76,13 @@ pub const WRITER_COMMIT_RETRIES_MAX_DEFAULT: u32 = 12;
 // HTTP (http/)
 
 /// Request bodies above this are refused with 413 before they are read in full (by default; see
-/// `config::Limits`). The largest legitimate body is a run's user message
+/// [`Limits`]). The largest legitimate body is a run's user message
 /// (`agent::start::RUN_CONTENT_BYTES_MAX`) plus its JSON framing.
 pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 
 // HTTP (http/)
 
-/// A whole request body must arrive within this (by default; see `config::Limits`).
+/// A whole request body must arrive within this (by default; see [`Limits`]).
 pub const BODY_READ_MS_MAX: u64 = 30_000;
 
 // HTTP (http/)
@@ -103,14 +103,14 @@ pub const TOKEN_TTL_SECONDS_MAX_DEFAULT: u64 = 3600;
 
 // Live streams (surfaces/, surfaces/native/ws.rs)
 
-/// Open SSE streams (native, Letta, AI SDK and AG-UI) at most, by default (see `config::Limits`). Each holds a
+/// Open SSE streams (native, Letta, AI SDK and AG-UI) at most, by default (see [`Limits`]). Each holds a
 /// task, a queue and a log subscription like a WebSocket does; past this a new stream is
 /// refused with 503.
 pub const SSE_STREAMS_MAX: usize = 1024;
 
 // Live streams (surfaces/, surfaces/native/ws.rs)
 
-/// Open WebSocket connections at most (by default; see `config::Limits`). Each costs a task, a queue and its subscriptions; past this
+/// Open WebSocket connections at most (by default; see [`Limits`]). Each costs a task, a queue and its subscriptions; past this
 /// the upgrade is refused with 503 so the server stays responsive.
 pub const WS_CONNECTIONS_MAX: usize = 1024;
 
@@ -125,7 +125,7 @@ pub const WS_MESSAGE_BYTES_MAX: usize = 64 * 1024;
 /// and are caught up from the store: memory per slow client stays bounded.
 pub const WS_OUTBOUND_FRAMES_MAX: usize = 64;
 
-/// How often a socket is pinged (by default; see `config::Limits`).
+/// How often a socket is pinged (by default; see [`Limits`]).
 pub const WS_PING_INTERVAL_MS: u64 = 30_000;
 
 /// Subscriptions one connection may hold.
@@ -136,3 +136,63 @@ pub const WS_SUBSCRIPTIONS_PER_CONNECTION_MAX: usize = 64;
 /// How long one MCP tool call may take unless configured otherwise
 /// (`AGENTSTREAM_TOOL_CALL_TIMEOUT_MS`).
 pub const TOOL_CALL_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+
+// What the environment may change
+
+/// The bounds an operator may change (`config.rs` reads them from the environment), each with
+/// its unit in its name. The defaults are the constants above.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Request bodies above this are refused with 413 before they are read in full.
+    pub request_body_bytes_max: usize,
+    /// A WebSocket frame from a client above this closes that socket.
+    pub ws_message_bytes_max: usize,
+    /// Subscriptions one WebSocket connection may hold.
+    pub ws_subscriptions_per_connection_max: usize,
+    /// Open WebSocket connections per server; past it the upgrade answers 503.
+    pub ws_connections_max: usize,
+    /// Frames queued for one subscriber (WebSocket or SSE); a slower reader lags and is caught up
+    /// from the store.
+    pub subscriber_outbound_frames_max: usize,
+    /// Events per page of `GET /v1/agents/{id}/events` at most.
+    pub events_page_limit_max: u32,
+    /// Events one run may write before it is stopped (stop reason `max_events`).
+    pub run_events_max: u64,
+    /// Bytes one run may write before it is stopped (stop reason `max_bytes`).
+    pub run_bytes_max: u64,
+    /// A tool result longer than this is cut (and says so).
+    pub tool_result_chars_max: usize,
+    /// A WebSocket is pinged this often; browsers and client libraries answer by themselves.
+    pub ws_ping_interval_ms: u64,
+    /// A WebSocket from which nothing (not even a pong) came for this long is closed: a
+    /// half-open peer must not hold a connection slot forever.
+    pub ws_idle_timeout_ms: u64,
+    /// Open SSE streams (native and Letta) per server; past it a new stream answers 503.
+    pub sse_streams_max: usize,
+    /// A request body (other than a streamed one) must arrive whole within this, else 408.
+    pub body_read_ms_max: u64,
+    /// Requests one scoped token's subject may have in flight at once (streams, long-polls,
+    /// WebSockets included), else 429.
+    pub requests_per_subject_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            request_body_bytes_max: REQUEST_BODY_BYTES_MAX,
+            ws_message_bytes_max: WS_MESSAGE_BYTES_MAX,
+            ws_subscriptions_per_connection_max: WS_SUBSCRIPTIONS_PER_CONNECTION_MAX,
+            ws_connections_max: WS_CONNECTIONS_MAX,
+            subscriber_outbound_frames_max: WS_OUTBOUND_FRAMES_MAX,
+            events_page_limit_max: EVENTS_PAGE_LIMIT_MAX,
+            run_events_max: RUN_EVENTS_MAX_DEFAULT,
+            run_bytes_max: RUN_BYTES_MAX_DEFAULT,
+            tool_result_chars_max: TOOL_RESULT_CHARS_MAX,
+            ws_ping_interval_ms: WS_PING_INTERVAL_MS,
+            ws_idle_timeout_ms: WS_IDLE_TIMEOUT_MS,
+            sse_streams_max: SSE_STREAMS_MAX,
+            body_read_ms_max: BODY_READ_MS_MAX,
+            requests_per_subject_max: REQUESTS_PER_SUBJECT_MAX,
+        }
+    }
+}

@@ -14,7 +14,7 @@ use crate::agent::produce::Producers;
 use crate::agent::start::Starter;
 use crate::agent::{recovery, Providers, Runs};
 use crate::cluster::{self, Cluster};
-use crate::config::{self, Config, ProviderChoice};
+use crate::config::{Config, ProviderChoice};
 use crate::delivery::hub::Hub;
 use crate::delivery::writer::{self, Writer};
 use crate::http::token::TokenKeys;
@@ -63,7 +63,7 @@ pub struct Opened {
     pub allowed_hosts: Arc<Vec<String>>,
     /// Requests each token subject holds now (`limits.requests_per_subject_max` each).
     pub subjects: Arc<crate::http::subjects::SubjectSlots>,
-    pub limits: Arc<config::Limits>,
+    pub limits: Arc<crate::limits::Limits>,
     /// With PostgreSQL: the other server processes on the same database.
     pub cluster: Option<Arc<Cluster>>,
     /// Folded timelines of recently read logs (history pages, the next turn's conversation).
@@ -254,7 +254,7 @@ pub struct Feeds {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
     pub shutdown: CancellationToken,
-    pub limits: Arc<config::Limits>,
+    pub limits: Arc<crate::limits::Limits>,
     /// Slots for open SSE streams.
     pub sse_streams: Arc<Semaphore>,
     /// Subscribers are counted by surface.
@@ -325,7 +325,7 @@ impl FromRef<AppState> for Arc<Runs> {
     }
 }
 
-impl FromRef<AppState> for Arc<config::Limits> {
+impl FromRef<AppState> for Arc<crate::limits::Limits> {
     fn from_ref(state: &AppState) -> Self {
         state.limits.clone()
     }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::agent::start::Starter;
 use crate::agent::Runs;
 use crate::cluster::Cluster;
-use crate::config::Limits;
+use crate::limits::Limits;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::store::{EventJson, NewAgent};

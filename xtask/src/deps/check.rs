@@ -16,7 +16,14 @@ const SERVER_FLOORS: Floors = Floors(&[
     &["agent", "cluster"],
     &["delivery", "provider", "tools", "mcp"],
     &["store"],
-    &["limits", "metrics", "telemetry", "redact", "child_env", "backoff"],
+    &[
+        "limits",
+        "metrics",
+        "telemetry",
+        "redact",
+        "child_env",
+        "backoff",
+    ],
 ]);
 
 /// The app's floors: the pages; the browser's hook and calls, and history; the pure folds;

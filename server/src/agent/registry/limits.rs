@@ -10,7 +10,7 @@ use super::providers::provider_settings;
 /// are refused with 503 rather than degrade every run already going.
 pub const ACTIVE_RUNS_MAX: usize = 256;
 
-/// The per-run bounds of `config::Limits`.
+/// The per-run bounds of `crate::limits::Limits`.
 #[derive(Clone, Copy, Debug)]
 pub struct RunLimits {
     /// Past this, the run stops its model and tools and ends with stop reason `max_events`; the
