@@ -25,13 +25,15 @@ pub mod mcp;
 pub mod metrics;
 pub mod provider;
 pub mod redact;
+pub mod router;
 pub mod state;
+pub mod stats;
 pub mod store;
 pub mod surfaces;
 pub mod telemetry;
 pub mod tools;
 
-pub use http::{api_router, app};
+pub use router::{api_router, app};
 pub use state::AppState;
 
 use std::future::{Future, IntoFuture};
@@ -78,7 +80,7 @@ pub async fn serve(
     let stop = state.shutdown.clone();
     if let Some(listener) = metrics_listener {
         let stop = stop.clone();
-        let router = http::metrics_router(state.clone());
+        let router = router::metrics_router(state.clone());
         tokio::spawn(async move {
             let served = axum::serve(listener, router)
                 .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -247,31 +247,9 @@ fn build_provider(choice: &ProviderChoice, config: &Config) -> Arc<dyn Provider>
     }
 }
 
-/// What a live stream of the log needs: the store to catch up from, the hub to follow, the
-/// shutdown to let go at, and the per-subscriber bounds.
-#[derive(Clone)]
-pub struct Feeds {
-    pub store: Arc<dyn Store>,
-    pub hub: Arc<Hub>,
-    pub shutdown: CancellationToken,
-    pub limits: Arc<crate::limits::Limits>,
-    /// Slots for open SSE streams.
-    pub sse_streams: Arc<Semaphore>,
-    /// Subscribers are counted by surface.
-    pub metrics: Arc<Metrics>,
-}
-
-/// What `/readyz` looks at: the database, the writer and (PostgreSQL) the notice listener.
-#[derive(Clone)]
-pub struct Readiness {
-    pub store: Arc<dyn Store>,
-    pub writer: Writer,
-    pub cluster: Option<Arc<Cluster>>,
-}
-
-impl FromRef<AppState> for Readiness {
+impl FromRef<AppState> for crate::http::rest::Readiness {
     fn from_ref(state: &AppState) -> Self {
-        Readiness {
+        crate::http::rest::Readiness {
             store: state.store.clone(),
             writer: state.writer.clone(),
             cluster: state.cluster.clone(),
@@ -279,25 +257,9 @@ impl FromRef<AppState> for Readiness {
     }
 }
 
-/// Who may call: the access token, the scoped tokens' secrets, and the origins allowed besides
-/// the server's own; the store, to tell which agents a scoped token reaches.
-#[derive(Clone)]
-pub struct Access {
-    pub api_token: Option<Arc<str>>,
-    pub token_keys: Option<Arc<TokenKeys>>,
-    pub allowed_origins: Arc<Vec<String>>,
-    pub allowed_hosts: Arc<Vec<String>>,
-    pub store: Arc<dyn Store>,
-    pub subjects: Arc<crate::http::subjects::SubjectSlots>,
-}
-
-/// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
-#[derive(Clone)]
-pub struct WsConnections(pub Arc<Semaphore>);
-
-impl FromRef<AppState> for WsConnections {
+impl FromRef<AppState> for crate::surfaces::native::ws::WsConnections {
     fn from_ref(state: &AppState) -> Self {
-        WsConnections(state.ws_connections.clone())
+        crate::surfaces::native::ws::WsConnections(state.ws_connections.clone())
     }
 }
 
@@ -337,9 +299,9 @@ impl FromRef<AppState> for Option<Arc<Cluster>> {
     }
 }
 
-impl FromRef<AppState> for Feeds {
+impl FromRef<AppState> for crate::surfaces::Feeds {
     fn from_ref(state: &AppState) -> Self {
-        Feeds {
+        crate::surfaces::Feeds {
             store: state.store.clone(),
             hub: state.hub.clone(),
             shutdown: state.shutdown.clone(),
@@ -362,15 +324,70 @@ impl FromRef<AppState> for Arc<Metrics> {
     }
 }
 
-impl FromRef<AppState> for Access {
+impl FromRef<AppState> for crate::http::auth::Access {
     fn from_ref(state: &AppState) -> Self {
-        Access {
+        crate::http::auth::Access {
             api_token: state.api_token.clone(),
             token_keys: state.token_keys.clone(),
             allowed_origins: state.allowed_origins.clone(),
             allowed_hosts: state.allowed_hosts.clone(),
             store: state.store.clone(),
             subjects: state.subjects.clone(),
+        }
+    }
+}
+
+impl FromRef<AppState> for crate::surfaces::chat::ChatState {
+    fn from_ref(state: &AppState) -> Self {
+        crate::surfaces::chat::ChatState {
+            store: state.store.clone(),
+            hub: state.hub.clone(),
+            runs: state.runs.clone(),
+            starter: state.starter.clone(),
+            cluster: state.cluster.clone(),
+            snapshots: state.snapshots.clone(),
+            shutdown: state.shutdown.clone(),
+            sse_streams: state.sse_streams.clone(),
+            sse_streams_max: state.limits.sse_streams_max,
+        }
+    }
+}
+
+impl FromRef<AppState> for crate::surfaces::durable::DurableState {
+    fn from_ref(state: &AppState) -> crate::surfaces::durable::DurableState {
+        crate::surfaces::durable::DurableState {
+            store: state.store.clone(),
+            hub: state.hub.clone(),
+            service: state.durable.clone(),
+            sse_streams: state.sse_streams.clone(),
+            sse_streams_max: state.limits.sse_streams_max,
+            shutdown: state.shutdown.clone(),
+        }
+    }
+}
+
+impl FromRef<AppState> for crate::surfaces::letta::LettaState {
+    fn from_ref(state: &AppState) -> Self {
+        crate::surfaces::letta::LettaState {
+            store: state.store.clone(),
+            hub: state.hub.clone(),
+            runs: state.runs.clone(),
+            starter: state.starter.clone(),
+            ping_interval: state.letta_ping_interval,
+            shutdown: state.shutdown.clone(),
+            sse_streams: state.sse_streams.clone(),
+            sse_streams_max: state.limits.sse_streams_max,
+        }
+    }
+}
+
+impl FromRef<AppState> for crate::http::rest::Deletion {
+    fn from_ref(state: &AppState) -> Self {
+        crate::http::rest::Deletion {
+            store: state.store.clone(),
+            runs: state.runs.clone(),
+            hub: state.hub.clone(),
+            snapshots: state.snapshots.clone(),
         }
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use agentstream_server::config::Config;
 use agentstream_server::http::rest::readyz;
-use agentstream_server::state::{AppState, Readiness};
+use agentstream_server::http::rest::Readiness;
+use agentstream_server::state::AppState;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{Store, StoreError};
 use axum::extract::State;

@@ -38,7 +38,6 @@ use super::subjects;
 use super::token::{Scope, TokenError};
 use super::token_link;
 use crate::http::error::ApiError;
-use crate::state::Access;
 use crate::surfaces::chat::{chat_id, unknown_chat, ChatId};
 
 /// The cookie a browser keeps the token in.
@@ -516,3 +515,15 @@ pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// Who may call: the access token, the scoped tokens' secrets, and the origins allowed besides
+/// the server's own; the store, to tell which agents a scoped token reaches.
+#[derive(Clone)]
+pub struct Access {
+    pub api_token: Option<Arc<str>>,
+    pub token_keys: Option<Arc<crate::http::token::TokenKeys>>,
+    pub allowed_origins: Arc<Vec<String>>,
+    pub allowed_hosts: Arc<Vec<String>>,
+    pub store: Arc<dyn crate::store::Store>,
+    pub subjects: Arc<crate::http::subjects::SubjectSlots>,
+}

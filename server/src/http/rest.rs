@@ -25,7 +25,6 @@ use crate::agent::start::Starter;
 use crate::agent::Runs;
 use crate::cluster::Cluster;
 use crate::limits::Limits;
-use crate::state::AppState;
 use crate::store::Store;
 use crate::store::{EventJson, NewAgent};
 
@@ -238,7 +237,7 @@ pub async fn get_agent(
 }
 
 pub async fn delete_agent(
-    State(state): State<AppState>,
+    State(state): State<Deletion>,
     Path(agent_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
@@ -550,7 +549,7 @@ pub const READYZ_DATABASE_WAIT_MS: u64 = 2_000;
 
 /// Readiness: the database answers a real query, the writer is running and (PostgreSQL) the
 /// notice listener is up. 200 with each part's state, or 503 naming what is down.
-pub async fn readyz(State(readiness): State<crate::state::Readiness>) -> Response {
+pub async fn readyz(State(readiness): State<Readiness>) -> Response {
     let wait = std::time::Duration::from_millis(READYZ_DATABASE_WAIT_MS);
     let database = match tokio::time::timeout(wait, readiness.store.head_seq(Uuid::nil())).await {
         Ok(Ok(_)) => "ok".to_owned(),
@@ -585,4 +584,22 @@ pub async fn readyz(State(readiness): State<crate::state::Readiness>) -> Respons
     };
     let body = serde_json::json!({ "ready": ready, "checks": checks });
     (status, Json(body)).into_response()
+}
+
+/// What `/readyz` looks at: the database, the writer and (PostgreSQL) the notice listener.
+#[derive(Clone)]
+pub struct Readiness {
+    pub store: Arc<dyn Store>,
+    pub writer: crate::delivery::writer::Writer,
+    pub cluster: Option<Arc<Cluster>>,
+}
+
+/// What deleting an agent touches: its run (cancelled first), its log, its live room and its
+/// folded timeline.
+#[derive(Clone)]
+pub struct Deletion {
+    pub store: Arc<dyn Store>,
+    pub runs: Arc<crate::agent::Runs>,
+    pub hub: Arc<crate::delivery::hub::Hub>,
+    pub snapshots: Arc<crate::agent::history::Snapshots>,
 }

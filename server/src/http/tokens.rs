@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::caller::Caller;
 use super::error::{ApiError, ApiJson};
 use super::token::{check_agents, Grant, Scopes, TOKEN_SUB_CHARS_MAX, TOKEN_TTL_SECONDS_DEFAULT};
-use crate::state::Access;
+use crate::http::auth::Access;
 
 /// `{sub, agents, scope, ttl_s}`.
 #[derive(Debug, Deserialize)]

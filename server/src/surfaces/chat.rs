@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use axum::extract::FromRef;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -17,7 +16,6 @@ use crate::cluster::Cluster;
 use crate::delivery::hub::Hub;
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
-use crate::state::AppState;
 use crate::store::{agent_for_chat, NewAgent, Store};
 
 /// Characters of a chat or thread id that is not an agent's id, at most.
@@ -80,22 +78,6 @@ pub struct ChatState {
     /// Slots for open streams (shared with the other SSE surfaces), and how many there are.
     pub sse_streams: Arc<tokio::sync::Semaphore>,
     pub sse_streams_max: usize,
-}
-
-impl FromRef<AppState> for ChatState {
-    fn from_ref(state: &AppState) -> Self {
-        ChatState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            runs: state.runs.clone(),
-            starter: state.starter.clone(),
-            cluster: state.cluster.clone(),
-            snapshots: state.snapshots.clone(),
-            shutdown: state.shutdown.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-        }
-    }
 }
 
 /// The agent a chat id names, as `caller` may reach it: an agent id must exist; a name is

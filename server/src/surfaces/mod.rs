@@ -42,3 +42,17 @@ pub fn stream_slot(
         )
     })
 }
+
+/// What a live stream of the log needs: the store to catch up from, the hub to follow, the
+/// shutdown to let go at, and the per-subscriber bounds.
+#[derive(Clone)]
+pub struct Feeds {
+    pub store: std::sync::Arc<dyn crate::store::Store>,
+    pub hub: std::sync::Arc<crate::delivery::hub::Hub>,
+    pub shutdown: tokio_util::sync::CancellationToken,
+    pub limits: std::sync::Arc<crate::limits::Limits>,
+    /// Slots for open SSE streams.
+    pub sse_streams: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Subscribers are counted by surface.
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+}

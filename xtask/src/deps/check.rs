@@ -11,7 +11,7 @@ use crate::step::StepError;
 /// gathers every floor's settings); the HTTP layer and the surfaces; runs; what runs use; the
 /// log; and at the bottom what every floor may use.
 const SERVER_FLOORS: Floors = Floors(&[
-    &["", "state", "config"],
+    &["", "state", "config", "router", "stats"],
     &["http", "surfaces"],
     &["agent", "cluster"],
     &["delivery", "provider", "tools", "mcp"],

@@ -15,7 +15,7 @@ pub mod service;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRef, Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::produce::fence::Fence;
 use crate::delivery::hub::Hub;
-use crate::state::AppState;
 use crate::store::Store;
 use protocol::{format_offset, Offset};
 use service::{Append, Refusal, Service, Settings};
@@ -45,19 +44,6 @@ pub struct DurableState {
     pub sse_streams: Arc<Semaphore>,
     pub sse_streams_max: usize,
     pub shutdown: CancellationToken,
-}
-
-impl FromRef<AppState> for DurableState {
-    fn from_ref(state: &AppState) -> DurableState {
-        DurableState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            service: state.durable.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-            shutdown: state.shutdown.clone(),
-        }
-    }
 }
 
 /// `/v1/streams/{path}`, every method.

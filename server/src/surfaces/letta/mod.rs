@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::EventKind;
-use axum::extract::FromRef;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -41,7 +40,6 @@ use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::{parse_agent_id, ListQuery};
 use crate::http::token::Scope;
-use crate::state::AppState;
 use crate::store::Store;
 use crate::surfaces::run_feed::run_start_seq;
 use mapping::{Cut, LettaItem};
@@ -60,21 +58,6 @@ pub struct LettaState {
     /// Slots for open streams (shared with the native SSE stream), and how many there are.
     pub sse_streams: Arc<tokio::sync::Semaphore>,
     pub sse_streams_max: usize,
-}
-
-impl FromRef<AppState> for LettaState {
-    fn from_ref(state: &AppState) -> Self {
-        LettaState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            runs: state.runs.clone(),
-            starter: state.starter.clone(),
-            ping_interval: state.letta_ping_interval,
-            shutdown: state.shutdown.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-        }
-    }
 }
 
 /// Letta items queued between a run's feed and its HTTP response. A slower reader makes the feed

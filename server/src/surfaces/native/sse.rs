@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::error::ApiError;
 use crate::http::params::{head_for_cursor, parse_agent_id, CountQuery};
-use crate::state::Feeds;
+use crate::surfaces::Feeds;
 
 /// A comment line goes out this often on a quiet stream, so proxies and clients keep it open.
 pub const SSE_KEEPALIVE_INTERVAL_MS: u64 = 15_000;

@@ -25,12 +25,13 @@ use crate::agent::cancel::request_cancel;
 use crate::agent::start::Starter;
 use crate::agent::RunOptions;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::http::auth::Access;
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
 use crate::http::token::Scope;
 use crate::metrics::Metrics;
-use crate::state::{Access, Feeds, WsConnections};
 use crate::store::ClusterStore;
+use crate::surfaces::Feeds;
 
 /// The read buffer each connection allocates up front. Client frames are small commands; the
 /// library's default (128 KiB) made an idle socket cost ~140 KB (`examples/bench/`).
@@ -506,3 +507,7 @@ async fn reply_error(
         }))
         .await;
 }
+
+/// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
+#[derive(Clone)]
+pub struct WsConnections(pub std::sync::Arc<tokio::sync::Semaphore>);
