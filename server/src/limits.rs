@@ -196,3 +196,10 @@ impl Default for Limits {
         }
     }
 }
+
+// Metrics (metrics/)
+
+/// Distinct values a label taken from outside (tool names, MCP server names) may have, at most;
+/// a value past them counts as `other`. Tool names are the configured set, so this is a guard
+/// against a configuration with thousands of tools, not a limit anyone meets.
+pub const LABEL_VALUES_MAX: usize = 256;

@@ -98,7 +98,7 @@ impl Run {
         let error_type = match &end {
             None => "cancelled",
             Some(Ok(())) => "",
-            Some(Err(error)) => crate::metrics::bounded(&error.kind, PROVIDER_ERROR_KINDS),
+            Some(Err(error)) => crate::metrics::labels::bounded(&error.kind, PROVIDER_ERROR_KINDS),
         };
         timing.end(
             self.metrics(),

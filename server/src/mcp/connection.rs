@@ -348,7 +348,7 @@ impl Connection {
         };
         match answer {
             Ok(Ok(ServerResult::CallToolResult(result))) => {
-                let value = super::tool::result_value(&result);
+                let value = super::result::result_value(&result);
                 if result.is_error == Some(true) {
                     Err(match value {
                         Value::String(text) => text,

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod connection;
+pub mod result;
 pub mod tool;
 
 use std::collections::{BTreeMap, HashSet};

@@ -11,7 +11,8 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::{bounded, HttpLabels, Metrics, RouteLabel};
+use super::labels::bounded;
+use super::{HttpLabels, Metrics, RouteLabel};
 
 /// Methods with a label of their own.
 const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"];

@@ -15,6 +15,7 @@
 //! May use: nothing of the server but plain values; everything else uses it.
 
 pub mod http;
+pub mod labels;
 pub mod runs;
 
 use std::sync::Arc;
@@ -29,11 +30,6 @@ use prometheus_client::registry::{Registry, Unit};
 
 /// The `Content-Type` of `GET /metrics`: Prometheus' text format, version 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
-
-/// Distinct values a label taken from outside (tool names, MCP server names) may have, at most;
-/// a value past them counts as `other`. Tool names are the configured set, so this is a guard
-/// against a configuration with thousands of tools, not a limit anyone meets.
-pub const LABEL_VALUES_MAX: usize = 256;
 
 /// A label with one name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -441,7 +437,7 @@ impl Metrics {
     }
 
     /// One tool call's time, under its name when it is one of the first
-    /// [`LABEL_VALUES_MAX`] names seen (the configured tools), else `other`.
+    /// [`crate::limits::LABEL_VALUES_MAX`] names seen (the configured tools), else `other`.
     pub fn tool_call(&self, name: &str, ok: bool, took: Duration) {
         let labels = ToolLabels {
             gen_ai_tool_name: self.tool_names.bounded(name),
@@ -505,16 +501,6 @@ impl Drop for SubscriberGuard {
     fn drop(&mut self) {
         self.gauge.dec();
     }
-}
-
-/// `value` when it is one of `known`, else `"other"`: a label's value from outside cut to a set
-/// known when the server was built.
-pub fn bounded(value: &str, known: &[&'static str]) -> &'static str {
-    known
-        .iter()
-        .find(|candidate| **candidate == value)
-        .copied()
-        .unwrap_or("other")
 }
 
 #[cfg(test)]

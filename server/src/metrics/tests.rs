@@ -1,6 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::labels::bounded;
 use super::*;
 
 /// Every series an operator's dashboards and alerts name, in Prometheus' own spelling.
