@@ -203,3 +203,13 @@ impl Default for Limits {
 /// a value past them counts as `other`. Tool names are the configured set, so this is a guard
 /// against a configuration with thousands of tools, not a limit anyone meets.
 pub const LABEL_VALUES_MAX: usize = 256;
+
+// Catching a subscriber up (delivery/subscription/)
+
+/// Events read from the store per page (and per frame) while catching up, at most. Bounds the
+/// memory one catch-up holds and the size of one frame.
+pub const CATCHUP_PAGE_EVENTS: u32 = 500;
+
+/// The first page of a catch-up is this small, so the first events of a long gap reach the
+/// client at once; each page after it is twice as large, up to [`CATCHUP_PAGE_EVENTS`].
+pub const CATCHUP_FIRST_PAGE_EVENTS: u32 = 32;

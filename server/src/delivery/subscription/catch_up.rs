@@ -1,12 +1,12 @@
 //! Catch-up: the log read from the store page by page (two pages in flight) and delivered in
 //! order, with reads retried while the database is restarting.
 
+use crate::limits::{CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::follow::{send, FollowError, CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use super::outbound::{Form, Outbound};
 use crate::store::{EventLog, StoreError};
 
@@ -128,4 +128,33 @@ async fn read_retrying(
             outcome => return outcome,
         }
     }
+}
+
+/// Why a subscription ended other than by the subscriber leaving.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("agent {0} does not exist")]
+    UnknownAgent(Uuid),
+    #[error("since={since} is beyond the newest event of agent {agent_id} (seq {head_seq})")]
+    SinceBeyondHead {
+        agent_id: Uuid,
+        since: u64,
+        head_seq: u64,
+    },
+    #[error("agent {0} was deleted")]
+    AgentDeleted(Uuid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The connection is gone; nothing to report to anyone.
+    #[error("the subscriber went away")]
+    SubscriberGone,
+}
+
+pub(super) async fn send(
+    out: &mpsc::Sender<Outbound>,
+    outbound: impl Into<Outbound>,
+) -> Result<(), FollowError> {
+    out.send(outbound.into())
+        .await
+        .map_err(|_| FollowError::SubscriberGone)
 }

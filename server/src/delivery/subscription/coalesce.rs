@@ -233,7 +233,7 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for MergeDelta<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::subscription::CATCHUP_PAGE_EVENTS;
+    use crate::limits::CATCHUP_PAGE_EVENTS;
     use crate::store::EventDraft;
     use app::protocol::ServerMessage;
     use app::EventKind;

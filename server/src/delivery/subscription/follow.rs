@@ -5,38 +5,11 @@ use app::protocol::ServerMessage;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
-use super::catch_up::catch_up;
+use super::catch_up::{catch_up, send, FollowError};
 use super::outbound::{Form, Outbound};
 use crate::delivery::hub::{EventBatch, Hub};
 use crate::metrics::Metrics;
-use crate::store::{EventLog, StoreError};
-
-/// Events read from the store per page (and per frame) while catching up, at most. Bounds the
-/// memory one catch-up holds and the size of one frame.
-pub const CATCHUP_PAGE_EVENTS: u32 = 500;
-/// The first page of a catch-up is this small, so the first events of a long gap reach the
-/// client at once; each page after it is twice as large, up to [`CATCHUP_PAGE_EVENTS`].
-pub const CATCHUP_FIRST_PAGE_EVENTS: u32 = 32;
-
-/// Why a subscription ended other than by the subscriber leaving.
-#[derive(Debug, thiserror::Error)]
-pub enum FollowError {
-    #[error("agent {0} does not exist")]
-    UnknownAgent(Uuid),
-    #[error("since={since} is beyond the newest event of agent {agent_id} (seq {head_seq})")]
-    SinceBeyondHead {
-        agent_id: Uuid,
-        since: u64,
-        head_seq: u64,
-    },
-    #[error("agent {0} was deleted")]
-    AgentDeleted(Uuid),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The connection is gone; nothing to report to anyone.
-    #[error("the subscriber went away")]
-    SubscriberGone,
-}
+use crate::store::EventLog;
 
 impl FollowError {
     /// The stable code a client sees.
@@ -197,15 +170,6 @@ fn fresh_part(form: Form, agent_id: Uuid, batch: &EventBatch, from: usize) -> Ou
             events: batch[from..].to_vec(),
         },
     }
-}
-
-pub(super) async fn send(
-    out: &mpsc::Sender<Outbound>,
-    outbound: impl Into<Outbound>,
-) -> Result<(), FollowError> {
-    out.send(outbound.into())
-        .await
-        .map_err(|_| FollowError::SubscriberGone)
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@ mod follow;
 mod outbound;
 
 pub use catch_up::{
-    CATCHUP_READS_AT_ONCE, CATCHUP_READ_RETRIES_MAX, CATCHUP_RETRY_DELAY_INITIAL_MS,
+    FollowError, CATCHUP_READS_AT_ONCE, CATCHUP_READ_RETRIES_MAX, CATCHUP_RETRY_DELAY_INITIAL_MS,
     CATCHUP_RETRY_DELAY_MAX_MS,
 };
 pub use coalesce::{coalesce_json, coalesce_waiting, COALESCED_FRAME_EVENTS_MAX};
-pub use follow::{follow, FollowError, CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
+pub use follow::follow;
 pub use outbound::{events_frame, Form, Outbound, OUTBOUND_DRAIN_MESSAGES_MAX};

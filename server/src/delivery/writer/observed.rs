@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use super::Outcome;
 use crate::metrics::runs::{RunObservation, RunTimes};
 use crate::metrics::Metrics;
+use app::AgentEvent;
 
 /// What the writer counts: its commits, and runs as their events commit.
 pub(super) struct Observed {
     pub(super) metrics: Arc<Metrics>,
     runs: RunTimes,
-    /// False for a writer that counts nothing ([`Writer::spawn_with`]).
+    /// False for a writer that counts nothing (`Writer::spawn_with`).
     counting: bool,
 }
 
@@ -26,7 +26,11 @@ impl Observed {
 
     /// A group's outcomes: one transaction when all committed together, else one per request
     /// that committed on its own.
-    pub(super) fn group(&mut self, outcomes: &[Outcome], took: std::time::Duration) {
+    pub(super) fn group<E>(
+        &mut self,
+        outcomes: &[Result<Vec<AgentEvent>, E>],
+        took: std::time::Duration,
+    ) {
         if !self.counting {
             return;
         }
