@@ -213,3 +213,10 @@ pub const CATCHUP_PAGE_EVENTS: u32 = 500;
 /// The first page of a catch-up is this small, so the first events of a long gap reach the
 /// client at once; each page after it is twice as large, up to [`CATCHUP_PAGE_EVENTS`].
 pub const CATCHUP_FIRST_PAGE_EVENTS: u32 = 32;
+
+// Letta (surfaces/letta/)
+
+/// Letta items queued between a run's feed and its HTTP response. A slower reader makes the feed
+/// wait; the feed's log subscription then lags and catches up from the store, so the agent never
+/// waits for a reader and nothing is lost.
+pub const LETTA_FEED_ITEMS_MAX: usize = 64;

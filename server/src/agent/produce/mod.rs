@@ -70,6 +70,17 @@ pub struct Producers {
 }
 
 impl Producers {
+    /// What a new produced run's slot touches (`slot.rs`).
+    fn slots(&self) -> slot::Slots<'_> {
+        slot::Slots {
+            runs: &self.runs,
+            store: self.store.as_ref(),
+            cluster: self.cluster.as_deref(),
+        }
+    }
+}
+
+impl Producers {
     pub fn new(
         store: Arc<dyn Store>,
         writer: Writer,
@@ -334,7 +345,8 @@ impl Producers {
         let run_id = checked.run_id;
         let opening = if checked.opened {
             Some(
-                self.take_slot(agent_id, run_id, &headers.id, stored)
+                self.slots()
+                    .take_slot(agent_id, run_id, &headers.id, stored)
                     .await?,
             )
         } else {
@@ -366,7 +378,7 @@ impl Producers {
             Ok(events) => events,
             Err(error) => {
                 match opening {
-                    Some(slot) => self.give_back(agent_id, run_id, slot).await,
+                    Some(slot) => self.slots().give_back(agent_id, run_id, slot).await,
                     None if matches!(
                         error,
                         AppendError::Store(

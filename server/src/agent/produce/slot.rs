@@ -5,9 +5,9 @@
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{ProduceError, Producers};
-use crate::agent::registry::ProducedSlot;
-use crate::store::StoreError;
+use super::answer::ProduceError;
+use crate::agent::registry::{ProducedSlot, Runs};
+use crate::store::{ClusterStore, Store, StoreError};
 
 /// How long a batch that opens a run waits, at most, to learn whether the run holding the agent
 /// is its own retry, opened by another server and not yet committed.
@@ -15,7 +15,15 @@ pub const PRODUCER_OPENING_WAIT_MS_MAX: u64 = 1_000;
 /// How often the producer's position is read meanwhile.
 const PRODUCER_OPENING_POLL_MS: u64 = 20;
 
-impl Producers {
+/// What a new produced run's slot touches: the runs here, the log, and (PostgreSQL) the
+/// database's claims.
+pub(super) struct Slots<'a> {
+    pub(super) runs: &'a Runs,
+    pub(super) store: &'a dyn Store,
+    pub(super) cluster: Option<&'a dyn ClusterStore>,
+}
+
+impl Slots<'_> {
     /// The agent's run slot for a new produced run (and, with PostgreSQL, the database's).
     pub(super) async fn take_slot(
         &self,
@@ -33,7 +41,7 @@ impl Producers {
         if let Some(tool_call_id) = self.store.waiting_call(agent_id).await? {
             return Err(ProduceError::CallWaiting { tool_call_id });
         }
-        if let Some(cluster) = &self.cluster {
+        if let Some(cluster) = self.cluster {
             if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
                 self.opened_elsewhere(agent_id, running, producer_id, stored)
                     .await?;
@@ -93,8 +101,8 @@ impl Producers {
         self.release_cluster(agent_id, run_id).await;
     }
 
-    pub(super) async fn release_cluster(&self, agent_id: Uuid, run_id: Uuid) {
-        if let Some(cluster) = &self.cluster {
+    async fn release_cluster(&self, agent_id: Uuid, run_id: Uuid) {
+        if let Some(cluster) = self.cluster {
             if let Err(error) = cluster.release_agent_run(agent_id, run_id).await {
                 tracing::warn!(%agent_id, %run_id, %error, "could not free the run slot");
             }

@@ -4,8 +4,6 @@ use crate::limits::TOOL_RESULT_CHARS_MAX;
 use crate::limits::{RUN_BYTES_MAX_DEFAULT, RUN_EVENTS_MAX_DEFAULT};
 use uuid::Uuid;
 
-use super::providers::provider_settings;
-
 /// Runs in flight across all agents. Each holds a provider stream and a task; past this, new runs
 /// are refused with 503 rather than degrade every run already going.
 pub const ACTIVE_RUNS_MAX: usize = 256;
@@ -42,4 +40,14 @@ pub enum StartRunError {
     RunInProgress { agent_id: Uuid, run_id: Uuid },
     #[error("{ACTIVE_RUNS_MAX} runs are in progress; try again shortly")]
     TooManyRuns,
+}
+
+/// What to set for a provider that is not configured.
+pub fn provider_settings(name: &str) -> &'static str {
+    match name {
+        "anthropic" => "set ANTHROPIC_API_KEY",
+        "openai" => "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
+        "claude-cli" => "set AGENTSTREAM_CLAUDE_CLI to the claude command",
+        _ => "the providers are scripted, anthropic, openai and claude-cli",
+    }
 }

@@ -64,16 +64,6 @@ fn provider_of_handle(model: &str) -> Option<&'static str> {
     PROVIDER_NAMES.into_iter().find(|name| *name == prefix)
 }
 
-/// What to set for a provider that is not configured.
-pub fn provider_settings(name: &str) -> &'static str {
-    match name {
-        "anthropic" => "set ANTHROPIC_API_KEY",
-        "openai" => "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
-        "claude-cli" => "set AGENTSTREAM_CLAUDE_CLI to the claude command",
-        _ => "the providers are scripted, anthropic, openai and claude-cli",
-    }
-}
-
 /// The model name sent to the provider: a Letta-style handle (`anthropic/claude-…`) names the
 /// provider too, and the provider is sent the model name alone.
 pub(super) fn model_for(agent: &Agent, provider_name: &str) -> Option<String> {

@@ -12,6 +12,7 @@
 
 pub mod mapping;
 mod request;
+mod state;
 mod streaming;
 pub mod wire;
 
@@ -19,9 +20,6 @@ use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
 use streaming::{feed, sse_response, wanted, ForegroundGuard, Shape};
-
-use std::sync::Arc;
-use std::time::Duration;
 
 use app::EventKind;
 use axum::extract::{Path, Query, State};
@@ -33,37 +31,15 @@ use uuid::Uuid;
 
 use crate::agent::approval::ApprovalDecision;
 use crate::agent::history::fold_log;
-use crate::agent::start::Starter;
-use crate::agent::{RunOptions, Runs};
-use crate::delivery::hub::Hub;
+use crate::agent::RunOptions;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::{parse_agent_id, ListQuery};
 use crate::http::token::Scope;
-use crate::store::Store;
 use crate::surfaces::run_feed::run_start_seq;
 use mapping::{Cut, LettaItem};
+pub use state::LettaState;
 
-/// What Letta's handlers use of the server: the log, the live rooms, the runs and how to start
-/// one, and the ping interval of streams that ask for pings.
-#[derive(Clone)]
-pub struct LettaState {
-    pub store: Arc<dyn Store>,
-    pub hub: Arc<Hub>,
-    pub runs: Arc<Runs>,
-    pub starter: Starter,
-    pub ping_interval: Duration,
-    /// Cancelled when the server shuts down: open streams end (their runs go on).
-    pub shutdown: tokio_util::sync::CancellationToken,
-    /// Slots for open streams (shared with the native SSE stream), and how many there are.
-    pub sse_streams: Arc<tokio::sync::Semaphore>,
-    pub sse_streams_max: usize,
-}
-
-/// Letta items queued between a run's feed and its HTTP response. A slower reader makes the feed
-/// wait; the feed's log subscription then lags and catches up from the store, so the agent never
-/// waits for a reader and nothing is lost.
-pub const LETTA_FEED_ITEMS_MAX: usize = 64;
 /// Letta messages per page of `GET /v1/agents/{id}/messages` when the client does not say.
 pub const MESSAGES_PAGE_LIMIT_DEFAULT: u32 = 100;
 /// Letta messages per page at most.

@@ -2,6 +2,7 @@
 //! interleaves pings and ends with `[DONE]`, and the guard that cancels a foreground run when its
 //! client goes away.
 
+use crate::limits::LETTA_FEED_ITEMS_MAX;
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -12,7 +13,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::mapping::{Cut, LettaItem, LettaMapper};
-use super::{LettaState, LETTA_FEED_ITEMS_MAX};
+use super::state::LettaState;
 use crate::agent::Runs;
 use crate::delivery::subscription::FollowError;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
