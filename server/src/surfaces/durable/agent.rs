@@ -7,21 +7,14 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
-use super::live::Source;
-use super::messages::Messages;
 use super::protocol::format_offset;
 use super::service::Refusal;
+use super::source::Source;
 
-/// Events one read of an agent's log returns at most (each is a whole event, ~0.5 KiB).
-pub const AGENT_READ_EVENTS_MAX: u32 = 1_000;
-use super::{read_query, read_source, refused, text, with, DurableState, STREAM_NEXT_OFFSET};
-
-/// The agent a stream path names (`agents/<uuid>`), if it names one.
-pub fn agent_of(path: &str) -> Option<Uuid> {
-    path.strip_prefix("agents/")
-        .filter(|id| !id.contains('/'))
-        .and_then(|id| id.parse().ok())
-}
+use super::protocol::read_query;
+use super::read::read_source;
+use super::response::{refused, text, with, STREAM_NEXT_OFFSET};
+use super::state::DurableState;
 
 pub(super) async fn handle(
     state: &DurableState,
@@ -74,31 +67,4 @@ async fn head(state: &DurableState, agent_id: Uuid) -> Result<Response, Refusal>
     )
         .into_response();
     Ok(with(response, STREAM_NEXT_OFFSET, format_offset(tail)))
-}
-
-/// The agent's events after `since` (a page) as the native API sends them, each with its seq,
-/// and the log's head.
-pub(super) async fn read(
-    state: &DurableState,
-    agent_id: Uuid,
-    since: u64,
-) -> Result<(Messages, u64), Refusal> {
-    let tail = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or(Refusal::NotFound)?;
-    if since >= tail {
-        return Ok((Messages::default(), tail));
-    }
-    // Each event as the native API sends it, written from the row (no tree in between).
-    let events = state
-        .store
-        .read_events_json(agent_id, since, AGENT_READ_EVENTS_MAX)
-        .await?;
-    let mut messages = Messages::default();
-    for event in &events {
-        messages.push(event.seq, &event.json);
-    }
-    Ok((messages, tail))
 }

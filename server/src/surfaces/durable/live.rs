@@ -14,14 +14,16 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
+use super::protocol::ReadQuery;
 use super::protocol::{self, format_offset, Offset};
-use super::service::{PathWatch, Refusal};
-use super::{
-    messages::Messages, messages_response, text, with, DurableState, ReadQuery, STREAM_CLOSED,
-    STREAM_CURSOR, STREAM_NEXT_OFFSET, STREAM_UP_TO_DATE,
+use super::response::{
+    messages_response, text, with, STREAM_CLOSED, STREAM_CURSOR, STREAM_NEXT_OFFSET,
+    STREAM_UP_TO_DATE,
 };
+use super::service::{PathWatch, Refusal};
+use super::source::Source;
+use super::state::DurableState;
 use crate::delivery::hub::{EventBatch, Hub};
-use crate::store::StreamRow;
 
 /// A long-poll waits this long for a message, then answers 204.
 pub const LONG_POLL_WAIT_MS: u64 = 15_000;
@@ -31,67 +33,6 @@ pub const SSE_CONNECTION_MS: u64 = 60_000;
 pub const SSE_KEEPALIVE_MS: u64 = 15_000;
 /// SSE frames queued for one slow reader at most.
 const SSE_FRAMES_QUEUED_MAX: usize = 16;
-
-/// What a live read follows: a general stream, or an agent's log.
-#[derive(Clone)]
-pub(crate) enum Source {
-    Stream(Box<StreamRow>),
-    Agent { path: String, agent_id: Uuid },
-}
-
-impl Source {
-    fn log_id(&self) -> Uuid {
-        match self {
-            Source::Stream(row) => row.log_id,
-            Source::Agent { agent_id, .. } => *agent_id,
-        }
-    }
-
-    pub(crate) fn path(&self) -> &str {
-        match self {
-            Source::Stream(row) => &row.path,
-            Source::Agent { path, .. } => path,
-        }
-    }
-
-    pub(crate) fn content_type(&self) -> &str {
-        match self {
-            Source::Stream(row) => &row.content_type,
-            Source::Agent { .. } => "application/json",
-        }
-    }
-
-    pub(crate) fn closed(&self) -> bool {
-        matches!(self, Source::Stream(row) if row.closed)
-    }
-
-    /// The messages after `since` (a page), and the tail.
-    pub(crate) async fn read(
-        &self,
-        state: &DurableState,
-        since: u64,
-    ) -> Result<(Messages, u64), Refusal> {
-        match self {
-            Source::Stream(row) => Ok(state.service.read(row, since).await?),
-            Source::Agent { agent_id, .. } => super::agent::read(state, *agent_id, since).await,
-        }
-    }
-
-    /// The source as it stands now: `None` once it is gone.
-    async fn refreshed(&self, state: &DurableState) -> Result<Option<Source>, Refusal> {
-        match self {
-            Source::Stream(row) => Ok(state
-                .service
-                .get(&row.path)
-                .await?
-                .filter(|row| !row.soft_deleted)
-                .map(|row| Source::Stream(Box::new(row)))),
-            Source::Agent { agent_id, .. } => {
-                Ok(state.store.head_seq(*agent_id).await?.map(|_| self.clone()))
-            }
-        }
-    }
-}
 
 /// A log's hub room, left when dropped.
 struct Room<'a> {

@@ -8,6 +8,7 @@
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use uuid::Uuid;
 
 /// Offset digits on each side of the `_`.
 const OFFSET_DIGITS: usize = 16;
@@ -290,6 +291,62 @@ pub fn expired(
         .and_then(|ttl_ms| accessed_at_ms.checked_add(ttl_ms))
         .is_some_and(|end_ms| now_ms >= end_ms);
     past_expiry || idle
+}
+
+/// A read's query: `offset`, `live`, `cursor`.
+#[derive(Debug, Default, PartialEq)]
+pub struct ReadQuery {
+    pub offset: Option<Offset>,
+    /// The offset as the client wrote it (the ETag names it).
+    pub offset_text: Option<String>,
+    pub live: Option<Live>,
+    pub cursor: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Live {
+    LongPoll,
+    Sse,
+}
+
+/// A read's query string: `offset` (once), `live` (`long-poll`, `sse`), `cursor`.
+pub fn read_query(query: Option<&str>) -> Result<ReadQuery, &'static str> {
+    let mut read = ReadQuery::default();
+    let mut offsets = 0;
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match key.as_ref() {
+            "offset" => {
+                offsets += 1;
+                if offsets > 1 {
+                    return Err("Multiple offset parameters not allowed");
+                }
+                read.offset = Some(Offset::parse(&value)?);
+                read.offset_text = Some(value.into_owned());
+            }
+            "live" => {
+                read.live = match value.as_ref() {
+                    "long-poll" => Some(Live::LongPoll),
+                    "sse" => Some(Live::Sse),
+                    "" | "false" => None,
+                    _ => return Err("Invalid live parameter: use long-poll or sse"),
+                }
+            }
+            "cursor" => read.cursor = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    match (read.live, read.offset) {
+        (Some(Live::Sse), None) => Err("SSE requires offset parameter"),
+        (Some(Live::LongPoll), None) => Err("Long-poll requires offset parameter"),
+        _ => Ok(read),
+    }
+}
+
+/// The agent a stream path names (`agents/<uuid>`), if it names one.
+pub fn agent_of(path: &str) -> Option<Uuid> {
+    path.strip_prefix("agents/")
+        .filter(|id| !id.contains('/'))
+        .and_then(|id| id.parse().ok())
 }
 
 #[cfg(test)]
