@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use uuid::Uuid;
 
-use super::timeline::content_of;
+use super::shared::content_of;
 use crate::approvals::{self, ApprovalState};
 use crate::timeline::Timeline;
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::approval::ApprovalActions;
-use super::timeline::content_of;
+use super::shared::content_of;
 use crate::approvals::{self, ApprovalState};
 use crate::timeline::Timeline;
 

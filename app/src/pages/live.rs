@@ -21,7 +21,7 @@ pub(super) fn LiveView(history: AgentHistory) -> impl IntoView {
         error,
     } = use_agent_messages_from(agent_id, history.timeline);
     let send_error = RwSignal::new(None::<String>);
-    provide_context(super::AgentOfPage(agent_id));
+    provide_context(super::shared::AgentOfPage(agent_id));
     // Approve / Deny on the tool cards answer here; a refusal shows where a send's would.
     provide_context(super::approval::ApprovalActions {
         agent_id,

@@ -10,13 +10,16 @@ use leptos_router::{
 };
 use uuid::Uuid;
 
-use crate::history::{history_resource, AgentHistory};
+use crate::history::AgentHistory;
+use resources::history_resource;
 
 mod approval;
 pub mod client_tool;
 mod inspector;
 mod live;
+mod resources;
 mod run_header;
+mod shared;
 mod timeline;
 
 use live::{LiveView, RunBar};
@@ -83,7 +86,7 @@ pub fn App() -> impl IntoView {
 #[component]
 fn AgentsPage() -> impl IntoView {
     // Read on the server before the page is sent: the list is there without JavaScript.
-    let agents = crate::history::agents_resource();
+    let agents = resources::agents_resource();
     let name = RwSignal::new(String::new());
     let create_error = RwSignal::new(None::<String>);
 
@@ -221,10 +224,6 @@ fn InspectorPage() -> impl IntoView {
     }
 }
 
-/// The agent whose timeline a page shows: run headers link to its runs' inspector.
-#[derive(Clone, Copy)]
-pub(super) struct AgentOfPage(pub Uuid);
-
 /// `/agents/{id}/history`: the whole conversation, folded and rendered on the server; readable
 /// without JavaScript.
 #[component]
@@ -233,7 +232,7 @@ fn HistoryPage() -> impl IntoView {
     move || match agent_id() {
         Some(agent_id) => with_history(agent_id, |history| {
             let agent_id = history.agent.id;
-            provide_context(AgentOfPage(agent_id));
+            provide_context(shared::AgentOfPage(agent_id));
             let timeline = RwSignal::new(history.timeline).read_only();
             view! {
                 <h1>{history.agent.name}" · history"</h1>

@@ -142,7 +142,7 @@ pub(super) fn RunHeader(timeline: ReadSignal<Timeline>, run_id: Uuid) -> impl In
         ))
     };
     let continues = move || run().is_some_and(|run| run.continues.is_some());
-    let inspect = use_context::<super::AgentOfPage>()
+    let inspect = use_context::<super::shared::AgentOfPage>()
         .map(|agent| format!("/agents/{}/runs/{run_id}", agent.0));
     view! {
         <header class="run-header" data-status=status>

@@ -1,6 +1,7 @@
 //! The timeline as the pages draw it: blocks of messages, each message by its kind. Model output
 //! is inserted as text nodes, never as HTML.
 
+use super::shared::content_of;
 use leptos::prelude::*;
 use uuid::Uuid;
 
@@ -283,24 +284,6 @@ fn OrphanResult(
             <div class="role">"tool result"</div>
             <pre class="body">{move || pretty(&result())}</pre>
         </Show>
-    }
-}
-
-/// One field of a message's content, read again whenever the message changes.
-pub(super) fn content_of(
-    timeline: ReadSignal<Timeline>,
-    message_id: Uuid,
-    version: Memo<Option<u64>>,
-    key: &'static str,
-) -> impl Fn() -> serde_json::Value + Copy + Send + Sync + 'static {
-    move || {
-        let _ = version.get();
-        timeline.with_untracked(|timeline| {
-            timeline
-                .message(message_id)
-                .and_then(|message| message.content.get(key).cloned())
-                .unwrap_or(serde_json::Value::Null)
-        })
     }
 }
 
