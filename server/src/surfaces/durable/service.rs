@@ -443,3 +443,28 @@ fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
         })
         .collect()
 }
+
+impl Service {
+    /// The row at `path` as stored: the kept copy, or the store's (then kept).
+    pub(super) async fn stored_row(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        let Some(rows) = &self.rows else {
+            return self.store.stream(path).await;
+        };
+        let forgets = match rows.lock().expect("rows").get(path) {
+            Ok(row) => return Ok(Some(row)),
+            Err(forgets) => forgets,
+        };
+        let row = self.store.stream(path).await?;
+        if let Some(row) = &row {
+            rows.lock().expect("rows").keep(path, row, forgets);
+        }
+        Ok(row)
+    }
+
+    /// Forgets the kept row at `path`: called after every write to it (failed ones too).
+    pub(super) fn forget_row(&self, path: &str) {
+        if let Some(rows) = &self.rows {
+            rows.lock().expect("rows").forget(path);
+        }
+    }
+}

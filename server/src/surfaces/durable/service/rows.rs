@@ -1,10 +1,9 @@
 //! Stream rows kept in memory when this server is the only one on its database (SQLite): every
-//! change to a row goes through [`Service`], which forgets its copy after writing.
+//! change to a row goes through the service, which forgets its copy after writing.
 
 use std::collections::HashMap;
 
-use super::Service;
-use crate::store::{StoreError, StreamRow};
+use crate::store::StreamRow;
 
 /// Stream rows kept at most; past it the map starts over.
 pub const STREAM_ROWS_KEPT_MAX: usize = 4096;
@@ -17,38 +16,27 @@ pub(super) struct Rows {
     forgets: u64,
 }
 
-impl Service {
-    /// The row at `path` as stored: the kept copy, or the store's (then kept).
-    pub(super) async fn stored_row(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let Some(rows) = &self.rows else {
-            return self.store.stream(path).await;
-        };
-        let forgets = {
-            let rows = rows.lock().expect("rows");
-            if let Some(row) = rows.rows.get(path) {
-                return Ok(Some(row.clone()));
-            }
-            rows.forgets
-        };
-        let row = self.store.stream(path).await?;
-        if let Some(row) = &row {
-            let mut rows = rows.lock().expect("rows");
-            if rows.forgets == forgets {
-                if rows.rows.len() >= STREAM_ROWS_KEPT_MAX {
-                    rows.rows.clear();
-                }
-                rows.rows.insert(path.to_owned(), row.clone());
-            }
-        }
-        Ok(row)
+impl Rows {
+    /// The kept row at `path`, else how many forgets there were before the store is read.
+    pub(super) fn get(&self, path: &str) -> Result<StreamRow, u64> {
+        self.rows.get(path).cloned().ok_or(self.forgets)
     }
 
-    /// Forgets the kept row at `path`: called after every write to it (failed ones too).
-    pub(super) fn forget_row(&self, path: &str) {
-        if let Some(rows) = &self.rows {
-            let mut rows = rows.lock().expect("rows");
-            rows.forgets += 1;
-            rows.rows.remove(path);
+    /// Keeps `row` (read from the store) unless a forget came after `forgets` (it may then be
+    /// the row from before a write).
+    pub(super) fn keep(&mut self, path: &str, row: &StreamRow, forgets: u64) {
+        if self.forgets != forgets {
+            return;
         }
+        if self.rows.len() >= STREAM_ROWS_KEPT_MAX {
+            self.rows.clear();
+        }
+        self.rows.insert(path.to_owned(), row.clone());
+    }
+
+    /// Forgets the row at `path`: after every write to it (failed ones too).
+    pub(super) fn forget(&mut self, path: &str) {
+        self.forgets += 1;
+        self.rows.remove(path);
     }
 }
