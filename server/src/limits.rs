@@ -220,3 +220,39 @@ pub const CATCHUP_FIRST_PAGE_EVENTS: u32 = 32;
 /// wait; the feed's log subscription then lags and catches up from the store, so the agent never
 /// waits for a reader and nothing is lost.
 pub const LETTA_FEED_ITEMS_MAX: usize = 64;
+
+// Rows of the log (store/chunk/)
+
+/// Events one row holds at most. Reads find the row holding a seq by the rows' first seqs, so
+/// this also bounds what a read skips inside its first row.
+pub const CHUNK_EVENTS_MAX: u64 = 256;
+
+/// Bytes of text and per-event varints one row holds at most: the row stays within the local
+/// payload of a 4 KiB B-tree page (SQLite moves a larger one to overflow pages, which every
+/// extension of the row would rewrite).
+pub const CHUNK_BYTES_MAX: usize = 640;
+
+/// Bytes of raw provider events (JSON and a length varint each) one row holds at most, before
+/// they are deflated.
+pub const CHUNK_RAW_BYTES_MAX: usize = 8 * 1024;
+
+/// Bytes of contents, commas and varints one row of stream messages holds at most. Larger than
+/// a run row's: the messages of one append are written once, never extended by a later commit,
+/// so a row in overflow pages costs nothing more to write.
+pub const MESSAGE_ROW_BYTES_MAX: usize = 32 * 1024;
+
+// Shared databases (store/)
+
+/// See [`ClusterOptions::run_lease_ms`].
+pub const RUN_LEASE_MS_DEFAULT: u64 = 10_000;
+
+// Shared databases (store/)
+
+/// Connections of one process, by default. Reads (history, catch-up), the writer and claims share
+/// them; the listener has its own.
+pub const PG_POOL_CONNECTIONS_MAX_DEFAULT: u32 = 16;
+
+// SQLite (store/sqlite/)
+
+/// Reads (and so read connections and blocking threads) at once; more wait their turn.
+pub const SQLITE_READS_AT_ONCE_MAX: usize = 8;

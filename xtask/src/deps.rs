@@ -148,13 +148,25 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     /// The file that defines the item at `path`: the deepest module on the path, or — when the
-    /// next name is one that module re-exports — where the re-export leads.
+    /// next name is one that module re-exports — where the re-export leads. `None` for a path
+    /// that names a module and nothing in it.
     fn resolve(&self, path: &[String], depth: usize) -> Option<String> {
         let (length, file) = (0..=path.len())
             .rev()
             .find_map(|length| self.modules.get(&path[..length]).map(|file| (length, file)))?;
         let Some(name) = path.get(length) else {
-            return Some(file.clone());
+            // A path that names a module (`use crate::store;`) is no arrow: what the file then
+            // names through it (`store::open`) is. Unless the parent re-exports an item of the
+            // same name (a function `open` beside a module `open`): then it is that item.
+            let (last, parent) = path.split_last()?;
+            let parent_file = self.modules.get(parent)?;
+            let exported = self.uses[parent_file]
+                .iter()
+                .find(|u| u.public && &u.bound == last && u.segments.last() == Some(last))?;
+            let target = absolute(parent, &exported.segments, self.modules)?;
+            return (target != path && depth < 8)
+                .then(|| self.resolve(&target, depth + 1))
+                .flatten();
         };
         if depth < 8 {
             let module = &path[..length];

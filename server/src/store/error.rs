@@ -172,3 +172,78 @@ mod tests {
         }
     }
 }
+
+/// `url` with its password (in `user:password@`, or a `password=` parameter) replaced by `***`:
+/// what may be logged or shown in an error. Everything else stays, so the operator still sees
+/// which database it is.
+pub fn redact_url(url: &str) -> String {
+    let (before_query, query) = match url.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (url, None),
+    };
+    let mut redacted = match before_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let authority = match authority.rsplit_once('@') {
+                Some((user_info, host)) => match user_info.split_once(':') {
+                    Some((user, _password)) => format!("{user}:***@{host}"),
+                    None => authority.to_owned(),
+                },
+                None => authority.to_owned(),
+            };
+            format!("{scheme}://{authority}{path}")
+        }
+        None => before_query.to_owned(),
+    };
+    if let Some(query) = query {
+        let parameters: Vec<String> = query
+            .split('&')
+            .map(|parameter| match parameter.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                _ => parameter.to_owned(),
+            })
+            .collect();
+        redacted.push('?');
+        redacted.push_str(&parameters.join("&"));
+    }
+    redacted
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted_and_the_rest_stays() {
+        let cases = [
+            (
+                "postgres://app:s3cret@db:5432/log",
+                "postgres://app:***@db:5432/log",
+            ),
+            ("postgres://app@db/log", "postgres://app@db/log"),
+            (
+                "postgresql://app:p%40ss@db/log?sslmode=require",
+                "postgresql://app:***@db/log?sslmode=require",
+            ),
+            (
+                "postgres://db/log?user=app&password=s3cret",
+                "postgres://db/log?user=app&password=***",
+            ),
+            (
+                "postgres://a:b@db/log?PASSWORD=x&x=1",
+                "postgres://a:***@db/log?PASSWORD=***&x=1",
+            ),
+            (
+                "sqlite://data/agentstream.db",
+                "sqlite://data/agentstream.db",
+            ),
+            ("sqlite:data.db", "sqlite:data.db"),
+            ("mysql://root:pw@host", "mysql://root:***@host"),
+            ("", ""),
+        ];
+        for (url, redacted) in cases {
+            assert_eq!(redact_url(url), redacted, "{url}");
+        }
+    }
+}

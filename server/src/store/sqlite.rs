@@ -2,6 +2,7 @@
 //! is on disk. Readers (sqlx's pool) run beside the single writer thanks to WAL; appends run on
 //! a thread of their own ([`appender`]).
 
+use convert::parse_uuid;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use super::{
 };
 
 mod appender;
+mod convert;
 mod reader;
 mod streams;
 
@@ -142,10 +144,6 @@ fn unfinished_runs_sql() -> String {
 /// past it (walks `events_id`); the reader keeps the event only if its id is there.
 fn by_id_sql() -> String {
     format!("SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 ORDER BY id DESC LIMIT 1")
-}
-
-fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
-    Uuid::parse_str(text).map_err(|error| corrupt(format!("bad uuid {text:?}: {error}")))
 }
 
 fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {

@@ -137,3 +137,17 @@ fn super_in_an_inline_module_is_the_file_itself() {
     ]));
     assert_eq!(arrows(&graph), ["a.rs -> b.rs"]);
 }
+
+#[test]
+fn naming_a_module_is_no_arrow_but_naming_through_it_is() {
+    let graph = graph(&files(&[
+        ("lib.rs", "pub mod store; pub mod state;"),
+        ("store/mod.rs", "mod open; pub use open::open;"),
+        ("store/open.rs", "pub fn open() {}"),
+        ("state.rs", "use crate::store; fn f() { store::open(); }"),
+    ]));
+    assert_eq!(
+        arrows(&graph),
+        ["state.rs -> store/open.rs", "store/mod.rs -> store/open.rs"]
+    );
+}

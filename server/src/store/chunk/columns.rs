@@ -2,7 +2,7 @@
 //! text or a row of messages' array, the raw provider events (`raws`), and the varints they are
 //! made of. Pure; a damaged column is an error, never a wrong event.
 
-use super::CHUNK_RAW_BYTES_MAX;
+use crate::limits::CHUNK_RAW_BYTES_MAX;
 use crate::store::rows::corrupt;
 use crate::store::StoreError;
 

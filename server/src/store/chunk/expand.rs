@@ -3,7 +3,8 @@
 
 use uuid::Uuid;
 
-use super::{message_pieces, nth_id, pieces, raws, time_from_nanos};
+use super::columns::{message_pieces, pieces, raws};
+use super::ids::{nth_id, time_from_nanos, time_nanos};
 use crate::store::rows::{corrupt, EventRow};
 use crate::store::StoreError;
 
@@ -64,7 +65,7 @@ impl StoredRow<'_> {
             .ok_or_else(|| corrupt("a run row ends before it starts"))?
             + 1;
         let raws = self.raws.map(|column| raws(column, count)).transpose()?;
-        let first_nanos = super::time_nanos(event.created_at)?;
+        let first_nanos = time_nanos(event.created_at)?;
         // A run row has its text in `delta`; a row of stream messages has none, and its
         // messages in `content`.
         let messages = event.delta.is_none();

@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use app::AgentEvent;
 use uuid::Uuid;
 
-use super::Chunk;
+use super::row::Chunk;
 use crate::store::StoreError;
 
 /// Agents whose open run row a store keeps, to extend it with their next appends; past it, it
 /// forgets them all (their next appends start new rows: a few bytes more, nothing wrong). A row
-/// is at most [`super::CHUNK_BYTES_MAX`] of text and varints and
-/// [`super::CHUNK_RAW_BYTES_MAX`] of raw events.
+/// is at most [`crate::limits::CHUNK_BYTES_MAX`] of text and varints and
+/// [`crate::limits::CHUNK_RAW_BYTES_MAX`] of raw events.
 pub const OPEN_CHUNKS_AGENTS_MAX: usize = 4_096;
 
 /// A row to write.

@@ -1,5 +1,6 @@
 //! Rows of stream messages: one append's messages in one row, every message back as appended.
 
+use crate::limits::{CHUNK_EVENTS_MAX, MESSAGE_ROW_BYTES_MAX};
 use app::{AgentEvent, EventKind};
 use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Value};

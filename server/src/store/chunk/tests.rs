@@ -1,3 +1,4 @@
+use crate::limits::{CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX};
 use app::{AgentEvent, DeltaAction, EventKind};
 use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Value};

@@ -39,9 +39,6 @@ mod append;
 mod cluster;
 mod streams;
 
-/// Connections of one process, by default. Reads (history, catch-up), the writer and claims share
-/// them; the listener has its own.
-pub const PG_POOL_CONNECTIONS_MAX_DEFAULT: u32 = 16;
 /// How long a request waits for a free connection before failing (transiently).
 const PG_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
 /// Tries to take an agent's run slot while its holder keeps ending just in between.

@@ -6,17 +6,18 @@
 //! group to this thread, which runs the transaction with cached prepared statements and
 //! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
 
+use super::convert::sqlite_error;
+use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use app::{AgentEvent, DeltaAction, EventKind};
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::reader::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::chunk::{self, Chunk, OpenChunks, Written};
 use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
@@ -242,20 +243,6 @@ fn restart_wal(connection: &Connection, busy_timeout: Duration) {
     if let Err(error) = connection.busy_timeout(busy_timeout) {
         // Without its busy timeout the next commit would fail at the first lock it meets.
         tracing::error!(%error, "cannot restore the append connection's busy timeout");
-    }
-}
-
-/// SQLite's error as the store's: busy, locked and I/O trouble may pass if tried again.
-pub(super) fn sqlite_error(error: rusqlite::Error) -> StoreError {
-    let transient = matches!(
-        &error,
-        rusqlite::Error::SqliteFailure(failure, _)
-            if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked | ErrorCode::SystemIoFailure)
-    );
-    if transient {
-        StoreError::Unavailable(error.to_string())
-    } else {
-        StoreError::Failed(format!("SQLite: {error}"))
     }
 }
 
@@ -505,107 +492,4 @@ fn write_chunk(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::sqlite::SqliteStore;
-    use crate::store::{Agents, EventDraft, EventLog, NewAgent};
-
-    #[tokio::test]
-    async fn a_group_nobody_waits_for_is_not_committed() {
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("log.db");
-        let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let mut connection = Connection::open(&path).unwrap();
-        let group = || {
-            vec![AppendBatch {
-                agent_id: agent.id,
-                drafts: vec![EventDraft::new(app::EventKind::Text)],
-                producer: None,
-            }]
-        };
-        let mut open = OpenChunks::default();
-        assert!(append(&mut connection, group(), || true, &mut open).is_err());
-        assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
-        assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);
-        assert!(append(&mut connection, group(), || false, &mut open).is_ok());
-        assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(1));
-    }
-
-    fn commit_rows(connection: &Connection, rows: usize) {
-        connection.execute_batch("BEGIN IMMEDIATE").unwrap();
-        for _ in 0..rows {
-            connection
-                .execute("INSERT INTO t (body) VALUES (?1)", [&"x".repeat(300)])
-                .unwrap();
-        }
-        connection.execute_batch("COMMIT").unwrap();
-    }
-
-    /// Under steady writes the WAL must not grow without end: once checkpointed, a restart makes
-    /// the next commits overwrite the WAL from its start instead of appending to it.
-    #[test]
-    fn a_restarted_wal_is_written_from_its_start() {
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("wal.db");
-        let connection = Connection::open(&path).unwrap();
-        connection
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 0; \
-                 CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL);",
-            )
-            .unwrap();
-        let checkpointer = Connection::open(&path).unwrap();
-        let reader = Connection::open(&path).unwrap();
-        let wal_bytes = || {
-            std::fs::metadata(directory.path().join("wal.db-wal"))
-                .unwrap()
-                .len()
-        };
-
-        // Steady writes: a reader's snapshot (or the next commit) is always a little ahead of
-        // each passive checkpoint, so no write ever begins with the whole WAL checkpointed and
-        // SQLite keeps appending.
-        let mut pages = Vec::new();
-        for _ in 0..5 {
-            reader
-                .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
-                .unwrap();
-            commit_rows(&connection, 20);
-            pages.push(passive_checkpoint(&checkpointer).unwrap());
-            reader.execute_batch("COMMIT").unwrap();
-            commit_rows(&connection, 20);
-        }
-        assert!(
-            pages.windows(2).all(|pair| pair[1] > pair[0]),
-            "the WAL grows: {pages:?}"
-        );
-        // Once more, and the checkpoint is again behind when the next write would begin.
-        reader
-            .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
-            .unwrap();
-        commit_rows(&connection, 20);
-        let pages_before = passive_checkpoint(&checkpointer).unwrap();
-        reader.execute_batch("COMMIT").unwrap();
-        let grown = wal_bytes();
-
-        restart_wal(&connection, Duration::from_secs(1));
-        commit_rows(&connection, 20);
-        let pages_after = passive_checkpoint(&checkpointer).unwrap();
-        assert!(
-            pages_after < pages_before / 2,
-            "{pages_after} pages after the restart, {pages_before} before"
-        );
-        assert_eq!(
-            wal_bytes(),
-            grown,
-            "the restarted WAL is overwritten, not extended"
-        );
-        let rows: i64 = connection
-            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(rows, 12 * 20);
-    }
-}
+mod tests;

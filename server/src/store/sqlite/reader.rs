@@ -5,6 +5,7 @@
 //! statement and decodes each row in place (text columns borrowed, not copied). Connections are
 //! kept for the next read (bounded); WAL lets them read beside the append thread.
 
+use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,18 +14,16 @@ use app::AgentEvent;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
 
-use super::appender::sqlite_error;
+use super::convert::sqlite_error;
 use uuid::Uuid;
 
-use super::parse_uuid;
+use super::convert::parse_uuid;
 use crate::store::chunk::{self, Pick, StoredRow};
 use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
 use crate::store::{ContentJson, EventJson, StoreError};
 
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
-/// Reads (and so read connections and blocking threads) at once; more wait their turn.
-pub(super) const SQLITE_READS_AT_ONCE_MAX: usize = 8;
 
 pub(super) struct Reader {
     path: PathBuf,
