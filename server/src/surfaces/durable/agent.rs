@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::protocol::format_offset;
-use super::service::Refusal;
+use super::refusal::Refusal;
 use super::source::Source;
 
 use super::protocol::read_query;

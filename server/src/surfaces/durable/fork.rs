@@ -9,110 +9,43 @@
 use serde_json::Value;
 
 use super::messages::Messages;
-use super::protocol::{self, Message};
-use super::service::{Refusal, Service, Settings};
+use super::protocol::{self, ForkRequest, Message, Settings};
+use super::refusal::Refusal;
 use crate::store::{StoreError, StreamRow};
+
+/// What a fork asks of the streams it sits on (the service answers: `service.rs`).
+pub(super) trait Chain {
+    /// The live stream at `path` (none when it is gone or expired).
+    async fn get(&self, path: &str) -> Result<Option<StreamRow>, StoreError>;
+    /// The stream's row as stored, soft-deleted or not.
+    async fn store_stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError>;
+    /// The stream's tail offset.
+    async fn tail(&self, row: &StreamRow) -> Result<u64, StoreError>;
+    /// The batch (one append) of `row`'s first own message after `since`.
+    async fn first_batch(
+        &self,
+        row: &StreamRow,
+        since: u64,
+    ) -> Result<Vec<(Option<uuid::Uuid>, Value)>, StoreError>;
+    /// `row`'s own messages after `since`, up to `cap`, into `out`.
+    async fn read_own(
+        &self,
+        row: &StreamRow,
+        since: u64,
+        cap: Option<u64>,
+        out: &mut Messages,
+    ) -> Result<(), StoreError>;
+}
 
 /// Forks of forks one stream may sit under at most: every read of a fork walks its chain, so
 /// the chain is bounded (a deeper fork is refused with 400).
 pub const FORK_CHAIN_DEPTH_MAX: usize = 64;
 
-/// A create's fork headers.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ForkRequest {
-    /// The source's path.
-    pub from: String,
-    /// `Stream-Fork-Offset`'s seq (none: the source's tail).
-    pub offset: Option<u64>,
-    pub sub_offset: Option<u64>,
-}
-
-/// Reads the fork headers: `Stream-Forked-From` (a path under `/v1/streams/`, or relative to
-/// it), `Stream-Fork-Offset`, `Stream-Fork-Sub-Offset`.
-pub fn fork_request(
-    from: Option<&str>,
-    offset: Option<&str>,
-    sub_offset: Option<&str>,
-) -> Result<Option<ForkRequest>, &'static str> {
-    let offset = offset
-        .map(|text| {
-            let (high, low) = text
-                .split_once('_')
-                .ok_or("Invalid Stream-Fork-Offset format")?;
-            let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-            if !digits(high) || !digits(low) {
-                return Err("Invalid Stream-Fork-Offset format");
-            }
-            match protocol::Offset::parse(text) {
-                Ok(protocol::Offset::After(seq)) => Ok(seq),
-                _ => Err("Fork offset beyond source stream length"),
-            }
-        })
-        .transpose()?;
-    let Some(from) = from else {
-        if sub_offset.is_some() {
-            return Err("Stream-Fork-Sub-Offset requires Stream-Forked-From");
-        }
-        return Ok(None);
-    };
-    if sub_offset.is_some_and(|text| text != "0") && offset.is_none() {
-        return Err("Stream-Fork-Sub-Offset requires Stream-Fork-Offset");
-    }
-    let sub_offset = sub_offset
-        .map(|text| {
-            let canonical = text == "0"
-                || (!text.is_empty()
-                    && !text.starts_with('0')
-                    && text.bytes().all(|b| b.is_ascii_digit()));
-            if !canonical {
-                return Err("Invalid Stream-Fork-Sub-Offset format");
-            }
-            text.parse::<u64>()
-                .map_err(|_| "Invalid Stream-Fork-Sub-Offset format")
-        })
-        .transpose()?;
-    let from = from.trim();
-    let from = from
-        .strip_prefix("/v1/streams/")
-        .unwrap_or_else(|| from.trim_start_matches('/'));
-    Ok(Some(ForkRequest {
-        from: from.to_owned(),
-        offset,
-        sub_offset,
-    }))
-}
-
-/// Whether a create asks for the stream that is there.
-pub fn same_settings(existing: &StreamRow, settings: &Settings) -> bool {
-    let media = |text: &str| protocol::media_type(text);
-    let content_type = match &settings.content_type {
-        Some(given) => media(given) == media(&existing.content_type),
-        None => {
-            settings.fork.is_some() || media(&existing.content_type) == "application/octet-stream"
-        }
-    };
-    let fork = match (&settings.fork, &existing.forked_from) {
-        (None, None) => true,
-        (Some(fork), Some(from)) => {
-            *from == fork.from
-                && fork
-                    .offset
-                    .is_none_or(|offset| Some(offset) == existing.fork_offset)
-                && fork.sub_offset.unwrap_or(0) == existing.fork_sub_offset.unwrap_or(0)
-        }
-        _ => false,
-    };
-    let lifetime = settings.fork.is_some()
-        || (existing.ttl_seconds == settings.ttl_seconds
-            && existing.expires_at == settings.expires_at);
-    content_type && fork && lifetime && existing.closed == settings.closed
-}
-
 /// Checks a fork against its source and fills in `row`'s fork fields (content type and
 /// lifetime inherited when not given). Returns the messages the fork starts with (a byte-mode
 /// sub-offset's prefix).
 pub(super) async fn plan(
-    service: &Service,
+    service: &impl Chain,
     fork: &ForkRequest,
     settings: &Settings,
     row: &mut StreamRow,
@@ -184,7 +117,7 @@ pub(super) async fn plan(
 }
 
 /// How many forks deep `row` sits (0: not a fork), counted up to one past the limit.
-async fn chain_depth(service: &Service, row: &StreamRow) -> Result<usize, StoreError> {
+async fn chain_depth(service: &impl Chain, row: &StreamRow) -> Result<usize, StoreError> {
     let mut depth = 0;
     let mut from = row.forked_from.clone();
     while let Some(path) = from {
@@ -202,7 +135,7 @@ async fn chain_depth(service: &Service, row: &StreamRow) -> Result<usize, StoreE
 
 /// The messages of the append right after `offset` in `row`'s chain.
 async fn first_batch_of_chain(
-    service: &Service,
+    service: &impl Chain,
     row: &StreamRow,
     offset: u64,
 ) -> Result<Vec<Value>, StoreError> {
@@ -223,7 +156,7 @@ async fn first_batch_of_chain(
 
 /// `row`'s messages after offset `since` and up to `cap`, its source chain's first.
 pub(super) async fn read_chain(
-    service: &Service,
+    service: &impl Chain,
     row: &StreamRow,
     since: u64,
     cap: Option<u64>,

@@ -16,11 +16,12 @@ use uuid::Uuid;
 
 use super::protocol::ReadQuery;
 use super::protocol::{self, format_offset, Offset};
+use super::refusal::Refusal;
 use super::response::{
     messages_response, text, with, STREAM_CLOSED, STREAM_CURSOR, STREAM_NEXT_OFFSET,
     STREAM_UP_TO_DATE,
 };
-use super::service::{PathWatch, Refusal};
+use super::service::PathWatch;
 use super::source::Source;
 use super::state::DurableState;
 use crate::delivery::hub::{EventBatch, Hub};

@@ -11,6 +11,7 @@ mod live;
 pub mod messages;
 pub mod protocol;
 mod read;
+mod refusal;
 mod response;
 pub mod service;
 mod source;
@@ -21,10 +22,12 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use protocol::Settings;
 use protocol::{format_offset, read_query};
 use read::read_source;
+use refusal::Refusal;
 use response::{header_text, refused, secured, text, with, STREAM_CLOSED, STREAM_NEXT_OFFSET};
-use service::{Append, Refusal, Settings};
+use service::Append;
 pub use state::DurableState;
 
 /// An append's (or a create's) body, at most. Larger is 413.
@@ -85,7 +88,7 @@ async fn create(
     if let Some(expires_at) = expires_at {
         protocol::parse_expires_at(expires_at).map_err(Refusal::Bad)?;
     }
-    let fork = fork::fork_request(
+    let fork = protocol::fork_request(
         header_text(headers, "stream-forked-from"),
         header_text(headers, "stream-fork-offset"),
         header_text(headers, "stream-fork-sub-offset"),

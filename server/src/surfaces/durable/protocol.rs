@@ -349,5 +349,107 @@ pub fn agent_of(path: &str) -> Option<Uuid> {
         .and_then(|id| id.parse().ok())
 }
 
+/// A create's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `None`: not given (a fork takes its source's; a stream `application/octet-stream`).
+    pub content_type: Option<String>,
+    pub ttl_seconds: Option<u64>,
+    pub expires_at: Option<String>,
+    pub closed: bool,
+    pub fork: Option<ForkRequest>,
+}
+
+/// A create's fork headers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForkRequest {
+    /// The source's path.
+    pub from: String,
+    /// `Stream-Fork-Offset`'s seq (none: the source's tail).
+    pub offset: Option<u64>,
+    pub sub_offset: Option<u64>,
+}
+
+/// Reads the fork headers: `Stream-Forked-From` (a path under `/v1/streams/`, or relative to
+/// it), `Stream-Fork-Offset`, `Stream-Fork-Sub-Offset`.
+pub fn fork_request(
+    from: Option<&str>,
+    offset: Option<&str>,
+    sub_offset: Option<&str>,
+) -> Result<Option<ForkRequest>, &'static str> {
+    let offset = offset
+        .map(|text| {
+            let (high, low) = text
+                .split_once('_')
+                .ok_or("Invalid Stream-Fork-Offset format")?;
+            let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+            if !digits(high) || !digits(low) {
+                return Err("Invalid Stream-Fork-Offset format");
+            }
+            match Offset::parse(text) {
+                Ok(Offset::After(seq)) => Ok(seq),
+                _ => Err("Fork offset beyond source stream length"),
+            }
+        })
+        .transpose()?;
+    let Some(from) = from else {
+        if sub_offset.is_some() {
+            return Err("Stream-Fork-Sub-Offset requires Stream-Forked-From");
+        }
+        return Ok(None);
+    };
+    if sub_offset.is_some_and(|text| text != "0") && offset.is_none() {
+        return Err("Stream-Fork-Sub-Offset requires Stream-Fork-Offset");
+    }
+    let sub_offset = sub_offset
+        .map(|text| {
+            let canonical = text == "0"
+                || (!text.is_empty()
+                    && !text.starts_with('0')
+                    && text.bytes().all(|b| b.is_ascii_digit()));
+            if !canonical {
+                return Err("Invalid Stream-Fork-Sub-Offset format");
+            }
+            text.parse::<u64>()
+                .map_err(|_| "Invalid Stream-Fork-Sub-Offset format")
+        })
+        .transpose()?;
+    let from = from.trim();
+    let from = from
+        .strip_prefix("/v1/streams/")
+        .unwrap_or_else(|| from.trim_start_matches('/'));
+    Ok(Some(ForkRequest {
+        from: from.to_owned(),
+        offset,
+        sub_offset,
+    }))
+}
+
+/// Whether a create asks for the stream that is there.
+pub fn same_settings(existing: &crate::store::StreamRow, settings: &Settings) -> bool {
+    let media = |text: &str| media_type(text);
+    let content_type = match &settings.content_type {
+        Some(given) => media(given) == media(&existing.content_type),
+        None => {
+            settings.fork.is_some() || media(&existing.content_type) == "application/octet-stream"
+        }
+    };
+    let fork = match (&settings.fork, &existing.forked_from) {
+        (None, None) => true,
+        (Some(fork), Some(from)) => {
+            *from == fork.from
+                && fork
+                    .offset
+                    .is_none_or(|offset| Some(offset) == existing.fork_offset)
+                && fork.sub_offset.unwrap_or(0) == existing.fork_sub_offset.unwrap_or(0)
+        }
+        _ => false,
+    };
+    let lifetime = settings.fork.is_some()
+        || (existing.ttl_seconds == settings.ttl_seconds
+            && existing.expires_at == settings.expires_at);
+    content_type && fork && lifetime && existing.closed == settings.closed
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,10 +5,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::live;
 use super::protocol::{self, format_offset, Live, Offset, ReadQuery};
+use super::refusal::Refusal;
 use super::response::{
     header_text, messages_response, with, STREAM_CLOSED, STREAM_NEXT_OFFSET, STREAM_UP_TO_DATE,
 };
-use super::service::Refusal;
 use super::source::Source;
 use super::state::DurableState;
 

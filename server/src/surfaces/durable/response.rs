@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::messages;
 use super::protocol::{self, format_offset};
-use super::service::Refusal;
+use super::refusal::Refusal;
 use crate::agent::produce::fence::Fence;
 
 pub const STREAM_NEXT_OFFSET: &str = "stream-next-offset";

@@ -16,9 +16,9 @@ pub use rows::STREAM_ROWS_KEPT_MAX;
 mod append;
 mod read;
 mod rows;
-use super::protocol::{self, Message, ProducerHeaders};
-use crate::agent::produce::fence::Fence;
-use crate::delivery::writer::{AppendError, Writer};
+use super::protocol::{self, Message, ProducerHeaders, Settings};
+use super::refusal::Refusal;
+use crate::delivery::writer::Writer;
 use crate::store::{streams, EventDraft, Store, StoreError, StreamRow};
 
 /// Messages one read returns at most (a longer stream is read page by page: `Stream-Up-To-Date`
@@ -28,54 +28,6 @@ pub const READ_MESSAGES_MAX: u32 = 10_000;
 pub const READ_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Messages one append may hold (a JSON array's elements).
 pub const APPEND_MESSAGES_MAX: usize = 10_000;
-
-/// Why a stream operation did not happen, as the protocol answers it.
-#[derive(Debug)]
-pub enum Refusal {
-    NotFound,
-    /// Deleted (or expired) while forks still read it: 410.
-    Gone,
-    /// A fork's source does not exist: 404.
-    NotFoundSource,
-    /// 409 with a sentence: a create with other settings, a content type that is not the
-    /// stream's, a `Stream-Seq` not past the last one.
-    Conflict(&'static str),
-    /// 400 with a sentence.
-    Bad(&'static str),
-    /// The stream is closed: 409 with `Stream-Closed` and its tail.
-    Closed {
-        tail: u64,
-    },
-    /// The producer fence said no.
-    Fenced(Fence),
-    Store(StoreError),
-}
-
-impl From<StoreError> for Refusal {
-    fn from(error: StoreError) -> Refusal {
-        Refusal::Store(error)
-    }
-}
-
-impl From<AppendError> for Refusal {
-    fn from(error: AppendError) -> Refusal {
-        Refusal::Store(match error {
-            AppendError::Store(error) => error,
-            other => StoreError::Unavailable(other.to_string()),
-        })
-    }
-}
-
-/// A create's settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settings {
-    /// `None`: not given (a fork takes its source's; a stream `application/octet-stream`).
-    pub content_type: Option<String>,
-    pub ttl_seconds: Option<u64>,
-    pub expires_at: Option<String>,
-    pub closed: bool,
-    pub fork: Option<super::fork::ForkRequest>,
-}
 
 /// What an append or a close did.
 #[derive(Clone, Debug, PartialEq)]
@@ -293,7 +245,7 @@ impl Service {
                     "stream was deleted but still has active forks — path cannot be reused until all forks are removed",
                 ));
             }
-            if !super::fork::same_settings(&existing, &settings) {
+            if !protocol::same_settings(&existing, &settings) {
                 return Err(Refusal::Conflict(
                     "Stream already exists with different configuration",
                 ));
@@ -466,5 +418,37 @@ impl Service {
         if let Some(rows) = &self.rows {
             rows.lock().expect("rows").forget(path);
         }
+    }
+}
+
+impl super::fork::Chain for Service {
+    async fn get(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        Service::get(self, path).await
+    }
+
+    async fn store_stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+        Service::store_stream(self, path).await
+    }
+
+    async fn tail(&self, row: &StreamRow) -> Result<u64, StoreError> {
+        Service::tail(self, row).await
+    }
+
+    async fn first_batch(
+        &self,
+        row: &StreamRow,
+        since: u64,
+    ) -> Result<Vec<(Option<uuid::Uuid>, serde_json::Value)>, StoreError> {
+        Service::first_batch(self, row, since).await
+    }
+
+    async fn read_own(
+        &self,
+        row: &StreamRow,
+        since: u64,
+        cap: Option<u64>,
+        out: &mut super::messages::Messages,
+    ) -> Result<(), StoreError> {
+        Service::read_own(self, row, since, cap, out).await
     }
 }

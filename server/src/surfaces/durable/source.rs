@@ -4,7 +4,7 @@
 use uuid::Uuid;
 
 use super::messages::Messages;
-use super::service::Refusal;
+use super::refusal::Refusal;
 use super::state::DurableState;
 use crate::store::StreamRow;
 
