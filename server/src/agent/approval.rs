@@ -23,12 +23,16 @@ use app::EventKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::run::Run;
-use super::start::StartError;
+use super::start_error::StartError;
 use super::step::{PendingCall, RunIds};
-use crate::delivery::writer::AppendError;
-use crate::provider::ConversationMessage;
 use crate::store::EventDraft;
+
+/// The stop reason of a run that ended to wait for a person's approval.
+pub const REQUIRES_APPROVAL: &str = "requires_approval";
+
+/// The stop reason of a run that ended to wait for the results of tools that run in the client
+/// (and for nothing a person must approve).
+pub const REQUIRES_CLIENT_TOOL: &str = "requires_client_tool";
 
 /// Tool names one agent may list in `metadata.requires_approval`.
 pub const APPROVAL_TOOLS_MAX: usize = 256;
@@ -359,9 +363,9 @@ pub fn awaiting_calls(held: &[PendingCall], in_client: impl Fn(&str) -> bool) ->
 pub fn waiting_stop_reason(awaiting: &[Value]) -> &'static str {
     let client = |call: &Value| call.get("client").and_then(Value::as_bool) == Some(true);
     if awaiting.iter().all(client) {
-        super::run::REQUIRES_CLIENT_TOOL
+        REQUIRES_CLIENT_TOOL
     } else {
-        super::run::REQUIRES_APPROVAL
+        REQUIRES_APPROVAL
     }
 }
 
@@ -409,59 +413,6 @@ pub fn denial(reason: Option<&str>) -> String {
     match reason {
         Some(reason) => format!("a person denied this call: {reason}"),
         None => "a person denied this call".to_owned(),
-    }
-}
-
-impl Run {
-    /// Writes the approval requests of `held` (their cards marked) and commits them.
-    pub(super) async fn request_approvals(
-        &mut self,
-        held: &[PendingCall],
-    ) -> Result<(), AppendError> {
-        for call in held {
-            let client = self.runs_in_client(&call.name);
-            for draft in request_drafts(self.ids, call, client) {
-                self.emit(draft).await?;
-            }
-        }
-        self.flush().await
-    }
-
-    /// Carries out a person's answers: denied calls get their error results, approved ones
-    /// run (together, as a step's calls do). Returns the results for the model.
-    pub(super) async fn carry_out(
-        &mut self,
-        answers: Vec<ApprovalAnswer>,
-    ) -> Result<Vec<ConversationMessage>, AppendError> {
-        let mut results = Vec::with_capacity(answers.len());
-        let mut approved = Vec::new();
-        for answer in answers {
-            if let Some(returned) = answer.returned {
-                // A client tool's result: written as the call's result, like a tool's own.
-                let (drafts, message) = self.result_drafts(&answer.call, returned);
-                for draft in drafts {
-                    self.emit(draft).await?;
-                }
-                results.push(message);
-                continue;
-            }
-            if answer.approve {
-                let status = json!({ "status": "approved" });
-                self.emit(self.ids.call_merge(&answer.call, status)).await?;
-                approved.push(answer.call);
-                continue;
-            }
-            let (drafts, message) =
-                self.result_drafts(&answer.call, Err(denial(answer.reason.as_deref())));
-            for draft in drafts {
-                self.emit(draft).await?;
-            }
-            results.push(message);
-        }
-        if !approved.is_empty() {
-            results.extend(self.run_tools(approved).await?.results);
-        }
-        Ok(results)
     }
 }
 

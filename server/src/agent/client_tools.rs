@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::approval::ApprovalDecision;
-use super::start::StartError;
+use super::start_error::StartError;
 use crate::provider::ToolSpec;
 use crate::tools::{ProgressSender, Tool};
 

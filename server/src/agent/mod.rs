@@ -37,6 +37,7 @@ pub mod recovery;
 pub mod registry;
 mod run;
 pub mod start;
+pub mod start_error;
 mod step;
 mod tools;
 

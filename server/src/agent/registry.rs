@@ -1,6 +1,7 @@
 //! The run registry: which agent runs what, starting runs and cancelling them. One run per
 //! agent at a time, [`ACTIVE_RUNS_MAX`] across all agents; the registry entry is the lock.
 
+use slot::ActiveRun;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,21 +32,6 @@ mod slot;
 use crate::delivery::writer::Writer;
 use crate::provider::{ConversationMessage, ProviderRequest};
 use crate::tools::Tool;
-
-struct ActiveRun {
-    run_id: Uuid,
-    cancel: CancellationToken,
-    /// Turns true when the run's task has written its last event.
-    finished: watch::Receiver<bool>,
-    /// True once the run has begun writing its end (see [`RUN_ENDING_WAIT_MS_MAX`]).
-    ending: Arc<AtomicBool>,
-    /// Set with the cancel when the server shuts down: the run ends `interrupted`, not
-    /// `cancelled` (nobody asked it to stop).
-    interrupted: Arc<AtomicBool>,
-    /// An external producer's run: a shutdown lets go of it at once (it stays the producer's)
-    /// instead of waiting the drain for it.
-    produced: bool,
-}
 
 /// A cancellation that was requested: the run, and a way to wait until it has ended.
 pub struct Cancelling {

@@ -21,10 +21,10 @@ use crate::telemetry::Traced;
 use crate::tools::Tool;
 use opentelemetry::KeyValue;
 
+mod approvals;
 mod drafts;
 pub(crate) use drafts::draft_bytes;
-use drafts::{closes_a_run, closing_drafts, opening_drafts};
-pub use drafts::{REQUIRES_APPROVAL, REQUIRES_CLIENT_TOOL};
+use drafts::{closes_a_run, closing_drafts, opening_drafts, Outcome};
 
 /// Appends a run may have queued but not yet acknowledged. Lets token writes pipeline into the
 /// writer's group commit instead of paying one commit round trip per token.
@@ -33,16 +33,6 @@ pub const RUN_APPENDS_IN_FLIGHT_MAX: usize = 64;
 /// How one LLM call ended.
 pub(super) enum StepEnd {
     Finished { stop_reason: String },
-    Cancelled,
-    Failed(ProviderError),
-}
-
-/// How the whole run ended.
-pub(super) enum Outcome {
-    Completed(String),
-    /// Ended to wait for a person's answers to these calls, or a client's results (see
-    /// [`super::approval::awaiting`]).
-    AwaitingApproval(Vec<serde_json::Value>),
     Cancelled,
     Failed(ProviderError),
 }

@@ -9,8 +9,6 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::ActiveRun;
-
 /// A produced run's hold on its agent (see [`Runs::reserve_produced`]).
 pub struct ProducedSlot {
     pub(super) cancel: CancellationToken,
@@ -66,4 +64,19 @@ impl Drop for Slot {
         }
         let _ = self.finished.send(true);
     }
+}
+
+pub(super) struct ActiveRun {
+    pub(super) run_id: Uuid,
+    pub(super) cancel: CancellationToken,
+    /// Turns true when the run's task has written its last event.
+    pub(super) finished: watch::Receiver<bool>,
+    /// True once the run has begun writing its end (see [`RUN_ENDING_WAIT_MS_MAX`]).
+    pub(super) ending: Arc<AtomicBool>,
+    /// Set with the cancel when the server shuts down: the run ends `interrupted`, not
+    /// `cancelled` (nobody asked it to stop).
+    pub(super) interrupted: Arc<AtomicBool>,
+    /// An external producer's run: a shutdown lets go of it at once (it stays the producer's)
+    /// instead of waiting the drain for it.
+    pub(super) produced: bool,
 }

@@ -6,10 +6,10 @@ use app::EventKind;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::Outcome;
 use crate::agent::approval::ApprovalTurn;
 use crate::agent::registry::RunOptions;
 use crate::agent::step::{RunIds, Usage};
+use crate::provider::ProviderError;
 use crate::provider::{ConversationMessage, ProviderRequest};
 use crate::store::EventDraft;
 
@@ -25,12 +25,6 @@ pub(super) fn closes_a_run(draft: &EventDraft) -> bool {
                 .as_ref()
                 .is_some_and(|delta| delta.get("status").is_some()))
 }
-
-/// The stop reason of a run that ended to wait for a person's approval.
-pub const REQUIRES_APPROVAL: &str = "requires_approval";
-/// The stop reason of a run that ended to wait for the results of tools that run in the client
-/// (and for nothing a person must approve).
-pub const REQUIRES_CLIENT_TOOL: &str = "requires_client_tool";
 
 /// `run_started` (how the run was asked for) and what the run answers: the user's message, or a
 /// person's answer to an approval request.
@@ -164,4 +158,14 @@ pub(super) fn closing_drafts(
             ]
         }
     }
+}
+
+/// How the whole run ended.
+pub(in crate::agent) enum Outcome {
+    Completed(String),
+    /// Ended to wait for a person's answers to these calls, or a client's results (see
+    /// [`super::approval::awaiting`]).
+    AwaitingApproval(Vec<serde_json::Value>),
+    Cancelled,
+    Failed(ProviderError),
 }
