@@ -11,7 +11,6 @@
 //! at the next start; a person's late answer finds the key taken (409 `already_answered`). With
 //! several servers each sweeps; the key lets one answer win.
 
-use crate::limits::APPROVAL_TIMEOUT_MS_MAX;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use uuid::Uuid;
 use super::approval::ApprovalDecision;
 use super::registry::{RunOptions, StartRunError};
 use super::start::{StartError, Starter};
+use crate::limits::APPROVAL_TIMEOUT_MS_MAX;
 use crate::store::OpenApproval;
 
 /// How often open approval requests are checked against their timeout.

@@ -1,12 +1,12 @@
 //! The conversation so far, rebuilt from the folded log for the next LLM call.
 
-use crate::limits::TOOL_RESULT_CHARS_MAX;
 use std::collections::{HashMap, HashSet};
 
 use app::timeline::{Timeline, TimelineMessage as Message};
 use app::EventKind;
 use serde_json::Value;
 
+use crate::limits::TOOL_RESULT_CHARS_MAX;
 use crate::provider::{ConversationMessage, ThinkingBlock, ToolCall};
 
 /// Tool results carried into the next turn at most; older ones are dropped first. Keeps a long

@@ -1,7 +1,6 @@
 //! One run: the agent loop (LLM call → tools → LLM call …) and the run's writing side, which
 //! pipelines its events into the writer and enforces the run's event limit.
 
-use crate::limits::EVENT_BYTES_MAX;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,6 +14,7 @@ use super::approval::ApprovalTurn;
 use super::registry::{RunLimits, RunOptions};
 use super::step::{RunIds, Usage};
 use crate::delivery::writer::{self, AppendError, AppendReceipt, Writer};
+use crate::limits::EVENT_BYTES_MAX;
 use crate::provider::{ConversationMessage, Provider, ProviderError, ProviderRequest, ToolCall};
 use crate::store::EventDraft;
 use crate::telemetry::Traced;

@@ -4,10 +4,6 @@
 //! hands the run to the registry.
 
 pub use super::start_error::StartError;
-use crate::limits::APPROVALS_PER_ANSWER_MAX;
-use crate::limits::{
-    CLIENT_IDEMPOTENCY_KEY_CHARS_MAX, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX,
-};
 use std::sync::Arc;
 
 use app::EventKind;
@@ -17,6 +13,10 @@ use super::approval::{answer_from_timeline, ApprovalDecision};
 use super::conversation::{conversation_awaiting, conversation_from_timeline};
 use super::history::{fold_log, Snapshots};
 use super::registry::{RunOptions, Runs, StartRunError, Turn};
+use crate::limits::APPROVALS_PER_ANSWER_MAX;
+use crate::limits::{
+    CLIENT_IDEMPOTENCY_KEY_CHARS_MAX, IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX,
+};
 use crate::store::{ClusterStore, Store, StoreError};
 
 /// The native API's keys are stored under this prefix, apart from every other surface's and

@@ -5,11 +5,11 @@
 //! This is the one place a tool call's input accumulates: providers pass its JSON text on in
 //! pieces and say when it is complete; the text is parsed here.
 
-use crate::limits::TOOL_CALLS_PER_STEP_MAX;
 use app::{DeltaAction, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::limits::TOOL_CALLS_PER_STEP_MAX;
 use crate::provider::{ProviderError, ProviderEvent, ThinkingBlock};
 use crate::store::EventDraft;
 

@@ -1,6 +1,5 @@
 //! The REST surface: agents, the paged log, runs.
 
-use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use app::protocol::{
     CancelRequest, CancelResponse, CreateAgentRequest, CreateRunRequest, RunAccepted,
 };
@@ -19,12 +18,13 @@ use super::token::TOKEN_SUB_CHARS_MAX;
 use crate::agent::cancel::cancel_and_wait;
 use crate::agent::start::NATIVE_KEY_PREFIX;
 use crate::agent::RunOptions;
+use crate::limits::Limits;
+use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use std::sync::Arc;
 
 use crate::agent::start::Starter;
 use crate::agent::Runs;
 use crate::cluster::Cluster;
-use crate::limits::Limits;
 use crate::store::Store;
 use crate::store::{EventJson, NewAgent};
 

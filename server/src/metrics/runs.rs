@@ -3,7 +3,6 @@
 //! start-up recovery, the approval sweeper, another process's lease expiry — its end is counted
 //! once, when it is committed. Pure: events in, observations out.
 
-use crate::limits::LABEL_VALUES_MAX;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +11,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::labels::bounded;
+use crate::limits::LABEL_VALUES_MAX;
 
 /// Runs whose start the fold remembers to time their end. Past this the oldest is forgotten
 /// (its end is still counted, without a duration): a run open that long is an outlier, and the

@@ -16,7 +16,6 @@
 //!
 //! One refusal refuses the whole batch, naming the event by its index.
 
-use crate::limits::PRODUCER_LEASE_MS_DEFAULT;
 use std::collections::HashMap;
 
 use app::{DeltaAction, EventKind};
@@ -25,6 +24,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::agent::registry::RunLimits;
+use crate::limits::PRODUCER_LEASE_MS_DEFAULT;
 use crate::store::EventDraft;
 
 /// Events one batch (one request, or one line of a streamed request) may hold.

@@ -1,13 +1,13 @@
 //! Catch-up: the log read from the store page by page (two pages in flight) and delivered in
 //! order, with reads retried while the database is restarting.
 
-use crate::limits::{CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::outbound::{Form, Outbound};
+use crate::limits::{CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use crate::store::{EventLog, StoreError};
 
 /// Pages a catch-up reads at once. Seqs have no holes, so the cursor of the page after a full

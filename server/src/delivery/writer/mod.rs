@@ -7,7 +7,6 @@
 //! for all agents loses nothing, and it keeps per-agent order trivially: requests of one agent are
 //! committed, published and acknowledged in the order they were submitted.
 
-use crate::limits::WRITER_COMMIT_RETRIES_MAX_DEFAULT;
 use std::sync::Arc;
 
 use app::AgentEvent;
@@ -15,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::delivery::hub::Hub;
+use crate::limits::WRITER_COMMIT_RETRIES_MAX_DEFAULT;
 use crate::metrics::Metrics;
 use crate::store::chunk::IdChains;
 use crate::store::{AppendBatch, EventDraft, EventLog, ProducerStamp, StoreError};

@@ -1,6 +1,5 @@
 //! Rows of stream messages: one append's messages in one row, every message back as appended.
 
-use crate::limits::{CHUNK_EVENTS_MAX, MESSAGE_ROW_BYTES_MAX};
 use app::{AgentEvent, EventKind};
 use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Value};
@@ -8,6 +7,7 @@ use uuid::Uuid;
 
 use super::expand::{Pick, StoredRow};
 use super::*;
+use crate::limits::{CHUNK_EVENTS_MAX, MESSAGE_ROW_BYTES_MAX};
 use crate::store::rows::EventRow;
 
 const HEAD: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);

@@ -1,10 +1,10 @@
-use crate::limits::{CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX};
 use app::{AgentEvent, DeltaAction, EventKind};
 use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::*;
+use crate::limits::{CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX};
 
 fn append(seq: u64, id: Uuid, text: &str, nanos_after: i64) -> AgentEvent {
     let base = Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap();

@@ -7,7 +7,6 @@
 //! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
 
 use super::convert::sqlite_error;
-use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,6 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::chunk::{self, Chunk, OpenChunks, Written};
 use crate::store::rows::{json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};

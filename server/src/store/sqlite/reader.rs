@@ -5,7 +5,6 @@
 //! statement and decodes each row in place (text columns borrowed, not copied). Connections are
 //! kept for the next read (bounded); WAL lets them read beside the append thread.
 
-use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +17,7 @@ use super::convert::sqlite_error;
 use uuid::Uuid;
 
 use super::convert::parse_uuid;
+use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::chunk::{self, Pick, StoredRow};
 use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
 use crate::store::{ContentJson, EventJson, StoreError};

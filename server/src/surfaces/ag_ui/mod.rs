@@ -23,7 +23,6 @@ pub mod request;
 mod stream;
 pub mod verify;
 
-use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use app::EventKind;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -41,6 +40,7 @@ use crate::agent::RunOptions;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::token::Scope;
+use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::surfaces::chat::{cancel_in_flight, chat_agent, run_in_flight, ChatId, ChatState};
 use crate::surfaces::run_feed::{last_event_id, run_start_seq, FrameId};
 use events::AgUiEvent;

@@ -26,7 +26,6 @@ pub mod request;
 mod stream;
 pub mod verify;
 
-use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use app::EventKind;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -42,6 +41,7 @@ use crate::agent::RunOptions;
 use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::token::Scope;
+use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::surfaces::chat::{
     cancel_in_flight, chat_agent, chat_id, client_message_id, run_in_flight, unknown_chat,
     ChatState,

@@ -15,7 +15,6 @@
 //! The user's message the run answers goes in the `Agentstream-User-Text` header, percent-
 //! encoded (`encodeURIComponent`): the stream itself holds only the assistant's message.
 
-use crate::limits::RUN_CONTENT_BYTES_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -32,6 +31,7 @@ use crate::agent::produce::{Produced, Producers};
 use crate::http::body_lines::{BodyLines, LineError, BODY_LINE_BYTES_MAX};
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
+use crate::limits::RUN_CONTENT_BYTES_MAX;
 use crate::surfaces::chat::{chat_agent, chat_id, unknown_chat, ChatState};
 
 /// The header carrying the user's message (percent-encoded UTF-8).

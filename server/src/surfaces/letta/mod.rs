@@ -16,7 +16,6 @@ mod state;
 mod streaming;
 pub mod wire;
 
-use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
 use streaming::{feed, sse_response, wanted, ForegroundGuard, Shape};
@@ -36,6 +35,7 @@ use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::{parse_agent_id, ListQuery};
 use crate::http::token::Scope;
+use crate::limits::CLIENT_IDEMPOTENCY_KEY_CHARS_MAX;
 use crate::surfaces::run_feed::run_start_seq;
 use mapping::{Cut, LettaItem};
 pub use state::LettaState;

@@ -2,7 +2,6 @@
 //! interleaves pings and ends with `[DONE]`, and the guard that cancels a foreground run when its
 //! client goes away.
 
-use crate::limits::LETTA_FEED_ITEMS_MAX;
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -16,6 +15,7 @@ use super::mapping::{Cut, LettaItem, LettaMapper};
 use super::state::LettaState;
 use crate::agent::Runs;
 use crate::delivery::subscription::FollowError;
+use crate::limits::LETTA_FEED_ITEMS_MAX;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
 
 /// Cancels a foreground run when the request that started it goes away before it ends (the

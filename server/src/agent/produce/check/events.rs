@@ -1,7 +1,6 @@
 //! What each produced event becomes, and how a run its producer did not end is closed: the
 //! per-kind rules of [`super::check_batch`], as methods of the run they are checked against.
 
-use crate::limits::EVENT_BYTES_MAX;
 use app::{DeltaAction, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -11,6 +10,7 @@ use super::{
     DELTA_PATH_CHARS_MAX, PRODUCED_CALLS_PER_RUN_MAX,
 };
 use crate::agent::registry::RunLimits;
+use crate::limits::EVENT_BYTES_MAX;
 use crate::store::EventDraft;
 
 impl ProducedRun {

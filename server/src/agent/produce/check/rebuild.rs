@@ -3,13 +3,13 @@
 //! checks the next batch against. Pure: the run's events in, the state [`super::check_batch`]
 //! would have left, out.
 
-use crate::limits::PRODUCER_LEASE_MS_DEFAULT;
 use std::collections::HashMap;
 
 use app::{AgentEvent, EventKind};
 use serde_json::Value;
 
 use super::{Call, ProducedRun};
+use crate::limits::PRODUCER_LEASE_MS_DEFAULT;
 use crate::store::EventDraft;
 
 impl ProducedRun {
