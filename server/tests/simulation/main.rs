@@ -32,7 +32,14 @@
 //! workload and the faults, not every interleaving; a timing-dependent failure shows up within a
 //! few repeats rather than on the first.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod plan;
+use plan::{config, plan};
+mod actors;
+use actors::{life, wait_for_a_commit_in_progress};
+mod checks;
+use checks::{check_client, check_log, fail};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,70 +188,6 @@ struct SubscriberSpec {
     coalesce: bool,
 }
 
-fn plan(seed: u64) -> Plan {
-    let mut rng = Rng(seed);
-    let agents = rng.range(1, 3) as usize;
-    let contents = |rng: &mut Rng| -> String {
-        match rng.below(7) {
-            0 => "/tools calculator 6*7; clock".into(),
-            1 => "/tools slow 0.05; calculator 1+2".into(),
-            2 => "/fail overloaded_error".into(),
-            3 => "/stall 0.05".into(),
-            4 => format!(
-                "/echo {}",
-                (0..rng.range(1, 30))
-                    .map(|i| format!("w{i}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
-            _ => "tell me something".into(),
-        }
-    };
-    let runs = (0..agents)
-        .map(|_| {
-            (0..rng.range(1, 3))
-                .map(|_| RunSpec {
-                    content: contents(&mut rng),
-                    cancel_after_ms: rng.chance(250).then(|| rng.below(40)),
-                })
-                .collect()
-        })
-        .collect();
-    let subscribers = (0..rng.range(1, 4))
-        .map(|_| SubscriberSpec {
-            agent: rng.below(agents as u64) as usize,
-            queue: rng.range(1, 8) as usize,
-            batches_per_connection: if rng.chance(500) { 0 } else { rng.range(1, 30) },
-            pause_us: if rng.chance(300) {
-                rng.range(100, 2000)
-            } else {
-                0
-            },
-            duplicate_per_mille: rng.below(200),
-            reorder_per_mille: rng.below(200),
-            coalesce: rng.chance(500),
-        })
-        .collect();
-    let crashes = match rng.below(10) {
-        0..=5 => 0,
-        6..=8 => 1,
-        _ => 2,
-    };
-    Plan {
-        agents,
-        runs,
-        subscribers,
-        hub_room_batches_max: rng.range(1, 8) as usize,
-        reply_tokens: rng.range(3, 40) as u32,
-        token_delay_ms: rng.below(2),
-        crashes_ms: (0..crashes).map(|_| rng.range(5, 120)).collect(),
-        append_fail_per_mille: [0, 0, 5, 20, 60, 300, 600][rng.below(7) as usize],
-        append_delay_max_us: [0, 200, 2000][rng.below(3) as usize],
-        read_fail_per_mille: [0, 0, 10, 40][rng.below(4) as usize],
-        lost_ack_per_mille: [0, 0, 10, 100][rng.below(4) as usize],
-    }
-}
-
 /// A client: what it was delivered and what it folded, kept across server crashes.
 struct Client {
     spec: SubscriberSpec,
@@ -294,19 +237,6 @@ struct World {
     clients: Vec<Arc<Mutex<Client>>>,
 }
 
-fn config(plan: &Plan, database_url: &str) -> Config {
-    let mut config = Config {
-        database_url: database_url.to_owned(),
-        hub_room_batches_max: plan.hub_room_batches_max,
-        // Few retries, so that refused appends (and the runs they end) happen often.
-        writer_commit_retries_max: 4,
-        ..Config::default()
-    };
-    config.scripted.reply_tokens = plan.reply_tokens;
-    config.scripted.token_delay_ms = plan.token_delay_ms;
-    config
-}
-
 /// Opens the server's state on the database file, as a restart does (recovery included),
 /// trying again while injected faults make start-up fail.
 async fn open(plan: &Plan, database_url: &str, faults: &Arc<Faults>) -> AppState {
@@ -329,156 +259,9 @@ async fn open(plan: &Plan, database_url: &str, faults: &Arc<Faults>) -> AppState
     panic!("the server never started");
 }
 
-/// Starts the agent's remaining runs one after the other and waits for each to end.
-async fn runner(state: AppState, plan: Arc<Plan>, world: Arc<Mutex<World>>, agent: usize) {
-    loop {
-        let (agent_id, spec) = {
-            let mut world = world.lock().unwrap();
-            let index = world.next_run[agent];
-            let Some(spec) = plan.runs[agent].get(index).cloned() else {
-                return;
-            };
-            // Counted before it starts: a crash after this point leaves it interrupted, not
-            // started again.
-            world.next_run[agent] += 1;
-            (world.agent_ids[agent], spec)
-        };
-        let started = match state
-            .starter
-            .start_run(agent_id, spec.content.clone(), None, RunOptions::default())
-            .await
-        {
-            Ok(started) => started,
-            // An injected store fault before the run began: nothing was started.
-            Err(_) => continue,
-        };
-        let run_id = started.run_id;
-        if let Some(after) = spec.cancel_after_ms {
-            let runs = state.runs.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(after)).await;
-                runs.cancel(agent_id, Some(&[run_id]));
-            });
-        }
-        while state.runs.active_run(agent_id) == Some(run_id) {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-}
-
-/// Follows the client's agent, reconnecting (from its last seq) whenever its connection ends.
-async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
-    loop {
-        let (agent_id, since, spec) = {
-            let client = client.lock().unwrap();
-            (client.agent_id, client.last_seq, client.spec.clone())
-        };
-        let (out, mut incoming) = mpsc::channel::<Outbound>(spec.queue);
-        let follower = {
-            let state = state.clone();
-            tokio::spawn(async move {
-                let form = Form::Json {
-                    coalesce: spec.coalesce,
-                };
-                let _ = subscription::follow(
-                    state.store.as_ref(),
-                    &state.hub,
-                    agent_id,
-                    since,
-                    form,
-                    &out,
-                )
-                .await;
-            })
-        };
-        let mut batches = 0u64;
-        while let Some(first) = incoming.recv().await {
-            // What waits is taken together, as a socket's writer takes it.
-            let mut waiting = vec![first];
-            while waiting.len() < subscription::OUTBOUND_DRAIN_MESSAGES_MAX {
-                match incoming.try_recv() {
-                    Ok(message) => waiting.push(message),
-                    Err(_) => break,
-                }
-            }
-            for message in subscription::coalesce_waiting(waiting) {
-                if let Outbound::Events { .. } = message {
-                    // The JSON a socket would carry, read back as a client does.
-                    let events = message
-                        .events()
-                        .iter()
-                        .map(|event| serde_json::from_str(&event.json).expect("events are JSON"))
-                        .collect();
-                    client.lock().unwrap().receive(events);
-                    batches += 1;
-                }
-            }
-            if spec.pause_us > 0 {
-                tokio::time::sleep(Duration::from_micros(spec.pause_us)).await;
-            }
-            if spec.batches_per_connection != 0 && batches >= spec.batches_per_connection {
-                break;
-            }
-        }
-        follower.abort();
-        RECONNECTS.fetch_add(1, Ordering::Relaxed);
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
-}
-
 enum LifeEnd {
     Crashed,
     Finished,
-}
-
-async fn life(
-    plan: Arc<Plan>,
-    world: Arc<Mutex<World>>,
-    database_url: String,
-    faults: Arc<Faults>,
-    crash_ms: Option<u64>,
-) -> LifeEnd {
-    let state = open(&plan, &database_url, &faults).await;
-    let clients = world.lock().unwrap().clients.clone();
-    for client in clients {
-        tokio::spawn(subscriber(state.clone(), client));
-    }
-    let runners: Vec<_> = (0..plan.agents)
-        .map(|agent| tokio::spawn(runner(state.clone(), plan.clone(), world.clone(), agent)))
-        .collect();
-    if let Some(crash_ms) = crash_ms {
-        tokio::time::sleep(Duration::from_millis(crash_ms)).await;
-        return LifeEnd::Crashed;
-    }
-    for runner in runners {
-        runner.await.expect("a runner panicked");
-    }
-    // Everything is written; wait until every client has caught up with its agent's head.
-    faults.enabled.store(false, Ordering::Relaxed);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut behind = Vec::new();
-        // Cloned out first: a guard in the loop's head would live through the loop's awaits.
-        let clients = world.lock().unwrap().clients.clone();
-        for client in clients {
-            let (agent_id, last_seq) = {
-                let client = client.lock().unwrap();
-                (client.agent_id, client.last_seq)
-            };
-            let head = state.store.head_seq(agent_id).await.unwrap().unwrap();
-            if last_seq < head {
-                behind.push((agent_id, last_seq, head));
-            }
-        }
-        if behind.is_empty() {
-            return LifeEnd::Finished;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "subscribers never caught up: {behind:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
 }
 
 /// Runs one seed; panics with the seed's replay command when an invariant fails.
@@ -603,35 +386,6 @@ fn simulate(seed: u64, directory: &std::path::Path) {
     });
 }
 
-/// A crash here drops the life's runtime, but the store's SQLite connections run on threads of
-/// their own, and a COMMIT such a thread was executing still lands (a group it had not yet
-/// committed is dropped: nobody waits for it any more). A real crash takes those threads with
-/// it. The next life starts once such a commit is done — `BEGIN IMMEDIATE` gets the write lock
-/// only then — so its recovery sees the log as the crash left it. Without this, a run whose
-/// last events landed after recovery had looked was left with no end (seen: 3 seeds in 14
-/// runs of the suite, before the append thread dropped abandoned groups).
-fn wait_for_a_commit_in_progress(database_url: &str) {
-    use sqlx::Connection;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let mut connection = sqlx::SqliteConnection::connect(database_url)
-            .await
-            .expect("the database opens");
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut connection)
-            .await
-            .expect("the write lock is taken");
-        sqlx::query("COMMIT")
-            .execute(&mut connection)
-            .await
-            .expect("the write lock is given back");
-        connection.close().await.expect("the connection closes");
-    });
-}
-
 /// Removes the seed's database files (and SQLite's side files) when the seed is done.
 struct RemoveOnDrop(std::path::PathBuf);
 
@@ -642,150 +396,6 @@ impl Drop for RemoveOnDrop {
             path.push(suffix);
             let _ = std::fs::remove_file(path);
         }
-    }
-}
-
-fn fail(seed: u64, what: String) -> ! {
-    panic!(
-        "seed {seed}: {what}\nreplay: SIM_SEED={seed} cargo test -p server --test simulation -- --nocapture\nplan: {:?}",
-        plan(seed)
-    );
-}
-
-fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64, crashed: bool) {
-    for (index, event) in log.iter().enumerate() {
-        if event.seq != index as u64 + 1 {
-            fail(
-                seed,
-                format!(
-                    "agent {agent_id}: seq {} at position {index}: the log has a gap",
-                    event.seq
-                ),
-            );
-        }
-    }
-    if log.len() as u64 != head {
-        fail(
-            seed,
-            format!("agent {agent_id}: head_seq {head} but {} events", log.len()),
-        );
-    }
-    let mut runs: HashMap<Uuid, (usize, Vec<&AgentEvent>)> = HashMap::new();
-    for event in log {
-        let Some(run_id) = event.run_id else { continue };
-        let entry = runs.entry(run_id).or_default();
-        if event.kind == EventKind::RunStarted {
-            entry.0 += 1;
-        }
-        if event.kind.is_run_end() {
-            entry.1.push(event);
-        }
-    }
-    for (run_id, (started, ends)) in &runs {
-        if *started != 1 {
-            fail(seed, format!("run {run_id} started {started} times"));
-        }
-        if ends.len() != 1 {
-            let events: Vec<String> = log
-                .iter()
-                .filter(|event| event.run_id == Some(*run_id))
-                .map(|event| format!("{} {}", event.seq, event.kind.as_str()))
-                .collect();
-            fail(
-                seed,
-                format!(
-                    "run {run_id} has {} terminal events; its events: {}",
-                    ends.len(),
-                    events.join(", ")
-                ),
-            );
-        }
-        let error_type = ends[0]
-            .content
-            .pointer("/error/type")
-            .and_then(Value::as_str);
-        let interrupted = error_type == Some("interrupted");
-        let outcome = match (ends[0].kind, error_type) {
-            (EventKind::RunCompleted, _) => 0,
-            (EventKind::RunCancelled, _) => 1,
-            (_, Some("interrupted")) => 4,
-            (_, Some("store_error")) => 3,
-            _ => 2,
-        };
-        RUN_ENDS[outcome].fetch_add(1, Ordering::Relaxed);
-        if interrupted && !crashed {
-            fail(
-                seed,
-                format!("run {run_id} marked interrupted without a crash"),
-            );
-        }
-    }
-    // Every tool call has exactly one result.
-    let mut timeline = Timeline::new();
-    timeline.apply_all(log.iter().cloned());
-    for message in timeline
-        .messages()
-        .iter()
-        .filter(|m| m.kind == EventKind::ToolCall)
-    {
-        let Some(call_id) = message.content.get("tool_call_id").and_then(Value::as_str) else {
-            continue;
-        };
-        let results = log
-            .iter()
-            .filter(|e| {
-                e.kind == EventKind::ToolResult
-                    && e.run_id == message.run_id
-                    && e.content.get("tool_call_id").and_then(Value::as_str) == Some(call_id)
-            })
-            .count();
-        if results != 1 {
-            fail(seed, format!("tool call {call_id} has {results} results"));
-        }
-    }
-}
-
-fn check_client(seed: u64, client: &Client, log: &[AgentEvent]) {
-    for &(seq, id) in &client.delivered {
-        match log.get(seq as usize - 1) {
-            Some(event) if event.id == id => {}
-            Some(event) => fail(seed, format!("delivered seq {seq} as {id}, but the log has {} there: delivered before commit?", event.id)),
-            None => fail(seed, format!("delivered seq {seq}, which was never committed")),
-        }
-    }
-    let mut seen: Vec<u64> = client
-        .delivered
-        .iter()
-        .map(|(seq, _)| *seq)
-        .chain(client.merged.iter().copied())
-        .collect();
-    seen.sort_unstable();
-    seen.dedup();
-    if seen.len() != log.len() {
-        let missing: Vec<u64> = (1..=log.len() as u64)
-            .filter(|seq| seen.binary_search(seq).is_err())
-            .take(10)
-            .collect();
-        fail(
-            seed,
-            format!(
-                "a subscriber of {} never got seqs {missing:?} (of {})",
-                client.agent_id,
-                log.len()
-            ),
-        );
-    }
-    let mut folded = Timeline::new();
-    folded.apply_all(log.iter().cloned());
-    if client.timeline != folded {
-        fail(
-            seed,
-            format!(
-                "a subscriber's timeline differs from the fold of the log (last seq {} vs {})",
-                client.timeline.last_seq(),
-                folded.last_seq()
-            ),
-        );
     }
 }
 

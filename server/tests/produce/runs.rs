@@ -1,0 +1,243 @@
+//! One produced run at a time: cancels, silent producers, and bodies that stream line by line.
+
+use super::*;
+
+#[tokio::test]
+async fn one_run_at_a_time_whoever_writes_it() {
+    let server = TestServer::start_paced(200, 20).await;
+    let agent_id = server.create_agent().await;
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 0),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+    // Our own run is refused while the producer's is open …
+    let response = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
+        .json(&json!({ "content": "hi" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    // … and so is another producer's.
+    let (status, _, body) = produce(
+        &server,
+        agent_id,
+        ("q", 0, 0),
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_in_progress"))
+    );
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 1),
+            json!([{ "kind": "run_completed" }])
+        )
+        .await
+        .0,
+        200
+    );
+
+    // While our own run streams, a producer's run_started is refused.
+    let run_id = server.start_run(agent_id, "a long one").await;
+    let (status, _, body) = produce(
+        &server,
+        agent_id,
+        ("q", 0, 0),
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_in_progress")),
+        "{body}"
+    );
+    server.wait_for_run_end(agent_id, run_id).await;
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("q", 0, 0),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let (_, _, body) = produce(
+        &server,
+        agent_id,
+        ("p", 0, 0),
+        json!([
+            { "kind": "run_started" },
+            { "kind": "tool_call", "content": { "tool_call_id": "slow", "name": "wait" } },
+        ]),
+    )
+    .await;
+    let run_id = body["run_id"].as_str().unwrap().to_owned();
+    let cancelled = server
+        .post_json(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(
+        cancelled["cancelled_run_ids"],
+        json!([run_id]),
+        "{cancelled}"
+    );
+    let events = server.all_events(agent_id).await;
+    let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "run_cancelled"
+        ]
+    );
+    assert_eq!(events[3].content["is_error"], true);
+    let (status, _, body) = produce(&server, agent_id, ("p", 0, 1), json!([text("late")])).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_ended")),
+        "{body}"
+    );
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cancelled"));
+    // The refused request changed nothing: the producer opens its next run with that seq.
+    assert_eq!(
+        produce(
+            &server,
+            agent_id,
+            ("p", 0, 1),
+            json!([{ "kind": "run_started" }])
+        )
+        .await
+        .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_silent_producer_has_its_run_ended_at_its_lease() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let opened = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("half")]);
+    assert_eq!(produce(&server, agent_id, ("p", 0, 0), opened).await.0, 200);
+    let events = wait_until("the lease to end the run", || async {
+        let events = server.all_events(agent_id).await;
+        events
+            .last()
+            .is_some_and(|event| event.kind.is_run_end())
+            .then_some(events)
+    })
+    .await;
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunFailed);
+    assert_eq!(end.content["error"]["type"], "interrupted");
+    assert!(end.content["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("1000 ms"));
+    let (status, _, body) = produce(&server, agent_id, ("p", 0, 1), json!([text("back")])).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_ended")),
+        "{body}"
+    );
+    // The agent is free for the next run.
+    let run_id = server.start_run(agent_id, "hello").await;
+    server.wait_for_run_end(agent_id, run_id).await;
+}
+
+#[tokio::test]
+async fn a_streamed_body_commits_each_line_as_it_arrives() {
+    let server = TestServer::start().await;
+    let agent_id = server.create_agent().await;
+    let mut socket = server.connect().await;
+    socket.subscribe(agent_id, 0).await;
+    let (lines, body) = common::streamed_body();
+    let request = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", "streamer")
+        .header("Producer-Epoch", "0")
+        .header("Producer-Seq", "0")
+        .header("Content-Type", "application/x-ndjson")
+        .body(body)
+        .send();
+    let answer = tokio::spawn(request);
+    lines
+        .send(Ok(format!(
+            "{}\n",
+            json!([{ "kind": "run_started" }, text("one ")])
+        )))
+        .await
+        .unwrap();
+    // The first line is in the log (and on the socket) before the second is sent.
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), socket.receive()).await {
+            Ok(ServerMessage::Events { events, .. }) => seen.extend(events),
+            Ok(_) => {}
+            Err(_) => panic!("the first line was not delivered while the body stayed open"),
+        }
+    }
+    lines.send(Ok(format!("{}\n", text("two ")))).await.unwrap();
+    lines
+        .send(Ok(format!("{}", json!({ "kind": "run_completed" }))))
+        .await
+        .unwrap();
+    drop(lines);
+    let response = answer.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(response.headers(), "producer-seq"), "2");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["acknowledged_producer_seq"], 2, "{body}");
+    assert_eq!(body["last"]["run_open"], false);
+    let events = server.all_events(agent_id).await;
+    let run_id = events[0].run_id.unwrap();
+    assert_eq!(common::reply_text(&events, run_id), "one two ");
+    // The same stream sent again is all duplicates.
+    let again = server
+        .http
+        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .header("Producer-Id", "streamer")
+        .header("Producer-Epoch", "0")
+        .header("Producer-Seq", "1")
+        .header("Content-Type", "application/x-ndjson")
+        .body(format!(
+            "{}\n{}\n",
+            json!([text("two ")]),
+            json!([{ "kind": "run_completed" }])
+        ))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["duplicates"], 2, "{body}");
+    assert_eq!(server.all_events(agent_id).await.len(), events.len());
+}
