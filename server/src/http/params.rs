@@ -211,6 +211,52 @@ pub fn body_error(error: &serde_json::Error, what: &str) -> ApiError {
     ApiError::new(status, code, format!("cannot read the {what}: {error}"))
 }
 
+/// Characters of a chat or thread id that is not an agent's id, at most.
+pub const CHAT_ID_CHARS_MAX: usize = 128;
+
+/// Which conversation a chat id names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatId {
+    /// An existing agent's id.
+    Agent(Uuid),
+    /// Any other id: the agent it was given on first use (`store::agent_for_chat`).
+    Named(String),
+}
+
+impl std::fmt::Display for ChatId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChatId::Agent(agent_id) => write!(formatter, "{agent_id}"),
+            ChatId::Named(name) => write!(formatter, "{name}"),
+        }
+    }
+}
+
+/// Reads a chat id: an agent's UUID, or 1–128 characters of `[A-Za-z0-9_-]`.
+pub fn chat_id(text: &str) -> Result<ChatId, ApiError> {
+    if let Ok(agent_id) = Uuid::parse_str(text) {
+        return Ok(ChatId::Agent(agent_id));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if text.is_empty() || text.chars().count() > CHAT_ID_CHARS_MAX || !text.chars().all(allowed) {
+        return Err(ApiError::bad_request(
+            "invalid_chat_id",
+            format!("chat id {text:?}: use an agent id or 1–{CHAT_ID_CHARS_MAX} characters of A–Z, a–z, 0–9, _ and -"),
+        ));
+    }
+    Ok(ChatId::Named(text.to_owned()))
+}
+
+/// The 404 of a chat id that was never used — and of one a scoped token does not reach, which
+/// looks the same (a token cannot probe for chats).
+pub fn unknown_chat(name: &str) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "unknown_chat",
+        format!("chat {name:?} does not exist"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::page_limit;

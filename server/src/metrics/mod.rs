@@ -10,7 +10,7 @@
 //! renders them (`gen_ai_client_token_usage`, `gen_ai_client_operation_duration_seconds`).
 //! **No label holds an unbounded value**: no agent, run, user or model id; a label whose value
 //! comes from outside (a stop reason, a tool name, a route) is cut to a known set first
-//! ([`bounded`], [`LabelSet`]), anything else counting as `other`.
+//! ([`labels::bounded`], [`runs::Names`]), anything else counting as `other`.
 //!
 //! May use: nothing of the server but plain values; everything else uses it.
 
@@ -18,10 +18,13 @@ pub mod http;
 pub mod labels;
 pub mod runs;
 
-use std::sync::Arc;
+pub use labels::{
+    HttpLabels, KindLabel, McpServerLabel, ModelCallLabels, OutcomeLabel, RouteLabel, RunEndLabels,
+    SurfaceLabel, TokenLabels, ToolLabels,
+};
+
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -30,67 +33,6 @@ use prometheus_client::registry::{Registry, Unit};
 
 /// The `Content-Type` of `GET /metrics`: Prometheus' text format, version 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
-
-/// A label with one name.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SurfaceLabel {
-    pub surface: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabel {
-    pub outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RunEndLabels {
-    pub outcome: &'static str,
-    pub stop_reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HttpLabels {
-    pub route: Arc<str>,
-    pub method: &'static str,
-    pub status_class: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RouteLabel {
-    pub route: Arc<str>,
-}
-
-/// OpenTelemetry's attributes of a model call, as Prometheus labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ModelCallLabels {
-    pub gen_ai_operation_name: &'static str,
-    pub gen_ai_provider_name: &'static str,
-    /// Empty when the call succeeded, else the kind of error (bounded).
-    pub error_type: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TokenLabels {
-    pub gen_ai_operation_name: &'static str,
-    pub gen_ai_provider_name: &'static str,
-    pub gen_ai_token_type: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ToolLabels {
-    pub gen_ai_tool_name: Arc<str>,
-    pub outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct McpServerLabel {
-    pub server: Arc<str>,
-}
 
 /// Everything the server counts. Cheap to share (`Arc`); every field is an atomic.
 #[derive(Debug)]

@@ -8,11 +8,13 @@ use super::{graph, new_findings, read_crate, report, Floors};
 use crate::step::StepError;
 
 /// The server's floors: the wiring (the crate root, the state it opens, the configuration that
-/// gathers every floor's settings); the HTTP layer and the surfaces; runs; what runs use; the
+/// gathers every floor's settings, the router); the client protocols (surfaces); the HTTP layer
+/// they share (errors, parameters, access — which knows no surface); runs; what runs use; the
 /// log; and at the bottom what every floor may use.
 const SERVER_FLOORS: Floors = Floors(&[
     &["", "state", "config", "router", "stats"],
-    &["http", "surfaces"],
+    &["surfaces"],
+    &["http"],
     &["agent", "cluster"],
     &["delivery", "provider", "tools", "mcp"],
     &["store"],

@@ -24,7 +24,7 @@ use crate::agent::approval::ApprovalDecision;
 use crate::agent::cancel::request_cancel;
 use crate::agent::start::Starter;
 use crate::agent::RunOptions;
-use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::delivery::subscription::{self, Form, Outbound};
 use crate::http::auth::Access;
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
@@ -32,6 +32,9 @@ use crate::http::token::Scope;
 use crate::metrics::Metrics;
 use crate::store::ClusterStore;
 use crate::surfaces::Feeds;
+use subscribe::{reply_error, spawn_subscription};
+
+mod subscribe;
 
 /// The read buffer each connection allocates up front. Client frames are small commands; the
 /// library's default (128 KiB) made an idle socket cost ~140 KB (`examples/bench/`).
@@ -449,63 +452,6 @@ impl Connection {
     async fn reply_error(&self, code: &str, message: &str, agent_id: Option<Uuid>) {
         reply_error(&self.out, code, message, agent_id).await;
     }
-}
-
-fn spawn_subscription(
-    feeds: Feeds,
-    agent_id: Uuid,
-    since: u64,
-    form: Form,
-    out: mpsc::Sender<Outbound>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let _subscriber = feeds.metrics.subscriber("websocket");
-        let result = subscription::follow(
-            feeds.store.as_ref(),
-            &feeds.hub,
-            agent_id,
-            since,
-            form,
-            &out,
-        )
-        .await;
-        match result {
-            Ok(()) | Err(FollowError::SubscriberGone) => {}
-            Err(error) => {
-                if let FollowError::Store(cause) = &error {
-                    tracing::error!(%agent_id, %cause, "subscription failed");
-                }
-                let message = match &error {
-                    FollowError::Store(_) => {
-                        "the server failed to read this log; subscribe again".to_owned()
-                    }
-                    other => other.to_string(),
-                };
-                let _ = out
-                    .send(Outbound::Message(ServerMessage::Error {
-                        code: error.code().to_owned(),
-                        message,
-                        agent_id: Some(agent_id),
-                    }))
-                    .await;
-            }
-        }
-    })
-}
-
-async fn reply_error(
-    out: &mpsc::Sender<Outbound>,
-    code: &str,
-    message: &str,
-    agent_id: Option<Uuid>,
-) {
-    let _ = out
-        .send(Outbound::Message(ServerMessage::Error {
-            code: code.to_owned(),
-            message: message.to_owned(),
-            agent_id,
-        }))
-        .await;
 }
 
 /// The WebSocket connections that may still open (`AGENTSTREAM_WS_CONNECTIONS_MAX` permits).
