@@ -3,6 +3,10 @@
 //! a thread of their own ([`appender`]).
 
 use convert::parse_uuid;
+use sql::{
+    agent_from_row, blob_of, by_id_sql, range_query, range_sql, run_outline_sql,
+    unfinished_runs_sql, AGENT_COLUMNS, IDS_PER_READ_MAX,
+};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -11,14 +15,12 @@ use app::AgentEvent;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 use uuid::Uuid;
-
-use rusqlite::types::Value as SqlValue;
 
 use super::chunk::Pick;
 use super::error::unknown_agent_or;
-use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column, AgentRow};
+use super::rows::{check_contiguous, corrupt, json_text, seq_from_column, seq_to_column};
 use super::{
     Agents, AppendBatch, ContentJson, EventJson, EventLog, NewAgent, OpenApproval, RunKeys,
     StoreError, StoredSnapshot, RUN_OUTLINE_KINDS,
@@ -27,6 +29,7 @@ use super::{
 mod appender;
 mod convert;
 mod reader;
+mod sql;
 mod streams;
 
 /// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
@@ -82,90 +85,6 @@ impl SqliteStore {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
-}
-
-/// Ids one read looks up at most (one statement each, on one read connection).
-const IDS_PER_READ_MAX: usize = 256;
-
-const AGENT_COLUMNS: &str =
-    "id, name, system, description, model, metadata, tags, head_seq, created_at, owner";
-const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
-     message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
-     raws";
-
-/// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
-/// least one wanted event). Walks the table's `(agent_id, first_seq)` key: one seek for the
-/// row holding the seq (the greatest first seq not past it), then forward.
-fn range_sql() -> String {
-    format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
-         (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
-         ORDER BY first_seq LIMIT ?3"
-    )
-}
-
-fn range_query(
-    agent_id: Uuid,
-    since: u64,
-    limit: u32,
-) -> Result<Vec<(Vec<SqlValue>, Pick)>, StoreError> {
-    let params = vec![
-        SqlValue::Text(agent_id.to_string()),
-        SqlValue::Integer(seq_to_column(since)?),
-        SqlValue::Integer(i64::from(limit)),
-    ];
-    Ok(vec![(params, Pick::Range { since, limit })])
-}
-
-fn blob_of(id: Uuid) -> SqlValue {
-    SqlValue::Blob(id.as_bytes().to_vec())
-}
-
-/// A run's outline events, by run id (walks the partial index `events_run_outline`; outline
-/// events are never in run rows).
-fn run_outline_sql() -> String {
-    format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ?1 \
-         AND kind IN {RUN_OUTLINE_KINDS} ORDER BY first_seq"
-    )
-}
-
-/// `run_started` events whose run never ended: the open-runs table (kept by each append), then
-/// each start by its `(agent_id, first_seq)` key. Its cost is the runs open now, not all runs.
-fn unfinished_runs_sql() -> String {
-    format!(
-        "SELECT {EVENT_COLUMNS} FROM events \
-         WHERE (agent_id, first_seq) IN (SELECT agent_id, started_seq FROM open_runs) \
-         ORDER BY agent_id, first_seq"
-    )
-}
-
-/// The row that holds the event with id `?1`, if any: the one with the greatest first id not
-/// past it (walks `events_id`); the reader keeps the event only if its id is there.
-fn by_id_sql() -> String {
-    format!("SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 ORDER BY id DESC LIMIT 1")
-}
-
-fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|time| time.with_timezone(&Utc))
-        .map_err(|error| corrupt(format!("bad timestamp {text:?}: {error}")))
-}
-
-fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
-    AgentRow {
-        id: parse_uuid(row.try_get("id")?)?,
-        name: row.try_get("name")?,
-        system: row.try_get("system")?,
-        description: row.try_get("description")?,
-        model: row.try_get("model")?,
-        metadata: row.try_get("metadata")?,
-        tags: row.try_get("tags")?,
-        head_seq: row.try_get("head_seq")?,
-        owner: row.try_get("owner")?,
-        created_at: parse_time(row.try_get("created_at")?)?,
-    }
-    .to_agent()
 }
 
 #[async_trait]
@@ -529,135 +448,4 @@ impl RunKeys for SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn open_temporary() -> (tempfile::TempDir, SqliteStore) {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("test.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        (directory, store)
-    }
-
-    #[tokio::test]
-    async fn the_database_refuses_events_of_unknown_agents_by_itself() {
-        let (_directory, store) = open_temporary().await;
-        let result = sqlx::query(
-            "INSERT INTO events (agent_id, first_seq, last_seq, id, kind, content, metadata, \
-             created_at) VALUES ('no-such-agent', 1, 1, x'00', 'text', 'null', 'null', 0)",
-        )
-        .execute(store.pool())
-        .await;
-        let error = result.unwrap_err().to_string();
-        assert!(error.contains("FOREIGN KEY"), "{error}");
-    }
-
-    #[tokio::test]
-    async fn range_reads_use_the_agent_seq_index() {
-        let (_directory, store) = open_temporary().await;
-        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", range_sql()))
-            .bind("a")
-            .bind(5)
-            .bind(10)
-            .fetch_all(store.pool())
-            .await
-            .unwrap();
-        let plan: Vec<String> = rows
-            .iter()
-            .map(|row| row.try_get::<String, _>("detail").unwrap())
-            .collect();
-        let plan = plan.join(" | ");
-        assert!(plan.contains("USING PRIMARY KEY"), "{plan}");
-        assert!(!plan.contains("SCAN"), "{plan}");
-        assert!(
-            !plan.contains("TEMP B-TREE"),
-            "range reads must not sort: {plan}"
-        );
-    }
-
-    /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.
-    async fn plan_of(store: &SqliteStore, sql: &str) -> String {
-        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .bind(Uuid::nil().as_bytes().to_vec())
-            .fetch_all(store.pool())
-            .await
-            .unwrap();
-        rows.iter()
-            .map(|row| row.try_get::<String, _>("detail").unwrap())
-            .collect::<Vec<_>>()
-            .join(" | ")
-    }
-
-    /// Token deltas carry no run index (it cost each commit a page per agent); the run look-ups
-    /// must still find their rows through the partial outline index, not by scanning the log,
-    /// and recovery reads the open runs, not every run that ever started.
-    #[tokio::test]
-    async fn run_look_ups_use_the_outline_index_and_the_open_runs() {
-        let (_directory, store) = open_temporary().await;
-        let outline = plan_of(&store, &run_outline_sql()).await;
-        assert!(
-            outline.contains("USING INDEX events_run_outline"),
-            "{outline}"
-        );
-        let unfinished = plan_of(&store, &unfinished_runs_sql()).await;
-        assert!(unfinished.contains("open_runs"), "{unfinished}");
-        assert!(
-            !unfinished.contains("SCAN events"),
-            "recovery must not walk the log: {unfinished}"
-        );
-    }
-
-    /// The WAL restarts also while reads never stop: subscribers catching up, pages being read.
-    /// A restart needs every reader off the old WAL; with reads always in flight it gave up at
-    /// each try and the WAL grew without end (239 MB after 12 minutes of the soak benchmark).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_wal_restarts_while_reads_never_stop() {
-        use crate::store::{Agents, AppendBatch, EventDraft, NewAgent};
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        const RESET_PAGES: i64 = 128;
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("test.db");
-        let url = format!("sqlite://{}", path.display());
-        let store = Arc::new(SqliteStore::open_tuned(&url, RESET_PAGES).await.unwrap());
-        let agent = store.create_agent(NewAgent::default()).await.unwrap();
-        let draft = || {
-            let mut draft = EventDraft::new(app::EventKind::Text);
-            draft.content = serde_json::json!({ "text": "x".repeat(400) });
-            draft
-        };
-        let batch = || AppendBatch {
-            agent_id: agent.id,
-            drafts: (0..25).map(|_| draft()).collect(),
-            producer: None,
-        };
-        store.append(&[batch()]).await.unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut readers = Vec::new();
-        for _ in 0..4 {
-            let (store, stop) = (store.clone(), stop.clone());
-            readers.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    store.read_events(agent.id, 0, 500).await.unwrap();
-                }
-            }));
-        }
-        for _ in 0..800 {
-            store.append(&[batch()]).await.unwrap();
-        }
-        stop.store(true, Ordering::Relaxed);
-        for reader in readers {
-            reader.await.unwrap();
-        }
-        let wal_bytes = std::fs::metadata(directory.path().join("test.db-wal"))
-            .unwrap()
-            .len();
-        // 20 000 events went through the WAL, ~50 MB with its index pages: it grew to that
-        // before; restarted every RESET_PAGES it stays near its size at the first restart
-        // (~7 MB: the checkpointer looks every 200 ms, and this append loop is fast).
-        assert!(
-            wal_bytes < 16 * 1024 * 1024,
-            "the WAL grew to {wal_bytes} bytes"
-        );
-    }
-}
+mod tests;

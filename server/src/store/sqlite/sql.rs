@@ -1,0 +1,96 @@
+//! The SQLite store's SQL texts and what it decodes rows with.
+
+use app::protocol::Agent;
+use chrono::{DateTime, Utc};
+use rusqlite::types::Value as SqlValue;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::convert::parse_uuid;
+use crate::store::chunk::Pick;
+use crate::store::rows::{corrupt, seq_to_column, AgentRow};
+use crate::store::{StoreError, RUN_OUTLINE_KINDS};
+
+/// Ids one read looks up at most (one statement each, on one read connection).
+pub(super) const IDS_PER_READ_MAX: usize = 256;
+
+pub(super) const AGENT_COLUMNS: &str =
+    "id, name, system, description, model, metadata, tags, head_seq, created_at, owner";
+pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
+     message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
+     raws";
+
+/// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
+/// least one wanted event). Walks the table's `(agent_id, first_seq)` key: one seek for the
+/// row holding the seq (the greatest first seq not past it), then forward.
+pub(super) fn range_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
+         (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
+         ORDER BY first_seq LIMIT ?3"
+    )
+}
+
+pub(super) fn range_query(
+    agent_id: Uuid,
+    since: u64,
+    limit: u32,
+) -> Result<Vec<(Vec<SqlValue>, Pick)>, StoreError> {
+    let params = vec![
+        SqlValue::Text(agent_id.to_string()),
+        SqlValue::Integer(seq_to_column(since)?),
+        SqlValue::Integer(i64::from(limit)),
+    ];
+    Ok(vec![(params, Pick::Range { since, limit })])
+}
+
+pub(super) fn blob_of(id: Uuid) -> SqlValue {
+    SqlValue::Blob(id.as_bytes().to_vec())
+}
+
+/// A run's outline events, by run id (walks the partial index `events_run_outline`; outline
+/// events are never in run rows).
+pub(super) fn run_outline_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ?1 \
+         AND kind IN {RUN_OUTLINE_KINDS} ORDER BY first_seq"
+    )
+}
+
+/// `run_started` events whose run never ended: the open-runs table (kept by each append), then
+/// each start by its `(agent_id, first_seq)` key. Its cost is the runs open now, not all runs.
+pub(super) fn unfinished_runs_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events \
+         WHERE (agent_id, first_seq) IN (SELECT agent_id, started_seq FROM open_runs) \
+         ORDER BY agent_id, first_seq"
+    )
+}
+
+/// The row that holds the event with id `?1`, if any: the one with the greatest first id not
+/// past it (walks `events_id`); the reader keeps the event only if its id is there.
+pub(super) fn by_id_sql() -> String {
+    format!("SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 ORDER BY id DESC LIMIT 1")
+}
+
+pub(super) fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&Utc))
+        .map_err(|error| corrupt(format!("bad timestamp {text:?}: {error}")))
+}
+
+pub(super) fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
+    AgentRow {
+        id: parse_uuid(row.try_get("id")?)?,
+        name: row.try_get("name")?,
+        system: row.try_get("system")?,
+        description: row.try_get("description")?,
+        model: row.try_get("model")?,
+        metadata: row.try_get("metadata")?,
+        tags: row.try_get("tags")?,
+        head_seq: row.try_get("head_seq")?,
+        owner: row.try_get("owner")?,
+        created_at: parse_time(row.try_get("created_at")?)?,
+    }
+    .to_agent()
+}
