@@ -108,12 +108,12 @@ async fn open_after_start(url: &str, agent_id: Uuid) -> (f64, usize) {
 }
 
 pub async fn measure(path: &Path, tokens: u64, run_tokens: u64) -> FirstOpen {
-    super::remove_database(path);
+    crate::baseline::remove_database(path);
     let url = format!("sqlite://{}", path.display());
     let agent_id = write_log(&url, tokens, run_tokens).await;
     let (without_snapshot_ms, page_bytes) = open_after_start(&url, agent_id).await;
     let (with_saved_snapshot_ms, _) = open_after_start(&url, agent_id).await;
-    super::remove_database(path);
+    crate::baseline::remove_database(path);
     FirstOpen {
         tokens,
         without_snapshot_ms,

@@ -100,7 +100,7 @@ pub async fn measure_postgres(url: &str, agents: u64, reply_tokens: u32) -> (u64
 
 /// [`stream_replies`] into a fresh SQLite database at `path`, then its size.
 pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
-    super::remove_database(path);
+    crate::baseline::remove_database(path);
     let url = format!("sqlite://{}", path.display());
     stream_replies(&url, agents, reply_tokens).await;
     let mut connection = SqliteConnectOptions::new()
@@ -164,7 +164,7 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
         std::fs::metadata(file).map_or(0, |metadata| metadata.len())
     };
     let bytes_on_disk = size("") + size("-wal");
-    super::remove_database(path);
+    crate::baseline::remove_database(path);
     LogSize {
         tokens,
         text_rows: text_rows as u64,

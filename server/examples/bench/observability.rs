@@ -82,7 +82,7 @@ pub async fn metrics(directory: &Path, sizes: &Sizes) -> (f64, f64) {
     let (mut cpu_off, mut cpu_on) = (Vec::new(), Vec::new());
     let events = (sizes.agents * sizes.events_per_agent) as f64;
     for counting in rounds() {
-        super::remove_database(&path);
+        crate::baseline::remove_database(&path);
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(&format!("sqlite://{}", path.display()))
                 .await
@@ -90,10 +90,11 @@ pub async fn metrics(directory: &Path, sizes: &Sizes) -> (f64, f64) {
         );
         let cpu = cpu_seconds();
         let figures =
-            super::engine_counting(store, sizes.agents, sizes.events_per_agent, counting).await;
+            crate::engine::engine_counting(store, sizes.agents, sizes.events_per_agent, counting)
+                .await;
         let cpu_per_event_us = (cpu_seconds() - cpu) / events * 1e6;
-        super::remove_database(&path);
-        super::settle_disk();
+        crate::baseline::remove_database(&path);
+        crate::baseline::settle_disk();
         if counting { &mut on } else { &mut off }.push(figures.events_per_second);
         if counting { &mut cpu_on } else { &mut cpu_off }.push(cpu_per_event_us);
     }
@@ -130,7 +131,7 @@ pub async fn traces(directory: &Path, sizes: &Sizes) {
     let events = (sizes.streams * u64::from(sizes.stream_events)) as f64;
     for traced in rounds() {
         let path = directory.join("traces.db");
-        super::remove_database(&path);
+        crate::baseline::remove_database(&path);
         let url = format!("sqlite://{}", path.display());
         let otlp = traced.then(|| endpoint.clone());
         let server =
@@ -140,7 +141,7 @@ pub async fn traces(directory: &Path, sizes: &Sizes) {
         let latency = live::stream_latency(&server, sizes).await;
         let cpu_per_event_us = (cpu_seconds() - cpu) / events * 1e6;
         server.stop().await;
-        super::remove_database(&path);
+        crate::baseline::remove_database(&path);
         if traced { &mut on } else { &mut off }.push(latency);
         if traced { &mut cpu_on } else { &mut cpu_off }.push(cpu_per_event_us);
     }

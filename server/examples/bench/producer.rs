@@ -153,7 +153,7 @@ async fn producer_latency(server: &Server, sizes: &Sizes) -> (f64, f64, f64) {
 
 pub async fn measure(directory: &Path, sizes: &Sizes) {
     let path = directory.join("producer.db");
-    super::remove_database(&path);
+    crate::baseline::remove_database(&path);
     let url = format!("sqlite://{}", path.display());
     let agents = sizes.producer_agents;
     let events = sizes.producer_events;
@@ -174,7 +174,7 @@ pub async fn measure(directory: &Path, sizes: &Sizes) {
             "  beside: our own loop, the same agents and events, unpaced", builtin
         );
     }
-    super::remove_database(&path);
+    crate::baseline::remove_database(&path);
     {
         let server = Server::start(&url, sizes.stream_delay_ms, sizes.stream_events).await;
         let ours = live::stream_latency(&server, sizes).await;
@@ -198,5 +198,5 @@ pub async fn measure(directory: &Path, sizes: &Sizes) {
             ours.2
         );
     }
-    super::remove_database(&path);
+    crate::baseline::remove_database(&path);
 }

@@ -105,7 +105,7 @@ async fn sse_latency(server: &Server, samples: usize) -> (f64, f64, f64) {
 
 pub async fn measure(directory: &Path, sizes: &Sizes) {
     let path = directory.join("streams.db");
-    super::remove_database(&path);
+    crate::baseline::remove_database(&path);
     let url = format!("sqlite://{}", path.display());
     let writers = sizes.producer_agents;
     let appends = (sizes.producer_events / BATCH_MESSAGES as u64).max(4);
@@ -118,7 +118,7 @@ pub async fn measure(directory: &Path, sizes: &Sizes) {
     let sse = sse_latency(&server, samples).await;
     let ours = live::stream_latency(&server, sizes).await;
     server.stop().await;
-    super::remove_database(&path);
+    crate::baseline::remove_database(&path);
     let row = |label: String, value: f64, unit: &str| println!("{label:<66} {value:>12.0} {unit}");
     row(
         format!("durable streams: {writers} streams × {appends} appends of 1 message"),

@@ -5,25 +5,28 @@
 //! server: the same suite runs against both backends.
 #![allow(dead_code)]
 
+mod database;
 pub mod hooked_store;
 pub mod processes;
 pub mod rng;
+mod ws;
+
+pub use database::*;
+pub use ws::WsClient;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use agentstream_server::config::Config;
-use app::protocol::{ClientMessage, EventsPage, RunAccepted, ServerMessage};
+use app::protocol::{EventsPage, RunAccepted};
 use app::{AgentEvent, EventKind};
-use futures::{SinkExt, StreamExt};
 use leptos::prelude::get_configuration;
 use serde_json::{json, Value};
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::MaybeTlsStream;
 use uuid::Uuid;
 
 /// How long a test waits for something the server should do promptly before failing.
@@ -270,74 +273,6 @@ impl TestServer {
     }
 }
 
-pub struct WsClient {
-    pub stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
-}
-
-impl WsClient {
-    pub async fn send(&mut self, message: &ClientMessage) {
-        let text = serde_json::to_string(message).unwrap();
-        self.stream.send(Message::Text(text.into())).await.unwrap();
-    }
-
-    pub async fn send_raw(&mut self, message: Message) {
-        self.stream.send(message).await.unwrap();
-    }
-
-    pub async fn subscribe(&mut self, agent_id: Uuid, since: u64) {
-        self.send(&ClientMessage::Subscribe {
-            agent_id,
-            since,
-            coalesce: false,
-        })
-        .await;
-    }
-
-    /// The next server message; fails the test after [`WAIT_MAX`].
-    pub async fn receive(&mut self) -> ServerMessage {
-        let text = self.receive_text().await;
-        serde_json::from_str(&text)
-            .unwrap_or_else(|error| panic!("unreadable frame {text}: {error}"))
-    }
-
-    /// The next text frame as sent, unparsed; fails the test after [`WAIT_MAX`].
-    pub async fn receive_text(&mut self) -> String {
-        loop {
-            let frame = tokio::time::timeout(WAIT_MAX, self.stream.next())
-                .await
-                .expect("the server sent nothing in time")
-                .expect("the socket closed")
-                .expect("the socket failed");
-            match frame {
-                Message::Text(text) => return text.to_string(),
-                Message::Ping(_) | Message::Pong(_) => continue,
-                other => panic!("unexpected frame {other:?}"),
-            }
-        }
-    }
-
-    /// Receives until a run-end event arrives; returns every event received and whether the
-    /// server said the subscriber lagged.
-    pub async fn receive_until_run_end(&mut self) -> (Vec<AgentEvent>, bool) {
-        let mut events = Vec::new();
-        let mut lagged = false;
-        loop {
-            match self.receive().await {
-                ServerMessage::Events { events: batch, .. } => {
-                    let ended = batch.iter().any(|event| event.kind.is_run_end());
-                    events.extend(batch);
-                    if ended {
-                        return (events, lagged);
-                    }
-                }
-                ServerMessage::Lagged { .. } => lagged = true,
-                ServerMessage::Subscribed { .. } => {}
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-    }
-}
-
 /// Asserts that `events` are exactly seqs `first..=last`, each once, in order.
 pub fn assert_contiguous(events: &[AgentEvent], first: u64) {
     for (offset, event) in events.iter().enumerate() {
@@ -381,115 +316,6 @@ pub fn reply_text(events: &[AgentEvent], run_id: Uuid) -> String {
         .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::Text)
         .filter_map(|event| event.delta.as_ref().and_then(Value::as_str))
         .collect()
-}
-
-/// Whether the suite runs against PostgreSQL (`AGENTSTREAM_TEST_DATABASE_URL` is set).
-pub fn testing_postgres() -> bool {
-    std::env::var("AGENTSTREAM_TEST_DATABASE_URL").is_ok_and(|url| !url.trim().is_empty())
-}
-
-/// A PostgreSQL server for the tests that need one whatever the suite's backend (several server
-/// processes on one database): `AGENTSTREAM_TEST_POSTGRES_URL`, else
-/// `AGENTSTREAM_TEST_DATABASE_URL`. `scripts/test.sh` starts a throwaway one and sets both.
-pub fn postgres_admin_url() -> String {
-    [
-        "AGENTSTREAM_TEST_POSTGRES_URL",
-        "AGENTSTREAM_TEST_DATABASE_URL",
-    ]
-    .iter()
-    .filter_map(|name| std::env::var(name).ok())
-    .find(|url| !url.trim().is_empty())
-    .expect(
-        "this test needs PostgreSQL: run scripts/test.sh (it starts one), or set \
-             AGENTSTREAM_TEST_POSTGRES_URL=postgres://user@host:port/postgres",
-    )
-}
-
-/// A database for one test server: a new PostgreSQL database when the suite runs against
-/// PostgreSQL, else a SQLite file at `sqlite_path`.
-pub async fn fresh_database_url(sqlite_path: &std::path::Path) -> String {
-    if !testing_postgres() {
-        return format!("sqlite://{}", sqlite_path.display());
-    }
-    create_postgres_database(&std::env::var("AGENTSTREAM_TEST_DATABASE_URL").unwrap()).await
-}
-
-/// Creates an empty database on the PostgreSQL server of `admin` (a URL to an existing
-/// database there) and returns its URL.
-pub async fn create_postgres_database(admin: &str) -> String {
-    agentstream_server::store::postgres::PgStore::create_database(admin, "agentstream_test")
-        .await
-        .expect("the test database is created")
-}
-
-/// A direct connection to a test server's database.
-pub enum TestDatabase {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-}
-
-impl TestDatabase {
-    /// Rows of `table`.
-    pub async fn count_rows(&self, table: &str) -> i64 {
-        let sql = format!("SELECT COUNT(*) FROM {table}");
-        match self {
-            TestDatabase::Sqlite(pool) => sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap(),
-            TestDatabase::Postgres(pool) => sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap(),
-        }
-    }
-
-    /// Events in the log (runs of appends share a row: counted by their seqs).
-    pub async fn count_events(&self) -> i64 {
-        let sql = "SELECT CAST(COALESCE(SUM(last_seq - first_seq + 1), 0) AS BIGINT) FROM events";
-        match self {
-            TestDatabase::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
-            TestDatabase::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
-        }
-    }
-
-    /// How many events of the agent have seq ≤ `seq`, and the id of the one at `seq`: the
-    /// rows from the start to the one holding `seq` (the id `seq - first_seq` places after its
-    /// first).
-    pub async fn committed_through(&self, agent_id: Uuid, seq: u64) -> (i64, Option<String>) {
-        let rows: Vec<(i64, i64, Uuid)> = match self {
-            TestDatabase::Sqlite(pool) => {
-                let rows: Vec<(i64, i64, Vec<u8>)> = sqlx::query_as(
-                    "SELECT first_seq, last_seq, id FROM events WHERE agent_id = ?1 \
-                     AND first_seq <= ?2",
-                )
-                .bind(agent_id.to_string())
-                .bind(seq as i64)
-                .fetch_all(pool)
-                .await
-                .unwrap();
-                rows.into_iter()
-                    .map(|(first, last, id)| (first, last, Uuid::from_slice(&id).unwrap()))
-                    .collect()
-            }
-            TestDatabase::Postgres(pool) => sqlx::query_as(
-                "SELECT first_seq, last_seq, id FROM events WHERE agent_id = $1 \
-                 AND first_seq <= $2",
-            )
-            .bind(agent_id)
-            .bind(seq as i64)
-            .fetch_all(pool)
-            .await
-            .unwrap(),
-        };
-        let seq = seq as i64;
-        let count = rows
-            .iter()
-            .map(|(first, last, _)| (*last).min(seq) - first + 1)
-            .sum();
-        let id = rows
-            .iter()
-            .find(|(first, last, _)| (*first..=*last).contains(&seq))
-            .and_then(|(first, _, id)| {
-                agentstream_server::store::chunk::nth_id(*id, (seq - first) as u64)
-            })
-            .map(|id| id.to_string());
-        (count, id)
-    }
 }
 
 /// A request body the test writes as it goes: each string sent goes out at once; dropping the

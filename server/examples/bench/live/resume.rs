@@ -1,0 +1,184 @@
+//! Resuming a long gap: over WebSocket, over REST pages, and merged.
+
+use std::time::{Duration, Instant};
+
+use app::protocol::{ClientMessage, EventsPage, ServerMessage};
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+use super::readers::wait_for_run_end;
+use super::Server;
+
+pub struct Gap {
+    pub events: u64,
+    pub ws_first_ms: f64,
+    pub ws_all_ms: f64,
+    pub rest_first_ms: f64,
+    pub rest_all_ms: f64,
+    /// The same, read as the live view reads it: the first page, then the rest
+    /// [`PAGES_IN_FLIGHT`] at a time (seqs have no holes, so every page's cursor is known).
+    pub rest_parallel_first_ms: f64,
+    pub rest_parallel_all_ms: f64,
+}
+
+/// Pages the live view reads at once while catching up (`FILL_PAGES_IN_FLIGHT_MAX`).
+const PAGES_IN_FLIGHT: usize = 4;
+
+/// Reads the whole log of `agent_id` from seq 0 as the live view does; the time to the first
+/// page and to the last.
+async fn rest_pages_in_flight(
+    server: &Server,
+    agent_id: Uuid,
+    coalesce: bool,
+) -> (Duration, Duration, usize) {
+    let http = reqwest::Client::new();
+    let page = |since: u64| {
+        let http = http.clone();
+        let url = format!(
+            "{}/v1/agents/{agent_id}/events?since={since}&limit=1000{}",
+            server.base,
+            if coalesce { "&coalesce=true" } else { "" }
+        );
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<EventsPage>()
+                .await
+                .unwrap()
+        }
+    };
+    let started = Instant::now();
+    let first = page(0).await;
+    let first_ms = started.elapsed();
+    let (mut newest, head, mut events) = (first.next_since, first.head_seq, first.events.len());
+    if first.has_more {
+        let cursors: Vec<u64> = (newest..head).step_by(1000).collect();
+        let mut pages = futures::stream::iter(cursors)
+            .map(page)
+            .buffered(PAGES_IN_FLIGHT);
+        while let Some(page) = pages.next().await {
+            newest = page.next_since;
+            events += page.events.len();
+        }
+    }
+    assert_eq!(newest, head, "the pages in flight did not reach the head");
+    (first_ms, started.elapsed(), events)
+}
+
+/// A log of at least `gap_events` events, then a client that resumes from seq 0.
+pub async fn resume_gap(server: &Server) -> Gap {
+    let agent_id = server.agent().await;
+    // This server's scripted replies are `gap_events` tokens long, one event each; wait for
+    // the run to end.
+    server.run(agent_id, "a very long answer").await;
+    let http = reqwest::Client::new();
+    let head = wait_for_run_end(server, agent_id, 0).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+        .await
+        .unwrap();
+    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+        agent_id,
+        since: 0,
+        coalesce: false,
+    })
+    .unwrap();
+    let started = Instant::now();
+    socket.send(Message::Text(subscribe.into())).await.unwrap();
+    let (mut first, mut seen) = (None, 0u64);
+    while seen < head {
+        let Some(Ok(Message::Text(text))) = socket.next().await else {
+            break;
+        };
+        if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+            first.get_or_insert_with(|| started.elapsed());
+            seen = events.last().map_or(seen, |event| event.seq);
+        }
+    }
+    let ws_all = started.elapsed();
+    let started = Instant::now();
+    let (mut rest_first, mut since) = (None, 0u64);
+    loop {
+        // Read into the page type, as the live view's client does.
+        let page: EventsPage = http
+            .get(format!(
+                "{}/v1/agents/{agent_id}/events?since={since}&limit=1000",
+                server.base
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        rest_first.get_or_insert_with(|| started.elapsed());
+        since = page.next_since;
+        if !page.has_more {
+            break;
+        }
+    }
+    let rest_all = started.elapsed();
+    let (parallel_first, parallel_all, _) = rest_pages_in_flight(server, agent_id, false).await;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    Gap {
+        events: head,
+        ws_first_ms: ms(first.unwrap_or_default()),
+        ws_all_ms: ms(ws_all),
+        rest_first_ms: ms(rest_first.unwrap_or_default()),
+        rest_all_ms: ms(rest_all),
+        rest_parallel_first_ms: ms(parallel_first),
+        rest_parallel_all_ms: ms(parallel_all),
+    }
+}
+
+pub struct CoalescedGap {
+    pub ws_events: usize,
+    pub ws_first_ms: f64,
+    pub ws_all_ms: f64,
+    pub rest_events: usize,
+    pub rest_first_ms: f64,
+    pub rest_all_ms: f64,
+}
+
+/// The same resume as [`resume_gap`], by a client that asks for coalescing (as the live
+/// view does): runs of appends arrive merged.
+pub async fn resume_gap_coalesced(server: &Server) -> CoalescedGap {
+    let agent_id = server.agent().await;
+    server.run(agent_id, "a very long answer").await;
+    let head = wait_for_run_end(server, agent_id, 0).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+        .await
+        .unwrap();
+    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
+        agent_id,
+        since: 0,
+        coalesce: true,
+    })
+    .unwrap();
+    let started = Instant::now();
+    socket.send(Message::Text(subscribe.into())).await.unwrap();
+    let (mut first, mut seen, mut ws_events) = (None, 0u64, 0);
+    while seen < head {
+        let Some(Ok(Message::Text(text))) = socket.next().await else {
+            break;
+        };
+        if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+            first.get_or_insert_with(|| started.elapsed());
+            seen = events.last().map_or(seen, |event| event.seq);
+            ws_events += events.len();
+        }
+    }
+    let ws_all = started.elapsed();
+    let (rest_first, rest_all, rest_events) = rest_pages_in_flight(server, agent_id, true).await;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    CoalescedGap {
+        ws_events,
+        ws_first_ms: ms(first.unwrap_or_default()),
+        ws_all_ms: ms(ws_all),
+        rest_events,
+        rest_first_ms: ms(rest_first),
+        rest_all_ms: ms(rest_all),
+    }
+}
