@@ -116,22 +116,22 @@ mod tests {
 
     fn append(seq: u64, message: u128, text: &str) -> AgentEvent {
         AgentEvent {
-            id: Uuid::from_u128(0x1000 + seq as u128),
-            agent_id: Uuid::from_u128(1),
-            seq,
-            coalesced_from: None,
             run_id: Some(Uuid::from_u128(2)),
-            thread_id: None,
             block_id: Some(Uuid::from_u128(3)),
             message_id: Some(Uuid::from_u128(message)),
-            kind: EventKind::Text,
             delta: Some(json!(text)),
             delta_path: Some("text".into()),
             delta_action: Some(DeltaAction::Append),
-            content: Value::Null,
             raw: Some(json!({ "n": seq })),
             metadata: json!({}),
             created_at: DateTime::<Utc>::from_timestamp(1_700_000_000 + seq as i64, 0).unwrap(),
+            ..AgentEvent::bare(
+                Uuid::from_u128(0x1000 + seq as u128),
+                Uuid::from_u128(1),
+                seq,
+                EventKind::Text,
+                Value::Null,
+            )
         }
     }
 

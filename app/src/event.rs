@@ -58,6 +58,31 @@ pub struct AgentEvent {
 }
 
 impl AgentEvent {
+    /// An event of `kind` at `seq` with its content and nothing else: no run, thread, block or
+    /// message, no delta, null metadata, created at the epoch. The rest is set with struct
+    /// update syntax (`AgentEvent { run_id, ..AgentEvent::bare(…) }`), so a builder names only
+    /// what it means.
+    pub fn bare(id: Uuid, agent_id: Uuid, seq: u64, kind: EventKind, content: Value) -> AgentEvent {
+        AgentEvent {
+            id,
+            agent_id,
+            seq,
+            coalesced_from: None,
+            run_id: None,
+            thread_id: None,
+            block_id: None,
+            message_id: None,
+            kind,
+            delta: None,
+            delta_path: None,
+            delta_action: None,
+            content,
+            raw: None,
+            metadata: Value::Null,
+            created_at: DateTime::<Utc>::default(),
+        }
+    }
+
     /// The first seq this event stands for: its own, or the first of those merged into it.
     pub fn first_seq(&self) -> u64 {
         self.coalesced_from.unwrap_or(self.seq)

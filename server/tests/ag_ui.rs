@@ -61,12 +61,7 @@ fn input(thread: &str, message_id: &str, text: &str) -> Value {
 
 impl TestServer {
     async fn ag_ui(&self, path: &str, body: &Value) -> reqwest::Response {
-        self.http
-            .post(self.url(path))
-            .json(body)
-            .send()
-            .await
-            .unwrap()
+        self.post(path, body).await
     }
 }
 

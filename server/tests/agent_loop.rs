@@ -222,12 +222,11 @@ async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
     })
     .await;
     let response = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
-        .json(&json!({ "run_ids": [run_id] }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({ "run_ids": [run_id] }),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     // The cancel answer waits for the run's end, so the log is final now.
     let events = server.all_events(agent_id).await;
@@ -338,12 +337,11 @@ async fn the_next_message_right_after_a_run_end_starts_a_run() {
             client.subscribe(agent_id, 0).await;
             for turn in 0..TURNS {
                 let response = server
-                    .http
-                    .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
-                    .json(&json!({ "content": format!("/echo turn {turn}") }))
-                    .send()
-                    .await
-                    .unwrap();
+                    .post(
+                        &format!("/v1/agents/{agent_id}/runs"),
+                        &json!({ "content": format!("/echo turn {turn}") }),
+                    )
+                    .await;
                 let status = response.status();
                 let body = response.text().await.unwrap();
                 assert_eq!(

@@ -148,13 +148,7 @@ async fn a_chat_streams_its_run_and_a_retry_writes_nothing_twice() {
 async fn resume_replays_the_run_in_flight_and_a_cursor_skips_what_the_client_has() {
     let server = TestServer::start_paced(120, 10).await;
     assert_eq!(
-        server
-            .http
-            .get(server.url("/v1/ai-sdk/chat/quiet/stream"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        server.get("/v1/ai-sdk/chat/quiet/stream").await.status(),
         204,
         "nothing in flight"
     );

@@ -104,12 +104,7 @@ async fn a_stream_in_flight_is_resumed_by_use_chat_and_a_broken_one_ends_its_run
     }
     // useChat's resume reads the run in flight from its start.
     let resumed = wait_until("the piped run to be in flight", || async {
-        let response = server
-            .http
-            .get(server.url("/v1/ai-sdk/chat/live-chat/stream"))
-            .send()
-            .await
-            .unwrap();
+        let response = server.get("/v1/ai-sdk/chat/live-chat/stream").await;
         (response.status() == 200).then_some(response)
     })
     .await;
@@ -214,12 +209,7 @@ async fn a_second_pipe_into_a_busy_chat_is_refused_and_leaves_the_first_alone() 
         lines.send(Ok(format!("data: {chunk}\n\n"))).await.unwrap();
     }
     wait_until("the first pipe's run to be in flight", || async {
-        let response = server
-            .http
-            .get(server.url("/v1/ai-sdk/chat/busy-chat/stream"))
-            .send()
-            .await
-            .unwrap();
+        let response = server.get("/v1/ai-sdk/chat/busy-chat/stream").await;
         (response.status() == 200).then_some(())
     })
     .await;

@@ -63,16 +63,7 @@ async fn without_the_token_the_api_answers_401_and_changes_nothing() {
         .unwrap();
     assert!(agents.is_empty());
     // The health check stays open for load balancers.
-    assert_eq!(
-        server
-            .http
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.get("/healthz").await.status(), 200);
 }
 
 #[tokio::test]
@@ -100,13 +91,10 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         .unwrap();
     assert_eq!(by_cookie.status(), 200);
     let sse = server
-        .http
-        .get(server.url(&format!(
+        .get(&format!(
             "/v1/agents/{agent_id}/events/stream?token={TOKEN}"
-        )))
-        .send()
-        .await
-        .unwrap();
+        ))
+        .await;
     assert_eq!(
         sse.status(),
         200,
@@ -275,15 +263,7 @@ async fn a_form_posted_from_another_site_is_refused() {
         let answer = post(headers).await.unwrap();
         assert_eq!(answer.status(), 403, "{headers:?}");
     }
-    let agents: Vec<Value> = server
-        .http
-        .get(server.url("/v1/agents"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agents: Vec<Value> = server.get("/v1/agents").await.json().await.unwrap();
     assert!(agents.is_empty(), "a cross-site form created {agents:?}");
     let same_site = post(&[("sec-fetch-site", "same-origin")]).await.unwrap();
     assert_eq!(same_site.status(), 303);

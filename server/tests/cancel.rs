@@ -37,12 +37,11 @@ async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_w
     wait_for_text(&server, agent_id, 20).await;
 
     let response = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/messages/cancel"),
+            &json!({}),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let answer: CancelResponse = response.json().await.unwrap();
     assert_eq!(answer.cancelled_run_ids, vec![run_id]);
@@ -250,7 +249,7 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
         (format!("/v1/runs/{}", Uuid::new_v4()), 404, "unknown_run"),
         ("/v1/runs/not-a-run".to_owned(), 400, "invalid_id"),
     ] {
-        let response = server.http.get(server.url(&path)).send().await.unwrap();
+        let response = server.get(&path).await;
         assert_eq!(response.status(), status);
         let body: serde_json::Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], code);
@@ -268,12 +267,7 @@ async fn deleting_an_agent_mid_run_ends_the_run_first() {
     let run_id = server.start_run(agent_id, "talk forever").await;
     wait_for_text(&server, agent_id, 20).await;
 
-    let deleted = server
-        .http
-        .delete(server.url(&format!("/v1/agents/{agent_id}")))
-        .send()
-        .await
-        .unwrap();
+    let deleted = server.delete(&format!("/v1/agents/{agent_id}")).await;
     assert_eq!(deleted.status(), 204);
     let (events, _) = client.receive_until_run_end().await;
     let end = events.last().unwrap();

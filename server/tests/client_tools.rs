@@ -18,13 +18,7 @@ fn confirm_tool() -> Value {
 }
 
 async fn post(server: &TestServer, path: &str, body: &Value) -> (u16, Value) {
-    let response = server
-        .http
-        .post(server.url(path))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let response = server.post(path, body).await;
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }

@@ -141,11 +141,8 @@ async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
     assert_eq!(fold(&merged), fold(&all));
 
     let response = server
-        .http
-        .get(server.url(&format!("/v1/agents/{agent_id}/events?coalesce=maybe")))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("/v1/agents/{agent_id}/events?coalesce=maybe"))
+        .await;
     assert_eq!(response.status(), 400);
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_query");

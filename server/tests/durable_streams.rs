@@ -39,12 +39,7 @@ async fn post(
 }
 
 async fn get(server: &TestServer, path: &str, query: &str) -> reqwest::Response {
-    server
-        .http
-        .get(server.url(&format!("/v1/streams/{path}?{query}")))
-        .send()
-        .await
-        .unwrap()
+    server.get(&format!("/v1/streams/{path}?{query}")).await
 }
 
 fn header(response: &reqwest::Response, name: &str) -> String {

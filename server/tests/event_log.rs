@@ -32,11 +32,8 @@ async fn every_run_writes_a_gapless_log_from_start_to_completion() {
         assert_eq!(reply.split_whitespace().count(), 40, "{reply}");
     }
     let agent: serde_json::Value = server
-        .http
-        .get(server.url(&format!("/v1/agents/{agent_id}")))
-        .send()
+        .get(&format!("/v1/agents/{agent_id}"))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -233,12 +230,11 @@ async fn a_second_run_while_one_is_going_is_refused() {
     let agent_id = server.create_agent().await;
     server.start_run(agent_id, "slow").await;
     let response = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
-        .json(&serde_json::json!({ "content": "impatient" }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/runs"),
+            &serde_json::json!({ "content": "impatient" }),
+        )
+        .await;
     assert_eq!(response.status(), 409);
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "run_in_progress");

@@ -424,12 +424,7 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
             if !stream.json {
                 continue;
             }
-            let response = server
-                .http
-                .get(server.url(&format!("/v1/streams/{path}?offset=-1")))
-                .send()
-                .await
-                .unwrap();
+            let response = server.get(&format!("/v1/streams/{path}?offset=-1")).await;
             assert_eq!(response.status(), 200, "seed {seed}: reading {path}");
             let closed = response.headers().get("stream-closed").is_some();
             let read: Vec<Value> = response.json().await.unwrap();

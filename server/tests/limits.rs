@@ -14,25 +14,13 @@ use tokio_tungstenite::tungstenite::Message;
 async fn request_bodies_over_the_limit_get_413() {
     let server = TestServer::start_with(|config| config.limits.request_body_bytes_max = 1024).await;
     let big = json!({ "name": "n".repeat(2000) });
-    let response = server
-        .http
-        .post(server.url("/v1/agents"))
-        .json(&big)
-        .send()
-        .await
-        .unwrap();
+    let response = server.post("/v1/agents", &big).await;
     assert_eq!(response.status(), 413);
     assert_eq!(
         response.json::<Value>().await.unwrap()["error"]["code"],
         "body_too_large"
     );
-    let small = server
-        .http
-        .post(server.url("/v1/agents"))
-        .json(&json!({ "name": "ok" }))
-        .send()
-        .await
-        .unwrap();
+    let small = server.post("/v1/agents", &json!({ "name": "ok" })).await;
     assert_eq!(small.status(), 201);
 }
 
@@ -109,11 +97,8 @@ async fn pages_are_bounded() {
     })
     .await;
     let over = server
-        .http
-        .get(server.url(&format!("/v1/agents/{agent}/events?limit=6")))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("/v1/agents/{agent}/events?limit=6"))
+        .await;
     assert_eq!(over.status(), 400);
     assert_eq!(
         over.json::<Value>().await.unwrap()["error"]["code"],
@@ -250,12 +235,11 @@ async fn sse_streams_are_bounded() {
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
     let letta = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages/stream")))
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/messages/stream"),
+            &json!({"messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
     assert_eq!(letta.status(), 503);
     assert!(
         server.all_events(agent_id).await.is_empty(),

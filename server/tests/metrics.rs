@@ -58,12 +58,7 @@ async fn scrape(server: &TestServer) -> String {
 #[tokio::test]
 async fn metrics_count_what_a_run_did_under_bounded_labels() {
     let server = TestServer::start_with(|config| config.api_token = Some(TOKEN.into())).await;
-    let refused = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap();
+    let refused = server.get("/metrics").await;
     assert_eq!(
         refused.status(),
         401,
@@ -199,12 +194,7 @@ async fn metrics_addr_serves_the_scrape_alone_without_the_token() {
         404,
         "the metrics address serves nothing else"
     );
-    let main = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap();
+    let main = server.get("/metrics").await;
     assert_eq!(main.status(), 401, "the main address still wants the token");
 }
 

@@ -5,7 +5,7 @@ use common::TestServer;
 use uuid::Uuid;
 
 async fn page(server: &TestServer, path: &str) -> (u16, String) {
-    let response = server.http.get(server.url(path)).send().await.unwrap();
+    let response = server.get(path).await;
     let status = response.status().as_u16();
     (status, response.text().await.unwrap())
 }
@@ -33,12 +33,7 @@ async fn an_agent_that_is_not_there_is_a_404_page() {
     }
 
     // A deleted agent's history is gone too.
-    let deleted = server
-        .http
-        .delete(server.url(&format!("/v1/agents/{agent_id}")))
-        .send()
-        .await
-        .unwrap();
+    let deleted = server.delete(&format!("/v1/agents/{agent_id}")).await;
     assert!(deleted.status().is_success(), "{}", deleted.status());
     let (status, _) = page(&server, &format!("/agents/{agent_id}/history")).await;
     assert_eq!(status, 404);

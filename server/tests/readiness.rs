@@ -20,7 +20,7 @@ use serde_json::Value;
 async fn a_serving_server_is_ready() {
     let server = TestServer::start().await;
     let (status, body) = common::wait_until("the server to be ready", || async {
-        let response = server.http.get(server.url("/readyz")).send().await.unwrap();
+        let response = server.get("/readyz").await;
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap();
         (status == 200).then_some((status, body))
@@ -33,12 +33,7 @@ async fn a_serving_server_is_ready() {
     if common::testing_postgres() {
         assert_eq!(body["checks"]["listener"], "ok", "{body}");
     }
-    let health = server
-        .http
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap();
+    let health = server.get("/healthz").await;
     assert_eq!(health.status(), 200);
 }
 

@@ -129,22 +129,17 @@ mod tests {
         content: serde_json::Value,
     ) -> AgentEvent {
         AgentEvent {
-            id: Uuid::from_u128(seq as u128),
-            agent_id: Uuid::nil(),
-            seq,
-            coalesced_from: None,
             run_id: Some(run_id),
-            thread_id: None,
-            block_id: None,
-            message_id: None,
-            kind,
             delta: delta.map(|text| json!(text)),
-            delta_path: None,
-            delta_action: None,
-            content,
-            raw: None,
             metadata: json!({}),
             created_at: chrono::Utc::now(),
+            ..AgentEvent::bare(
+                Uuid::from_u128(seq as u128),
+                Uuid::nil(),
+                seq,
+                kind,
+                content,
+            )
         }
     }
 

@@ -135,22 +135,10 @@ mod tests {
 
     fn event(run: u128, kind: EventKind, at_ms: i64, content: serde_json::Value) -> AgentEvent {
         AgentEvent {
-            id: Uuid::new_v4(),
-            agent_id: Uuid::nil(),
-            seq: 1,
-            coalesced_from: None,
             run_id: Some(Uuid::from_u128(run)),
-            thread_id: None,
-            block_id: None,
-            message_id: None,
-            kind,
-            delta: None,
-            delta_path: None,
-            delta_action: None,
-            content,
-            raw: None,
             metadata: json!({}),
             created_at: DateTime::from_timestamp_millis(at_ms).unwrap(),
+            ..AgentEvent::bare(Uuid::new_v4(), Uuid::nil(), 1, kind, content)
         }
     }
 

@@ -148,13 +148,7 @@ async fn slow_run_and_short_token() -> (TestServer, Uuid, String) {
 }
 
 async fn create_agent(server: &TestServer, body: Value) -> Uuid {
-    let response = server
-        .http
-        .post(server.url("/v1/agents"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let response = server.post("/v1/agents", &body).await;
     assert_eq!(response.status(), 201);
     let body: Value = response.json().await.unwrap();
     body["id"].as_str().unwrap().parse().unwrap()

@@ -10,12 +10,11 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
     .await;
     let agent = create_agent(&server, json!({ "owner": "alice" })).await;
     let minted = server
-        .http
-        .post(server.url("/v1/tokens"))
-        .json(&json!({ "sub": "alice", "agents": [agent], "scope": "read", "ttl_s": 60 }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/tokens",
+            &json!({ "sub": "alice", "agents": [agent], "scope": "read", "ttl_s": 60 }),
+        )
+        .await;
     assert_eq!(minted.status(), 201);
     let minted: Value = minted.json().await.unwrap();
     let expires_at =
@@ -53,13 +52,7 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
             "is not 1–128 characters",
         ),
     ] {
-        let response = server
-            .http
-            .post(server.url("/v1/tokens"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let response = server.post("/v1/tokens", &body).await;
         assert_eq!(response.status(), 422, "{body}");
         let error: Value = response.json().await.unwrap();
         assert!(
@@ -68,12 +61,11 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
         );
     }
     let unknown_field = server
-        .http
-        .post(server.url("/v1/tokens"))
-        .json(&json!({ "sub": "alice", "agents": [], "scope": "read", "admin": true }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/tokens",
+            &json!({ "sub": "alice", "agents": [], "scope": "read", "admin": true }),
+        )
+        .await;
     assert_eq!(unknown_field.status(), 422);
     // Rotation: a token signed with the older secret still verifies.
     let old = token_signed(
@@ -139,12 +131,11 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
 async fn a_server_without_a_secret_mints_nothing() {
     let server = server_with(|config| config.token_keys = None).await;
     let response = server
-        .http
-        .post(server.url("/v1/tokens"))
-        .json(&json!({ "sub": "alice", "agents": [], "scope": "read" }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/tokens",
+            &json!({ "sub": "alice", "agents": [], "scope": "read" }),
+        )
+        .await;
     assert_eq!(response.status(), 501);
     // And a JWT is just a wrong operator token there.
     let jwt = token("alice", &[], &[Scope::Read]);

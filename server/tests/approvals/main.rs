@@ -23,12 +23,8 @@ impl TestServer {
 
     async fn answer(&self, agent_id: Uuid, body: &Value) -> (u16, Value) {
         let response = self
-            .http
-            .post(self.url(&format!("/v1/agents/{agent_id}/approvals")))
-            .json(body)
-            .send()
-            .await
-            .unwrap();
+            .post(&format!("/v1/agents/{agent_id}/approvals"), body)
+            .await;
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
     }
@@ -72,12 +68,11 @@ async fn an_approved_call_runs_once_and_the_loop_goes_on() {
     // While it waits, a new message is refused and the log is unchanged.
     let head = server.all_events(agent_id).await.len();
     let response = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
-        .json(&json!({ "content": "hello?" }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/runs"),
+            &json!({ "content": "hello?" }),
+        )
+        .await;
     assert_eq!(response.status(), 409);
     let error: Value = response.json().await.unwrap();
     assert_eq!(error["error"]["code"], "approval_pending");
@@ -265,12 +260,8 @@ async fn a_malformed_approval_list_is_refused_at_agent_creation() {
         json!({ "requires_approval": [1] }),
     ] {
         let response = server
-            .http
-            .post(server.url("/v1/agents"))
-            .json(&json!({ "metadata": metadata }))
-            .send()
-            .await
-            .unwrap();
+            .post("/v1/agents", &json!({ "metadata": metadata }))
+            .await;
         assert_eq!(response.status(), 422, "{metadata}");
     }
 }

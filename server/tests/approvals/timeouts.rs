@@ -58,12 +58,11 @@ async fn an_unanswered_request_is_denied_when_its_timeout_passes() {
 
     // A timeout that is not a whole number of milliseconds is refused at creation.
     let response = server
-        .http
-        .post(server.url("/v1/agents"))
-        .json(&json!({ "metadata": { "approval_timeout_ms": "soon" } }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/agents",
+            &json!({ "metadata": { "approval_timeout_ms": "soon" } }),
+        )
+        .await;
     assert_eq!(response.status(), 422);
 }
 

@@ -123,28 +123,39 @@ impl TestServer {
         .await
     }
 
-    /// POSTs `body` as JSON to `path` and returns the answer's JSON, whatever the status.
-    pub async fn post_json(&self, path: &str, body: &Value) -> Value {
-        let response = self
-            .http
+    /// POSTs `body` as JSON to `path`.
+    pub async fn post(&self, path: &str, body: &impl serde::Serialize) -> reqwest::Response {
+        self.http
             .post(self.url(path))
             .json(body)
             .send()
             .await
-            .unwrap();
-        response.json().await.unwrap()
+            .unwrap()
+    }
+
+    /// GETs `path`.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// PUTs `path` with no body.
+    pub async fn put(&self, path: &str) -> reqwest::Response {
+        self.http.put(self.url(path)).send().await.unwrap()
+    }
+
+    /// DELETEs `path`.
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.http.delete(self.url(path)).send().await.unwrap()
+    }
+
+    /// POSTs `body` as JSON to `path` and returns the answer's JSON, whatever the status.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Value {
+        self.post(path, body).await.json().await.unwrap()
     }
 
     /// GETs `path` and returns the answer's JSON, whatever the status.
     pub async fn get_json(&self, path: &str) -> Value {
-        self.http
-            .get(self.url(path))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.get(path).await.json().await.unwrap()
     }
 
     /// The same server, its test client keeping no idle connection: each request's connection

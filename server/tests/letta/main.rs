@@ -82,23 +82,18 @@ fn assistant_text(frames: &[Frame]) -> String {
 impl TestServer {
     async fn letta_stream(&self, agent_id: Uuid, body: Value) -> LettaStream {
         let response = self
-            .http
-            .post(self.url(&format!("/v1/agents/{agent_id}/messages/stream")))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .post(&format!("/v1/agents/{agent_id}/messages/stream"), &body)
+            .await;
         LettaStream::new(response)
     }
 
     async fn resume(&self, run_id: &str, starting_after: u64) -> LettaStream {
         let response = self
-            .http
-            .post(self.url(&format!("/v1/runs/{run_id}/stream")))
-            .json(&json!({ "starting_after": starting_after }))
-            .send()
-            .await
-            .unwrap();
+            .post(
+                &format!("/v1/runs/{run_id}/stream"),
+                &json!({ "starting_after": starting_after }),
+            )
+            .await;
         LettaStream::new(response)
     }
 

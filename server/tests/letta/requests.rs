@@ -27,12 +27,11 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
     assert!(response["usage"]["total_tokens"].as_u64().is_some());
 
     server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages")))
-        .json(&json!({ "input": "/echo second turn" }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/messages"),
+            &json!({ "input": "/echo second turn" }),
+        )
+        .await;
     let list = |query: &str| {
         let url = server.url(&format!("/v1/agents/{agent_id}/messages{query}"));
         let http = server.http.clone();
@@ -183,23 +182,17 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
         ),
         (
             server
-                .http
-                .get(server.url(&format!(
+                .get(&format!(
                     "/v1/agents/{agent_id}/messages?after=message-nope"
-                )))
-                .send()
-                .await
-                .unwrap(),
+                ))
+                .await,
             400,
             "invalid_cursor",
         ),
         (
             server
-                .http
-                .get(server.url(&format!("/v1/agents/{agent_id}/messages?order=sideways")))
-                .send()
-                .await
-                .unwrap(),
+                .get(&format!("/v1/agents/{agent_id}/messages?order=sideways"))
+                .await,
             400,
             "invalid_query",
         ),
@@ -248,31 +241,22 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
 async fn letta_create_agent_body_and_trailing_slash_paths_work() {
     let server = TestServer::start().await;
     let response = server
-        .http
-        .post(server.url("/v1/agents/"))
-        .json(&json!({
-            "name": "letta-shaped",
-            "model": "scripted/demo",
-            "embedding": "openai/text-embedding-3-small",
-            "memory_blocks": [{ "label": "human", "value": "likes tea" }],
-            "tools": ["web_search"],
-            "include_base_tools": true
-        }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/agents/",
+            &json!({
+                "name": "letta-shaped",
+                "model": "scripted/demo",
+                "embedding": "openai/text-embedding-3-small",
+                "memory_blocks": [{ "label": "human", "value": "likes tea" }],
+                "tools": ["web_search"],
+                "include_base_tools": true
+            }),
+        )
+        .await;
     assert_eq!(response.status(), 201);
     let agent: Value = response.json().await.unwrap();
     assert_eq!(agent["name"], "letta-shaped");
-    let list: Vec<Value> = server
-        .http
-        .get(server.url("/v1/agents/"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Vec<Value> = server.get("/v1/agents/").await.json().await.unwrap();
     assert_eq!(list.len(), 1, "a bare array, as Letta answers");
     assert_eq!(list[0]["id"], agent["id"]);
 }

@@ -44,12 +44,7 @@ async fn everything_server() -> TestServer {
 impl TestServer {
     async fn agent_with(&self, metadata: Value) -> reqwest::Response {
         let body = json!({ "name": "mcp agent", "metadata": metadata });
-        self.http
-            .post(self.url("/v1/agents"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
+        self.post("/v1/agents", &body).await
     }
 
     /// Waits until a tool call's card in the agent's log has a progress report.

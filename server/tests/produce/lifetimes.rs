@@ -294,12 +294,11 @@ async fn a_producer_waits_like_everyone_while_a_call_waits_for_a_person() {
     );
     assert_eq!(head(&server, agent_id).await, before, "nothing written");
     let answered = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/approvals")))
-        .json(&json!({ "call_id": call_id, "approve": false }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/approvals"),
+            &json!({ "call_id": call_id, "approve": false }),
+        )
+        .await;
     assert_eq!(answered.status(), 202);
     let continuation: Uuid = answered.json::<Value>().await.unwrap()["run_id"]
         .as_str()

@@ -142,12 +142,11 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
     );
     // AG-UI's connect: the thread's messages, the produced run's among them.
     let connected = server
-        .http
-        .post(server.url("/v1/ag-ui/connect"))
-        .json(&json!({ "threadId": agent_id.to_string() }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/ag-ui/connect",
+            &json!({ "threadId": agent_id.to_string() }),
+        )
+        .await;
     assert_eq!(connected.status(), 200);
     let connected = tokio::time::timeout(Duration::from_secs(10), connected.text())
         .await
@@ -159,11 +158,8 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
     );
     // The native SSE tail from seq 0: every event, with its seq as the id.
     let mut tail = server
-        .http
-        .get(server.url(&format!("/v1/agents/{agent_id}/events/stream?since=0")))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("/v1/agents/{agent_id}/events/stream?since=0"))
+        .await;
     let mut text = String::new();
     while !text.contains(&format!("id: {}\n", events.len())) {
         let chunk = tokio::time::timeout(Duration::from_secs(10), tail.chunk())
@@ -182,21 +178,13 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         format!("/agents/{agent_id}/history"),
         format!("/agents/{agent_id}/runs/{run_id}"),
     ] {
-        let html = server.http.get(server.url(&page)).send().await.unwrap();
+        let html = server.get(&page).await;
         assert_eq!(html.status(), 200, "{page}");
         let html = html.text().await.unwrap();
         assert!(html.contains("Hello, world"), "{page} shows the reply");
     }
     // Operators see the batches by outcome.
-    let metrics = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get("/metrics").await.text().await.unwrap();
     for line in [
         "agentstream_producer_batches_total{outcome=\"appended\"} 3",
         "agentstream_producer_batches_total{outcome=\"duplicate\"} 3",

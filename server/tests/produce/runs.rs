@@ -19,12 +19,11 @@ async fn one_run_at_a_time_whoever_writes_it() {
     );
     // Our own run is refused while the producer's is open …
     let response = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
-        .json(&json!({ "content": "hi" }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            &format!("/v1/agents/{agent_id}/runs"),
+            &json!({ "content": "hi" }),
+        )
+        .await;
     assert_eq!(response.status(), 409);
     // … and so is another producer's.
     let (status, _, body) = produce(

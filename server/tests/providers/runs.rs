@@ -130,12 +130,11 @@ async fn an_agent_chooses_its_provider() {
     })
     .await;
     let response = server
-        .http
-        .post(server.url("/v1/agents"))
-        .json(&json!({ "name": "claude", "metadata": { "provider": "anthropic" } }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/agents",
+            &json!({ "name": "claude", "metadata": { "provider": "anthropic" } }),
+        )
+        .await;
     assert_eq!(response.status(), 201);
     let agent: Value = response.json().await.unwrap();
     let agent_id = uuid::Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap();
@@ -151,12 +150,11 @@ async fn an_agent_chooses_its_provider() {
     assert_eq!(events[0].metadata["provider"], "scripted");
 
     let refused = server
-        .http
-        .post(server.url("/v1/agents"))
-        .json(&json!({ "metadata": { "provider": "openai" } }))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/agents",
+            &json!({ "metadata": { "provider": "openai" } }),
+        )
+        .await;
     assert_eq!(refused.status(), 400);
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unknown_provider");
@@ -239,12 +237,11 @@ async fn empty_and_repeated_provider_call_ids_cannot_wedge_an_agent() {
     let mut last_end = Value::Null;
     for call_id in &awaiting {
         let response = server
-            .http
-            .post(server.url(&format!("/v1/agents/{agent_id}/approvals")))
-            .json(&json!({ "call_id": call_id, "approve": true }))
-            .send()
-            .await
-            .unwrap();
+            .post(
+                &format!("/v1/agents/{agent_id}/approvals"),
+                &json!({ "call_id": call_id, "approve": true }),
+            )
+            .await;
         assert_eq!(response.status(), 202);
         let accepted: Value = response.json().await.unwrap();
         let continuation: uuid::Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
@@ -338,12 +335,11 @@ async fn extended_thinking_goes_back_signed_and_unchanged_through_a_tool_loop() 
     let server = server_on_anthropic(base_url).await;
     for budget in [json!(10), json!(1_000_000), json!("lots")] {
         let response = server
-            .http
-            .post(server.url("/v1/agents"))
-            .json(&json!({ "metadata": { "thinking_budget_tokens": budget } }))
-            .send()
-            .await
-            .unwrap();
+            .post(
+                "/v1/agents",
+                &json!({ "metadata": { "thinking_budget_tokens": budget } }),
+            )
+            .await;
         assert_eq!(response.status(), 422, "{budget}");
     }
     // Letta's llm_config asks for it the same way.

@@ -38,24 +38,13 @@ fn name(id: Uuid) -> String {
 struct Ev(AgentEvent);
 
 fn at(seq: u64, kind: EventKind) -> Ev {
-    Ev(AgentEvent {
-        id: Uuid::from_u128(0x9000 + seq as u128),
-        agent_id: Uuid::from_u128(1),
+    Ev(AgentEvent::bare(
+        Uuid::from_u128(0x9000 + seq as u128),
+        Uuid::from_u128(1),
         seq,
-        coalesced_from: None,
-        run_id: None,
-        thread_id: None,
-        block_id: None,
-        message_id: None,
         kind,
-        delta: None,
-        delta_path: None,
-        delta_action: None,
-        content: Value::Null,
-        raw: None,
-        metadata: Value::Null,
-        created_at: Default::default(),
-    })
+        Value::Null,
+    ))
 }
 
 impl Ev {

@@ -57,22 +57,15 @@ use uuid::Uuid;
 
 fn event(seq: u64, kind: EventKind, message: u128, content: Value) -> AgentEvent {
     AgentEvent {
-        id: Uuid::from_u128(1000 + seq as u128),
-        agent_id: Uuid::from_u128(1),
-        seq,
-        coalesced_from: None,
         run_id: Some(Uuid::from_u128(2)),
-        thread_id: None,
-        block_id: None,
         message_id: Some(Uuid::from_u128(message)),
-        kind,
-        delta: None,
-        delta_path: None,
-        delta_action: None,
-        content,
-        raw: None,
-        metadata: Value::Null,
-        created_at: Default::default(),
+        ..AgentEvent::bare(
+            Uuid::from_u128(1000 + seq as u128),
+            Uuid::from_u128(1),
+            seq,
+            kind,
+            content,
+        )
     }
 }
 

@@ -15,22 +15,15 @@ const HEAD: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
 fn message(seq: u64, k: u64, content: Value, nanos_after: i64) -> AgentEvent {
     let base = Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap();
     AgentEvent {
-        id: nth_id(HEAD, k).unwrap(),
-        agent_id: Uuid::from_u128(1),
-        seq,
-        coalesced_from: None,
-        run_id: None,
-        thread_id: None,
         block_id: Some(Uuid::from_u128(4)),
-        message_id: None,
-        kind: EventKind::StreamMessage,
-        delta: None,
-        delta_path: None,
-        delta_action: None,
-        content,
-        raw: None,
-        metadata: Value::Null,
         created_at: base + Duration::nanoseconds(nanos_after),
+        ..AgentEvent::bare(
+            nth_id(HEAD, k).unwrap(),
+            Uuid::from_u128(1),
+            seq,
+            EventKind::StreamMessage,
+            content,
+        )
     }
 }
 

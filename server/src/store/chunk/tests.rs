@@ -9,22 +9,15 @@ use crate::limits::{CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX};
 fn append(seq: u64, id: Uuid, text: &str, nanos_after: i64) -> AgentEvent {
     let base = Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap();
     AgentEvent {
-        id,
-        agent_id: Uuid::from_u128(1),
-        seq,
-        coalesced_from: None,
         run_id: Some(Uuid::from_u128(2)),
         thread_id: Some(Uuid::from_u128(3)),
         block_id: Some(Uuid::from_u128(4)),
         message_id: Some(Uuid::from_u128(5)),
-        kind: EventKind::Text,
         delta: Some(json!(text)),
         delta_path: Some("text".into()),
         delta_action: Some(DeltaAction::Append),
-        content: Value::Null,
-        raw: None,
-        metadata: Value::Null,
         created_at: base + Duration::nanoseconds(nanos_after),
+        ..AgentEvent::bare(id, Uuid::from_u128(1), seq, EventKind::Text, Value::Null)
     }
 }
 

@@ -27,22 +27,11 @@ impl Log {
     ) -> &mut AgentEvent {
         let seq = self.events.len() as u64 + 1;
         self.events.push(AgentEvent {
-            id: Uuid::new_v4(),
-            agent_id: self.agent_id,
-            seq,
-            coalesced_from: None,
             run_id: Some(self.run_id),
-            thread_id: None,
             block_id,
             message_id,
-            kind,
-            delta: None,
-            delta_path: None,
-            delta_action: None,
-            content: Value::Null,
-            raw: None,
-            metadata: Value::Null,
             created_at: Utc::now(),
+            ..AgentEvent::bare(Uuid::new_v4(), self.agent_id, seq, kind, Value::Null)
         });
         self.events.last_mut().unwrap()
     }
