@@ -151,19 +151,7 @@ mod tests {
     use crate::AgentEvent;
     use serde_json::json;
 
-    fn event(seq: u64, kind: EventKind, content: Value) -> AgentEvent {
-        AgentEvent {
-            run_id: Some(Uuid::from_u128(2)),
-            message_id: Some(Uuid::from_u128(seq as u128)),
-            ..AgentEvent::bare(
-                Uuid::from_u128(1000 + seq as u128),
-                Uuid::from_u128(1),
-                seq,
-                kind,
-                content,
-            )
-        }
-    }
+    use crate::testing::event;
 
     fn requested(seq: u64, call: &str) -> AgentEvent {
         event(

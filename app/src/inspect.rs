@@ -178,19 +178,12 @@ mod tests {
 
     fn event(seq: u64, kind: EventKind, block: u128, second: u32, content: Value) -> AgentEvent {
         AgentEvent {
-            run_id: Some(Uuid::from_u128(2)),
             block_id: (block > 0).then(|| Uuid::from_u128(block)),
             message_id: (block > 0).then(|| Uuid::from_u128(block * 100 + seq as u128)),
             created_at: DateTime::parse_from_rfc3339(&format!("2026-01-02T03:04:{second:02}Z"))
                 .unwrap()
                 .with_timezone(&Utc),
-            ..AgentEvent::bare(
-                Uuid::from_u128(1000 + seq as u128),
-                Uuid::from_u128(1),
-                seq,
-                kind,
-                content,
-            )
+            ..crate::testing::event(seq, kind, content)
         }
     }
 

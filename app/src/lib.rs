@@ -21,6 +21,8 @@ pub mod hook;
 pub mod inspect;
 pub mod pages;
 pub mod protocol;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod timeline;
 
 #[cfg(feature = "hydrate")]

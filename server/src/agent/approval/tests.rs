@@ -3,17 +3,10 @@ use app::AgentEvent;
 
 fn event(seq: u64, kind: EventKind, message: u128, content: Value) -> AgentEvent {
     AgentEvent {
-        run_id: Some(Uuid::from_u128(2)),
         thread_id: Some(Uuid::from_u128(3)),
         block_id: Some(Uuid::from_u128(4)),
         message_id: Some(Uuid::from_u128(message)),
-        ..AgentEvent::bare(
-            Uuid::from_u128(1000 + seq as u128),
-            Uuid::from_u128(1),
-            seq,
-            kind,
-            content,
-        )
+        ..app::testing::event(seq, kind, content)
     }
 }
 

@@ -57,15 +57,8 @@ use uuid::Uuid;
 
 fn event(seq: u64, kind: EventKind, message: u128, content: Value) -> AgentEvent {
     AgentEvent {
-        run_id: Some(Uuid::from_u128(2)),
         message_id: Some(Uuid::from_u128(message)),
-        ..AgentEvent::bare(
-            Uuid::from_u128(1000 + seq as u128),
-            Uuid::from_u128(1),
-            seq,
-            kind,
-            content,
-        )
+        ..app::testing::event(seq, kind, content)
     }
 }
 
