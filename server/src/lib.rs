@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod http;
+pub mod http_client;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;

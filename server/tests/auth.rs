@@ -12,7 +12,7 @@ const TOKEN: &str = "s3cret-token";
 
 /// A client that shows redirects instead of following them.
 fn no_redirects() -> reqwest::Client {
-    reqwest::Client::builder()
+    agentstream_server::http_client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
@@ -141,7 +141,7 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
 #[tokio::test]
 async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie() {
     let server = guarded().await;
-    let browser = reqwest::Client::builder()
+    let browser = agentstream_server::http_client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();

@@ -303,7 +303,7 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     let database = directory.path().join("client-tools.db");
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
     let port = free_port();
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut server = Process::start(port, &env).await;
     let post = |path: String, body: Value| {
         let http = http.clone();

@@ -30,7 +30,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
     let directory = tempfile::tempdir().unwrap();
     let database = directory.path().join("crash.db");
     let port = free_port();
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut server = start(port, &database).await;
 
     // Load: four agents streaming at once, two of them inside a slow tool when the kill comes.

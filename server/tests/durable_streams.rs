@@ -273,7 +273,7 @@ async fn waiting_readers_that_vanish_leave_nothing_behind() {
         )
     };
     let before = stats().await;
-    let client = reqwest::Client::builder()
+    let client = agentstream_server::http_client::builder()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

@@ -48,7 +48,7 @@ async fn streams_of_every_kind_leave_no_task_or_room_behind() {
     let busy = server.create_agent().await;
     let run_id = server.start_run(busy, "a very long answer").await;
     // No pooled connections: a closed stream closes its connection, and its task.
-    let client = reqwest::Client::builder()
+    let client = agentstream_server::http_client::builder()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
@@ -144,7 +144,7 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
     let before = stats(&server).await;
     // The producers' own client keeps no idle connection: the test's runtime counts a pooled
     // connection's task as alive, and only the server's tasks are in question.
-    let producers = reqwest::Client::builder()
+    let producers = agentstream_server::http_client::builder()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

@@ -172,7 +172,7 @@ async fn metrics_addr_serves_the_scrape_alone_without_the_token() {
         config.metrics_addr = Some(format!("127.0.0.1:{port}").parse().unwrap());
     })
     .await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let scraped = http
         .get(format!("http://127.0.0.1:{port}/metrics"))
         .send()
@@ -264,7 +264,7 @@ async fn a_real_prometheus_scrapes_the_server() {
         .unwrap_or_else(|error| {
             panic!("cannot start {prometheus:?} ({error}): the test command installs Debian's prometheus")
         });
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let query = |expression: &'static str| {
         let http = http.clone();
         async move {

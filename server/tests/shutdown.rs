@@ -34,7 +34,7 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
         ],
     )
     .await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let agent: Value = http
         .post(format!("{}/v1/agents", server.base))
         .json(&json!({}))
@@ -174,7 +174,7 @@ async fn sigterm_exits_when_a_client_never_reads() {
         ],
     )
     .await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let agent_id = server.create_agent(json!({})).await;
     server.start_run(agent_id, "a long answer").await;
     let log = common::wait_until("the long run to end", || async {

@@ -265,7 +265,7 @@ async fn json_log_lines_carry_the_request_and_its_trace() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let base = format!("http://127.0.0.1:{port}");
     wait_until("the server to come up", || async {
         let response = http.get(format!("{base}/healthz")).send().await;

@@ -53,7 +53,7 @@ impl LogSize {
 /// server on `url`, which is stopped after.
 async fn stream_replies(url: &str, agents: u64, reply_tokens: u32) {
     let server = Server::start(url, 0, reply_tokens).await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut runs = Vec::new();
     for _ in 0..agents {
         let agent_id = server.agent().await;

@@ -55,7 +55,7 @@ async fn producer_rate(server: &Server, agents: u64, events: u64) -> f64 {
         .map(|agent_id| {
             let base = server.base.clone();
             tokio::spawn(async move {
-                let http = reqwest::Client::new();
+                let http = agentstream_server::http_client::client();
                 append(
                     &http,
                     &base,
@@ -123,7 +123,7 @@ async fn producer_latency(server: &Server, sizes: &Sizes) -> (f64, f64, f64) {
         runs.push((
             reader,
             tokio::spawn(async move {
-                let http = reqwest::Client::new();
+                let http = agentstream_server::http_client::client();
                 let mut ticks = tokio::time::interval(Duration::from_millis(delay));
                 append(
                     &http,

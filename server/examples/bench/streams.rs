@@ -21,7 +21,7 @@ fn stream_url(server: &Server, path: &str) -> String {
 
 /// Messages/s of `writers` streams each appended `appends` times with `per_append` messages.
 async fn append_rate(server: &Server, writers: u64, appends: u64, per_append: usize) -> f64 {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut urls = Vec::new();
     for writer in 0..writers {
         let url = stream_url(server, &format!("bench/append-{per_append}-{writer}"));
@@ -56,7 +56,7 @@ async fn append_rate(server: &Server, writers: u64, appends: u64, per_append: us
 
 /// Messages/s of a catch-up read of `messages` messages, page by page.
 async fn read_rate(server: &Server, messages: u64) -> f64 {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let url = stream_url(server, "bench/read");
     create(&http, &url).await;
     let batch = BATCH_MESSAGES as u64;

@@ -49,7 +49,7 @@ pub async fn appends(
     seconds: u64,
     script: &Path,
 ) -> Appends {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     for stream in 0..CONNECTIONS {
         create(&http, &target.url(&format!("{name}-{stream}"))).await;
     }
@@ -148,7 +148,7 @@ async fn read_all(http: &reqwest::Client, url: &str) -> Vec<axum::body::Bytes> {
 /// Writes the [`CATCH_UP_MESSAGES`]-message stream `name` (appends of 100) and checks that it
 /// reads back whole.
 pub async fn fill_catch_up_stream(target: &Target, name: &str) {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let url = target.url(name);
     create(&http, &url).await;
     for start in (0..CATCH_UP_MESSAGES).step_by(100) {
@@ -168,7 +168,7 @@ pub async fn fill_catch_up_stream(target: &Target, name: &str) {
 /// messages/s of whole reads by [`CATCH_UP_READERS`] readers for `seconds` after it (the first
 /// included); `None` (and a line saying so) when the first read does not bring every message.
 pub async fn catch_up_reads(target: &Target, name: &str, seconds: u64) -> Option<(f64, f64)> {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let url = target.url(name);
     let started = Instant::now();
     let pages = read_all(&http, &url).await;

@@ -166,7 +166,7 @@ async fn spawn(kind: Kind, port: u16, data: &tempfile::TempDir) -> (tokio::proce
         .spawn()
         .unwrap_or_else(|error| panic!("{} did not start: {error}", kind.label()));
     let probe = format!("http://127.0.0.1:{port}{}bench-ready", prefix(kind));
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let answered = http

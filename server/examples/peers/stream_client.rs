@@ -45,7 +45,7 @@ pub async fn append(http: &reqwest::Client, url: &str, body: String) {
 
 /// Append request sent → long-poll answered, in ms, `samples` times, on a new stream at `url`.
 pub async fn long_poll_latencies(url: &str, samples: usize) -> Vec<f64> {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     create(&http, url).await;
     let mut offset = "now".to_owned();
     let mut latencies = Vec::new();
@@ -82,7 +82,7 @@ pub async fn long_poll_latencies(url: &str, samples: usize) -> Vec<f64> {
 /// Append request sent → SSE data event read, in ms, `samples` times on one connection, on a
 /// new stream at `url` (fewer when the reader hears nothing for 10 s, or after 60 s).
 pub async fn sse_latencies(url: &str, samples: usize) -> Vec<f64> {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     create(&http, url).await;
     let response = http
         .get(format!("{url}?offset=now&live=sse"))

@@ -60,7 +60,7 @@ pub async fn hostile(
     stop: CancellationToken,
     mut random: Random,
 ) {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let ws_url = format!("{}/v1/ws", base.replace("http://", "ws://"));
     while !stop.is_cancelled() {
         let agent = {

@@ -95,7 +95,7 @@ pub async fn runner(
     stop: CancellationToken,
     mut random: Random,
 ) {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut turn = 0u64;
     while !stop.is_cancelled() {
         turn += 1;
@@ -374,7 +374,7 @@ async fn connection(
             Ok(())
         }
         Transport::Sse => {
-            let response = reqwest::Client::new()
+            let response = agentstream_server::http_client::client()
                 .get(format!("{base}/v1/agents/{agent_id}/events/stream"))
                 .header("Last-Event-ID", since.to_string())
                 .send()
@@ -420,7 +420,7 @@ async fn connection(
 /// Bad input until `stop`, a few times a second: each must be refused with a 4xx or an error
 /// frame, and the server must stay up.
 pub async fn bad_input(base: String, metrics: Arc<Metrics>, stop: CancellationToken) {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut random = Random::new(0xBAD);
     let ws_url = format!("{}/v1/ws", base.replace("http://", "ws://"));
     while !stop.is_cancelled() {

@@ -241,7 +241,7 @@ async fn end(server: &mut Server, before: ending::Held, hostile: &ending::Hostil
         if settled { "back" } else { "NOT BACK" }
     );
     // One agent with a log for the silent client to ask for, and a run in flight at SIGTERM.
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let agent: Option<Uuid> = async {
         let agent: Value = http
             .post(format!("{}/v1/agents", server.base))
@@ -294,7 +294,7 @@ async fn agent_slot(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> (Verdict, u64) {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut verdict = Verdict::default();
     let mut checked = 0;
     let mut generation = 0u64;
@@ -426,7 +426,7 @@ async fn appended_total(base: &str, metrics: &Metrics) -> u64 {
         let live = metrics.live_agents.lock().unwrap();
         (metrics.retired_events.load(Relaxed), live.clone())
     };
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut total = retired;
     for agent_id in live {
         let page = http

@@ -206,9 +206,9 @@ impl Connection {
                 // No redirects (rmcp's default follows same-origin 307/308 only) and no idle
                 // pool (a reused connection stalls on delayed ACKs); TLS verified against the
                 // system's certificates.
-                let client = reqwest_mcp::Client::builder()
+                let client = crate::http_client::builder()
                     .pool_max_idle_per_host(0)
-                    .redirect(reqwest_mcp::redirect::Policy::none())
+                    .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .map_err(|error| format!("cannot set up a client for {url}: {error}"))?;
                 handler

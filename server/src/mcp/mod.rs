@@ -57,9 +57,6 @@ impl McpHub {
         call_timeout: Duration,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> McpHub {
-        // rmcp's HTTP client takes the process's TLS provider: ring, as the providers' client
-        // uses. Installing it twice (a second hub) is refused and changes nothing.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let connections = config
             .servers
             .iter()

@@ -34,7 +34,7 @@ pub trait SseParser: Send + 'static {
 }
 
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::http_client::builder()
         .connect_timeout(Duration::from_millis(PROVIDER_CONNECT_TIMEOUT_MS))
         .build()
         .expect("the HTTP client builds with static settings")

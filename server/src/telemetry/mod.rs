@@ -96,9 +96,7 @@ impl Telemetry {
     /// Exports to `endpoint` (the full URL of the traces path). Must run inside the runtime:
     /// the queue's exporting task is spawned here.
     pub fn start(endpoint: &str, metrics: Arc<Metrics>) -> Result<Telemetry, String> {
-        // The client's TLS is rustls with ring, the process's provider (as the MCP client's).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest_mcp::Client::builder()
+        let client = crate::http_client::builder()
             .timeout(Duration::from_millis(EXPORT_TIMEOUT_MS))
             .build()
             .map_err(|error| format!("cannot set up the OTLP client: {error}"))?;

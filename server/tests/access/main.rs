@@ -44,7 +44,7 @@ async fn server_with(adjust: impl FnOnce(&mut agentstream_server::config::Config
         header::AUTHORIZATION,
         HeaderValue::from_str(&format!("Bearer {OPERATOR}")).unwrap(),
     );
-    server.http = reqwest::Client::builder()
+    server.http = agentstream_server::http_client::builder()
         .default_headers(headers)
         .build()
         .unwrap();
@@ -78,7 +78,7 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, String) {
-    let client = reqwest::Client::new();
+    let client = agentstream_server::http_client::client();
     let mut request = client.request(method, server.url(path)).bearer_auth(token);
     if let Some(body) = body {
         request = request.json(&body);
@@ -103,7 +103,7 @@ async fn call(
 
 /// GET `path` with `token`, as JSON.
 async fn get_as(server: &TestServer, token: &str, path: &str) -> Value {
-    let response = reqwest::Client::new()
+    let response = agentstream_server::http_client::client()
         .get(server.url(path))
         .bearer_auth(token)
         .send()
@@ -331,7 +331,7 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         "alice's, bob's, alice's chat and thread: {everyone:?}"
     );
     // The agents page lists only the token's agents too.
-    let page = reqwest::Client::new()
+    let page = agentstream_server::http_client::client()
         .get(server.url("/"))
         .header(header::COOKIE, format!("agentstream_token={read}"))
         .send()

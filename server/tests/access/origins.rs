@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test]
 async fn another_origin_gets_cors_only_when_listed() {
     let server = server_with(|_| {}).await;
-    let client = reqwest::Client::new();
+    let client = agentstream_server::http_client::client();
     let preflight = |origin: &str| {
         client
             .request(Method::OPTIONS, server.url("/v1/ai-sdk/chat"))
@@ -170,7 +170,7 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
 #[tokio::test]
 async fn a_token_link_from_elsewhere_asks_before_it_swaps_the_identity() {
     let server = server_with(|_| {}).await;
-    let browser = reqwest::Client::builder()
+    let browser = agentstream_server::http_client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
@@ -258,7 +258,7 @@ async fn one_users_token_holds_at_most_its_share_of_streams() {
     let agent = server.create_agent().await.to_string();
     let alice = token("alice", &[&agent], &[Scope::Read]);
     let bob = token("bob", &[&agent], &[Scope::Read]);
-    let reader = reqwest::Client::new();
+    let reader = agentstream_server::http_client::client();
     let stream = |token: &str| {
         reader
             .get(server.url(&format!("/v1/agents/{agent}/events/stream?since=0")))

@@ -110,7 +110,7 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
         ("expired", &expired, "token_expired"),
         ("too long", &too_long, "invalid_token"),
     ] {
-        let response = reqwest::Client::new()
+        let response = agentstream_server::http_client::client()
             .get(server.url(&format!("/v1/agents/{agent}")))
             .bearer_auth(token)
             .send()
@@ -152,7 +152,7 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
 
     // Native SSE, the AI SDK's resume and AG-UI's connect, all open on the run: each ends at the
     // token's expiry, not at the run's end.
-    let client = reqwest::Client::new();
+    let client = agentstream_server::http_client::client();
     let native = client
         .get(server.url(&format!(
             "/v1/agents/{agent}/events/stream?since=0&token={short}"
@@ -216,7 +216,7 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
         (401, "token_expired".to_owned())
     );
     let fresh = token("alice", &[&agent.to_string()], &[Scope::Read]);
-    let page: Value = reqwest::Client::new()
+    let page: Value = agentstream_server::http_client::client()
         .get(server.url(&format!(
             "/v1/agents/{agent}/events?since={cursor}&limit=1000"
         )))
@@ -270,7 +270,7 @@ async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_
         &[Scope::Read, Scope::Write],
         2,
     );
-    let response = reqwest::Client::new()
+    let response = agentstream_server::http_client::client()
         .post(server.url(&format!("/v1/agents/{agent}/messages/stream")))
         .bearer_auth(&short)
         .json(&json!({ "messages": [{ "role": "user", "content": "a long answer" }], "stream_tokens": true }))

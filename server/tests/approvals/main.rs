@@ -275,7 +275,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
     let database = directory.path().join("approval.db");
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
     let port = free_port();
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut server = Process::start(port, &env).await;
     let post = |path: String, body: Value| {
         let http = http.clone();

@@ -75,7 +75,7 @@ async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_
     let database = directory.path().join("approval.db");
     let url = ("DATABASE_URL", format!("sqlite://{}", database.display()));
     let port = free_port();
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut server = Process::start(port, std::slice::from_ref(&url)).await;
     let agent_id = server
         .create_agent(json!({ "metadata": { "requires_approval": ["calculator"] } }))

@@ -56,7 +56,7 @@ async fn pair(
     let database = create_postgres_database(&postgres_admin_url()).await;
     let a = server(&database, reply_tokens, token_delay_ms, lease_ms).await;
     let b = server(&database, reply_tokens, token_delay_ms, lease_ms).await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let agent_id = create_agent(&http, &a.base).await;
     (a, b, http, agent_id)
 }
@@ -423,7 +423,7 @@ async fn two_servers_survive_a_postgres_restart_mid_stream() {
     let database = create_postgres_database(&postgres.url()).await;
     let a = server(&database, 2000, 2, 1_000).await;
     let b = server(&database, 2000, 2, 1_000).await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let agent_id = create_agent(&http, &a.base).await;
     let mut seen = Seen::default();
     let mut socket = subscribe_all(&b.base, &[agent_id], &seen).await;

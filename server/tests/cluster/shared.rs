@@ -201,7 +201,7 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
     let database = create_postgres_database(&postgres_admin_url()).await;
     let a = server(&database, 5, 0, 2_000).await;
     let b = server(&database, 5, 0, 2_000).await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let bases = [a.base.clone(), b.base.clone()];
     let url = |base: &str| format!("{base}/v1/streams/shared/resident");
     let created = http

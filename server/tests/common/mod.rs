@@ -99,7 +99,7 @@ impl TestServer {
             ws_url: format!("ws://{address}/v1/ws"),
             db_path,
             database_url,
-            http: reqwest::Client::new(),
+            http: agentstream_server::http_client::client(),
             _directory: directory,
             _shutdown: shutdown,
         };
@@ -164,7 +164,7 @@ impl TestServer {
     /// open a second connection when a request starts before the last one is back in the pool,
     /// and keep it for 90 s.
     pub fn without_pooled_connections(mut self) -> TestServer {
-        self.http = reqwest::Client::builder()
+        self.http = agentstream_server::http_client::builder()
             .pool_max_idle_per_host(0)
             .build()
             .unwrap();

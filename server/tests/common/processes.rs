@@ -48,7 +48,7 @@ impl Process {
         }
         let child = command.spawn().expect("the server binary starts");
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
+        let http = agentstream_server::http_client::client();
         super::wait_until("the server to come up", || async {
             let response = http.get(format!("{base}/healthz")).send().await;
             response
@@ -65,7 +65,7 @@ impl Process {
 
     /// `POST /v1/agents` with `body`: the new agent's id.
     pub async fn create_agent(&self, body: serde_json::Value) -> Uuid {
-        let agent: Value = reqwest::Client::new()
+        let agent: Value = agentstream_server::http_client::client()
             .post(format!("{}/v1/agents", self.base))
             .json(&body)
             .send()
@@ -79,7 +79,7 @@ impl Process {
 
     /// `POST /v1/agents/{id}/runs` with `content` (the answer is not waited for).
     pub async fn start_run(&self, agent_id: Uuid, content: &str) {
-        let response = reqwest::Client::new()
+        let response = agentstream_server::http_client::client()
             .post(format!("{}/v1/agents/{agent_id}/runs", self.base))
             .json(&serde_json::json!({ "content": content }))
             .send()

@@ -139,7 +139,7 @@ async fn an_https_server_is_reached_over_verified_tls() {
             .to_string(),
     )
     .unwrap();
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     // Trusted; another authority's certificates (the system's own, if any: the front's is not
     // among them); none at all (the call fails; nothing panics).
     let cases = [

@@ -11,7 +11,7 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
         config.token_keys = Some(TokenKeys::new(SECRET, 3600).unwrap());
     })
     .await;
-    let operator = reqwest::Client::new();
+    let operator = agentstream_server::http_client::client();
     let agent_id: Uuid = {
         let created: Value = operator
             .post(server.url("/v1/agents"))
@@ -110,7 +110,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     let database = directory.path().join("restart.db");
     let port = free_port();
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let append = |base: String, agent_id: Uuid, producer: &'static str, seq: u64, batch: Value| {
         let http = http.clone();
         async move {

@@ -25,6 +25,7 @@ const SERVER_FLOORS: Floors = Floors(&[
         "redact",
         "child_env",
         "backoff",
+        "http_client",
     ],
 ]);
 

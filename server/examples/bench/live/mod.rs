@@ -58,7 +58,7 @@ impl Server {
                 let _ = stopped.await;
             },
         ));
-        let http = reqwest::Client::new();
+        let http = agentstream_server::http_client::client();
         while http.get(format!("{base}/healthz")).send().await.is_err() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -73,7 +73,7 @@ impl Server {
     }
 
     pub async fn agent(&self) -> Uuid {
-        let body: Value = reqwest::Client::new()
+        let body: Value = agentstream_server::http_client::client()
             .post(format!("{}/v1/agents", self.base))
             .json(&json!({ "name": "bench" }))
             .send()
@@ -87,7 +87,7 @@ impl Server {
 
     /// Starts a run of `agent_id` for `content`; its id.
     pub async fn run(&self, agent_id: Uuid, content: &str) -> Uuid {
-        let response = reqwest::Client::new()
+        let response = agentstream_server::http_client::client()
             .post(format!("{}/v1/agents/{agent_id}/runs", self.base))
             .json(&json!({ "content": content }))
             .send()

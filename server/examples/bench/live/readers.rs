@@ -72,7 +72,7 @@ pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool)
 
 /// Waits until the agent's newest event, past seq `after`, ends a run; returns the head seq.
 pub(super) async fn wait_for_run_end(server: &Server, agent_id: Uuid, after: u64) -> u64 {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     loop {
         let first: Value = http
             .get(format!(
@@ -115,7 +115,7 @@ pub async fn history_page(server: &Server) -> (u64, f64, f64) {
     let first = wait_for_run_end(server, agent_id, 0).await;
     server.run(agent_id, "and another one").await;
     let head = wait_for_run_end(server, agent_id, first).await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let mut times = Vec::new();
     for _ in 0..4 {
         let started = Instant::now();
@@ -176,7 +176,7 @@ pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64
         .spawn()
         .ok()?;
     let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     while http.get(format!("{base}/healthz")).send().await.is_err() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

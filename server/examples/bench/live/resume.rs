@@ -32,7 +32,7 @@ async fn rest_pages_in_flight(
     agent_id: Uuid,
     coalesce: bool,
 ) -> (Duration, Duration, usize) {
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let page = |since: u64| {
         let http = http.clone();
         let url = format!(
@@ -74,7 +74,7 @@ pub async fn resume_gap(server: &Server) -> Gap {
     // This server's scripted replies are `gap_events` tokens long, one event each; wait for
     // the run to end.
     server.run(agent_id, "a very long answer").await;
-    let http = reqwest::Client::new();
+    let http = agentstream_server::http_client::client();
     let head = wait_for_run_end(server, agent_id, 0).await;
     let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
         .await

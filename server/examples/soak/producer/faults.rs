@@ -21,7 +21,7 @@ impl Producer {
     pub(super) async fn crash(&mut self, batch: &Batch, new_epoch: bool) -> Option<(bool, bool)> {
         let within = self.random.millis(0, 4);
         let _ = timeout(within, self.send(self.epoch, self.next_seq, &batch.events)).await;
-        self.http = reqwest::Client::new();
+        self.http = agentstream_server::http_client::client();
         sleep(self.random.millis(CRASH_PAUSE_MS_MIN, CRASH_PAUSE_MS_MAX)).await;
         let Some(position) = self.position().await? else {
             self.fail("its position is unknown after a crash mid-run".into());

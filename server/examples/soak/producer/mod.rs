@@ -121,7 +121,7 @@ pub async fn producer(
     let mut producer = Producer {
         base,
         agent_id,
-        http: reqwest::Client::new(),
+        http: agentstream_server::http_client::client(),
         id: format!("soak-{}-0", agent_id.simple()),
         epoch: 0,
         next_seq: 0,
@@ -220,7 +220,7 @@ impl Producer {
         self.id = format!("soak-{}-{number}", self.agent_id.simple());
         self.epoch = 0;
         self.next_seq = 0;
-        self.http = reqwest::Client::new();
+        self.http = agentstream_server::http_client::client();
     }
 
     /// One run to its end; `None` when something failed (counted).
