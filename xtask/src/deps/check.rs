@@ -34,7 +34,7 @@ const SERVER_FLOORS: Floors = Floors(&[
 const APP_FLOORS: Floors = Floors(&[
     &["", "pages"],
     &["hook", "api_client", "history"],
-    &["timeline", "inspect", "approvals", "coalesce"],
+    &["timeline", "inspect", "approvals", "coalesce", "testing"],
     &["protocol", "event"],
 ]);
 
