@@ -5,6 +5,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use app::EventKind;
 use common::{reply_text, TestServer, WAIT_MAX};
 use eventsource_stream::Eventsource;
@@ -183,9 +184,8 @@ async fn connect_replays_the_run_in_flight_at_once_and_a_cursor_continues_exactl
         .post(server.url("/v1/ag-ui"))
         .header("last-event-id", cursor.to_string())
         .json(&input("busy", "m2", "more"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(text(&seen) + &text(&events(resumed, None).await), reply);
 }
 
@@ -197,9 +197,8 @@ async fn refused_inputs_write_nothing() {
         let http = server.http.clone();
         async move {
             http.get(url)
-                .send()
+                .sent()
                 .await
-                .unwrap()
                 .json::<Vec<Value>>()
                 .await
                 .unwrap()

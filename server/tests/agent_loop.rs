@@ -4,6 +4,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
+use crate::common::RequestExt;
 use app::timeline::{RunStatus, Timeline};
 use app::{AgentEvent, EventKind};
 use common::{assert_contiguous, TestServer};
@@ -303,9 +304,8 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
     let response = server
         .http
         .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     let answer: app::protocol::CancelResponse = response.json().await.unwrap();
     assert_eq!(answer.cancelled_run_ids, vec![run_id]);
     // The answer came because the run ended, not because the cancel wait ran out.

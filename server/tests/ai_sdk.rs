@@ -5,6 +5,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use common::{reply_text, TestServer, WAIT_MAX};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
@@ -74,7 +75,7 @@ fn body(chat: &str, message_id: &str, text: &str) -> Value {
 impl TestServer {
     async fn chat(&self, body: &Value) -> reqwest::Response {
         let url = self.url("/v1/ai-sdk/chat");
-        self.http.post(url).json(body).send().await.unwrap()
+        self.http.post(url).json(body).sent().await
     }
 
     async fn agent_count(&self) -> usize {
@@ -155,7 +156,7 @@ async fn resume_replays_the_run_in_flight_and_a_cursor_skips_what_the_client_has
     let seen = frames(server.chat(&body("busy", "m1", "hello")).await, Some(12)).await;
     // The client went away; the run goes on.
     let stream_url = server.url("/v1/ai-sdk/chat/busy/stream");
-    let replay = frames(server.http.get(&stream_url).send().await.unwrap(), None).await;
+    let replay = frames(server.http.get(&stream_url).sent().await, None).await;
     assert_eq!(&replay[..seen.len()], &seen[..], "replayed from the start");
     let finish = &replay[replay.len() - 2].data;
     assert_eq!(finish["type"], "finish");
@@ -183,9 +184,8 @@ async fn resume_replays_the_run_in_flight_and_a_cursor_skips_what_the_client_has
             .http
             .get(&stream_url)
             .header("last-event-id", cursor)
-            .send()
-            .await
-            .unwrap(),
+            .sent()
+            .await,
         None,
     )
     .await;
@@ -197,9 +197,8 @@ async fn resume_replays_the_run_in_flight_and_a_cursor_skips_what_the_client_has
         .http
         .get(&stream_url)
         .header("last-event-id", "soon")
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(bad.status(), 400);
 }
 
@@ -278,8 +277,7 @@ async fn a_long_conversation_is_taken_and_refused_requests_write_nothing() {
     let stop = server
         .http
         .post(server.url("/v1/ai-sdk/chat/fresh/stop"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(stop.status(), 404);
 }

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use crate::common::RequestExt;
 use app::EventKind;
 use common::{wait_until, TestServer};
 use serde_json::{json, Value};
@@ -48,9 +49,8 @@ async fn a_piped_stream_becomes_the_chats_run_and_history() {
         .header("Content-Type", "text/event-stream")
         .header("Agentstream-User-Text", "tell%20me%20%E2%9C%93")
         .body(sse(&reply(&["Hello", " from", " my", " backend"])))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(response.status(), 200);
     let summary: Value = response.json().await.unwrap();
     assert_eq!(summary["finished"], true, "{summary}");
@@ -79,9 +79,8 @@ async fn a_piped_stream_becomes_the_chats_run_and_history() {
                 .map(|chunk| format!("{chunk}\n"))
                 .collect::<String>(),
         )
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(again.status(), 200);
     let messages = server.get_json("/v1/ai-sdk/chat/piped-chat/messages").await;
     assert_eq!(messages.as_array().unwrap().len(), 3, "{messages}");
@@ -160,9 +159,8 @@ async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
         .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
         .header("Content-Type", "text/event-stream")
         .body(sse(&chunks))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(response.status(), 422);
     let body: Value = response.json().await.unwrap();
     let message = body["error"]["message"].as_str().unwrap();
@@ -175,18 +173,16 @@ async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
         .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
         .header("Agentstream-User-Text", "%FF%FE")
         .body(sse(&reply(&["x"])))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(bad_text.status(), 400);
     // The refused stream's run was ended; the chat takes the next one.
     let next = server
         .http
         .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
         .body(sse(&reply(&["fine"])))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(next.status(), 200);
 }
 
@@ -218,9 +214,8 @@ async fn a_second_pipe_into_a_busy_chat_is_refused_and_leaves_the_first_alone() 
         .post(server.url("/v1/ai-sdk/chat/busy-chat/produce"))
         .header("Content-Type", "text/event-stream")
         .body(sse(&reply(&["second"])))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(second.status(), 422, "{}", second.text().await.unwrap());
     for chunk in &chunks[4..] {
         lines.send(Ok(format!("data: {chunk}\n\n"))).await.unwrap();

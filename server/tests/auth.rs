@@ -2,6 +2,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use common::TestServer;
 use futures::StreamExt;
 use reqwest::header;
@@ -43,7 +44,7 @@ async fn without_the_token_the_api_answers_401_and_changes_nothing() {
             .request(method.parse().unwrap(), server.url(path))
             .json(&json!({ "name": "x" }));
         for attempt in [request.try_clone().unwrap(), request.bearer_auth("wrong")] {
-            let response = attempt.send().await.unwrap();
+            let response = attempt.sent().await;
             assert_eq!(response.status(), 401, "{method} {path}");
             assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
             let body: Value = response.json().await.unwrap();
@@ -55,12 +56,8 @@ async fn without_the_token_the_api_answers_401_and_changes_nothing() {
         .http
         .get(server.url("/v1/agents"))
         .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert!(agents.is_empty());
     // The health check stays open for load balancers.
     assert_eq!(server.get("/healthz").await.status(), 200);
@@ -74,9 +71,8 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         .post(server.url("/v1/agents"))
         .bearer_auth(TOKEN)
         .json(&json!({ "name": "guarded" }))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(created.status(), 201);
     let agent_id = created.json::<Value>().await.unwrap()["id"]
         .as_str()
@@ -86,9 +82,8 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         .http
         .get(server.url(&format!("/v1/agents/{agent_id}")))
         .header(header::COOKIE, format!("agentstream_token={TOKEN}"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(by_cookie.status(), 200);
     let sse = server
         .get(&format!(
@@ -145,7 +140,7 @@ async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let page = browser.get(server.url("/")).send().await.unwrap();
+    let page = browser.get(server.url("/")).sent().await;
     assert_eq!(page.status(), 401);
     assert!(
         page.text().await.unwrap().contains("<form"),
@@ -154,9 +149,8 @@ async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie(
 
     let opened = browser
         .get(server.url(&format!("/agents?x=1&token={TOKEN}")))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert!(opened.status().is_redirection());
     assert_eq!(
         opened.headers()[header::LOCATION],
@@ -176,9 +170,8 @@ async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie(
     let page = browser
         .get(server.url("/"))
         .header(header::COOKIE, format!("agentstream_token={TOKEN}"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("<html"));
 }
@@ -236,9 +229,8 @@ async fn without_a_token_only_known_hosts_are_served() {
         .http
         .get(allowing.url("/v1/agents"))
         .header(header::HOST, "agents.example.com")
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(answer.status(), 200);
 }
 
@@ -279,7 +271,7 @@ async fn the_token_cookie_is_secure_behind_https() {
         if let Some(proto) = proto {
             request = request.header("x-forwarded-proto", proto);
         }
-        let opened = request.send().await.unwrap();
+        let opened = request.sent().await;
         let cookie = opened.headers()[header::SET_COOKIE]
             .to_str()
             .unwrap()
@@ -296,9 +288,8 @@ async fn the_token_redirect_stays_on_this_site_and_pages_cannot_be_framed() {
     for path in ["//evil.example/", "/\\evil.example/", "///evil.example/x"] {
         let opened = browser
             .get(format!("{}{path}?token={TOKEN}", server.base))
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         assert!(opened.status().is_redirection(), "{path}");
         let location = opened.headers()[header::LOCATION].to_str().unwrap();
         assert!(
@@ -314,9 +305,8 @@ async fn the_token_redirect_stays_on_this_site_and_pages_cannot_be_framed() {
             .http
             .get(server.url(path))
             .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         assert_eq!(response.status(), 200, "{path}");
         let headers = response.headers();
         assert_eq!(headers["x-content-type-options"], "nosniff");

@@ -2,6 +2,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use app::protocol::{CancelResponse, ClientMessage, ServerMessage};
 use app::EventKind;
 use common::{assert_contiguous, TestServer};
@@ -77,15 +78,7 @@ async fn cancel_names_runs_and_leaves_others_alone() {
     let url = server.url(&format!("/v1/agents/{agent_id}/messages/cancel"));
 
     // Nothing running: nothing cancelled, and an empty body is fine.
-    let idle: CancelResponse = server
-        .http
-        .post(&url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let idle: CancelResponse = server.http.post(&url).answer().await;
     assert!(idle.cancelled_run_ids.is_empty());
 
     let run_id = server.start_run(agent_id, "go").await;
@@ -94,23 +87,15 @@ async fn cancel_names_runs_and_leaves_others_alone() {
         .http
         .post(&url)
         .json(&json!({ "run_ids": [Uuid::new_v4()] }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert!(other.cancelled_run_ids.is_empty());
     let named: CancelResponse = server
         .http
         .post(&url)
         .json(&json!({ "run_ids": [run_id] }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert_eq!(named.cancelled_run_ids, vec![run_id]);
 }
 
@@ -150,9 +135,8 @@ async fn bad_cancel_requests_get_json_errors() {
             .post(server.url(&path))
             .header("content-type", "application/json")
             .body(body)
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         assert_eq!(response.status(), status, "{path} {body}");
         let answer: serde_json::Value = response.json().await.unwrap();
         assert_eq!(answer["error"]["code"], code, "{path} {body}");
@@ -213,15 +197,7 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
     let run_id = server.start_run(agent_id, "go").await;
     wait_for_text(&server, agent_id, 3).await;
     let url = server.url(&format!("/v1/runs/{run_id}"));
-    let running: app::protocol::RunInfo = server
-        .http
-        .get(&url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let running: app::protocol::RunInfo = server.http.get(&url).answer().await;
     assert_eq!((running.id, running.agent_id), (run_id, agent_id));
     assert_eq!(running.status, "running");
     assert_eq!(running.completed_at, None);
@@ -229,18 +205,9 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
     server
         .http
         .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
-        .send()
-        .await
-        .unwrap();
-    let ended: app::protocol::RunInfo = server
-        .http
-        .get(&url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .sent()
+        .await;
+    let ended: app::protocol::RunInfo = server.http.get(&url).answer().await;
     assert_eq!(ended.status, "cancelled");
     assert_eq!(ended.stop_reason.as_deref(), Some("cancelled"));
     assert!(ended.completed_at.unwrap() >= ended.created_at);

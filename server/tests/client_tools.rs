@@ -4,6 +4,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use app::EventKind;
 use common::TestServer;
 use serde_json::{json, Value};
@@ -308,7 +309,7 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     let post = |path: String, body: Value| {
         let http = http.clone();
         async move {
-            let response = http.post(path).json(&body).send().await.unwrap();
+            let response = http.post(path).json(&body).sent().await;
             let status = response.status().as_u16();
             (status, response.json::<Value>().await.unwrap())
         }
@@ -350,12 +351,8 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
             "{}/v1/ai-sdk/chat/{agent_id}/messages",
             server.base
         ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let mut assistant = history.last().unwrap().clone();
     for part in assistant["parts"].as_array_mut().unwrap() {
         if part["type"] == "tool-confirm" {
@@ -369,9 +366,8 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
             .post(format!("{}/v1/ai-sdk/chat", server.base))
             .json(&json!({ "id": agent_id, "trigger": "submit-message",
                            "clientTools": confirm_tool(), "messages": [history[0], assistant] }))
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         let status = response.status().as_u16();
         let body = response.text().await.unwrap();
         let run_id = body

@@ -11,6 +11,7 @@ use app::{AgentEvent, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::common::RequestExt;
 use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
 
 async fn start(port: u16, database: &Path) -> Process {
@@ -39,12 +40,8 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         let agent: Value = http
             .post(format!("{}/v1/agents", server.base))
             .json(&json!({ "name": format!("crash-{index}") }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         agents.push(Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap());
     }
     let mut seen = Seen::default();
@@ -59,12 +56,8 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         let accepted: Value = http
             .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
             .json(&json!({ "content": content }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         runs.push(Uuid::parse_str(accepted["run_id"].as_str().unwrap()).unwrap());
     }
     // Wait until every agent is well into its run, then kill the process outright.
@@ -100,12 +93,8 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         assert_eq!(ends[0].content["error"]["type"], "interrupted");
         let run: Value = http
             .get(format!("{}/v1/runs/{run_id}", server.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         assert_eq!(run["status"], "failed");
         // Every tool call that started has exactly one result.
         let calls: Vec<&str> = log
@@ -153,11 +142,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
     let accepted: Value = http
         .post(format!("{}/v1/agents/{}/runs", server.base, agents[0]))
         .json(&json!({ "content": "/echo back again" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert!(accepted["run_id"].is_string(), "{accepted}");
 }

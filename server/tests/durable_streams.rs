@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use crate::common::RequestExt;
 use common::{wait_until, TestServer};
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -17,9 +18,8 @@ async fn put(server: &TestServer, path: &str, content_type: &str, body: &str) ->
         .put(server.url(&format!("/v1/streams/{path}")))
         .header("content-type", content_type)
         .body(body.to_owned())
-        .send()
+        .sent()
         .await
-        .unwrap()
 }
 
 async fn post(
@@ -33,9 +33,8 @@ async fn post(
         .post(server.url(&format!("/v1/streams/{path}")))
         .header("content-type", content_type)
         .body(body.to_owned())
-        .send()
+        .sent()
         .await
-        .unwrap()
 }
 
 async fn get(server: &TestServer, path: &str, query: &str) -> reqwest::Response {
@@ -90,7 +89,7 @@ async fn a_json_stream_keeps_its_messages_in_the_log_and_resumes_exactly() {
             "/v1/streams/chats/room-1?offset={tail}&live=long-poll"
         ));
         let http = server.http.clone();
-        async move { http.get(url).send().await.unwrap() }
+        async move { http.get(url).sent().await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     post(&server, "chats/room-1", "application/json", r#"{"n":4}"#).await;
@@ -173,39 +172,26 @@ async fn an_agents_log_is_a_read_only_stream_and_scoped_tokens_apply() {
     let operator = |request: reqwest::RequestBuilder| request.bearer_auth("operator");
     let agent: Value = operator(server.http.post(server.url("/v1/agents")))
         .json(&json!({ "name": "streamed" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let agent_id = agent["id"].as_str().unwrap().to_owned();
     let other: Value = operator(server.http.post(server.url("/v1/agents")))
         .json(&json!({ "name": "other" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let run = operator(
         server
             .http
             .post(server.url(&format!("/v1/agents/{agent_id}/runs"))),
     )
     .json(&json!({ "content": "/echo one two three" }))
-    .send()
-    .await
-    .unwrap();
+    .sent()
+    .await;
     assert_eq!(run.status(), 202);
     let minted: Value = operator(server.http.post(server.url("/v1/tokens")))
         .json(&json!({ "sub": "reader", "agents": [agent_id], "scope": "read", "ttl_s": 60 }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let token = minted["token"].as_str().unwrap().to_owned();
     let stream = |id: &str| server.url(&format!("/v1/streams/agents/{id}?offset=-1"));
     let events = wait_until("the run's end in the stream", || async {
@@ -234,9 +220,8 @@ async fn an_agents_log_is_a_read_only_stream_and_scoped_tokens_apply() {
         .http
         .get(stream(other_id))
         .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(refused.status(), 404);
     let write = operator(
         server
@@ -245,17 +230,15 @@ async fn an_agents_log_is_a_read_only_stream_and_scoped_tokens_apply() {
     )
     .header("content-type", "application/json")
     .body("{}")
-    .send()
-    .await
-    .unwrap();
+    .sent()
+    .await;
     assert_eq!(write.status(), 405);
     let named = server
         .http
         .put(server.url("/v1/streams/mine"))
         .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(named.status(), 403);
 }
 
@@ -281,7 +264,7 @@ async fn waiting_readers_that_vanish_leave_nothing_behind() {
         if round % 2 == 0 {
             // SSE: its headers and first control event, then the reader goes away.
             let url = server.url("/v1/streams/idle?offset=now&live=sse");
-            let response = client.get(url).send().await.unwrap();
+            let response = client.get(url).sent().await;
             assert_eq!(response.status(), 200);
             let mut body = response.bytes_stream();
             body.next().await.unwrap().unwrap();
@@ -316,9 +299,8 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
             .header("content-type", "application/json")
             .header("stream-ttl", "3600")
             .body("[1]")
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         assert_eq!(created.status(), 201);
         for _ in 0..READERS_PER_STREAM {
             let (http, url) = (
@@ -326,7 +308,7 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
                 server.url(&format!("/v1/streams/{path}?offset=-1")),
             );
             tasks.push(tokio::spawn(async move {
-                let status = http.get(url).send().await.unwrap().status();
+                let status = http.get(url).sent().await.status();
                 assert_eq!(status, 200);
             }));
         }
@@ -335,12 +317,7 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
             server.url(&format!("/v1/streams/{path}")),
         );
         tasks.push(tokio::spawn(async move {
-            let closed = http
-                .post(url)
-                .header("stream-closed", "true")
-                .send()
-                .await
-                .unwrap();
+            let closed = http.post(url).header("stream-closed", "true").sent().await;
             assert_eq!(closed.status(), 204);
         }));
     }

@@ -4,6 +4,7 @@ mod common;
 
 use std::collections::HashSet;
 
+use crate::common::RequestExt;
 use app::protocol::ServerMessage;
 use app::EventKind;
 use common::{assert_contiguous, reply_text, TestServer};
@@ -248,8 +249,8 @@ async fn deleting_an_agent_removes_it_and_its_log() {
     let run_id = server.start_run(agent_id, "hi").await;
     server.wait_for_run_end(agent_id, run_id).await;
     let url = server.url(&format!("/v1/agents/{agent_id}"));
-    assert_eq!(server.http.delete(&url).send().await.unwrap().status(), 204);
-    assert_eq!(server.http.get(&url).send().await.unwrap().status(), 404);
+    assert_eq!(server.http.delete(&url).sent().await.status(), 204);
+    assert_eq!(server.http.get(&url).sent().await.status(), 404);
     assert_eq!(database.count_events().await, 0);
 }
 

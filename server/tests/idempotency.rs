@@ -3,6 +3,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use app::protocol::RunAccepted;
 use app::EventKind;
 use common::TestServer;
@@ -19,9 +20,8 @@ async fn send_with_key(
         .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
         .header("Idempotency-Key", key.as_ref())
         .json(&json!({"content": "hi"}))
-        .send()
+        .sent()
         .await
-        .unwrap()
 }
 
 #[tokio::test]
@@ -124,9 +124,8 @@ async fn a_key_used_for_another_message_is_refused() {
         .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
         .header("Idempotency-Key", "k-1")
         .json(&json!({"content": "something else"}))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(other.status(), 422);
     let body: serde_json::Value = other.json().await.unwrap();
     assert_eq!(body["error"]["code"], "idempotency_key_reused", "{body}");

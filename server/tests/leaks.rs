@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use crate::common::RequestExt;
 use common::{wait_until, TestServer, WAIT_MAX};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -25,7 +26,7 @@ async fn stats(server: &TestServer) -> (u64, u64) {
 /// Opens a stream and goes away (the connection closes with it): at once on an idle agent
 /// (nothing would come but a keep-alive), after its first bytes otherwise.
 async fn open_and_leave(request: reqwest::RequestBuilder, first_bytes: bool) {
-    let response = request.send().await.unwrap();
+    let response = request.sent().await;
     assert_eq!(response.status(), 200);
     if !first_bytes {
         return;
@@ -160,7 +161,7 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
             .header("Producer-Seq", "0");
         if index % 2 == 0 {
             // A whole batch, then silence.
-            let response = request.json(&opening).send().await.unwrap();
+            let response = request.json(&opening).sent().await;
             assert_eq!(response.status(), 200);
         } else {
             // A streamed body: its first line, then nothing more.

@@ -3,6 +3,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use app::protocol::{ClientMessage, ServerMessage};
 use app::EventKind;
 use common::{assert_contiguous, TestServer};
@@ -227,10 +228,10 @@ async fn sse_streams_are_bounded() {
     let server = TestServer::start_with(|config| config.limits.sse_streams_max = 1).await;
     let agent_id = server.create_agent().await;
     let stream_url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
-    let first = server.http.get(&stream_url).send().await.unwrap();
+    let first = server.http.get(&stream_url).sent().await;
     assert_eq!(first.status(), 200);
 
-    let second = server.http.get(&stream_url).send().await.unwrap();
+    let second = server.http.get(&stream_url).sent().await;
     assert_eq!(second.status(), 503);
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
@@ -248,7 +249,7 @@ async fn sse_streams_are_bounded() {
 
     drop(first);
     common::wait_until("the closed stream's slot to be free", || async {
-        let again = server.http.get(&stream_url).send().await.unwrap();
+        let again = server.http.get(&stream_url).sent().await;
         (again.status() == 200).then_some(())
     })
     .await;

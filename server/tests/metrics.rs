@@ -7,6 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::common::RequestExt;
 use common::processes::free_port;
 use common::{wait_until, TestServer};
 use serde_json::{json, Value};
@@ -31,12 +32,8 @@ async fn post_as_operator(server: &TestServer, path: &str, body: Value) -> Value
         .post(server.url(path))
         .bearer_auth(TOKEN)
         .json(&body)
-        .send()
+        .answer()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 async fn scrape(server: &TestServer) -> String {
@@ -44,9 +41,8 @@ async fn scrape(server: &TestServer) -> String {
         .http
         .get(server.url("/metrics"))
         .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.headers()["content-type"],
@@ -175,9 +171,8 @@ async fn metrics_addr_serves_the_scrape_alone_without_the_token() {
     let http = agentstream_server::http_client::client();
     let scraped = http
         .get(format!("http://127.0.0.1:{port}/metrics"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(scraped.status(), 200);
     assert!(scraped
         .text()
@@ -186,9 +181,8 @@ async fn metrics_addr_serves_the_scrape_alone_without_the_token() {
         .contains("# TYPE agentstream_events_appended_total counter"));
     let other = http
         .get(format!("http://127.0.0.1:{port}/v1/agents"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(
         other.status(),
         404,
@@ -212,7 +206,7 @@ async fn every_answer_has_a_request_id_and_a_sensible_one_is_kept() {
         if let Some(sent) = sent {
             request = request.header("x-request-id", sent);
         }
-        let response = request.send().await.unwrap();
+        let response = request.sent().await;
         let id = response.headers()["x-request-id"]
             .to_str()
             .unwrap()
@@ -311,12 +305,8 @@ async fn a_real_prometheus_scrapes_the_server() {
         async move {
             let answer: Value = http
                 .get(format!("http://127.0.0.1:{web_port}/api/v1/{path}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .answer()
+                .await;
             let names: Vec<String> = answer["data"]
                 .as_array()
                 .unwrap()
@@ -343,12 +333,8 @@ async fn a_real_prometheus_scrapes_the_server() {
             let answer: Value = http
                 .get(format!("http://127.0.0.1:{web_port}/api/v1/query"))
                 .query(&[("query", expression)])
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .answer()
+                .await;
             assert_eq!(answer["status"], "success", "{expression}: {answer}");
             for name in expression
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))

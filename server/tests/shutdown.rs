@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
+use crate::common::RequestExt;
 use common::processes::{free_port, Process};
 
 /// The drain the server is given: short, so the long run below is interrupted.
@@ -38,12 +39,8 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
     let agent: Value = http
         .post(format!("{}/v1/agents", server.base))
         .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
 
     // A native SSE stream and a WebSocket, both following the agent.
@@ -52,9 +49,8 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
             "{}/v1/agents/{agent_id}/events/stream",
             server.base
         ))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(sse.status(), 200);
     let mut sse_body = sse.bytes_stream();
     let ws_url = format!("{}/v1/ws", server.base.replace("http://", "ws://"));
@@ -67,12 +63,8 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
     let run: Value = http
         .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
         .json(&json!({"content": "talk for a long time"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let run_id: Uuid = run["run_id"].as_str().unwrap().parse().unwrap();
     // The stream is live: something of the run arrived.
     tokio::time::timeout(common::WAIT_MAX, sse_body.next())

@@ -2,6 +2,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use app::{AgentEvent, EventKind};
 use common::{assert_contiguous, TestServer};
 use eventsource_stream::Eventsource;
@@ -45,7 +46,7 @@ async fn the_sse_tail_resumes_from_last_event_id_with_no_gap_and_no_duplicate() 
     .await;
     let agent_id = server.create_agent().await;
     let url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
-    let first = server.http.get(&url).send().await.unwrap();
+    let first = server.http.get(&url).sent().await;
     server.start_run(agent_id, "stream me").await;
 
     // Read part of the run, then cut the connection.
@@ -56,20 +57,14 @@ async fn the_sse_tail_resumes_from_last_event_id_with_no_gap_and_no_duplicate() 
         .http
         .get(format!("{url}?since=0"))
         .header("Last-Event-ID", cursor.to_string())
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     seen.extend(read_events(resumed, |event| event.kind.is_run_end()).await);
     assert_contiguous(&seen, 1);
     assert_eq!(seen, server.all_events(agent_id).await);
 
     // `?since=` works without the header too.
-    let replay = server
-        .http
-        .get(format!("{url}?since=100"))
-        .send()
-        .await
-        .unwrap();
+    let replay = server.http.get(format!("{url}?since=100")).sent().await;
     let replayed = read_events(replay, |event| event.kind == EventKind::RunCompleted).await;
     assert_contiguous(&replayed, 101);
 }
@@ -104,7 +99,7 @@ async fn bad_sse_cursors_get_json_errors() {
         ),
     ];
     for (request, status, code) in cases {
-        let response = request.send().await.unwrap();
+        let response = request.sent().await;
         assert_eq!(response.status(), status);
         let body: serde_json::Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], code);
@@ -120,7 +115,7 @@ async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id()
     let url = server.url(&format!(
         "/v1/agents/{agent_id}/events/stream?coalesce=true"
     ));
-    let response = server.http.get(&url).send().await.unwrap();
+    let response = server.http.get(&url).sent().await;
     // `read_events` checks that every SSE id is the event's (last) seq: a client that resumes
     // with Last-Event-ID resumes after everything a merged event stands for.
     let merged = read_events(response, |event| event.kind.is_run_end()).await;

@@ -4,6 +4,7 @@
 
 mod common;
 
+use crate::common::RequestExt;
 use common::processes::free_port;
 use common::{wait_until, TestServer};
 use serde_json::{json, Value};
@@ -99,12 +100,8 @@ async fn a_run_is_a_trace_under_the_callers_request() {
         .post(server.url(&format!("/v1/agents/{agent_id}/runs")))
         .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
         .json(&json!({ "content": "/tools clock" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let run_id: uuid::Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
     let log = server.wait_for_run_end(agent_id, run_id).await;
     let started = log
@@ -279,9 +276,8 @@ async fn json_log_lines_carry_the_request_and_its_trace() {
         .get(format!("{base}/v1/agents"))
         .header("x-request-id", "json-log-test-1")
         .header("traceparent", format!("00-{trace_id}-b7ad6b7169203331-01"))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(response.status(), 200);
     let line = tokio::time::timeout(common::WAIT_MAX, async {
         loop {

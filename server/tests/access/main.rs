@@ -8,6 +8,7 @@ mod tokens;
 
 use std::time::Duration;
 
+use crate::common::RequestExt;
 use agentstream_server::http::token::{Grant, Scope, Scopes, TokenKeys};
 use common::{TestServer, WAIT_MAX};
 use eventsource_stream::Eventsource;
@@ -83,7 +84,7 @@ async fn call(
     if let Some(body) = body {
         request = request.json(&body);
     }
-    let response = request.send().await.unwrap();
+    let response = request.sent().await;
     let status = response.status().as_u16();
     let is_json = response
         .headers()
@@ -106,9 +107,8 @@ async fn get_as(server: &TestServer, token: &str, path: &str) -> Value {
     let response = agentstream_server::http_client::client()
         .get(server.url(path))
         .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     response.json().await.unwrap()
 }
 
@@ -334,9 +334,8 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     let page = agentstream_server::http_client::client()
         .get(server.url("/"))
         .header(header::COOKIE, format!("agentstream_token={read}"))
-        .send()
+        .sent()
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();

@@ -1,6 +1,7 @@
 //! Other origins: CORS when listed, cross-site posts refused, token links that ask first, and each user's share of streams.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn another_origin_gets_cors_only_when_listed() {
@@ -54,9 +55,8 @@ async fn another_origin_gets_cors_only_when_listed() {
         .get(server.url(&format!("/v1/agents/{agent}")))
         .header(header::ORIGIN, APP_ORIGIN)
         .bearer_auth(OPERATOR)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.headers()["access-control-allow-origin"],
@@ -74,9 +74,8 @@ async fn another_origin_gets_cors_only_when_listed() {
     let unauthorized = client
         .get(server.url(&format!("/v1/agents/{agent}")))
         .header(header::ORIGIN, APP_ORIGIN)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(unauthorized.status(), 401);
     assert_eq!(
         unauthorized.headers()["access-control-allow-origin"],
@@ -99,7 +98,7 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
         let url = server.url("/v1/agents");
         let http = server.http.clone();
         async move {
-            let list: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+            let list: Value = http.get(url).answer().await;
             list.as_array().unwrap().len()
         }
     };
@@ -135,7 +134,7 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
         for (name, value) in evil {
             request = request.header(name, value);
         }
-        let response = request.send().await.unwrap();
+        let response = request.sent().await;
         assert_eq!(response.status(), 403, "{path}");
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"]["code"], "cross_site_request", "{path}");
@@ -158,7 +157,7 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let response = request.send().await.unwrap();
+        let response = request.sent().await;
         assert_eq!(response.status(), 201, "{headers:?}");
     }
 }
@@ -302,9 +301,8 @@ async fn one_users_token_holds_at_most_its_share_of_streams() {
     let plain = reader
         .get(server.url(&format!("/v1/agents/{agent}/events")))
         .bearer_auth(&alice)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(plain.status(), 429);
     // Bob is not affected.
     assert_eq!(stream(&bob).await.unwrap().status(), 200);

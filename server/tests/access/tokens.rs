@@ -1,6 +1,7 @@
 //! Minting scoped tokens, and what their expiry ends (streams, sockets) without losing anything.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
@@ -113,9 +114,8 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
         let response = agentstream_server::http_client::client()
             .get(server.url(&format!("/v1/agents/{agent}")))
             .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         assert_eq!(response.status(), 401, "{what}");
         let challenge = response.headers()[header::WWW_AUTHENTICATE]
             .to_str()
@@ -221,12 +221,8 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
             "/v1/agents/{agent}/events?since={cursor}&limit=1000"
         )))
         .bearer_auth(&fresh)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let rest: Vec<u64> = page["events"]
         .as_array()
         .unwrap()
@@ -274,9 +270,7 @@ async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_
         .post(server.url(&format!("/v1/agents/{agent}/messages/stream")))
         .bearer_auth(&short)
         .json(&json!({ "messages": [{ "role": "user", "content": "a long answer" }], "stream_tokens": true }))
-        .send()
-        .await
-        .unwrap();
+        .sent().await;
     assert_eq!(response.status(), 200);
     let mut events = Box::pin(response.bytes_stream().eventsource());
     let mut last = None;

@@ -6,6 +6,7 @@
 mod common;
 mod timeouts;
 
+use crate::common::RequestExt;
 use app::protocol::{ClientMessage, ServerMessage};
 use app::EventKind;
 use common::TestServer;
@@ -280,7 +281,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
     let post = |path: String, body: Value| {
         let http = http.clone();
         async move {
-            let response = http.post(path).json(&body).send().await.unwrap();
+            let response = http.post(path).json(&body).sent().await;
             let status = response.status().as_u16();
             (status, response.json::<Value>().await.unwrap())
         }

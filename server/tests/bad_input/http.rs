@@ -1,6 +1,7 @@
 //! Bad HTTP requests: each gets a JSON error saying what was wrong, and nothing is written.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn bad_http_requests_get_json_errors_and_write_nothing() {
@@ -373,7 +374,7 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
         if let Some((name, value)) = case.header {
             request = request.header(name, value);
         }
-        let response = request.send().await.unwrap();
+        let response = request.sent().await;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         assert_eq!(status, case.status, "{} {}: {text}", case.method, case.path);

@@ -1,6 +1,7 @@
 //! Two servers: a run killed on one, and cancels sent to the other.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_converge() {
@@ -39,12 +40,8 @@ async fn two_servers_killing_a_mid_run_marks_it_interrupted_and_bs_clients_conve
         assert_calls_answered(&log);
         let status: Value = http
             .get(format!("{}/v1/runs/{run_id}", b.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         assert_eq!(status["status"], "failed");
         // The client on B converged on the log.
         read(&mut socket, &mut seen, |seen| {
@@ -75,12 +72,8 @@ async fn two_servers_a_cancel_sent_to_b_stops_a_run_on_a() {
 
     let cancelled: Value = http
         .post(format!("{}/v1/agents/{agent_id}/messages/cancel", b.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert_eq!(
         cancelled["cancelled_run_ids"],
         json!([run_id]),
@@ -98,12 +91,8 @@ async fn two_servers_a_cancel_sent_to_b_stops_a_run_on_a() {
     );
     let status: Value = http
         .get(format!("{}/v1/runs/{run_id}", a.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert_eq!(status["status"], "cancelled");
     // A's subscriber saw the cancel; nothing is cancelled when nothing runs.
     read(&mut socket, &mut seen, |seen| {
@@ -112,12 +101,8 @@ async fn two_servers_a_cancel_sent_to_b_stops_a_run_on_a() {
     .await;
     let nothing: Value = http
         .post(format!("{}/v1/agents/{agent_id}/messages/cancel", b.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert_eq!(nothing["cancelled_run_ids"], json!([]));
 }
 

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
+use crate::common::RequestExt;
 use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
 use common::{assert_contiguous, create_postgres_database, postgres_admin_url, WAIT_MAX};
 
@@ -65,12 +66,8 @@ async fn create_agent(http: &reqwest::Client, base: &str) -> Uuid {
     let agent: Value = http
         .post(format!("{base}/v1/agents"))
         .json(&json!({ "name": "cluster" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap()
 }
 
@@ -84,9 +81,8 @@ async fn try_run(
     let response = http
         .post(format!("{base}/v1/agents/{agent_id}/runs"))
         .json(&json!({ "content": content }))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     let status = response.status().as_u16();
     (status, response.json().await.unwrap())
 }

@@ -1,6 +1,7 @@
 //! Two servers sharing agents, producers and streams: writers that never gap or repeat a seq, batches taken in turn, the same bytes served.
 
 use super::*;
+use crate::common::RequestExt;
 
 /// The store alone, as two processes' writers see it: two connection pools (two node ids)
 /// appending to the same agents at once, many transactions in flight on each. Every seq is
@@ -109,9 +110,8 @@ async fn two_servers_take_a_producers_batches_in_turn_and_write_each_once() {
                 .header("Producer-Epoch", "0")
                 .header("Producer-Seq", seq.to_string())
                 .json(&batch)
-                .send()
-                .await
-                .unwrap();
+                .sent()
+                .await;
             let status = response.status().as_u16();
             (
                 status,
@@ -150,12 +150,8 @@ async fn two_servers_take_a_producers_batches_in_turn_and_write_each_once() {
             for base in &bases {
                 let position: Value = http
                     .get(format!("{base}/v1/agents/{agent_id}/producers/balanced"))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                    .answer()
+                    .await;
                 assert_eq!(position["run_open"], json!(true), "{base}: {position}");
                 assert_eq!(position["seq"], json!(seq), "{base}: {position}");
             }
@@ -207,9 +203,8 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
     let created = http
         .put(url(&bases[0]))
         .header("content-type", "application/json")
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(created.status(), 201);
     let mut expected: Vec<Value> = Vec::new();
     // A fixed pattern of which server appends: runs on one, then switches.
@@ -222,9 +217,8 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
             .post(url(&bases[writer_of(index)]))
             .header("content-type", "application/json")
             .body(Value::Array(batch.clone()).to_string())
-            .send()
-            .await
-            .unwrap();
+            .sent()
+            .await;
         assert!(appended.status().is_success(), "{}", appended.status());
         expected.extend(batch);
         // Read everything from a few offsets on both servers.
@@ -238,9 +232,8 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
             for base in &bases {
                 let response = http
                     .get(format!("{}?offset={offset}", url(base)))
-                    .send()
-                    .await
-                    .unwrap();
+                    .sent()
+                    .await;
                 assert_eq!(response.status(), 200);
                 assert!(response.headers().contains_key("stream-up-to-date"));
                 bodies.push(response.bytes().await.unwrap());

@@ -284,6 +284,25 @@ impl TestServer {
     }
 }
 
+/// Sending a request in a test: a failure to connect or a body that does not parse fails the
+/// test, so each request reads as what it asks.
+pub trait RequestExt {
+    /// Sends the request: the answer, whatever its status.
+    fn sent(self) -> impl std::future::Future<Output = reqwest::Response> + Send;
+    /// Sends the request and reads the answer's JSON body.
+    fn answer<T: serde::de::DeserializeOwned>(self) -> impl std::future::Future<Output = T> + Send;
+}
+
+impl RequestExt for reqwest::RequestBuilder {
+    async fn sent(self) -> reqwest::Response {
+        self.send().await.unwrap()
+    }
+
+    async fn answer<T: serde::de::DeserializeOwned>(self) -> T {
+        self.sent().await.json().await.unwrap()
+    }
+}
+
 /// Asserts that `events` are exactly seqs `first..=last`, each once, in order.
 pub fn assert_contiguous(events: &[AgentEvent], first: u64) {
     for (offset, event) in events.iter().enumerate() {

@@ -1,6 +1,7 @@
 //! Letta's non-streaming send, cancel, bad requests, agent creation, model handles and long logs.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back() {
@@ -37,9 +38,8 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
         let http = server.http.clone();
         async move {
             http.get(url)
-                .send()
+                .sent()
                 .await
-                .unwrap()
                 .json::<Vec<Value>>()
                 .await
                 .unwrap()
@@ -117,7 +117,7 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
             .post(server.url(&path))
             .header("content-type", "application/json")
             .body(body);
-        async move { request.send().await.unwrap() }
+        async move { request.sent().await }
     };
     let cases = [
         (
@@ -270,7 +270,7 @@ async fn a_model_handle_picks_its_provider_or_is_refused() {
     let create = |body: Value| {
         let request = server.http.post(server.url("/v1/agents")).json(&body);
         async move {
-            let response = request.send().await.unwrap();
+            let response = request.sent().await;
             let status = response.status().as_u16();
             (status, response.json::<Value>().await.unwrap())
         }
@@ -334,7 +334,7 @@ async fn a_long_log_is_listed_and_shown_within_bounds() {
     }
     assert!(events.len() > 2 * REPLY_TOKENS as usize, "{}", events.len());
     let url = server.url(&format!("/v1/agents/{agent_id}/messages?limit=1"));
-    let response = server.http.get(url).send().await.unwrap();
+    let response = server.http.get(url).sent().await;
     assert_eq!(response.status(), 200);
     let page: Vec<Value> = response.json().await.unwrap();
     assert_eq!(page.len(), 1);
@@ -347,29 +347,13 @@ async fn a_long_log_is_listed_and_shown_within_bounds() {
     assert!(words >= REPLY_TOKENS as usize - 10, "{words} words");
 
     let oldest = server.url(&format!("/v1/agents/{agent_id}/messages?order=asc&limit=1"));
-    let page: Vec<Value> = server
-        .http
-        .get(oldest)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Vec<Value> = server.http.get(oldest).answer().await;
     assert_eq!(page[0]["message_type"], "user_message");
 
     // The history page folds at most the last 200 000 events, from a run's start: the second
     // run, and a line saying what was left out (it used to fold and render the whole log).
     let history = server.url(&format!("/agents/{agent_id}/history"));
-    let html = server
-        .http
-        .get(history)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = server.http.get(history).sent().await.text().await.unwrap();
     let first_run_end = events
         .iter()
         .find(|event| event.kind.is_run_end())

@@ -1,6 +1,7 @@
 //! What a producer may do and how long its run lives: the produce scope, our restarts, whole runs in one batch, waiting calls, dropped requests.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn the_produce_scope_allows_producing_and_nothing_else() {
@@ -17,12 +18,8 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
             .post(server.url("/v1/agents"))
             .bearer_auth("operator")
             .json(&json!({ "name": "produced" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         created["id"].as_str().unwrap().parse().unwrap()
     };
     let token = |scopes: &[Scope]| {
@@ -45,7 +42,7 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
             .header("Producer-Epoch", "0")
             .header("Producer-Seq", seq.to_string())
             .json(&json!([{ "kind": "run_started" }]));
-        async move { request.send().await.unwrap().status().as_u16() }
+        async move { request.sent().await.status().as_u16() }
     };
     let produce_path = format!("/v1/agents/{agent_id}/produce");
     let producer = token(&[Scope::Produce]);
@@ -120,9 +117,8 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
                 .header("Producer-Epoch", "0")
                 .header("Producer-Seq", seq.to_string())
                 .json(&batch)
-                .send()
-                .await
-                .unwrap();
+                .sent()
+                .await;
             let status = response.status().as_u16();
             (
                 status,
@@ -152,12 +148,8 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     let mut server = Process::start(port, &env).await;
     let position: Value = http
         .get(format!("{}/v1/agents/{agent_id}/producers/p", server.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     assert_eq!(position["run_open"], json!(true), "{position}");
     assert_eq!(
         append(server.base.clone(), agent_id, "p", 0, opened)
@@ -176,9 +168,8 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     let ours = http
         .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
         .json(&json!({ "content": "mine" }))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(ours.status(), 409);
     // A SIGTERM leaves it open too.
     server.sigterm();

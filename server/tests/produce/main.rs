@@ -9,6 +9,7 @@ mod runs;
 
 use std::time::Duration;
 
+use crate::common::RequestExt;
 use app::protocol::ServerMessage;
 use app::EventKind;
 use common::{wait_until, TestServer};
@@ -32,9 +33,8 @@ async fn produce(
         .header("Producer-Epoch", epoch.to_string())
         .header("Producer-Seq", seq.to_string())
         .json(&batch)
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let body = response.json().await.unwrap_or(Value::Null);
@@ -231,9 +231,8 @@ async fn the_fence_refuses_stale_epochs_gaps_and_bad_headers_and_writes_nothing(
         .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
         .header("Producer-Id", "p")
         .json(&json!([text("c")]))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(response.status(), 400);
     let body: Value = response.json().await.unwrap();
     assert!(body["error"]["message"]
@@ -306,9 +305,8 @@ async fn a_malformed_batch_is_refused_whole_naming_the_event() {
         .header("Producer-Seq", "1")
         .header("Content-Type", "application/json")
         .body("[{\"kind\": ")
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     assert_eq!(not_json.status(), 400);
     let huge = "x".repeat(9 * 1024 * 1024);
     let (status, _, _) = produce(&server, agent_id, ("p", 0, 1), json!([text(&huge)])).await;

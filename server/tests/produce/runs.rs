@@ -1,6 +1,7 @@
 //! One produced run at a time: cancels, silent producers, and bodies that stream line by line.
 
 use super::*;
+use crate::common::RequestExt;
 
 #[tokio::test]
 async fn one_run_at_a_time_whoever_writes_it() {
@@ -233,9 +234,8 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
             json!([text("two ")]),
             json!([{ "kind": "run_completed" }])
         ))
-        .send()
-        .await
-        .unwrap();
+        .sent()
+        .await;
     let body: Value = again.json().await.unwrap();
     assert_eq!(body["duplicates"], 2, "{body}");
     assert_eq!(server.all_events(agent_id).await.len(), events.len());
