@@ -8,11 +8,11 @@ use std::sync::Arc;
 use agentstream_server::agent::{Providers, RunLimits, RunOptions, Runs, Turn};
 use agentstream_server::delivery::hub::Hub;
 use agentstream_server::delivery::writer::Writer;
-use agentstream_server::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
+use agentstream_server::provider::{Events, Provider, ProviderEvent, ProviderRequest};
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{NewAgent, Store};
 use app::{AgentEvent, EventKind};
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, StreamExt};
 use uuid::Uuid;
 
 /// Streams some text, then does what `end` says instead of finishing.
@@ -34,10 +34,7 @@ impl Provider for Misbehaves {
         "misbehaves"
     }
 
-    fn stream(
-        &self,
-        _request: ProviderRequest,
-    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+    fn stream(&self, _request: ProviderRequest) -> Events {
         let words = stream::iter(
             ["partial ", "reply"].map(|word| Ok(ProviderEvent::TextDelta(word.to_owned()))),
         );

@@ -10,12 +10,12 @@
 
 use std::collections::HashMap;
 
-use futures::stream::BoxStream;
 use serde_json::{json, Value};
 
 use super::http::{self, SseParser};
 use super::{
-    ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest, ThinkingBlock,
+    ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest,
+    ThinkingBlock,
 };
 
 pub const ANTHROPIC_BASE_URL_DEFAULT: &str = "https://api.anthropic.com";
@@ -324,10 +324,7 @@ impl Provider for AnthropicProvider {
         "anthropic"
     }
 
-    fn stream(
-        &self,
-        request: ProviderRequest,
-    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+    fn stream(&self, request: ProviderRequest) -> Events {
         let body = request_body(&request, &self.config.model);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         let http_request = self

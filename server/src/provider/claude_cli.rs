@@ -9,14 +9,14 @@
 
 use std::process::Stdio;
 
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::anthropic::AnthropicParser;
 use super::http::SseParser;
-use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
+use super::{ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest};
 
 pub const CLAUDE_CLI_COMMAND_DEFAULT: &str = "claude";
 /// A line longer than this is refused as corrupt rather than read without bound.
@@ -235,10 +235,7 @@ impl Provider for ClaudeCliProvider {
         "claude-cli"
     }
 
-    fn stream(
-        &self,
-        request: ProviderRequest,
-    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+    fn stream(&self, request: ProviderRequest) -> Events {
         let command = self.command(&request);
         let program = self.config.command.clone();
         let (sender, receiver) = mpsc::channel(CLI_EVENTS_QUEUE_MAX);

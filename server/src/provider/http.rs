@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 
-use super::{ProviderError, ProviderEvent};
+use super::{Events, ProviderError, ProviderEvent};
 
 /// Parsed events waiting for the run. The run reads as fast as it commits; a full queue makes
 /// the reader of the HTTP body wait, which is TCP back-pressure on the provider, not memory.
@@ -108,10 +108,7 @@ fn transport_error(error: impl std::fmt::Display) -> ProviderError {
 }
 
 /// Sends `request` and streams the parsed events of its SSE body.
-pub fn sse_stream(
-    request: reqwest::RequestBuilder,
-    mut parser: impl SseParser,
-) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+pub fn sse_stream(request: reqwest::RequestBuilder, mut parser: impl SseParser) -> Events {
     let (sender, receiver) = mpsc::channel(PROVIDER_EVENTS_QUEUE_MAX);
     tokio::spawn(async move {
         let send_all = |events: Result<Vec<ProviderEvent>, ProviderError>| {

@@ -166,12 +166,12 @@ impl ProviderError {
     }
 }
 
+/// What a step streams: provider events, ended by `Stop` or an error.
+pub type Events = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
+
 pub trait Provider: Send + Sync + 'static {
     /// The provider's name, recorded in event metadata.
     fn name(&self) -> &'static str;
     /// Starts one step. The stream ends after `Stop` or an error.
-    fn stream(
-        &self,
-        request: ProviderRequest,
-    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>>;
+    fn stream(&self, request: ProviderRequest) -> Events;
 }

@@ -8,11 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use futures::stream::BoxStream;
 use serde_json::{json, Value};
 
 use super::http::{self, SseParser};
-use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
+use super::{ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest};
 
 pub const OPENAI_BASE_URL_DEFAULT: &str = "https://api.openai.com/v1";
 pub const OPENAI_MODEL_DEFAULT: &str = "gpt-4o-mini";
@@ -221,10 +220,7 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
-    fn stream(
-        &self,
-        request: ProviderRequest,
-    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+    fn stream(&self, request: ProviderRequest) -> Events {
         let body = request_body(&request, &self.config.model);
         let url = format!(
             "{}/chat/completions",

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, StreamExt};
 
 use serde_json::{json, Value};
 
-use super::{ConversationMessage, Provider, ProviderError, ProviderEvent, ProviderRequest};
+use super::{ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest};
 
 #[derive(Clone, Debug)]
 pub struct ScriptedConfig {
@@ -363,10 +363,7 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
-    fn stream(
-        &self,
-        request: ProviderRequest,
-    ) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
+    fn stream(&self, request: ProviderRequest) -> Events {
         let delay = Duration::from_millis(self.config.token_delay_ms);
         let stall = request
             .last_user_text()
