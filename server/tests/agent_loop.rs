@@ -161,9 +161,7 @@ async fn a_step_with_hundreds_of_calls_ends_with_one_result_each() {
 #[tokio::test]
 async fn a_model_that_keeps_calling_tools_stops_at_the_iteration_bound() {
     let server = TestServer::start_with(|config| config.run_iterations_max = 3).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "/loop").await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, _, events) = server.finished_run("/loop").await;
     let results = assert_one_result_per_call(&events);
     assert_eq!(results.len(), 3);
     let end = events.last().unwrap();
@@ -241,9 +239,7 @@ async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
 #[tokio::test]
 async fn a_provider_failure_mid_stream_ends_the_run_with_an_error_event() {
     let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "/fail overloaded_error").await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, run_id, events) = server.finished_run("/fail overloaded_error").await;
     assert!(events.iter().any(|event| event.kind == EventKind::Text));
     let error = events
         .iter()

@@ -10,11 +10,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 async fn long_running_server() -> TestServer {
-    TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 100_000;
-        config.scripted.token_delay_ms = 2;
-    })
-    .await
+    TestServer::start_paced(100_000, 2).await
 }
 
 /// Waits until the run has written at least `count` text events.

@@ -175,9 +175,7 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
         });
     })
     .await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "what time is it?").await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, _, events) = server.finished_run("what time is it?").await;
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     assert_eq!(end.content["stop_reason"], "end_turn");

@@ -61,9 +61,7 @@ async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timel
 #[tokio::test]
 async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 3_000).await;
-    let agent_id = server.create_agent().await;
-    let first_run = server.start_run(agent_id, "one").await;
-    let history = server.wait_for_run_end(agent_id, first_run).await;
+    let (agent_id, _, history) = server.finished_run("one").await;
 
     let mut client = server.connect().await;
     client
@@ -110,9 +108,7 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
 #[tokio::test]
 async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 1_500).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "page me").await;
-    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let (agent_id, _, all) = server.finished_run("page me").await;
 
     let mut merged = Vec::new();
     let mut since = 0;

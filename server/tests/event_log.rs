@@ -97,9 +97,7 @@ async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
 #[tokio::test]
 async fn since_paging_returns_exactly_the_events_after_n() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 120).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "page me").await;
-    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let (agent_id, _, all) = server.finished_run("page me").await;
     let head = all.len() as u64;
 
     for since in [0, 1, 7, head / 2, head - 1, head] {
@@ -130,11 +128,7 @@ async fn since_paging_returns_exactly_the_events_after_n() {
 async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
     // Paced (a few seconds of writing): unpaced, on a loaded machine the run could end before
     // the last subscriber joined, and the test would not be about joining mid-run.
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 3000;
-        config.scripted.token_delay_ms = 1;
-    })
-    .await;
+    let server = TestServer::start_paced(3000, 1).await;
     let agent_id = server.create_agent().await;
     server.start_run(agent_id, "a long answer please").await;
 
@@ -205,9 +199,7 @@ async fn a_lagging_subscriber_is_told_and_recovers_everything() {
 #[tokio::test]
 async fn resuming_from_a_cursor_after_the_run_replays_the_rest_then_goes_live() {
     let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
-    let first_run = server.start_run(agent_id, "one").await;
-    let all = server.wait_for_run_end(agent_id, first_run).await;
+    let (agent_id, _, all) = server.finished_run("one").await;
     let cursor = all.len() as u64 / 2;
 
     let mut client = server.connect().await;
@@ -223,11 +215,7 @@ async fn resuming_from_a_cursor_after_the_run_replays_the_rest_then_goes_live() 
 
 #[tokio::test]
 async fn a_second_run_while_one_is_going_is_refused() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 200;
-        config.scripted.token_delay_ms = 5;
-    })
-    .await;
+    let server = TestServer::start_paced(200, 5).await;
     let agent_id = server.create_agent().await;
     server.start_run(agent_id, "slow").await;
     let response = server

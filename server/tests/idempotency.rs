@@ -86,11 +86,7 @@ async fn retries_with_the_same_key_get_the_same_run() {
 
 #[tokio::test]
 async fn a_refused_request_does_not_burn_its_key_and_bad_keys_are_refused() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 300;
-        config.scripted.token_delay_ms = 3;
-    })
-    .await;
+    let server = TestServer::start_paced(300, 3).await;
     let agent_id = server.create_agent().await;
     let first = server.start_run(agent_id, "busy").await;
     // Refused while the first run goes (409)...

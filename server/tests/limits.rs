@@ -117,9 +117,7 @@ async fn a_run_stops_at_its_event_limit_and_still_ends_cleanly() {
         config.scripted.reply_tokens = 500;
     })
     .await;
-    let agent = server.create_agent().await;
-    let run = server.start_run(agent, "talk for a long time").await;
-    let log = server.wait_for_run_end(agent, run).await;
+    let (agent, _, log) = server.finished_run("talk for a long time").await;
     assert_contiguous(&log, 1);
     assert!(log.len() <= 32, "{} events for a 30-event limit", log.len());
     let end = log.last().unwrap();
@@ -164,9 +162,7 @@ async fn a_run_stops_at_its_byte_limit_and_still_ends_cleanly() {
         config.scripted.reply_tokens = 5_000;
     })
     .await;
-    let agent = server.create_agent().await;
-    let run = server.start_run(agent, "talk for a long time").await;
-    let log = server.wait_for_run_end(agent, run).await;
+    let (agent, run, log) = server.finished_run("talk for a long time").await;
     assert_contiguous(&log, 1);
     let end = log.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
@@ -192,9 +188,7 @@ async fn a_run_stops_at_its_byte_limit_and_still_ends_cleanly() {
 #[tokio::test]
 async fn long_tool_results_are_cut_and_say_so() {
     let server = TestServer::start_with(|config| config.limits.tool_result_chars_max = 10).await;
-    let agent = server.create_agent().await;
-    let run = server.start_run(agent, "/tools clock").await;
-    let log = server.wait_for_run_end(agent, run).await;
+    let (_, _, log) = server.finished_run("/tools clock").await;
     let result = log
         .iter()
         .find(|e| e.kind == EventKind::ToolResult)

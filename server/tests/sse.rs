@@ -39,11 +39,7 @@ async fn read_events(
 
 #[tokio::test]
 async fn the_sse_tail_resumes_from_last_event_id_with_no_gap_and_no_duplicate() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 400;
-        config.scripted.token_delay_ms = 2;
-    })
-    .await;
+    let server = TestServer::start_paced(400, 2).await;
     let agent_id = server.create_agent().await;
     let url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
     let first = server.http.get(&url).sent().await;
@@ -109,9 +105,7 @@ async fn bad_sse_cursors_get_json_errors() {
 #[tokio::test]
 async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 2_000).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "merge me").await;
-    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let (agent_id, run_id, all) = server.finished_run("merge me").await;
     let url = server.url(&format!(
         "/v1/agents/{agent_id}/events/stream?coalesce=true"
     ));

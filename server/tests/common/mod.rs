@@ -123,6 +123,14 @@ impl TestServer {
         .await
     }
 
+    /// A new agent's run of `content`, to its end: the agent, the run and the agent's log.
+    pub async fn finished_run(&self, content: &str) -> (Uuid, Uuid, Vec<AgentEvent>) {
+        let agent_id = self.create_agent().await;
+        let run_id = self.start_run(agent_id, content).await;
+        let log = self.wait_for_run_end(agent_id, run_id).await;
+        (agent_id, run_id, log)
+    }
+
     /// POSTs `body` as JSON to `path`.
     pub async fn post(&self, path: &str, body: &impl serde::Serialize) -> reqwest::Response {
         self.http

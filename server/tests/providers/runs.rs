@@ -13,9 +13,7 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     )
     .await;
     let server = server_on_anthropic(base_url).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "What is 6*7?").await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, _, events) = server.finished_run("What is 6*7?").await;
     common::assert_contiguous(&events, 1);
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
@@ -80,9 +78,7 @@ async fn an_overloaded_provider_is_retried_and_the_run_completes() {
     )
     .await;
     let server = server_on_anthropic(base_url).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "hi").await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, _, events) = server.finished_run("hi").await;
     assert_eq!(replay.requests.lock().unwrap().len(), 3);
     let notices: Vec<_> = events
         .iter()
@@ -100,9 +96,7 @@ async fn retries_are_bounded_and_the_final_error_is_reported() {
     let overloaded = overloaded("0.05");
     let (base_url, replay) = replay_server(vec![overloaded; 10], 64).await;
     let server = server_on_anthropic(base_url).await;
-    let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "hi").await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, _, events) = server.finished_run("hi").await;
     assert_eq!(
         replay.requests.lock().unwrap().len(),
         agentstream_server::agent::PROVIDER_RETRIES_MAX as usize + 1
@@ -144,9 +138,7 @@ async fn an_agent_chooses_its_provider() {
     assert_eq!(replay.requests.lock().unwrap().len(), 1);
 
     // The default agent still uses the scripted provider.
-    let plain = server.create_agent().await;
-    let run_id = server.start_run(plain, "hi").await;
-    let events = server.wait_for_run_end(plain, run_id).await;
+    let (_, _, events) = server.finished_run("hi").await;
     assert_eq!(events[0].metadata["provider"], "scripted");
 
     let refused = server
