@@ -6,7 +6,7 @@ mod common;
 
 use crate::common::RequestExt;
 use app::EventKind;
-use common::TestServer;
+use common::{of_kind, TestServer};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -18,32 +18,18 @@ fn confirm_tool() -> Value {
     }])
 }
 
-async fn post(server: &TestServer, path: &str, body: &Value) -> (u16, Value) {
-    let response = server.post(path, body).await;
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-fn of_kind(events: &[app::AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|event| event.run_id == Some(run_id) && event.kind == kind)
-        .map(|event| event.content.clone())
-        .collect()
-}
-
 /// Asks for the client's `confirm` and the server's `clock` in one step; returns the run and
 /// the waiting call's id.
 async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
-    let (status, accepted) = post(
-        server,
-        &format!("/v1/agents/{agent_id}/runs"),
-        &json!({
-            "content": "/tools confirm {\"question\": \"ship it?\"}; clock",
-            "client_tools": confirm_tool(),
-        }),
-    )
-    .await;
+    let (status, accepted) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/runs"),
+            &json!({
+                "content": "/tools confirm {\"question\": \"ship it?\"}; clock",
+                "client_tools": confirm_tool(),
+            }),
+        )
+        .await;
     assert_eq!(status, 202, "{accepted}");
     let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
     let events = server.wait_for_run_end(agent_id, run_id).await;
@@ -80,12 +66,12 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
 
     // While it waits, a new message is refused and the log is unchanged.
     let head = server.all_events(agent_id).await.len();
-    let (status, error) = post(
-        &server,
-        &format!("/v1/agents/{agent_id}/runs"),
-        &json!({ "content": "hello?" }),
-    )
-    .await;
+    let (status, error) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/runs"),
+            &json!({ "content": "hello?" }),
+        )
+        .await;
     assert_eq!(status, 409, "{error}");
     assert_eq!(error["error"]["code"], "client_tool_pending");
 
@@ -125,8 +111,9 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
         ),
     ];
     for (agent, body, expected, code) in bad {
-        let (status, error) =
-            post(&server, &format!("/v1/agents/{agent}/tool-results"), &body).await;
+        let (status, error) = server
+            .post_status(&format!("/v1/agents/{agent}/tool-results"), &body)
+            .await;
         assert_eq!(
             (status, error["error"]["code"].as_str()),
             (expected, Some(code)),
@@ -134,12 +121,12 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
         );
     }
     // Approving it as a person would is refused: it waits for a result.
-    let (status, error) = post(
-        &server,
-        &format!("/v1/agents/{agent_id}/approvals"),
-        &json!({ "call_id": call_id, "approve": true }),
-    )
-    .await;
+    let (status, error) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/approvals"),
+            &json!({ "call_id": call_id, "approve": true }),
+        )
+        .await;
     assert_eq!(status, 422, "{error}");
     assert!(error["error"]["message"]
         .as_str()
@@ -152,12 +139,12 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
     );
 
     // The result starts the continuation, which writes it on the call and goes on.
-    let (status, accepted) = post(
-        &server,
-        &format!("/v1/agents/{agent_id}/tool-results"),
-        &json!({ "call_id": call_id, "output": { "confirmed": true } }),
-    )
-    .await;
+    let (status, accepted) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/tool-results"),
+            &json!({ "call_id": call_id, "output": { "confirmed": true } }),
+        )
+        .await;
     assert_eq!(status, 202, "{accepted}");
     let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
     let events = server.wait_for_run_end(agent_id, run_id).await;
@@ -188,12 +175,12 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
 
     // A second answer is refused and writes nothing.
     let head = server.all_events(agent_id).await.len();
-    let (status, error) = post(
-        &server,
-        &format!("/v1/agents/{agent_id}/tool-results"),
-        &json!({ "call_id": call_id, "output": { "confirmed": false } }),
-    )
-    .await;
+    let (status, error) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/tool-results"),
+            &json!({ "call_id": call_id, "output": { "confirmed": false } }),
+        )
+        .await;
     assert_eq!(status, 409, "{error}");
     assert_eq!(error["error"]["code"], "already_answered");
     assert_eq!(server.all_events(agent_id).await.len(), head);
@@ -204,12 +191,12 @@ async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
-    let (status, accepted) = post(
-        &server,
-        &format!("/v1/agents/{agent_id}/tool-results"),
-        &json!({ "call_id": call_id, "error": "the user closed the dialog" }),
-    )
-    .await;
+    let (status, accepted) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/tool-results"),
+            &json!({ "call_id": call_id, "error": "the user closed the dialog" }),
+        )
+        .await;
     assert_eq!(status, 202);
     let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
     let events = server.wait_for_run_end(agent_id, run_id).await;
@@ -235,12 +222,12 @@ async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_
         ),
     ];
     for (tools, reason) in refused {
-        let (status, error) = post(
-            &server,
-            &format!("/v1/agents/{agent_id}/runs"),
-            &json!({ "content": "hi", "client_tools": tools }),
-        )
-        .await;
+        let (status, error) = server
+            .post_status(
+                &format!("/v1/agents/{agent_id}/runs"),
+                &json!({ "content": "hi", "client_tools": tools }),
+            )
+            .await;
         assert_eq!(status, 400, "{error}");
         assert_eq!(error["error"]["code"], "invalid_client_tools");
         assert!(
@@ -288,12 +275,12 @@ async fn an_unanswered_call_gets_an_error_result_when_its_timeout_passes() {
         "the client did not run this call: timed out: nobody answered within 300 ms"
     );
     assert_eq!(events.last().unwrap().content["stop_reason"], "end_turn");
-    let (status, _) = post(
-        &server,
-        &format!("/v1/agents/{agent_id}/tool-results"),
-        &json!({ "call_id": call_id, "output": "late" }),
-    )
-    .await;
+    let (status, _) = server
+        .post_status(
+            &format!("/v1/agents/{agent_id}/tool-results"),
+            &json!({ "call_id": call_id, "output": "late" }),
+        )
+        .await;
     assert_eq!(status, 409);
 }
 

@@ -9,7 +9,7 @@ mod timeouts;
 use crate::common::RequestExt;
 use app::protocol::{ClientMessage, ServerMessage};
 use app::EventKind;
-use common::TestServer;
+use common::{of_kind, TestServer};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -23,20 +23,9 @@ impl TestServer {
     }
 
     async fn answer(&self, agent_id: Uuid, body: &Value) -> (u16, Value) {
-        let response = self
-            .post(&format!("/v1/agents/{agent_id}/approvals"), body)
-            .await;
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        self.post_status(&format!("/v1/agents/{agent_id}/approvals"), body)
+            .await
     }
-}
-
-fn of_kind(events: &[app::AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|event| event.run_id == Some(run_id) && event.kind == kind)
-        .map(|event| event.content.clone())
-        .collect()
 }
 
 /// Runs `/tools calculator 2+3; clock` and returns the run and the calculator's call id.

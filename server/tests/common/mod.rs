@@ -141,6 +141,13 @@ impl TestServer {
             .unwrap()
     }
 
+    /// POSTs `body` as JSON to `path`: the status and the answer's JSON (null when it has none).
+    pub async fn post_status(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self.post(path, body).await;
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     /// GETs `path`.
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.http.get(self.url(path)).send().await.unwrap()
@@ -338,6 +345,15 @@ pub fn assert_ranges_contiguous(events: &[AgentEvent], first: u64) {
         );
         next = event.seq + 1;
     }
+}
+
+/// The contents of `run_id`'s events of `kind`, in log order.
+pub fn of_kind(events: &[AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|event| event.run_id == Some(run_id) && event.kind == kind)
+        .map(|event| event.content.clone())
+        .collect()
 }
 
 /// The timeline of `events`, folded in the order given.

@@ -41,6 +41,18 @@ async fn produce(
     (status, headers, body)
 }
 
+/// Opens a run as `producer` (`run_started` alone), which must be accepted.
+async fn open_run(server: &TestServer, agent_id: Uuid, producer: (&str, u64, u64)) {
+    let (status, _, body) = produce(
+        server,
+        agent_id,
+        producer,
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
 fn text(piece: &str) -> Value {
     json!({ "kind": "text", "message_id": MESSAGE, "delta": piece, "delta_action": "append" })
 }
@@ -256,17 +268,7 @@ async fn the_fence_refuses_stale_epochs_gaps_and_bad_headers_and_writes_nothing(
 async fn a_malformed_batch_is_refused_whole_naming_the_event() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
-    assert_eq!(
-        produce(
-            &server,
-            agent_id,
-            ("p", 0, 0),
-            json!([{ "kind": "run_started" }])
-        )
-        .await
-        .0,
-        200
-    );
+    open_run(&server, agent_id, ("p", 0, 0)).await;
     let before = head(&server, agent_id).await;
     let cases = [
         (

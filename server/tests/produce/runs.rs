@@ -7,17 +7,7 @@ use crate::common::RequestExt;
 async fn one_run_at_a_time_whoever_writes_it() {
     let server = TestServer::start_paced(200, 20).await;
     let agent_id = server.create_agent().await;
-    assert_eq!(
-        produce(
-            &server,
-            agent_id,
-            ("p", 0, 0),
-            json!([{ "kind": "run_started" }])
-        )
-        .await
-        .0,
-        200
-    );
+    open_run(&server, agent_id, ("p", 0, 0)).await;
     // Our own run is refused while the producer's is open …
     let response = server
         .post(
@@ -65,17 +55,7 @@ async fn one_run_at_a_time_whoever_writes_it() {
         "{body}"
     );
     server.wait_for_run_end(agent_id, run_id).await;
-    assert_eq!(
-        produce(
-            &server,
-            agent_id,
-            ("q", 0, 0),
-            json!([{ "kind": "run_started" }])
-        )
-        .await
-        .0,
-        200
-    );
+    open_run(&server, agent_id, ("q", 0, 0)).await;
 }
 
 #[tokio::test]
@@ -128,17 +108,7 @@ async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
         .unwrap()
         .contains("cancelled"));
     // The refused request changed nothing: the producer opens its next run with that seq.
-    assert_eq!(
-        produce(
-            &server,
-            agent_id,
-            ("p", 0, 1),
-            json!([{ "kind": "run_started" }])
-        )
-        .await
-        .0,
-        200
-    );
+    open_run(&server, agent_id, ("p", 0, 1)).await;
 }
 
 #[tokio::test]
