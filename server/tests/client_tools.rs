@@ -293,14 +293,7 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     let port = free_port();
     let http = agentstream_server::http_client::client();
     let mut server = Process::start(port, &env).await;
-    let post = |path: String, body: Value| {
-        let http = http.clone();
-        async move {
-            let response = http.post(path).json(&body).sent().await;
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap())
-        }
-    };
+    let post = |path: String, body: Value| http.post(path).json(&body).status_json();
     let (_, agent) = post(format!("{}/v1/agents", server.base), json!({})).await;
     let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
     let (status, _) = post(

@@ -267,14 +267,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
     let port = free_port();
     let http = agentstream_server::http_client::client();
     let mut server = Process::start(port, &env).await;
-    let post = |path: String, body: Value| {
-        let http = http.clone();
-        async move {
-            let response = http.post(path).json(&body).sent().await;
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap())
-        }
-    };
+    let post = |path: String, body: Value| http.post(path).json(&body).status_json();
     let (_, agent) = post(
         format!("{}/v1/agents", server.base),
         json!({ "metadata": { "requires_approval": ["calculator"] } }),

@@ -24,7 +24,9 @@ use uuid::Uuid;
 
 use crate::common::RequestExt;
 use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
-use common::{assert_contiguous, create_postgres_database, postgres_admin_url, WAIT_MAX};
+use common::{
+    assert_contiguous, create_postgres_database, postgres_admin_url, produce_request, WAIT_MAX,
+};
 
 /// A server process on `database`, with scripted replies of `reply_tokens` words
 /// `token_delay_ms` apart and run leases of `lease_ms`.

@@ -102,22 +102,7 @@ async fn two_servers_take_a_producers_batches_in_turn_and_write_each_once() {
     let (a, b, http, agent_id) = pair(5, 0, 2_000).await;
     let bases = [a.base.clone(), b.base.clone()];
     let send = |base: String, seq: u64, batch: Value| {
-        let http = http.clone();
-        async move {
-            let response = http
-                .post(format!("{base}/v1/agents/{agent_id}/produce"))
-                .header("Producer-Id", "balanced")
-                .header("Producer-Epoch", "0")
-                .header("Producer-Seq", seq.to_string())
-                .json(&batch)
-                .sent()
-                .await;
-            let status = response.status().as_u16();
-            (
-                status,
-                response.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        }
+        produce_request(&http, &base, agent_id, ("balanced", 0, seq), &batch).status_json()
     };
     let message = "0190d0c0-0000-7000-8000-0000000000c1";
     let mut expected_text = String::new();

@@ -143,9 +143,11 @@ impl TestServer {
 
     /// POSTs `body` as JSON to `path`: the status and the answer's JSON (null when it has none).
     pub async fn post_status(&self, path: &str, body: &Value) -> (u16, Value) {
-        let response = self.post(path, body).await;
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        self.http
+            .post(self.url(path))
+            .json(body)
+            .status_json()
+            .await
     }
 
     /// GETs `path`.
@@ -306,6 +308,8 @@ pub trait RequestExt {
     fn sent(self) -> impl std::future::Future<Output = reqwest::Response> + Send;
     /// Sends the request and reads the answer's JSON body.
     fn answer<T: serde::de::DeserializeOwned>(self) -> impl std::future::Future<Output = T> + Send;
+    /// Sends the request: the answer's status and JSON body (null when it has none).
+    fn status_json(self) -> impl std::future::Future<Output = (u16, Value)> + Send;
 }
 
 impl RequestExt for reqwest::RequestBuilder {
@@ -315,6 +319,12 @@ impl RequestExt for reqwest::RequestBuilder {
 
     async fn answer<T: serde::de::DeserializeOwned>(self) -> T {
         self.sent().await.json().await.unwrap()
+    }
+
+    async fn status_json(self) -> (u16, Value) {
+        let response = self.sent().await;
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
     }
 }
 
@@ -345,6 +355,22 @@ pub fn assert_ranges_contiguous(events: &[AgentEvent], first: u64) {
         );
         next = event.seq + 1;
     }
+}
+
+/// A producer's append of `batch` to `agent_id`'s log on the server at `base`, as
+/// `(producer, epoch, seq)`.
+pub fn produce_request(
+    http: &reqwest::Client,
+    base: &str,
+    agent_id: Uuid,
+    (producer, epoch, seq): (&str, u64, u64),
+    batch: &Value,
+) -> reqwest::RequestBuilder {
+    http.post(format!("{base}/v1/agents/{agent_id}/produce"))
+        .header("Producer-Id", producer)
+        .header("Producer-Epoch", epoch.to_string())
+        .header("Producer-Seq", seq.to_string())
+        .json(batch)
 }
 
 /// The contents of `run_id`'s events of `kind`, in log order.

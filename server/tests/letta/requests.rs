@@ -268,12 +268,11 @@ async fn letta_create_agent_body_and_trailing_slash_paths_work() {
 async fn a_model_handle_picks_its_provider_or_is_refused() {
     let server = TestServer::start().await;
     let create = |body: Value| {
-        let request = server.http.post(server.url("/v1/agents")).json(&body);
-        async move {
-            let response = request.sent().await;
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap())
-        }
+        server
+            .http
+            .post(server.url("/v1/agents"))
+            .json(&body)
+            .status_json()
     };
     // (body, status, error code)
     let cases = [

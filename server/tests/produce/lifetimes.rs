@@ -109,22 +109,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
     let http = agentstream_server::http_client::client();
     let append = |base: String, agent_id: Uuid, producer: &'static str, seq: u64, batch: Value| {
-        let http = http.clone();
-        async move {
-            let response = http
-                .post(format!("{base}/v1/agents/{agent_id}/produce"))
-                .header("Producer-Id", producer)
-                .header("Producer-Epoch", "0")
-                .header("Producer-Seq", seq.to_string())
-                .json(&batch)
-                .sent()
-                .await;
-            let status = response.status().as_u16();
-            (
-                status,
-                response.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        }
+        produce_request(&http, &base, agent_id, (producer, 0, seq), &batch).status_json()
     };
     let mut server = Process::start(port, &env).await;
     let agent_id = server.create_agent(json!({ "name": "restarted" })).await;

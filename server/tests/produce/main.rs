@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::common::RequestExt;
 use app::protocol::ServerMessage;
 use app::EventKind;
-use common::{wait_until, TestServer};
+use common::{produce_request, wait_until, TestServer};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -26,15 +26,15 @@ async fn produce(
     (producer, epoch, seq): (&str, u64, u64),
     batch: Value,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let response = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
-        .header("Producer-Id", producer)
-        .header("Producer-Epoch", epoch.to_string())
-        .header("Producer-Seq", seq.to_string())
-        .json(&batch)
-        .sent()
-        .await;
+    let response = produce_request(
+        &server.http,
+        &server.base,
+        agent_id,
+        (producer, epoch, seq),
+        &batch,
+    )
+    .sent()
+    .await;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let body = response.json().await.unwrap_or(Value::Null);
