@@ -136,27 +136,15 @@ pub async fn cancel_run(agent_id: Uuid) -> Result<crate::protocol::CancelRespons
     decode(response).await
 }
 
-/// Answers an approval request: the run that carries the answer out starts (its events arrive
-/// through the log like any other).
-/// The result of a call of one of this page's tools.
-pub async fn answer_tool_result(
+/// A person's answer, posted to `/v1/agents/{agent_id}/{what}`: `approvals` (an approval
+/// request's) or `tool-results` (a call of one of this page's tools). The run that carries it
+/// out starts; its events arrive through the log like any other.
+pub async fn answer(
     agent_id: Uuid,
-    request: &crate::protocol::ToolResultRequest,
+    what: &str,
+    request: &impl serde::Serialize,
 ) -> Result<RunAccepted, String> {
-    let response = Request::post(&format!("{}/v1/agents/{agent_id}/tool-results", origin()))
-        .json(request)
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
-}
-
-pub async fn answer_approval(
-    agent_id: Uuid,
-    request: &crate::protocol::ApprovalRequest,
-) -> Result<RunAccepted, String> {
-    let response = Request::post(&format!("{}/v1/agents/{agent_id}/approvals", origin()))
+    let response = Request::post(&format!("{}/v1/agents/{agent_id}/{what}", origin()))
         .json(request)
         .map_err(network)?
         .send()

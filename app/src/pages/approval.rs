@@ -17,6 +17,33 @@ pub(super) struct ApprovalActions {
     pub error: RwSignal<Option<String>>,
 }
 
+impl ApprovalActions {
+    /// Posts a person's answer (`approvals` or `tool-results`, see
+    /// [`crate::api_client::answer`]) once: `sending` holds while it is on its way, and a
+    /// refusal shows in `error`.
+    pub(super) fn send(
+        self,
+        sending: RwSignal<bool>,
+        what: &'static str,
+        request: impl serde::Serialize + 'static,
+    ) {
+        if sending.get_untracked() {
+            return;
+        }
+        sending.set(true);
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            let answered = crate::api_client::answer(self.agent_id, what, &request).await;
+            if let Err(message) = answered {
+                self.error.set(Some(message));
+            }
+            sending.set(false);
+        });
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (request, what, self.agent_id, self.error);
+    }
+}
+
 /// An `approval_requested` message: pending (with the buttons, live) or how it was answered.
 #[component]
 pub(super) fn ApprovalView(
@@ -40,10 +67,6 @@ pub(super) fn ApprovalView(
         else {
             return;
         };
-        if sending.get_untracked() {
-            return;
-        }
-        sending.set(true);
         let reason = Some(reason.get_untracked())
             .map(|reason| reason.trim().to_owned())
             .filter(|reason| !approve && !reason.is_empty());
@@ -52,16 +75,7 @@ pub(super) fn ApprovalView(
             approve,
             reason,
         };
-        #[cfg(feature = "hydrate")]
-        leptos::task::spawn_local(async move {
-            let answered = crate::api_client::answer_approval(actions.agent_id, &request).await;
-            if let Err(message) = answered {
-                actions.error.set(Some(message));
-            }
-            sending.set(false);
-        });
-        #[cfg(not(feature = "hydrate"))]
-        let _ = (request, actions.agent_id, actions.error);
+        actions.send(sending, "approvals", request);
     };
     let label = move || {
         format!(

@@ -104,10 +104,6 @@ pub(super) fn ClientToolView(
         else {
             return;
         };
-        if sending.get_untracked() {
-            return;
-        }
-        sending.set(true);
         let (output, error) = match output {
             Ok(output) => (Some(output), None),
             Err(error) => (None, Some(error)),
@@ -117,16 +113,7 @@ pub(super) fn ClientToolView(
             output,
             error,
         };
-        #[cfg(feature = "hydrate")]
-        leptos::task::spawn_local(async move {
-            let answered = crate::api_client::answer_tool_result(actions.agent_id, &request).await;
-            if let Err(message) = answered {
-                actions.error.set(Some(message));
-            }
-            sending.set(false);
-        });
-        #[cfg(not(feature = "hydrate"))]
-        let _ = (request, actions.agent_id, actions.error);
+        actions.send(sending, "tool-results", request);
     };
     let question = move || {
         input()
