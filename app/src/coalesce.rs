@@ -33,12 +33,7 @@ pub fn mergeable(previous: &AgentEvent, next: &AgentEvent) -> bool {
         && is_string_append(next)
         && next.first_seq() == previous.seq + 1
         && next.agent_id == previous.agent_id
-        && next.kind == previous.kind
-        && next.message_id == previous.message_id
-        && next.block_id == previous.block_id
-        && next.run_id == previous.run_id
-        && next.thread_id == previous.thread_id
-        && next.delta_path == previous.delta_path
+        && next.place() == previous.place()
 }
 
 /// The runs of `events` (in seq order) that merge: index ranges covering `events` in order, each

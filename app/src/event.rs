@@ -83,10 +83,35 @@ impl AgentEvent {
         }
     }
 
+    /// Where the event lands: see [`Place`].
+    pub fn place(&self) -> Place<'_> {
+        Place {
+            kind: self.kind,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            block_id: self.block_id,
+            message_id: self.message_id,
+            delta_path: self.delta_path.as_deref(),
+        }
+    }
+
     /// The first seq this event stands for: its own, or the first of those merged into it.
     pub fn first_seq(&self) -> u64 {
         self.coalesced_from.unwrap_or(self.seq)
     }
+}
+
+/// Where an event lands: its kind, run, thread, block, message and delta path. Consecutive
+/// string appends at one place are one growing text (what coalescing merges and the log stores
+/// as one row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place<'a> {
+    pub kind: EventKind,
+    pub run_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub block_id: Option<Uuid>,
+    pub message_id: Option<Uuid>,
+    pub delta_path: Option<&'a str>,
 }
 
 /// What an event is. Unknown kinds from newer servers deserialize as `Other` rather than failing,

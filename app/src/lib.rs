@@ -28,5 +28,5 @@ pub mod timeline;
 #[cfg(feature = "hydrate")]
 pub mod api_client;
 
-pub use event::{AgentEvent, DeltaAction, EventKind};
+pub use event::{AgentEvent, DeltaAction, EventKind, Place};
 pub use pages::{shell, App};

@@ -88,6 +88,18 @@ impl EventDraft {
         }
     }
 
+    /// Where the draft lands (as [`AgentEvent::place`]).
+    pub fn place(&self) -> app::Place<'_> {
+        app::Place {
+            kind: self.kind,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            block_id: self.block_id,
+            message_id: self.message_id,
+            delta_path: self.delta_path.as_deref(),
+        }
+    }
+
     /// The committed event this draft becomes at `seq`.
     pub fn into_event(self, agent_id: Uuid, seq: u64) -> AgentEvent {
         AgentEvent {

@@ -45,12 +45,7 @@ fn is_message(kind: app::EventKind, delta: Option<&Value>, raw: Option<&Value>) 
 /// for string appends the content too).
 fn same_part(form: Form, head: &AgentEvent, next: &AgentEvent) -> bool {
     head.agent_id == next.agent_id
-        && head.kind == next.kind
-        && head.run_id == next.run_id
-        && head.thread_id == next.thread_id
-        && head.block_id == next.block_id
-        && head.message_id == next.message_id
-        && head.delta_path == next.delta_path
+        && head.place() == next.place()
         && head.delta_action == next.delta_action
         && (form == Form::Messages || head.content == next.content)
         && head.metadata == next.metadata
@@ -66,12 +61,7 @@ pub fn continues(previous: &EventDraft, next: &EventDraft) -> bool {
     let message = |draft: &EventDraft| {
         is_message(draft.kind, draft.delta.as_ref(), draft.raw.as_ref()) && draft.block_id.is_some()
     };
-    let same_columns = previous.kind == next.kind
-        && previous.run_id == next.run_id
-        && previous.thread_id == next.thread_id
-        && previous.block_id == next.block_id
-        && previous.message_id == next.message_id
-        && previous.delta_path == next.delta_path
+    let same_columns = previous.place() == next.place()
         && previous.delta_action == next.delta_action
         && previous.metadata == next.metadata;
     // Both string appends (plain: their action is `append`) or both messages of one append;
