@@ -311,4 +311,16 @@ impl EventLog for SqliteStore {
 }
 
 #[cfg(test)]
+impl SqliteStore {
+    /// A store on a new file in a temporary directory (removed when the directory is dropped),
+    /// for tests.
+    pub async fn temporary() -> (tempfile::TempDir, SqliteStore) {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("test.db").display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        (directory, store)
+    }
+}
+
+#[cfg(test)]
 mod tests;

@@ -25,6 +25,18 @@ fn everything() -> PathBuf {
     path
 }
 
+/// The agent's tools are the built-in ones alone.
+async fn assert_builtins_only(server: &TestServer, agent_id: Uuid) {
+    let tools = server
+        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
+        .await;
+    let tools = tools.as_array().unwrap();
+    assert!(
+        tools.iter().all(|tool| tool["tool_type"] == "builtin"),
+        "{tools:?}"
+    );
+}
+
 async fn server_with(servers: Value) -> TestServer {
     TestServer::start_with(|config| {
         config.mcp = agentstream_server::mcp::McpConfig::parse(
@@ -121,14 +133,7 @@ async fn an_agent_lists_and_calls_its_mcp_servers_tools() {
 
     // An agent that did not name the server has the built-ins only.
     let plain = server.create_agent().await;
-    let tools = server
-        .get_json(&format!("/v1/tools?agent_id={plain}"))
-        .await;
-    assert!(tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|tool| tool["tool_type"] == "builtin"));
+    assert_builtins_only(&server, plain).await;
     let run_id = server
         .start_run(plain, r#"/tools get-sum {"a": 2, "b": 3}"#)
         .await;
@@ -182,14 +187,7 @@ async fn servers_that_are_not_configured_or_cannot_start_never_fail_a_run() {
     assert_eq!(refused.status(), 422);
 
     let agent_id = server.mcp_agent(json!(["broken"])).await;
-    let tools = server
-        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
-        .await;
-    assert!(tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|tool| tool["tool_type"] == "builtin"));
+    assert_builtins_only(&server, agent_id).await;
     let run_id = server
         .start_run(agent_id, r#"/tools echo {"message": "hi"}; clock"#)
         .await;

@@ -26,9 +26,7 @@ fn deltas(message: Uuid, from: usize, count: usize) -> Vec<EventDraft> {
 /// first events and the new ones make together.
 #[tokio::test]
 async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("s.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
+    let (_directory, store) = SqliteStore::temporary().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
     store
@@ -129,9 +127,7 @@ fn run(words: usize) -> Vec<EventDraft> {
 /// last `events_max` events: whole messages of the recent runs, the rest said to be left out.
 #[tokio::test]
 async fn a_long_log_is_folded_from_a_run_start_within_the_window() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("s.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
+    let (_directory, store) = SqliteStore::temporary().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     for _ in 0..5 {
         // 22 events each: run starts at seqs 1, 23, 45, 67, 89; the log ends at 110.
@@ -205,9 +201,7 @@ fn snapshots_stay_within_their_byte_budget() {
 /// snapshot can give the fold, and it equals the fold of the whole log.
 #[tokio::test]
 async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("s.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
+    let (_directory, store) = SqliteStore::temporary().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let message = Uuid::now_v7();
     let total = SNAPSHOT_PERSIST_EVENTS_MIN as usize + 500;
@@ -241,9 +235,7 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
 /// fold reads the log, and its result replaces the saved one.
 #[tokio::test]
 async fn a_saved_snapshot_the_log_disagrees_with_is_rebuilt() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("s.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
+    let (_directory, store) = SqliteStore::temporary().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let message = Uuid::now_v7();
     let total = SNAPSHOT_PERSIST_EVENTS_MIN as usize;

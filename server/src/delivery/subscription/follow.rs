@@ -187,9 +187,8 @@ mod tests {
     /// holds: it must be told it lagged, and still receive every event once, in order.
     #[tokio::test]
     async fn a_stalled_subscriber_is_told_and_loses_nothing() {
-        let directory = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", directory.path().join("s.db").display());
-        let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let (_directory, store) = SqliteStore::temporary().await;
+        let store = Arc::new(store);
         let hub = Arc::new(Hub::new(2));
         let writer = Writer::spawn(store.clone(), hub.clone());
         let agent = store.create_agent(NewAgent::default()).await.unwrap();

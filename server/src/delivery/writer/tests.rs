@@ -7,9 +7,8 @@ use app::EventKind;
 
 #[tokio::test]
 async fn a_published_event_is_already_in_the_store() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("w.db").display());
-    let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+    let (_directory, store) = SqliteStore::temporary().await;
+    let store = Arc::new(store);
     let hub = Arc::new(Hub::new(1024));
     let writer = Writer::spawn(store.clone(), hub.clone());
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
@@ -47,9 +46,8 @@ async fn a_published_event_is_already_in_the_store() {
 
 #[tokio::test]
 async fn a_bad_request_does_not_fail_its_neighbours() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("w.db").display());
-    let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+    let (_directory, store) = SqliteStore::temporary().await;
+    let store = Arc::new(store);
     let hub = Arc::new(Hub::new(16));
     let writer = Writer::spawn(store.clone(), hub);
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
@@ -76,9 +74,8 @@ async fn a_bad_request_does_not_fail_its_neighbours() {
 /// A barrier answers once what was queued before it is committed: a read after it sees it.
 #[tokio::test]
 async fn a_barrier_waits_for_what_was_queued_before_it() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("w.db").display());
-    let store = Arc::new(SqliteStore::open(&url).await.unwrap());
+    let (_directory, store) = SqliteStore::temporary().await;
+    let store = Arc::new(store);
     let writer = Writer::spawn(store.clone(), Arc::new(Hub::new(64)));
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     for _ in 0..50 {

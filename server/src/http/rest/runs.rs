@@ -69,13 +69,12 @@ pub(crate) async fn create_run_inner(
     let started = starter
         .start_run(agent_id, request.content, key.as_deref(), options)
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RunAccepted {
-            run_id: started.run_id,
-            agent_id,
-        }),
-    ))
+    Ok(accepted(agent_id, started.run_id))
+}
+
+/// 202 with the run that was started.
+fn accepted(agent_id: Uuid, run_id: Uuid) -> (StatusCode, Json<RunAccepted>) {
+    (StatusCode::ACCEPTED, Json(RunAccepted { run_id, agent_id }))
 }
 
 /// `POST /v1/agents/{id}/approvals {call_id, approve, reason?}`: a person's answer to an
@@ -97,13 +96,7 @@ pub async fn answer_approval(
     let started = starter
         .answer_approval(agent_id, decision, RunOptions::default())
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RunAccepted {
-            run_id: started.run_id,
-            agent_id,
-        }),
-    ))
+    Ok(accepted(agent_id, started.run_id))
 }
 
 /// `POST /v1/agents/{id}/tool-results {call_id, output | error}`: the client's result of a call
@@ -131,13 +124,7 @@ pub async fn answer_tool_result(
     let started = starter
         .answer_approval(agent_id, decision, RunOptions::default())
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RunAccepted {
-            run_id: started.run_id,
-            agent_id,
-        }),
-    ))
+    Ok(accepted(agent_id, started.run_id))
 }
 
 pub async fn cancel_run(

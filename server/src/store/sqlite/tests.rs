@@ -1,16 +1,9 @@
 use super::*;
 use sqlx::Row;
 
-async fn open_temporary() -> (tempfile::TempDir, SqliteStore) {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("test.db").display());
-    let store = SqliteStore::open(&url).await.unwrap();
-    (directory, store)
-}
-
 #[tokio::test]
 async fn the_database_refuses_events_of_unknown_agents_by_itself() {
-    let (_directory, store) = open_temporary().await;
+    let (_directory, store) = SqliteStore::temporary().await;
     let result = sqlx::query(
         "INSERT INTO events (agent_id, first_seq, last_seq, id, kind, content, metadata, \
          created_at) VALUES ('no-such-agent', 1, 1, x'00', 'text', 'null', 'null', 0)",
@@ -23,7 +16,7 @@ async fn the_database_refuses_events_of_unknown_agents_by_itself() {
 
 #[tokio::test]
 async fn range_reads_use_the_agent_seq_index() {
-    let (_directory, store) = open_temporary().await;
+    let (_directory, store) = SqliteStore::temporary().await;
     let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", range_sql()))
         .bind("a")
         .bind(5)
@@ -62,7 +55,7 @@ async fn plan_of(store: &SqliteStore, sql: &str) -> String {
 /// and recovery reads the open runs, not every run that ever started.
 #[tokio::test]
 async fn run_look_ups_use_the_outline_index_and_the_open_runs() {
-    let (_directory, store) = open_temporary().await;
+    let (_directory, store) = SqliteStore::temporary().await;
     let outline = plan_of(&store, &run_outline_sql()).await;
     assert!(
         outline.contains("USING INDEX events_run_outline"),

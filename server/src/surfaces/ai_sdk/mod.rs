@@ -138,19 +138,27 @@ pub async fn chat(
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
     };
-    let chunks = stream::feed(
+    Ok(stream_run(
         &state,
+        &request.chat,
         agent_id,
         started.run_id,
         after_seq,
-        Default::default(),
-    );
-    Ok(stream::sse_response(
-        &state,
-        &request.chat.to_string(),
-        chunks,
         slot,
     ))
+}
+
+/// The run's chunks after `after_seq`, as the chat's SSE response.
+fn stream_run(
+    state: &ChatState,
+    chat: &impl ToString,
+    agent_id: uuid::Uuid,
+    run_id: uuid::Uuid,
+    after_seq: u64,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
+    let chunks = stream::feed(state, agent_id, run_id, after_seq, Default::default());
+    stream::sse_response(state, &chat.to_string(), chunks, slot)
 }
 
 /// A submit whose last message answers approval requests (ai 6) or holds the outputs of the
@@ -207,17 +215,12 @@ async fn answer_approvals(
         .answer_approvals(agent_id, decisions, options)
         .await?;
     let after_seq = started.after_seq.unwrap_or_default();
-    let chunks = stream::feed(
+    Ok(stream_run(
         &state,
+        &request.chat,
         agent_id,
         started.run_id,
         after_seq,
-        Default::default(),
-    );
-    Ok(stream::sse_response(
-        &state,
-        &request.chat.to_string(),
-        chunks,
         slot,
     ))
 }
