@@ -283,6 +283,14 @@ ensure_build_tools() {
 
 # Builds the release server and the site (wasm bundle, CSS, assets) under target/site with the
 # workspace's build tool (xtask/; its first build takes about a minute and a half).
+# The release site alone (the wasm bundle, compressed): the test command runs the browser tests
+# and the conformance suite against the debug server its Rust tests already built.
+build_site() {
+  step "building the site (cargo xtask site --release)" \
+    "read the step that failed above; a clean retry is: rm -rf $CARGO_TARGET_DIR" \
+    bash -c 'cd "$1" && cargo xtask site --release' xtask "$AGENTSTREAM_ROOT"
+}
+
 build_release() {
   step "building the server and the site (cargo xtask build --release)" \
     "read the step that failed above; a clean retry is: rm -rf $CARGO_TARGET_DIR" \

@@ -77,14 +77,18 @@ run_suite "benchmark (smoke)" env AGENTSTREAM_BENCH_POSTGRES_URL="$AGENTSTREAM_T
 # The fuzz targets are not here: their workspace's cold build (every dependency again, with
 # coverage instrumentation) costs about 8 minutes, more than this command's budget leaves.
 # .ci/run runs them after this command; scripts/fuzz.sh runs them by hand.
-if build_release; then
+# The browser tests and the conformance suite run the debug server binary `cargo test -p server`
+# built above (the same code as the release one, checked by clippy and every test; its release
+# compile would add about 8 minutes to a fresh machine's run), with the release site.
+export AGENTSTREAM_SERVER_BIN="$CARGO_TARGET_DIR/debug/server"
+if build_site; then
   run_suite "browser (playwright)" bash -c "cd end2end && npx playwright test"
   # The Durable Streams protocol's official suite against /v1/streams on both stores, beside
   # its reference server (end2end/conformance/README.md).
   run_suite "Durable Streams conformance (official suite)" \
     env AGENTSTREAM_PSQL="$(postgres_bin)/psql" node end2end/conformance/run.mjs
 else
-  summary+=("release build: FAILED — playwright tests not run")
+  summary+=("site build: FAILED — playwright tests not run")
   failed=1
 fi
 
