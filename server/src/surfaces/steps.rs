@@ -5,7 +5,44 @@
 //! step starts with a call's first text or tool call, and a new text block — or a tool call
 //! after the step's results came — is the next call. Pure.
 
+use app::{AgentEvent, EventKind};
+use serde_json::Value;
 use uuid::Uuid;
+
+/// The text or reasoning part of a message that a streaming surface has open (started, not
+/// yet ended): one at a time, another part closes it. Named by its message id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Open {
+    Text(String),
+    Reasoning(String),
+}
+
+impl Open {
+    /// The part a text or thinking event writes to.
+    pub fn of(event: &AgentEvent) -> Open {
+        let id = event.message_id.unwrap_or(event.id).to_string();
+        match event.kind {
+            EventKind::Thinking => Open::Reasoning(id),
+            _ => Open::Text(id),
+        }
+    }
+}
+
+/// The text a text or thinking event adds to what its part shows: a streamed piece of its
+/// text, or the whole text of a message given at once; `None` for what a surface does not show
+/// (a signature, or a change to another field).
+pub fn text_piece(event: &AgentEvent) -> Option<String> {
+    let path = event.delta_path.as_deref().unwrap_or("text");
+    match &event.delta {
+        Some(Value::String(piece)) if path == "text" => Some(piece.clone()),
+        Some(_) => None,
+        None => event
+            .content
+            .get("text")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    }
+}
 
 /// The step rule's state for one run.
 #[derive(Clone, Debug, Default)]

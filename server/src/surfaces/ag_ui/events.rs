@@ -18,17 +18,10 @@ use app::{AgentEvent, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::surfaces::steps::Steps;
+use crate::surfaces::steps::{text_piece, Open, Steps};
 
 mod wire;
 pub use wire::{AgUiEvent, Tagged};
-
-/// The open text or reasoning message, if any (one at a time: another part closes it).
-#[derive(Clone, Debug, PartialEq)]
-enum Open {
-    Text(String),
-    Reasoning(String),
-}
 
 /// A tool call of the run: its id and name, whether pieces of its input were sent, and whether
 /// it ended (its input is complete).
@@ -201,21 +194,12 @@ impl EventMapper {
     }
 
     fn text(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
-        let path = event.delta_path.as_deref().unwrap_or("text");
-        let piece = match &event.delta {
-            Some(Value::String(piece)) if path == "text" => piece.clone(),
-            Some(_) => return, // a signature, or a change to another field: nothing to show
-            None => match event.content.get("text").and_then(Value::as_str) {
-                Some(text) => text.to_owned(),
-                None => return,
-            },
+        let Some(piece) = text_piece(event) else {
+            return;
         };
         self.enter_step(event, out);
         let message_id = event.message_id.unwrap_or(event.id).to_string();
-        let wanted = match event.kind {
-            EventKind::Thinking => Open::Reasoning(message_id.clone()),
-            _ => Open::Text(message_id.clone()),
-        };
+        let wanted = Open::of(event);
         if self.open.as_ref() != Some(&wanted) {
             self.close_part(event.seq, out);
             match &wanted {

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::surfaces::steps::Steps;
+use crate::surfaces::steps::{text_piece, Open, Steps};
 
 /// One chunk, serialized exactly as the protocol's schema has it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -108,13 +108,6 @@ pub enum Chunk {
 
 /// A chunk and the seq of the event it came from.
 pub type Tagged = (u64, Chunk);
-
-/// A part of the message that is open (started, not yet ended).
-#[derive(Debug, Clone, PartialEq)]
-enum Open {
-    Text(String),
-    Reasoning(String),
-}
 
 /// Maps one run's events to chunks.
 #[derive(Debug, Default)]
@@ -241,21 +234,12 @@ impl ChunkMapper {
     }
 
     fn text(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
-        let path = event.delta_path.as_deref().unwrap_or("text");
-        let piece = match &event.delta {
-            Some(Value::String(piece)) if path == "text" => piece.clone(),
-            Some(_) => return, // a signature, or a change to another field: nothing to show
-            None => match event.content.get("text").and_then(Value::as_str) {
-                Some(text) => text.to_owned(),
-                None => return,
-            },
+        let Some(piece) = text_piece(event) else {
+            return;
         };
         self.enter_step(event, out);
         let id = event.message_id.unwrap_or(event.id).to_string();
-        let wanted = match event.kind {
-            EventKind::Thinking => Open::Reasoning(id.clone()),
-            _ => Open::Text(id.clone()),
-        };
+        let wanted = Open::of(event);
         if self.open.as_ref() != Some(&wanted) {
             self.close_part(event.seq, out);
             out.push((
