@@ -10,6 +10,19 @@ pub fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
 }
 
+/// `error` with every cause under it (reqwest's own text is often just "error sending request"
+/// or "builder error": the cause — refused, TLS, certificates — is in its sources).
+pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// A client with reqwest's defaults, for tests and tools (the server's own clients handle the
 /// builder's error).
 pub fn client() -> reqwest::Client {

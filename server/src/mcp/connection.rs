@@ -210,7 +210,10 @@ impl Connection {
                     .pool_max_idle_per_host(0)
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
-                    .map_err(|error| format!("cannot set up a client for {url}: {error}"))?;
+                    .map_err(|error| {
+                        let why = crate::http_client::describe(&error);
+                        format!("cannot set up a client for {url}: {why}")
+                    })?;
                 handler
                     .serve(StreamableHttpClientTransport::with_client(client, config))
                     .await

@@ -72,7 +72,8 @@ pub struct AnthropicConfig {
 
 pub struct AnthropicProvider {
     config: AnthropicConfig,
-    client: reqwest::Client,
+    /// Or why there is none: each call fails saying so.
+    client: Result<reqwest::Client, String>,
 }
 
 impl AnthropicProvider {
@@ -327,8 +328,11 @@ impl Provider for AnthropicProvider {
     fn stream(&self, request: ProviderRequest) -> Events {
         let body = request_body(&request, &self.config.model);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let http_request = self
-            .client
+        let client = match &self.client {
+            Ok(client) => client,
+            Err(why) => return http::unsendable(why),
+        };
+        let http_request = client
             .post(url)
             .header("x-api-key", &self.config.api_key)
             .header("anthropic-version", ANTHROPIC_VERSION)

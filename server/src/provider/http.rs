@@ -10,6 +10,7 @@ use futures::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 
 use super::{Events, ProviderError, ProviderEvent};
+use crate::http_client::describe;
 
 /// Parsed events waiting for the run. The run reads as fast as it commits; a full queue makes
 /// the reader of the HTTP body wait, which is TCP back-pressure on the provider, not memory.
@@ -33,11 +34,22 @@ pub trait SseParser: Send + 'static {
     fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError>;
 }
 
-pub fn client() -> reqwest::Client {
+/// The providers' HTTP client, or why there is none (its TLS could not be set up, say for want
+/// of CA certificates): each call then fails with that reason, and the server stays up.
+pub fn client() -> Result<reqwest::Client, String> {
     crate::http_client::builder()
         .connect_timeout(Duration::from_millis(PROVIDER_CONNECT_TIMEOUT_MS))
         .build()
-        .expect("the HTTP client builds with static settings")
+        .map_err(|error| {
+            let why = format!("no HTTP client for the provider: {}", describe(&error));
+            tracing::error!("{why}");
+            why
+        })
+}
+
+/// A step that cannot be sent: one error, not retryable (nothing changes between tries).
+pub fn unsendable(why: &str) -> Events {
+    futures::stream::once(std::future::ready(Err(ProviderError::invalid(why)))).boxed()
 }
 
 /// The error of a non-success answer, from its status, `retry-after` and body.
@@ -101,8 +113,7 @@ async fn capped_body(mut response: reqwest::Response) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-fn transport_error(error: impl std::fmt::Display) -> ProviderError {
-    let text = error.to_string();
+fn transport_error(text: String) -> ProviderError {
     tracing::warn!(error = %text, "a provider call failed");
     ProviderError::connection(crate::redact::urls(&text))
 }
@@ -133,7 +144,7 @@ pub fn sse_stream(request: reqwest::RequestBuilder, mut parser: impl SseParser) 
         let response = match request.send().await {
             Ok(response) => response,
             Err(error) => {
-                let _ = sender.send(Err(transport_error(error))).await;
+                let _ = sender.send(Err(transport_error(describe(&error)))).await;
                 return;
             }
         };
@@ -165,7 +176,7 @@ pub fn sse_stream(request: reqwest::RequestBuilder, mut parser: impl SseParser) 
                     return;
                 }
                 Ok(Some(Err(error))) => {
-                    let _ = sender.send(Err(transport_error(error))).await;
+                    let _ = sender.send(Err(transport_error(describe(&error)))).await;
                     return;
                 }
                 Ok(Some(Ok(event))) => event,

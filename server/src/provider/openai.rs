@@ -25,7 +25,8 @@ pub struct OpenAiConfig {
 
 pub struct OpenAiProvider {
     config: OpenAiConfig,
-    client: reqwest::Client,
+    /// Or why there is none: each call fails saying so.
+    client: Result<reqwest::Client, String>,
 }
 
 impl OpenAiProvider {
@@ -226,8 +227,11 @@ impl Provider for OpenAiProvider {
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
         );
-        let mut http_request = self
-            .client
+        let client = match &self.client {
+            Ok(client) => client,
+            Err(why) => return http::unsendable(why),
+        };
+        let mut http_request = client
             .post(url)
             .header("accept", "text/event-stream")
             .json(&body);

@@ -99,7 +99,12 @@ impl Telemetry {
         let client = crate::http_client::builder()
             .timeout(Duration::from_millis(EXPORT_TIMEOUT_MS))
             .build()
-            .map_err(|error| format!("cannot set up the OTLP client: {error}"))?;
+            .map_err(|error| {
+                format!(
+                    "cannot set up the OTLP client: {}",
+                    crate::http_client::describe(&error)
+                )
+            })?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(client)

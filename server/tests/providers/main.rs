@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod runs;
+mod tls;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
