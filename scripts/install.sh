@@ -285,10 +285,12 @@ ensure_build_tools() {
 # workspace's build tool (xtask/; its first build takes about a minute and a half).
 # The release site alone (the wasm bundle, compressed): the test command runs the browser tests
 # and the conformance suite against the debug server its Rust tests already built.
+# The site alone, for the tests: the xtask binary in the dev profile, whose dependencies
+# `cargo test -p xtask` has already compiled (its release build costs about a minute more).
 build_site() {
-  step "building the site (cargo xtask site --release)" \
+  step "building the site (cargo run -p xtask -- site --release)" \
     "read the step that failed above; a clean retry is: rm -rf $CARGO_TARGET_DIR" \
-    bash -c 'cd "$1" && cargo xtask site --release' xtask "$AGENTSTREAM_ROOT"
+    bash -c 'cd "$1" && cargo run --quiet --package xtask -- site --release' xtask "$AGENTSTREAM_ROOT"
 }
 
 build_release() {

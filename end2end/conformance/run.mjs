@@ -21,6 +21,8 @@ const binary = process.env.AGENTSTREAM_SERVER_BIN ?? join(target, "release", "se
 const scratch = mkdtempSync(join(tmpdir(), "agentstream-conformance-"));
 /** agentstream's long-poll wait (surfaces/durable/live.rs: LONG_POLL_WAIT_MS). */
 const LONG_POLL_WAIT_MS = 15_000;
+/** One target's suite may take this long before it is stopped. */
+const SUITE_MS_MAX = 15 * 60_000;
 
 function freePort() {
   return new Promise((resolve) => {
@@ -42,26 +44,34 @@ async function waitForHealth(url, child) {
   throw new Error(`no answer from ${url}`);
 }
 
-/** Runs the suite against one target; returns {passed, failed, skipped, failures: [names]}. */
+/** Runs the suite against one target; resolves to {passed, failed, skipped, failures: [names]}. */
 function runSuite(name, env) {
   const report = join(scratch, `${name}.json`);
   const vitest = join(here, "node_modules", ".bin", "vitest");
-  const run = spawnSync(vitest, ["run", "suite.test.js", "--reporter=json", `--outputFile=${report}`], {
+  const run = spawn(vitest, ["run", "suite.test.js", "--reporter=json", `--outputFile=${report}`], {
     cwd: here,
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "inherit"],
-    timeout: 15 * 60_000,
+    timeout: SUITE_MS_MAX,
   });
-  if (run.error) throw run.error;
-  const results = JSON.parse(readFileSync(report, "utf8"));
-  const tests = results.testResults.flatMap((file) => file.assertionResults);
-  const named = (status) => tests.filter((test) => test.status === status).map((test) => test.fullName);
-  return {
-    passed: named("passed").length,
-    failed: named("failed").length,
-    skipped: tests.length - named("passed").length - named("failed").length,
-    failures: named("failed"),
-  };
+  return new Promise((resolve, reject) => {
+    run.on("error", reject);
+    run.on("close", () => {
+      try {
+        const results = JSON.parse(readFileSync(report, "utf8"));
+        const tests = results.testResults.flatMap((file) => file.assertionResults);
+        const named = (status) => tests.filter((test) => test.status === status).map((test) => test.fullName);
+        resolve({
+          passed: named("passed").length,
+          failed: named("failed").length,
+          skipped: tests.length - named("passed").length - named("failed").length,
+          failures: named("failed"),
+        });
+      } catch (error) {
+        reject(new Error(`${name}: no report from the suite (${error.message})`));
+      }
+    });
+  });
 }
 
 /** Starts agentstream on `databaseUrl`; returns the child and its streams' base URL. */
@@ -95,25 +105,35 @@ function freshPostgres(adminUrl) {
   return url.toString();
 }
 
-const results = {};
-results["reference server (@durable-streams/server 0.3.7)"] = runSuite("reference", { DS_TARGET: "reference" });
+// The three targets run at once, each with its own server and database: the suite mostly
+// waits (long polls, timeouts), so together they take about as long as the slowest alone.
+const REFERENCE = "reference server (@durable-streams/server 0.3.7)";
+const targets = [[REFERENCE, () => runSuite("reference", { DS_TARGET: "reference" })]];
 const stores = [["agentstream on SQLite", `sqlite://${join(scratch, "streams.db")}`]];
 const postgres = process.env.AGENTSTREAM_TEST_DATABASE_URL;
 if (postgres) stores.push(["agentstream on PostgreSQL", freshPostgres(postgres)]);
 for (const [name, databaseUrl] of stores) {
-  const { child, baseUrl } = await startAgentstream(databaseUrl);
-  try {
-    results[name] = runSuite(name.replace(/\W+/g, "-"), {
-      DS_BASE_URL: baseUrl,
-      DS_LONG_POLL_MS: String(LONG_POLL_WAIT_MS),
-    });
-  } finally {
-    child.kill("SIGTERM");
-  }
+  targets.push([
+    name,
+    async () => {
+      const { child, baseUrl } = await startAgentstream(databaseUrl);
+      try {
+        return await runSuite(name.replace(/\W+/g, "-"), {
+          DS_BASE_URL: baseUrl,
+          DS_LONG_POLL_MS: String(LONG_POLL_WAIT_MS),
+        });
+      } finally {
+        child.kill("SIGTERM");
+      }
+    },
+  ]);
 }
+const results = Object.fromEntries(
+  await Promise.all(targets.map(async ([name, run]) => [name, await run()])),
+);
 rmSync(scratch, { recursive: true, force: true });
 
-const reference = results["reference server (@durable-streams/server 0.3.7)"];
+const reference = results[REFERENCE];
 let ok = true;
 for (const [name, result] of Object.entries(results)) {
   console.log(`${name}: ${result.passed} passed, ${result.failed} failed, ${result.skipped} skipped`);

@@ -35,52 +35,34 @@ impl Limits {
             }
             Ok(value)
         }
-        Ok(Limits {
-            request_body_bytes_max: positive(
-                "AGENTSTREAM_REQUEST_BODY_BYTES_MAX",
-                defaults.request_body_bytes_max,
-            )?,
-            ws_message_bytes_max: positive(
-                "AGENTSTREAM_WS_MESSAGE_BYTES_MAX",
-                defaults.ws_message_bytes_max,
-            )?,
-            ws_subscriptions_per_connection_max: positive(
-                "AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX",
-                defaults.ws_subscriptions_per_connection_max,
-            )?,
-            ws_connections_max: positive(
-                "AGENTSTREAM_WS_CONNECTIONS_MAX",
-                defaults.ws_connections_max,
-            )?,
-            subscriber_outbound_frames_max: positive(
-                "AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX",
-                defaults.subscriber_outbound_frames_max,
-            )?,
-            events_page_limit_max: positive(
-                "AGENTSTREAM_EVENTS_PAGE_LIMIT_MAX",
-                defaults.events_page_limit_max,
-            )?,
-            run_events_max: positive("AGENTSTREAM_RUN_EVENTS_MAX", defaults.run_events_max)?,
-            run_bytes_max: positive("AGENTSTREAM_RUN_BYTES_MAX", defaults.run_bytes_max)?,
-            tool_result_chars_max: positive(
-                "AGENTSTREAM_TOOL_RESULT_CHARS_MAX",
-                defaults.tool_result_chars_max,
-            )?,
-            ws_ping_interval_ms: positive(
-                "AGENTSTREAM_WS_PING_INTERVAL_MS",
-                defaults.ws_ping_interval_ms,
-            )?,
-            ws_idle_timeout_ms: positive(
-                "AGENTSTREAM_WS_IDLE_TIMEOUT_MS",
-                defaults.ws_idle_timeout_ms,
-            )?,
-            sse_streams_max: positive("AGENTSTREAM_SSE_STREAMS_MAX", defaults.sse_streams_max)?,
-            body_read_ms_max: positive("AGENTSTREAM_BODY_READ_MS_MAX", defaults.body_read_ms_max)?,
-            requests_per_subject_max: positive(
-                "AGENTSTREAM_REQUESTS_PER_SUBJECT_MAX",
-                defaults.requests_per_subject_max,
-            )?,
-        })
+        // Each limit's variable is `AGENTSTREAM_` and the field's name in capitals (the list:
+        // `--help`).
+        macro_rules! from_env {
+            ($($field:ident),* $(,)?) => {
+                Limits {
+                    $($field: positive(
+                        &format!("AGENTSTREAM_{}", stringify!($field).to_ascii_uppercase()),
+                        defaults.$field,
+                    )?,)*
+                }
+            };
+        }
+        Ok(from_env!(
+            request_body_bytes_max,
+            ws_message_bytes_max,
+            ws_subscriptions_per_connection_max,
+            ws_connections_max,
+            subscriber_outbound_frames_max,
+            events_page_limit_max,
+            run_events_max,
+            run_bytes_max,
+            tool_result_chars_max,
+            ws_ping_interval_ms,
+            ws_idle_timeout_ms,
+            sse_streams_max,
+            body_read_ms_max,
+            requests_per_subject_max,
+        ))
     }
 }
 

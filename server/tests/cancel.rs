@@ -144,11 +144,7 @@ async fn cancel_over_the_websocket() {
     let server = long_running_server().await;
     let agent_id = server.create_agent().await;
     let mut client = server.connect().await;
-    client.subscribe(agent_id, 0).await;
-    assert!(matches!(
-        client.receive().await,
-        ServerMessage::Subscribed { .. }
-    ));
+    client.subscribed(agent_id, 0, false).await;
     let run_id = server.start_run(agent_id, "go").await;
     wait_for_text(&server, agent_id, 5).await;
     client

@@ -286,7 +286,7 @@ async fn an_unanswered_call_gets_an_error_result_when_its_timeout_passes() {
 
 #[tokio::test]
 async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
-    use common::processes::{free_port, log_of, Process};
+    use common::processes::{self, free_port, log_of, Process};
     let directory = tempfile::tempdir().unwrap();
     let database = directory.path().join("client-tools.db");
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
@@ -302,23 +302,12 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     )
     .await;
     assert_eq!(status, 202);
-    let call_id = common::wait_until("the call to wait", || async {
-        let log = log_of(&http, &server.base, agent_id).await;
-        let ended = log.iter().any(|event| event.kind.is_run_end());
-        log.iter()
-            .find(|event| event.kind == EventKind::ApprovalRequested)
-            .filter(|_| ended)
-            .map(|event| event.content["tool_call_id"].as_str().unwrap().to_owned())
-    })
-    .await;
+    let call_id = processes::waiting_call(&http, &server.base, agent_id).await;
     server.kill().await;
 
     let server = Process::start(port, &env).await;
     let log = log_of(&http, &server.base, agent_id).await;
-    let pending: Vec<String> = app::approvals::pending(&common::fold(&log))
-        .iter()
-        .map(|request| request.tool_call_id.to_owned())
-        .collect();
+    let pending = processes::pending_calls(&log);
     assert_eq!(
         pending,
         std::slice::from_ref(&call_id),
@@ -373,13 +362,7 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
         .find(|(status, _)| *status != 409)
         .map(|(_, body)| body["run_id"].as_str().unwrap().parse().unwrap())
         .unwrap();
-    let log = common::wait_until("the continuation's end", || async {
-        let log = log_of(&http, &server.base, agent_id).await;
-        log.iter()
-            .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
-            .then_some(log)
-    })
-    .await;
+    let log = processes::log_after_run(&http, &server.base, agent_id, run_id).await;
     let results: Vec<_> = log
         .iter()
         .filter(|event| event.kind == EventKind::ToolResult)

@@ -5,7 +5,6 @@
 
 mod common;
 
-use app::protocol::{ClientMessage, ServerMessage};
 use app::AgentEvent;
 use common::{assert_ranges_contiguous, fold, TestServer};
 
@@ -25,17 +24,7 @@ async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timel
     .await;
     let agent_id = server.create_agent().await;
     let mut client = server.connect_with_small_buffer().await;
-    client
-        .send(&ClientMessage::Subscribe {
-            agent_id,
-            since: 0,
-            coalesce: true,
-        })
-        .await;
-    assert!(matches!(
-        client.receive().await,
-        ServerMessage::Subscribed { .. }
-    ));
+    client.subscribed(agent_id, 0, true).await;
 
     // Stop reading while the whole run is written.
     let run_id = server.start_run(agent_id, "flood").await;
@@ -64,13 +53,7 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let (agent_id, _, history) = server.finished_run("one").await;
 
     let mut client = server.connect().await;
-    client
-        .send(&ClientMessage::Subscribe {
-            agent_id,
-            since: 0,
-            coalesce: true,
-        })
-        .await;
+    client.subscribe_with(agent_id, 0, true).await;
     let (replayed, _) = client.receive_until_run_end().await;
     assert_ranges_contiguous(&replayed, 1);
     assert!(

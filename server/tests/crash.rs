@@ -7,12 +7,14 @@ mod common;
 use std::path::Path;
 
 use app::timeline::Timeline;
-use app::{AgentEvent, EventKind};
+use app::EventKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::common::RequestExt;
-use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
+use common::processes::{
+    assert_calls_answered, ends_of, free_port, log_of, read, subscribe_all, Process, Seen,
+};
 
 async fn start(port: u16, database: &Path) -> Process {
     Process::start(
@@ -84,10 +86,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
             );
         }
         // The run that was in flight ends, once, as interrupted.
-        let ends: Vec<&AgentEvent> = log
-            .iter()
-            .filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
-            .collect();
+        let ends = ends_of(&log, run_id);
         assert_eq!(ends.len(), 1, "exactly one end for run {run_id}");
         assert_eq!(ends[0].kind, EventKind::RunFailed);
         assert_eq!(ends[0].content["error"]["type"], "interrupted");
@@ -97,18 +96,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
             .await;
         assert_eq!(run["status"], "failed");
         // Every tool call that started has exactly one result.
-        let calls: Vec<&str> = log
-            .iter()
-            .filter(|e| e.kind == EventKind::ToolCall && e.delta_path.is_none())
-            .filter_map(|e| e.content["tool_call_id"].as_str())
-            .collect();
-        for call in calls {
-            let results = log
-                .iter()
-                .filter(|e| e.kind == EventKind::ToolResult && e.content["tool_call_id"] == call)
-                .count();
-            assert_eq!(results, 1, "tool call {call} has {results} results");
-        }
+        assert_calls_answered(&log);
     }
     // The reconnected client catches up to each log's head and folds what the server folds.
     let heads: Vec<u64> = {

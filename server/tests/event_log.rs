@@ -64,11 +64,7 @@ async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
     let database = server.database().await;
     let agent_id = server.create_agent().await;
     let mut client = server.connect().await;
-    client.subscribe(agent_id, 0).await;
-    assert!(matches!(
-        client.receive().await,
-        ServerMessage::Subscribed { head_seq: 0, .. }
-    ));
+    assert_eq!(client.subscribed(agent_id, 0, false).await, 0);
     server.start_run(agent_id, "tell me everything").await;
 
     let mut received = Vec::new();
@@ -144,12 +140,8 @@ async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
         .await;
         previous = since;
         let mut client = server.connect().await;
-        client.subscribe(agent_id, since).await;
         // The head when the subscription began: below the run's end, the run was still writing.
-        let joined_at = match client.receive().await {
-            ServerMessage::Subscribed { head_seq, .. } => head_seq,
-            other => panic!("expected subscribed, got {other:?}"),
-        };
+        let joined_at = client.subscribed(agent_id, since, false).await;
         followers.push(tokio::spawn(async move {
             let (events, _) = client.receive_until_run_end().await;
             (since, joined_at, events)
@@ -179,11 +171,7 @@ async fn a_lagging_subscriber_is_told_and_recovers_everything() {
     .await;
     let agent_id = server.create_agent().await;
     let mut client = server.connect_with_small_buffer().await;
-    client.subscribe(agent_id, 0).await;
-    assert!(matches!(
-        client.receive().await,
-        ServerMessage::Subscribed { .. }
-    ));
+    client.subscribed(agent_id, 0, false).await;
 
     // Stop reading while the whole run is written.
     let run_id = server.start_run(agent_id, "flood").await;

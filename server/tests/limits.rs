@@ -374,12 +374,8 @@ async fn trickled_bodies_are_cut_at_their_read_deadline() {
     // deadline.
     let (sender, body) = common::streamed_body();
     let request = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
+        .producer(agent_id, ("streamer", 0, 0))
         .header("Content-Type", "application/x-ndjson")
-        .header("Producer-Id", "streamer")
-        .header("Producer-Epoch", "0")
-        .header("Producer-Seq", "0")
         .body(body)
         .send();
     let lines = async move {

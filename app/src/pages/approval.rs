@@ -5,8 +5,8 @@
 use leptos::prelude::*;
 use uuid::Uuid;
 
-use super::shared::content_of;
-use crate::approvals::{self, ApprovalState};
+use super::shared::{call_state, content_of};
+use crate::approvals::ApprovalState;
 use crate::timeline::Timeline;
 
 /// Given by the live view: where an answer goes, and where its refusal is shown. Without it (the
@@ -53,11 +53,7 @@ pub(super) fn ApprovalView(
 ) -> impl IntoView {
     let call_id = content_of(timeline, message_id, version, "tool_call_id");
     let name = content_of(timeline, message_id, version, "name");
-    let state = move || {
-        let call_id = call_id();
-        let call_id = call_id.as_str()?.to_owned();
-        timeline.with(|timeline| approvals::state_of(timeline, &call_id))
-    };
+    let state = call_state(timeline, call_id);
     let actions = use_context::<ApprovalActions>();
     // Set while this page's answer is on its way: the buttons do not take a second one.
     let sending = RwSignal::new(false);

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::approval::ApprovalActions;
-use super::shared::content_of;
-use crate::approvals::{self, ApprovalState};
+use super::shared::{call_state, content_of};
+use crate::approvals::ApprovalState;
 use crate::timeline::Timeline;
 
 /// The tools the live view runs itself, offered to the model with every message it sends.
@@ -91,11 +91,7 @@ pub(super) fn ClientToolView(
     let call_id = content_of(timeline, message_id, version, "tool_call_id");
     let name = content_of(timeline, message_id, version, "name");
     let input = content_of(timeline, message_id, version, "input");
-    let state = move || {
-        let call_id = call_id();
-        let call_id = call_id.as_str()?.to_owned();
-        timeline.with(|timeline| approvals::state_of(timeline, &call_id))
-    };
+    let state = call_state(timeline, call_id);
     let actions = use_context::<ApprovalActions>();
     let sending = RwSignal::new(false);
     let text = RwSignal::new(String::new());

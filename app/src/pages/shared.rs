@@ -27,3 +27,16 @@ pub(super) fn content_of(
         })
     }
 }
+
+/// The state of the call whose id `call_id` reads, as the timeline tells it (an approval's or a
+/// client tool's card).
+pub(super) fn call_state(
+    timeline: ReadSignal<Timeline>,
+    call_id: impl Fn() -> serde_json::Value + Copy + Send + Sync + 'static,
+) -> impl Fn() -> Option<crate::approvals::ApprovalState> + Copy + Send + Sync + 'static {
+    move || {
+        let call_id = call_id();
+        let call_id = call_id.as_str()?.to_owned();
+        timeline.with(|timeline| crate::approvals::state_of(timeline, &call_id))
+    }
+}

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::rows::corrupt;
 use super::{Agents, NewAgent, StoreError};
 
 /// One stream's row.
@@ -36,6 +37,51 @@ pub struct StreamRow {
     pub base_offset: u64,
     /// Deleted while forks still read it.
     pub soft_deleted: bool,
+}
+
+/// A stream row's columns, in the order both stores select and insert them.
+pub(crate) const STREAM_COLUMNS: &str =
+    "path, log_id, content_type, ttl_seconds, expires_at, closed, closed_by, stream_seq, \
+     created_at, accessed_at, forked_from, fork_offset, fork_sub_offset, base_offset, soft_deleted";
+
+impl StreamRow {
+    /// The row as either store returns it ([`STREAM_COLUMNS`]): the stores differ only in how
+    /// they keep the log id (TEXT in SQLite, UUID in PostgreSQL), which the caller decodes.
+    /// Flags decode as booleans from SQLite's INTEGER and PostgreSQL's BOOLEAN alike.
+    pub(crate) fn from_row<R>(row: &R, log_id: Uuid) -> Result<StreamRow, StoreError>
+    where
+        R: sqlx::Row,
+        for<'r> &'r str: sqlx::ColumnIndex<R>,
+        for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    {
+        let count = |name: &str| -> Result<Option<u64>, StoreError> {
+            Ok(row
+                .try_get::<Option<i64>, _>(name)?
+                .map(|n| n.max(0) as u64))
+        };
+        let closed_by: Option<String> = row.try_get("closed_by")?;
+        Ok(StreamRow {
+            path: row.try_get("path")?,
+            log_id,
+            content_type: row.try_get("content_type")?,
+            ttl_seconds: count("ttl_seconds")?,
+            expires_at: row.try_get("expires_at")?,
+            closed: row.try_get("closed")?,
+            closed_by: closed_by
+                .map(|text| serde_json::from_str(&text).map_err(|_| corrupt("a stream's closer")))
+                .transpose()?,
+            stream_seq: row.try_get("stream_seq")?,
+            created_at: row.try_get("created_at")?,
+            accessed_at: row.try_get("accessed_at")?,
+            forked_from: row.try_get("forked_from")?,
+            fork_offset: count("fork_offset")?,
+            fork_sub_offset: count("fork_sub_offset")?,
+            base_offset: row.try_get::<i64, _>("base_offset")?.max(0) as u64,
+            soft_deleted: row.try_get("soft_deleted")?,
+        })
+    }
 }
 
 /// The rows of durable streams.

@@ -89,6 +89,16 @@ impl Steps {
     }
 }
 
+/// A string field of an event's content, empty when it is missing or not a string: the
+/// surfaces show a call's name or id as the log has it and never fail a stream over one.
+pub fn text_of(content: &Value, key: &str) -> String {
+    content
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -260,7 +260,7 @@ async fn a_malformed_approval_list_is_refused_at_agent_creation() {
 /// still pending (nothing of it lived in memory), and an answer runs the call exactly once.
 #[tokio::test]
 async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
-    use common::processes::{free_port, log_of, Process};
+    use common::processes::{self, free_port, log_of, Process};
     let directory = tempfile::tempdir().unwrap();
     let database = directory.path().join("approval.db");
     let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
@@ -279,23 +279,12 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
         json!({ "content": "/tools calculator 6*7" }),
     )
     .await;
-    let call_id = common::wait_until("the approval request", || async {
-        let log = log_of(&http, &server.base, agent_id).await;
-        let ended = log.iter().any(|event| event.kind.is_run_end());
-        log.iter()
-            .find(|event| event.kind == EventKind::ApprovalRequested)
-            .filter(|_| ended)
-            .map(|event| event.content["tool_call_id"].as_str().unwrap().to_owned())
-    })
-    .await;
+    let call_id = processes::waiting_call(&http, &server.base, agent_id).await;
     server.kill().await;
 
     let server = Process::start(port, &env).await;
     let log = log_of(&http, &server.base, agent_id).await;
-    let pending = app::approvals::pending(&common::fold(&log))
-        .iter()
-        .map(|approval| approval.tool_call_id.to_owned())
-        .collect::<Vec<_>>();
+    let pending = processes::pending_calls(&log);
     assert_eq!(
         pending,
         std::slice::from_ref(&call_id),
@@ -308,13 +297,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
     .await;
     assert_eq!(status, 202, "{accepted}");
     let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
-    let log = common::wait_until("the continuation's end", || async {
-        let log = log_of(&http, &server.base, agent_id).await;
-        log.iter()
-            .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
-            .then_some(log)
-    })
-    .await;
+    let log = processes::log_after_run(&http, &server.base, agent_id, run_id).await;
     let results: Vec<_> = log
         .iter()
         .filter(|event| event.kind == EventKind::ToolResult)

@@ -124,13 +124,7 @@ async fn requests_that_never_time_out_do_not_hold_up_the_others() {
     use agentstream_server::store::{self, AppendBatch, ClusterOptions, EventDraft};
     const WAITING_FOR_EVER: usize = 1_200;
     let server = TestServer::start().await;
-    let patient = server
-        .post_json(
-            "/v1/agents",
-            &json!({ "metadata": { "requires_approval": ["calculator"], "approval_timeout_ms": 0 } }),
-        )
-        .await;
-    let patient: Uuid = patient["id"].as_str().unwrap().parse().unwrap();
+    let patient = server.new_agent(&json!({ "metadata": { "requires_approval": ["calculator"], "approval_timeout_ms": 0 } })).await;
     // Older requests than any sweep reads at once, written straight into the log.
     let opened = store::open(&server.database_url, &ClusterOptions::default())
         .await

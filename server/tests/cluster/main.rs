@@ -23,7 +23,9 @@ use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
 use crate::common::RequestExt;
-use common::processes::{free_port, log_of, read, subscribe_all, Process, Seen};
+use common::processes::{
+    assert_calls_answered, ends_of, free_port, log_of, read, subscribe_all, Process, Seen,
+};
 use common::{
     assert_contiguous, create_postgres_database, postgres_admin_url, produce_request, WAIT_MAX,
 };
@@ -101,28 +103,6 @@ fn has_ended(seen: &Seen, agent_id: Uuid, run_id: Uuid) -> bool {
             .iter()
             .any(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
     })
-}
-
-fn ends_of(log: &[AgentEvent], run_id: Uuid) -> Vec<&AgentEvent> {
-    log.iter()
-        .filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
-        .collect()
-}
-
-/// Every tool call in the log has exactly one result.
-fn assert_calls_answered(log: &[AgentEvent]) {
-    let calls: Vec<&str> = log
-        .iter()
-        .filter(|e| e.kind == EventKind::ToolCall && e.delta_path.is_none())
-        .filter_map(|e| e.content["tool_call_id"].as_str())
-        .collect();
-    for call in calls {
-        let results = log
-            .iter()
-            .filter(|e| e.kind == EventKind::ToolResult && e.content["tool_call_id"] == call)
-            .count();
-        assert_eq!(results, 1, "tool call {call} has {results} results");
-    }
 }
 
 /// What a client was delivered is exactly what the log holds at those seqs.

@@ -166,6 +166,15 @@ impl TestServer {
     }
 
     /// POSTs `body` as JSON to `path` and returns the answer's JSON, whatever the status.
+    /// A producer's POST to `agent_id`'s log as `(producer, epoch, seq)`, without a body yet.
+    pub fn producer(
+        &self,
+        agent_id: impl std::fmt::Display,
+        producer: (&str, u64, u64),
+    ) -> reqwest::RequestBuilder {
+        producer_post(&self.http, &self.base, agent_id, producer)
+    }
+
     pub async fn post_json(&self, path: &str, body: &Value) -> Value {
         self.post(path, body).await.json().await.unwrap()
     }
@@ -211,6 +220,12 @@ impl TestServer {
             .await
             .unwrap();
         TestDatabase::Sqlite(pool)
+    }
+
+    /// A new agent made from `body` (its name, metadata…); its id.
+    pub async fn new_agent(&self, body: &Value) -> Uuid {
+        let agent = self.post_json("/v1/agents", body).await;
+        agent["id"].as_str().unwrap().parse().unwrap()
     }
 
     pub async fn create_agent(&self) -> Uuid {
@@ -363,14 +378,24 @@ pub fn produce_request(
     http: &reqwest::Client,
     base: &str,
     agent_id: Uuid,
-    (producer, epoch, seq): (&str, u64, u64),
+    producer: (&str, u64, u64),
     batch: &Value,
+) -> reqwest::RequestBuilder {
+    producer_post(http, base, agent_id, producer).json(batch)
+}
+
+/// A producer's POST to `agent_id`'s log on the server at `base`, as `(producer, epoch, seq)`,
+/// without a body yet.
+pub fn producer_post(
+    http: &reqwest::Client,
+    base: &str,
+    agent_id: impl std::fmt::Display,
+    (producer, epoch, seq): (&str, u64, u64),
 ) -> reqwest::RequestBuilder {
     http.post(format!("{base}/v1/agents/{agent_id}/produce"))
         .header("Producer-Id", producer)
         .header("Producer-Epoch", epoch.to_string())
         .header("Producer-Seq", seq.to_string())
-        .json(batch)
 }
 
 /// The contents of `run_id`'s events of `kind`, in log order.

@@ -196,3 +196,63 @@ pub async fn log_of(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<A
         }
     }
 }
+
+/// The id of the call that waits in `agent_id`'s log once the run that made it has ended.
+pub async fn waiting_call(http: &reqwest::Client, base: &str, agent_id: Uuid) -> String {
+    super::wait_until("the call to wait", || async {
+        let log = log_of(http, base, agent_id).await;
+        let ended = log.iter().any(|event| event.kind.is_run_end());
+        log.iter()
+            .find(|event| event.kind == app::EventKind::ApprovalRequested)
+            .filter(|_| ended)
+            .map(|event| event.content["tool_call_id"].as_str().unwrap().to_owned())
+    })
+    .await
+}
+
+/// The ids of the calls that still wait in `log`.
+pub fn pending_calls(log: &[AgentEvent]) -> Vec<String> {
+    app::approvals::pending(&super::fold(log))
+        .iter()
+        .map(|request| request.tool_call_id.to_owned())
+        .collect()
+}
+
+/// `agent_id`'s log once `run_id` has ended.
+pub async fn log_after_run(
+    http: &reqwest::Client,
+    base: &str,
+    agent_id: Uuid,
+    run_id: Uuid,
+) -> Vec<AgentEvent> {
+    super::wait_until("the run's end", || async {
+        let log = log_of(http, base, agent_id).await;
+        log.iter()
+            .any(|event| event.run_id == Some(run_id) && event.kind.is_run_end())
+            .then_some(log)
+    })
+    .await
+}
+
+/// The ends of `run_id` in `log` (a run that ended once has one).
+pub fn ends_of(log: &[AgentEvent], run_id: Uuid) -> Vec<&AgentEvent> {
+    log.iter()
+        .filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
+        .collect()
+}
+
+/// Every tool call in the log has exactly one result.
+pub fn assert_calls_answered(log: &[AgentEvent]) {
+    let calls: Vec<&str> = log
+        .iter()
+        .filter(|e| e.kind == app::EventKind::ToolCall && e.delta_path.is_none())
+        .filter_map(|e| e.content["tool_call_id"].as_str())
+        .collect();
+    for call in calls {
+        let results = log
+            .iter()
+            .filter(|e| e.kind == app::EventKind::ToolResult && e.content["tool_call_id"] == call)
+            .count();
+        assert_eq!(results, 1, "tool call {call} has {results} results");
+    }
+}

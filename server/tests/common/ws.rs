@@ -25,12 +25,26 @@ impl WsClient {
     }
 
     pub async fn subscribe(&mut self, agent_id: Uuid, since: u64) {
+        self.subscribe_with(agent_id, since, false).await;
+    }
+
+    /// Subscribes as the live view does, asking for runs of appends merged (`coalesce`).
+    pub async fn subscribe_with(&mut self, agent_id: Uuid, since: u64, coalesce: bool) {
         self.send(&ClientMessage::Subscribe {
             agent_id,
             since,
-            coalesce: false,
+            coalesce,
         })
         .await;
+    }
+
+    /// Subscribes and reads the `subscribed` answer; the head seq it names.
+    pub async fn subscribed(&mut self, agent_id: Uuid, since: u64, coalesce: bool) -> u64 {
+        self.subscribe_with(agent_id, since, coalesce).await;
+        match self.receive().await {
+            ServerMessage::Subscribed { head_seq, .. } => head_seq,
+            other => panic!("expected subscribed, got {other:?}"),
+        }
     }
 
     /// The next server message; fails the test after [`WAIT_MAX`].

@@ -59,6 +59,22 @@ impl TestServer {
         self.post("/v1/agents", &body).await
     }
 
+    /// Starts a run of the `everything` server's long operation and waits for its first
+    /// progress report; the run's id.
+    async fn long_operation(&self, agent_id: Uuid, duration_s: u32, steps: u32) -> Uuid {
+        let run_id = self
+            .start_run(
+                agent_id,
+                &format!(
+                    r#"/tools trigger-long-running-operation {{"duration": {duration_s}, "steps": {steps}}}"#
+                ),
+            )
+            .await;
+        // Progress reports land on the tool call's card, live.
+        self.wait_for_progress(agent_id).await;
+        run_id
+    }
+
     /// Waits until a tool call's card in the agent's log has a progress report.
     async fn wait_for_progress(&self, agent_id: Uuid) {
         wait_until("a progress report in the log", || async {
@@ -148,14 +164,7 @@ async fn an_agent_lists_and_calls_its_mcp_servers_tools() {
 async fn a_long_running_tool_streams_progress_and_a_cancel_stops_it() {
     let server = everything_server().await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
-    let run_id = server
-        .start_run(
-            agent_id,
-            r#"/tools trigger-long-running-operation {"duration": 6, "steps": 12}"#,
-        )
-        .await;
-    // Progress reports land on the tool call's card, live.
-    server.wait_for_progress(agent_id).await;
+    let run_id = server.long_operation(agent_id, 6, 12).await;
     let cancelled = server
         .post_json(
             &format!("/v1/agents/{agent_id}/messages/cancel"),
@@ -213,13 +222,7 @@ async fn a_server_killed_mid_call_gives_an_error_result_and_the_next_call_reconn
     )
     .await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
-    let run_id = server
-        .start_run(
-            agent_id,
-            r#"/tools trigger-long-running-operation {"duration": 20, "steps": 40}"#,
-        )
-        .await;
-    server.wait_for_progress(agent_id).await;
+    let run_id = server.long_operation(agent_id, 20, 40).await;
     let killed = std::process::Command::new("pkill")
         .args(["-9", "-f", &marker])
         .status()

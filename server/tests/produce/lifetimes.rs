@@ -241,13 +241,11 @@ async fn a_whole_run_in_one_batch_is_written_and_frees_the_agent() {
 #[tokio::test]
 async fn a_producer_waits_like_everyone_while_a_call_waits_for_a_person() {
     let server = TestServer::start().await;
-    let agent = server
-        .post_json(
-            "/v1/agents",
+    let agent_id = server
+        .new_agent(
             &json!({ "name": "guarded", "metadata": { "requires_approval": ["calculator"] } }),
         )
         .await;
-    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
     let run_id = server.start_run(agent_id, "/tools calculator 2+3").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let call_id = events
@@ -319,11 +317,7 @@ async fn a_request_dropped_midway_leaves_the_run_to_its_producer_and_its_lease()
             };
             let drop_after = Duration::from_micros(100 * index as u64);
             let lost = server
-                .http
-                .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
-                .header("Producer-Id", "p")
-                .header("Producer-Epoch", "0")
-                .header("Producer-Seq", "1")
+        .producer(agent_id, ("p", 0, 1))
                 .json(&batch)
                 .send();
             let _ = tokio::time::timeout(drop_after, lost).await;

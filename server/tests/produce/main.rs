@@ -300,11 +300,7 @@ async fn a_malformed_batch_is_refused_whole_naming_the_event() {
         assert!(message.contains(says), "{message:?} should say {says:?}");
     }
     let not_json = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
-        .header("Producer-Id", "p")
-        .header("Producer-Epoch", "0")
-        .header("Producer-Seq", "1")
+        .producer(agent_id, ("p", 0, 1))
         .header("Content-Type", "application/json")
         .body("[{\"kind\": ")
         .sent()

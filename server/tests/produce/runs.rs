@@ -151,11 +151,7 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
     socket.subscribe(agent_id, 0).await;
     let (lines, body) = common::streamed_body();
     let request = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
-        .header("Producer-Id", "streamer")
-        .header("Producer-Epoch", "0")
-        .header("Producer-Seq", "0")
+        .producer(agent_id, ("streamer", 0, 0))
         .header("Content-Type", "application/x-ndjson")
         .body(body)
         .send();
@@ -193,11 +189,7 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
     assert_eq!(common::reply_text(&events, run_id), "one two ");
     // The same stream sent again is all duplicates.
     let again = server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/produce")))
-        .header("Producer-Id", "streamer")
-        .header("Producer-Epoch", "0")
-        .header("Producer-Seq", "1")
+        .producer(agent_id, ("streamer", 0, 1))
         .header("Content-Type", "application/x-ndjson")
         .body(format!(
             "{}\n{}\n",

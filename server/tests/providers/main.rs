@@ -174,84 +174,10 @@ async fn collect(provider: &dyn Provider) -> Vec<Result<ProviderEvent, ProviderE
     provider.stream(request()).collect().await
 }
 
-const ANTHROPIC_TOOL_STREAM: &str = r#"event: message_start
-data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}
+/// The providers' streams, byte for byte as their APIs send them (`streams/`).
+const ANTHROPIC_TOOL_STREAM: &str = include_str!("streams/anthropic_tool.sse");
 
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Six times seven."}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBsig=="}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: ping
-data: {"type": "ping"}
-
-event: content_block_start
-data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let me "}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"calculate."}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":1}
-
-event: brand_new_event
-data: {"type":"brand_new_event","detail":"clients must ignore this"}
-
-event: content_block_start
-data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_01","name":"calculator","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"expre"}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"ssion\": \"6"}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"*7\"}"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":2}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":42}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-"#;
-
-const ANTHROPIC_TEXT_STREAM: &str = r#"event: message_start
-data: {"type":"message_start","message":{"id":"msg_02","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"usage":{"input_tokens":60,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"It is 42."}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-"#;
+const ANTHROPIC_TEXT_STREAM: &str = include_str!("streams/anthropic_text.sse");
 
 fn anthropic(base_url: String) -> AnthropicProvider {
     AnthropicProvider::new(AnthropicConfig {
@@ -361,25 +287,7 @@ event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"
     );
 }
 
-const OPENAI_TOOL_STREAM: &str = r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Let me "},"finish_reason":null}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"calculate."},"finish_reason":null}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"calculator","arguments":""}}]},"finish_reason":null}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"expr"}}]},"finish_reason":null}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ession\": \"6*7\"}"}}]},"finish_reason":null}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
-
-data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}
-
-data: [DONE]
-
-"#;
+const OPENAI_TOOL_STREAM: &str = include_str!("streams/openai_tool.sse");
 
 #[tokio::test]
 async fn openai_stream_merges_tool_call_pieces_by_index_however_it_is_split() {
@@ -457,31 +365,4 @@ async fn openai_rate_limit_is_retryable_with_its_retry_after() {
 }
 
 /// Two calls of one step, both with an empty id (and so the same one).
-const ANTHROPIC_EMPTY_IDS_STREAM: &str = r#"event: message_start
-data: {"type":"message_start","message":{"id":"msg_03","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"","name":"calculator","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"expression\": \"6*7\"}"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: content_block_start
-data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"","name":"calculator","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"expression\": \"1+1\"}"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":1}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-"#;
+const ANTHROPIC_EMPTY_IDS_STREAM: &str = include_str!("streams/anthropic_empty_ids.sse");

@@ -135,20 +135,30 @@ pub async fn stream_latency(server: &Server, sizes: &Sizes) -> (f64, f64, f64) {
     percentiles(samples)
 }
 
-/// A WebSocket client subscribed to `agent_id` that reads until the run ends; per event, the
-/// milliseconds from when it was made — `metadata.sent_at_ns` when a producer stamped it,
-/// else its `created_at` — to the moment its frame is read.
-pub async fn subscriber(server: &Server, agent_id: Uuid) -> tokio::task::JoinHandle<Vec<f64>> {
-    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket to `server` and the frame that subscribes it to `agent_id` from seq 0, not sent
+/// yet (a caller may time from the send).
+pub async fn subscription(server: &Server, agent_id: Uuid, coalesce: bool) -> (Socket, Message) {
+    let (socket, _) = tokio_tungstenite::connect_async(server.ws_url())
         .await
         .unwrap();
     let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
         agent_id,
         since: 0,
-        coalesce: false,
+        coalesce,
     })
     .unwrap();
-    socket.send(Message::Text(subscribe.into())).await.unwrap();
+    (socket, Message::Text(subscribe.into()))
+}
+
+/// A WebSocket client subscribed to `agent_id` that reads until the run ends; per event, the
+/// milliseconds from when it was made — `metadata.sent_at_ns` when a producer stamped it,
+/// else its `created_at` — to the moment its frame is read.
+pub async fn subscriber(server: &Server, agent_id: Uuid) -> tokio::task::JoinHandle<Vec<f64>> {
+    let (mut socket, subscribe) = subscription(server, agent_id, false).await;
+    socket.send(subscribe).await.unwrap();
     tokio::spawn(async move {
         let mut latencies = Vec::new();
         while let Some(Ok(frame)) = socket.next().await {

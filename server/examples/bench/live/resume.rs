@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use app::protocol::{ClientMessage, EventsPage, ServerMessage};
+use app::protocol::{EventsPage, ServerMessage};
 use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
@@ -76,17 +76,9 @@ pub async fn resume_gap(server: &Server) -> Gap {
     server.run(agent_id, "a very long answer").await;
     let http = agentstream_server::http_client::client();
     let head = wait_for_run_end(server, agent_id, 0).await;
-    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
-        .await
-        .unwrap();
-    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce: false,
-    })
-    .unwrap();
+    let (mut socket, subscribe) = super::subscription(server, agent_id, false).await;
     let started = Instant::now();
-    socket.send(Message::Text(subscribe.into())).await.unwrap();
+    socket.send(subscribe).await.unwrap();
     let (mut first, mut seen) = (None, 0u64);
     while seen < head {
         let Some(Ok(Message::Text(text))) = socket.next().await else {
@@ -148,17 +140,9 @@ pub async fn resume_gap_coalesced(server: &Server) -> CoalescedGap {
     let agent_id = server.agent().await;
     server.run(agent_id, "a very long answer").await;
     let head = wait_for_run_end(server, agent_id, 0).await;
-    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url())
-        .await
-        .unwrap();
-    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce: true,
-    })
-    .unwrap();
+    let (mut socket, subscribe) = super::subscription(server, agent_id, true).await;
     let started = Instant::now();
-    socket.send(Message::Text(subscribe.into())).await.unwrap();
+    socket.send(subscribe).await.unwrap();
     let (mut first, mut seen, mut ws_events) = (None, 0u64, 0);
     while seen < head {
         let Some(Ok(Message::Text(text))) = socket.next().await else {

@@ -5,59 +5,28 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::PgStore;
-use crate::store::rows::corrupt;
+use crate::store::streams::STREAM_COLUMNS;
 use crate::store::{StoreError, StreamRow, Streams};
 
-fn soft_deleted_of(row: &sqlx::postgres::PgRow) -> Result<bool, StoreError> {
-    Ok(row.try_get::<bool, _>("soft_deleted")?)
-}
-
-const COLUMNS: &str = "path, log_id, content_type, ttl_seconds, expires_at, closed, closed_by, \
-                       stream_seq, created_at, accessed_at, forked_from, fork_offset, \
-                       fork_sub_offset, base_offset, soft_deleted";
-
 fn from_row(row: &sqlx::postgres::PgRow) -> Result<StreamRow, StoreError> {
-    let closed_by: Option<String> = row.try_get("closed_by")?;
-    Ok(StreamRow {
-        path: row.try_get("path")?,
-        log_id: row.try_get::<Uuid, _>("log_id")?,
-        content_type: row.try_get("content_type")?,
-        ttl_seconds: row
-            .try_get::<Option<i64>, _>("ttl_seconds")?
-            .map(|ttl| ttl.max(0) as u64),
-        expires_at: row.try_get("expires_at")?,
-        closed: row.try_get("closed")?,
-        closed_by: closed_by
-            .map(|text| serde_json::from_str(&text).map_err(|_| corrupt("a stream's closer")))
-            .transpose()?,
-        stream_seq: row.try_get("stream_seq")?,
-        created_at: row.try_get("created_at")?,
-        accessed_at: row.try_get("accessed_at")?,
-        forked_from: row.try_get("forked_from")?,
-        fork_offset: row
-            .try_get::<Option<i64>, _>("fork_offset")?
-            .map(|seq| seq.max(0) as u64),
-        fork_sub_offset: row
-            .try_get::<Option<i64>, _>("fork_sub_offset")?
-            .map(|sub| sub.max(0) as u64),
-        base_offset: row.try_get::<i64, _>("base_offset")?.max(0) as u64,
-        soft_deleted: soft_deleted_of(row)?,
-    })
+    StreamRow::from_row(row, row.try_get("log_id")?)
 }
 
 #[async_trait]
 impl Streams for PgStore {
     async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM streams WHERE path = $1"))
-            .bind(path)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {STREAM_COLUMNS} FROM streams WHERE path = $1"
+        ))
+        .bind(path)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(from_row).transpose()
     }
 
     async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
         let result = sqlx::query(&format!(
-            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+            "INSERT INTO streams ({STREAM_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
              ON CONFLICT (path) DO NOTHING"
         ))
         .bind(&row.path)

@@ -6,59 +6,30 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::store::rows::corrupt;
+use crate::store::streams::STREAM_COLUMNS;
 use crate::store::{StoreError, StreamRow, Streams};
-
-fn soft_deleted_of(row: &sqlx::sqlite::SqliteRow) -> Result<bool, StoreError> {
-    Ok(row.try_get::<i64, _>("soft_deleted")? != 0)
-}
-
-const COLUMNS: &str = "path, log_id, content_type, ttl_seconds, expires_at, closed, closed_by, \
-                       stream_seq, created_at, accessed_at, forked_from, fork_offset, \
-                       fork_sub_offset, base_offset, soft_deleted";
 
 fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StreamRow, StoreError> {
     let log_id: String = row.try_get("log_id")?;
-    let closed_by: Option<String> = row.try_get("closed_by")?;
-    Ok(StreamRow {
-        path: row.try_get("path")?,
-        log_id: log_id.parse().map_err(|_| corrupt("a stream's log id"))?,
-        content_type: row.try_get("content_type")?,
-        ttl_seconds: row
-            .try_get::<Option<i64>, _>("ttl_seconds")?
-            .map(|ttl| ttl.max(0) as u64),
-        expires_at: row.try_get("expires_at")?,
-        closed: row.try_get::<i64, _>("closed")? != 0,
-        closed_by: closed_by
-            .map(|text| serde_json::from_str(&text).map_err(|_| corrupt("a stream's closer")))
-            .transpose()?,
-        stream_seq: row.try_get("stream_seq")?,
-        created_at: row.try_get("created_at")?,
-        accessed_at: row.try_get("accessed_at")?,
-        forked_from: row.try_get("forked_from")?,
-        fork_offset: row
-            .try_get::<Option<i64>, _>("fork_offset")?
-            .map(|seq| seq.max(0) as u64),
-        fork_sub_offset: row
-            .try_get::<Option<i64>, _>("fork_sub_offset")?
-            .map(|sub| sub.max(0) as u64),
-        base_offset: row.try_get::<i64, _>("base_offset")?.max(0) as u64,
-        soft_deleted: soft_deleted_of(row)?,
-    })
+    let log_id = log_id.parse().map_err(|_| corrupt("a stream's log id"))?;
+    StreamRow::from_row(row, log_id)
 }
 
 #[async_trait]
 impl Streams for SqliteStore {
     async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM streams WHERE path = ?"))
-            .bind(path)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {STREAM_COLUMNS} FROM streams WHERE path = ?"
+        ))
+        .bind(path)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(from_row).transpose()
     }
 
     async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
         let result = sqlx::query(&format!(
-            "INSERT INTO streams ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+            "INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (path) DO NOTHING"
         ))
         .bind(&row.path)

@@ -18,7 +18,7 @@ use app::{AgentEvent, EventKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::surfaces::steps::{text_piece, Open, Steps};
+use crate::surfaces::steps::{text_of, text_piece, Open, Steps};
 
 mod wire;
 pub use wire::{AgUiEvent, Tagged};
@@ -445,14 +445,6 @@ fn token_usage(usage: &Value) -> Value {
         entry.insert("totalTokens".into(), json!(input + output));
     }
     json!([entry])
-}
-
-fn text_of(content: &Value, key: &str) -> String {
-    content
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 mod interrupt;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::surfaces::steps::{text_piece, Open, Steps};
+use crate::surfaces::steps::{text_of, text_piece, Open, Steps};
 
 /// One chunk, serialized exactly as the protocol's schema has it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -458,14 +458,6 @@ fn output_chunk(event: &AgentEvent, tool_call_id: String, approved: bool, dynami
             dynamic,
         },
     }
-}
-
-fn text_of(content: &Value, key: &str) -> String {
-    content
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]
