@@ -4,8 +4,8 @@
 //! each stream keeps its protocol's ordering rules (`verify`) and its tags only go up.
 #![no_main]
 
-use agentstream_server::surfaces::ag_ui::events::EventMapper;
-use agentstream_server::surfaces::ai_sdk::chunks::ChunkMapper;
+use agentstream_server::surfaces::ag_ui::mapping::EventMapper;
+use agentstream_server::surfaces::ai_sdk::mapping::ChunkMapper;
 use agentstream_server::surfaces::{ag_ui, ai_sdk};
 use app::{AgentEvent, EventKind};
 use libfuzzer_sys::fuzz_target;
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
     let mut timeline = app::timeline::Timeline::new();
     timeline.apply_all(events.iter().cloned());
     if let Some(first) = events.first() {
-        let _ = ai_sdk::messages::ui_messages(first.agent_id, &timeline);
+        let _ = ai_sdk::history::ui_messages(first.agent_id, &timeline);
     }
-    let _ = ag_ui::messages::snapshot(&timeline);
+    let _ = ag_ui::history::snapshot(&timeline);
 });

@@ -286,13 +286,10 @@ async fn an_unanswered_call_gets_an_error_result_when_its_timeout_passes() {
 
 #[tokio::test]
 async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
-    use common::processes::{self, free_port, log_of, Process};
-    let directory = tempfile::tempdir().unwrap();
-    let database = directory.path().join("client-tools.db");
-    let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
-    let port = free_port();
+    use common::processes::{self, log_of, Restartable};
+    let node = Restartable::new();
     let http = agentstream_server::http_client::client();
-    let mut server = Process::start(port, &env).await;
+    let mut server = node.start().await;
     let post = |path: String, body: Value| http.post(path).json(&body).status_json();
     let (_, agent) = post(format!("{}/v1/agents", server.base), json!({})).await;
     let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
@@ -305,7 +302,7 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     let call_id = processes::waiting_call(&http, &server.base, agent_id).await;
     server.kill().await;
 
-    let server = Process::start(port, &env).await;
+    let server = node.start().await;
     let log = log_of(&http, &server.base, agent_id).await;
     let pending = processes::pending_calls(&log);
     assert_eq!(

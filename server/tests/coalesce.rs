@@ -17,18 +17,7 @@ fn merged_count(events: &[AgentEvent]) -> usize {
 
 #[tokio::test]
 async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timeline() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 30_000;
-        config.hub_room_batches_max = 1;
-    })
-    .await;
-    let agent_id = server.create_agent().await;
-    let mut client = server.connect_with_small_buffer().await;
-    client.subscribed(agent_id, 0, true).await;
-
-    // Stop reading while the whole run is written.
-    let run_id = server.start_run(agent_id, "flood").await;
-    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let (_server, mut client, run_id, all) = common::flooded_subscriber(true).await;
 
     let (received, _) = client.receive_until_run_end().await;
     assert_ranges_contiguous(&received, 1);

@@ -164,18 +164,7 @@ async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
 
 #[tokio::test]
 async fn a_lagging_subscriber_is_told_and_recovers_everything() {
-    let server = TestServer::start_with(|config| {
-        config.scripted.reply_tokens = 30_000;
-        config.hub_room_batches_max = 1;
-    })
-    .await;
-    let agent_id = server.create_agent().await;
-    let mut client = server.connect_with_small_buffer().await;
-    client.subscribed(agent_id, 0, false).await;
-
-    // Stop reading while the whole run is written.
-    let run_id = server.start_run(agent_id, "flood").await;
-    let all = server.wait_for_run_end(agent_id, run_id).await;
+    let (_server, mut client, _, all) = common::flooded_subscriber(false).await;
 
     let (received, lagged) = client.receive_until_run_end().await;
     assert!(lagged, "the subscriber fell behind but was never told");

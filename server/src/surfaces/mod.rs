@@ -14,6 +14,22 @@
 //!   their history views).
 //! - [`run_feed`]: following one run through the log into a surface's mapping (shared).
 //!
+//! One shape per surface, the same file names in each folder, so that the next surface is a
+//! copy of a folder:
+//! - `mod.rs`: the routes' handlers, thin: read the request, call the use case, answer.
+//! - `request.rs`: what clients send, parsed and checked; pure, every refusal says what was wrong.
+//! - `mapping.rs`: the log's events as the protocol's wire events, live; pure and stateful.
+//! - `history.rs`: the conversation as the protocol's history view, from the folded log; pure.
+//! - `stream.rs`: following a run into the mapping and framing it (SSE), the I/O.
+//! - `verify.rs`: the protocol's own rules checked on what the mapping sends (tests, fuzzing).
+//! - `state.rs`: the part of the server's state the surface reads, where it needs its own (AG-UI
+//!   and the AI SDK share `chat.rs`'s `ChatState`).
+//!
+//! Letta keeps its wire shapes in `wire.rs` and its history in `mapping.rs` (one mapping serves
+//! both); the AI SDK adds `inbound.rs` (its stream into the log) and `produce.rs`. Durable
+//! Streams is a log engine rather than a view, with its own layout (`durable/mod.rs`); the
+//! native surface is the log itself and needs no mapping.
+//!
 //! May use: the agent, delivery, the store, and the HTTP layer's error, params and state. A
 //! surface never uses another surface, and nothing below `agent/`, `delivery/` or `store/`
 //! uses a surface.

@@ -260,13 +260,10 @@ async fn a_malformed_approval_list_is_refused_at_agent_creation() {
 /// still pending (nothing of it lived in memory), and an answer runs the call exactly once.
 #[tokio::test]
 async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
-    use common::processes::{self, free_port, log_of, Process};
-    let directory = tempfile::tempdir().unwrap();
-    let database = directory.path().join("approval.db");
-    let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
-    let port = free_port();
+    use common::processes::{self, log_of, Restartable};
+    let node = Restartable::new();
     let http = agentstream_server::http_client::client();
-    let mut server = Process::start(port, &env).await;
+    let mut server = node.start().await;
     let post = |path: String, body: Value| http.post(path).json(&body).status_json();
     let (_, agent) = post(
         format!("{}/v1/agents", server.base),
@@ -282,7 +279,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
     let call_id = processes::waiting_call(&http, &server.base, agent_id).await;
     server.kill().await;
 
-    let server = Process::start(port, &env).await;
+    let server = node.start().await;
     let log = log_of(&http, &server.base, agent_id).await;
     let pending = processes::pending_calls(&log);
     assert_eq!(

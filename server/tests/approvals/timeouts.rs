@@ -70,13 +70,10 @@ async fn an_unanswered_request_is_denied_when_its_timeout_passes() {
 /// running is answered when one starts.
 #[tokio::test]
 async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_start() {
-    use common::processes::{free_port, log_of, Process};
-    let directory = tempfile::tempdir().unwrap();
-    let database = directory.path().join("approval.db");
-    let url = ("DATABASE_URL", format!("sqlite://{}", database.display()));
-    let port = free_port();
+    use common::processes::{log_of, Restartable};
+    let node = Restartable::new();
     let http = agentstream_server::http_client::client();
-    let mut server = Process::start(port, std::slice::from_ref(&url)).await;
+    let mut server = node.start().await;
     let agent_id = server
         .create_agent(json!({ "metadata": { "requires_approval": ["calculator"] } }))
         .await;
@@ -91,11 +88,9 @@ async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_
     server.kill().await;
     tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
 
-    let server = Process::start(
-        port,
-        &[url, ("AGENTSTREAM_APPROVAL_TIMEOUT_MS", "1000".into())],
-    )
-    .await;
+    let server = node
+        .start_with(&[("AGENTSTREAM_APPROVAL_TIMEOUT_MS", "1000".into())])
+        .await;
     let log = common::wait_until("the expired request's answer", || async {
         let log = log_of(&http, &server.base, agent_id).await;
         (log.last()?.kind == EventKind::RunCompleted

@@ -407,6 +407,23 @@ pub fn of_kind(events: &[AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Valu
         .collect()
 }
 
+/// A subscriber that stops reading while a 30 000-token run is written (a small socket buffer,
+/// the hub keeping one batch per room): it falls behind. The server, the subscriber (subscribed
+/// from seq 0, asking for `coalesce`), the run and its whole log.
+pub async fn flooded_subscriber(coalesce: bool) -> (TestServer, WsClient, Uuid, Vec<AgentEvent>) {
+    let server = TestServer::start_with(|config| {
+        config.scripted.reply_tokens = 30_000;
+        config.hub_room_batches_max = 1;
+    })
+    .await;
+    let agent_id = server.create_agent().await;
+    let mut client = server.connect_with_small_buffer().await;
+    client.subscribed(agent_id, 0, coalesce).await;
+    let run_id = server.start_run(agent_id, "flood").await;
+    let all = server.wait_for_run_end(agent_id, run_id).await;
+    (server, client, run_id, all)
+}
+
 /// The timeline of `events`, folded in the order given.
 pub fn fold(events: &[AgentEvent]) -> app::timeline::Timeline {
     let mut timeline = app::timeline::Timeline::new();

@@ -23,6 +23,36 @@ pub struct Process {
     _database_directory: Option<tempfile::TempDir>,
 }
 
+/// A server the test kills and starts again: one port and one SQLite file for every start.
+pub struct Restartable {
+    pub port: u16,
+    /// `DATABASE_URL`, naming the file in the folder below.
+    pub env: Vec<(&'static str, String)>,
+    _directory: tempfile::TempDir,
+}
+
+impl Restartable {
+    pub fn new() -> Restartable {
+        let directory = tempfile::tempdir().unwrap();
+        let database = directory.path().join("log.db");
+        Restartable {
+            port: free_port(),
+            env: vec![("DATABASE_URL", format!("sqlite://{}", database.display()))],
+            _directory: directory,
+        }
+    }
+
+    /// The server on this port and file, with `extra` variables on top.
+    pub async fn start_with(&self, extra: &[(&'static str, String)]) -> Process {
+        let env: Vec<_> = self.env.iter().chain(extra).cloned().collect();
+        Process::start(self.port, &env).await
+    }
+
+    pub async fn start(&self) -> Process {
+        self.start_with(&[]).await
+    }
+}
+
 impl Process {
     /// Starts the server binary with `env` (on top of this process's environment) and waits
     /// until it answers `/healthz`. Without a `DATABASE_URL` in `env` its log is a SQLite file in

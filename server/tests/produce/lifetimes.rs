@@ -102,16 +102,13 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
 /// lease still has its run ended `interrupted` — by the restarted server.
 #[tokio::test]
 async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
-    use common::processes::{free_port, Process};
-    let directory = tempfile::tempdir().unwrap();
-    let database = directory.path().join("restart.db");
-    let port = free_port();
-    let env = [("DATABASE_URL", format!("sqlite://{}", database.display()))];
+    use common::processes::Restartable;
+    let node = Restartable::new();
     let http = agentstream_server::http_client::client();
     let append = |base: String, agent_id: Uuid, producer: &'static str, seq: u64, batch: Value| {
         produce_request(&http, &base, agent_id, (producer, 0, seq), &batch).status_json()
     };
-    let mut server = Process::start(port, &env).await;
+    let mut server = node.start().await;
     let agent_id = server.create_agent(json!({ "name": "restarted" })).await;
     let silent_agent = server.create_agent(json!({ "name": "silent" })).await;
     let opened = json!([
@@ -130,7 +127,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     );
     // Killed as if before its answer went out.
     server.kill().await;
-    let mut server = Process::start(port, &env).await;
+    let mut server = node.start().await;
     let position: Value = http
         .get(format!("{}/v1/agents/{agent_id}/producers/p", server.base))
         .answer()
@@ -159,7 +156,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     // A SIGTERM leaves it open too.
     server.sigterm();
     server.child.wait().await.unwrap();
-    let server = Process::start(port, &env).await;
+    let server = node.start().await;
     let (status, body) = append(
         server.base.clone(),
         agent_id,

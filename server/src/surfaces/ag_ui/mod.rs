@@ -1,6 +1,6 @@
 //! AG-UI 1.0 (`@ag-ui/client`'s `HttpAgent`, CopilotKit) as another view of the log, with what
-//! AG-UI itself lacks: connect and cursor resume. `events.rs` is the pure mapping from a run's
-//! events to AG-UI events; `messages.rs` the conversation as AG-UI messages from the folded
+//! AG-UI itself lacks: connect and cursor resume. `mapping.rs` is the pure mapping from a run's
+//! events to AG-UI events; `history.rs` the conversation as AG-UI messages from the folded
 //! log; `request.rs` reads `RunAgentInput`; `stream.rs` frames events as SSE.
 //!
 //! - `POST /v1/ag-ui`: the new user messages at the end of `messages` start a run (the last
@@ -17,8 +17,8 @@
 //! A thread id is an agent's id, or a name given an agent of its own on first use — the same
 //! conversations the AI SDK's chat ids name.
 
-pub mod events;
-pub mod messages;
+pub mod history;
+pub mod mapping;
 pub mod request;
 mod stream;
 pub mod verify;
@@ -43,7 +43,7 @@ use crate::http::token::Scope;
 use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::surfaces::chat::{cancel_in_flight, chat_agent, run_in_flight, ChatId, ChatState};
 use crate::surfaces::run_feed::{last_event_id, run_start_seq, FrameId};
-use events::AgUiEvent;
+use mapping::AgUiEvent;
 use request::{RunBody, ThreadBody};
 use stream::Plan;
 
@@ -318,7 +318,7 @@ pub async fn connect(
         Some(_) => None,
         None => {
             let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
-            Some(messages::snapshot(&timeline))
+            Some(history::snapshot(&timeline))
         }
     };
     let Some(run_id) = run_id else {

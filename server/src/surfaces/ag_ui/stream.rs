@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::events::{AgUiEvent, EventMapper};
+use super::mapping::{AgUiEvent, EventMapper};
 use crate::delivery::subscription::FollowError;
 use crate::surfaces::chat::ChatState;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::events::AgUiEvent;
+use super::mapping::AgUiEvent;
 
 /// Checks `events`, the stream so far (`ended`: the whole stream): `RUN_STARTED` first;
 /// CONTENT, ARGS and END only inside an open START of the same id; no START twice while open;

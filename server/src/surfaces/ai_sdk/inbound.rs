@@ -1,4 +1,4 @@
-//! The AI SDK's UI message stream *into* the log: the inverse of [`super::chunks`]. A backend that
+//! The AI SDK's UI message stream *into* the log: the inverse of [`super::mapping`]. A backend that
 //! already has `result.toUIMessageStream()` pipes its chunks here and they become a produced
 //! run's events (checked by the producer API like any producer's). Pure and stateful: chunks go
 //! in, in stream order, and events come out.

@@ -1,5 +1,5 @@
 //! The AI SDK's UI message stream (v1, what `useChat` reads) as another view of the log.
-//! `chunks.rs` is the pure mapping from a run's events to the stream's chunks; `messages.rs`
+//! `mapping.rs` is the pure mapping from a run's events to the stream's chunks; `history.rs`
 //! the conversation as `UIMessage[]` from the folded log; `request.rs` reads the transport's
 //! request body; `stream.rs` frames a run's chunks as SSE.
 //!
@@ -18,9 +18,9 @@
 //!
 //! A chat id is an agent's id, or a name given an agent of its own on first use.
 
-pub mod chunks;
+pub mod history;
 pub mod inbound;
-pub mod messages;
+pub mod mapping;
 pub mod produce;
 pub mod request;
 mod stream;
@@ -273,5 +273,5 @@ pub async fn messages(
         return Ok(Json(Vec::new()));
     };
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
-    Ok(Json(messages::ui_messages(agent_id, &timeline)))
+    Ok(Json(history::ui_messages(agent_id, &timeline)))
 }

@@ -16,7 +16,7 @@ use futures::stream;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::chunks::{Chunk, ChunkMapper};
+use super::mapping::{Chunk, ChunkMapper};
 use crate::delivery::subscription::FollowError;
 use crate::surfaces::chat::ChatState;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::chunks::Chunk;
+use super::mapping::Chunk;
 
 /// Checks `chunks`, the stream so far (`ended`: the whole stream): `start` first; parts and
 /// tool inputs started once, inside a step; deltas and ends inside their part; tool input

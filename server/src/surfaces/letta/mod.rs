@@ -13,12 +13,12 @@
 pub mod mapping;
 mod request;
 mod state;
-mod streaming;
+mod stream;
 pub mod wire;
 
 use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
-use streaming::{feed, sse_response, wanted, ForegroundGuard, Shape};
+use stream::{feed, sse_response, wanted, ForegroundGuard, Shape};
 
 use app::EventKind;
 use axum::extract::{Path, Query, State};

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::*;
 use crate::agent::produce::check::{check_batch, Producer};
 use crate::agent::RunLimits;
-use crate::surfaces::ai_sdk::chunks::ChunkMapper;
+use crate::surfaces::ai_sdk::mapping::ChunkMapper;
 
 const AGENT: Uuid = Uuid::from_u128(0xa);
 

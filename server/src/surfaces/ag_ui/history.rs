@@ -1,6 +1,6 @@
 //! A thread's conversation as AG-UI messages (`MESSAGES_SNAPSHOT`), from the folded log (the
 //! shared reducer's [`Timeline`]). Pure. The messages are the ones an AG-UI client holds after
-//! applying the run's events ([`super::events`]): a user message per run (the client's id,
+//! applying the run's events ([`super::mapping`]): a user message per run (the client's id,
 //! kept as the message's `otid`), each text message an assistant message, thinking a
 //! `reasoning` message, a step's tool calls on the step's text message (or on an assistant
 //! message named after the step's first call), and each result a `tool` message right after

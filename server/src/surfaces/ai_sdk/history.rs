@@ -3,7 +3,7 @@
 //!
 //! Each run is a user message (its id the client's, kept as the message's `otid`) and one
 //! assistant message whose id is the run's id — the same message, part for part, that a client
-//! holds after streaming the run ([`super::chunks`]): steps are the model's calls under the same
+//! holds after streaming the run ([`super::mapping`]): steps are the model's calls under the same
 //! rule, text and reasoning parts `done`, tools as `dynamic-tool` parts. Two rules follow the
 //! client:
 //! - a run still in flight gives its user message but not its assistant message: that arrives

@@ -3,7 +3,7 @@
 //! server sends) over the event mapping, on logs of every kind of run.
 
 use super::*;
-use crate::surfaces::ag_ui::events::{AgUiEvent, EventMapper};
+use crate::surfaces::ag_ui::mapping::{AgUiEvent, EventMapper};
 use crate::surfaces::test_log::{text_run, tool_run, Log};
 use app::AgentEvent;
 use uuid::Uuid;

@@ -3,7 +3,7 @@
 //! chunks this server sends) over the chunk mapping, on logs of every kind of run.
 
 use super::*;
-use crate::surfaces::ai_sdk::chunks::{Chunk, ChunkMapper};
+use crate::surfaces::ai_sdk::mapping::{Chunk, ChunkMapper};
 use crate::surfaces::test_log::{text_run, tool_run, Log, AGENT};
 use app::AgentEvent;
 
