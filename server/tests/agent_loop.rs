@@ -53,11 +53,9 @@ fn fold(events: &[AgentEvent]) -> Timeline {
 #[tokio::test]
 async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
-    let run_id = server
-        .start_run(agent_id, "/tools clock; calculator 2*(3+4)")
+    let (_, run_id, events) = server
+        .finished_run("/tools clock; calculator 2*(3+4)")
         .await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_contiguous(&events, 1);
     let results = assert_one_result_per_call(&events);
     assert_eq!(results.len(), 2);
@@ -109,11 +107,7 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
 #[tokio::test]
 async fn the_tools_of_one_step_run_concurrently() {
     let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
-    let run_id = server
-        .start_run(agent_id, "/tools slow 2; slow 2; slow 2")
-        .await;
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (_, _, events) = server.finished_run("/tools slow 2; slow 2; slow 2").await;
     assert_one_result_per_call(&events);
     let first_result = events
         .iter()

@@ -286,30 +286,17 @@ async fn an_unanswered_call_gets_an_error_result_when_its_timeout_passes() {
 
 #[tokio::test]
 async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
-    use common::processes::{self, log_of, Restartable};
+    use common::processes::{self, Restartable};
     let node = Restartable::new();
     let http = agentstream_server::http_client::client();
-    let mut server = node.start().await;
     let post = |path: String, body: Value| http.post(path).json(&body).status_json();
-    let (_, agent) = post(format!("{}/v1/agents", server.base), json!({})).await;
-    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
-    let (status, _) = post(
-        format!("{}/v1/agents/{agent_id}/runs", server.base),
-        json!({ "content": "/tools confirm {\"question\": \"deploy?\"}", "client_tools": confirm_tool() }),
-    )
-    .await;
-    assert_eq!(status, 202);
-    let call_id = processes::waiting_call(&http, &server.base, agent_id).await;
-    server.kill().await;
-
-    let server = node.start().await;
-    let log = log_of(&http, &server.base, agent_id).await;
-    let pending = processes::pending_calls(&log);
-    assert_eq!(
-        pending,
-        std::slice::from_ref(&call_id),
-        "still waiting after the restart"
-    );
+    let (server, agent_id, call_id) = node
+        .kill_while_a_call_waits(
+            &http,
+            json!({}),
+            json!({ "content": "/tools confirm {\"question\": \"deploy?\"}", "client_tools": confirm_tool() }),
+        )
+        .await;
     // Two clients answer at once: a reloaded AI SDK app (its history's pending part, given its
     // output) and a native one. One wins.
     let history: Vec<Value> = http

@@ -260,33 +260,17 @@ async fn a_malformed_approval_list_is_refused_at_agent_creation() {
 /// still pending (nothing of it lived in memory), and an answer runs the call exactly once.
 #[tokio::test]
 async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
-    use common::processes::{self, log_of, Restartable};
+    use common::processes::{self, Restartable};
     let node = Restartable::new();
     let http = agentstream_server::http_client::client();
-    let mut server = node.start().await;
     let post = |path: String, body: Value| http.post(path).json(&body).status_json();
-    let (_, agent) = post(
-        format!("{}/v1/agents", server.base),
-        json!({ "metadata": { "requires_approval": ["calculator"] } }),
-    )
-    .await;
-    let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
-    post(
-        format!("{}/v1/agents/{agent_id}/runs", server.base),
-        json!({ "content": "/tools calculator 6*7" }),
-    )
-    .await;
-    let call_id = processes::waiting_call(&http, &server.base, agent_id).await;
-    server.kill().await;
-
-    let server = node.start().await;
-    let log = log_of(&http, &server.base, agent_id).await;
-    let pending = processes::pending_calls(&log);
-    assert_eq!(
-        pending,
-        std::slice::from_ref(&call_id),
-        "still pending after the restart"
-    );
+    let (server, agent_id, call_id) = node
+        .kill_while_a_call_waits(
+            &http,
+            json!({ "metadata": { "requires_approval": ["calculator"] } }),
+            json!({ "content": "/tools calculator 6*7" }),
+        )
+        .await;
     let (status, accepted) = post(
         format!("{}/v1/agents/{agent_id}/approvals", server.base),
         json!({ "call_id": call_id, "approve": true }),

@@ -51,6 +51,36 @@ impl Restartable {
     pub async fn start(&self) -> Process {
         self.start_with(&[]).await
     }
+
+    /// An agent made from `agent` runs `run` until a call waits; the server is killed with
+    /// SIGKILL and started again, and the call still waits. The restarted server, the agent and
+    /// the call's id.
+    pub async fn kill_while_a_call_waits(
+        &self,
+        http: &reqwest::Client,
+        agent: Value,
+        run: Value,
+    ) -> (Process, Uuid, String) {
+        use super::RequestExt;
+        let mut server = self.start().await;
+        let agent_id = server.create_agent(agent).await;
+        let (status, body) = http
+            .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
+            .json(&run)
+            .status_json()
+            .await;
+        assert_eq!(status, 202, "{body}");
+        let call_id = waiting_call(http, &server.base, agent_id).await;
+        server.kill().await;
+        let server = self.start().await;
+        let log = log_of(http, &server.base, agent_id).await;
+        assert_eq!(
+            pending_calls(&log),
+            std::slice::from_ref(&call_id),
+            "still waiting after the restart"
+        );
+        (server, agent_id, call_id)
+    }
 }
 
 impl Process {
