@@ -126,3 +126,74 @@ async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id()
         common::reply_text(&all, run_id)
     );
 }
+
+/// A database that fails the log's catch-up reads once told to.
+struct FailingReads(std::sync::atomic::AtomicBool);
+
+impl common::hooked_store::Hooks for std::sync::Arc<FailingReads> {
+    fn before_read(
+        &self,
+        read: common::hooked_store::Read,
+    ) -> Result<(), agentstream_server::store::StoreError> {
+        let failing = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        if failing && matches!(read, common::hooked_store::Read::Log) {
+            return Err(agentstream_server::store::StoreError::Unavailable(
+                "connection refused by db.internal:5432 for user admin".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A read that fails in the store ends the stream with an `error` event that says to subscribe
+/// again; the database's own words (hosts, users) stay in the server's log, as on the WebSocket.
+#[tokio::test]
+async fn a_failed_read_ends_the_stream_with_an_error_that_names_no_database_detail() {
+    use agentstream_server::store::{sqlite::SqliteStore, NewAgent, Store};
+    use std::sync::Arc;
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("log.db").display());
+    let failing = Arc::new(FailingReads(std::sync::atomic::AtomicBool::new(false)));
+    let store: Arc<dyn Store> = Arc::new(common::hooked_store::HookedStore {
+        inner: SqliteStore::open(&url).await.unwrap(),
+        hooks: failing.clone(),
+    });
+    let config = agentstream_server::config::Config {
+        database_url: url,
+        ..Default::default()
+    };
+    let state = agentstream_server::state::AppState::open_with_store(&config, store)
+        .await
+        .unwrap();
+    let agent = state.store.create_agent(NewAgent::default()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = agentstream_server::router::api_router(state);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    failing.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    let response = agentstream_server::http_client::client()
+        .get(format!(
+            "http://{address}/v1/agents/{}/events/stream",
+            agent.id
+        ))
+        .sent()
+        .await;
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream().eventsource();
+    let error = tokio::time::timeout(common::WAIT_MAX, async {
+        loop {
+            let next = stream.next().await.expect("an event").expect("a frame");
+            if next.event == "error" {
+                return next.data;
+            }
+        }
+    })
+    .await
+    .expect("an error event");
+    assert!(error.contains("subscribe again"), "{error}");
+    assert!(
+        !error.contains("db.internal"),
+        "the database's words leaked: {error}"
+    );
+}

@@ -3,5 +3,6 @@
 //! frames are the subscription's messages serialized as they are
 //! ([`crate::delivery::subscription::Outbound::frame`]).
 
+mod follow;
 pub mod sse;
 pub mod ws;

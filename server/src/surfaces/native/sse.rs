@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 // Messages queued for one SSE response: `limits.subscriber_outbound_frames_max`. When the reader
 // is slower, the subscription lags at the hub and catches up from the store.
-use crate::delivery::subscription::{self, FollowError, Form, Outbound};
+use crate::delivery::subscription::{self, Form, Outbound};
 use crate::http::error::ApiError;
 use crate::http::params::{head_for_cursor, parse_agent_id, CountQuery};
 use crate::surfaces::Feeds;
@@ -52,30 +52,15 @@ pub async fn stream_events(
     let slot = crate::surfaces::stream_slot(&feeds.sse_streams, feeds.limits.sse_streams_max)?;
 
     let (out, receiver) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
-    tokio::spawn(async move {
-        let form = Form::Json { coalesce };
-        let _subscriber = feeds.metrics.subscriber("native_sse");
-        let result = subscription::follow(
-            feeds.store.as_ref(),
-            &feeds.hub,
-            agent_id,
-            since,
-            form,
-            &out,
-        )
-        .await;
-        if let Err(error) = result {
-            if !matches!(error, FollowError::SubscriberGone) {
-                let _ = out
-                    .send(Outbound::Message(ServerMessage::Error {
-                        code: error.code().to_owned(),
-                        message: error.to_string(),
-                        agent_id: Some(agent_id),
-                    }))
-                    .await;
-            }
-        }
-    });
+    let shutdown = feeds.shutdown.clone();
+    super::follow::spawn_follow(
+        feeds,
+        "native_sse",
+        agent_id,
+        since,
+        Form::Json { coalesce },
+        out,
+    );
     let events = stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|message| (message, receiver))
     })
@@ -89,7 +74,7 @@ pub async fn stream_events(
         )
     })
     // At shutdown the response ends cleanly; EventSource reconnects with Last-Event-ID.
-    .take_until(feeds.shutdown.clone().cancelled_owned())
+    .take_until(shutdown.cancelled_owned())
     // The stream's slot is given back when the response is dropped.
     .map(move |event| {
         let _held = &slot;

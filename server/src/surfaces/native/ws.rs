@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use super::follow::spawn_follow;
 use crate::agent::approval::ApprovalDecision;
 use crate::agent::cancel::request_cancel;
 use crate::agent::start::Starter;
@@ -32,7 +33,7 @@ use crate::http::token::Scope;
 use crate::metrics::Metrics;
 use crate::store::ClusterStore;
 use crate::surfaces::Feeds;
-use subscribe::{reply_error, spawn_subscription};
+use subscribe::reply_error;
 
 mod subscribe;
 
@@ -445,7 +446,14 @@ impl Connection {
             .await;
             return;
         }
-        let task = spawn_subscription(self.feeds.clone(), agent_id, since, form, self.out.clone());
+        let task = spawn_follow(
+            self.feeds.clone(),
+            "websocket",
+            agent_id,
+            since,
+            form,
+            self.out.clone(),
+        );
         self.subscriptions.insert(agent_id, task);
     }
 
