@@ -68,12 +68,7 @@ impl Starter {
         if content.len() > RUN_CONTENT_BYTES_MAX {
             return Err(StartError::ContentTooLarge);
         }
-        self.check_client_tools(&options)?;
-        let agent = self
-            .store
-            .get_agent(agent_id)
-            .await?
-            .ok_or(StartError::UnknownAgent(agent_id))?;
+        let agent = self.agent_for(agent_id, &options).await?;
         // v7 (time-ordered) like event ids: the run index grows at its end.
         let run_id = options.run_id.unwrap_or_else(Uuid::now_v7);
         let key = key.map(str::trim).filter(|key| !key.is_empty());
@@ -145,12 +140,7 @@ impl Starter {
         for decision in &decisions {
             decision.check()?;
         }
-        self.check_client_tools(&options)?;
-        let agent = self
-            .store
-            .get_agent(agent_id)
-            .await?
-            .ok_or(StartError::UnknownAgent(agent_id))?;
+        let agent = self.agent_for(agent_id, &options).await?;
         let run_id = options.run_id.unwrap_or_else(Uuid::now_v7);
         let mut claimed: Vec<String> = Vec::with_capacity(decisions.len());
         let mut refusal = None;
@@ -187,6 +177,19 @@ impl Starter {
                 Err(error)
             }
         }
+    }
+
+    /// The agent a run starts on, once the run's client tools are known to be usable.
+    async fn agent_for(
+        &self,
+        agent_id: Uuid,
+        options: &RunOptions,
+    ) -> Result<app::protocol::Agent, StartError> {
+        self.check_client_tools(options)?;
+        self.store
+            .get_agent(agent_id)
+            .await?
+            .ok_or(StartError::UnknownAgent(agent_id))
     }
 
     fn check_client_tools(&self, options: &RunOptions) -> Result<(), StartError> {

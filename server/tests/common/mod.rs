@@ -222,6 +222,23 @@ impl TestServer {
         TestDatabase::Sqlite(pool)
     }
 
+    /// Cancels what `agent_id` is running (`POST …/messages/cancel`, which answers once the runs
+    /// ended) and checks that `run_id` is what was cancelled; the log then.
+    pub async fn cancel_run(&self, agent_id: Uuid, run_id: Uuid) -> Vec<AgentEvent> {
+        let cancelled = self
+            .post_json(
+                &format!("/v1/agents/{agent_id}/messages/cancel"),
+                &json!({}),
+            )
+            .await;
+        assert_eq!(
+            cancelled["cancelled_run_ids"],
+            json!([run_id]),
+            "{cancelled}"
+        );
+        self.wait_for_run_end(agent_id, run_id).await
+    }
+
     /// A new agent made from `body` (its name, metadata…); its id.
     pub async fn new_agent(&self, body: &Value) -> Uuid {
         let agent = self.post_json("/v1/agents", body).await;

@@ -165,14 +165,7 @@ async fn a_long_running_tool_streams_progress_and_a_cancel_stops_it() {
     let server = everything_server().await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
     let run_id = server.long_operation(agent_id, 6, 12).await;
-    let cancelled = server
-        .post_json(
-            &format!("/v1/agents/{agent_id}/messages/cancel"),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(cancelled["cancelled_run_ids"], json!([run_id]));
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let events = server.cancel_run(agent_id, run_id).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
     let called = results(&events, run_id);
     assert_eq!(called.len(), 1, "one result per call: {called:?}");
@@ -310,14 +303,7 @@ async fn a_hung_server_holds_back_neither_the_runs_start_nor_its_cancel() {
         "run_started waited for the tool listing: {:?}",
         asked.elapsed()
     );
-    let cancelled = server
-        .post_json(
-            &format!("/v1/agents/{agent_id}/messages/cancel"),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(cancelled["cancelled_run_ids"], json!([run_id]));
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let events = server.cancel_run(agent_id, run_id).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
     assert!(
         asked.elapsed() < connect_timeout,

@@ -41,6 +41,22 @@ async fn produce(
     (status, headers, body)
 }
 
+/// A `run_started` from producer `q` while a run is in progress: refused, 409 `run_in_progress`.
+async fn assert_open_refused(server: &TestServer, agent_id: Uuid) {
+    let (status, _, body) = produce(
+        server,
+        agent_id,
+        ("q", 0, 0),
+        json!([{ "kind": "run_started" }]),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("run_in_progress")),
+        "{body}"
+    );
+}
+
 /// Opens a run as `producer` (`run_started` alone), which must be accepted.
 async fn open_run(server: &TestServer, agent_id: Uuid, producer: (&str, u64, u64)) {
     let (status, _, body) = produce(

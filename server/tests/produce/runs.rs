@@ -17,17 +17,7 @@ async fn one_run_at_a_time_whoever_writes_it() {
         .await;
     assert_eq!(response.status(), 409);
     // … and so is another producer's.
-    let (status, _, body) = produce(
-        &server,
-        agent_id,
-        ("q", 0, 0),
-        json!([{ "kind": "run_started" }]),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("run_in_progress"))
-    );
+    assert_open_refused(&server, agent_id).await;
     assert_eq!(
         produce(
             &server,
@@ -42,18 +32,7 @@ async fn one_run_at_a_time_whoever_writes_it() {
 
     // While our own run streams, a producer's run_started is refused.
     let run_id = server.start_run(agent_id, "a long one").await;
-    let (status, _, body) = produce(
-        &server,
-        agent_id,
-        ("q", 0, 0),
-        json!([{ "kind": "run_started" }]),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("run_in_progress")),
-        "{body}"
-    );
+    assert_open_refused(&server, agent_id).await;
     server.wait_for_run_end(agent_id, run_id).await;
     open_run(&server, agent_id, ("q", 0, 0)).await;
 }
