@@ -66,6 +66,12 @@ run_suite "app (cargo test)" cargo test -p app --no-fail-fast
 # The server's suite on SQLite (the default backend; the two-server tests use PostgreSQL)…
 run_suite "server on SQLite (cargo test)" env -u AGENTSTREAM_TEST_DATABASE_URL \
   cargo test -p server --no-fail-fast
+# The site (the wasm bundle: about two minutes of compiling) builds while the PostgreSQL
+# suite below runs (that suite mostly waits on the database), in a target directory of its
+# own so that neither cargo waits for the other's lock.
+site_log="$(mktemp)"
+(CARGO_TARGET_DIR="$CARGO_TARGET_DIR/site-build" build_site >"$site_log" 2>&1) &
+site_build=$!
 # …and again with every test server on a fresh PostgreSQL database. Not again: the simulation
 # and the kill -9 test (they drive SQLite files themselves), the two-server tests (run above)
 # and the 200 000-event log (its paging and folding are above the store; once is enough).
@@ -81,7 +87,11 @@ run_suite "benchmark (smoke)" env AGENTSTREAM_BENCH_POSTGRES_URL="$AGENTSTREAM_T
 # built above (the same code as the release one, checked by clippy and every test; its release
 # compile would add about 8 minutes to a fresh machine's run), with the release site.
 export AGENTSTREAM_SERVER_BIN="$CARGO_TARGET_DIR/debug/server"
-if build_site; then
+site_status=0
+wait "$site_build" || site_status=$?
+cat "$site_log"
+rm -f "$site_log"
+if [ "$site_status" = 0 ]; then
   run_suite "browser (playwright)" bash -c "cd end2end && npx playwright test"
   # The Durable Streams protocol's official suite against /v1/streams on both stores, beside
   # its reference server (end2end/conformance/README.md).

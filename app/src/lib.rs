@@ -6,6 +6,7 @@
 //! - [`coalesce`]: merging runs of token deltas into one event, for subscribers that fall behind.
 //! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
 //! - [`inspect`]: one run as lanes on its own clock, for the run inspector.
+//! - [`markdown`]: messages rendered to safe HTML, the same on the server and in the browser.
 //! - [`hook`]: `use_agent_messages`, the log as reactive signals (network side in `hydrate` only).
 //! - [`pages`]: the Leptos pages, rendered on the server (`ssr`) and hydrated in the browser.
 //!
@@ -19,6 +20,7 @@ pub mod event;
 pub mod history;
 pub mod hook;
 pub mod inspect;
+pub mod markdown;
 pub mod pages;
 pub mod protocol;
 #[cfg(any(test, feature = "testing"))]

@@ -17,6 +17,7 @@ mod approval;
 pub mod client_tool;
 mod inspector;
 mod live;
+mod markdown;
 mod resources;
 mod run_header;
 mod shared;
@@ -27,12 +28,16 @@ use timeline::TimelineView;
 
 /// The HTML document around the app, rendered by the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    send_script_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                // Named, so a browser does not ask for a /favicon.ico that is not there.
+                <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -40,6 +45,28 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App/>
             </body>
         </html>
+    }
+}
+
+/// The page's Content-Security-Policy, the defence behind the Markdown renderer's own rules:
+/// scripts only from this site and the inline hydration scripts carrying this response's nonce,
+/// wasm allowed to compile, styles and connections to this site only, no plugins, no `<base>`,
+/// no framing. A message that got markup past the renderer still could not run a script.
+#[cfg(feature = "ssr")]
+fn send_script_policy() {
+    let (Some(nonce), Some(response)) = (
+        leptos::nonce::use_nonce(),
+        use_context::<leptos_axum::ResponseOptions>(),
+    ) else {
+        return;
+    };
+    let policy = format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; \
+         base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&policy) {
+        response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
     }
 }
 

@@ -1,6 +1,7 @@
-//! The timeline as the pages draw it: blocks of messages, each message by its kind. Model output
-//! is inserted as text nodes, never as HTML.
+//! The timeline as the pages draw it: blocks of messages, each message by its kind. Text is
+//! Markdown drawn by [`crate::markdown`]'s own tags; everything else is inserted as text nodes.
 
+use super::markdown::{CopyMessage, MarkdownBody};
 use super::shared::content_of;
 use leptos::prelude::*;
 use uuid::Uuid;
@@ -127,7 +128,8 @@ fn pretty(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-/// One message. Model output is inserted as text nodes, never as HTML.
+/// One message. Text is drawn as Markdown through [`crate::markdown`], which writes every tag
+/// itself; everything else (tool inputs, results, errors) is inserted as text nodes.
 #[component]
 fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoView {
     let kind = timeline.with_untracked(|timeline| {
@@ -141,33 +143,24 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
     let version = Memo::new(move |_| {
         timeline.with(|timeline| timeline.message(message_id).map(|message| message.last_seq))
     });
-    let text = move || {
-        let _ = version.get();
-        timeline.with_untracked(|timeline| {
-            timeline
-                .message(message_id)
-                .map(|message| message.text().to_owned())
-                .unwrap_or_default()
-        })
-    };
     let content = move |key: &'static str| content_of(timeline, message_id, version, key);
     let hovered = RwSignal::new(false);
 
     let body = match kind {
         EventKind::User => view! {
-            <div class="role">"you"</div>
-            <div class="body">{text}</div>
+            <div class="role">"you" <CopyMessage timeline message_id/></div>
+            <MarkdownBody timeline message_id version/>
         }
         .into_any(),
         EventKind::Text => view! {
-            <div class="role">"agent"</div>
-            <div class="body">{text}</div>
+            <div class="role">"agent" <CopyMessage timeline message_id/></div>
+            <MarkdownBody timeline message_id version/>
         }
         .into_any(),
         EventKind::Thinking => view! {
-            <details open=true>
+            <details open=true class="thinking">
                 <summary class="role">"thinking"</summary>
-                <div class="body">{text}</div>
+                <MarkdownBody timeline message_id version/>
             </details>
         }
         .into_any(),
@@ -347,20 +340,33 @@ fn ToolCallCard(
     };
     view! {
         <div class="role">"tool call · " {move || name().as_str().unwrap_or("tool").to_owned()}</div>
-        <pre class="tool-input">{move || pretty(&input())}</pre>
+        <details class="tool-json" open=true>
+            <summary>"input"</summary>
+            <pre class="tool-input">{move || pretty(&input())}</pre>
+        </details>
         {move || match outcome() {
             (Some(result), _, _) => {
                 let is_error = result.get("is_error").and_then(serde_json::Value::as_bool) == Some(true);
                 let shown = result.get("result").or_else(|| result.get("content")).cloned().unwrap_or(result);
-                let text = match shown {
-                    serde_json::Value::String(text) => text,
-                    other => pretty(&other),
-                };
-                view! {
-                    <div class=if is_error { "tool-outcome error" } else { "tool-outcome" }>
-                        {if is_error { "error: " } else { "result: " }}{text}
-                    </div>
-                }.into_any()
+                let label = if is_error { "error: " } else { "result: " };
+                let class = if is_error { "tool-outcome error" } else { "tool-outcome" };
+                match shown {
+                    // Text as it is; JSON formatted and collapsible.
+                    serde_json::Value::String(text) => view! {
+                        <div class=class>{label}{text}</div>
+                    }.into_any(),
+                    other @ (serde_json::Value::Object(_) | serde_json::Value::Array(_)) => view! {
+                        <div class=class>
+                            <details class="tool-json" open=true>
+                                <summary>{label}</summary>
+                                <pre class="tool-result">{pretty(&other)}</pre>
+                            </details>
+                        </div>
+                    }.into_any(),
+                    scalar => view! {
+                        <div class=class>{label}{scalar.to_string()}</div>
+                    }.into_any(),
+                }
             }
             (None, _, Some(waiting)) => view! { <div class="tool-outcome waiting">{waiting}</div> }.into_any(),
             (None, true, _) => view! {

@@ -34,7 +34,14 @@ const SERVER_FLOORS: Floors = Floors(&[
 const APP_FLOORS: Floors = Floors(&[
     &["", "pages"],
     &["hook", "api_client", "history"],
-    &["timeline", "inspect", "approvals", "coalesce", "testing"],
+    &[
+        "timeline",
+        "inspect",
+        "approvals",
+        "coalesce",
+        "testing",
+        "markdown",
+    ],
     &["protocol", "event"],
 ]);
 
