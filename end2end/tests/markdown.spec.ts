@@ -77,6 +77,11 @@ test("Markdown renders live and on the history page, with the same DOM", async (
   await page.goto(`/agents/${agentId}`);
   await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
   expect(await markup(page, ".message.kind-text .markdown")).toBe(live);
+  // The run inspector's hover draws a model call's text the same way.
+  await page.locator(".run-header a.run-inspect").last().click();
+  await page.locator(".lane.kind-model").first().hover();
+  await expect(page.locator(".lane-text h1")).toHaveText("Release notes");
+  await expect(page.locator(".lane-text pre code .tok-keyword").first()).toHaveText("fn");
 });
 
 test("the copy button copies the code exactly", async ({ page, context, request }) => {

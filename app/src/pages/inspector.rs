@@ -176,8 +176,28 @@ pub fn lane_figures(lane: &Lane) -> String {
     parts.join(" · ")
 }
 
-/// The stored JSON of a block's messages (for the hovered lane).
+/// The hovered lane: its messages' text as the timeline draws it (Markdown), then their stored
+/// JSON.
 fn raw_of(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
+    let text = timeline.with(|timeline| {
+        timeline
+            .block(block_id)
+            .map(|block| {
+                block
+                    .message_ids
+                    .iter()
+                    .filter_map(|id| timeline.message(*id))
+                    .map(|message| message.text())
+                    .filter(|text| !text.trim().is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
+            })
+            .unwrap_or_default()
+    });
+    let markdown = (!text.is_empty()).then(|| {
+        let html = crate::markdown::Blocks::of(&text).html();
+        view! { <div class="markdown lane-text" inner_html=html></div> }
+    });
     let json = timeline.with(|timeline| {
         let messages: Vec<serde_json::Value> = timeline
             .block(block_id)
@@ -200,7 +220,10 @@ fn raw_of(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
             .unwrap_or_default();
         serde_json::to_string_pretty(&messages).unwrap_or_default()
     });
-    view! { <pre class="raw-json lane-raw">{json}</pre> }
+    view! {
+        {markdown}
+        <pre class="raw-json lane-raw">{json}</pre>
+    }
 }
 
 #[cfg(test)]
