@@ -84,6 +84,20 @@ test("Markdown renders live and on the history page, with the same DOM", async (
   await expect(page.locator(".lane-text pre code .tok-keyword").first()).toHaveText("fn");
 });
 
+test("when the run ends, the last block is drawn as written, not as repaired", async ({ page, request }) => {
+  const agentId = await createAgent(request, "unclosed");
+  await openLive(page, agentId);
+  // Unclosed `**` at the end: repaired (bold) while streaming, literal once the run ended.
+  await startRun(request, agentId, "/echo 2 * 3 is six, and **not closed");
+  await waitForCompletion(page);
+  const body = page.locator(".message.kind-text .markdown");
+  await expect(body).toHaveText("2 * 3 is six, and **not closed");
+  await expect(body.locator("strong")).toHaveCount(0);
+  const live = await markup(page, ".message.kind-text .markdown");
+  await page.goto(`/agents/${agentId}/history`);
+  expect(await markup(page, ".message.kind-text .markdown")).toBe(live);
+});
+
 test("the copy button copies the code exactly", async ({ page, context, request }) => {
   await context.grantPermissions(["clipboard-read", "clipboard-write"]);
   const agentId = await createAgent(request, "copy code");

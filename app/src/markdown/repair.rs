@@ -142,13 +142,17 @@ fn close_spans(paragraph: &str, out: &mut String) {
             out.push_str(marker);
         }
     }
-    // Single `*`: those not in a `**`, and not a list item's bullet.
+    // Single `*`: those not in a `**`, not a list item's bullet, and not between spaces
+    // (`2 * 3` is arithmetic, not emphasis).
     let stars: usize = outside
         .split('\n')
         .map(|line| {
             let line = line.trim_start();
             let line = line.strip_prefix("* ").unwrap_or(line);
-            line.replace("**", "").matches('*').count()
+            line.replace("**", "")
+                .replace(" * ", "  ")
+                .matches('*')
+                .count()
         })
         .sum();
     if stars % 2 == 1 {

@@ -240,6 +240,7 @@ fn a_cut_token_is_drawn_whole() {
         ("plain text", "plain text"),
         ("this is **bol", "this is **bol**"),
         ("this is *it", "this is *it*"),
+        ("2 * 3 is six", "2 * 3 is six"),
         ("***both", "***both***"),
         ("a ~~gone", "a ~~gone~~"),
         ("some `code", "some `code`"),

@@ -17,17 +17,24 @@ pub(super) fn MarkdownBody(
     version: Memo<Option<u64>>,
 ) -> impl IntoView {
     let blocks = StoredValue::new(Blocks::default());
+    // While its run goes on, the open block is drawn repaired (a cut `**` closed…); when the run
+    // ends — an event of another message — it is drawn again as written.
+    let finished = Memo::new(move |_| {
+        timeline.with(|timeline| {
+            timeline
+                .message(message_id)
+                .and_then(|message| message.run_id)
+                .and_then(|run_id| timeline.run(run_id))
+                .is_none_or(|run| run.status != RunStatus::Running)
+        })
+    });
     let list = move || -> Vec<Block> {
         let _ = version.get();
+        let finished = finished.get();
         timeline.with_untracked(|timeline| {
             let Some(message) = timeline.message(message_id) else {
                 return Vec::new();
             };
-            // While its run goes on, the open block is drawn repaired (a cut `**` closed…).
-            let finished = message
-                .run_id
-                .and_then(|run_id| timeline.run(run_id))
-                .is_none_or(|run| run.status != RunStatus::Running);
             blocks.update_value(|blocks| blocks.update(message.text(), finished));
             blocks.with_value(Blocks::list)
         })
