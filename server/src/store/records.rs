@@ -138,7 +138,9 @@ impl ContentJson {
         ContentJson {
             seq: event.seq,
             stream_message: event.kind == app::EventKind::StreamMessage,
-            json: event.content.to_string().into_boxed_str(),
+            json: crate::store::rows::content_column(event)
+                .into_owned()
+                .into_boxed_str(),
         }
     }
 }

@@ -23,6 +23,26 @@ pub fn json_text(value: &Value) -> String {
     serde_json::to_string(value).expect("serde_json::Value always serializes")
 }
 
+/// A stream message's JSON text: its `content` is that text as a JSON string (checked when it
+/// came in: `surfaces::durable::protocol::json_messages`), stored and read back as it is — the
+/// `content` column of a stream message holds the message's JSON, not a string. Any other
+/// content (none is made) is printed.
+pub fn message_text(content: &Value) -> std::borrow::Cow<'_, str> {
+    match content {
+        Value::String(text) => std::borrow::Cow::Borrowed(text),
+        other => std::borrow::Cow::Owned(json_text(other)),
+    }
+}
+
+/// The `content` column of `event`: its content's JSON, or a stream message's text.
+pub fn content_column(event: &AgentEvent) -> std::borrow::Cow<'_, str> {
+    if event.kind == EventKind::StreamMessage {
+        message_text(&event.content)
+    } else {
+        std::borrow::Cow::Owned(json_text(&event.content))
+    }
+}
+
 pub fn seq_from_column(value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
 }
@@ -117,11 +137,20 @@ impl EventRow<'_> {
             delta: self.delta.map(parse_json).transpose()?,
             delta_path: self.delta_path.map(str::to_owned),
             delta_action: self.delta_action.map(delta_action).transpose()?,
-            content: parse_json(self.content)?,
+            content: self.content_value()?,
             raw: self.raw.map(parse_json).transpose()?,
             metadata: parse_json(self.metadata)?,
             created_at: self.created_at,
         })
+    }
+
+    /// The `content` column as the event's content: a stream message's JSON text as a string,
+    /// anything else parsed.
+    fn content_value(&self) -> Result<Value, StoreError> {
+        if self.kind == EventKind::StreamMessage.as_str() {
+            return Ok(Value::String(self.content.to_owned()));
+        }
+        parse_json(self.content)
     }
 
     /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
@@ -173,7 +202,13 @@ impl EventRow<'_> {
             json.push('"');
         }
         json.push_str(",\"content\":");
-        push_json_text(&mut json, self.content)?;
+        if self.kind == EventKind::StreamMessage.as_str() {
+            // The event's content is the message's text as a string.
+            let text = checked_json(self.content)?;
+            json.push_str(&serde_json::to_string(text).expect("strings serialize"));
+        } else {
+            push_json_text(&mut json, self.content)?;
+        }
         if let Some(raw) = self.raw {
             json.push_str(",\"raw\":");
             push_json_text(&mut json, raw)?;

@@ -71,7 +71,9 @@ async fn write_three_appends_of_messages(store: &dyn Store) -> usize {
             .map(|k| {
                 let mut draft = EventDraft::new(EventKind::StreamMessage);
                 draft.block_id = Some(block);
-                draft.content = json!({"append": append, "k": k, "text": "a token"});
+                // A stream message's content is its JSON text.
+                draft.content =
+                    json!(json!({"append": append, "k": k, "text": "a token"}).to_string());
                 draft
             })
             .collect();
@@ -83,7 +85,7 @@ async fn write_three_appends_of_messages(store: &dyn Store) -> usize {
     assert_eq!(read.len(), 92, "read from inside a row");
     assert_eq!(
         read[0].content,
-        json!({"append": 1, "k": 36, "text": "a token"})
+        json!(r#"{"append":1,"k":36,"text":"a token"}"#)
     );
     events
 }

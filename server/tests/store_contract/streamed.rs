@@ -46,7 +46,10 @@ pub(super) fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendB
                 if draft.kind == EventKind::StreamMessage {
                     // Messages of one append: one block (rows of messages, between the runs).
                     draft.block_id = Some(append);
-                    draft.content = contents[next(contents.len() as u64) as usize].clone();
+                    // A stream message's content is its JSON text.
+                    draft.content = serde_json::Value::String(
+                        contents[next(contents.len() as u64) as usize].to_string(),
+                    );
                 } else if draft.kind != EventKind::ToolCall {
                     draft.message_id = Some(messages[(mixed && next(10) == 0) as usize]);
                     draft.delta = Some(json!(pieces[next(pieces.len() as u64) as usize]));

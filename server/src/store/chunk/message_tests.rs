@@ -22,7 +22,8 @@ fn message(seq: u64, k: u64, content: Value, nanos_after: i64) -> AgentEvent {
             Uuid::from_u128(1),
             seq,
             EventKind::StreamMessage,
-            content,
+            // A stream message's content is its JSON text.
+            Value::String(content.to_string()),
         )
     }
 }
@@ -223,7 +224,7 @@ fn ids_chain_within_one_append_of_messages() {
     let draft = |block: u128| {
         let mut draft = EventDraft::new(EventKind::StreamMessage);
         draft.block_id = Some(Uuid::from_u128(block));
-        draft.content = json!({"n": 1});
+        draft.content = json!(r#"{"n":1}"#);
         draft
     };
     let mut chains = IdChains::default();

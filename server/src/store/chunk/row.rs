@@ -132,7 +132,7 @@ impl Chunk {
 
     /// A row of stream messages starting with `event`, when its content fits one.
     fn start_messages(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
-        let content = crate::store::rows::json_text(&event.content);
+        let content = crate::store::rows::message_text(&event.content);
         if content.len() + 2 * VARINT_BYTES_MAX + 2 > MESSAGE_ROW_BYTES_MAX {
             return Ok(None);
         }
@@ -174,7 +174,7 @@ impl Chunk {
             if !is_message(event.kind, event.delta.as_ref(), event.raw.as_ref()) {
                 return false;
             }
-            let content = crate::store::rows::json_text(&event.content);
+            let content = crate::store::rows::message_text(&event.content);
             if self.text.len() + self.pieces.len() + content.len() + 2 * VARINT_BYTES_MAX + 2
                 > MESSAGE_ROW_BYTES_MAX
             {

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{micros, PgStore, EVENTS_CHANNEL};
 use crate::store::chunk::Written;
-use crate::store::rows::{json_text, totals, SeqCursors};
+use crate::store::rows::{content_column, json_text, totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
 /// The rows of a group as column arrays, for one `INSERT … SELECT FROM UNNEST(…)`.
@@ -58,7 +58,7 @@ impl Columns {
     fn push(&mut self, row: Written<'_>) {
         match row {
             Written::Event(event) => {
-                self.push_head(event, event.seq, json_text(&event.content));
+                self.push_head(event, event.seq, content_column(event).into_owned());
                 self.delta.push(event.delta.as_ref().map(json_text));
                 self.raw.push(event.raw.as_ref().map(json_text));
                 self.pieces.push(None);

@@ -449,7 +449,7 @@ fn write_event(
             event.delta.as_ref().map(json_text),
             event.delta_path,
             event.delta_action.map(DeltaAction::as_str),
-            json_text(&event.content),
+            crate::store::rows::content_column(event),
             event.raw.as_ref().map(json_text),
             json_text(&event.metadata),
             chunk::time_nanos(event.created_at)?,

@@ -286,8 +286,8 @@ impl Service {
         self.forget_row(path);
         let (mut row, made) = created?;
         if made {
-            let mut drafts_made = drafts(&row.content_type, prefix);
-            drafts_made.extend(drafts(&row.content_type, messages));
+            let mut drafts_made = drafts(prefix);
+            drafts_made.extend(drafts(messages));
             if !drafts_made.is_empty() {
                 self.writer.append(row.log_id, drafts_made).await?;
             }
@@ -367,11 +367,11 @@ impl Drop for PathWatch {
 /// An append's body as messages: JSON mode's values, or the bytes as one message.
 fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Message>, Refusal> {
     if protocol::is_json(content_type) {
-        let values = protocol::json_messages(body, create).map_err(Refusal::Bad)?;
-        if values.len() > APPEND_MESSAGES_MAX {
+        let texts = protocol::json_messages(body, create).map_err(Refusal::Bad)?;
+        if texts.len() > APPEND_MESSAGES_MAX {
             return Err(Refusal::Bad("too many messages in one append"));
         }
-        return Ok(values.into_iter().map(Message::Json).collect());
+        return Ok(texts.into_iter().map(Message::Json).collect());
     }
     Ok(vec![Message::Bytes(body.to_vec())])
 }
@@ -379,7 +379,7 @@ fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Mess
 /// One append's messages as drafts, sharing a block id: the batch they came in (a JSON fork's
 /// sub-offset counts within it). Their ids follow the first's (as the writer would chain them:
 /// one row of the log holds them), their time is one.
-fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
+fn drafts(messages: Vec<Message>) -> Vec<EventDraft> {
     let batch = uuid::Uuid::now_v7();
     let (first, now) = (uuid::Uuid::now_v7(), chrono::Utc::now());
     messages
@@ -390,7 +390,7 @@ fn drafts(content_type: &str, messages: Vec<Message>) -> Vec<EventDraft> {
                 crate::store::chunk::nth_id(first, k as u64).unwrap_or_else(uuid::Uuid::now_v7);
             let mut draft = EventDraft::made(EventKind::StreamMessage, id, now);
             draft.block_id = Some(batch);
-            draft.content = protocol::stored(content_type, message);
+            draft.content = protocol::stored(message);
             draft
         })
         .collect()

@@ -101,14 +101,30 @@ fn headers_are_taken_or_refused_with_the_reason() {
 
 #[test]
 fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
-    assert_eq!(
-        json_messages(br#"{"a":1}"#, false),
-        Ok(vec![json!({"a": 1})])
-    );
+    let texts = |texts: &[&str]| Ok(texts.iter().map(|text| text.to_string()).collect());
+    assert_eq!(json_messages(br#"{"a":1}"#, false), texts(&[r#"{"a":1}"#]));
     assert_eq!(
         json_messages(b"[1,[2],3]", false),
-        Ok(vec![json!(1), json!([2]), json!(3)])
+        texts(&["1", "[2]", "3"])
     );
+    // Each message exactly as the body has it, without the whitespace around it.
+    assert_eq!(
+        json_messages(b" \n[ {\"a\" : [1, 2]} ,\t\"x\" ]\n", false),
+        texts(&[r#"{"a" : [1, 2]}"#, r#""x""#])
+    );
+    assert_eq!(json_messages(b" \"one\"\r\n", false), texts(&[r#""one""#]));
+    for bad in [
+        &b"[1,]"[..],
+        b"[1] 2",
+        b"{\"a\":}",
+        b"",
+        b"  ",
+        b"[\"\xff\"]",
+        b"01",
+        b"[1",
+    ] {
+        assert_eq!(json_messages(bad, false), Err("Invalid JSON"), "{bad:?}");
+    }
     assert_eq!(json_messages(b"[]", true), Ok(vec![]));
     assert_eq!(
         json_messages(b"[]", false),
@@ -133,10 +149,13 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
     );
     assert_eq!(body("application/json", &page(&[])), b"[]");
     let bytes = [
-        stored("text/plain", Message::Bytes(b"hello ".to_vec())),
-        stored("text/plain", Message::Bytes(vec![0, 255, 10])),
+        stored(Message::Bytes(b"hello ".to_vec())),
+        stored(Message::Bytes(vec![0, 255, 10])),
     ];
-    let bytes: Vec<String> = bytes.iter().map(Value::to_string).collect();
+    let bytes: Vec<String> = bytes
+        .iter()
+        .map(|text| text.as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(body("text/plain", &page(&bytes)), b"hello \x00\xff\n");
     assert_eq!(
         sse_payload("application/octet-stream", &page(&bytes[1..])),

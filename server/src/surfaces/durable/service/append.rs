@@ -103,7 +103,7 @@ impl Service {
         // The tail after the append: its last message's offset, read only when none was written.
         let mut tail = None;
         if !messages.is_empty() || stamp.is_some() {
-            let drafts = drafts(&row.content_type, messages);
+            let drafts = drafts(messages);
             let committed = match stamp {
                 Some(stamp) if !drafts.is_empty() => {
                     self.writer.append_produced(row.log_id, drafts, stamp).await
@@ -120,14 +120,13 @@ impl Service {
                 }
             };
             if let Some(first) = committed.first() {
-                let texts: Vec<String> = committed
-                    .iter()
-                    .map(|event| event.content.to_string())
-                    .collect();
+                // A stream message's content is its JSON text (`protocol::stored`).
                 self.tails.lock().expect("tails").committed(
                     row.log_id,
                     first.seq,
-                    texts.iter().map(String::as_str),
+                    committed
+                        .iter()
+                        .map(|event| event.content.as_str().unwrap_or_default()),
                 );
             }
             if let Some(last) = committed.last() {
