@@ -137,8 +137,9 @@ pub enum EventKind {
     /// The answer to an approval request (`content`: `tool_call_id`, `approve`, `reason`): the
     /// first event after `run_started` of the run it starts.
     ApprovalResponse,
-    /// One message of a durable stream (`/v1/streams/…`): in JSON mode `content` is the
-    /// message, in byte mode `{"bytes": <base64>}`. Only a stream's log holds these.
+    /// One message of a durable stream (`/v1/streams/…`): `content` is a string holding the
+    /// message's JSON text as the producer sent it (in byte mode, `{"bytes": <base64>}`), so the
+    /// server checks it once and copies it from then on. Only a stream's log holds these.
     StreamMessage,
     #[serde(other)]
     Other,

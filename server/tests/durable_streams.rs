@@ -105,6 +105,52 @@ async fn a_json_stream_keeps_its_messages_in_the_log_and_resumes_exactly() {
     assert_eq!(agents.as_array().map(Vec::len), Some(0), "{agents}");
 }
 
+/// A reader gets each message as the bytes it was sent as — spacing, number forms, escapes —
+/// from this server's memory and from the database alike (a second server on the same
+/// database has none of the first's memory). Messages were once kept as trees and printed
+/// again: `1e2` came back as `100.0`.
+#[tokio::test]
+async fn each_message_reads_back_exactly_as_it_was_sent() {
+    let server = TestServer::start().await;
+    assert_eq!(
+        put(&server, "exact", "application/json", "").await.status(),
+        201
+    );
+    let batch = "[ {\"n\": 1e2, \"s\" : \"\\u00e9\"} ,\n 10.50 ]";
+    assert_eq!(
+        post(&server, "exact", "application/json", batch)
+            .await
+            .status(),
+        204
+    );
+    let one = " \"x\"\r\n";
+    assert_eq!(
+        post(&server, "exact", "application/json", one)
+            .await
+            .status(),
+        204
+    );
+    let expected = "[{\"n\": 1e2, \"s\" : \"\\u00e9\"},10.50,\"x\"]";
+    let read = get(&server, "exact", "offset=-1")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(read, expected, "from memory");
+    let other = TestServer::start_with(|config| {
+        config.database_url = server.database_url.clone();
+    })
+    .await;
+    let read = get(&other, "exact", "offset=-1")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(read, expected, "from the database");
+    let after_first = get(&other, "exact", "offset=0000000000000000_0000000000000001").await;
+    assert_eq!(after_first.text().await.unwrap(), "[10.50,\"x\"]");
+}
+
 #[tokio::test]
 async fn bad_requests_get_the_reason_and_change_nothing() {
     let server = TestServer::start().await;
