@@ -82,9 +82,13 @@ fn run(arguments: &[String]) -> Result<(), StepError> {
             watch::watch(&load_project()?, server_args)
         }
         "deps" => {
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap_or(std::path::Path::new("."));
+            // `cargo run` names this checkout's xtask at run time; the compiled-in path is the
+            // checkout that last linked `target/debug/xtask`, which is another one when two
+            // checkouts share a target directory (cargo then runs that binary as it is).
+            let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+            let root = manifest.parent().unwrap_or(std::path::Path::new("."));
             match rest {
                 [] => deps::check(root, false),
                 [flag] if flag == "--write" => deps::check(root, true),

@@ -138,9 +138,7 @@ impl ContentJson {
         ContentJson {
             seq: event.seq,
             stream_message: event.kind == app::EventKind::StreamMessage,
-            json: crate::store::rows::content_column(event)
-                .into_owned()
-                .into_boxed_str(),
+            json: content_column(event).into_owned().into_boxed_str(),
         }
     }
 }
@@ -240,4 +238,24 @@ pub struct ProducerStamp {
 pub struct ProducerPosition {
     pub stamp: ProducerStamp,
     pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A stream message's JSON text: its `content` is that text as a JSON string (checked when it
+/// came in: `surfaces::durable::protocol::json_messages`), stored and read back as it is — the
+/// `content` column of a stream message holds the message's JSON, not a string. Any other
+/// content (none is made) is printed.
+pub fn message_text(content: &Value) -> std::borrow::Cow<'_, str> {
+    match content {
+        Value::String(text) => std::borrow::Cow::Borrowed(text),
+        other => std::borrow::Cow::Owned(other.to_string()),
+    }
+}
+
+/// The `content` column of `event`: its content's JSON, or a stream message's text.
+pub fn content_column(event: &AgentEvent) -> std::borrow::Cow<'_, str> {
+    if event.kind == EventKind::StreamMessage {
+        message_text(&event.content)
+    } else {
+        std::borrow::Cow::Owned(event.content.to_string())
+    }
 }

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use super::records::{content_column, message_text};
 use super::{AppendBatch, EventJson, StoreError};
 
 pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
@@ -21,26 +22,6 @@ pub fn parse_json(text: &str) -> Result<Value, StoreError> {
 
 pub fn json_text(value: &Value) -> String {
     serde_json::to_string(value).expect("serde_json::Value always serializes")
-}
-
-/// A stream message's JSON text: its `content` is that text as a JSON string (checked when it
-/// came in: `surfaces::durable::protocol::json_messages`), stored and read back as it is — the
-/// `content` column of a stream message holds the message's JSON, not a string. Any other
-/// content (none is made) is printed.
-pub fn message_text(content: &Value) -> std::borrow::Cow<'_, str> {
-    match content {
-        Value::String(text) => std::borrow::Cow::Borrowed(text),
-        other => std::borrow::Cow::Owned(json_text(other)),
-    }
-}
-
-/// The `content` column of `event`: its content's JSON, or a stream message's text.
-pub fn content_column(event: &AgentEvent) -> std::borrow::Cow<'_, str> {
-    if event.kind == EventKind::StreamMessage {
-        message_text(&event.content)
-    } else {
-        std::borrow::Cow::Owned(json_text(&event.content))
-    }
 }
 
 pub fn seq_from_column(value: i64) -> Result<u64, StoreError> {
