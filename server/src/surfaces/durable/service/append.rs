@@ -121,12 +121,14 @@ impl Service {
             };
             if let Some(first) = committed.first() {
                 // A stream message's content is its JSON text (`protocol::stored`).
+                let texts: Vec<_> = committed
+                    .iter()
+                    .map(|event| crate::store::rows::message_text(&event.content))
+                    .collect();
                 self.tails.lock().expect("tails").committed(
                     row.log_id,
                     first.seq,
-                    committed
-                        .iter()
-                        .map(|event| event.content.as_str().unwrap_or_default()),
+                    texts.iter().map(|text| text.as_ref()),
                 );
             }
             if let Some(last) = committed.last() {
