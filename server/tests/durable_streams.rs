@@ -117,19 +117,10 @@ async fn each_message_reads_back_exactly_as_it_was_sent() {
         201
     );
     let batch = "[ {\"n\": 1e2, \"s\" : \"\\u00e9\"} ,\n 10.50 ]";
-    assert_eq!(
-        post(&server, "exact", "application/json", batch)
-            .await
-            .status(),
-        204
-    );
-    let one = " \"x\"\r\n";
-    assert_eq!(
-        post(&server, "exact", "application/json", one)
-            .await
-            .status(),
-        204
-    );
+    for body in [batch, " \"x\"\r\n"] {
+        let appended = post(&server, "exact", "application/json", body).await;
+        assert_eq!(appended.status(), 204, "{body:?}");
+    }
     let expected = "[{\"n\": 1e2, \"s\" : \"\\u00e9\"},10.50,\"x\"]";
     let read = get(&server, "exact", "offset=-1")
         .await

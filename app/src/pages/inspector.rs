@@ -179,47 +179,35 @@ pub fn lane_figures(lane: &Lane) -> String {
 /// The hovered lane: its messages' text as the timeline draws it (Markdown), then their stored
 /// JSON.
 fn raw_of(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
-    let text = timeline.with(|timeline| {
-        timeline
+    // One walk over the lane's messages: their drawn text and their stored JSON.
+    let (texts, messages) = timeline.with(|timeline| {
+        let mut texts = Vec::new();
+        let mut messages = Vec::new();
+        let ids = timeline
             .block(block_id)
-            .map(|block| {
-                block
-                    .message_ids
-                    .iter()
-                    .filter_map(|id| timeline.message(*id))
-                    .map(|message| message.text())
-                    .filter(|text| !text.trim().is_empty())
-                    .collect::<Vec<_>>()
-                    .join("\n\n")
-            })
-            .unwrap_or_default()
+            .map(|block| block.message_ids.as_slice())
+            .unwrap_or_default();
+        for message in ids.iter().filter_map(|id| timeline.message(*id)) {
+            let text = message.text();
+            if !text.trim().is_empty() {
+                texts.push(text.to_owned());
+            }
+            messages.push(serde_json::json!({
+                "message_id": message.message_id,
+                "kind": message.kind,
+                "seq": [message.first_seq, message.last_seq],
+                "content": message.content,
+                "raw": message.raw,
+            }));
+        }
+        (texts, messages)
     });
+    let text = texts.join("\n\n");
     let markdown = (!text.is_empty()).then(|| {
         let html = crate::markdown::Blocks::of(&text).html();
         view! { <div class="markdown lane-text" inner_html=html></div> }
     });
-    let json = timeline.with(|timeline| {
-        let messages: Vec<serde_json::Value> = timeline
-            .block(block_id)
-            .map(|block| {
-                block
-                    .message_ids
-                    .iter()
-                    .filter_map(|id| timeline.message(*id))
-                    .map(|message| {
-                        serde_json::json!({
-                            "message_id": message.message_id,
-                            "kind": message.kind,
-                            "seq": [message.first_seq, message.last_seq],
-                            "content": message.content,
-                            "raw": message.raw,
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        serde_json::to_string_pretty(&messages).unwrap_or_default()
-    });
+    let json = serde_json::to_string_pretty(&messages).unwrap_or_default();
     view! {
         {markdown}
         <pre class="raw-json lane-raw">{json}</pre>
