@@ -73,6 +73,11 @@ const SQLITE: &[Source] = &[
         "streams",
         include_str!("../../migrations/0012_streams.sql"),
     ),
+    (
+        13,
+        "recent",
+        include_str!("../../migrations/0013_recent.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[

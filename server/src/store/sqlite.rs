@@ -27,8 +27,10 @@ mod agents;
 mod appender;
 mod convert;
 mod reader;
+mod recent;
 mod sql;
 mod streams;
+mod write;
 
 /// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
 /// serialized by SQLite anyway, so more connections would only queue.
@@ -40,6 +42,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     appender: appender::Appender,
     reader: reader::Reader,
+    recent: recent::RecentIndex,
 }
 
 impl SqliteStore {
@@ -71,11 +74,14 @@ impl SqliteStore {
             reset_pages: wal_reset_pages,
             reads: reader.gate(),
         };
-        let appender = appender::Appender::start(path, SQLITE_BUSY_TIMEOUT_MS, wal)?;
+        let recent = recent::RecentIndex::default();
+        let appender =
+            appender::Appender::start(path, SQLITE_BUSY_TIMEOUT_MS, wal, recent.clone())?;
         Ok(SqliteStore {
             pool,
             appender,
             reader,
+            recent,
         })
     }
 
@@ -103,7 +109,10 @@ impl EventLog for SqliteStore {
     ) -> Result<Vec<AgentEvent>, StoreError> {
         let events = self
             .reader
-            .events(range_sql(), range_query(agent_id, since, limit)?)
+            .events(
+                range_sql(),
+                range_query(agent_id, since, limit, self.recent.first_row(agent_id))?,
+            )
             .await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
@@ -117,7 +126,10 @@ impl EventLog for SqliteStore {
     ) -> Result<Vec<EventJson>, StoreError> {
         let events = self
             .reader
-            .events_json(range_sql(), range_query(agent_id, since, limit)?)
+            .events_json(
+                range_sql(),
+                range_query(agent_id, since, limit, self.recent.first_row(agent_id))?,
+            )
             .await?;
         check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
         Ok(events)
@@ -131,7 +143,10 @@ impl EventLog for SqliteStore {
     ) -> Result<Vec<ContentJson>, StoreError> {
         let contents = self
             .reader
-            .contents(range_sql(), range_query(agent_id, since, limit)?)
+            .contents(
+                range_sql(),
+                range_query(agent_id, since, limit, self.recent.first_row(agent_id))?,
+            )
             .await?;
         check_contiguous(agent_id, since, contents.iter().map(|content| content.seq))?;
         Ok(contents)

@@ -56,10 +56,12 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
         .await
         .unwrap();
 
-    sqlx::query("DELETE FROM events WHERE first_seq <= 600")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    for table in ["events", "recent"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
     assert!(fold_log(&store, &Snapshots::default(), agent.id)
         .await
         .is_err());
@@ -221,10 +223,12 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
     let saved = store.load_snapshot(agent.id).await.unwrap().unwrap();
     assert_eq!(saved.last_seq, total as u64);
 
-    sqlx::query("DELETE FROM events WHERE first_seq <= 600")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    for table in ["events", "recent"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
     let after_restart = fold_log(&store, &Snapshots::default(), agent.id)
         .await
         .unwrap();

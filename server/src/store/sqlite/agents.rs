@@ -97,7 +97,10 @@ impl RunKeys for SqliteStore {
         let released = sqlx::query(&format!(
             "DELETE FROM run_keys WHERE NOT EXISTS ( \
                  SELECT 1 FROM events WHERE events.run_id = unhex(replace(run_keys.run_id, '-', '')) \
-                 AND events.kind IN {RUN_OUTLINE_KINDS} AND events.kind = 'run_started')"
+                 AND events.kind IN {RUN_OUTLINE_KINDS} AND events.kind = 'run_started') \
+             AND NOT EXISTS (SELECT 1 FROM recent \
+                 WHERE recent.run_id = unhex(replace(run_keys.run_id, '-', '')) \
+                 AND recent.kind = 'run_started')"
         ))
         .execute(&self.pool)
         .await?;

@@ -12,14 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::{AgentEvent, DeltaAction, EventKind};
+use app::{AgentEvent, EventKind};
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::recent::{Recent, RecentIndex};
+use super::write::{blob, recent_insert_sql, write_chunk, write_event};
 use crate::limits::SQLITE_READS_AT_ONCE_MAX;
-use crate::store::chunk::{self, Chunk, OpenChunks, Written};
-use crate::store::rows::{json_text, totals, SeqCursors};
+use crate::store::chunk::{self, OpenChunks, Written};
+use crate::store::rows::{totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
 /// Groups waiting for the append thread. The writer sends one group at a time; the bound only
@@ -47,6 +49,7 @@ impl Appender {
         path: PathBuf,
         busy_timeout_ms: u64,
         wal: WalRestart,
+        index: RecentIndex,
     ) -> Result<Appender, StoreError> {
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection
@@ -74,7 +77,9 @@ impl Appender {
             .spawn(move || {
                 let mut connection = connection;
                 let mut restart_tries = 0;
-                let mut open_chunks = OpenChunks::default();
+                let mut recent = Recent::new(index);
+                // What a stop left in `recent` goes to `events` before the first commit.
+                fold(&mut recent, &mut connection);
                 while let Some(job) = queue.blocking_recv() {
                     if reset_wanted.load(Ordering::Relaxed) {
                         restart_tries += 1;
@@ -90,8 +95,11 @@ impl Appender {
                     if abandoned() {
                         continue;
                     }
-                    let outcome = append(&mut connection, job.batches, abandoned, &mut open_chunks);
+                    let outcome = append(&mut connection, job.batches, abandoned, &mut recent);
                     let _ = job.reply.send(outcome);
+                    if recent.due(queue.is_empty()) {
+                        fold(&mut recent, &mut connection);
+                    }
                 }
                 // Dropping the sender stops the checkpointer.
                 drop(checkpointer);
@@ -114,6 +122,14 @@ impl Appender {
         answer
             .await
             .map_err(|_| StoreError::Unavailable("the append thread has stopped".into()))?
+    }
+}
+
+/// Folds `recent` into `events` ([`Recent::fold`]). A fold that fails leaves both tables as they
+/// were (one transaction); the next commit's check tries again.
+fn fold(recent: &mut Recent, connection: &mut Connection) {
+    if let Err(error) = recent.fold(connection) {
+        tracing::warn!(%error, "moving the newest rows into the log failed; trying again later");
     }
 }
 
@@ -247,13 +263,15 @@ fn restart_wal(connection: &Connection, busy_timeout: Duration) {
 }
 
 /// One group in one transaction: per agent, the head bump (which also finds an unknown agent
-/// before anything is inserted), then the events. All or nothing; nothing when `abandoned`
-/// says, just before the commit, that nobody waits for the answer any more.
+/// before anything is inserted), then the events, as rows at the end of `recent` (a string
+/// append continues a run row of this group only: the fold joins the groups' pieces). All or
+/// nothing; nothing when `abandoned` says, just before the commit, that nobody waits for the
+/// answer any more.
 fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
-    open_chunks: &mut OpenChunks,
+    recent: &mut Recent,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
     let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
@@ -283,23 +301,19 @@ fn append(
             .find(|(id, _)| *id == agent_id)
             .map(|(_, head)| *head)
     })?;
-    let mut rows = open_chunks.take(totals.iter().map(|(agent_id, _)| *agent_id));
+    let mut rows = OpenChunks::default().take([]);
     let mut committed = Vec::with_capacity(batches.len());
-    let open_after = {
+    {
         let mut insert = transaction
-            .prepare_cached(
-                "INSERT INTO events (agent_id, first_seq, last_seq, id, run_id, thread_id, \
-                 block_id, message_id, kind, delta, delta_path, delta_action, content, raw, \
-                 metadata, created_at, pieces, raws) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-                 ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
-                 ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
-                 delta = excluded.delta, content = excluded.content, pieces = excluded.pieces, \
-                 raws = excluded.raws",
-            )
+            .prepare_cached(&recent_insert_sql())
             .map_err(sqlite_error)?;
-        let mut write = |row: Written<'_>| match row {
-            Written::Event(event) => write_event(&mut insert, event),
-            Written::Chunk(chunk) => write_chunk(&mut insert, chunk),
+        let mut write = |row: Written<'_>| {
+            let (agent_id, bytes) = match row {
+                Written::Event(event) => (event.agent_id, write_event(&mut insert, event)?),
+                Written::Chunk(chunk) => (chunk.head.agent_id, write_chunk(&mut insert, chunk)?),
+            };
+            recent.wrote(agent_id, transaction.last_insert_rowid(), bytes);
+            Ok(())
         };
         // The open-runs table follows the log in the same transaction (see `unfinished_runs`).
         let mut open = transaction
@@ -413,8 +427,9 @@ fn append(
             }
             committed.push(events);
         }
-        rows.finish(&mut write)?
-    };
+        // The group's run rows are written whole; the next fold continues them.
+        rows.finish(&mut write)?;
+    }
     if abandoned() {
         // Dropping the transaction rolls it back.
         return Err(StoreError::Unavailable(
@@ -422,73 +437,7 @@ fn append(
         ));
     }
     transaction.commit().map_err(sqlite_error)?;
-    open_chunks.keep(open_after);
     Ok(committed)
-}
-
-fn blob(id: Option<Uuid>) -> Option<Vec<u8>> {
-    id.map(|id| id.as_bytes().to_vec())
-}
-
-/// A row of one event.
-fn write_event(
-    insert: &mut rusqlite::CachedStatement<'_>,
-    event: &AgentEvent,
-) -> Result<(), StoreError> {
-    insert
-        .execute(params![
-            event.agent_id.to_string(),
-            event.seq as i64,
-            event.seq as i64,
-            event.id.as_bytes().to_vec(),
-            blob(event.run_id),
-            blob(event.thread_id),
-            blob(event.block_id),
-            blob(event.message_id),
-            event.kind.as_str(),
-            event.delta.as_ref().map(json_text),
-            event.delta_path,
-            event.delta_action.map(DeltaAction::as_str),
-            crate::store::rows::content_column(event),
-            event.raw.as_ref().map(json_text),
-            json_text(&event.metadata),
-            chunk::time_nanos(event.created_at)?,
-            None::<Vec<u8>>,
-            None::<Vec<u8>>,
-        ])
-        .map_err(sqlite_error)?;
-    Ok(())
-}
-
-/// A run row, inserted or (when it was already written by an earlier group) extended.
-fn write_chunk(
-    insert: &mut rusqlite::CachedStatement<'_>,
-    chunk: &Chunk,
-) -> Result<(), StoreError> {
-    let head = &chunk.head;
-    insert
-        .execute(params![
-            head.agent_id.to_string(),
-            head.seq as i64,
-            chunk.last_seq as i64,
-            head.id.as_bytes().to_vec(),
-            blob(head.run_id),
-            blob(head.thread_id),
-            blob(head.block_id),
-            blob(head.message_id),
-            head.kind.as_str(),
-            chunk.delta_column(),
-            head.delta_path,
-            head.delta_action.map(DeltaAction::as_str),
-            chunk.content_column(),
-            None::<String>,
-            json_text(&head.metadata),
-            chunk::time_nanos(head.created_at)?,
-            chunk.pieces,
-            chunk.raws_column(),
-        ])
-        .map_err(sqlite_error)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -196,7 +196,7 @@ fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
 /// A row of `EVENT_COLUMNS` (agent_id, first_seq, last_seq, id, run_id, thread_id, block_id,
 /// message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at,
 /// pieces, raws) expanded into the events `pick` wants ([`StoredRow::expand`]).
-fn expand<T>(
+pub(super) fn expand<T>(
     row: &rusqlite::Row<'_>,
     pick: Pick,
     make: fn(&EventRow<'_>) -> Result<T, StoreError>,

@@ -21,13 +21,17 @@ pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_i
      raws";
 
 /// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
-/// least one wanted event). Walks the table's `(agent_id, first_seq)` key: one seek for the
-/// row holding the seq (the greatest first seq not past it), then forward.
+/// least one wanted event). In `events` it walks the table's `(agent_id, first_seq)` key: one
+/// seek for the row holding the seq (the greatest first seq not past it), then forward. In
+/// `recent` (whose seqs are all above those in `events`) it scans the rows from `?4` on, the
+/// first the log may have there ([`super::recent::RecentIndex`]). One statement: one snapshot,
+/// so a fold between two parts cannot hide rows.
 pub(super) fn range_sql() -> String {
     format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
          (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
-         ORDER BY first_seq LIMIT ?3"
+         UNION ALL SELECT {EVENT_COLUMNS} FROM recent \
+         WHERE n >= ?4 AND agent_id = ?1 AND last_seq > ?2 ORDER BY first_seq LIMIT ?3"
     )
 }
 
@@ -35,11 +39,13 @@ pub(super) fn range_query(
     agent_id: Uuid,
     since: u64,
     limit: u32,
+    first_recent_row: i64,
 ) -> Result<Vec<(Vec<SqlValue>, Pick)>, StoreError> {
     let params = vec![
         SqlValue::Text(agent_id.to_string()),
         SqlValue::Integer(seq_to_column(since)?),
         SqlValue::Integer(i64::from(limit)),
+        SqlValue::Integer(first_recent_row),
     ];
     Ok(vec![(params, Pick::Range { since, limit })])
 }
@@ -49,28 +55,35 @@ pub(super) fn blob_of(id: Uuid) -> SqlValue {
 }
 
 /// A run's outline events, by run id (walks the partial index `events_run_outline`; outline
-/// events are never in run rows).
+/// events are never in run rows), and those still in `recent` (a scan of a bounded table).
 pub(super) fn run_outline_sql() -> String {
+    let wanted = format!("run_id = ?1 AND kind IN {RUN_OUTLINE_KINDS}");
     format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ?1 \
-         AND kind IN {RUN_OUTLINE_KINDS} ORDER BY first_seq"
+        "SELECT {EVENT_COLUMNS} FROM events WHERE {wanted} \
+         UNION ALL SELECT {EVENT_COLUMNS} FROM recent WHERE {wanted} ORDER BY first_seq"
     )
 }
 
 /// `run_started` events whose run never ended: the open-runs table (kept by each append), then
 /// each start by its `(agent_id, first_seq)` key. Its cost is the runs open now, not all runs.
 pub(super) fn unfinished_runs_sql() -> String {
+    let wanted = "(agent_id, first_seq) IN (SELECT agent_id, started_seq FROM open_runs)";
     format!(
-        "SELECT {EVENT_COLUMNS} FROM events \
-         WHERE (agent_id, first_seq) IN (SELECT agent_id, started_seq FROM open_runs) \
+        "SELECT {EVENT_COLUMNS} FROM events WHERE {wanted} \
+         UNION ALL SELECT {EVENT_COLUMNS} FROM recent WHERE {wanted} \
          ORDER BY agent_id, first_seq"
     )
 }
 
-/// The row that holds the event with id `?1`, if any: the one with the greatest first id not
-/// past it (walks `events_id`); the reader keeps the event only if its id is there.
+/// The rows that may hold the event with id `?1`: in each table, the one with the greatest
+/// first id not past it (walks `events_id`; scans `recent`); the reader keeps the event only
+/// from the row that holds its id.
 pub(super) fn by_id_sql() -> String {
-    format!("SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 ORDER BY id DESC LIMIT 1")
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM (SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 \
+         ORDER BY id DESC LIMIT 1) UNION ALL SELECT {EVENT_COLUMNS} FROM (SELECT \
+         {EVENT_COLUMNS} FROM recent WHERE id <= ?1 ORDER BY id DESC LIMIT 1)"
+    )
 }
 
 pub(super) fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {

@@ -18,7 +18,7 @@ async fn a_group_nobody_waits_for_is_not_committed() {
             producer: None,
         }]
     };
-    let mut open = OpenChunks::default();
+    let mut open = Recent::new(RecentIndex::default());
     assert!(append(&mut connection, group(), || true, &mut open).is_err());
     assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
     assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);

@@ -1,0 +1,28 @@
+-- The newest rows of every log, in commit order (`store/sqlite/recent.rs`). A commit of single
+-- appends to many logs wrote one row per log into `events`, each into that log's own leaf of the
+-- `(agent_id, first_seq)` tree: a 4 KiB page to the WAL per ~100-byte row. Here the rows of a
+-- commit go to the end of one tree (a page or two per commit), and the append thread moves them
+-- into `events` in bulk, one transaction per move, so every event is in exactly one of the two.
+-- The columns are `events`'s; `n` is the commit order (AUTOINCREMENT: never reused, so a reader
+-- holding an old `n` can never land on another row).
+CREATE TABLE recent (
+    n            INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent_id     TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    first_seq    INTEGER NOT NULL CHECK (first_seq >= 1),
+    last_seq     INTEGER NOT NULL CHECK (last_seq >= first_seq),
+    id           BLOB NOT NULL,
+    run_id       BLOB,
+    thread_id    BLOB,
+    block_id     BLOB,
+    message_id   BLOB,
+    kind         TEXT NOT NULL,
+    delta        TEXT,
+    delta_path   TEXT,
+    delta_action TEXT CHECK (delta_action IN ('append', 'replace', 'merge')),
+    content      TEXT NOT NULL,
+    raw          TEXT,
+    metadata     TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    pieces       BLOB,
+    raws         BLOB
+);

@@ -1,0 +1,144 @@
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use app::{DeltaAction, EventKind};
+use serde_json::Value;
+use sqlx::Row;
+
+use super::*;
+use crate::store::chunk::nth_id;
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Agents, AppendBatch, EventDraft, EventLog, NewAgent};
+
+async fn open() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("log.db");
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    (directory, path, store)
+}
+
+async fn count(store: &SqliteStore, sql: &str) -> i64 {
+    sqlx::query(sql)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// String appends to one message part, their ids chained as the writer chains them.
+fn deltas(message: Uuid, first: Uuid, from: u64, count: u64) -> Vec<EventDraft> {
+    (from..from + count)
+        .map(|index| {
+            let mut draft = EventDraft::new(EventKind::Text);
+            draft.id = nth_id(first, index).unwrap();
+            draft.message_id = Some(message);
+            draft.block_id = Some(message);
+            draft.delta = Some(Value::String(format!("w{index} ")));
+            draft.delta_path = Some("text".into());
+            draft.delta_action = Some(DeltaAction::Append);
+            draft
+        })
+        .collect()
+}
+
+/// Forty commits of three tokens each are forty rows in `recent`; a fold moves them all into
+/// `events` as a couple of run rows, and every read gives back the same events before and after.
+#[tokio::test]
+async fn a_fold_moves_every_row_and_joins_the_pieces_of_a_run() {
+    let (_directory, path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let (message, first) = (Uuid::now_v7(), Uuid::now_v7());
+    for group in 0..40 {
+        let batch = AppendBatch {
+            agent_id: agent.id,
+            drafts: deltas(message, first, group * 3, 3),
+            producer: None,
+        };
+        store.append(&[batch]).await.unwrap();
+    }
+    let before = store.read_events(agent.id, 0, 1_000).await.unwrap();
+    let middle = store.read_events(agent.id, 57, 10).await.unwrap();
+    assert_eq!(before.len(), 120);
+    assert_eq!(middle, before[57..67]);
+    assert_eq!(count(&store, "SELECT count(*) FROM recent").await, 40);
+
+    let mut connection = Connection::open(&path).unwrap();
+    let mut recent = Recent::new(RecentIndex::default());
+    assert_eq!(recent.fold(&mut connection).unwrap(), 120);
+
+    assert_eq!(count(&store, "SELECT count(*) FROM recent").await, 0);
+    let rows = count(&store, "SELECT count(*) FROM events").await;
+    assert!(rows <= 3, "{rows} rows: the pieces were not joined");
+    assert_eq!(store.read_events(agent.id, 0, 1_000).await.unwrap(), before);
+    assert_eq!(store.read_events(agent.id, 57, 10).await.unwrap(), middle);
+    // The next fold continues the open run row.
+    store
+        .append(&[AppendBatch {
+            agent_id: agent.id,
+            drafts: deltas(message, first, 120, 3),
+            producer: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(recent.fold(&mut connection).unwrap(), 3);
+    assert_eq!(count(&store, "SELECT count(*) FROM events").await, rows);
+    let after = store.read_events(agent.id, 0, 1_000).await.unwrap();
+    assert_eq!(after[..120], before[..]);
+    assert_eq!(after.len(), 123);
+}
+
+/// While single appends commit and the append thread folds (every
+/// [`RECENT_ROWS_IDLE_FOLD_MIN`] rows when idle), readers from any seq always get a gapless run
+/// of the log: never a hole (the store refuses one), never an event twice, never less than a
+/// read before them saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_beside_folds_see_the_log_whole() {
+    let (_directory, _path, store) = open().await;
+    let store = Arc::new(store);
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for reader in 0..3u64 {
+        let (store, stop) = (store.clone(), stop.clone());
+        readers.push(tokio::spawn(async move {
+            let mut seen: u64 = 0;
+            let mut reads = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let since = (seen / 2).saturating_sub(reader * 7);
+                let events = store.read_events(agent.id, since, 10_000).await.unwrap();
+                let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+                let expected: Vec<u64> = (since + 1..=since + seqs.len() as u64).collect();
+                assert_eq!(seqs, expected);
+                let newest = since + seqs.len() as u64;
+                assert!(newest >= seen, "read up to {newest} after seeing {seen}");
+                seen = newest;
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    let appends = RECENT_ROWS_IDLE_FOLD_MIN * 5;
+    for index in 0..appends {
+        let mut draft = EventDraft::new(EventKind::Text);
+        draft.content = serde_json::json!({ "text": format!("event {index}") });
+        let batch = AppendBatch {
+            agent_id: agent.id,
+            drafts: vec![draft],
+            producer: None,
+        };
+        store.append(&[batch]).await.unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.await.unwrap() > 0);
+    }
+    let all = store.read_events(agent.id, 0, 10_000).await.unwrap();
+    assert_eq!(all.len(), appends);
+    let folded = count(&store, "SELECT count(*) FROM events").await;
+    assert!(
+        folded >= 4 * RECENT_ROWS_IDLE_FOLD_MIN as i64,
+        "{folded} rows folded"
+    );
+}
