@@ -3,10 +3,13 @@
 -- `(agent_id, first_seq)` tree: a 4 KiB page to the WAL per ~100-byte row. Here the rows of a
 -- commit go to the end of one tree (a page or two per commit), and the append thread moves them
 -- into `events` in bulk, one transaction per move, so every event is in exactly one of the two.
--- The columns are `events`'s; `n` is the commit order (AUTOINCREMENT: never reused, so a reader
--- holding an old `n` can never land on another row).
+-- The columns are `events`'s; `n` is the commit order, given by the append thread (never reused
+-- while the process runs, so a reader holding an old `n` never lands on another row; SQLite's
+-- own rowids restart at 1 once a fold empties the table, and AUTOINCREMENT costs a write per row).
+-- `delta_action`'s check is spelled without `IN`: a list of three made SQLite build a temporary
+-- B-tree for every row inserted.
 CREATE TABLE recent (
-    n            INTEGER PRIMARY KEY AUTOINCREMENT,
+    n            INTEGER PRIMARY KEY,
     agent_id     TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
     first_seq    INTEGER NOT NULL CHECK (first_seq >= 1),
     last_seq     INTEGER NOT NULL CHECK (last_seq >= first_seq),
@@ -18,7 +21,8 @@ CREATE TABLE recent (
     kind         TEXT NOT NULL,
     delta        TEXT,
     delta_path   TEXT,
-    delta_action TEXT CHECK (delta_action IN ('append', 'replace', 'merge')),
+    delta_action TEXT CHECK (delta_action = 'append' OR delta_action = 'replace'
+                             OR delta_action = 'merge'),
     content      TEXT NOT NULL,
     raw          TEXT,
     metadata     TEXT NOT NULL,

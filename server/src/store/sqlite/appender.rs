@@ -308,11 +308,17 @@ fn append(
             .prepare_cached(&recent_insert_sql())
             .map_err(sqlite_error)?;
         let mut write = |row: Written<'_>| {
-            let (agent_id, bytes) = match row {
-                Written::Event(event) => (event.agent_id, write_event(&mut insert, event)?),
-                Written::Chunk(chunk) => (chunk.head.agent_id, write_chunk(&mut insert, chunk)?),
+            let bytes = match row {
+                Written::Event(event) => {
+                    let n = recent.next_row(event.agent_id);
+                    write_event(&mut insert, event, Some(n))?
+                }
+                Written::Chunk(chunk) => {
+                    let n = recent.next_row(chunk.head.agent_id);
+                    write_chunk(&mut insert, chunk, Some(n))?
+                }
             };
-            recent.wrote(agent_id, transaction.last_insert_rowid(), bytes);
+            recent.wrote(bytes);
             Ok(())
         };
         // The open-runs table follows the log in the same transaction (see `unfinished_runs`).

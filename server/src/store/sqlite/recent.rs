@@ -32,7 +32,7 @@ use super::convert::sqlite_error;
 use super::reader::expand;
 use super::sql::EVENT_COLUMNS;
 use super::write::{events_upsert_sql, write_chunk, write_event};
-use crate::store::chunk::{OpenChunks, Pick, Written};
+use crate::store::chunk::{Chunk, GroupRows, OpenChunks, Pick, Written};
 use crate::store::StoreError;
 
 /// Rows in `recent` at which the append thread folds it after a commit. A read of a busy log
@@ -80,6 +80,8 @@ impl RecentIndex {
 pub(super) struct Recent {
     index: RecentIndex,
     open_chunks: OpenChunks,
+    /// The next row's `n`: above every `n` this process gave or found.
+    next_n: i64,
     rows: usize,
     bytes: usize,
 }
@@ -89,14 +91,23 @@ impl Recent {
         Recent {
             index,
             open_chunks: OpenChunks::default(),
+            next_n: 1,
             rows: 0,
             bytes: 0,
         }
     }
 
-    /// A row was inserted into `recent` as `n` (not yet committed).
-    pub(super) fn wrote(&mut self, agent_id: Uuid, n: i64, bytes: usize) {
+    /// The `n` of the next row a commit inserts, noted in the index for `agent_id` (before the
+    /// row's commit, as the reads need).
+    pub(super) fn next_row(&mut self, agent_id: Uuid) -> i64 {
+        let n = self.next_n;
+        self.next_n += 1;
         self.index.note(agent_id, n);
+        n
+    }
+
+    /// A row of `bytes` of text was inserted (not yet committed).
+    pub(super) fn wrote(&mut self, bytes: usize) {
         self.rows += 1;
         self.bytes += bytes;
     }
@@ -108,66 +119,94 @@ impl Recent {
             || (idle && self.rows >= RECENT_ROWS_IDLE_FOLD_MIN)
     }
 
-    /// Moves every row of `recent` into `events` in one transaction; the events moved. Each log's
-    /// rows are expanded into their events and written again as the commit path would have
-    /// written them had the groups been one, so consecutive string appends share a run row.
+    /// Moves every row of `recent` into `events` in one transaction; the rows moved. Rows that
+    /// no later row can continue (single events, a stream append's messages) are copied by one
+    /// statement. Run rows (string appends, which several commits may have written in pieces)
+    /// are expanded into their events and written as the commit path would have written them had
+    /// the commits been one, so the pieces of one run share a row again (a row continues only
+    /// the run whose last event is its first's predecessor: seq and id).
     pub(super) fn fold(&mut self, connection: &mut Connection) -> Result<usize, StoreError> {
         let transaction = connection
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sqlite_error)?;
-        let mut moved = 0;
-        let mut last_n: i64 = 0;
-        let open_after = {
-            let mut select = transaction
-                .prepare_cached(&format!(
-                    "SELECT {EVENT_COLUMNS}, n FROM recent ORDER BY agent_id, first_seq"
-                ))
-                .map_err(sqlite_error)?;
-            let mut insert = transaction
-                .prepare_cached(&events_upsert_sql())
-                .map_err(sqlite_error)?;
-            let mut write = |row: Written<'_>| match row {
-                Written::Event(event) => write_event(&mut insert, event).map(drop),
-                Written::Chunk(chunk) => write_chunk(&mut insert, chunk).map(drop),
-            };
-            let mut open_after = HashMap::new();
-            let mut current: Option<(Uuid, crate::store::chunk::GroupRows)> = None;
-            let mut events: Vec<AgentEvent> = Vec::new();
-            let mut rows = select.query([]).map_err(sqlite_error)?;
-            while let Some(row) = rows.next().map_err(sqlite_error)? {
-                let n: i64 = row.get(18).map_err(sqlite_error)?;
-                last_n = last_n.max(n);
-                events.clear();
-                expand(row, Pick::All, |event| event.to_event(), &mut events)?;
-                for event in &events {
-                    let agent_id = event.agent_id;
-                    if !matches!(&current, Some((open, _)) if *open == agent_id) {
-                        if let Some((_, ended)) = current.take() {
-                            open_after.extend(ended.finish(&mut write)?);
-                        }
-                        current = Some((agent_id, self.open_chunks.take([agent_id])));
-                    }
-                    if let Some((_, group)) = current.as_mut() {
-                        group.add(event, &mut write)?;
-                    }
-                    moved += 1;
-                }
-            }
-            if let Some((_, ended)) = current.take() {
-                open_after.extend(ended.finish(&mut write)?);
-            }
-            open_after
-        };
+        let last_n: i64 = transaction
+            .query_row("SELECT COALESCE(MAX(n), 0) FROM recent", [], |row| {
+                row.get(0)
+            })
+            .map_err(sqlite_error)?;
+        let copied = transaction
+            .execute(
+                &format!(
+                    "INSERT INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM recent \
+                     WHERE n <= ?1 AND NOT ({RUN_ROW}) ORDER BY agent_id, first_seq"
+                ),
+                [last_n],
+            )
+            .map_err(sqlite_error)?;
+        let (joined, open_after) = join_runs(&transaction, last_n, &mut self.open_chunks)?;
         transaction
             .execute("DELETE FROM recent WHERE n <= ?1", [last_n])
             .map_err(sqlite_error)?;
         transaction.commit().map_err(sqlite_error)?;
         self.open_chunks.keep(open_after);
         self.index.clear();
+        self.next_n = self.next_n.max(last_n + 1);
         self.rows = 0;
         self.bytes = 0;
-        Ok(moved)
+        Ok(copied + joined)
     }
+}
+
+/// A run row of string appends (a row of stream messages has no `delta`).
+const RUN_ROW: &str = "pieces IS NOT NULL AND delta IS NOT NULL";
+
+/// The run rows of `recent` up to `last_n`, per log in seq order, written into `events` joined
+/// with each other and with the log's open run row ([`OpenChunks`]); the rows read, and the
+/// run rows left open.
+fn join_runs(
+    transaction: &rusqlite::Transaction<'_>,
+    last_n: i64,
+    open_chunks: &mut OpenChunks,
+) -> Result<(usize, HashMap<Uuid, Chunk>), StoreError> {
+    let mut select = transaction
+        .prepare_cached(&format!(
+            "SELECT {EVENT_COLUMNS} FROM recent WHERE n <= ?1 AND {RUN_ROW} \
+             ORDER BY agent_id, first_seq"
+        ))
+        .map_err(sqlite_error)?;
+    let mut insert = transaction
+        .prepare_cached(&events_upsert_sql())
+        .map_err(sqlite_error)?;
+    let mut write = |row: Written<'_>| match row {
+        Written::Event(event) => write_event(&mut insert, event, None).map(drop),
+        Written::Chunk(chunk) => write_chunk(&mut insert, chunk, None).map(drop),
+    };
+    let mut open_after = HashMap::new();
+    let mut current: Option<(Uuid, GroupRows)> = None;
+    let mut events: Vec<AgentEvent> = Vec::new();
+    let mut read = 0;
+    let mut rows = select.query([last_n]).map_err(sqlite_error)?;
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        read += 1;
+        events.clear();
+        expand(row, Pick::All, |event| event.to_event(), &mut events)?;
+        for event in &events {
+            let agent_id = event.agent_id;
+            if !matches!(&current, Some((open, _)) if *open == agent_id) {
+                if let Some((_, ended)) = current.take() {
+                    open_after.extend(ended.finish(&mut write)?);
+                }
+                current = Some((agent_id, open_chunks.take([agent_id])));
+            }
+            if let Some((_, group)) = current.as_mut() {
+                group.add(event, &mut write)?;
+            }
+        }
+    }
+    if let Some((_, ended)) = current.take() {
+        open_after.extend(ended.finish(&mut write)?);
+    }
+    Ok((read, open_after))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! or into `events` (a fold, which may extend a run row written by an earlier fold).
 
 use app::{AgentEvent, DeltaAction};
-use rusqlite::params;
+use rusqlite::types::ToSql;
 use uuid::Uuid;
 
 use super::convert::sqlite_error;
@@ -16,9 +16,9 @@ const COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, blo
 const VALUES: &str = "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
      ?17, ?18";
 
-/// A commit's row, at the end of the commit-ordered table (its `n` is the next one).
+/// A commit's row, at the end of the commit-ordered table (`?19` is its `n`).
 pub(super) fn recent_insert_sql() -> String {
-    format!("INSERT INTO recent ({COLUMNS}) VALUES ({VALUES})")
+    format!("INSERT INTO recent ({COLUMNS}, n) VALUES ({VALUES}, ?19)")
 }
 
 /// A folded row: inserted, or (a run row an earlier fold wrote and this one extends) its text,
@@ -36,69 +36,111 @@ pub(super) fn blob(id: Option<Uuid>) -> Option<Vec<u8>> {
     id.map(|id| id.as_bytes().to_vec())
 }
 
-/// A row of one event; its text columns' bytes.
+fn bytes_of(id: &Option<Uuid>) -> Option<&[u8]> {
+    id.as_ref().map(|id| &id.as_bytes()[..])
+}
+
+/// Binds the 18 columns (and `n`, for `recent`) and runs `insert`.
+fn execute(
+    insert: &mut rusqlite::CachedStatement<'_>,
+    columns: [&dyn ToSql; 18],
+    n: Option<i64>,
+) -> Result<(), StoreError> {
+    for (index, value) in columns.into_iter().enumerate() {
+        insert
+            .raw_bind_parameter(index + 1, value)
+            .map_err(sqlite_error)?;
+    }
+    if let Some(n) = n {
+        insert.raw_bind_parameter(19, n).map_err(sqlite_error)?;
+    }
+    insert.raw_execute().map_err(sqlite_error)?;
+    Ok(())
+}
+
+/// A row of one event (`n`: into `recent`, as that row); its text columns' bytes.
 pub(super) fn write_event(
     insert: &mut rusqlite::CachedStatement<'_>,
     event: &AgentEvent,
+    n: Option<i64>,
 ) -> Result<usize, StoreError> {
     let content = crate::store::rows::content_column(event);
     let delta = event.delta.as_ref().map(json_text);
     let bytes = content.len() + delta.as_ref().map_or(0, String::len);
-    insert
-        .execute(params![
-            event.agent_id.to_string(),
-            event.seq as i64,
-            event.seq as i64,
-            event.id.as_bytes().to_vec(),
-            blob(event.run_id),
-            blob(event.thread_id),
-            blob(event.block_id),
-            blob(event.message_id),
-            event.kind.as_str(),
-            delta,
-            event.delta_path,
-            event.delta_action.map(DeltaAction::as_str),
-            content,
-            event.raw.as_ref().map(json_text),
-            json_text(&event.metadata),
-            chunk::time_nanos(event.created_at)?,
-            None::<Vec<u8>>,
-            None::<Vec<u8>>,
-        ])
-        .map_err(sqlite_error)?;
+    let agent_id = event.agent_id.to_string();
+    let (seq, created_at) = (event.seq as i64, chunk::time_nanos(event.created_at)?);
+    let (raw, metadata) = (
+        event.raw.as_ref().map(json_text),
+        json_text(&event.metadata),
+    );
+    let none: Option<&[u8]> = None;
+    execute(
+        insert,
+        [
+            &agent_id,
+            &seq,
+            &seq,
+            &&event.id.as_bytes()[..],
+            &bytes_of(&event.run_id),
+            &bytes_of(&event.thread_id),
+            &bytes_of(&event.block_id),
+            &bytes_of(&event.message_id),
+            &event.kind.as_str(),
+            &delta,
+            &event.delta_path,
+            &event.delta_action.map(DeltaAction::as_str),
+            &content,
+            &raw,
+            &metadata,
+            &created_at,
+            &none,
+            &none,
+        ],
+        n,
+    )?;
     Ok(bytes)
 }
 
-/// A run row, inserted or (by a fold, when an earlier fold wrote it) extended; its text
-/// columns' bytes.
+/// A run row, inserted or (by a fold, when an earlier fold wrote it) extended (`n`: into
+/// `recent`, as that row); its text columns' bytes.
 pub(super) fn write_chunk(
     insert: &mut rusqlite::CachedStatement<'_>,
     chunk: &Chunk,
+    n: Option<i64>,
 ) -> Result<usize, StoreError> {
     let head = &chunk.head;
     let content = chunk.content_column();
     let bytes = content.len() + chunk.delta_column().map_or(0, str::len) + chunk.pieces.len();
-    insert
-        .execute(params![
-            head.agent_id.to_string(),
-            head.seq as i64,
-            chunk.last_seq as i64,
-            head.id.as_bytes().to_vec(),
-            blob(head.run_id),
-            blob(head.thread_id),
-            blob(head.block_id),
-            blob(head.message_id),
-            head.kind.as_str(),
-            chunk.delta_column(),
-            head.delta_path,
-            head.delta_action.map(DeltaAction::as_str),
-            content,
-            None::<String>,
-            json_text(&head.metadata),
-            chunk::time_nanos(head.created_at)?,
-            chunk.pieces,
-            chunk.raws_column(),
-        ])
-        .map_err(sqlite_error)?;
+    let agent_id = head.agent_id.to_string();
+    let (first_seq, last_seq) = (head.seq as i64, chunk.last_seq as i64);
+    let (metadata, created_at) = (
+        json_text(&head.metadata),
+        chunk::time_nanos(head.created_at)?,
+    );
+    let none: Option<&str> = None;
+    execute(
+        insert,
+        [
+            &agent_id,
+            &first_seq,
+            &last_seq,
+            &&head.id.as_bytes()[..],
+            &bytes_of(&head.run_id),
+            &bytes_of(&head.thread_id),
+            &bytes_of(&head.block_id),
+            &bytes_of(&head.message_id),
+            &head.kind.as_str(),
+            &chunk.delta_column(),
+            &head.delta_path,
+            &head.delta_action.map(DeltaAction::as_str),
+            &content,
+            &none,
+            &metadata,
+            &created_at,
+            &chunk.pieces,
+            &chunk.raws_column(),
+        ],
+        n,
+    )?;
     Ok(bytes)
 }
