@@ -9,12 +9,13 @@
 use super::convert::sqlite_error;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
 
 use app::{AgentEvent, EventKind};
 use rusqlite::{params, Connection, OptionalExtension};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
 use super::recent::{Recent, RecentIndex};
@@ -35,13 +36,22 @@ const APPEND_CACHE_KIB: u32 = 64 * 1024;
 struct Job {
     batches: Vec<AppendBatch>,
     reply: oneshot::Sender<Result<Vec<Vec<AgentEvent>>, StoreError>>,
+    /// One of [`APPEND_QUEUE_GROUPS_MAX`], given back when the thread takes the job.
+    _queued: OwnedSemaphorePermit,
 }
 
 /// The handle to the append thread; the thread ends (and closes its connection) when this is
-/// dropped.
+/// dropped. A std channel (the thread waits on it with a timeout, to fold when appends pause),
+/// bounded by a semaphore the async side waits on.
 pub(super) struct Appender {
-    jobs: mpsc::Sender<Job>,
+    jobs: std::sync::mpsc::Sender<Job>,
+    queue_room: Arc<Semaphore>,
 }
+
+/// How long the append thread waits for the next group before it folds what it has
+/// ([`Recent::due`]): under load groups come every millisecond or two, and a fold then would
+/// write each log's leaf for a handful of rows.
+const FOLD_WHEN_IDLE_MS: u64 = 20;
 
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
@@ -55,11 +65,14 @@ impl Appender {
         connection
             .busy_timeout(Duration::from_millis(busy_timeout_ms))
             .map_err(sqlite_error)?;
+        // `temp_store = MEMORY`: a fold's `INSERT … SELECT` keeps a statement journal (to undo
+        // the statement alone), which went to a temporary file, a `write` per page.
         connection
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
                  PRAGMA cache_size = -{APPEND_CACHE_KIB}; PRAGMA wal_autocheckpoint = 0; \
-                 PRAGMA journal_size_limit = {WAL_FILE_BYTES_KEPT_MAX};"
+                 PRAGMA journal_size_limit = {WAL_FILE_BYTES_KEPT_MAX}; \
+                 PRAGMA temp_store = MEMORY;"
             ))
             .map_err(sqlite_error)?;
         connection.set_prepared_statement_cache_capacity(16);
@@ -71,7 +84,7 @@ impl Appender {
             reset_wanted.clone(),
         )?;
         let busy_timeout = Duration::from_millis(busy_timeout_ms);
-        let (jobs, mut queue) = mpsc::channel::<Job>(APPEND_QUEUE_GROUPS_MAX);
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("sqlite-append".into())
             .spawn(move || {
@@ -80,7 +93,21 @@ impl Appender {
                 let mut recent = Recent::new(index);
                 // What a stop left in `recent` goes to `events` before the first commit.
                 fold(&mut recent, &mut connection);
-                while let Some(job) = queue.blocking_recv() {
+                let idle = Duration::from_millis(FOLD_WHEN_IDLE_MS);
+                loop {
+                    let next = if recent.due(true) {
+                        queue.recv_timeout(idle)
+                    } else {
+                        queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                    };
+                    let job = match next {
+                        Ok(job) => job,
+                        Err(RecvTimeoutError::Timeout) => {
+                            fold(&mut recent, &mut connection);
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    };
                     if reset_wanted.load(Ordering::Relaxed) {
                         restart_tries += 1;
                         if wal.restart_when_reads_pause(&connection, busy_timeout, restart_tries) {
@@ -97,7 +124,7 @@ impl Appender {
                     }
                     let outcome = append(&mut connection, job.batches, abandoned, &mut recent);
                     let _ = job.reply.send(outcome);
-                    if recent.due(queue.is_empty()) {
+                    if recent.due(false) {
                         fold(&mut recent, &mut connection);
                     }
                 }
@@ -107,21 +134,32 @@ impl Appender {
             .map_err(|error| {
                 StoreError::Unavailable(format!("cannot start the append thread: {error}"))
             })?;
-        Ok(Appender { jobs })
+        Ok(Appender {
+            jobs,
+            queue_room: Arc::new(Semaphore::new(APPEND_QUEUE_GROUPS_MAX)),
+        })
     }
 
     pub(super) async fn append(
         &self,
         batches: Vec<AppendBatch>,
     ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+        let stopped = || StoreError::Unavailable("the append thread has stopped".into());
+        let queued = self
+            .queue_room
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| stopped())?;
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job { batches, reply })
-            .await
-            .map_err(|_| StoreError::Unavailable("the append thread has stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Unavailable("the append thread has stopped".into()))?
+            .send(Job {
+                batches,
+                reply,
+                _queued: queued,
+            })
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 }
 

@@ -112,7 +112,7 @@ impl Recent {
         self.bytes += bytes;
     }
 
-    /// Whether to fold now; `idle` when no group waits.
+    /// Whether to fold now; `idle` when no group came for a while.
     pub(super) fn due(&self, idle: bool) -> bool {
         self.rows >= RECENT_ROWS_MAX
             || self.bytes >= RECENT_BYTES_MAX

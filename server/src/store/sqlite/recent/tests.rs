@@ -89,8 +89,11 @@ async fn a_fold_moves_every_row_and_joins_the_pieces_of_a_run() {
     assert_eq!(after.len(), 123);
 }
 
-/// While single appends commit and the append thread folds (every
-/// [`RECENT_ROWS_IDLE_FOLD_MIN`] rows when idle), readers from any seq always get a gapless run
+/// Longer than the append thread waits before it folds when appends pause.
+const FOLD_PAUSE_MS: u64 = 200;
+
+/// While appends commit and the append thread folds (when appends pause, and every
+/// [`RECENT_ROWS_MAX`] rows), readers from any seq always get a gapless run
 /// of the log: never a hole (the store refuses one), never an event twice, never less than a
 /// read before them saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,17 +122,42 @@ async fn reads_beside_folds_see_the_log_whole() {
             reads
         }));
     }
-    let appends = RECENT_ROWS_IDLE_FOLD_MIN * 5;
-    for index in 0..appends {
-        let mut draft = EventDraft::new(EventKind::Text);
-        draft.content = serde_json::json!({ "text": format!("event {index}") });
-        let batch = AppendBatch {
-            agent_id: agent.id,
-            drafts: vec![draft],
-            producer: None,
-        };
-        store.append(&[batch]).await.unwrap();
+    // Single appends with pauses (a fold each time appends pause), then groups of 64 rows
+    // without one (a fold at RECENT_ROWS_MAX).
+    let append = |drafts: usize| {
+        let store = store.clone();
+        async move {
+            let drafts = (0..drafts)
+                .map(|index| {
+                    let mut draft = EventDraft::new(EventKind::Text);
+                    draft.content = serde_json::json!({ "text": format!("event {index}") });
+                    draft
+                })
+                .collect();
+            let batch = AppendBatch {
+                agent_id: agent.id,
+                drafts,
+                producer: None,
+            };
+            store.append(&[batch]).await.unwrap();
+        }
+    };
+    for _ in 0..3 {
+        for _ in 0..RECENT_ROWS_IDLE_FOLD_MIN + 44 {
+            append(1).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(FOLD_PAUSE_MS)).await;
     }
+    let idle_folded = count(&store, "SELECT count(*) FROM events").await;
+    assert!(
+        idle_folded >= 3 * RECENT_ROWS_IDLE_FOLD_MIN as i64,
+        "{idle_folded} rows folded"
+    );
+    let groups = RECENT_ROWS_MAX / 64 + 6;
+    for _ in 0..groups {
+        append(64).await;
+    }
+    let appends = 3 * (RECENT_ROWS_IDLE_FOLD_MIN + 44) + groups * 64;
     stop.store(true, Ordering::Relaxed);
     for reader in readers {
         assert!(reader.await.unwrap() > 0);
@@ -138,7 +166,7 @@ async fn reads_beside_folds_see_the_log_whole() {
     assert_eq!(all.len(), appends);
     let folded = count(&store, "SELECT count(*) FROM events").await;
     assert!(
-        folded >= 4 * RECENT_ROWS_IDLE_FOLD_MIN as i64,
+        folded >= idle_folded + RECENT_ROWS_MAX as i64,
         "{folded} rows folded"
     );
 }
