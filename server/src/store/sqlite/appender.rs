@@ -48,9 +48,9 @@ pub(super) struct Appender {
     queue_room: Arc<Semaphore>,
 }
 
-/// How long the append thread waits for the next group before it folds what it has
-/// ([`Recent::due`]): under load groups come every millisecond or two, and a fold then would
-/// write each log's leaf for a handful of rows.
+/// How long the append thread waits for the next group before it moves what `recent` holds into
+/// `events`, a step at a time ([`Recent::step`]): under load groups come every millisecond or
+/// two, and moving rows then would write each log's leaf for a handful of rows.
 const FOLD_WHEN_IDLE_MS: u64 = 20;
 
 impl Appender {
@@ -91,23 +91,28 @@ impl Appender {
                 let mut connection = connection;
                 let mut restart_tries = 0;
                 let mut recent = Recent::new(index);
-                // What a stop left in `recent` goes to `events` before the first commit.
-                fold(&mut recent, &mut connection);
+                if let Err(error) = recent.load(&connection) {
+                    tracing::error!(%error, "cannot list the newest rows; appends stop");
+                    return;
+                }
                 let idle = Duration::from_millis(FOLD_WHEN_IDLE_MS);
+                let mut stepping = false;
                 loop {
-                    let next = if recent.due(true) {
-                        queue.recv_timeout(idle)
+                    let next = if recent.any() {
+                        // Between steps, only a glance: a group that came goes first.
+                        queue.recv_timeout(if stepping { Duration::ZERO } else { idle })
                     } else {
                         queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
                     };
                     let job = match next {
                         Ok(job) => job,
                         Err(RecvTimeoutError::Timeout) => {
-                            fold(&mut recent, &mut connection);
+                            stepping = fold_step(&mut recent, &mut connection);
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
+                    stepping = false;
                     if reset_wanted.load(Ordering::Relaxed) {
                         restart_tries += 1;
                         if wal.restart_when_reads_pause(&connection, busy_timeout, restart_tries) {
@@ -124,9 +129,6 @@ impl Appender {
                     }
                     let outcome = append(&mut connection, job.batches, abandoned, &mut recent);
                     let _ = job.reply.send(outcome);
-                    if recent.due(false) {
-                        fold(&mut recent, &mut connection);
-                    }
                 }
                 // Dropping the sender stops the checkpointer.
                 drop(checkpointer);
@@ -163,11 +165,27 @@ impl Appender {
     }
 }
 
-/// Folds `recent` into `events` ([`Recent::fold`]). A fold that fails leaves both tables as they
-/// were (one transaction); the next commit's check tries again.
-fn fold(recent: &mut Recent, connection: &mut Connection) {
-    if let Err(error) = recent.fold(connection) {
-        tracing::warn!(%error, "moving the newest rows into the log failed; trying again later");
+/// One step of moving `recent` into `events` ([`Recent::step`]) in a transaction of its own,
+/// when appends pause; true when it moved rows (the thread then takes the next step unless a
+/// group came). A step that fails leaves both tables as they were; the next pause tries again.
+fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
+    let outcome = connection
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sqlite_error)
+        .and_then(|transaction| {
+            let step = recent.step(&transaction)?;
+            transaction.commit().map_err(sqlite_error)?;
+            Ok(step)
+        });
+    match outcome {
+        Ok(step) => {
+            recent.moved(step);
+            true
+        }
+        Err(error) => {
+            tracing::warn!(%error, "moving the newest rows into the log failed; trying later");
+            false
+        }
     }
 }
 
@@ -302,7 +320,7 @@ fn restart_wal(connection: &Connection, busy_timeout: Duration) {
 
 /// One group in one transaction: per agent, the head bump (which also finds an unknown agent
 /// before anything is inserted), then the events, as rows at the end of `recent` (a string
-/// append continues a run row of this group only: the fold joins the groups' pieces). All or
+/// append continues a run row of this group only: moving them joins the groups' pieces). All or
 /// nothing; nothing when `abandoned` says, just before the commit, that nobody waits for the
 /// answer any more.
 fn append(
@@ -313,7 +331,7 @@ fn append(
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
     let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
-    let transaction = connection
+    let mut transaction = connection
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
     let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
@@ -346,17 +364,16 @@ fn append(
             .prepare_cached(&recent_insert_sql())
             .map_err(sqlite_error)?;
         let mut write = |row: Written<'_>| {
-            let bytes = match row {
-                Written::Event(event) => {
-                    let n = recent.next_row(event.agent_id);
-                    write_event(&mut insert, event, Some(n))?
-                }
-                Written::Chunk(chunk) => {
-                    let n = recent.next_row(chunk.head.agent_id);
-                    write_chunk(&mut insert, chunk, Some(n))?
-                }
+            let agent_id = match row {
+                Written::Event(event) => event.agent_id,
+                Written::Chunk(chunk) => chunk.head.agent_id,
             };
-            recent.wrote(bytes);
+            let n = recent.next_row(agent_id);
+            let bytes = match row {
+                Written::Event(event) => write_event(&mut insert, event, Some(n))?,
+                Written::Chunk(chunk) => write_chunk(&mut insert, chunk, Some(n))?,
+            };
+            recent.wrote(agent_id, n, bytes);
             Ok(())
         };
         // The open-runs table follows the log in the same transaction (see `unfinished_runs`).
@@ -474,6 +491,22 @@ fn append(
         // The group's run rows are written whole; the next fold continues them.
         rows.finish(&mut write)?;
     }
+    // Past its bound, `recent`'s oldest rows move into `events` in this same commit; a step that
+    // fails is undone alone (a savepoint) and the group commits without it.
+    let mut step = None;
+    if recent.over() {
+        let mut savepoint = transaction.savepoint().map_err(sqlite_error)?;
+        match recent.step(&savepoint) {
+            Ok(moved) => {
+                savepoint.commit().map_err(sqlite_error)?;
+                step = Some(moved);
+            }
+            Err(error) => {
+                savepoint.rollback().map_err(sqlite_error)?;
+                tracing::warn!(%error, "moving the newest rows into the log failed; trying later");
+            }
+        }
+    }
     if abandoned() {
         // Dropping the transaction rolls it back.
         return Err(StoreError::Unavailable(
@@ -481,6 +514,9 @@ fn append(
         ));
     }
     transaction.commit().map_err(sqlite_error)?;
+    if let Some(step) = step {
+        recent.moved(step);
+    }
     Ok(committed)
 }
 

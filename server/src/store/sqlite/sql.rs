@@ -22,7 +22,9 @@ pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_i
 
 /// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
 /// least one wanted event). In `events` it walks the table's `(agent_id, first_seq)` key: one
-/// seek for the row holding the seq (the greatest first seq not past it), then forward. In
+/// seek for the row holding the seq (the greatest first seq not past it), then forward; that row
+/// is skipped when it ends before the seq (the seq is in `recent`: the row would take one of the
+/// page's rows and give no event, and a short page reads as the log's end). In
 /// `recent` (whose seqs are all above those in `events`) it scans the rows from `?4` on, the
 /// first the log may have there ([`super::recent::RecentIndex`]). One statement: one snapshot,
 /// so a fold between two parts cannot hide rows.
@@ -30,7 +32,7 @@ pub(super) fn range_sql() -> String {
     format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
          (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
-         UNION ALL SELECT {EVENT_COLUMNS} FROM recent \
+         AND last_seq > ?2 UNION ALL SELECT {EVENT_COLUMNS} FROM recent \
          WHERE n >= ?4 AND agent_id = ?1 AND last_seq > ?2 ORDER BY first_seq LIMIT ?3"
     )
 }

@@ -1,0 +1,98 @@
+//! One fold step's SQL: the rows of `recent` with the given `n`s moved into `events`.
+
+use std::collections::HashMap;
+
+use app::AgentEvent;
+use rusqlite::Connection;
+use uuid::Uuid;
+
+use crate::store::chunk::{Chunk, GroupRows, OpenChunks, Pick, Written};
+use crate::store::sqlite::convert::sqlite_error;
+use crate::store::sqlite::reader::expand;
+use crate::store::sqlite::sql::EVENT_COLUMNS;
+use crate::store::sqlite::write::{events_upsert_sql, write_chunk, write_event};
+use crate::store::StoreError;
+
+/// A run row of string appends (a row of stream messages has no `delta`).
+const RUN_ROW: &str = "pieces IS NOT NULL AND delta IS NOT NULL";
+
+/// The rows picked by `?1`, a JSON array of `n`s (rowid look-ups).
+const PICKED: &str = "n IN (SELECT value FROM json_each(?1))";
+
+/// Moves the rows `ns` (for each log a prefix of its rows in `recent`) into `events`, in the
+/// caller's transaction; the run rows left open. Rows that no later row can continue (single
+/// events, a stream append's messages) are copied by one statement. Run rows (string appends,
+/// which several commits may have written in pieces) are expanded into their events and written
+/// as the commit path would have written them had the commits been one, so the pieces of one
+/// run share a row again (a row continues only the run whose last event is its first's
+/// predecessor: seq and id).
+pub(super) fn move_rows(
+    connection: &Connection,
+    ns: &[i64],
+    open_chunks: &mut OpenChunks,
+) -> Result<HashMap<Uuid, Chunk>, StoreError> {
+    if ns.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let picked = serde_json::to_string(ns)
+        .map_err(|error| StoreError::Failed(format!("cannot list rows to move: {error}")))?;
+    connection
+        .prepare_cached(&format!(
+            "INSERT INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM recent \
+             WHERE {PICKED} AND NOT ({RUN_ROW}) ORDER BY agent_id, first_seq"
+        ))
+        .and_then(|mut copy| copy.execute([&picked]))
+        .map_err(sqlite_error)?;
+    let open_after = join_runs(connection, &picked, open_chunks)?;
+    connection
+        .prepare_cached(&format!("DELETE FROM recent WHERE {PICKED}"))
+        .and_then(|mut delete| delete.execute([&picked]))
+        .map_err(sqlite_error)?;
+    Ok(open_after)
+}
+
+/// The picked run rows, per log in seq order, written into `events` joined with each other and
+/// with the log's open run row ([`OpenChunks`]); the run rows left open.
+fn join_runs(
+    connection: &Connection,
+    picked: &str,
+    open_chunks: &mut OpenChunks,
+) -> Result<HashMap<Uuid, Chunk>, StoreError> {
+    let mut select = connection
+        .prepare_cached(&format!(
+            "SELECT {EVENT_COLUMNS} FROM recent WHERE {PICKED} AND {RUN_ROW} \
+             ORDER BY agent_id, first_seq"
+        ))
+        .map_err(sqlite_error)?;
+    let mut insert = connection
+        .prepare_cached(&events_upsert_sql())
+        .map_err(sqlite_error)?;
+    let mut write = |row: Written<'_>| match row {
+        Written::Event(event) => write_event(&mut insert, event, None).map(drop),
+        Written::Chunk(chunk) => write_chunk(&mut insert, chunk, None).map(drop),
+    };
+    let mut open_after = HashMap::new();
+    let mut current: Option<(Uuid, GroupRows)> = None;
+    let mut events: Vec<AgentEvent> = Vec::new();
+    let mut rows = select.query([picked]).map_err(sqlite_error)?;
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        events.clear();
+        expand(row, Pick::All, |event| event.to_event(), &mut events)?;
+        for event in &events {
+            let agent_id = event.agent_id;
+            if !matches!(&current, Some((open, _)) if *open == agent_id) {
+                if let Some((_, ended)) = current.take() {
+                    open_after.extend(ended.finish(&mut write)?);
+                }
+                current = Some((agent_id, open_chunks.take([agent_id])));
+            }
+            if let Some((_, group)) = current.as_mut() {
+                group.add(event, &mut write)?;
+            }
+        }
+    }
+    if let Some((_, ended)) = current.take() {
+        open_after.extend(ended.finish(&mut write)?);
+    }
+    Ok(open_after)
+}
