@@ -173,6 +173,7 @@ fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sqlite_error)
         .and_then(|transaction| {
+            recent.catch_up(&transaction)?;
             let step = recent.step(&transaction)?;
             transaction.commit().map_err(sqlite_error)?;
             Ok(step)
@@ -334,6 +335,7 @@ fn append(
     let mut transaction = connection
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
+    recent.catch_up(&transaction)?;
     let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
     {
         let mut bump = transaction

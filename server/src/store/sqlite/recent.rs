@@ -25,6 +25,10 @@
 //!   therefore finds every row its snapshot holds in `recent` (a row committed after the index
 //!   was read may be missed: the read is then a shorter prefix of the log, never one with a
 //!   hole).
+//! - A second process writing the same file (SQLite is the store of one server; tests and
+//!   mistakes do this) is safe but not seen at once: each process lists the other's rows in
+//!   `recent` when it next commits or steps ([`Recent::catch_up`]), and sees them in `events`
+//!   once either moved them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -143,6 +147,21 @@ impl Recent {
             self.next_n = n + 1;
             self.index.note(agent_id, n);
             self.wrote(agent_id, n, bytes as usize);
+        }
+        Ok(())
+    }
+
+    /// Lists the rows another process wrote into `recent` since this one last looked (two
+    /// servers on one file: each gives `n`s from its own count). Called with the write lock
+    /// held, before a commit or a step writes: one look at the table's last rowid.
+    pub(super) fn catch_up(&mut self, connection: &Connection) -> Result<(), StoreError> {
+        let last: i64 = connection
+            .query_row("SELECT COALESCE(MAX(n), 0) FROM recent", [], |row| {
+                row.get(0)
+            })
+            .map_err(sqlite_error)?;
+        if last >= self.next_n {
+            self.load(connection)?;
         }
         Ok(())
     }

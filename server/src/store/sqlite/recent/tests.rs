@@ -281,3 +281,40 @@ async fn a_page_is_full_wherever_it_starts() {
         assert_eq!(seqs, vec![since + 1, since + 2, since + 3], "since {since}");
     }
 }
+
+/// Two stores on one file (SQLite serves one server, but tests and mistakes open a second):
+/// each gives `n`s from its own count, so the second one's rows collided with the first's
+/// (every append of the second failed) until a commit first lists what the other wrote.
+#[tokio::test]
+async fn two_stores_on_one_file_append_to_one_log() {
+    let (_directory, path, first) = open().await;
+    let second = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let agent = first.create_agent(NewAgent::default()).await.unwrap();
+    let batch = |count: u64| AppendBatch {
+        agent_id: agent.id,
+        drafts: (0..count)
+            .map(|_| EventDraft::new(EventKind::Text))
+            .collect(),
+        producer: None,
+    };
+    first.append(&[batch(5)]).await.unwrap();
+    let written = second.append(&[batch(5)]).await.unwrap();
+    assert_eq!(written[0].last().unwrap().seq, 10);
+    let seqs = |events: Vec<app::AgentEvent>| -> Vec<u64> {
+        events.iter().map(|event| event.seq).collect()
+    };
+    let all: Vec<u64> = (1..=10).collect();
+    assert_eq!(
+        seqs(second.read_events(agent.id, 0, 100).await.unwrap()),
+        all
+    );
+    // The first store lists the second's rows with its next commit.
+    first.append(&[batch(1)]).await.unwrap();
+    let all: Vec<u64> = (1..=11).collect();
+    assert_eq!(
+        seqs(first.read_events(agent.id, 0, 100).await.unwrap()),
+        all
+    );
+}
