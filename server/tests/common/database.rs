@@ -59,12 +59,23 @@ impl TestDatabase {
         }
     }
 
-    /// Events in the log (runs of appends share a row: counted by their seqs).
+    /// Events in the log (runs of appends share a row: counted by their seqs; on SQLite the
+    /// newest rows are in `recent` until they move into `events`).
     pub async fn count_events(&self) -> i64 {
-        let sql = "SELECT CAST(COALESCE(SUM(last_seq - first_seq + 1), 0) AS BIGINT) FROM events";
+        let sum = |table: &str| {
+            format!(
+                "SELECT CAST(COALESCE(SUM(last_seq - first_seq + 1), 0) AS BIGINT) FROM {table}"
+            )
+        };
         match self {
-            TestDatabase::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
-            TestDatabase::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
+            TestDatabase::Sqlite(pool) => {
+                let sql = format!("SELECT ({}) + ({})", sum("events"), sum("recent"));
+                sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap()
+            }
+            TestDatabase::Postgres(pool) => sqlx::query_scalar(&sum("events"))
+                .fetch_one(pool)
+                .await
+                .unwrap(),
         }
     }
 
@@ -76,7 +87,8 @@ impl TestDatabase {
             TestDatabase::Sqlite(pool) => {
                 let rows: Vec<(i64, i64, Vec<u8>)> = sqlx::query_as(
                     "SELECT first_seq, last_seq, id FROM events WHERE agent_id = ?1 \
-                     AND first_seq <= ?2",
+                     AND first_seq <= ?2 UNION ALL SELECT first_seq, last_seq, id FROM recent \
+                     WHERE agent_id = ?1 AND first_seq <= ?2",
                 )
                 .bind(agent_id.to_string())
                 .bind(seq as i64)

@@ -83,6 +83,9 @@ impl Appender {
             wal.reset_pages,
             reset_wanted.clone(),
         )?;
+        // The rows a stop left in `recent`, listed before the store answers its first read.
+        let mut recent = Recent::new(index);
+        recent.catch_up(&connection)?;
         let busy_timeout = Duration::from_millis(busy_timeout_ms);
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -90,11 +93,6 @@ impl Appender {
             .spawn(move || {
                 let mut connection = connection;
                 let mut restart_tries = 0;
-                let mut recent = Recent::new(index);
-                if let Err(error) = recent.load(&connection) {
-                    tracing::error!(%error, "cannot list the newest rows; appends stop");
-                    return;
-                }
                 let idle = Duration::from_millis(FOLD_WHEN_IDLE_MS);
                 let mut stepping = false;
                 loop {
@@ -509,6 +507,7 @@ fn append(
             }
         }
     }
+    recent.seal(&transaction)?;
     if abandoned() {
         // Dropping the transaction rolls it back.
         return Err(StoreError::Unavailable(
@@ -516,6 +515,7 @@ fn append(
         ));
     }
     transaction.commit().map_err(sqlite_error)?;
+    recent.sealed();
     if let Some(step) = step {
         recent.moved(step);
     }

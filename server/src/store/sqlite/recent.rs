@@ -18,19 +18,23 @@
 //! - For each log, every seq in `recent` is above every seq in `events`: a step moves a log's
 //!   oldest rows (a prefix of its rows in `recent`, which are in seq order), and appends only add
 //!   seqs above the head.
-//! - [`RecentIndex`] holds, for each log, an `n` at or below its first row in `recent`. An entry
-//!   is added inside the commit's transaction, before the commit, and removed only after a step
-//!   that moved the log's last row committed; `n` is never reused while the process runs (the
-//!   append thread gives it). A reader that reads the index before its statement starts
-//!   therefore finds every row its snapshot holds in `recent` (a row committed after the index
-//!   was read may be missed: the read is then a shorter prefix of the log, never one with a
-//!   hole).
+//! - `n` only grows, across processes too: `recent_next` holds the next `n` any writer may use;
+//!   a commit reads it before it inserts and raises it before it commits (under SQLite's write
+//!   lock, so two processes on one file never give one `n` twice or go back).
+//! - [`RecentIndex`] tells a reader where its log's rows in `recent` start: for each log this
+//!   process wrote or listed, an `n` at or below its first row there (added inside the commit's
+//!   transaction, before the commit; removed only after a step that moved the log's last row
+//!   committed), and for every log, the `n` this process last committed through, above which
+//!   only rows it has not listed can be (another process's). A reader that reads the index
+//!   before its statement starts therefore finds every row its snapshot holds in `recent` (a row
+//!   committed after the index was read may be missed: the read is then a shorter prefix of the
+//!   log, never one with a hole).
 //! - A second process writing the same file (SQLite is the store of one server; tests and
-//!   mistakes do this) is safe but not seen at once: each process lists the other's rows in
-//!   `recent` when it next commits or steps ([`Recent::catch_up`]), and sees them in `events`
-//!   once either moved them.
+//!   mistakes do this) is safe: each lists the other's rows when it next commits or steps
+//!   ([`Recent::catch_up`]), so either can move any row.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -56,17 +60,34 @@ pub(super) const RECENT_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// when appends pause.
 pub(super) const FOLD_STEP_ROWS_MAX: usize = 256;
 
-/// For each log with rows in `recent`, an `n` at or below its first row there (see the module's
-/// invariants). Shared by the append thread (which writes it) and the reads; its size is bounded
-/// by the rows in `recent`.
-#[derive(Clone, Default)]
-pub(super) struct RecentIndex(Arc<Mutex<HashMap<Uuid, i64>>>);
+/// Where each log's rows in `recent` start (see the module's invariants). Shared by the append
+/// thread (which writes it) and the reads; its size is bounded by the rows in `recent`.
+#[derive(Clone)]
+pub(super) struct RecentIndex(Arc<IndexInner>);
+
+struct IndexInner {
+    firsts: Mutex<HashMap<Uuid, i64>>,
+    /// The `n` this process committed through: rows at or above it that a log's entry does not
+    /// cover are another process's, written since.
+    committed: AtomicI64,
+}
+
+impl Default for RecentIndex {
+    fn default() -> RecentIndex {
+        RecentIndex(Arc::new(IndexInner {
+            firsts: Mutex::new(HashMap::new()),
+            committed: AtomicI64::new(1),
+        }))
+    }
+}
 
 impl RecentIndex {
-    /// An `n` at or below the log's first row in `recent`; `i64::MAX` (an empty rowid range)
-    /// when it has none.
+    /// An `n` at or below the log's first row in `recent` (a rowid range that holds them all).
     pub(super) fn first_row(&self, agent_id: Uuid) -> i64 {
-        self.lock().get(&agent_id).copied().unwrap_or(i64::MAX)
+        let committed = self.0.committed.load(Ordering::Acquire);
+        self.lock()
+            .get(&agent_id)
+            .map_or(committed, |first| (*first).min(committed))
     }
 
     fn note(&self, agent_id: Uuid, n: i64) {
@@ -77,8 +98,13 @@ impl RecentIndex {
         self.lock().remove(&agent_id);
     }
 
+    fn committed_through(&self, n: i64) {
+        self.0.committed.store(n, Ordering::Release);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, i64>> {
         self.0
+            .firsts
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -96,8 +122,10 @@ pub(super) struct Recent {
     index: RecentIndex,
     open_chunks: OpenChunks,
     logs: HashMap<Uuid, LogRows>,
-    /// The next row's `n`: above every `n` this process gave or found.
+    /// The next row's `n` (above every `n` given or found).
     next_n: i64,
+    /// `recent_next` as this process last read or committed it: every row below it is listed.
+    committed: i64,
     rows: usize,
     bytes: usize,
 }
@@ -123,47 +151,61 @@ impl Recent {
             open_chunks: OpenChunks::default(),
             logs: HashMap::new(),
             next_n: 1,
+            committed: 1,
             rows: 0,
             bytes: 0,
         }
     }
 
-    /// Lists the rows of `recent` from the next `n` on (at start: the rows a stop left there).
-    pub(super) fn load(&mut self, connection: &Connection) -> Result<(), StoreError> {
-        let mut select = connection
-            .prepare(
-                "SELECT n, agent_id, length(content) + coalesce(length(delta), 0) FROM recent \
-                 WHERE n >= ?1 ORDER BY n",
-            )
+    /// Lists the rows of `recent` that are not listed yet: at start, the rows a stop left there;
+    /// later, the rows another process wrote since this one last looked (two servers on one file).
+    /// Called before a commit or a step writes, with the write lock held: one look at
+    /// `recent_next` when nobody else wrote.
+    pub(super) fn catch_up(&mut self, connection: &Connection) -> Result<(), StoreError> {
+        let next: i64 = connection
+            .query_row("SELECT n FROM recent_next", [], |row| row.get(0))
             .map_err(sqlite_error)?;
-        let mut rows = select.query([self.next_n]).map_err(sqlite_error)?;
-        while let Some(row) = rows.next().map_err(sqlite_error)? {
-            let (n, agent_id, bytes): (i64, String, i64) = (
-                row.get(0).map_err(sqlite_error)?,
-                row.get(1).map_err(sqlite_error)?,
-                row.get(2).map_err(sqlite_error)?,
-            );
-            let agent_id = super::convert::parse_uuid(&agent_id)?;
-            self.next_n = n + 1;
-            self.index.note(agent_id, n);
-            self.wrote(agent_id, n, bytes as usize);
+        if next != self.committed {
+            let mut select = connection
+                .prepare(
+                    "SELECT n, agent_id, length(content) + coalesce(length(delta), 0) \
+                     FROM recent WHERE n >= ?1 ORDER BY n",
+                )
+                .map_err(sqlite_error)?;
+            let mut rows = select.query([self.committed]).map_err(sqlite_error)?;
+            while let Some(row) = rows.next().map_err(sqlite_error)? {
+                let (n, agent_id, bytes): (i64, String, i64) = (
+                    row.get(0).map_err(sqlite_error)?,
+                    row.get(1).map_err(sqlite_error)?,
+                    row.get(2).map_err(sqlite_error)?,
+                );
+                let agent_id = super::convert::parse_uuid(&agent_id)?;
+                self.index.note(agent_id, n);
+                self.wrote(agent_id, n, bytes as usize);
+            }
+        }
+        self.next_n = self.next_n.max(next);
+        self.committed = next;
+        self.index.committed_through(next);
+        Ok(())
+    }
+
+    /// Raises `recent_next` past the rows this transaction inserted; [`Recent::sealed`] once it
+    /// committed.
+    pub(super) fn seal(&self, connection: &Connection) -> Result<(), StoreError> {
+        if self.next_n > self.committed {
+            connection
+                .prepare_cached("UPDATE recent_next SET n = ?1 WHERE n < ?1")
+                .and_then(|mut update| update.execute([self.next_n]))
+                .map_err(sqlite_error)?;
         }
         Ok(())
     }
 
-    /// Lists the rows another process wrote into `recent` since this one last looked (two
-    /// servers on one file: each gives `n`s from its own count). Called with the write lock
-    /// held, before a commit or a step writes: one look at the table's last rowid.
-    pub(super) fn catch_up(&mut self, connection: &Connection) -> Result<(), StoreError> {
-        let last: i64 = connection
-            .query_row("SELECT COALESCE(MAX(n), 0) FROM recent", [], |row| {
-                row.get(0)
-            })
-            .map_err(sqlite_error)?;
-        if last >= self.next_n {
-            self.load(connection)?;
-        }
-        Ok(())
+    /// The sealed transaction committed.
+    pub(super) fn sealed(&mut self) {
+        self.committed = self.next_n;
+        self.index.committed_through(self.next_n);
     }
 
     /// The `n` of the next row a commit inserts for `agent_id`, noted in the index (before the

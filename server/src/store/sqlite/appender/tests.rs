@@ -19,7 +19,7 @@ async fn a_group_nobody_waits_for_is_not_committed() {
         }]
     };
     let mut open = Recent::new(RecentIndex::default());
-    open.load(&connection).unwrap();
+    open.catch_up(&connection).unwrap();
     assert!(append(&mut connection, group(), || true, &mut open).is_err());
     assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
     assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);

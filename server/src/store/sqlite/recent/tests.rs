@@ -30,7 +30,7 @@ async fn count(store: &SqliteStore, sql: &str) -> i64 {
 /// Lists what the store appended since and moves all of it into `events`, a step at a time;
 /// the rows moved.
 fn fold_all(recent: &mut Recent, connection: &mut Connection) -> usize {
-    recent.load(connection).unwrap();
+    recent.catch_up(connection).unwrap();
     let mut moved = 0;
     while recent.any() {
         let transaction = connection.transaction().unwrap();
@@ -283,8 +283,8 @@ async fn a_page_is_full_wherever_it_starts() {
 }
 
 /// Two stores on one file (SQLite serves one server, but tests and mistakes open a second):
-/// each gives `n`s from its own count, so the second one's rows collided with the first's
-/// (every append of the second failed) until a commit first lists what the other wrote.
+/// each gave `n`s from its own count, so the second one's rows collided with the first's (every
+/// append of the second failed). Now `n` comes from the file, and each reads the other's rows.
 #[tokio::test]
 async fn two_stores_on_one_file_append_to_one_log() {
     let (_directory, path, first) = open().await;
@@ -310,11 +310,20 @@ async fn two_stores_on_one_file_append_to_one_log() {
         seqs(second.read_events(agent.id, 0, 100).await.unwrap()),
         all
     );
-    // The first store lists the second's rows with its next commit.
+    // The first store reads the second's rows (above what it committed through) at once, and
+    // lists them with its next commit.
+    assert_eq!(
+        seqs(first.read_events(agent.id, 0, 100).await.unwrap()),
+        all
+    );
     first.append(&[batch(1)]).await.unwrap();
     let all: Vec<u64> = (1..=11).collect();
     assert_eq!(
         seqs(first.read_events(agent.id, 0, 100).await.unwrap()),
+        all
+    );
+    assert_eq!(
+        seqs(second.read_events(agent.id, 0, 100).await.unwrap()),
         all
     );
 }
