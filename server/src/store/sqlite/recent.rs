@@ -33,7 +33,7 @@
 //!   mistakes do this) is safe: each lists the other's rows when it next commits or steps
 //!   ([`Recent::catch_up`]), so either can move any row.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -55,10 +55,10 @@ pub(super) const RECENT_ROWS_MAX: usize = 4_096;
 /// make every read of their log scan megabytes).
 pub(super) const RECENT_BYTES_MAX: usize = 4 * 1024 * 1024;
 
-/// Rows one fold step moves at most: the work a commit takes on beside its own rows (a commit of
-/// single appends is ~25 rows, so steps keep up), and the longest an append waits behind a step
-/// when appends pause.
-pub(super) const FOLD_STEP_ROWS_MAX: usize = 256;
+/// Rows one fold step moves at most: the oldest, a run of `recent`'s first pages. Bigger steps
+/// write each log's leaf for more rows at once; smaller ones make the commit that carries one
+/// (and an append waiting behind a step when appends pause) wait less.
+pub(super) const FOLD_STEP_ROWS_MAX: usize = 512;
 
 /// Where each log's rows in `recent` start (see the module's invariants). Shared by the append
 /// thread (which writes it) and the reads; its size is bounded by the rows in `recent`.
@@ -110,37 +110,32 @@ impl RecentIndex {
     }
 }
 
-/// A log's rows in `recent` as the append thread knows them: their `n`s in order, and bytes.
-#[derive(Default)]
-struct LogRows {
-    ns: std::collections::VecDeque<(i64, usize)>,
-}
-
-/// The append thread's side of `recent`: each log's rows there, and each log's open run row in
-/// `events` (which the next step extends).
+/// The append thread's side of `recent`: its rows in `n` order, how many each log has, and each
+/// log's open run row in `events` (which the next step extends).
 pub(super) struct Recent {
     index: RecentIndex,
     open_chunks: OpenChunks,
-    logs: HashMap<Uuid, LogRows>,
+    /// `(n, log, bytes)` of each listed row, oldest first.
+    listed: VecDeque<(i64, Uuid, usize)>,
+    rows_per_log: HashMap<Uuid, usize>,
     /// The next row's `n` (above every `n` given or found).
     next_n: i64,
     /// `recent_next` as this process last read or committed it: every row below it is listed.
     committed: i64,
-    rows: usize,
     bytes: usize,
 }
 
 /// What a step moved, to apply once its transaction committed ([`Recent::moved`]).
 pub(super) struct Step {
-    taken: Vec<(Uuid, usize)>,
+    /// The listed rows it took, from the oldest (rows whose commit failed included).
+    taken: usize,
     open_after: HashMap<Uuid, crate::store::chunk::Chunk>,
 }
 
 #[cfg(test)]
 impl Step {
-    /// The rows the step moved (listed rows whose commit failed included).
     fn rows(&self) -> usize {
-        self.taken.iter().map(|(_, count)| count).sum()
+        self.taken
     }
 }
 
@@ -149,10 +144,10 @@ impl Recent {
         Recent {
             index,
             open_chunks: OpenChunks::default(),
-            logs: HashMap::new(),
+            listed: VecDeque::new(),
+            rows_per_log: HashMap::new(),
             next_n: 1,
             committed: 1,
-            rows: 0,
             bytes: 0,
         }
     }
@@ -218,66 +213,53 @@ impl Recent {
     }
 
     /// Row `n` of `agent_id`, `bytes` of text, was inserted (not yet committed: a row whose
-    /// commit failed stays listed, and a step finds nothing for it).
+    /// commit failed stays listed, and a step finds nothing for it). Rows are listed in `n`
+    /// order: this process's own as it gives them, another's (all above what this one
+    /// committed) when it catches up before its next commit.
     pub(super) fn wrote(&mut self, agent_id: Uuid, n: i64, bytes: usize) {
-        self.logs
-            .entry(agent_id)
-            .or_default()
-            .ns
-            .push_back((n, bytes));
-        self.rows += 1;
+        self.listed.push_back((n, agent_id, bytes));
+        *self.rows_per_log.entry(agent_id).or_default() += 1;
         self.bytes += bytes;
     }
 
     /// Whether `recent` holds more than it should: a commit then takes a step.
     pub(super) fn over(&self) -> bool {
-        self.rows > RECENT_ROWS_MAX || self.bytes > RECENT_BYTES_MAX
+        self.listed.len() > RECENT_ROWS_MAX || self.bytes > RECENT_BYTES_MAX
     }
 
     /// Whether anything is left to move (when appends pause).
     pub(super) fn any(&self) -> bool {
-        self.rows > 0
+        !self.listed.is_empty()
     }
 
-    /// Moves up to [`FOLD_STEP_ROWS_MAX`] rows, the oldest logs' oldest, into `events`, inside
-    /// the caller's transaction; what to apply once it committed ([`Recent::moved`]).
+    /// Moves the oldest rows, up to [`FOLD_STEP_ROWS_MAX`], into `events`, inside the caller's
+    /// transaction; what to apply once it committed ([`Recent::moved`]). The oldest rows are
+    /// the first pages of `recent` (a step frees whole pages) and, per log, a prefix of its rows.
     pub(super) fn step(&mut self, connection: &Connection) -> Result<Step, StoreError> {
-        let mut order: Vec<(i64, Uuid)> = self
-            .logs
-            .iter()
-            .filter_map(|(agent_id, log)| log.ns.front().map(|(n, _)| (*n, *agent_id)))
-            .collect();
-        order.sort_unstable();
-        let mut taken = Vec::new();
-        let mut ns = Vec::new();
-        for (_, agent_id) in order {
-            let Some(log) = self.logs.get(&agent_id) else {
-                continue;
-            };
-            let room = FOLD_STEP_ROWS_MAX - ns.len();
-            let count = log.ns.len().min(room);
-            ns.extend(log.ns.iter().take(count).map(|(n, _)| *n));
-            taken.push((agent_id, count));
-            if ns.len() >= FOLD_STEP_ROWS_MAX {
-                break;
-            }
-        }
-        let open_after = fold::move_rows(connection, &ns, &mut self.open_chunks)?;
+        let taken = self.listed.len().min(FOLD_STEP_ROWS_MAX);
+        let (Some((first, _, _)), Some((last, _, _))) = (
+            self.listed.front(),
+            taken.checked_sub(1).and_then(|at| self.listed.get(at)),
+        ) else {
+            return Ok(Step {
+                taken: 0,
+                open_after: HashMap::new(),
+            });
+        };
+        let open_after = fold::move_rows(connection, *first, *last, &mut self.open_chunks)?;
         Ok(Step { taken, open_after })
     }
 
     /// A step's transaction committed: its rows are in `events` now.
     pub(super) fn moved(&mut self, step: Step) {
-        for (agent_id, count) in step.taken {
-            let Some(log) = self.logs.get_mut(&agent_id) else {
-                continue;
-            };
-            for (_, bytes) in log.ns.drain(..count.min(log.ns.len())) {
-                self.rows -= 1;
-                self.bytes -= bytes;
-            }
-            if log.ns.is_empty() {
-                self.logs.remove(&agent_id);
+        for (_, agent_id, bytes) in self.listed.drain(..step.taken.min(self.listed.len())) {
+            self.bytes -= bytes;
+            let left = self.rows_per_log.get_mut(&agent_id).map(|rows| {
+                *rows -= 1;
+                *rows
+            });
+            if left == Some(0) {
+                self.rows_per_log.remove(&agent_id);
                 self.index.forget(agent_id);
             }
         }

@@ -16,10 +16,10 @@ use crate::store::StoreError;
 /// A run row of string appends (a row of stream messages has no `delta`).
 const RUN_ROW: &str = "pieces IS NOT NULL AND delta IS NOT NULL";
 
-/// The rows picked by `?1`, a JSON array of `n`s (rowid look-ups).
-const PICKED: &str = "n IN (SELECT value FROM json_each(?1))";
+/// The rows picked: `n` from `?1` through `?2` (a rowid range).
+const PICKED: &str = "n BETWEEN ?1 AND ?2";
 
-/// Moves the rows `ns` (for each log a prefix of its rows in `recent`) into `events`, in the
+/// Moves the rows `first..=last` (for each log a prefix of its rows in `recent`) into `events`, in the
 /// caller's transaction; the run rows left open. Rows that no later row can continue (single
 /// events, a stream append's messages) are copied by one statement. Run rows (string appends,
 /// which several commits may have written in pieces) are expanded into their events and written
@@ -28,25 +28,22 @@ const PICKED: &str = "n IN (SELECT value FROM json_each(?1))";
 /// predecessor: seq and id).
 pub(super) fn move_rows(
     connection: &Connection,
-    ns: &[i64],
+    first: i64,
+    last: i64,
     open_chunks: &mut OpenChunks,
 ) -> Result<HashMap<Uuid, Chunk>, StoreError> {
-    if ns.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let picked = serde_json::to_string(ns)
-        .map_err(|error| StoreError::Failed(format!("cannot list rows to move: {error}")))?;
+    let picked = [first, last];
     connection
         .prepare_cached(&format!(
             "INSERT INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM recent \
              WHERE {PICKED} AND NOT ({RUN_ROW}) ORDER BY agent_id, first_seq"
         ))
-        .and_then(|mut copy| copy.execute([&picked]))
+        .and_then(|mut copy| copy.execute(picked))
         .map_err(sqlite_error)?;
-    let open_after = join_runs(connection, &picked, open_chunks)?;
+    let open_after = join_runs(connection, picked, open_chunks)?;
     connection
         .prepare_cached(&format!("DELETE FROM recent WHERE {PICKED}"))
-        .and_then(|mut delete| delete.execute([&picked]))
+        .and_then(|mut delete| delete.execute(picked))
         .map_err(sqlite_error)?;
     Ok(open_after)
 }
@@ -55,7 +52,7 @@ pub(super) fn move_rows(
 /// with the log's open run row ([`OpenChunks`]); the run rows left open.
 fn join_runs(
     connection: &Connection,
-    picked: &str,
+    picked: [i64; 2],
     open_chunks: &mut OpenChunks,
 ) -> Result<HashMap<Uuid, Chunk>, StoreError> {
     let mut select = connection
@@ -74,7 +71,7 @@ fn join_runs(
     let mut open_after = HashMap::new();
     let mut current: Option<(Uuid, GroupRows)> = None;
     let mut events: Vec<AgentEvent> = Vec::new();
-    let mut rows = select.query([picked]).map_err(sqlite_error)?;
+    let mut rows = select.query(picked).map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
         events.clear();
         expand(row, Pick::All, |event| event.to_event(), &mut events)?;
