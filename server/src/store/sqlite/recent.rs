@@ -55,10 +55,10 @@ pub(super) const RECENT_ROWS_MAX: usize = 4_096;
 /// make every read of their log scan megabytes).
 pub(super) const RECENT_BYTES_MAX: usize = 4 * 1024 * 1024;
 
-/// Rows one fold step moves at most: the oldest, a run of `recent`'s first pages. Bigger steps
-/// write each log's leaf for more rows at once; smaller ones make the commit that carries one
-/// (and an append waiting behind a step when appends pause) wait less.
-pub(super) const FOLD_STEP_ROWS_MAX: usize = 512;
+/// Rows one step moves at most: the work a commit past the bound takes on beside its own rows
+/// (a commit of single appends is ~25 rows, a step the ~64 rows of one of 64 busy logs), and the
+/// longest an append waits behind a step when appends pause.
+pub(super) const FOLD_STEP_ROWS_MAX: usize = 256;
 
 /// Where each log's rows in `recent` start (see the module's invariants). Shared by the append
 /// thread (which writes it) and the reads; its size is bounded by the rows in `recent`.
@@ -110,32 +110,48 @@ impl RecentIndex {
     }
 }
 
-/// The append thread's side of `recent`: its rows in `n` order, how many each log has, and each
-/// log's open run row in `events` (which the next step extends).
+/// The append thread's side of `recent`: its rows in `n` order, each log's rows not yet moved,
+/// and each log's open run row in `events` (which the next step extends).
 pub(super) struct Recent {
     index: RecentIndex,
     open_chunks: OpenChunks,
-    /// `(n, log, bytes)` of each listed row, oldest first.
-    listed: VecDeque<(i64, Uuid, usize)>,
-    rows_per_log: HashMap<Uuid, usize>,
+    /// `(n, log)` of each row still in the table, moved or not, oldest first.
+    listed: VecDeque<(i64, Uuid)>,
+    logs: HashMap<Uuid, Log>,
+    /// Rows and bytes of text not yet moved.
+    live_rows: usize,
+    live_bytes: usize,
     /// The next row's `n` (above every `n` given or found).
     next_n: i64,
     /// `recent_next` as this process last read or committed it: every row below it is listed.
     committed: i64,
-    bytes: usize,
+}
+
+/// One log's rows in `recent`.
+#[derive(Default)]
+struct Log {
+    /// `(n, bytes)` of its rows not yet moved, oldest first.
+    live: VecDeque<(i64, usize)>,
+    /// The newest `n` moved: its rows at or below are dead (in `events` too; reads skip them).
+    moved_through: i64,
+    /// Its rows still in the table, moved or not.
+    listed: usize,
 }
 
 /// What a step moved, to apply once its transaction committed ([`Recent::moved`]).
 pub(super) struct Step {
-    /// The listed rows it took, from the oldest (rows whose commit failed included).
-    taken: usize,
+    /// Per log: how many of its oldest live rows moved, and the newest `n` among them.
+    moves: Vec<(Uuid, usize, i64)>,
+    /// Rows at the front of the table deleted (all dead): how many, through which `n`.
+    deleted: usize,
     open_after: HashMap<Uuid, crate::store::chunk::Chunk>,
 }
 
 #[cfg(test)]
 impl Step {
+    /// The rows the step moved (listed rows whose commit failed included).
     fn rows(&self) -> usize {
-        self.taken
+        self.moves.iter().map(|(_, count, _)| count).sum()
     }
 }
 
@@ -145,10 +161,11 @@ impl Recent {
             index,
             open_chunks: OpenChunks::default(),
             listed: VecDeque::new(),
-            rows_per_log: HashMap::new(),
+            logs: HashMap::new(),
+            live_rows: 0,
+            live_bytes: 0,
             next_n: 1,
             committed: 1,
-            bytes: 0,
         }
     }
 
@@ -217,50 +234,97 @@ impl Recent {
     /// order: this process's own as it gives them, another's (all above what this one
     /// committed) when it catches up before its next commit.
     pub(super) fn wrote(&mut self, agent_id: Uuid, n: i64, bytes: usize) {
-        self.listed.push_back((n, agent_id, bytes));
-        *self.rows_per_log.entry(agent_id).or_default() += 1;
-        self.bytes += bytes;
+        self.listed.push_back((n, agent_id));
+        let log = self.logs.entry(agent_id).or_default();
+        log.live.push_back((n, bytes));
+        log.listed += 1;
+        self.live_rows += 1;
+        self.live_bytes += bytes;
     }
 
     /// Whether `recent` holds more than it should: a commit then takes a step.
     pub(super) fn over(&self) -> bool {
-        self.listed.len() > RECENT_ROWS_MAX || self.bytes > RECENT_BYTES_MAX
+        self.live_rows > RECENT_ROWS_MAX || self.live_bytes > RECENT_BYTES_MAX
     }
 
-    /// Whether anything is left to move (when appends pause).
+    /// Whether anything is left to move or delete (when appends pause).
     pub(super) fn any(&self) -> bool {
         !self.listed.is_empty()
     }
 
-    /// Moves the oldest rows, up to [`FOLD_STEP_ROWS_MAX`], into `events`, inside the caller's
-    /// transaction; what to apply once it committed ([`Recent::moved`]). The oldest rows are
-    /// the first pages of `recent` (a step frees whole pages) and, per log, a prefix of its rows.
+    /// Moves the rows of the logs whose rows are oldest into `events` (all of each log's, up to
+    /// [`FOLD_STEP_ROWS_MAX`] in all), then deletes the run of dead rows at the front of the
+    /// table, inside the caller's transaction; what to apply once it committed
+    /// ([`Recent::moved`]). A log's rows go together, so its leaf in `events` is written once
+    /// for all of them; the moved rows are left in place (dead: reads skip them) until the front
+    /// of the table is all dead, so a delete frees whole pages instead of a row in each.
     pub(super) fn step(&mut self, connection: &Connection) -> Result<Step, StoreError> {
-        let taken = self.listed.len().min(FOLD_STEP_ROWS_MAX);
-        let (Some((first, _, _)), Some((last, _, _))) = (
-            self.listed.front(),
-            taken.checked_sub(1).and_then(|at| self.listed.get(at)),
-        ) else {
-            return Ok(Step {
-                taken: 0,
-                open_after: HashMap::new(),
-            });
+        let mut moves: Vec<(Uuid, usize, i64)> = Vec::new();
+        let mut ns: Vec<i64> = Vec::new();
+        for (n, agent_id) in &self.listed {
+            if ns.len() >= FOLD_STEP_ROWS_MAX {
+                break;
+            }
+            let Some(log) = self.logs.get(agent_id) else {
+                continue;
+            };
+            if *n <= log.moved_through || moves.iter().any(|(id, _, _)| id == agent_id) {
+                continue;
+            }
+            let count = log.live.len().min(FOLD_STEP_ROWS_MAX - ns.len());
+            let taken = log.live.iter().take(count).map(|(n, _)| *n);
+            let start = ns.len();
+            ns.extend(taken);
+            if let Some(last) = ns.get(start..).and_then(<[i64]>::last) {
+                moves.push((*agent_id, count, *last));
+            }
+        }
+        let open_after = fold::move_rows(connection, &ns, &mut self.open_chunks)?;
+        // The front rows that are dead once these moves commit.
+        let moved_through = |agent_id: &Uuid| {
+            let moved = moves.iter().find(|(id, _, _)| id == agent_id);
+            moved
+                .map(|(_, _, last)| *last)
+                .or_else(|| self.logs.get(agent_id).map(|log| log.moved_through))
+                .unwrap_or(i64::MAX)
         };
-        let open_after = fold::move_rows(connection, *first, *last, &mut self.open_chunks)?;
-        Ok(Step { taken, open_after })
+        let deleted = self
+            .listed
+            .iter()
+            .take_while(|(n, agent_id)| *n <= moved_through(agent_id))
+            .count();
+        if let Some((through, _)) = deleted.checked_sub(1).and_then(|at| self.listed.get(at)) {
+            fold::delete_through(connection, *through)?;
+        }
+        Ok(Step {
+            moves,
+            deleted,
+            open_after,
+        })
     }
 
-    /// A step's transaction committed: its rows are in `events` now.
+    /// A step's transaction committed: its rows are in `events` now, the dead front deleted.
     pub(super) fn moved(&mut self, step: Step) {
-        for (_, agent_id, bytes) in self.listed.drain(..step.taken.min(self.listed.len())) {
-            self.bytes -= bytes;
-            let left = self.rows_per_log.get_mut(&agent_id).map(|rows| {
-                *rows -= 1;
-                *rows
-            });
-            if left == Some(0) {
-                self.rows_per_log.remove(&agent_id);
+        for (agent_id, count, last) in step.moves {
+            let Some(log) = self.logs.get_mut(&agent_id) else {
+                continue;
+            };
+            for (_, bytes) in log.live.drain(..count.min(log.live.len())) {
+                self.live_rows -= 1;
+                self.live_bytes -= bytes;
+            }
+            log.moved_through = last;
+            if log.live.is_empty() {
                 self.index.forget(agent_id);
+            }
+        }
+        for (_, agent_id) in self.listed.drain(..step.deleted.min(self.listed.len())) {
+            let gone = self.logs.get_mut(&agent_id).is_some_and(|log| {
+                log.listed -= 1;
+                log.listed == 0 && log.live.is_empty()
+            });
+            if gone {
+                self.logs.remove(&agent_id);
             }
         }
         self.open_chunks.keep(step.open_after);

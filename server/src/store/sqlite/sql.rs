@@ -20,20 +20,27 @@ pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_i
      message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
      raws";
 
+/// A row of `recent` that is not in `events` too: a step copies a log's oldest rows into
+/// `events` and deletes them from `recent` only once the table's first pages are all copied.
+pub(super) const LIVE: &str = "first_seq > COALESCE((SELECT moved.last_seq FROM events moved \
+     WHERE moved.agent_id = recent.agent_id ORDER BY moved.first_seq DESC LIMIT 1), 0)";
+
 /// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
 /// least one wanted event). In `events` it walks the table's `(agent_id, first_seq)` key: one
 /// seek for the row holding the seq (the greatest first seq not past it), then forward; that row
 /// is skipped when it ends before the seq (the seq is in `recent`: the row would take one of the
-/// page's rows and give no event, and a short page reads as the log's end). In
-/// `recent` (whose seqs are all above those in `events`) it scans the rows from `?4` on, the
-/// first the log may have there ([`super::recent::RecentIndex`]). One statement: one snapshot,
-/// so a fold between two parts cannot hide rows.
+/// page's rows and give no event, and a short page reads as the log's end). In `recent` it scans
+/// the rows from `?4` on, the first the log may have there ([`super::recent::RecentIndex`]), and
+/// keeps those not moved yet: above the log's last seq in `events` (one seek; [`LIVE`]). One
+/// statement: one snapshot, so a step between two parts cannot hide or repeat rows.
 pub(super) fn range_sql() -> String {
     format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
          (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
          AND last_seq > ?2 UNION ALL SELECT {EVENT_COLUMNS} FROM recent \
-         WHERE n >= ?4 AND agent_id = ?1 AND last_seq > ?2 ORDER BY first_seq LIMIT ?3"
+         WHERE n >= ?4 AND agent_id = ?1 AND last_seq > ?2 AND first_seq > COALESCE( \
+         (SELECT last_seq FROM events WHERE agent_id = ?1 ORDER BY first_seq DESC LIMIT 1), 0) \
+         ORDER BY first_seq LIMIT ?3"
     )
 }
 
@@ -62,7 +69,8 @@ pub(super) fn run_outline_sql() -> String {
     let wanted = format!("run_id = ?1 AND kind IN {RUN_OUTLINE_KINDS}");
     format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE {wanted} \
-         UNION ALL SELECT {EVENT_COLUMNS} FROM recent WHERE {wanted} ORDER BY first_seq"
+         UNION ALL SELECT {EVENT_COLUMNS} FROM recent WHERE {wanted} AND {LIVE} \
+         ORDER BY first_seq"
     )
 }
 
@@ -72,7 +80,7 @@ pub(super) fn unfinished_runs_sql() -> String {
     let wanted = "(agent_id, first_seq) IN (SELECT agent_id, started_seq FROM open_runs)";
     format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE {wanted} \
-         UNION ALL SELECT {EVENT_COLUMNS} FROM recent WHERE {wanted} \
+         UNION ALL SELECT {EVENT_COLUMNS} FROM recent WHERE {wanted} AND {LIVE} \
          ORDER BY agent_id, first_seq"
     )
 }
@@ -84,7 +92,7 @@ pub(super) fn by_id_sql() -> String {
     format!(
         "SELECT {EVENT_COLUMNS} FROM (SELECT {EVENT_COLUMNS} FROM events WHERE id <= ?1 \
          ORDER BY id DESC LIMIT 1) UNION ALL SELECT {EVENT_COLUMNS} FROM (SELECT \
-         {EVENT_COLUMNS} FROM recent WHERE id <= ?1 ORDER BY id DESC LIMIT 1)"
+         {EVENT_COLUMNS} FROM recent WHERE id <= ?1 AND {LIVE} ORDER BY id DESC LIMIT 1)"
     )
 }
 

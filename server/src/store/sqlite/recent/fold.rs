@@ -16,10 +16,10 @@ use crate::store::StoreError;
 /// A run row of string appends (a row of stream messages has no `delta`).
 const RUN_ROW: &str = "pieces IS NOT NULL AND delta IS NOT NULL";
 
-/// The rows picked: `n` from `?1` through `?2` (a rowid range).
-const PICKED: &str = "n BETWEEN ?1 AND ?2";
+/// The rows picked by `?1`, a JSON array of `n`s (rowid look-ups).
+const PICKED: &str = "n IN (SELECT value FROM json_each(?1))";
 
-/// Moves the rows `first..=last` (for each log a prefix of its rows in `recent`) into `events`, in the
+/// Copies the rows `ns` (for each log a prefix of its live rows in `recent`) into `events`, in the
 /// caller's transaction; the run rows left open. Rows that no later row can continue (single
 /// events, a stream append's messages) are copied by one statement. Run rows (string appends,
 /// which several commits may have written in pieces) are expanded into their events and written
@@ -28,31 +28,38 @@ const PICKED: &str = "n BETWEEN ?1 AND ?2";
 /// predecessor: seq and id).
 pub(super) fn move_rows(
     connection: &Connection,
-    first: i64,
-    last: i64,
+    ns: &[i64],
     open_chunks: &mut OpenChunks,
 ) -> Result<HashMap<Uuid, Chunk>, StoreError> {
-    let picked = [first, last];
+    if ns.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let picked = serde_json::to_string(ns)
+        .map_err(|error| StoreError::Failed(format!("cannot list rows to move: {error}")))?;
     connection
         .prepare_cached(&format!(
             "INSERT INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM recent \
              WHERE {PICKED} AND NOT ({RUN_ROW}) ORDER BY agent_id, first_seq"
         ))
-        .and_then(|mut copy| copy.execute(picked))
+        .and_then(|mut copy| copy.execute([&picked]))
         .map_err(sqlite_error)?;
-    let open_after = join_runs(connection, picked, open_chunks)?;
+    join_runs(connection, &picked, open_chunks)
+}
+
+/// Deletes the rows of `recent` through `n` (all moved: the table's first pages).
+pub(super) fn delete_through(connection: &Connection, n: i64) -> Result<(), StoreError> {
     connection
-        .prepare_cached(&format!("DELETE FROM recent WHERE {PICKED}"))
-        .and_then(|mut delete| delete.execute(picked))
+        .prepare_cached("DELETE FROM recent WHERE n <= ?1")
+        .and_then(|mut delete| delete.execute([n]))
         .map_err(sqlite_error)?;
-    Ok(open_after)
+    Ok(())
 }
 
 /// The picked run rows, per log in seq order, written into `events` joined with each other and
 /// with the log's open run row ([`OpenChunks`]); the run rows left open.
 fn join_runs(
     connection: &Connection,
-    picked: [i64; 2],
+    picked: &str,
     open_chunks: &mut OpenChunks,
 ) -> Result<HashMap<Uuid, Chunk>, StoreError> {
     let mut select = connection
@@ -71,7 +78,7 @@ fn join_runs(
     let mut open_after = HashMap::new();
     let mut current: Option<(Uuid, GroupRows)> = None;
     let mut events: Vec<AgentEvent> = Vec::new();
-    let mut rows = select.query(picked).map_err(sqlite_error)?;
+    let mut rows = select.query([picked]).map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
         events.clear();
         expand(row, Pick::All, |event| event.to_event(), &mut events)?;
