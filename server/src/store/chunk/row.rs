@@ -215,6 +215,11 @@ impl Chunk {
         (self.form == Form::Text).then_some(self.text.as_str())
     }
 
+    /// The bytes of its text and pieces: about what the row weighs.
+    pub fn bytes(&self) -> usize {
+        self.text.len() + self.pieces.len()
+    }
+
     /// The `content` column: the first event's (a run row), or the messages' as one JSON array.
     pub fn content_column(&self) -> String {
         match self.form {

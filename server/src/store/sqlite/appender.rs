@@ -19,8 +19,8 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
 use super::recent::{Recent, RecentIndex};
-use super::write::{blob, recent_insert_sql, write_chunk, write_event};
-use crate::store::chunk::{self, OpenChunks, Written};
+use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
+use crate::store::chunk::{self, Form, OpenChunks, Written};
 use crate::store::rows::{totals, SeqCursors};
 use crate::store::{AppendBatch, StoreError};
 
@@ -46,6 +46,12 @@ pub(super) struct Appender {
     jobs: std::sync::mpsc::Sender<Job>,
     queue_room: Arc<Semaphore>,
 }
+
+/// Bytes of text from which a row of stream messages (a Durable Streams append of many) goes
+/// straight into `events` when its log has nothing live in `recent`: such a row fills much of a
+/// leaf by itself, and through `recent` it was written twice (64-message appends: 434 → 370
+/// thousand messages/s).
+const DIRECT_ROW_BYTES_MIN: usize = 1024;
 
 /// How long the append thread waits for the next group before it moves what `recent` holds into
 /// `events`, a step at a time ([`Recent::step`]): under load groups come every millisecond or
@@ -233,11 +239,23 @@ fn append(
         let mut insert = transaction
             .prepare_cached(&recent_insert_sql())
             .map_err(sqlite_error)?;
+        let mut insert_direct = transaction
+            .prepare_cached(&events_upsert_sql())
+            .map_err(sqlite_error)?;
         let mut write = |row: Written<'_>| {
             let agent_id = match row {
                 Written::Event(event) => event.agent_id,
                 Written::Chunk(chunk) => chunk.head.agent_id,
             };
+            // A large row of messages pays for its own leaf: straight into `events` when its log
+            // has nothing live in `recent` (whose seqs must stay above those in `events`).
+            if let Written::Chunk(chunk) = row {
+                let large = chunk.form == Form::Messages && chunk.bytes() >= DIRECT_ROW_BYTES_MIN;
+                if large && !recent.has_live(agent_id) {
+                    write_chunk(&mut insert_direct, chunk, None)?;
+                    return Ok(());
+                }
+            }
             let n = recent.next_row(agent_id);
             let bytes = match row {
                 Written::Event(event) => write_event(&mut insert, event, Some(n))?,

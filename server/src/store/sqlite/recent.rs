@@ -242,6 +242,13 @@ impl Recent {
         self.live_bytes += bytes;
     }
 
+    /// Whether the log has rows in `recent` not moved yet (listed ones, failed commits' too).
+    pub(super) fn has_live(&self, agent_id: Uuid) -> bool {
+        self.logs
+            .get(&agent_id)
+            .is_some_and(|log| !log.live.is_empty())
+    }
+
     /// Whether `recent` holds more than it should: a commit then takes a step.
     pub(super) fn over(&self) -> bool {
         self.live_rows > RECENT_ROWS_MAX || self.live_bytes > RECENT_BYTES_MAX

@@ -340,3 +340,52 @@ async fn two_stores_on_one_file_append_to_one_log() {
         all
     );
 }
+
+/// An append of many messages (a row of 1 KiB or more) goes straight into `events` when its log
+/// has nothing live in `recent`, and into `recent` behind the log's live rows otherwise; reads
+/// give every message in order either way.
+#[tokio::test]
+async fn large_rows_of_messages_skip_recent_unless_the_log_has_live_rows_there() {
+    let (_directory, _path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let messages = |count: u64| {
+        let head = Uuid::now_v7();
+        let drafts = (0..count)
+            .map(|k| {
+                let mut draft = EventDraft::new(EventKind::StreamMessage);
+                draft.id = nth_id(head, k).unwrap();
+                draft.block_id = Some(head);
+                draft.content = Value::String(format!("{{\"k\":{k},\"text\":\"a message\"}}"));
+                draft
+            })
+            .collect();
+        AppendBatch {
+            agent_id: agent.id,
+            drafts,
+            producer: None,
+        }
+    };
+    let rows = |table: &'static str| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    store.append(&[messages(64)]).await.unwrap();
+    assert_eq!((rows("events").await, rows("recent").await), (1, 0));
+    // Behind a live row (unless appends paused long enough for it to move): had the large row
+    // gone into `events`, the small one would read as moved and the log would have a hole.
+    store.append(&[messages(1)]).await.unwrap();
+    store.append(&[messages(64)]).await.unwrap();
+    let seqs: Vec<u64> = store
+        .read_events(agent.id, 0, 1_000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|event| event.seq)
+        .collect();
+    assert_eq!(seqs, (1..=129).collect::<Vec<u64>>());
+}
