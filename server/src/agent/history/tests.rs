@@ -56,12 +56,15 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
         .await
         .unwrap();
 
+    // One transaction: the store may move rows from `recent` into `events` between two.
+    let mut transaction = store.pool().begin().await.unwrap();
     for table in ["events", "recent"] {
         sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
-            .execute(store.pool())
+            .execute(&mut *transaction)
             .await
             .unwrap();
     }
+    transaction.commit().await.unwrap();
     assert!(fold_log(&store, &Snapshots::default(), agent.id)
         .await
         .is_err());
@@ -223,12 +226,15 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
     let saved = store.load_snapshot(agent.id).await.unwrap().unwrap();
     assert_eq!(saved.last_seq, total as u64);
 
+    // One transaction: the store may move rows from `recent` into `events` between two.
+    let mut transaction = store.pool().begin().await.unwrap();
     for table in ["events", "recent"] {
         sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
-            .execute(store.pool())
+            .execute(&mut *transaction)
             .await
             .unwrap();
     }
+    transaction.commit().await.unwrap();
     let after_restart = fold_log(&store, &Snapshots::default(), agent.id)
         .await
         .unwrap();

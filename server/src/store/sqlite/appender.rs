@@ -110,7 +110,7 @@ impl Appender {
                     let job = match next {
                         Ok(job) => job,
                         Err(RecvTimeoutError::Timeout) => {
-                            stepping = fold_step(&mut recent, &mut connection);
+                            stepping = recent.may_step() && fold_step(&mut recent, &mut connection);
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => break,
@@ -169,8 +169,9 @@ impl Appender {
 }
 
 /// One step of moving `recent` into `events` ([`Recent::step`]) in a transaction of its own,
-/// when appends pause; true when it moved rows (the thread then takes the next step unless a
-/// group came). A step that fails leaves both tables as they were; the next pause tries again.
+/// when appends pause; true when it moved or deleted rows (the thread then takes the next step
+/// unless a group came). A step that fails leaves both tables as they were; the next is tried
+/// after a while ([`Recent::may_step`]).
 fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
     let outcome = connection
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -183,11 +184,13 @@ fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
         });
     match outcome {
         Ok(step) => {
+            let progress = step.did_anything();
             recent.moved(step);
-            true
+            progress
         }
         Err(error) => {
             tracing::warn!(%error, "moving the newest rows into the log failed; trying later");
+            recent.step_failed();
             false
         }
     }
@@ -382,7 +385,7 @@ fn append(
     // Past its bound, `recent`'s oldest rows move into `events` in this same commit; a step that
     // fails is undone alone (a savepoint) and the group commits without it.
     let mut step = None;
-    if recent.over() {
+    if recent.over() && recent.may_step() {
         let mut savepoint = transaction.savepoint().map_err(sqlite_error)?;
         match recent.step(&savepoint) {
             Ok(moved) => {
@@ -392,6 +395,7 @@ fn append(
             Err(error) => {
                 savepoint.rollback().map_err(sqlite_error)?;
                 tracing::warn!(%error, "moving the newest rows into the log failed; trying later");
+                recent.step_failed();
             }
         }
     }

@@ -125,7 +125,13 @@ pub(super) struct Recent {
     next_n: i64,
     /// `recent_next` as this process last read or committed it: every row below it is listed.
     committed: i64,
+    /// After a failed step, no step before this time (a step that keeps failing is retried
+    /// once per [`STEP_RETRY_AFTER_MS`], not with every commit).
+    retry_at: Option<std::time::Instant>,
 }
+
+/// How long after a failed step the append thread waits before it tries another.
+const STEP_RETRY_AFTER_MS: u64 = 1_000;
 
 /// One log's rows in `recent`.
 #[derive(Default)]
@@ -147,6 +153,13 @@ pub(super) struct Step {
     open_after: HashMap<Uuid, crate::store::chunk::Chunk>,
 }
 
+impl Step {
+    /// Whether it moved or deleted any row (else there was nothing to do).
+    pub(super) fn did_anything(&self) -> bool {
+        !self.moves.is_empty() || self.deleted > 0
+    }
+}
+
 #[cfg(test)]
 impl Step {
     /// The rows the step moved (listed rows whose commit failed included).
@@ -166,6 +179,7 @@ impl Recent {
             live_bytes: 0,
             next_n: 1,
             committed: 1,
+            retry_at: None,
         }
     }
 
@@ -254,6 +268,18 @@ impl Recent {
         self.live_rows > RECENT_ROWS_MAX || self.live_bytes > RECENT_BYTES_MAX
     }
 
+    /// Whether a step may be taken now (none for a while after one failed).
+    pub(super) fn may_step(&self) -> bool {
+        self.retry_at
+            .is_none_or(|at| std::time::Instant::now() >= at)
+    }
+
+    /// A step failed (its transaction or savepoint rolled back).
+    pub(super) fn step_failed(&mut self) {
+        self.retry_at =
+            Some(std::time::Instant::now() + std::time::Duration::from_millis(STEP_RETRY_AFTER_MS));
+    }
+
     /// Whether anything is left to move or delete (when appends pause).
     pub(super) fn any(&self) -> bool {
         !self.listed.is_empty()
@@ -312,6 +338,7 @@ impl Recent {
 
     /// A step's transaction committed: its rows are in `events` now, the dead front deleted.
     pub(super) fn moved(&mut self, step: Step) {
+        self.retry_at = None;
         for (agent_id, count, last) in step.moves {
             let Some(log) = self.logs.get_mut(&agent_id) else {
                 continue;
