@@ -188,6 +188,7 @@ impl Recent {
     /// Called before a commit or a step writes, with the write lock held: one look at
     /// `recent_next` when nobody else wrote.
     pub(super) fn catch_up(&mut self, connection: &Connection) -> Result<(), StoreError> {
+        self.forget_uncommitted();
         let next: i64 = connection
             .query_row("SELECT n FROM recent_next", [], |row| row.get(0))
             .map_err(sqlite_error)?;
@@ -214,6 +215,30 @@ impl Recent {
         self.committed = next;
         self.index.committed_through(next);
         Ok(())
+    }
+
+    /// Drops the listed rows of commits that failed: every row this process committed is below
+    /// `committed`, so those at or above it never reached the file, and another process may give
+    /// their `n`s to rows of its own (listed twice, one row would be moved twice).
+    fn forget_uncommitted(&mut self) {
+        while let Some((n, agent_id)) = self.listed.back().copied() {
+            if n < self.committed {
+                break;
+            }
+            self.listed.pop_back();
+            let gone = self.logs.get_mut(&agent_id).is_some_and(|log| {
+                if let Some((_, bytes)) = log.live.pop_back() {
+                    self.live_rows -= 1;
+                    self.live_bytes -= bytes;
+                }
+                log.listed -= 1;
+                log.listed == 0
+            });
+            if gone {
+                self.logs.remove(&agent_id);
+                self.index.forget(agent_id);
+            }
+        }
     }
 
     /// Raises `recent_next` past the rows this transaction inserted; [`Recent::sealed`] once it

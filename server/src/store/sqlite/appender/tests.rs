@@ -27,6 +27,52 @@ async fn a_group_nobody_waits_for_is_not_committed() {
     assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(1));
 }
 
+/// A group that did not commit left its rows' `n`s in the thread's list; another process then
+/// gave those same `n`s to rows of its own. Listed twice, a step moved the other's row as this
+/// one's, then again as its own (a duplicate key in the log: every later step failed). The rows
+/// of a commit that failed are forgotten when the next commit catches up.
+#[tokio::test]
+async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses_their_n() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("log.db");
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let (mine, theirs) = (
+        store.create_agent(NewAgent::default()).await.unwrap().id,
+        store.create_agent(NewAgent::default()).await.unwrap().id,
+    );
+    let group = |agent_id| {
+        vec![AppendBatch {
+            agent_id,
+            drafts: vec![EventDraft::new(app::EventKind::Text)],
+            producer: None,
+        }]
+    };
+    let mut connection = Connection::open(&path).unwrap();
+    let mut recent = Recent::new(RecentIndex::default());
+    recent.catch_up(&connection).unwrap();
+    assert!(append(&mut connection, group(mine), || true, &mut recent).is_err());
+    store.append(&group(theirs)[..]).await.unwrap();
+    append(&mut connection, group(mine), || false, &mut recent).unwrap();
+    while recent.any() {
+        let transaction = connection.transaction().unwrap();
+        let step = recent.step(&transaction).unwrap();
+        transaction.commit().unwrap();
+        recent.moved(step);
+    }
+    for agent_id in [mine, theirs] {
+        let seqs: Vec<u64> = store
+            .read_events(agent_id, 0, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|event| event.seq)
+            .collect();
+        assert_eq!(seqs, vec![1]);
+    }
+}
+
 fn commit_rows(connection: &Connection, rows: usize) {
     connection.execute_batch("BEGIN IMMEDIATE").unwrap();
     for _ in 0..rows {
