@@ -20,6 +20,19 @@ fn deltas(message: Uuid, from: usize, count: usize) -> Vec<EventDraft> {
         .collect()
 }
 
+/// Deletes the log's rows from the start through seq 600 (both tables of the SQLite store, in
+/// one transaction: the store may move rows from `recent` into `events` between two).
+async fn forget_the_first_600(store: &SqliteStore) {
+    let mut transaction = store.pool().begin().await.unwrap();
+    for table in ["events", "recent"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
+            .execute(&mut *transaction)
+            .await
+            .unwrap();
+    }
+    transaction.commit().await.unwrap();
+}
+
 /// A second fold starts from the snapshot the first one kept and reads only what came after:
 /// with the log's first events gone from the table, a fold from the start fails (the store
 /// finds the hole) while the fold from the snapshot succeeds, and it equals the fold the
@@ -56,15 +69,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
         .await
         .unwrap();
 
-    // One transaction: the store may move rows from `recent` into `events` between two.
-    let mut transaction = store.pool().begin().await.unwrap();
-    for table in ["events", "recent"] {
-        sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
-            .execute(&mut *transaction)
-            .await
-            .unwrap();
-    }
-    transaction.commit().await.unwrap();
+    forget_the_first_600(&store).await;
     assert!(fold_log(&store, &Snapshots::default(), agent.id)
         .await
         .is_err());
@@ -226,15 +231,7 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
     let saved = store.load_snapshot(agent.id).await.unwrap().unwrap();
     assert_eq!(saved.last_seq, total as u64);
 
-    // One transaction: the store may move rows from `recent` into `events` between two.
-    let mut transaction = store.pool().begin().await.unwrap();
-    for table in ["events", "recent"] {
-        sqlx::query(&format!("DELETE FROM {table} WHERE first_seq <= 600"))
-            .execute(&mut *transaction)
-            .await
-            .unwrap();
-    }
-    transaction.commit().await.unwrap();
+    forget_the_first_600(&store).await;
     let after_restart = fold_log(&store, &Snapshots::default(), agent.id)
         .await
         .unwrap();
