@@ -1,6 +1,6 @@
 //! The router: every route of the API, the surfaces and the pages, and the layers around them
-//! (request ids, metrics, security headers, cross-site refusals, the token check, body
-//! deadlines). At the top with the state it is handed: it names every floor's handlers.
+//! (the edge: request ids, metrics, security headers, cross-site refusals, the token check,
+//! body deadlines). At the top with the state it is handed: it names every floor's handlers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +12,7 @@ use axum::Router;
 use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
 
-use crate::http::{
-    auth, body_deadline, caller, cors, cross_site, forms, pages, produce, request_id, rest, tokens,
-};
+use crate::http::{caller, cors, edge, forms, pages, produce, rest, tokens};
 use crate::state::AppState;
 use crate::stats;
 use crate::surfaces::{self, native};
@@ -163,37 +161,6 @@ async fn bundle_headers(
     response
 }
 
-/// Headers every response carries: the browser must not guess content types (`nosniff`), no
-/// other site may frame these pages — a framed live view could be clicked into approving a tool
-/// call (`frame-ancestors 'none'`, and `X-Frame-Options` for older browsers) — and no address
-/// (which may hold `?token=`) leaves as a referrer.
-async fn security_headers(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::http::{header, HeaderValue};
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    // A page sends its own, whole policy (scripts by nonce: app/src/pages/mod.rs); the rest
-    // only forbid framing.
-    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        headers.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("frame-ancestors 'none'"),
-        );
-    }
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    response
-}
-
 /// The whole application: API routes plus the server-rendered pages and static files.
 pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     let routes = generate_route_list(app::App);
@@ -233,37 +200,16 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     // Outside the token check: a preflight carries no credentials. Only with origins listed (it
     // makes every response `Vary: Origin`).
     let origins = state.allowed_origins.clone();
-    let metrics = state.metrics.clone();
-    let telemetry = state.telemetry.clone();
-    let body_read_ms_max = state.limits.body_read_ms_max;
-    // One layer of six, outermost first: each request clones a route's service once. As six
-    // `Router::layer`s each wrapped the route in a box of its own, and every box's clone cloned
-    // the boxes inside it, a request made ~20 boxed clones (a tenth of a small append's CPU on
-    // the request side).
-    let edge = tower::ServiceBuilder::new()
-        // Outermost: the request's id and span cover everything below.
-        .layer(axum::middleware::from_fn_with_state(
-            telemetry,
-            request_id::tag,
-        ))
-        // Refusals (401, 403) are counted too, under the route they were aimed at.
-        .layer(axum::middleware::from_fn_with_state(
-            metrics,
-            crate::metrics::http::observe,
-        ))
-        .layer(axum::middleware::from_fn(security_headers))
-        .layer(axum::middleware::from_fn_with_state(
-            origins.clone(),
-            cross_site::refuse,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_token,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            body_read_ms_max,
-            body_deadline::limit,
-        ));
+    // The edge: one middleware around every route (`http::edge` says why one).
+    let edge = axum::middleware::from_fn_with_state(
+        edge::Edge {
+            telemetry: state.telemetry.clone(),
+            metrics: state.metrics.clone(),
+            access: axum::extract::FromRef::from_ref(&state),
+            body_read_ms_max: state.limits.body_read_ms_max,
+        },
+        edge::edge,
+    );
     let router = api_router(state).merge(pages).layer(edge);
     if origins.is_empty() {
         router

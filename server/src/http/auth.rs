@@ -1,4 +1,4 @@
-//! Access: who is calling, and may they. A middleware over the whole router.
+//! Access: who is calling, and may they. A step of the edge (`super::edge`), around every route.
 //!
 //! With `AGENTSTREAM_API_TOKEN` set, every request but `/healthz`, `/readyz` and the site's
 //! static files must carry a credential — the operator token, or a scoped token
@@ -23,11 +23,11 @@
 //! `AGENTSTREAM_ALLOWED_ORIGINS`: another site's page cannot ride a visitor's cookie into the
 //! socket.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use futures::StreamExt;
 
@@ -47,28 +47,28 @@ mod request;
 /// How long the browser keeps the cookie.
 pub const TOKEN_COOKIE_MAX_AGE_SECONDS: u64 = 30 * 24 * 3600;
 
-/// The middleware: works out who is calling ([`Caller`]: the operator, or a user with a scoped
+/// Part of the edge (`super::edge`): works out who is calling ([`Caller`]: the operator, or a user with a scoped
 /// token), checks what the route needs of them ([`policy::need`]) and hands the caller on in the
 /// request's extensions. Without an operator token the server is open and everyone is the
 /// operator (loopback or allowed hosts only). A scoped token's SSE responses end when it expires
 /// ([`end_streams_at`]).
-pub async fn require_token(
-    State(access): State<Access>,
+pub async fn require_token<F: Future<Output = Response>>(
+    access: &Access,
     mut request: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let Some(expected) = access.api_token.clone() else {
         if !host_allowed(request.headers(), &access.allowed_hosts) {
             return unknown_host();
         }
         request.extensions_mut().insert(Caller::Operator);
-        return next.run(request).await;
+        return next(request).await;
     };
     let uri = request.uri().clone();
     let path = uri.path();
     let need = policy::need(request.method(), path, uri.query());
     if need == Need::Public {
-        return next.run(request).await;
+        return next(request).await;
     }
     let headers = request.headers();
     let from_query = query_token(uri.query());
@@ -84,11 +84,11 @@ pub async fn require_token(
         return unauthorized(path, None);
     };
     let now = chrono::Utc::now().timestamp();
-    let caller = match identify(&access, &expected, &presented, now) {
+    let caller = match identify(access, &expected, &presented, now) {
         Ok(caller) => caller,
         Err(error) => return unauthorized(path, error),
     };
-    if let Err(error) = check(&access, &caller, need).await {
+    if let Err(error) = check(access, &caller, need).await {
         return refused(path, error);
     }
     // The link's token goes into the cookie (and out of the address bar) when the person opened
@@ -96,7 +96,7 @@ pub async fn require_token(
     // is signed in as, first shows who it signs in as (`token_link`).
     if link.is_some() {
         let current = cookie(headers, TOKEN_COOKIE)
-            .and_then(|token| identify(&access, &expected, token, now).ok())
+            .and_then(|token| identify(access, &expected, token, now).ok())
             .map(|current| (token_link::identity(&current), current));
         let site = headers
             .get("sec-fetch-site")
@@ -139,7 +139,7 @@ pub async fn require_token(
         request.extensions_mut().insert(held.clone());
     }
     request.extensions_mut().insert(caller.clone());
-    let mut response = next.run(request).await;
+    let mut response = next(request).await;
     if let Some(held) = held.filter(|_| is_event_stream(&response)) {
         response = subjects::held_by_body(response, held);
     }

@@ -4,16 +4,18 @@
 //! streams (`application/x-ndjson`, `text/event-stream`: a producer's run piped in) are bounded
 //! by their idle time and total time instead (`body_lines`).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use http_body::{Frame, SizeHint};
 
 use super::error::ApiError;
 
@@ -29,36 +31,32 @@ fn streamed(request: &Request) -> bool {
         })
 }
 
-/// The middleware: the body's chunks stop with an error at the deadline, and the answer is 408
+/// Part of the edge (`super::edge`): the body's chunks stop with an error at the deadline, and the answer is 408
 /// whatever the handler made of the broken body.
-pub async fn limit(State(deadline_ms): State<u64>, request: Request, next: Next) -> Response {
+pub async fn limit<F: Future<Output = Response>>(
+    deadline_ms: u64,
+    request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let bodiless = matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
     );
     if bodiless || streamed(&request) {
-        return next.run(request).await;
+        return next(request).await;
     }
     let expired = Arc::new(AtomicBool::new(false));
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(deadline_ms);
     let (parts, body) = request.into_parts();
-    let chunks = body.into_data_stream();
-    let flag = expired.clone();
-    let bounded = futures::stream::unfold(Some(chunks), move |chunks| {
-        let flag = flag.clone();
-        async move {
-            let mut chunks = chunks?;
-            tokio::select! {
-                chunk = chunks.next() => chunk.map(|chunk| (chunk, Some(chunks))),
-                () = tokio::time::sleep_until(deadline) => {
-                    flag.store(true, Ordering::Release);
-                    Some((Err(axum::Error::new(TimedOut(deadline_ms))), None))
-                }
-            }
-        }
-    });
-    let request = Request::from_parts(parts, Body::from_stream(bounded));
-    let response = next.run(request).await;
+    let body = Deadlined {
+        inner: body,
+        deadline: tokio::time::Instant::now() + Duration::from_millis(deadline_ms),
+        sleep: None,
+        expired: expired.clone(),
+        deadline_ms,
+        ended: false,
+    };
+    let request = Request::from_parts(parts, Body::new(body));
+    let response = next(request).await;
     if expired.load(Ordering::Acquire) {
         return ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
@@ -68,6 +66,56 @@ pub async fn limit(State(deadline_ms): State<u64>, request: Request, next: Next)
         .into_response();
     }
     response
+}
+
+/// A body whose frames stop with an error at the deadline. The timer is made only when a frame
+/// is not there at once: a small body that came with its head never sets one.
+struct Deadlined {
+    inner: Body,
+    deadline: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    expired: Arc<AtomicBool>,
+    deadline_ms: u64,
+    /// The deadline passed: no frame after the error.
+    ended: bool,
+}
+
+impl HttpBody for Deadlined {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(context) {
+            return Poll::Ready(frame);
+        }
+        let deadline = this.deadline;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(context) {
+            Poll::Ready(()) => {
+                this.expired.store(true, Ordering::Release);
+                this.ended = true;
+                Poll::Ready(Some(Err(axum::Error::new(TimedOut(this.deadline_ms)))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 #[derive(Debug)]

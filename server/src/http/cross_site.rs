@@ -9,11 +9,8 @@
 //! `AGENTSTREAM_ALLOWED_ORIGINS`. Clients that are not browsers send neither header and pass:
 //! they are not a page that a person visited.
 
-use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
 
 use super::auth::same_origin_request;
 use super::error::ApiError;
@@ -42,18 +39,9 @@ pub fn check(
     ))
 }
 
-/// The middleware: 403 `cross_site_request` for what [`check`] refuses.
-pub async fn refuse(
-    State(allowed_origins): State<Arc<Vec<String>>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    match check(request.method(), request.headers(), &allowed_origins) {
-        Ok(()) => next.run(request).await,
-        Err(message) => {
-            ApiError::new(StatusCode::FORBIDDEN, "cross_site_request", message).into_response()
-        }
-    }
+/// [`check`]'s refusal as the answer: 403 `cross_site_request`.
+pub fn refused(message: String) -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, "cross_site_request", message).into_response()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod body_lines;
 pub mod caller;
 pub mod cors;
 pub mod cross_site;
+pub mod edge;
 pub mod error;
 pub mod forms;
 pub mod pager;

@@ -5,11 +5,10 @@
 //! OpenTelemetry server span, the child of the caller's `traceparent`; what the handler starts
 //! (a run) is its child.
 
-use std::sync::Arc;
+use std::future::Future;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::trace::SpanKind;
@@ -34,10 +33,12 @@ pub fn accepted(value: &str) -> Option<&str> {
     sensible.then_some(value)
 }
 
-pub async fn tag(
-    State(telemetry): State<Arc<Telemetry>>,
+/// Part of the edge (`super::edge`), outermost: the request's id and span cover everything
+/// below.
+pub async fn tag<F: Future<Output = Response>>(
+    telemetry: &Telemetry,
     mut request: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let id = request
         .headers()
@@ -84,9 +85,9 @@ pub async fn tag(
         span.record("span_id", span_id.as_str());
     }
     let mut response = match &server_span {
-        None => next.run(request).instrument(span.clone()).await,
+        None => next(request).instrument(span.clone()).await,
         Some(traced) => {
-            next.run(request)
+            next(request)
                 .instrument(span.clone())
                 .with_context(traced.context())
                 .await

@@ -2,13 +2,13 @@
 //! every request a series of its own), method and status class; timed to the response's head;
 //! and the bytes of every response body, by the surface its route belongs to.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
+use axum::extract::{MatchedPath, Request};
 use axum::response::Response;
 
 use super::labels::bounded;
@@ -52,11 +52,12 @@ pub fn status_class(status: u16) -> &'static str {
     }
 }
 
-/// The middleware (a route layer, so the matched route template is known).
-pub async fn observe(
-    State(metrics): State<Arc<Metrics>>,
+/// Part of the edge (`crate::http::edge`, a route layer, so the matched route template is
+/// known).
+pub async fn observe<F: Future<Output = Response>>(
+    metrics: &Metrics,
     request: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let started = std::time::Instant::now();
     let route: Arc<str> = request.extensions().get::<MatchedPath>().map_or_else(
@@ -64,7 +65,7 @@ pub async fn observe(
         |path| Arc::from(path.as_str()),
     );
     let method = bounded(request.method().as_str(), METHODS);
-    let response = next.run(request).await;
+    let response = next(request).await;
     let surface = surface_of(&route);
     metrics
         .http_requests
