@@ -57,6 +57,11 @@ pub fn api_router(state: AppState) -> Router {
             get(surfaces::ai_sdk::messages),
         )
         .route("/ag-ui/cancel", post(surfaces::ag_ui::cancel))
+        .route("/responses/{id}/cancel", post(surfaces::responses::cancel))
+        .route(
+            "/responses/{id}/input_items",
+            get(surfaces::responses::input_items),
+        )
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())
@@ -102,6 +107,18 @@ pub fn api_router(state: AppState) -> Router {
             )),
         )
         .route("/ag-ui/connect", post(surfaces::ag_ui::connect))
+        .route(
+            "/responses",
+            post(surfaces::responses::create).layer(DefaultBodyLimit::max(
+                surfaces::responses::RESPONSES_BODY_BYTES_MAX
+                    .max(state.limits.request_body_bytes_max),
+            )),
+        )
+        // Streams when asked (`?stream=true`); a delete is refused at once.
+        .route(
+            "/responses/{id}",
+            get(surfaces::responses::retrieve).delete(surfaces::responses::delete),
+        )
         // Long-polls and SSE wait; an append's body is bounded by the route.
         .route(
             "/streams/{*path}",

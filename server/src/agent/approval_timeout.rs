@@ -185,6 +185,7 @@ async fn sweep(
         let options = RunOptions {
             background: true,
             answered_by_server: true,
+            instructions: None,
             ..RunOptions::default()
         };
         match starter.answer_approvals(agent_id, decisions, options).await {

@@ -223,7 +223,10 @@ impl Runs {
             finished: finished_sender,
         } = self.reserve(agent.id, run_id, false)?;
         let request = ProviderRequest {
-            system: agent.system.clone(),
+            system: options
+                .instructions
+                .clone()
+                .or_else(|| agent.system.clone()),
             model: model_for(agent, provider.name()),
             thinking_budget_tokens: crate::provider::anthropic::thinking_budget_of(&agent.metadata),
             messages: match &turn {

@@ -7,6 +7,8 @@
 //! - [`letta`]: Letta's REST and streaming API, for Letta's SDKs.
 //! - [`ai_sdk`]: the AI SDK's UI message stream, for `useChat`, with resume, stop and history.
 //! - [`ag_ui`]: AG-UI, for `@ag-ui/client` and CopilotKit, with connect and cursor resume.
+//! - [`responses`]: the OpenAI Responses API, for the `openai` SDKs and the OpenAI Agents SDK,
+//!   with background runs, resume by sequence number, cancel and the caller's function tools.
 //! - [`durable`]: the Durable Streams protocol: general streams in the log engine, and every
 //!   agent's log as a read-only stream.
 //! - [`chat`]: chat and thread ids naming conversations (shared).
@@ -40,6 +42,7 @@ pub mod chat;
 pub mod durable;
 pub mod letta;
 pub mod native;
+pub mod responses;
 pub mod run_feed;
 pub mod steps;
 #[cfg(test)]

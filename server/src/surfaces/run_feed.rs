@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::Runs;
 use crate::delivery::hub::Hub;
 use crate::delivery::subscription::{self, FollowError, Form, Outbound};
 use crate::http::error::ApiError;
@@ -98,6 +99,37 @@ pub fn frames<T>(items: Vec<(u64, T)>, cursor: FrameId) -> Vec<(FrameId, T)> {
             (FrameId { seq, index }, item)
         })
         .collect()
+}
+
+/// Cancels a foreground run when the request that started it goes away before it ends (the
+/// response body, or the waiting handler, is dropped). Harmless after the run ended.
+pub struct ForegroundGuard {
+    pub runs: std::sync::Arc<Runs>,
+    pub agent_id: Uuid,
+    pub run_id: Uuid,
+    /// False once the client has had the whole run: dropping then cancels nothing.
+    pub armed: bool,
+}
+
+impl ForegroundGuard {
+    pub fn disarm(guard: &mut Option<ForegroundGuard>) {
+        if let Some(guard) = guard {
+            guard.armed = false;
+        }
+    }
+}
+
+impl Drop for ForegroundGuard {
+    fn drop(&mut self) {
+        if self.armed
+            && self
+                .runs
+                .cancel(self.agent_id, Some(&[self.run_id]))
+                .is_some()
+        {
+            tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
+        }
+    }
 }
 
 /// Aborts a task when dropped, so a feed that ends (or is dropped) takes its log subscription

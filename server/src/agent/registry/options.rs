@@ -28,6 +28,9 @@ pub struct RunOptions {
     /// The server answers (requests past their timeout): it may decline a client tool's call,
     /// which a person's approval may not.
     pub answered_by_server: bool,
+    /// The system prompt of this run in place of the agent's (the Responses API's
+    /// `instructions`, which a client sends with every request).
+    pub instructions: Option<String>,
 }
 
 /// What a run answers.

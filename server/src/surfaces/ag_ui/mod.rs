@@ -164,6 +164,7 @@ pub async fn run(
         run_id: Some(run_id),
         client_tools: request.client_tools,
         answered_by_server: false,
+        instructions: None,
     };
     let started = match &request.resume {
         // Interrupts' answers: the run that carries them out (exactly one answer wins).

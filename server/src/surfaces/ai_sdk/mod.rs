@@ -129,6 +129,7 @@ pub async fn chat(
         run_id: None,
         client_tools: request.client_tools,
         answered_by_server: false,
+        instructions: None,
     };
     let started = state
         .starter

@@ -16,9 +16,10 @@ mod state;
 mod stream;
 pub mod wire;
 
+use crate::surfaces::run_feed::ForegroundGuard;
 use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
-use stream::{feed, sse_response, wanted, ForegroundGuard, Shape};
+use stream::{feed, sse_response, wanted, Shape};
 
 use app::EventKind;
 use axum::extract::{Path, Query, State};
@@ -192,6 +193,7 @@ async fn attach(
         run_id: None,
         client_tools: request.client_tools()?,
         answered_by_server: false,
+        instructions: None,
     };
     let started = match asked {
         LettaAsked::Message { text, .. } => {

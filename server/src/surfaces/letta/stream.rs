@@ -13,41 +13,10 @@ use uuid::Uuid;
 
 use super::mapping::{Cut, LettaItem, LettaMapper};
 use super::state::LettaState;
-use crate::agent::Runs;
 use crate::delivery::subscription::FollowError;
 use crate::limits::LETTA_FEED_ITEMS_MAX;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
-
-/// Cancels a foreground run when the request that started it goes away before it ends (the
-/// response body, or the waiting handler, is dropped). Harmless after the run ended.
-pub(super) struct ForegroundGuard {
-    pub(super) runs: std::sync::Arc<Runs>,
-    pub(super) agent_id: Uuid,
-    pub(super) run_id: Uuid,
-    /// False once the client has had the whole run: dropping then cancels nothing.
-    pub(super) armed: bool,
-}
-
-impl ForegroundGuard {
-    pub(super) fn disarm(guard: &mut Option<ForegroundGuard>) {
-        if let Some(guard) = guard {
-            guard.armed = false;
-        }
-    }
-}
-
-impl Drop for ForegroundGuard {
-    fn drop(&mut self) {
-        if self.armed
-            && self
-                .runs
-                .cancel(self.agent_id, Some(&[self.run_id]))
-                .is_some()
-        {
-            tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
-        }
-    }
-}
+use crate::surfaces::run_feed::ForegroundGuard;
 
 /// Follows run `run_id` in the log from `after_seq` and cuts it into Letta items with
 /// `seq_id > starting_after`. The channel closes after the run's last item (its usage), or after

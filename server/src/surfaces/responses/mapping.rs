@@ -1,0 +1,571 @@
+//! A run's events as the Responses API's stream events, and the Response object they build.
+//! Pure and stateful: events go in, in seq order from the run's `run_started`; stream events
+//! come out numbered from 0 (`sequence_number`, +1 each). The numbering is a function of the
+//! log alone, so a replay — from the start or after any `starting_after`, before or after a
+//! restart — says exactly what the live stream said.
+//!
+//! The order the SDKs' accumulators require (openai-node 7 refuses anything else, and any event
+//! type it does not know): `response.created` → `response.in_progress` → per output item
+//! `output_item.added` → its parts and deltas → `output_item.done` → one terminal event carrying
+//! the whole response, every item in it finished. Items, in the order they begin:
+//! - the assistant's text as a `message` (one `output_text` part), its thinking as a
+//!   `reasoning` item with one summary part;
+//! - a call of the caller's own tools (a client tool) as a `function_call`: its arguments
+//!   stream, and are done (as the JSON of the parsed input) when the call is;
+//! - a call of the agent's tools (built-ins, MCP) as an `agentstream:tool_call` item once its
+//!   result is in, and a call waiting for a person as an `agentstream:approval_request`: types
+//!   with our prefix, which clients pass over.
+//!
+//! A cancelled run ends with `response.incomplete` whose response says `cancelled`: the
+//! clients know no `response.cancelled` event, and a run cut off (a crash, `interrupted`) ends
+//! `response.failed`, never with an SSE `error` (which makes the SDKs throw).
+
+use std::collections::HashMap;
+
+use app::{AgentEvent, EventKind};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::wire::{item_id, response_object, Echo, Head, Outcome, Status};
+use crate::surfaces::steps::{text_of, text_piece};
+
+/// The text or reasoning item being written.
+#[derive(Debug)]
+struct OpenText {
+    index: usize,
+    reasoning: bool,
+    message_id: Uuid,
+    item_id: String,
+    text: String,
+}
+
+/// A tool call of this run, by its message id.
+#[derive(Debug)]
+struct Call {
+    start_event: Uuid,
+    call_id: String,
+    name: String,
+    arguments: String,
+    /// The caller's own tool: a `function_call` item at `index`.
+    client: bool,
+    index: Option<usize>,
+    input: Option<Value>,
+    done: bool,
+}
+
+/// Maps one run's events to the Responses API's stream events.
+#[derive(Debug, Default)]
+pub struct ResponseMapper {
+    head: Option<Head>,
+    next_sequence: u64,
+    status: Option<Status>,
+    output: Vec<Value>,
+    open: Option<OpenText>,
+    calls: HashMap<Uuid, Call>,
+    /// Message ids of the calls, by their tool call id.
+    call_messages: HashMap<String, Uuid>,
+    usage: Option<Value>,
+    error: Option<Value>,
+    incomplete_reason: Option<String>,
+    completed_at: Option<i64>,
+    /// What the caller gave the response: its message, and outputs of earlier calls.
+    input: Vec<Value>,
+    /// Calls of an earlier response that a person's answer lets this one carry out: their
+    /// names, by tool call id.
+    approved: HashMap<String, String>,
+}
+
+impl ResponseMapper {
+    pub fn new() -> ResponseMapper {
+        ResponseMapper::default()
+    }
+
+    /// True once the run's end was mapped.
+    pub fn ended(&self) -> bool {
+        self.completed_at.is_some()
+    }
+
+    /// The Response object as it stands; `None` before the run's start.
+    pub fn response(&self) -> Option<Value> {
+        let head = self.head.as_ref()?;
+        Some(response_object(head, &self.outcome(self.status?)))
+    }
+
+    /// The response's input items, oldest first.
+    pub fn input_items(&self) -> &[Value] {
+        &self.input
+    }
+
+    fn outcome(&self, status: Status) -> Outcome<'_> {
+        Outcome {
+            status,
+            output: &self.output,
+            usage: self.usage.as_ref(),
+            error: self.error.as_ref().filter(|_| status == Status::Failed),
+            incomplete_reason: self.incomplete_reason.as_deref(),
+            completed_at: self.completed_at,
+        }
+    }
+
+    /// Maps one event of the run, in seq order.
+    pub fn push(&mut self, event: &AgentEvent) -> Vec<Value> {
+        let mut out = Vec::new();
+        if self.ended() {
+            return out;
+        }
+        if self.head.is_none() {
+            if event.kind == EventKind::RunStarted {
+                self.start(event, &mut out);
+            }
+            // A response starts at its run's start; anything before it is not this response's.
+            return out;
+        }
+        match event.kind {
+            EventKind::Text | EventKind::Thinking => self.text(event, &mut out),
+            EventKind::ToolCall => self.tool_call(event, &mut out),
+            EventKind::ApprovalRequested => self.approval_request(event, &mut out),
+            EventKind::ToolResult => self.tool_result(event, &mut out),
+            EventKind::User => self.input.push(json!({
+                "id": item_id("msg_", event.id),
+                "type": "message",
+                "role": "user",
+                "status": "completed",
+                "content": [{ "type": "input_text", "text": text_of(&event.content, "text") }],
+            })),
+            EventKind::ApprovalResponse => {
+                let call_id = text_of(&event.content, "tool_call_id");
+                self.approved
+                    .insert(call_id, text_of(&event.content, "name"));
+            }
+            EventKind::Usage => self.usage = Some(event.content.clone()),
+            EventKind::Error => {
+                let code = event.content.get("type").and_then(Value::as_str);
+                self.error = Some(json!({
+                    "code": code.unwrap_or("server_error"),
+                    "message": text_of(&event.content, "message"),
+                }));
+            }
+            kind if kind.is_run_end() => self.end(event, &mut out),
+            _ => {}
+        }
+        out
+    }
+
+    /// Numbers a stream event.
+    fn emit(&mut self, out: &mut Vec<Value>, kind: &str, mut fields: Value) {
+        fields["type"] = json!(kind);
+        fields["sequence_number"] = json!(self.next_sequence);
+        self.next_sequence += 1;
+        out.push(fields);
+    }
+
+    fn lifecycle(&mut self, out: &mut Vec<Value>, kind: &str, status: Status) {
+        self.status = Some(status);
+        let response = self.response().unwrap_or(Value::Null);
+        self.emit(out, kind, json!({ "response": response }));
+    }
+
+    fn start(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        let echo = Echo::of_started(&event.metadata);
+        let queued = echo.background;
+        self.head = Some(Head {
+            run_id: event.run_id.unwrap_or_default(),
+            agent_id: event.agent_id,
+            created_at: event.created_at.timestamp(),
+            echo,
+        });
+        let first = if queued {
+            Status::Queued
+        } else {
+            Status::InProgress
+        };
+        self.lifecycle(out, "response.created", first);
+        self.lifecycle(out, "response.in_progress", Status::InProgress);
+    }
+
+    /// Begins output item `item` at the next index.
+    fn add_item(&mut self, out: &mut Vec<Value>, item: Value) -> usize {
+        let index = self.output.len();
+        self.output.push(item.clone());
+        self.emit(
+            out,
+            "response.output_item.added",
+            json!({ "output_index": index, "item": item }),
+        );
+        index
+    }
+
+    fn finish_item(&mut self, out: &mut Vec<Value>, index: usize, status: &str) {
+        let Some(item) = self.output.get_mut(index) else {
+            return;
+        };
+        item["status"] = json!(status);
+        let item = item.clone();
+        self.emit(
+            out,
+            "response.output_item.done",
+            json!({ "output_index": index, "item": item }),
+        );
+    }
+
+    fn text(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        let Some(piece) = text_piece(event) else {
+            return;
+        };
+        let message_id = event.message_id.unwrap_or(event.id);
+        let reasoning = event.kind == EventKind::Thinking;
+        let continues = self
+            .open
+            .as_ref()
+            .is_some_and(|open| open.message_id == message_id && open.reasoning == reasoning);
+        if !continues {
+            self.close_text(out, "completed");
+            self.open_text(event, message_id, reasoning, out);
+        }
+        if piece.is_empty() {
+            return;
+        }
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        open.text.push_str(&piece);
+        let (index, item) = (open.index, open.item_id.clone());
+        let text = json!(open.text);
+        if reasoning {
+            self.output[index]["summary"][0]["text"] = text;
+            self.emit(
+                out,
+                "response.reasoning_summary_text.delta",
+                json!({ "item_id": item, "output_index": index, "summary_index": 0, "delta": piece }),
+            );
+        } else {
+            self.output[index]["content"][0]["text"] = text;
+            self.emit(
+                out,
+                "response.output_text.delta",
+                json!({
+                    "item_id": item, "output_index": index, "content_index": 0,
+                    "delta": piece, "logprobs": [],
+                }),
+            );
+        }
+    }
+
+    fn open_text(
+        &mut self,
+        event: &AgentEvent,
+        message_id: Uuid,
+        reasoning: bool,
+        out: &mut Vec<Value>,
+    ) {
+        let (prefix, item) = if reasoning {
+            let item = json!({ "type": "reasoning", "summary": [], "status": "in_progress" });
+            ("rs_", item)
+        } else {
+            let item = json!({
+                "type": "message", "role": "assistant", "status": "in_progress", "content": [],
+            });
+            ("msg_", item)
+        };
+        let id = item_id(prefix, event.id);
+        let mut item = item;
+        item["id"] = json!(id);
+        let index = self.add_item(out, item);
+        if reasoning {
+            let part = json!({ "type": "summary_text", "text": "" });
+            self.output[index]["summary"] = json!([part]);
+            self.emit(
+                out,
+                "response.reasoning_summary_part.added",
+                json!({ "item_id": id, "output_index": index, "summary_index": 0, "part": part }),
+            );
+        } else {
+            let part = json!({ "type": "output_text", "text": "", "annotations": [] });
+            self.output[index]["content"] = json!([part]);
+            self.emit(
+                out,
+                "response.content_part.added",
+                json!({ "item_id": id, "output_index": index, "content_index": 0, "part": part }),
+            );
+        }
+        self.open = Some(OpenText {
+            index,
+            reasoning,
+            message_id,
+            item_id: id,
+            text: String::new(),
+        });
+    }
+
+    fn close_text(&mut self, out: &mut Vec<Value>, status: &str) {
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        let (id, index, text) = (open.item_id, open.index, open.text);
+        if open.reasoning {
+            self.emit(
+                out,
+                "response.reasoning_summary_text.done",
+                json!({ "item_id": id, "output_index": index, "summary_index": 0, "text": text }),
+            );
+            let part = json!({ "type": "summary_text", "text": text });
+            self.emit(
+                out,
+                "response.reasoning_summary_part.done",
+                json!({ "item_id": id, "output_index": index, "summary_index": 0, "part": part }),
+            );
+        } else {
+            self.emit(
+                out,
+                "response.output_text.done",
+                json!({
+                    "item_id": id, "output_index": index, "content_index": 0,
+                    "text": text, "logprobs": [],
+                }),
+            );
+            let part = json!({ "type": "output_text", "text": text, "annotations": [] });
+            self.emit(
+                out,
+                "response.content_part.done",
+                json!({ "item_id": id, "output_index": index, "content_index": 0, "part": part }),
+            );
+        }
+        self.finish_item(out, index, status);
+    }
+
+    fn tool_call(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        let Some(message) = event.message_id else {
+            return;
+        };
+        match (event.delta_path.as_deref(), &event.delta) {
+            (None, _) => {
+                let call_id = text_of(&event.content, "tool_call_id");
+                if call_id.is_empty() || self.call_messages.contains_key(&call_id) {
+                    return;
+                }
+                let client = event.content.get("client").and_then(Value::as_bool) == Some(true);
+                let name = text_of(&event.content, "name");
+                let mut call = Call {
+                    start_event: event.id,
+                    call_id: call_id.clone(),
+                    name,
+                    arguments: String::new(),
+                    client,
+                    index: None,
+                    input: None,
+                    done: false,
+                };
+                if client {
+                    self.close_text(out, "completed");
+                    call.index = Some(self.add_item(
+                        out,
+                        json!({
+                            "id": item_id("fc_", event.id), "type": "function_call",
+                            "call_id": call_id, "name": call.name, "arguments": "",
+                            "status": "in_progress",
+                        }),
+                    ));
+                }
+                self.call_messages.insert(call_id, message);
+                self.calls.insert(message, call);
+                // A call given whole (not streamed) is ready at once.
+                if text_of(&event.content, "status") == "ready" {
+                    let input = event.content.get("input").cloned();
+                    self.finish_call(message, input, "completed", out);
+                }
+            }
+            (Some("input_json"), Some(Value::String(piece))) => {
+                let Some(call) = self.calls.get_mut(&message).filter(|call| !call.done) else {
+                    return;
+                };
+                call.arguments.push_str(piece);
+                let Some(index) = call.index.filter(|_| !piece.is_empty()) else {
+                    return;
+                };
+                let (id, arguments) = (item_id("fc_", call.start_event), json!(call.arguments));
+                let delta = json!({ "item_id": id, "output_index": index, "delta": piece });
+                self.output[index]["arguments"] = arguments;
+                self.emit(out, "response.function_call_arguments.delta", delta);
+            }
+            (Some(""), Some(delta)) => {
+                if let Some(input) = delta.get("input") {
+                    self.finish_call(message, Some(input.clone()), "completed", out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A call's input is complete: a `function_call` item is done, with the input's JSON as
+    /// its arguments (valid JSON, whatever pieces the model streamed).
+    fn finish_call(
+        &mut self,
+        message: Uuid,
+        input: Option<Value>,
+        status: &str,
+        out: &mut Vec<Value>,
+    ) {
+        let Some(call) = self.calls.get_mut(&message).filter(|call| !call.done) else {
+            return;
+        };
+        call.done = true;
+        let input = input.unwrap_or_else(|| json!({}));
+        let arguments = input.to_string();
+        call.input = Some(input);
+        let Some(index) = call.index else {
+            return;
+        };
+        let id = item_id("fc_", call.start_event);
+        self.output[index]["arguments"] = json!(arguments);
+        self.emit(
+            out,
+            "response.function_call_arguments.done",
+            json!({ "item_id": id, "output_index": index, "arguments": arguments }),
+        );
+        self.finish_item(out, index, status);
+    }
+
+    fn approval_request(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        let call_id = text_of(&event.content, "tool_call_id");
+        let Some(&message) = self.call_messages.get(&call_id) else {
+            return;
+        };
+        self.finish_call(
+            message,
+            event.content.get("input").cloned(),
+            "completed",
+            out,
+        );
+        if event.content.get("client").and_then(Value::as_bool) == Some(true) {
+            return;
+        }
+        // One of the agent's tools waits for a person: an item clients pass over.
+        self.close_text(out, "completed");
+        let Some(call) = self.calls.get(&message) else {
+            return;
+        };
+        let item = json!({
+            "id": item_id("apr_", event.id), "type": "agentstream:approval_request",
+            "status": "in_progress", "call_id": call.call_id, "name": call.name,
+            "arguments": call.input.as_ref().map(Value::to_string).unwrap_or_default(),
+        });
+        let index = self.add_item(out, item);
+        self.finish_item(out, index, "completed");
+    }
+
+    fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        let call_id = text_of(&event.content, "tool_call_id");
+        let Some(call) = self
+            .call_messages
+            .get(&call_id)
+            .and_then(|message| self.calls.get(message))
+        else {
+            if let Some(name) = self.approved.get(&call_id).cloned() {
+                // An earlier response's call a person answered, carried out (or refused) now.
+                self.server_result(event, item_id("tc_", event.id), call_id, name, None, out);
+                return;
+            }
+            // The output of an earlier response's call that this one carries on from: what the
+            // caller gave.
+            self.input.push(json!({
+                "id": item_id("fco_", event.id), "type": "function_call_output",
+                "call_id": call_id, "status": "completed",
+                "output": output_text(event.content.get("result").unwrap_or(&Value::Null)),
+            }));
+            return;
+        };
+        if call.client {
+            return;
+        }
+        let (id, name) = (item_id("tc_", call.start_event), call.name.clone());
+        let input = call.input.clone();
+        self.server_result(event, id, call_id, name, input, out);
+    }
+
+    /// A result of one of the agent's own tools, as an item of ours.
+    fn server_result(
+        &mut self,
+        event: &AgentEvent,
+        id: String,
+        call_id: String,
+        name: String,
+        input: Option<Value>,
+        out: &mut Vec<Value>,
+    ) {
+        let failed = event.content.get("is_error").and_then(Value::as_bool) == Some(true);
+        let item = json!({
+            "id": id, "type": "agentstream:tool_call", "status": "in_progress",
+            "call_id": call_id, "name": name,
+            "arguments": input.as_ref().map(Value::to_string).unwrap_or_default(),
+        });
+        self.close_text(out, "completed");
+        let index = self.add_item(out, item);
+        self.output[index]["output"] = event.content.get("result").cloned().unwrap_or(Value::Null);
+        self.finish_item(out, index, if failed { "failed" } else { "completed" });
+    }
+
+    fn end(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        if let Some(usage) = event.content.get("usage").filter(|usage| !usage.is_null()) {
+            self.usage = Some(usage.clone());
+        }
+        let stop_reason = text_of(&event.content, "stop_reason");
+        let (status, kind) = match event.kind {
+            EventKind::RunFailed => (Status::Failed, "response.failed"),
+            EventKind::RunCancelled => (Status::Cancelled, "response.incomplete"),
+            _ if stop_reason.starts_with("max_") => (Status::Incomplete, "response.incomplete"),
+            _ => (Status::Completed, "response.completed"),
+        };
+        let item_status = if status == Status::Completed {
+            "completed"
+        } else {
+            "incomplete"
+        };
+        self.close_text(out, item_status);
+        let unfinished: Vec<Uuid> = self
+            .calls
+            .iter()
+            .filter(|(_, call)| call.client && !call.done)
+            .map(|(message, _)| *message)
+            .collect();
+        for message in unfinished {
+            self.finish_call(message, None, item_status, out);
+        }
+        match status {
+            Status::Failed => {
+                let detail = event.content.get("error");
+                let code = detail
+                    .and_then(|error| error.get("type"))
+                    .and_then(Value::as_str);
+                let message = detail.and_then(|error| error.get("message"));
+                if code.is_some() || self.error.is_none() {
+                    self.error = Some(json!({
+                        "code": code.unwrap_or("server_error"),
+                        "message": message.and_then(Value::as_str).unwrap_or("the run failed"),
+                    }));
+                }
+            }
+            Status::Cancelled => self.incomplete_reason = Some("cancelled".to_owned()),
+            Status::Incomplete => {
+                let reason = match stop_reason.as_str() {
+                    "max_tokens" => "max_output_tokens",
+                    other => other,
+                };
+                self.incomplete_reason = Some(reason.to_owned());
+            }
+            _ => {}
+        }
+        self.completed_at = Some(event.created_at.timestamp());
+        self.lifecycle(out, kind, status);
+    }
+}
+
+/// A tool's result as a `function_call_output`'s output: its text, or its JSON.
+fn output_text(result: &Value) -> String {
+    match result {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
