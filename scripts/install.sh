@@ -101,8 +101,11 @@ probe_node_packages() {
 
 # The other npm packages the tests use: the example apps' (React, the AI SDK, esbuild: the
 # browser tests bundle and serve examples/react-chat/ and examples/bring-your-own-loop/) and the
-# Durable Streams conformance suite's (end2end/conformance/). Up to date as end2end/'s are.
-EXAMPLE_APPS="examples/react-chat examples/bring-your-own-loop end2end/conformance"
+# Durable Streams conformance suite's (end2end/conformance/), and the official OpenAI clients
+# (end2end/openai/: two `openai` majors and the Agents SDK, apart from end2end/'s packages because
+# openai 5's optional zod 3 and the Agents SDK's zod 4 cannot share one tree). Up to date as
+# end2end/'s are.
+EXAMPLE_APPS="examples/react-chat examples/bring-your-own-loop end2end/conformance end2end/openai"
 probe_example_packages() {
   local app directory
   for app in $EXAMPLE_APPS; do
