@@ -33,6 +33,9 @@ export const loopAppPort = port + 6;
 export const loopServerToken = "e2e-loop-operator";
 /** The example's mock model: this many words (tests/bring-your-own-loop.spec.ts checks them). */
 export const loopReplyWords = 80;
+/** A server a test starts, kills (-9) and starts again itself (tests/openai-crash.spec.ts). */
+export const crashServerPort = port + 7;
+export const crashServerBinary = serverBinary;
 // The servers' databases live in one directory per run, removed by global-teardown.ts. The config
 // is evaluated again in every worker; the environment carries the runner's directory to them.
 process.env.AGENTSTREAM_E2E_DIRECTORY ??= fs.mkdtempSync(path.join(os.tmpdir(), "agentstream-e2e-"));
