@@ -119,6 +119,22 @@ probe_example_packages() {
 }
 
 CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
+# The official OpenAI Python clients (end2end/openai/python/): one virtual environment per pinned
+# requirements file (openai 1.x; openai 3.x with the Agents SDK, which needs it), up to date when
+# it was made from the file as it is now (a copy is kept in the environment).
+OPENAI_PYTHON_SETS="openai1 openai3"
+probe_openai_python() {
+  local set directory="$AGENTSTREAM_ROOT/end2end/openai/python"
+  if ! command -v python3 >/dev/null 2>&1; then echo missing; return; fi
+  for set in $OPENAI_PYTHON_SETS; do
+    if [ ! -x "$directory/.venv-$set/bin/python" ]; then echo missing; return; fi
+    if ! cmp -s "$directory/requirements-$set.txt" "$directory/.venv-$set/requirements.txt"; then
+      echo "wrong (.venv-$set was made from other requirements)"; return
+    fi
+  done
+  echo "ok $(python3 --version 2>&1)"
+}
+
 probe_chromium() {
   if [ -x "$CHROMIUM_PATH" ]; then echo "ok $CHROMIUM_PATH"; else echo missing; fi
 }
@@ -200,6 +216,27 @@ ensure_example_packages() {
     step "installing the npm packages of $app/ (npm ci)" \
       "check the network (the npm registry) and that npm is 9 or later" \
       bash -c 'cd "$1" && npm ci --no-audit --no-fund' npm-ci "$AGENTSTREAM_ROOT/$app" || return
+  done
+}
+
+ensure_openai_python() {
+  case "$(probe_openai_python)" in ok*) return ;; esac
+  if ! command -v python3 >/dev/null 2>&1; then
+    fail "python3 not found (the OpenAI Python clients are tested with it)" \
+      "install Python 3.9 or later with its venv module (Debian: apt-get install python3-venv)"
+    return
+  fi
+  local set directory="$AGENTSTREAM_ROOT/end2end/openai/python"
+  for set in $OPENAI_PYTHON_SETS; do
+    rm -rf "$directory/.venv-$set"
+    step "making end2end/openai/python/.venv-$set (python3 -m venv)" \
+      "install Python's venv module (Debian: apt-get install python3-venv)" \
+      python3 -m venv "$directory/.venv-$set" || return
+    step "installing requirements-$set.txt (pip)" \
+      "check the network (PyPI) and the pins in end2end/openai/python/requirements-$set.txt" \
+      "$directory/.venv-$set/bin/pip" install --quiet --disable-pip-version-check \
+      -r "$directory/requirements-$set.txt" || return
+    cp "$directory/requirements-$set.txt" "$directory/.venv-$set/requirements.txt"
   done
 }
 

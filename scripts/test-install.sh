@@ -71,6 +71,10 @@ check "npm packages absent (empty checkout)" 0 missing \
   "source '$scratch/empty-root/scripts/install.sh'; probe_node_packages"
 check "example packages absent (empty checkout)" 0 missing \
   "source '$scratch/empty-root/scripts/install.sh'; probe_example_packages"
+check "python absent: the OpenAI Python clients" 0 missing 'probe_openai_python'
+check "the OpenAI Python clients absent (empty checkout)" 0 missing \
+  "source '$scratch/empty-root/scripts/install.sh'; probe_openai_python" \
+  "PATH=$bare:$(dirname "$(command -v python3)")"
 check "chromium absent" 0 missing 'probe_chromium' CHROMIUM_PATH=/nonexistent/chromium
 check "cargo absent: cargo-fuzz" 0 missing 'probe_cargo_fuzz'
 check "cargo-fuzz absent" 0 missing 'probe_cargo_fuzz' "PATH=$fake"
@@ -80,7 +84,7 @@ check "prometheus absent" 0 missing 'probe_prometheus' AGENTSTREAM_PROMETHEUS=/n
 check "wrk absent" 0 missing 'probe_wrk'
 check "the Rust peer server absent" 0 missing 'probe_peer_rust_server' AGENTSTREAM_CACHE=/nonexistent
 check "every probe at once" 0 "script went on" \
-  'for probe in rustup wasm_target npm node_packages example_packages chromium cargo_fuzz postgres openssl prometheus wrk peer_rust_server; do probe_$probe; done'
+  'for probe in rustup wasm_target npm node_packages example_packages openai_python chromium cargo_fuzz postgres openssl prometheus wrk peer_rust_server; do probe_$probe; done'
 
 echo "== probes that find a tool of the wrong kind"
 mkdir -p "$scratch/old-fuzz/bin" && cp "$scratch/fake-bin/cargo" "$scratch/old-fuzz/bin/"
@@ -95,6 +99,7 @@ check "no npm" 1 "what to do: install Node.js" \
   "source '$scratch/empty-root/scripts/install.sh'; ensure_node_packages"
 check "no npm: example packages" 1 "what to do: install Node.js" \
   "source '$scratch/empty-root/scripts/install.sh'; ensure_example_packages"
+check "no python: the OpenAI Python clients" 1 "what to do: install Python" 'ensure_openai_python'
 check "a failing step names its command" 3 "command: bash -c exit 3" \
   'step "an example step" "do something else" bash -c "exit 3"'
 

@@ -8,6 +8,7 @@ set -e
 setup_started=$SECONDS
 ensure_build_tools
 ensure_example_packages
+ensure_openai_python
 ensure_chromium
 ensure_openssl
 ensure_prometheus
