@@ -82,6 +82,12 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
         ["v1", "ag-ui"] if post => Handler,
         ["v1", "ag-ui", "connect"] if post => Scoped(Read),
         ["v1", "ag-ui", "cancel"] if post => Scoped(Write),
+        // The Responses API: the agent is in the body (the model, an earlier response, echoed
+        // items) or behind a response id; its handlers check scope and reach.
+        ["v1", "responses"] if post => Handler,
+        ["v1", "responses", _] if get || delete => Handler,
+        ["v1", "responses", _, "cancel"] if post => Handler,
+        ["v1", "responses", _, "input_items"] if get => Handler,
         // Creating agents, minting tokens, `/v1/stats`, and whatever is not listed above.
         ["v1", ..] => Operator,
         // The pages.
@@ -199,6 +205,16 @@ mod tests {
             (Method::POST, "/v1/tokens".into(), Operator),
             (Method::GET, "/v1/tools".into(), Operator),
             (Method::POST, "/v1/ai-sdk/chat".into(), Handler),
+            (Method::POST, "/v1/responses".into(), Handler),
+            (Method::GET, "/v1/responses/resp_1".into(), Handler),
+            (Method::DELETE, "/v1/responses/resp_1".into(), Handler),
+            (Method::POST, "/v1/responses/resp_1/cancel".into(), Handler),
+            (
+                Method::GET,
+                "/v1/responses/resp_1/input_items".into(),
+                Handler,
+            ),
+            (Method::PUT, "/v1/responses/resp_1".into(), Operator),
             (
                 Method::GET,
                 "/v1/ai-sdk/chat/my-chat/stream".into(),

@@ -185,6 +185,8 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     let my_run = run_once(&server, mine).await;
     let their_run = run_once(&server, theirs).await;
     let (m, t) = (mine.to_string(), theirs.to_string());
+    let my_response = format!("resp_{}", my_run.simple());
+    let their_response = format!("resp_{}", their_run.simple());
     let agents = [m.as_str(), "alice-chat", "alice-thread"];
     let read = token("alice", &agents, &[Read]);
     let write = token("alice", &agents, &[Write]);
@@ -288,6 +290,22 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         ("ag-ui", &read, post.clone(), "/v1/ag-ui/cancel".into(), Some(json!({"threadId": m})), 403, "insufficient_scope"),
         ("ag-ui", &write, post.clone(), "/v1/ag-ui/cancel".into(), Some(json!({"threadId": t})), 404, "unknown_agent"),
         ("ag-ui", &write, post.clone(), "/v1/ag-ui/cancel".into(), Some(json!({"threadId": "alice-thread"})), 200, ""),
+        // The Responses API: a scoped token names its agent as the model; a model handle (a fresh
+        // agent) is the operator's.
+        ("responses", &read, post.clone(), "/v1/responses".into(), Some(json!({"model": m, "input": "hi"})), 403, "insufficient_scope"),
+        ("responses", &write, post.clone(), "/v1/responses".into(), Some(json!({"model": t, "input": "hi"})), 404, "unknown_agent"),
+        ("responses", &bob, post.clone(), "/v1/responses".into(), Some(json!({"model": m, "input": "hi"})), 404, "unknown_agent"),
+        ("responses", &write, post.clone(), "/v1/responses".into(), Some(json!({"model": "scripted", "input": "hi"})), 403, "operator_only"),
+        ("responses", &write, post.clone(), "/v1/responses".into(), Some(json!({"model": m, "input": "hi"})), 200, ""),
+        ("responses", &read, get.clone(), format!("/v1/responses/{my_response}"), None, 200, ""),
+        ("responses", &write, get.clone(), format!("/v1/responses/{my_response}"), None, 403, "insufficient_scope"),
+        ("responses", &read, get.clone(), format!("/v1/responses/{their_response}"), None, 404, "response_not_found"),
+        ("responses", &bob, get.clone(), format!("/v1/responses/{my_response}"), None, 404, "response_not_found"),
+        ("responses", &read, get.clone(), format!("/v1/responses/{my_response}/input_items"), None, 200, ""),
+        ("responses", &read, get.clone(), format!("/v1/responses/{their_response}/input_items"), None, 404, "response_not_found"),
+        ("responses", &read, post.clone(), format!("/v1/responses/{my_response}/cancel"), None, 403, "insufficient_scope"),
+        ("responses", &write, post.clone(), format!("/v1/responses/{their_response}/cancel"), None, 404, "response_not_found"),
+        ("responses", &write, post.clone(), format!("/v1/responses/{my_response}/cancel"), None, 200, ""),
         // Pages.
         ("page", &read, get.clone(), format!("/agents/{m}/history"), None, 200, ""),
         ("page", &read, get.clone(), format!("/agents/{t}/history"), None, 404, ""),

@@ -60,6 +60,15 @@ fn not_found(id: &str) -> ApiError {
     )
 }
 
+fn nothing_waits() -> ApiError {
+    ApiError::bad_request(
+        "invalid_request",
+        "no function_call_output answers a call that waits: each call_id must be a call of the \
+         conversation's last response (chain with previous_response_id, or resend the \
+         function_call item with it)",
+    )
+}
+
 /// `POST /v1/responses`.
 pub async fn create(
     State(state): State<ChatState>,
@@ -70,6 +79,12 @@ pub async fn create(
     caller.require(Scope::Write)?;
     // Everything that can be refused is, before a fresh agent is made: a refusal writes nothing.
     let asked = request.asked()?;
+    let fresh = request.previous.is_none()
+        && request.ours().is_empty()
+        && matches!(request.model, Model::Handle(_));
+    if fresh && matches!(asked, Asked::Outputs(_)) {
+        return Err(nothing_waits().into());
+    }
     let slot = match request.stream {
         true => Some(crate::surfaces::stream_slot(
             &state.sse_streams,
@@ -96,21 +111,26 @@ pub async fn create(
     };
     let started = match asked {
         Asked::Message { text, system } => {
-            state
+            let started = state
                 .starter
                 .start_run(agent_id, text, None, options(system))
-                .await?
+                .await;
+            match started {
+                Ok(started) => started,
+                Err(refused) => {
+                    // A refused start writes nothing: not even the agent made for it.
+                    if fresh {
+                        state.store.delete_agent(agent_id).await?;
+                    }
+                    return Err(refused.into());
+                }
+            }
         }
         Asked::Outputs(outputs) => {
             let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
             let answers = client_tools::answers(&timeline, &outputs)?;
             if answers.is_empty() {
-                return Err(ApiError::bad_request(
-                    "invalid_request",
-                    "no function_call_output answers a call that waits: each call_id must be a \
-                     call of the conversation's last response",
-                )
-                .into());
+                return Err(nothing_waits().into());
             }
             state
                 .starter
