@@ -26,6 +26,16 @@ test("a run's lanes: its message, each model call and each tool, with their figu
   await slow.hover();
   await expect(page.locator(".lane-raw")).toContainText('"tool_call_id"');
 
+  // The same run on the other surfaces: the Responses API answers it as a response.
+  const runId = page.url().split("/").at(-1)!;
+  const responseLink = page.locator('.surfaces a[data-surface="responses"]');
+  await expect(responseLink).toHaveAttribute("href", `/v1/responses/resp_${runId.replaceAll("-", "")}`);
+  const response = await (await request.get((await responseLink.getAttribute("href"))!)).json();
+  expect(response.status).toBe("completed");
+  expect(response.agentstream.run_id).toBe(runId);
+  const tools = response.output.filter((item: any) => item.type === "agentstream:tool_call").map((item: any) => item.name);
+  expect(tools.sort()).toEqual(["calculator", "slow"]);
+
   // A phone's width: nothing runs off the side.
   await page.setViewportSize({ width: 390, height: 800 });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

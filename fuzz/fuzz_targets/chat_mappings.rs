@@ -1,12 +1,13 @@
 //! Arbitrary event sequences (JSON lines of `AgentEvent`, seqs renumbered to be a log) through
-//! the AI SDK and AG-UI mappings, as a run's feed gives them (the events of the first run that
+//! the AI SDK, AG-UI and Responses mappings, as a run's feed gives them (the events of the first run that
 //! starts), and through their history views (the fold of the whole log). Nothing may panic;
 //! each stream keeps its protocol's ordering rules (`verify`) and its tags only go up.
 #![no_main]
 
 use agentstream_server::surfaces::ag_ui::mapping::EventMapper;
 use agentstream_server::surfaces::ai_sdk::mapping::ChunkMapper;
-use agentstream_server::surfaces::{ag_ui, ai_sdk};
+use agentstream_server::surfaces::responses::mapping::ResponseMapper;
+use agentstream_server::surfaces::{ag_ui, ai_sdk, responses};
 use app::{AgentEvent, EventKind};
 use libfuzzer_sys::fuzz_target;
 
@@ -48,6 +49,12 @@ fuzz_target!(|data: &[u8]| {
     let stream: Vec<_> = tagged.into_iter().map(|(_, event)| event).collect();
     if let Err(broken) = ag_ui::verify::verify(&stream, mapper.ended()) {
         panic!("AG-UI stream: {broken}");
+    }
+
+    let mut mapper = ResponseMapper::new();
+    let stream: Vec<_> = of_run.iter().flat_map(|event| mapper.push(event)).collect();
+    if let Err(broken) = responses::verify::check(&stream, mapper.ended()) {
+        panic!("Responses stream: {broken}");
     }
 
     let mut timeline = app::timeline::Timeline::new();

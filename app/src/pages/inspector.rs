@@ -100,6 +100,7 @@ pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
                 None => view! { <p class="error">"This run is not in the agent's log."</p> }.into_any(),
             }}
             {trace}
+            <SurfaceLinks agent_id run_id/>
             <div class="lanes">
                 <For each=lanes key=|lane| (lane.block_id, lane.end_ms, lane.status.clone()) let:lane>
                     <LaneRow lane total_ms hovered/>
@@ -107,6 +108,26 @@ pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
             </div>
             {move || hovered.get().map(|block_id| raw_of(timeline, block_id))}
         </section>
+    }
+}
+
+/// Where the same run is read on each surface: one log, several mappings.
+#[component]
+fn SurfaceLinks(agent_id: Uuid, run_id: Uuid) -> impl IntoView {
+    let response = format!("/v1/responses/resp_{}", run_id.simple());
+    view! {
+        <p class="muted surfaces">
+            "this run as: "
+            <a href=format!("/v1/runs/{run_id}") data-surface="native">"run"</a>
+            " · "
+            <a href=format!("/v1/agents/{agent_id}/events?since=0") data-surface="events">"events"</a>
+            " · "
+            <a href=response.clone() data-surface="responses">"Responses"</a>
+            " ("
+            <a href=format!("{response}?stream=true") data-surface="responses-stream">"stream"</a>
+            ") · Letta "
+            <code data-surface="letta">{format!("POST /v1/runs/{run_id}/stream")}</code>
+        </p>
     }
 }
 

@@ -28,6 +28,8 @@ pub fn surface_of(route: &str) -> &'static str {
         "ai_sdk"
     } else if route.starts_with("/v1/ag-ui") {
         "ag_ui"
+    } else if route.starts_with("/v1/responses") {
+        "responses"
     } else if letta {
         "letta"
     } else if route == "/v1/ws" {
@@ -137,6 +139,8 @@ mod tests {
             ("/v1/runs/{run_id}", "native"),
             ("/v1/ai-sdk/chat/{id}/stream", "ai_sdk"),
             ("/v1/ag-ui/connect", "ag_ui"),
+            ("/v1/responses/{id}", "responses"),
+            ("/v1/responses", "responses"),
             ("/v1/ws", "websocket"),
             ("/metrics", "metrics"),
             ("/agents/{id}/history", "pages"),
