@@ -98,3 +98,27 @@ for (const [label, OpenAI] of [
     }
   });
 }
+
+test("a function call waits in the log through kill -9 and is answered after the restart", async ({}, testInfo) => {
+  const database = path.join(process.env.AGENTSTREAM_E2E_DIRECTORY!, `crash-call-${testInfo.workerIndex}-${Date.now()}.db`);
+  const openai = new OpenAI7({ baseURL: `${baseURL}/v1`, apiKey: "unused", maxRetries: 0 });
+  const tools = [{ type: "function", name: "confirm", parameters: { type: "object", properties: {} } }] as any;
+  let server = await start(database);
+  try {
+    const asked = await openai.responses.create({ model: "scripted", input: "/tools confirm", tools });
+    const call = asked.output.find((item: any) => item.type === "function_call") as any;
+    expect(asked.status).toBe("completed");
+    await kill(server);
+    server = await start(database);
+    const answered = await openai.responses.create({
+      model: "scripted",
+      previous_response_id: asked.id,
+      input: [{ type: "function_call_output", call_id: call.call_id, output: "yes" }],
+      tools,
+    });
+    expect(answered.status).toBe("completed");
+    expect(answered.output_text).toContain("yes");
+  } finally {
+    await kill(server);
+  }
+});

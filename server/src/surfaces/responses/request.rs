@@ -22,6 +22,10 @@ pub const MODEL_CHARS_MAX: usize = 256;
 /// `instructions` (with the input's system and developer messages) over this many bytes are
 /// refused: they are the run's system prompt, kept in its `run_started`.
 pub const INSTRUCTIONS_BYTES_MAX: usize = 256 * 1024;
+/// Ids of ours looked up to find the conversation an input continues: its newest ones (a
+/// transcript's items are all of one agent; a hostile list of made-up ids costs one bounded
+/// look-up).
+pub const ECHOED_IDS_LOOKED_UP_MAX: usize = 32;
 /// `metadata`: at most this many keys (as OpenAI's), each value a string.
 pub const METADATA_KEYS_MAX: usize = 16;
 /// A `metadata` value longer than this (in characters) is refused.
@@ -379,11 +383,19 @@ fn content_text(content: &Value) -> Result<String, String> {
 }
 
 impl CreateRequest {
-    /// The events of ours the input echoes (their agent is the conversation it continues).
+    /// The newest events of ours the input echoes, at most [`ECHOED_IDS_LOOKED_UP_MAX`] (their
+    /// agent is the conversation it continues).
     pub fn ours(&self) -> Vec<Uuid> {
-        let mut ids: Vec<Uuid> = self.items.iter().filter_map(Item::ours).collect();
+        let mut ids: Vec<Uuid> = Vec::new();
+        for id in self.items.iter().rev().filter_map(Item::ours) {
+            if ids.len() == ECHOED_IDS_LOOKED_UP_MAX {
+                break;
+            }
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
         ids.sort_unstable();
-        ids.dedup();
         ids
     }
 

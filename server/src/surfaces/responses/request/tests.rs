@@ -226,3 +226,16 @@ fn bad_fields_are_refused_by_name() {
         .unwrap_err()
         .contains("at most"));
 }
+
+#[test]
+fn only_the_newest_echoed_ids_are_looked_up() {
+    let items: Vec<Value> = (0..1_000u128)
+        .map(|n| json!({ "type": "reasoning", "id": item_id("rs_", Uuid::from_u128(n)), "summary": [] }))
+        .chain([json!({ "role": "user", "content": "hi" })])
+        .collect();
+    let request = read(json!({ "model": "scripted", "input": items })).unwrap();
+    let ours = request.ours();
+    assert_eq!(ours.len(), ECHOED_IDS_LOOKED_UP_MAX);
+    assert_eq!(*ours.last().unwrap(), Uuid::from_u128(999));
+    assert_eq!(request.asked().unwrap(), message("hi"));
+}
