@@ -38,6 +38,12 @@ test("an Agents SDK agent calls its local tool through agentstream, streamed and
   expect(kinds).toContain("raw_model_stream_event");
   expect(kinds).toContain("run_item_stream_event");
 
+  // Two calls in one response: both run here, both outputs go back in one request.
+  const both = await run(agent, '/tools confirm {"q": 5}; confirm {"q": 6}');
+  expect(called.slice(2).sort()).toEqual([5, 6]);
+  expect(both.finalOutput).toContain("confirmed 5");
+  expect(both.finalOutput).toContain("confirmed 6");
+
   // A second turn, resent whole, continues the same conversation.
   const next = await run(agent, [...result.history, { role: "user", content: "/echo and again" }]);
   expect(next.finalOutput).toBe("and again");

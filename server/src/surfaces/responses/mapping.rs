@@ -20,7 +20,7 @@
 //! clients know no `response.cancelled` event, and a run cut off (a crash, `interrupted`) ends
 //! `response.failed`, never with an SSE `error` (which makes the SDKs throw).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use app::{AgentEvent, EventKind};
 use serde_json::{json, Value};
@@ -73,6 +73,10 @@ pub struct ResponseMapper {
     /// Calls of an earlier response that a person's answer lets this one carry out: their
     /// names, by tool call id.
     approved: HashMap<String, String>,
+    /// The output items' ids so far (each unique).
+    item_ids: HashSet<String>,
+    /// Calls whose result was shown: one item per call (a log may hold a second result).
+    results: HashSet<String>,
 }
 
 impl ResponseMapper {
@@ -183,9 +187,16 @@ impl ResponseMapper {
         self.lifecycle(out, "response.in_progress", Status::InProgress);
     }
 
-    /// Begins output item `item` at the next index.
-    fn add_item(&mut self, out: &mut Vec<Value>, item: Value) -> usize {
+    /// Begins output item `item` at the next index. Its id is unique in the response: a log
+    /// with one event twice (only a damaged or hostile one) gets `<id>_<index>` for the second.
+    fn add_item(&mut self, out: &mut Vec<Value>, mut item: Value) -> usize {
         let index = self.output.len();
+        let id = item["id"].as_str().unwrap_or_default().to_owned();
+        if !self.item_ids.insert(id.clone()) {
+            let unique = format!("{id}_{index}");
+            self.item_ids.insert(unique.clone());
+            item["id"] = json!(unique);
+        }
         self.output.push(item.clone());
         self.emit(
             out,
@@ -193,6 +204,14 @@ impl ResponseMapper {
             json!({ "output_index": index, "item": item }),
         );
         index
+    }
+
+    /// The id of the item at `index`.
+    fn id_at(&self, index: usize) -> String {
+        self.output[index]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     fn finish_item(&mut self, out: &mut Vec<Value>, index: usize, status: &str) {
@@ -267,10 +286,10 @@ impl ResponseMapper {
             });
             ("msg_", item)
         };
-        let id = item_id(prefix, event.id);
         let mut item = item;
-        item["id"] = json!(id);
+        item["id"] = json!(item_id(prefix, event.id));
         let index = self.add_item(out, item);
+        let id = self.id_at(index);
         if reasoning {
             let part = json!({ "type": "summary_text", "text": "" });
             self.output[index]["summary"] = json!([part]);

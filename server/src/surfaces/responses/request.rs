@@ -411,7 +411,10 @@ impl CreateRequest {
                 .map_or(0, |last| last + 1),
         };
         let new = &self.items[new_from..];
-        let outputs: Vec<ToolOutput> = new
+        // Every output the input holds: calls of one response answered in any order, those
+        // answered before passed over (`client_tools::answers`).
+        let outputs: Vec<ToolOutput> = self
+            .items
             .iter()
             .filter_map(|item| match item {
                 Item::FunctionCallOutput(output) => Some(output.clone()),

@@ -295,3 +295,28 @@ fn events_before_the_runs_start_and_after_its_end_are_not_the_responses() {
     let (mapped, _) = map(&events);
     assert_eq!(mapped, map(&run).0);
 }
+
+/// A damaged or hostile log (an event twice, a call answered twice) still makes a stream the
+/// clients take: item ids unique, one item per result. (The fuzz target found a repeated item
+/// id.)
+#[test]
+fn an_event_or_a_result_twice_keeps_the_items_unique() {
+    let mut log = tool_run().0;
+    let end = log.pop().unwrap();
+    let mut again = vec![log[1].clone(), log[9].clone(), log[1].clone()];
+    log.append(&mut again);
+    log.push(end);
+    for (index, event) in log.iter_mut().enumerate() {
+        event.seq = index as u64 + 1;
+    }
+    let (events, _) = map(&log);
+    verify::check(&events, true).unwrap();
+    let output = &events.last().unwrap()["response"]["output"];
+    let results = output
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "agentstream:tool_call")
+        .count();
+    assert_eq!(results, 2, "{output}");
+}

@@ -61,7 +61,8 @@ impl ResponseMapper {
                 let Some(index) = call.index.filter(|_| !piece.is_empty()) else {
                     return;
                 };
-                let (id, arguments) = (item_id("fc_", call.start_event), json!(call.arguments));
+                let arguments = json!(call.arguments);
+                let id = self.id_at(index);
                 let delta = json!({ "item_id": id, "output_index": index, "delta": piece });
                 self.output[index]["arguments"] = arguments;
                 self.emit(out, "response.function_call_arguments.delta", delta);
@@ -94,7 +95,7 @@ impl ResponseMapper {
         let Some(index) = call.index else {
             return;
         };
-        let id = item_id("fc_", call.start_event);
+        let id = self.id_at(index);
         self.output[index]["arguments"] = json!(arguments);
         self.emit(
             out,
@@ -134,6 +135,9 @@ impl ResponseMapper {
 
     pub(super) fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
         let call_id = text_of(&event.content, "tool_call_id");
+        if !self.results.insert(call_id.clone()) {
+            return; // a second result of one call: the first is what the call returned
+        }
         let Some(call) = self
             .call_messages
             .get(&call_id)

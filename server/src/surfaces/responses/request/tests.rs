@@ -65,6 +65,18 @@ fn what_each_input_asks() {
             Ok(output("call_1", "noon")),
         ),
         (
+            "two calls answered in turn, resent: every output goes (those answered are passed over)",
+            json!([{ "role": "user", "content": "both" },
+                   { "type": "function_call", "id": item_id("fc_", Uuid::from_u128(7)), "call_id": "c1", "name": "a", "arguments": "{}" },
+                   { "type": "function_call_output", "call_id": "c1", "output": "one" },
+                   { "type": "function_call", "id": ours, "call_id": "c2", "name": "b", "arguments": "{}" },
+                   { "type": "function_call_output", "call_id": "c2", "output": "two" }]),
+            Ok(Asked::Outputs(vec![
+                ToolOutput { tool_call_id: "c1".into(), output: Ok(json!("one")) },
+                ToolOutput { tool_call_id: "c2".into(), output: Ok(json!("two")) },
+            ])),
+        ),
+        (
             "a resent transcript with the next turn",
             json!([{ "role": "user", "content": "old" },
                    { "type": "message", "id": said, "role": "assistant", "content": [{ "type": "output_text", "text": "reply", "annotations": [] }] },
