@@ -98,6 +98,10 @@ for (const [label, OpenAI] of clients) {
       // The message it answered is the response's input.
       const items = await openai.responses.inputItems.list(response.id);
       expect(items.data.map((item: any) => item.content[0].text)).toEqual(["/echo hello from the sdk"]);
+
+      // A response that is its whole conversation is deleted with it.
+      await openai.responses.delete(response.id);
+      await expect(openai.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
     });
 
     test("a background response is polled and resumed by cursor and by the helper, the same every time", async ({

@@ -245,12 +245,53 @@ async fn refusals_say_what_was_wrong_in_the_sdks_shape_and_write_nothing() {
         .await
         .unwrap();
     assert_eq!(past.trim(), "data: [DONE]");
+    // A response that is its whole conversation goes with its agent; a turn of a longer one
+    // cannot leave the log.
+    let before = server.agent_count().await;
     let deleted = server.delete(&format!("/v1/responses/{id}")).await;
-    assert_eq!(deleted.status(), 400);
+    assert_eq!(deleted.status(), 200);
+    let deleted: Value = deleted.json().await.unwrap();
+    assert_eq!(
+        deleted,
+        json!({ "id": id, "object": "response", "deleted": true })
+    );
     assert_eq!(
         server.get(&format!("/v1/responses/{id}")).await.status(),
-        200
+        404
     );
+    assert_eq!(
+        server.delete(&format!("/v1/responses/{id}")).await.status(),
+        404
+    );
+    assert_eq!(server.agent_count().await, before - 1);
+    let first: Value = server
+        .respond(&json!({ "model": "scripted", "input": "/echo one" }))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let second: Value = server
+        .respond(&json!({ "model": "scripted", "previous_response_id": first["id"], "input": "/echo two" }))
+        .await
+        .json()
+        .await
+        .unwrap();
+    for turn in [&first, &second] {
+        let refused = server
+            .delete(&format!("/v1/responses/{}", turn["id"].as_str().unwrap()))
+            .await;
+        assert_eq!(refused.status(), 409);
+        assert_eq!(refused.headers()["x-should-retry"], "false");
+        let error: Value = refused.json().await.unwrap();
+        assert!(error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DELETE /v1/agents/"));
+    }
+    let still = server
+        .get(&format!("/v1/responses/{}", second["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(still.status(), 200);
 }
 
 #[tokio::test]

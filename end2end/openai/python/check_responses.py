@@ -51,6 +51,12 @@ def creates(client):
     check(response.status == "completed", f"status {response.status}")
     check(response.output_text == "hello from python", f"text {response.output_text!r}")
     check(response.id.startswith("resp_"), response.id)
+    check(client.responses.delete(response.id) is None, "delete")
+    try:
+        client.responses.retrieve(response.id)
+        raise AssertionError("a deleted response was found")
+    except openai.NotFoundError:
+        pass
 
     events = list(client.responses.create(model="scripted", input="/echo streamed here", stream=True))
     check(numbers(events) == list(range(len(events))), f"numbers {numbers(events)}")

@@ -47,6 +47,9 @@ use wire::{response_id, run_of, ResponsesError, ECHO_FIELD};
 
 /// A request's body at most: a resent transcript holds the whole conversation.
 pub const RESPONSES_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// The `made_by` of an agent a model handle made: a response that is its only run can be
+/// deleted with it.
+const MADE_BY: &str = "responses";
 /// `input_items` pages hold at most this many items (OpenAI's limit too).
 pub const INPUT_ITEMS_PAGE_MAX: usize = 100;
 
@@ -229,7 +232,7 @@ async fn agent_of(
             let template = NewAgent {
                 name: format!("responses {handle}"),
                 model: Some(handle.clone()),
-                metadata: json!({ "made_by": "responses" }),
+                metadata: json!({ "made_by": MADE_BY }),
                 ..NewAgent::default()
             };
             // A model no provider serves is refused before the agent exists.
@@ -328,7 +331,10 @@ pub async fn cancel(
     Ok(Json(mapper.response().unwrap_or(Value::Null)).into_response())
 }
 
-/// `DELETE /v1/responses/{id}`.
+/// `DELETE /v1/responses/{id}`: a response that is its whole conversation — the only run of
+/// an agent made for it (a model handle's fresh agent) — goes with its agent (a run in flight
+/// is cancelled first). One turn of a longer conversation cannot leave the append-only log
+/// alone: refused, with the way to delete the conversation.
 pub async fn delete(
     State(state): State<ChatState>,
     caller: Caller,
@@ -336,12 +342,37 @@ pub async fn delete(
 ) -> Answer {
     caller.require(Scope::Write)?;
     let run_id = run_of(&id).ok_or_else(|| not_found(&id))?;
-    let (agent_id, _) = agent_of_run(&state, &caller, run_id, &id).await?;
-    Err(ApiError::bad_request(
-        "not_supported",
+    let (agent_id, start) = agent_of_run(&state, &caller, run_id, &id).await?;
+    let store = state.store.as_ref();
+    let agent = store
+        .get_agent(agent_id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    let made_for_it = agent.metadata.get("made_by").and_then(Value::as_str) == Some(MADE_BY);
+    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
+    if made_for_it && start == 1 {
+        let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
+        cancel_and_wait(&state.runs, cluster, store, agent_id, Some(&[run_id]), wait).await?;
+        let end = store
+            .run_outline(run_id)
+            .await?
+            .last()
+            .map(|event| event.seq);
+        let head = store.head_seq(agent_id).await?;
+        if end.is_some() && end == head && store.delete_agent(agent_id).await? {
+            state.hub.close(agent_id);
+            state.snapshots.remove(agent_id);
+            return Ok(
+                Json(json!({ "id": id, "object": "response", "deleted": true })).into_response(),
+            );
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        "part_of_a_conversation",
         format!(
-            "a response is part of its agent's log, which is append-only: DELETE \
-             /v1/agents/{agent_id} deletes the whole conversation"
+            "this response is one turn of agent {agent_id}'s conversation, whose log is \
+             append-only: DELETE /v1/agents/{agent_id} deletes the whole conversation"
         ),
     )
     .into())
