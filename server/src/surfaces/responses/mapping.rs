@@ -92,7 +92,22 @@ impl ResponseMapper {
     /// The Response object as it stands; `None` before the run's start.
     pub fn response(&self) -> Option<Value> {
         let head = self.head.as_ref()?;
-        Some(response_object(head, &self.outcome(self.status?)))
+        let status = self.status?;
+        let streaming = self.open.is_some() || self.calls.values().any(|call| !call.done);
+        if !streaming {
+            return Some(response_object(head, &self.outcome(status, &self.output)));
+        }
+        // Items still being written: their text and arguments as they stand.
+        let mut output = self.output.clone();
+        if let Some(open) = &self.open {
+            *text_field(&mut output[open.index], open.reasoning) = json!(open.text);
+        }
+        for call in self.calls.values().filter(|call| !call.done) {
+            if let Some(index) = call.index {
+                output[index]["arguments"] = json!(call.arguments);
+            }
+        }
+        Some(response_object(head, &self.outcome(status, &output)))
     }
 
     /// The response's input items, oldest first.
@@ -100,10 +115,10 @@ impl ResponseMapper {
         &self.input
     }
 
-    fn outcome(&self, status: Status) -> Outcome<'_> {
+    fn outcome<'a>(&'a self, status: Status, output: &'a [Value]) -> Outcome<'a> {
         Outcome {
             status,
-            output: &self.output,
+            output,
             usage: self.usage.as_ref(),
             error: self.error.as_ref().filter(|_| status == Status::Failed),
             incomplete_reason: self.incomplete_reason.as_deref(),
@@ -248,17 +263,16 @@ impl ResponseMapper {
             return;
         };
         open.text.push_str(&piece);
+        // The item's text is written when it is done (or when a poll asks): copied per token
+        // it would cost the message's length every token.
         let (index, item) = (open.index, open.item_id.clone());
-        let text = json!(open.text);
         if reasoning {
-            self.output[index]["summary"][0]["text"] = text;
             self.emit(
                 out,
                 "response.reasoning_summary_text.delta",
                 json!({ "item_id": item, "output_index": index, "summary_index": 0, "delta": piece }),
             );
         } else {
-            self.output[index]["content"][0]["text"] = text;
             self.emit(
                 out,
                 "response.output_text.delta",
@@ -321,6 +335,7 @@ impl ResponseMapper {
             return;
         };
         let (id, index, text) = (open.item_id, open.index, open.text);
+        *text_field(&mut self.output[index], open.reasoning) = json!(text);
         if open.reasoning {
             self.emit(
                 out,
@@ -404,6 +419,14 @@ impl ResponseMapper {
         }
         self.completed_at = Some(event.created_at.timestamp());
         self.lifecycle(out, kind, status);
+    }
+}
+
+/// Where a text item keeps its text: a message's one part, a reasoning item's one summary.
+fn text_field(item: &mut Value, reasoning: bool) -> &mut Value {
+    match reasoning {
+        true => &mut item["summary"][0]["text"],
+        false => &mut item["content"][0]["text"],
     }
 }
 

@@ -246,6 +246,17 @@ async fn agent_of(
     }
 }
 
+/// The run response `id` is, its agent and the seq of its start, as `caller` may reach them.
+async fn located(
+    state: &ChatState,
+    caller: &Caller,
+    id: &str,
+) -> Result<(Uuid, Uuid, u64), ResponsesError> {
+    let run_id = run_of(id).ok_or_else(|| not_found(id))?;
+    let (agent_id, start) = agent_of_run(state, caller, run_id, id).await?;
+    Ok((run_id, agent_id, start))
+}
+
 /// The agent of run `run_id` and the seq of its start, as `caller` may reach it.
 async fn agent_of_run(
     state: &ChatState,
@@ -290,8 +301,7 @@ pub async fn retrieve(
         )
     })?;
     caller.require(Scope::Read)?;
-    let run_id = run_of(&id).ok_or_else(|| not_found(&id))?;
-    let (agent_id, start) = agent_of_run(&state, &caller, run_id, &id).await?;
+    let (run_id, agent_id, start) = located(&state, &caller, &id).await?;
     if query.stream == Some(true) {
         let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
         let events = stream::feed(&state, agent_id, run_id, start - 1, query.starting_after);
@@ -315,8 +325,7 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Answer {
     caller.require(Scope::Write)?;
-    let run_id = run_of(&id).ok_or_else(|| not_found(&id))?;
-    let (agent_id, start) = agent_of_run(&state, &caller, run_id, &id).await?;
+    let (run_id, agent_id, start) = located(&state, &caller, &id).await?;
     let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
     cancel_and_wait(
         &state.runs,
@@ -341,8 +350,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Answer {
     caller.require(Scope::Write)?;
-    let run_id = run_of(&id).ok_or_else(|| not_found(&id))?;
-    let (agent_id, start) = agent_of_run(&state, &caller, run_id, &id).await?;
+    let (run_id, agent_id, start) = located(&state, &caller, &id).await?;
     let store = state.store.as_ref();
     let agent = store
         .get_agent(agent_id)
@@ -416,8 +424,7 @@ pub async fn input_items(
             .into())
         }
     };
-    let run_id = run_of(&id).ok_or_else(|| not_found(&id))?;
-    let (agent_id, start) = agent_of_run(&state, &caller, run_id, &id).await?;
+    let (run_id, agent_id, start) = located(&state, &caller, &id).await?;
     let mapper = stream::read(state.store.as_ref(), agent_id, run_id, start).await?;
     let mut items: Vec<&Value> = mapper.input_items().iter().collect();
     if !ascending {

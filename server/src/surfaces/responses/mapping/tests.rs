@@ -320,3 +320,29 @@ fn an_event_or_a_result_twice_keeps_the_items_unique() {
         .count();
     assert_eq!(results, 2, "{output}");
 }
+
+/// A poll while items are being written shows their text and arguments as they stand (the
+/// items themselves are written only when done).
+#[test]
+fn a_poll_mid_run_shows_what_is_written_so_far() {
+    let mut log = Log::default();
+    log.start().piece(EventKind::Text, 1, 1, "half ");
+    log.piece(EventKind::Text, 1, 1, "way");
+    let mut mapper = ResponseMapper::new();
+    for event in &log.0 {
+        mapper.push(event);
+    }
+    let polled = mapper.response().unwrap();
+    assert_eq!(polled["status"], "in_progress");
+    assert_eq!(polled["output"][0]["content"][0]["text"], "half way");
+    log.call(2, 2, "call_1", "confirm");
+    log.0.last_mut().unwrap().content["client"] = json!(true);
+    log.input_piece(2, 2, "{\"q\":");
+    for event in &log.0[3..] {
+        mapper.push(event);
+    }
+    let polled = mapper.response().unwrap();
+    assert_eq!(polled["output"][0]["content"][0]["text"], "half way");
+    assert_eq!(polled["output"][0]["status"], "completed");
+    assert_eq!(polled["output"][1]["arguments"], "{\"q\":");
+}

@@ -61,10 +61,9 @@ impl ResponseMapper {
                 let Some(index) = call.index.filter(|_| !piece.is_empty()) else {
                     return;
                 };
-                let arguments = json!(call.arguments);
+                // The item's arguments are written when the call is done (or a poll asks).
                 let id = self.id_at(index);
                 let delta = json!({ "item_id": id, "output_index": index, "delta": piece });
-                self.output[index]["arguments"] = arguments;
                 self.emit(out, "response.function_call_arguments.delta", delta);
             }
             (Some(""), Some(delta)) => {
