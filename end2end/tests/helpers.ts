@@ -47,3 +47,19 @@ export async function waitForCompletion(page: Page) {
 export function numberedWords(count: number, separator = " "): string {
   return Array.from({ length: count }, (_, index) => `w${index + 1}`).join(separator);
 }
+
+/** A Responses API stream event, as the OpenAI clients yield it. */
+export type ResponseEvent = { type: string; sequence_number: number; [key: string]: any };
+
+/** Every event of a Responses stream (or those up to the first `stopAfter` accepts). */
+export async function collectEvents(
+  stream: AsyncIterable<ResponseEvent>,
+  stopAfter?: (event: ResponseEvent) => boolean,
+): Promise<ResponseEvent[]> {
+  const events: ResponseEvent[] = [];
+  for await (const event of stream) {
+    events.push(event);
+    if (stopAfter?.(event)) break;
+  }
+  return events;
+}

@@ -3,13 +3,15 @@
 // twice, the replay from the start identical to what went out live, and a terminal event
 // (`response.failed`, the run interrupted) — never a stream that hangs.
 import { expect, test } from "@playwright/test";
+import { collectEvents, ResponseEvent } from "./helpers";
 import { ChildProcess, spawn } from "node:child_process";
 import * as path from "node:path";
 import OpenAI7 from "../openai/node_modules/openai";
 import OpenAI5 from "../openai/node_modules/openai-v5";
 import { crashServerBinary, crashServerPort } from "../playwright.config";
 
-type Event = { type: string; sequence_number: number; [key: string]: any };
+type Event = ResponseEvent;
+const collect = collectEvents;
 
 const baseURL = `http://127.0.0.1:${crashServerPort}`;
 
@@ -42,14 +44,6 @@ async function kill(server: ChildProcess) {
   await exited;
 }
 
-async function collect(stream: AsyncIterable<Event>, stopAfter?: (event: Event) => boolean): Promise<Event[]> {
-  const events: Event[] = [];
-  for await (const event of stream) {
-    events.push(event);
-    if (stopAfter?.(event)) break;
-  }
-  return events;
-}
 
 for (const [label, OpenAI] of [
   ["openai 7.57.0", OpenAI7],

@@ -4,10 +4,12 @@
 // with both resume paths (the raw cursor and the helper, which replays from the start), cancel,
 // the caller's function tools chained and resent whole, a second answer refused, and errors.
 import { expect, test } from "@playwright/test";
+import { collectEvents, ResponseEvent } from "./helpers";
 import OpenAI7 from "../openai/node_modules/openai";
 import OpenAI5 from "../openai/node_modules/openai-v5";
 
-type Event = { type: string; sequence_number: number; [key: string]: any };
+type Event = ResponseEvent;
+const collect = collectEvents;
 
 const clients: [string, any][] = [
   ["openai 7.57.0", OpenAI7],
@@ -27,14 +29,6 @@ const confirmTool = {
   strict: true,
 };
 
-async function collect(stream: AsyncIterable<Event>, stopAfter?: (event: Event) => boolean): Promise<Event[]> {
-  const events: Event[] = [];
-  for await (const event of stream) {
-    events.push(event);
-    if (stopAfter?.(event)) break;
-  }
-  return events;
-}
 
 /** The assistant's text in a response's output (5.x's stream helper sets no `output_text`). */
 function outputText(response: any): string {
