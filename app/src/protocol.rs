@@ -33,6 +33,22 @@ pub struct Agent {
     /// lists under that user, and no other user's token reaches it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Set on a branch: where it was forked from (its events up to `fork_seq` are its
+    /// parent's; its own follow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<BranchOrigin>,
+    /// On a conversation with branches: the branch its clients follow (`None`: its own log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_branch: Option<Uuid>,
+}
+
+/// Where a branch comes from: the conversation (the agent people see), the log it was forked
+/// from (the conversation's own, or another branch) and the seq it shares that log up to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchOrigin {
+    pub root: Uuid,
+    pub parent: Uuid,
+    pub fork_seq: u64,
 }
 
 /// `POST /v1/agents`. Every field is optional; unknown Letta fields are accepted and ignored.

@@ -119,6 +119,8 @@ pub(super) async fn create_agent_inner(
         head_seq: 0,
         created_at: Default::default(),
         owner: None,
+        branch: None,
+        current_branch: None,
     };
     runs.check_provider(&probe)?;
     let agent = store

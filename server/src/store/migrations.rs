@@ -78,6 +78,11 @@ const SQLITE: &[Source] = &[
         "recent",
         include_str!("../../migrations/0013_recent.sql"),
     ),
+    (
+        14,
+        "branches",
+        include_str!("../../migrations/0014_branches.sql"),
+    ),
 ];
 
 const POSTGRES: &[Source] = &[
@@ -130,6 +135,11 @@ const POSTGRES: &[Source] = &[
         10,
         "streams",
         include_str!("../../migrations_postgres/0010_streams.sql"),
+    ),
+    (
+        11,
+        "branches",
+        include_str!("../../migrations_postgres/0011_branches.sql"),
     ),
 ];
 

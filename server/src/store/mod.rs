@@ -15,6 +15,7 @@
 //! **Architecture invariant:** only this module touches sqlx (and rusqlite). It knows nothing of
 //! runs beyond their ids and kinds, nor of HTTP.
 
+pub mod branches;
 pub mod chunk;
 mod error;
 mod interface;
@@ -26,6 +27,7 @@ pub(crate) mod rows;
 pub mod sqlite;
 pub mod streams;
 
+pub use branches::{fork, BranchDeletion, Branches, ForkRefusal};
 pub use error::{redact_url, StoreError};
 pub use interface::{
     agent_for_chat, Agents, ClusterOptions, ClusterStore, EventLog, Notice, Notices, OpenApproval,

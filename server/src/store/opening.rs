@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::store::branches::Branches;
 use crate::store::error::redact_url;
 use crate::store::interface::{Agents, ClusterOptions, ClusterStore, EventLog, RunKeys};
 use crate::store::streams::Streams;
@@ -10,9 +11,9 @@ use crate::store::{migrations, postgres, sqlite, StoreError};
 
 /// The whole store, as the server is wired with it. Code that needs less takes less: the
 /// delivery layer sees an [`EventLog`] only (`Arc<dyn Store>` coerces to `Arc<dyn EventLog>`).
-pub trait Store: Agents + EventLog + RunKeys + Streams {}
+pub trait Store: Agents + Branches + EventLog + RunKeys + Streams {}
 
-impl<T: Agents + EventLog + RunKeys + Streams> Store for T {}
+impl<T: Agents + Branches + EventLog + RunKeys + Streams> Store for T {}
 
 /// PostgreSQL's schema as of migration `version`: for the test that upgrades a log written by an
 /// earlier schema (SQLite's has a database file for that; a PostgreSQL database is no file).

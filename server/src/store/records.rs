@@ -35,6 +35,8 @@ impl NewAgent {
             head_seq: 0,
             created_at,
             owner: self.owner,
+            branch: None,
+            current_branch: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use app::protocol::Agent;
+use app::protocol::{Agent, BranchOrigin};
 use app::{AgentEvent, DeltaAction, EventKind};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -45,6 +45,10 @@ pub struct AgentRow<'a> {
     pub head_seq: i64,
     pub created_at: DateTime<Utc>,
     pub owner: Option<&'a str>,
+    pub root_id: Option<Uuid>,
+    pub parent_id: Option<Uuid>,
+    pub fork_seq: Option<i64>,
+    pub current_branch: Option<Uuid>,
 }
 
 impl AgentRow<'_> {
@@ -61,6 +65,16 @@ impl AgentRow<'_> {
             head_seq: seq_from_column(self.head_seq)?,
             created_at: self.created_at,
             owner: self.owner.map(str::to_owned),
+            branch: match (self.root_id, self.parent_id, self.fork_seq) {
+                (None, None, None) => None,
+                (Some(root), Some(parent), Some(fork_seq)) => Some(BranchOrigin {
+                    root,
+                    parent,
+                    fork_seq: seq_from_column(fork_seq)?,
+                }),
+                _ => return Err(corrupt(format!("agent {}: half a branch origin", self.id))),
+            },
+            current_branch: self.current_branch,
         })
     }
 }

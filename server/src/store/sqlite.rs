@@ -16,6 +16,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 use uuid::Uuid;
 
+use super::branches::{read_along, ForkChains};
 use super::chunk::Pick;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column};
@@ -25,6 +26,7 @@ use super::{
 
 mod agents;
 mod appender;
+mod branches;
 mod convert;
 mod reader;
 mod recent;
@@ -43,6 +45,8 @@ pub struct SqliteStore {
     appender: appender::Appender,
     reader: reader::Reader,
     recent: recent::RecentIndex,
+    /// Branches' chains, as read once (see `store::branches`).
+    forks: ForkChains,
 }
 
 impl SqliteStore {
@@ -82,6 +86,7 @@ impl SqliteStore {
             appender,
             reader,
             recent,
+            forks: ForkChains::default(),
         })
     }
 
@@ -107,15 +112,20 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let events = self
-            .reader
-            .events(
-                range_sql(),
-                range_query(agent_id, since, limit, self.recent.first_row(agent_id))?,
-            )
-            .await?;
-        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
-        Ok(events)
+        let chain = self.forks.chain(self, agent_id).await?;
+        read_along(
+            &chain,
+            agent_id,
+            since,
+            limit,
+            |log, since, limit| async move {
+                let query = range_query(log, since, limit, self.recent.first_row(log))?;
+                let events = self.reader.events(range_sql(), query).await?;
+                check_contiguous(log, since, events.iter().map(|event| event.seq))?;
+                Ok(events)
+            },
+        )
+        .await
     }
 
     async fn read_events_json(
@@ -124,15 +134,20 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let events = self
-            .reader
-            .events_json(
-                range_sql(),
-                range_query(agent_id, since, limit, self.recent.first_row(agent_id))?,
-            )
-            .await?;
-        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
-        Ok(events)
+        let chain = self.forks.chain(self, agent_id).await?;
+        read_along(
+            &chain,
+            agent_id,
+            since,
+            limit,
+            |log, since, limit| async move {
+                let query = range_query(log, since, limit, self.recent.first_row(log))?;
+                let events = self.reader.events_json(range_sql(), query).await?;
+                check_contiguous(log, since, events.iter().map(|event| event.seq))?;
+                Ok(events)
+            },
+        )
+        .await
     }
 
     async fn read_contents(
@@ -141,15 +156,20 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<ContentJson>, StoreError> {
-        let contents = self
-            .reader
-            .contents(
-                range_sql(),
-                range_query(agent_id, since, limit, self.recent.first_row(agent_id))?,
-            )
-            .await?;
-        check_contiguous(agent_id, since, contents.iter().map(|content| content.seq))?;
-        Ok(contents)
+        let chain = self.forks.chain(self, agent_id).await?;
+        read_along(
+            &chain,
+            agent_id,
+            since,
+            limit,
+            |log, since, limit| async move {
+                let query = range_query(log, since, limit, self.recent.first_row(log))?;
+                let contents = self.reader.contents(range_sql(), query).await?;
+                check_contiguous(log, since, contents.iter().map(|content| content.seq))?;
+                Ok(contents)
+            },
+        )
+        .await
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {

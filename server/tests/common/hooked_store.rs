@@ -3,8 +3,8 @@
 
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
-    Agents, AppendBatch, EventJson, EventLog, NewAgent, OpenApproval, RunKeys, StoreError,
-    StreamRow, Streams,
+    Agents, AppendBatch, BranchDeletion, Branches, EventJson, EventLog, NewAgent, OpenApproval,
+    RunKeys, StoreError, StreamRow, Streams,
 };
 use app::protocol::Agent;
 use app::AgentEvent;
@@ -61,6 +61,34 @@ impl<H: Hooks> Agents for HookedStore<H> {
     }
     async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
         self.inner.claim_chat(chat_id, agent_id).await
+    }
+}
+
+#[async_trait]
+impl<H: Hooks> Branches for HookedStore<H> {
+    async fn fork_origin(&self, log: Uuid) -> Result<Option<(Uuid, u64)>, StoreError> {
+        self.inner.fork_origin(log).await
+    }
+    async fn insert_branch(
+        &self,
+        source: &Agent,
+        root: Uuid,
+        fork_seq: u64,
+    ) -> Result<Option<Agent>, StoreError> {
+        self.inner.insert_branch(source, root, fork_seq).await
+    }
+    async fn list_branches(&self, root: Uuid) -> Result<Vec<Agent>, StoreError> {
+        self.inner.list_branches(root).await
+    }
+    async fn set_current_branch(
+        &self,
+        root: Uuid,
+        branch: Option<Uuid>,
+    ) -> Result<bool, StoreError> {
+        self.inner.set_current_branch(root, branch).await
+    }
+    async fn delete_branch(&self, branch: Uuid) -> Result<BranchDeletion, StoreError> {
+        self.inner.delete_branch(branch).await
     }
 }
 

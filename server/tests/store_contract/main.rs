@@ -1,6 +1,7 @@
 //! The store's contract, one list of cases run against both stores: SQLite (a temporary file)
 //! and PostgreSQL (a fresh database; the test command starts the server). What a caller of
 //! `Agents`, `EventLog` and `RunKeys` may rely on, whichever database answers.
+mod branches;
 #[path = "../common/mod.rs"]
 mod common;
 mod rows;
@@ -327,6 +328,7 @@ async fn a_chat_id_keeps_its_agent(subject: &Subject) {
 }
 
 async fn run_cases(subject: Subject) {
+    branches::branches_share_their_prefix_and_delete_alone(&subject).await;
     a_producers_position_commits_with_its_batch(&subject).await;
     a_snapshot_is_kept_until_a_newer_one(&subject).await;
     streamed_appends_read_back_at_every_cursor(&subject).await;

@@ -35,7 +35,7 @@ impl Agents for PgStore {
     async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE ($1::text IS NULL OR owner = $1) \
-             AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = agents.id) \
+             AND root_id IS NULL AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = agents.id) \
              ORDER BY created_at DESC, id LIMIT $2"
         ))
         .bind(owner)

@@ -24,6 +24,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
+use super::branches::{read_along, ForkChains, Sequenced};
 use super::chunk::{OpenChunks, Pick, StoredRow};
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, seq_from_column, seq_to_column, AgentRow, EventRow};
@@ -34,6 +35,7 @@ use super::{
 
 mod agents;
 mod append;
+mod branches;
 mod cluster;
 mod streams;
 
@@ -55,6 +57,8 @@ pub struct PgStore {
     url: String,
     node_id: Uuid,
     run_lease_ms: u64,
+    /// Branches' chains, as read once (see `store::branches`).
+    forks: ForkChains,
 }
 
 impl PgStore {
@@ -97,6 +101,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             open_chunks: std::sync::Mutex::default(),
+            forks: ForkChains::default(),
             url: url.to_owned(),
             node_id: Uuid::new_v4(),
             run_lease_ms: cluster.run_lease_ms.max(1),
@@ -138,10 +143,24 @@ impl PgStore {
         let pick = Pick::Range { since, limit };
         expand_rows(rows.iter().map(|row| (row, pick)), make)
     }
+
+    /// [`PgStore::range`] of one log, checked gapless.
+    async fn checked_range<T: Sequenced>(
+        &self,
+        log: Uuid,
+        since: u64,
+        limit: u32,
+        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let events = self.range(log, since, limit, make).await?;
+        check_contiguous(log, since, events.iter().map(Sequenced::seq))?;
+        Ok(events)
+    }
 }
 
 const AGENT_COLUMNS: &str = "id, name, system, description, model, metadata::text AS metadata, \
-     tags::text AS tags, head_seq, created_at, owner";
+     tags::text AS tags, head_seq, created_at, owner, root_id, parent_id, fork_seq, \
+     current_branch";
 const EVENT_COLUMNS: &str = "events.id, agent_id, first_seq, last_seq, run_id, thread_id, \
      block_id, message_id, kind, delta, delta_path, delta_action, content::text AS content, \
      raw::text AS raw, metadata::text AS metadata, created_at, pieces, raws";
@@ -164,6 +183,10 @@ fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
         tags: row.try_get("tags")?,
         head_seq: row.try_get("head_seq")?,
         owner: row.try_get("owner")?,
+        root_id: row.try_get("root_id")?,
+        parent_id: row.try_get("parent_id")?,
+        fork_seq: row.try_get("fork_seq")?,
+        current_branch: row.try_get("current_branch")?,
         created_at: row.try_get("created_at")?,
     }
     .to_agent()
@@ -245,9 +268,11 @@ impl EventLog for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let events = self.range(agent_id, since, limit, to_event).await?;
-        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
-        Ok(events)
+        let chain = self.forks.chain(self, agent_id).await?;
+        read_along(&chain, agent_id, since, limit, |log, since, limit| {
+            self.checked_range(log, since, limit, to_event)
+        })
+        .await
     }
 
     async fn read_events_json(
@@ -256,9 +281,11 @@ impl EventLog for PgStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let events = self.range(agent_id, since, limit, to_json).await?;
-        check_contiguous(agent_id, since, events.iter().map(|event| event.seq))?;
-        Ok(events)
+        let chain = self.forks.chain(self, agent_id).await?;
+        read_along(&chain, agent_id, since, limit, |log, since, limit| {
+            self.checked_range(log, since, limit, to_json)
+        })
+        .await
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {

@@ -15,7 +15,8 @@ use crate::store::{StoreError, RUN_OUTLINE_KINDS};
 pub(super) const IDS_PER_READ_MAX: usize = 256;
 
 pub(super) const AGENT_COLUMNS: &str =
-    "id, name, system, description, model, metadata, tags, head_seq, created_at, owner";
+    "id, name, system, description, model, metadata, tags, head_seq, created_at, owner, \
+     root_id, parent_id, fork_seq, current_branch";
 pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
      message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
      raws";
@@ -113,7 +114,15 @@ pub(super) fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, Sto
         tags: row.try_get("tags")?,
         head_seq: row.try_get("head_seq")?,
         owner: row.try_get("owner")?,
+        root_id: optional_uuid(row.try_get("root_id")?)?,
+        parent_id: optional_uuid(row.try_get("parent_id")?)?,
+        fork_seq: row.try_get("fork_seq")?,
+        current_branch: optional_uuid(row.try_get("current_branch")?)?,
         created_at: parse_time(row.try_get("created_at")?)?,
     }
     .to_agent()
+}
+
+fn optional_uuid(text: Option<&str>) -> Result<Option<Uuid>, StoreError> {
+    text.map(parse_uuid).transpose()
 }
