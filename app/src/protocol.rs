@@ -51,6 +51,34 @@ pub struct BranchOrigin {
     pub fork_seq: u64,
 }
 
+/// `POST /v1/agents/{id}/branches`: fork the log `{id}` (a conversation or one of its branches)
+/// after its seq `after_seq`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    pub after_seq: u64,
+    /// Make the new branch the one the conversation's clients follow.
+    #[serde(default)]
+    pub current: bool,
+}
+
+/// `PUT /v1/agents/{id}/current-branch`: the branch the conversation's clients follow
+/// (`null`, or the conversation's own id: its own log).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchBranchRequest {
+    pub branch: Option<Uuid>,
+}
+
+/// `GET /v1/agents/{id}/branches`: a conversation's branches, oldest first. Its own log (the
+/// main line) is `agent_id` itself; `current_branch` is the log its clients follow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BranchList {
+    pub agent_id: Uuid,
+    pub current_branch: Uuid,
+    pub branches: Vec<Agent>,
+}
+
 /// `POST /v1/agents`. Every field is optional; unknown Letta fields are accepted and ignored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CreateAgentRequest {

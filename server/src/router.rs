@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use app::history::HistorySourceHandle;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
@@ -38,6 +38,15 @@ pub fn api_router(state: AppState) -> Router {
             "/agents/{id}",
             get(rest::get_agent).delete(rest::delete_agent),
         )
+        .route(
+            "/agents/{id}/branches",
+            get(rest::list_branches).post(rest::fork_branch),
+        )
+        .route(
+            "/agents/{id}/branches/{branch}",
+            delete(rest::delete_branch),
+        )
+        .route("/agents/{id}/current-branch", put(rest::switch_branch))
         .route("/agents/{id}/events", get(rest::list_events))
         .route(
             "/agents/{id}/events/stream",

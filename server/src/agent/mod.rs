@@ -18,6 +18,7 @@
 //! - [`start`]: starting a run — the use case every surface calls.
 //! - [`produce`]: runs an external producer writes (the producer API): fenced, checked, held
 //!   to the same rules.
+//! - [`branch`]: where a conversation may fork, and which branch its clients follow.
 //! - [`history`]: the log folded (with snapshots); [`conversation`]: the next turn's prompt
 //!   rebuilt from it.
 //!
@@ -26,6 +27,7 @@
 
 pub mod approval;
 pub mod approval_timeout;
+pub mod branch;
 mod call;
 pub mod cancel;
 pub mod client_tools;

@@ -3,9 +3,10 @@
 //! in the body (or in WebSocket frames) take it as an extractor and ask it.
 //!
 //! A scoped token reaches an agent when its `agents` lists the agent's id or a chat/thread name
-//! that was given to the agent, **and** the agent is not another user's (`owner` unset or the
-//! token's `sub`). An agent the token does not reach answers **404**, exactly as an agent that
-//! does not exist: a token cannot probe which ids exist. An operation the token's scope lacks
+//! that was given to the agent (for a branch, its conversation's), **and** the agent is not
+//! another user's (`owner` unset or the token's `sub`). An agent the token does not reach
+//! answers **404**, exactly as an agent that does not exist: a token cannot probe which ids
+//! exist. An operation the token's scope lacks
 //! answers **403** `insufficient_scope` (checked first, so it tells nothing about any agent), and
 //! an operator's route **403** `operator_only`.
 
@@ -109,10 +110,12 @@ impl Caller {
         {
             return Err(hidden());
         }
-        let listed_by_id = grant
-            .agents
-            .iter()
-            .any(|listed| Uuid::parse_str(listed).is_ok_and(|id| id == agent.id));
+        // A branch is reached through its conversation: listed by the conversation's id, or by
+        // a name the conversation was given.
+        let conversation = agent.branch.map_or(agent.id, |origin| origin.root);
+        let listed_by_id = grant.agents.iter().any(|listed| {
+            Uuid::parse_str(listed).is_ok_and(|id| id == agent.id || id == conversation)
+        });
         if listed_by_id {
             return Ok(());
         }
@@ -120,7 +123,7 @@ impl Caller {
         // confirms it (metadata alone is the operator's to write).
         let chat = agent.metadata.get("chat_id").and_then(|chat| chat.as_str());
         if let Some(chat) = chat.filter(|chat| self.lists(chat)) {
-            if store.chat_agent(chat).await? == Some(agent.id) {
+            if store.chat_agent(chat).await? == Some(conversation) {
                 return Ok(());
             }
         }

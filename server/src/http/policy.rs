@@ -47,6 +47,7 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
     let get = *method == Method::GET || *method == Method::HEAD;
     let post = *method == Method::POST;
     let delete = *method == Method::DELETE;
+    let put = *method == Method::PUT;
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segments.as_slice() {
         ["v1", "ws"] if get => Anyone,
@@ -54,6 +55,12 @@ pub fn need<'a>(method: &Method, path: &'a str, query: Option<&'a str>) -> Need<
         ["v1", "agents", id] if get => Agent(id, Some(Read)),
         ["v1", "agents", id] if delete => Operator,
         ["v1", "agents", id, "events"] if get => Agent(id, Some(Read)),
+        // Branches: seeing them is reading; forking, switching and deleting one is writing to
+        // the conversation (its main line and its other branches stay as they are).
+        ["v1", "agents", id, "branches"] if get => Agent(id, Some(Read)),
+        ["v1", "agents", id, "branches"] if post => Agent(id, Some(Write)),
+        ["v1", "agents", id, "branches", _] if delete => Agent(id, Some(Write)),
+        ["v1", "agents", id, "current-branch"] if put => Agent(id, Some(Write)),
         ["v1", "agents", id, "events", "stream"] if get => Agent(id, Some(Read)),
         ["v1", "agents", id, "runs"] if post => Agent(id, Some(Write)),
         ["v1", "agents", id, "messages", "cancel"] if post => Agent(id, Some(Write)),
@@ -135,6 +142,26 @@ mod tests {
                 Agent(id, Some(Read)),
             ),
             (Method::DELETE, format!("/v1/agents/{id}"), Operator),
+            (
+                Method::GET,
+                format!("/v1/agents/{id}/branches"),
+                Agent(id, Some(Read)),
+            ),
+            (
+                Method::POST,
+                format!("/v1/agents/{id}/branches"),
+                Agent(id, Some(Write)),
+            ),
+            (
+                Method::DELETE,
+                format!("/v1/agents/{id}/branches/{id}"),
+                Agent(id, Some(Write)),
+            ),
+            (
+                Method::PUT,
+                format!("/v1/agents/{id}/current-branch"),
+                Agent(id, Some(Write)),
+            ),
             (
                 Method::GET,
                 format!("/v1/agents/{id}/events"),

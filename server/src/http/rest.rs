@@ -1,11 +1,13 @@
 //! The REST surface: agents, the paged log, runs.
 
+mod branches;
 mod runs;
 use app::protocol::CreateAgentRequest;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+pub use branches::{delete_branch, fork_branch, list_branches, switch_branch};
 pub(crate) use runs::create_run_inner;
 pub use runs::{answer_approval, answer_tool_result, cancel_run, create_run, get_run};
 use serde::Deserialize;
@@ -234,32 +236,36 @@ pub async fn get_agent(
     Ok(Json(agent))
 }
 
+/// `DELETE /v1/agents/{id}`: the agent, its log and its branches; a branch's id deletes that
+/// branch alone (refused while others fork from it).
 pub async fn delete_agent(
     State(state): State<Deletion>,
     Path(agent_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    // A run going is cancelled and its end written first: deleted under it, the run's last
-    // events were refused and its subscribers never saw it end.
-    if let Some(cancelling) = state.runs.cancel(agent_id, None) {
-        let run_id = cancelling.run_id;
-        let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-        if !cancelling.ended_within(wait).await {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "run_in_progress",
-                format!(
-                    "run {run_id} did not stop within {CANCEL_WAIT_MS_MAX} ms; the agent was not \
-                     deleted"
-                ),
-            ));
-        }
+    let agent = state.store.get_agent(agent_id).await?;
+    if agent.as_ref().is_some_and(|agent| agent.branch.is_some()) {
+        return branches::remove_branch(&state, agent_id).await;
+    }
+    let mut logs = vec![agent_id];
+    logs.extend(
+        state
+            .store
+            .list_branches(agent_id)
+            .await?
+            .iter()
+            .map(|branch| branch.id),
+    );
+    for log in &logs {
+        branches::stop_run(&state, *log).await?;
     }
     if !state.store.delete_agent(agent_id).await? {
         return Err(ApiError::unknown_agent(agent_id));
     }
-    state.hub.close(agent_id);
-    state.snapshots.remove(agent_id);
+    for log in logs {
+        state.hub.close(log);
+        state.snapshots.remove(log);
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

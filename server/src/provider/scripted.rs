@@ -153,6 +153,10 @@ fn sentence_tokens(random: &mut Random, count: u32) -> Vec<String> {
 /// A user message starting with this makes the reply exactly the rest of the message, streamed
 /// word by word: a deterministic way to put any text (markup included) into a reply.
 pub const ECHO_COMMAND: &str = "/echo ";
+/// `/recall` answers with what the user said in the conversation it was given, oldest first,
+/// one message a line (`You said:` then `- text` lines): what a model on this branch of the
+/// conversation sees.
+pub const RECALL_COMMAND: &str = "/recall";
 /// `/tools clock; calculator 2*(3+4); slow 3` asks for those tool calls, concurrently, in one
 /// step; once their results are in, the reply reports them. Any tool may be named; an argument
 /// that is a JSON object is its input (`/tools get-sum {"a": 2, "b": 3}`).
@@ -276,6 +280,7 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
     } else {
         let reply = match user_text.strip_prefix(ECHO_COMMAND) {
             Some(echoed) => echo_tokens(echoed),
+            None if user_text == RECALL_COMMAND => echo_tokens(&recall(request)),
             None => sentence_tokens(&mut random, reply_tokens),
         };
         output_tokens += texts(&mut events, reply);
@@ -289,6 +294,20 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         reason: stop_reason.to_owned(),
     }));
     events
+}
+
+/// `/recall`'s answer: the user's messages of the conversation, the command itself left out.
+fn recall(request: &ProviderRequest) -> String {
+    let mut said = String::from("You said:");
+    for message in &request.messages {
+        if let ConversationMessage::User { text } = message {
+            if text != RECALL_COMMAND {
+                said.push_str("\n- ");
+                said.push_str(text);
+            }
+        }
+    }
+    said
 }
 
 /// Text deltas, one per token; returns how many.

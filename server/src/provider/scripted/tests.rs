@@ -132,3 +132,26 @@ fn same_seed_same_script_and_requested_length() {
         }
     );
 }
+
+#[test]
+fn recall_answers_with_what_the_user_said_in_the_conversation_given() {
+    let config = ScriptedConfig::default();
+    let mut asked = request("first");
+    asked.messages.push(ConversationMessage::Assistant {
+        text: "ok".into(),
+        tool_calls: Vec::new(),
+        thinking: Vec::new(),
+    });
+    asked.messages.push(ConversationMessage::User {
+        text: "second".into(),
+    });
+    asked.messages.push(ConversationMessage::User {
+        text: RECALL_COMMAND.into(),
+    });
+    let events = script(&config, &asked);
+    assert_eq!(reply_text(&events), "You said:\n- first\n- second");
+    assert_eq!(
+        reply_text(&script(&config, &request(RECALL_COMMAND))),
+        "You said:"
+    );
+}
