@@ -284,6 +284,7 @@ impl Timeline {
                     started_at: None,
                     ended_at: None,
                     continues: None,
+                    log: None,
                     trace_id: None,
                 });
                 self.run_index.insert(run_id, self.runs.len() - 1);
@@ -308,6 +309,7 @@ impl Timeline {
             EventKind::RunStarted => {
                 run.status = RunStatus::Running;
                 run.started_at = Some(event.created_at);
+                run.log = Some(event.agent_id);
                 run.continues = event
                     .metadata
                     .get("continues")

@@ -2,7 +2,8 @@
 // what `useChat` runs on — unchanged, in Node, against the real server, for four pinned
 // versions: ai 5.0.2, 5.0.60 and 5.0.100 (strict chunk schemas: any field outside the protocol
 // of that version fails the stream) and ai 6.0.325. Send, tools, resume after the first client went away (also from a reloaded
-// app's history), resume with nothing in flight, stop, history, bad input, the access token.
+// app's history), resume with nothing in flight, stop, history, edits and regenerates as
+// branches, bad input, the access token.
 import { expect, test, APIRequestContext } from "@playwright/test";
 import { createRequire } from "node:module";
 import { guardedPort, guardedToken } from "../playwright.config";
@@ -201,8 +202,50 @@ for (const version of versions) {
       expect(chat.messages[1].id).not.toBe(before);
       expect(textOf(chat.messages[1])).toBe("first answer");
       expect(held(await history(request, id), ai)).toEqual(plain(chat.messages));
-      // The log keeps both answers.
-      expect(await serverReplies(request, chat.messages[1].metadata.agent_id)).toEqual(["first answer", "first answer"]);
+      // Both answers are kept: the new one on a branch, the first on the conversation's line.
+      const branch = chat.messages[1].metadata.agent_id;
+      const listed = await (await request.get(`/v1/agents/${branch}/branches`)).json();
+      expect(listed.current_branch).toBe(branch);
+      expect(await serverReplies(request, branch)).toEqual(["first answer"]);
+      expect(await serverReplies(request, listed.agent_id)).toEqual(["first answer"]);
+    });
+
+    test("an edited message and a regenerated middle answer each branch the chat; switching back finds the first line whole", async ({ baseURL, request }) => {
+      const id = chatId("branches");
+      const chat = new Chat({ id, transport: transport(baseURL) });
+      const roles = () => chat.messages.map((message: Message) => message.role);
+      for (const text of ["/echo one", "/echo two", "/recall"]) {
+        await chat.sendMessage({ text });
+        expect(chat.error).toBeUndefined();
+      }
+      const main: Message[] = plain(chat.messages);
+      expect(textOf(main[5])).toBe("You said:\n- /echo one\n- /echo two");
+      const conversation = main[1].metadata.agent_id;
+
+      // Edit the second message: the model sees the first turn and the edited one, never "two".
+      await chat.sendMessage({ text: "/recall", messageId: main[2].id });
+      expect(chat.error).toBeUndefined();
+      expect(roles()).toEqual(["user", "assistant", "user", "assistant"]);
+      expect(chat.messages[2].id).toBe(main[2].id);
+      expect(textOf(chat.messages[3])).toBe("You said:\n- /echo one");
+      expect(held(await history(request, id), ai)).toEqual(plain(chat.messages));
+
+      // Regenerate the middle answer (the first): a new answer, what followed it gone from view.
+      await chat.regenerate({ messageId: chat.messages[1].id });
+      expect(chat.error).toBeUndefined();
+      expect(roles()).toEqual(["user", "assistant"]);
+      expect(textOf(chat.messages[1])).toBe("one");
+      expect(chat.messages[1].id).not.toBe(main[1].id);
+      expect(held(await history(request, id), ai)).toEqual(plain(chat.messages));
+
+      // Three lines; back on the first, it is exactly as it was.
+      const listed = await (await request.get(`/v1/agents/${conversation}/branches`)).json();
+      expect(listed.branches.length).toBe(2);
+      expect(listed.current_branch).toBe(chat.messages[1].metadata.agent_id);
+      const back = await request.put(`/v1/agents/${conversation}/current-branch`, { data: { branch: null } });
+      expect(back.status()).toBe(200);
+      expect(held(await history(request, id), ai)).toEqual(main);
+      expect(await serverReplies(request, conversation)).toEqual(["one", "two", textOf(main[5])]);
     });
 
     test("a failed run ends the stream with its error; the chat shows it and keeps the partial answer", async ({ baseURL, request }) => {

@@ -172,6 +172,7 @@ mod tests {
             started_at: None,
             ended_at: None,
             continues: None,
+            log: None,
             first_seq: 1,
             trace_id: None,
         };

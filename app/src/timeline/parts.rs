@@ -114,6 +114,10 @@ pub struct RunSummary {
     /// the turn it continues (`run_started`'s `metadata.continues`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<Uuid>,
+    /// The log its `run_started` is in: on a branch, a run of the shared prefix is its
+    /// ancestor's (`None` in snapshots saved before branches: the folded log's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<Uuid>,
     pub first_seq: u64,
     /// The run's trace, when the server exported one (`run_started`'s `metadata.trace_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -86,21 +86,43 @@ pub fn conversation_of(agent: &Agent) -> Uuid {
     agent.branch.map_or(agent.id, |origin| origin.root)
 }
 
-/// The log the clients of `agent`'s conversation follow: its current branch (a branch that is
-/// gone falls back to the conversation's own log).
-pub async fn followed(store: &dyn Store, agent: Agent) -> Result<Agent, StoreError> {
-    let conversation = if agent.branch.is_some() {
-        match store.get_agent(conversation_of(&agent)).await? {
-            Some(conversation) => conversation,
-            None => return Ok(agent),
+/// The log the clients of a conversation follow: its current branch (or its own log). A
+/// branch's id names that branch, whichever is current.
+pub async fn followed_log(store: &dyn Store, log: Uuid) -> Result<Uuid, StoreError> {
+    Ok(match store.get_agent(log).await? {
+        Some(agent) if agent.branch.is_none() => agent.current_branch.unwrap_or(agent.id),
+        _ => log,
+    })
+}
+
+/// Forks `log` after `after_seq` for a turn that replaces what follows: the branch becomes the
+/// conversation's current one once `start` (the turn's run on it) succeeded; refused, the
+/// branch is deleted again and nothing changed.
+pub async fn branch_for_turn<T, E, F, Fut>(
+    store: &dyn Store,
+    log: Uuid,
+    after_seq: u64,
+    start: F,
+) -> Result<(Uuid, T), E>
+where
+    E: From<ForkError> + From<StoreError>,
+    F: FnOnce(Uuid) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let branch = fork_at(store, log, after_seq).await?;
+    let root = conversation_of(&branch);
+    match start(branch.id).await {
+        Ok(started) => {
+            store.set_current_branch(root, Some(branch.id)).await?;
+            Ok((branch.id, started))
         }
-    } else {
-        agent
-    };
-    let Some(current) = conversation.current_branch else {
-        return Ok(conversation);
-    };
-    Ok(store.get_agent(current).await?.unwrap_or(conversation))
+        Err(error) => {
+            if let Err(left) = store.delete_branch(branch.id).await {
+                tracing::warn!(branch = %branch.id, error = %left, "a refused turn's branch stays");
+            }
+            Err(error)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
         }
         let assistant = (run.status != RunStatus::Running).then(|| {
             let mut metadata = json!({
-                "agent_id": agent_id,
+                "agent_id": run.log.unwrap_or(agent_id),
                 "run_id": run.run_id,
                 "seq": run.first_seq,
                 "usage": run.usage,

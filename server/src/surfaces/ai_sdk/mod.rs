@@ -24,9 +24,9 @@ pub mod mapping;
 pub mod produce;
 pub mod request;
 mod stream;
+pub mod turns;
 pub mod verify;
 
-use app::EventKind;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -34,6 +34,7 @@ use axum::Json;
 use serde_json::Value;
 
 use crate::agent::approval::ApprovalDecision;
+use crate::agent::branch::{branch_for_turn, followed_log};
 use crate::agent::client_tools;
 use crate::agent::history::fold_log;
 use crate::agent::start::StartError;
@@ -43,11 +44,11 @@ use crate::http::error::{ApiError, ApiJson};
 use crate::http::token::Scope;
 use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::surfaces::chat::{
-    cancel_in_flight, chat_agent, chat_id, client_message_id, run_in_flight, unknown_chat,
-    ChatState,
+    cancel_in_flight, chat_agent, chat_id, run_in_flight, unknown_chat, ChatState,
 };
 use crate::surfaces::run_feed::{last_event_id, run_start_seq};
 use request::{ChatBody, Trigger};
+use turns::Submit;
 
 /// A chat request's body at most: the transport sends the whole conversation every time (the
 /// server reads only its last user message, and keeps the rest unparsed), so a long chat needs
@@ -94,7 +95,7 @@ pub async fn chat(
         return answer_approvals(state, &caller, request, slot).await;
     }
     // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
-    let agent_id = chat_agent(
+    let conversation = chat_agent(
         &state,
         &caller,
         &request.chat,
@@ -102,24 +103,22 @@ pub async fn chat(
     )
     .await?
     .ok_or_else(nothing_to_regenerate)?;
-    let (text, otid, key) = match request.trigger {
-        Trigger::Submit => {
-            let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
-            (request.text, request.message_id, Some(key))
-        }
-        // The log is the truth: its last user message is answered again, under the same id
-        // (the history then shows the new answer in the old one's place).
+    let log = followed_log(state.store.as_ref(), conversation).await?;
+    let timeline = fold_log(state.store.as_ref(), &state.snapshots, log).await?;
+    // An edit or a regenerate replaces a turn: its run goes on a branch forked just before
+    // that turn, and the turn as it was stays on its own line.
+    let (text, otid, fork_after) = match request.trigger {
+        Trigger::Submit => match turns::submit(&timeline, &request.message_id, &request.text) {
+            Submit::Append => (request.text, request.message_id, None),
+            Submit::Edit { after_seq } => (request.text, request.message_id, Some(after_seq)),
+        },
         Trigger::Regenerate => {
-            let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
-            let last = timeline
-                .messages()
-                .iter()
-                .rev()
-                .find(|message| message.kind == EventKind::User)
+            let turn = turns::turn_to_answer_again(&timeline, &request.message_id)
                 .ok_or_else(nothing_to_regenerate)?;
-            (last.text().to_owned(), client_message_id(last), None)
+            (turn.text, turn.otid, Some(turn.after_seq))
         }
     };
+    let key = format!("{MESSAGE_KEY_PREFIX}{otid}");
     let options = RunOptions {
         background: true,
         otid: Some(otid),
@@ -131,10 +130,17 @@ pub async fn chat(
         answered_by_server: false,
         instructions: None,
     };
-    let started = state
-        .starter
-        .start_run(agent_id, text, key.as_deref(), options)
-        .await?;
+    let start = |log| state.starter.start_run(log, text, Some(&key), options);
+    let (agent_id, started) = match fork_after {
+        None => (log, start(log).await?),
+        Some(after_seq) => {
+            let started =
+                branch_for_turn(state.store.as_ref(), log, after_seq, |branch| async move {
+                    start(branch).await.map_err(ApiError::from)
+                });
+            started.await?
+        }
+    };
     let after_seq = match started.after_seq {
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
@@ -171,7 +177,7 @@ async fn answer_approvals(
     request: request::ChatRequest,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Response, ApiError> {
-    let agent_id = chat_agent(&state, caller, &request.chat, false)
+    let conversation = chat_agent(&state, caller, &request.chat, false)
         .await?
         .ok_or_else(|| {
             ApiError::new(
@@ -183,6 +189,7 @@ async fn answer_approvals(
                 ),
             )
         })?;
+    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     let mut decisions: Vec<ApprovalDecision> = request
         .approvals
         .iter()
@@ -236,9 +243,10 @@ pub async fn resume(
     let chat = chat_id(&id)?;
     let cursor = last_event_id(&headers)?.unwrap_or_default();
     let no_content = || StatusCode::NO_CONTENT.into_response();
-    let Some(agent_id) = chat_agent(&state, &caller, &chat, false).await? else {
+    let Some(conversation) = chat_agent(&state, &caller, &chat, false).await? else {
         return Ok(no_content());
     };
+    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     let Some(run_id) = run_in_flight(&state, agent_id).await? else {
         return Ok(no_content());
     };
@@ -257,9 +265,10 @@ pub async fn stop(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let chat = chat_id(&id)?;
-    let Some(agent_id) = chat_agent(&state, &caller, &chat, false).await? else {
+    let Some(conversation) = chat_agent(&state, &caller, &chat, false).await? else {
         return Err(unknown_chat(&id));
     };
+    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     Ok(Json(cancel_in_flight(&state, agent_id).await?))
 }
 
@@ -270,9 +279,10 @@ pub async fn messages(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let chat = chat_id(&id)?;
-    let Some(agent_id) = chat_agent(&state, &caller, &chat, false).await? else {
+    let Some(conversation) = chat_agent(&state, &caller, &chat, false).await? else {
         return Ok(Json(Vec::new()));
     };
+    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
     Ok(Json(history::ui_messages(agent_id, &timeline)))
 }
