@@ -213,3 +213,55 @@ async fn a_run_keeps_to_its_branch_while_another_runs_beside_it() {
         .iter()
         .any(|e| e.kind == EventKind::User && e.agent_id == branch_id));
 }
+
+#[tokio::test]
+async fn surfaces_without_branches_follow_the_current_one() {
+    let server = TestServer::start_with(|config| config.scripted.token_delay_ms = 0).await;
+    let agent = server.create_agent().await;
+    let (first, _) = run_to_end(&server, agent, "/echo one").await;
+    let (_, main) = run_to_end(&server, agent, "/echo two").await;
+    let fork_seq = end_seq(&main, first);
+    let (_, branch) = fork(
+        &server,
+        agent,
+        json!({ "after_seq": fork_seq, "current": true }),
+    )
+    .await;
+    run_to_end(&server, id(&branch), "/echo three").await;
+
+    // Read by the conversation's id, every view shows the current branch's path.
+    let letta = server
+        .get(&format!("/v1/agents/{agent}/messages?order=asc"))
+        .await;
+    let letta = letta.text().await.unwrap();
+    assert!(
+        letta.contains("three") && letta.contains("one") && !letta.contains("two"),
+        "{letta}"
+    );
+    let ai_sdk = server
+        .get(&format!("/v1/ai-sdk/chat/{agent}/messages"))
+        .await;
+    let ai_sdk = ai_sdk.text().await.unwrap();
+    assert!(
+        ai_sdk.contains("three") && !ai_sdk.contains("two"),
+        "{ai_sdk}"
+    );
+    let connect = server
+        .post("/v1/ag-ui/connect", &json!({ "threadId": agent }))
+        .await;
+    let ag_ui = connect.text().await.unwrap();
+    assert!(ag_ui.contains("three") && !ag_ui.contains("two"), "{ag_ui}");
+
+    // A Letta message to the conversation runs on the current branch, with its path as context.
+    let url = format!("/v1/agents/{agent}/messages");
+    let body = json!({ "messages": [{ "role": "user", "content": "/recall" }] });
+    let (status, answer) = server.post_status(&url, &body).await;
+    assert_eq!(status, 200, "{answer}");
+    let said = answer["messages"].to_string();
+    assert!(said.contains("- /echo one\\n- /echo three"), "{said}");
+    assert_eq!(
+        server.all_events(agent).await,
+        main,
+        "the main line is untouched"
+    );
+}

@@ -1,13 +1,15 @@
 //! Conversations named by the client: the AI SDK's chat id and AG-UI's thread id each name one
 //! agent's log — an existing agent's id, or a name given an agent of its own on first use (the
 //! `chat_agents` table, so it is found again after a restart, not guessed). Also what a
-//! chat-shaped surface's handlers use of the server, and which run of a chat is in flight.
+//! chat-shaped surface's handlers use of the server, and which run of a chat is in flight. A
+//! chat follows its conversation's current branch (`chat_log`).
 
 use std::sync::Arc;
 
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::agent::branch::followed_log;
 use crate::agent::cancel::{cancel_and_wait, CANCEL_WAIT_MS_MAX};
 use crate::agent::history::Snapshots;
 use crate::agent::start::Starter;
@@ -82,6 +84,21 @@ pub async fn chat_agent(
             Ok(Some(agent.id))
         }
     }
+}
+
+/// The log a chat's requests act on: [`chat_agent`]'s conversation at its current branch.
+pub async fn chat_log(
+    state: &ChatState,
+    caller: &Caller,
+    chat: &ChatId,
+    create: bool,
+) -> Result<Option<Uuid>, ApiError> {
+    let Some(conversation) = chat_agent(state, caller, chat, create).await? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        followed_log(state.store.as_ref(), conversation).await?,
+    ))
 }
 
 /// The id the client gave a user message (kept as its `otid`), or ours when it gave none.

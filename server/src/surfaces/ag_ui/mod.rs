@@ -41,7 +41,7 @@ use crate::http::caller::Caller;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::token::Scope;
 use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
-use crate::surfaces::chat::{cancel_in_flight, chat_agent, run_in_flight, ChatId, ChatState};
+use crate::surfaces::chat::{cancel_in_flight, chat_log, run_in_flight, ChatId, ChatState};
 use crate::surfaces::run_feed::{last_event_id, run_start_seq, FrameId};
 use mapping::AgUiEvent;
 use request::{RunBody, ThreadBody};
@@ -127,7 +127,7 @@ pub async fn run(
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let agent_id = match answering {
         // Only a thread that has run can have an interrupt (or a tool call) to answer.
-        true => chat_agent(&state, &caller, &request.thread, false)
+        true => chat_log(&state, &caller, &request.thread, false)
             .await?
             .ok_or_else(|| {
                 ApiError::new(
@@ -139,7 +139,7 @@ pub async fn run(
                     ),
                 )
             })?,
-        false => chat_agent(&state, &caller, &request.thread, true)
+        false => chat_log(&state, &caller, &request.thread, true)
             .await?
             .expect("created when missing"),
     };
@@ -290,7 +290,7 @@ pub async fn connect(
     let cursor = cursor(&headers, &query)?;
     let thread_id = thread.to_string();
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let agent_id = chat_agent(&state, &caller, &thread, false).await?;
+    let agent_id = chat_log(&state, &caller, &thread, false).await?;
     let Some(agent_id) = agent_id else {
         // A thread not used yet: an empty conversation, as a well-formed run.
         let events = idle(&thread_id, Uuid::now_v7().to_string(), 0, Some(Vec::new()));
@@ -402,7 +402,7 @@ pub async fn cancel(
     ApiJson(body): ApiJson<ThreadBody>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = body.thread()?;
-    let Some(agent_id) = chat_agent(&state, &caller, &thread, false).await? else {
+    let Some(agent_id) = chat_log(&state, &caller, &thread, false).await? else {
         return Err(unknown_thread(&thread));
     };
     Ok(Json(cancel_in_flight(&state, agent_id).await?))

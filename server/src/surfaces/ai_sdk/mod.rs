@@ -34,7 +34,7 @@ use axum::Json;
 use serde_json::Value;
 
 use crate::agent::approval::ApprovalDecision;
-use crate::agent::branch::{branch_for_turn, followed_log};
+use crate::agent::branch::branch_for_turn;
 use crate::agent::client_tools;
 use crate::agent::history::fold_log;
 use crate::agent::start::StartError;
@@ -44,7 +44,7 @@ use crate::http::error::{ApiError, ApiJson};
 use crate::http::token::Scope;
 use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::surfaces::chat::{
-    cancel_in_flight, chat_agent, chat_id, run_in_flight, unknown_chat, ChatState,
+    cancel_in_flight, chat_id, chat_log, run_in_flight, unknown_chat, ChatState,
 };
 use crate::surfaces::run_feed::{last_event_id, run_start_seq};
 use request::{ChatBody, Trigger};
@@ -95,7 +95,7 @@ pub async fn chat(
         return answer_approvals(state, &caller, request, slot).await;
     }
     // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
-    let conversation = chat_agent(
+    let log = chat_log(
         &state,
         &caller,
         &request.chat,
@@ -103,7 +103,6 @@ pub async fn chat(
     )
     .await?
     .ok_or_else(nothing_to_regenerate)?;
-    let log = followed_log(state.store.as_ref(), conversation).await?;
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, log).await?;
     // An edit or a regenerate replaces a turn: its run goes on a branch forked just before
     // that turn, and the turn as it was stays on its own line.
@@ -177,7 +176,7 @@ async fn answer_approvals(
     request: request::ChatRequest,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Response, ApiError> {
-    let conversation = chat_agent(&state, caller, &request.chat, false)
+    let agent_id = chat_log(&state, caller, &request.chat, false)
         .await?
         .ok_or_else(|| {
             ApiError::new(
@@ -189,7 +188,6 @@ async fn answer_approvals(
                 ),
             )
         })?;
-    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     let mut decisions: Vec<ApprovalDecision> = request
         .approvals
         .iter()
@@ -243,10 +241,9 @@ pub async fn resume(
     let chat = chat_id(&id)?;
     let cursor = last_event_id(&headers)?.unwrap_or_default();
     let no_content = || StatusCode::NO_CONTENT.into_response();
-    let Some(conversation) = chat_agent(&state, &caller, &chat, false).await? else {
+    let Some(agent_id) = chat_log(&state, &caller, &chat, false).await? else {
         return Ok(no_content());
     };
-    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     let Some(run_id) = run_in_flight(&state, agent_id).await? else {
         return Ok(no_content());
     };
@@ -265,10 +262,9 @@ pub async fn stop(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let chat = chat_id(&id)?;
-    let Some(conversation) = chat_agent(&state, &caller, &chat, false).await? else {
+    let Some(agent_id) = chat_log(&state, &caller, &chat, false).await? else {
         return Err(unknown_chat(&id));
     };
-    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     Ok(Json(cancel_in_flight(&state, agent_id).await?))
 }
 
@@ -279,10 +275,9 @@ pub async fn messages(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let chat = chat_id(&id)?;
-    let Some(conversation) = chat_agent(&state, &caller, &chat, false).await? else {
+    let Some(agent_id) = chat_log(&state, &caller, &chat, false).await? else {
         return Ok(Json(Vec::new()));
     };
-    let agent_id = followed_log(state.store.as_ref(), conversation).await?;
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, agent_id).await?;
     Ok(Json(history::ui_messages(agent_id, &timeline)))
 }

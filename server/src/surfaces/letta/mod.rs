@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::agent::approval::ApprovalDecision;
+use crate::agent::branch::followed_log;
 use crate::agent::history::fold_log;
 use crate::agent::RunOptions;
 use crate::http::caller::Caller;
@@ -56,7 +57,8 @@ pub async fn send_message(
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
-    let agent_id = parse_agent_id(&agent_id)?;
+    // A conversation's id follows its current branch (a branch's id names that branch).
+    let agent_id = followed_log(state.store.as_ref(), parse_agent_id(&agent_id)?).await?;
     if request.streaming.unwrap_or(false) {
         return stream_run_request(state, &caller, agent_id, request).await;
     }
@@ -104,7 +106,8 @@ pub async fn stream_messages(
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
-    let agent_id = parse_agent_id(&agent_id)?;
+    // A conversation's id follows its current branch (a branch's id names that branch).
+    let agent_id = followed_log(state.store.as_ref(), parse_agent_id(&agent_id)?).await?;
     stream_run_request(state, &caller, agent_id, request).await
 }
 
@@ -328,7 +331,8 @@ pub async fn list_messages(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     const PAGE_EVENTS: u32 = 1000;
-    let agent_id = parse_agent_id(&agent_id)?;
+    // A conversation's id follows its current branch (a branch's id names that branch).
+    let agent_id = followed_log(state.store.as_ref(), parse_agent_id(&agent_id)?).await?;
     let mut pager = query.pager(MESSAGES_PAGE_LIMIT_DEFAULT, MESSAGES_PAGE_LIMIT_MAX)?;
     if state.store.head_seq(agent_id).await?.is_none() {
         return Err(ApiError::unknown_agent(agent_id));
