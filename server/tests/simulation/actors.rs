@@ -1,6 +1,7 @@
 //! The simulated world's actors: runs writing, subscribers following and dropping, a server's life between crashes, and when to crash it (mid-commit).
 
 use super::*;
+use agentstream_server::agent::branch;
 
 /// Starts the agent's remaining runs one after the other and waits for each to end.
 pub(super) async fn runner(
@@ -9,6 +10,9 @@ pub(super) async fn runner(
     world: Arc<Mutex<World>>,
     agent: usize,
 ) {
+    if agent >= plan.agents && !forked(&state, &plan, &world, agent).await {
+        return;
+    }
     loop {
         let (agent_id, spec) = {
             let mut world = world.lock().unwrap();
@@ -44,13 +48,61 @@ pub(super) async fn runner(
     }
 }
 
+/// Forks branch slot `slot` from its parent once the parent has run one run (or has no more to
+/// run) and is idle, after the parent's head; tried again while faults or a run just started
+/// refuse it. False when the life ended first.
+pub(super) async fn forked(
+    state: &AppState,
+    plan: &Plan,
+    world: &Mutex<World>,
+    slot: usize,
+) -> bool {
+    let parent = plan.branches[slot - plan.agents];
+    loop {
+        let (parent_id, ready) = {
+            let world = world.lock().unwrap();
+            if !world.agent_ids[slot].is_nil() {
+                return true;
+            }
+            let ran = world.next_run[parent] >= 1.min(plan.runs[parent].len());
+            (world.agent_ids[parent], ran)
+        };
+        if ready && !parent_id.is_nil() && state.runs.active_run(parent_id).is_none() {
+            let head = state.store.head_seq(parent_id).await.ok().flatten();
+            if let Some(head) = head {
+                let store = state.store.as_ref();
+                if let Ok(branch) = branch::fork_at(store, parent_id, head).await {
+                    let mut world = world.lock().unwrap();
+                    world.agent_ids[slot] = branch.id;
+                    world.forks[slot] = Some((parent, head));
+                    FORKS.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Follows the client's agent, reconnecting (from its last seq) whenever its connection ends.
-pub(super) async fn subscriber(state: AppState, client: Arc<Mutex<Client>>) {
+pub(super) async fn subscriber(
+    state: AppState,
+    world: Arc<Mutex<World>>,
+    client: Arc<Mutex<Client>>,
+) {
     loop {
         let (agent_id, since, spec) = {
-            let client = client.lock().unwrap();
+            let mut client = client.lock().unwrap();
+            if client.agent_id.is_nil() {
+                // A branch's subscriber waits for the branch.
+                client.agent_id = world.lock().unwrap().agent_ids[client.spec.agent];
+            }
             (client.agent_id, client.last_seq, client.spec.clone())
         };
+        if agent_id.is_nil() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            continue;
+        }
         let (out, mut incoming) = mpsc::channel::<Outbound>(spec.queue);
         let follower = {
             let state = state.clone();
@@ -114,9 +166,9 @@ pub(super) async fn life(
     let state = open(&plan, &database_url, &faults).await;
     let clients = world.lock().unwrap().clients.clone();
     for client in clients {
-        tokio::spawn(subscriber(state.clone(), client));
+        tokio::spawn(subscriber(state.clone(), world.clone(), client));
     }
-    let runners: Vec<_> = (0..plan.agents)
+    let runners: Vec<_> = (0..plan.runs.len())
         .map(|agent| tokio::spawn(runner(state.clone(), plan.clone(), world.clone(), agent)))
         .collect();
     if let Some(crash_ms) = crash_ms {
@@ -138,6 +190,10 @@ pub(super) async fn life(
                 let client = client.lock().unwrap();
                 (client.agent_id, client.last_seq)
             };
+            if agent_id.is_nil() {
+                behind.push((agent_id, last_seq, 0));
+                continue;
+            }
             let head = state.store.head_seq(agent_id).await.unwrap().unwrap();
             if last_seq < head {
                 behind.push((agent_id, last_seq, head));

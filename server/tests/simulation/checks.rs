@@ -145,3 +145,27 @@ pub(super) fn check_client(seed: u64, client: &Client, log: &[AgentEvent]) {
         );
     }
 }
+
+pub(super) fn check_prefix(
+    seed: u64,
+    parent: &[AgentEvent],
+    (branch_id, branch): (Uuid, &[AgentEvent]),
+    fork_seq: u64,
+) {
+    let shared = fork_seq as usize;
+    if parent.len() < shared || branch.len() < shared || parent[..shared] != branch[..shared] {
+        fail(
+            seed,
+            format!("a branch forked at {fork_seq} does not share its parent's events"),
+        );
+    }
+    if let Some(other) = branch[shared..]
+        .iter()
+        .find(|event| event.agent_id != branch_id)
+    {
+        fail(
+            seed,
+            format!("the branch's own seq {} is another log's event", other.seq),
+        );
+    }
+}

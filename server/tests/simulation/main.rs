@@ -23,6 +23,8 @@
 //! - no committed event is lost (every subscriber ends with every seq of its agent, a merged
 //!   event counting for each seq it stands for);
 //! - every subscriber's timeline equals the fold of the log;
+//! - a branch (forked between its parent's runs, mid-life, crashes and faults included) is a
+//!   gapless log of its own whose events up to its fork seq are its parent's, event for event;
 //! - every run has exactly one terminal event, runs cut off by a crash end `interrupted`, and
 //!   every tool call has exactly one result.
 //!
@@ -39,7 +41,7 @@ use plan::{config, plan};
 mod actors;
 use actors::{life, wait_for_a_commit_in_progress};
 mod checks;
-use checks::{check_client, check_log, fail};
+use checks::{check_client, check_log, check_prefix, fail};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +83,8 @@ const RUN_END_NAMES: [&str; 5] = [
     "failed (store)",
     "interrupted by a crash",
 ];
+/// Branches forked mid-life.
+static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Seqs that reached a coalescing subscriber inside a merged event rather than on their own.
@@ -160,7 +164,11 @@ struct RunSpec {
 /// The whole workload of a seed, decided up front from the seed alone.
 #[derive(Debug)]
 struct Plan {
+    /// Conversations made before the first life (slots `0..agents`).
     agents: usize,
+    /// Branches (slots `agents..`): the slot each forks, between that slot's runs.
+    branches: Vec<usize>,
+    /// Each slot's runs, roots' then branches'.
     runs: Vec<Vec<RunSpec>>,
     /// (agent index, outbound queue size, batches read before disconnecting (0 = never), read
     /// pause in µs, duplicate ‰, reorder ‰)
@@ -232,7 +240,10 @@ impl Client {
 
 /// Carried across lives: which runs were started, and the clients.
 struct World {
+    /// Each slot's log; a branch not forked yet is nil.
     agent_ids: Vec<Uuid>,
+    /// A forked branch's parent slot and fork seq.
+    forks: Vec<Option<(usize, u64)>>,
     next_run: Vec<usize>,
     clients: Vec<Arc<Mutex<Client>>>,
 }
@@ -311,7 +322,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         .map(|spec| {
             Arc::new(Mutex::new(Client {
                 spec: spec.clone(),
-                agent_id: agent_ids[spec.agent],
+                agent_id: agent_ids.get(spec.agent).copied().unwrap_or_default(),
                 rng: Rng(client_rng.next()),
                 last_seq: 0,
                 delivered: Vec::new(),
@@ -321,9 +332,13 @@ fn simulate(seed: u64, directory: &std::path::Path) {
             }))
         })
         .collect();
+    let slots = plan.runs.len();
+    let mut slot_ids = agent_ids.clone();
+    slot_ids.resize(slots, Uuid::nil());
     let world = Arc::new(Mutex::new(World {
-        agent_ids: agent_ids.clone(),
-        next_run: vec![0; plan.agents],
+        agent_ids: slot_ids,
+        forks: vec![None; slots],
+        next_run: vec![0; slots],
         clients,
     }));
 
@@ -360,7 +375,8 @@ fn simulate(seed: u64, directory: &std::path::Path) {
     let world = world.lock().unwrap();
     runtime().block_on(async {
         let store = SqliteStore::open(&database_url).await.unwrap();
-        for &agent_id in &agent_ids {
+        let mut logs: Vec<Vec<AgentEvent>> = Vec::new();
+        for (slot, &agent_id) in world.agent_ids.iter().enumerate() {
             let mut log = Vec::new();
             loop {
                 let page = store
@@ -374,6 +390,10 @@ fn simulate(seed: u64, directory: &std::path::Path) {
             }
             let head = store.head_seq(agent_id).await.unwrap().unwrap();
             check_log(seed, agent_id, &log, head, crashed);
+            // A branch's first events are its parent's, event for event.
+            if let Some((parent, fork_seq)) = world.forks[slot] {
+                check_prefix(seed, &logs[parent], (agent_id, &log), fork_seq);
+            }
             for client in world.clients.iter() {
                 let mut client = client.lock().unwrap();
                 if client.agent_id != agent_id {
@@ -382,6 +402,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
                 client.release_held();
                 check_client(seed, &client, &log);
             }
+            logs.push(log);
         }
     });
 }
@@ -486,8 +507,9 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
         .map(|(name, count)| format!("{name} {}", count.load(Ordering::Relaxed)))
         .collect();
     println!(
-        "runs: {}; crashes {}; subscriber reconnects {}; seqs delivered merged {}",
+        "runs: {}; branches {}; crashes {}; subscriber reconnects {}; seqs delivered merged {}",
         ends.join(", "),
+        FORKS.load(Ordering::Relaxed),
         CRASHES.load(Ordering::Relaxed),
         RECONNECTS.load(Ordering::Relaxed),
         MERGED_SEQS.load(Ordering::Relaxed)

@@ -21,7 +21,13 @@ pub(super) fn plan(seed: u64) -> Plan {
             _ => "tell me something".into(),
         }
     };
-    let runs = (0..agents)
+    // Branches of the roots, forked between the parent's runs once it has run one (slots after
+    // the roots').
+    let branches: Vec<usize> = (0..[0, 0, 1, 2][rng.below(4) as usize])
+        .map(|_| rng.below(agents as u64) as usize)
+        .collect();
+    let slots = agents + branches.len();
+    let runs = (0..slots)
         .map(|_| {
             (0..rng.range(1, 3))
                 .map(|_| RunSpec {
@@ -33,7 +39,7 @@ pub(super) fn plan(seed: u64) -> Plan {
         .collect();
     let subscribers = (0..rng.range(1, 4))
         .map(|_| SubscriberSpec {
-            agent: rng.below(agents as u64) as usize,
+            agent: rng.below(slots as u64) as usize,
             queue: rng.range(1, 8) as usize,
             batches_per_connection: if rng.chance(500) { 0 } else { rng.range(1, 30) },
             pause_us: if rng.chance(300) {
@@ -53,6 +59,7 @@ pub(super) fn plan(seed: u64) -> Plan {
     };
     Plan {
         agents,
+        branches,
         runs,
         subscribers,
         hub_room_batches_max: rng.range(1, 8) as usize,
