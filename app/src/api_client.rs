@@ -104,19 +104,29 @@ pub async fn get_agent(agent_id: Uuid) -> Result<Agent, String> {
 /// Events read per page while folding history in the browser.
 const HISTORY_PAGE_EVENTS: u32 = 1000;
 
-/// The agent and its whole log folded, over REST (for client-side navigation).
-pub async fn load_history(agent_id: Uuid) -> Result<crate::history::AgentHistory, String> {
-    let agent = get_agent(agent_id).await?;
+/// The agent and its whole log folded, over REST (for client-side navigation); a conversation's
+/// current branch when `follow_current`.
+pub async fn load_history(
+    agent_id: Uuid,
+    follow_current: bool,
+) -> Result<crate::history::AgentHistory, String> {
+    let mut agent = get_agent(agent_id).await?;
+    if let Some(current) = agent.current_branch.filter(|_| follow_current) {
+        agent = get_agent(current).await?;
+    }
+    let agent_id = agent.id;
     let mut timeline = crate::timeline::Timeline::new();
     loop {
         let page = events_page(agent_id, timeline.last_seq(), HISTORY_PAGE_EVENTS).await?;
         let has_more = page.has_more && !page.events.is_empty();
         timeline.apply_all(page.events);
         if !has_more {
+            let branches = branches(agent_id).await?;
             return Ok(crate::history::AgentHistory {
                 agent,
                 timeline,
                 trace_url_template: None,
+                branches: Some(branches).filter(|list| !list.branches.is_empty()),
             });
         }
     }
@@ -151,4 +161,52 @@ pub async fn answer(
         .await
         .map_err(network)?;
     decode(response).await
+}
+
+/// The conversation of `log` (it or one of its branches) and its branches.
+pub async fn branches(log: Uuid) -> Result<crate::protocol::BranchList, String> {
+    let response = Request::get(&format!("{}/v1/agents/{log}/branches", origin()))
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
+/// Forks `log` after its seq `after_seq`: the new branch (not made current).
+pub async fn fork(log: Uuid, after_seq: u64) -> Result<Agent, String> {
+    let request = crate::protocol::ForkRequest {
+        after_seq,
+        current: false,
+    };
+    let response = Request::post(&format!("{}/v1/agents/{log}/branches", origin()))
+        .json(&request)
+        .map_err(network)?
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
+/// Makes `branch` the line the conversation of `log` follows (a reload shows it).
+pub async fn switch_branch(log: Uuid, branch: Uuid) -> Result<Agent, String> {
+    let request = crate::protocol::SwitchBranchRequest {
+        branch: Some(branch),
+    };
+    let response = Request::put(&format!("{}/v1/agents/{log}/current-branch", origin()))
+        .json(&request)
+        .map_err(network)?
+        .send()
+        .await
+        .map_err(network)?;
+    decode(response).await
+}
+
+/// Deletes a branch (a turn that could not start on it leaves nothing behind).
+pub async fn delete_branch(log: Uuid, branch: Uuid) -> Result<(), String> {
+    let url = format!("{}/v1/agents/{log}/branches/{branch}", origin());
+    let response = Request::delete(&url).send().await.map_err(network)?;
+    if response.ok() {
+        return Ok(());
+    }
+    decode::<serde_json::Value>(response).await.map(|_| ())
 }

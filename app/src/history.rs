@@ -22,15 +22,21 @@ pub struct AgentHistory {
     /// which the run inspector links a run's trace id with.
     #[serde(default)]
     pub trace_url_template: Option<String>,
+    /// The conversation's branches, when it has any (`agent` is the line shown: its current
+    /// branch, or the branch the page names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branches: Option<crate::protocol::BranchList>,
 }
 
 /// What the server provides to the pages (through Leptos context) to read history.
 #[cfg(feature = "ssr")]
 pub trait HistorySource: Send + Sync + 'static {
-    /// `Ok(None)` for an unknown agent; `Err` with a sentence for a failure.
+    /// `Ok(None)` for an unknown agent; `Err` with a sentence for a failure. A conversation's
+    /// id loads its current branch when `follow_current`, else its own log (the main line).
     fn load(
         &self,
         agent_id: Uuid,
+        follow_current: bool,
     ) -> futures::future::BoxFuture<'static, Result<Option<AgentHistory>, String>>;
 
     /// The agents the agents page lists (newest first, a bounded number).

@@ -15,6 +15,7 @@
 #![recursion_limit = "256"]
 
 pub mod approvals;
+pub mod branches;
 pub mod coalesce;
 pub mod event;
 pub mod history;

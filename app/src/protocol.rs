@@ -70,11 +70,11 @@ pub struct SwitchBranchRequest {
     pub branch: Option<Uuid>,
 }
 
-/// `GET /v1/agents/{id}/branches`: a conversation's branches, oldest first. Its own log (the
-/// main line) is `agent_id` itself; `current_branch` is the log its clients follow.
+/// `GET /v1/agents/{id}/branches`: a conversation (`agent`, whose own log is its main line)
+/// and its branches, oldest first; `current_branch` is the log its clients follow.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BranchList {
-    pub agent_id: Uuid,
+    pub agent: Agent,
     pub current_branch: Uuid,
     pub branches: Vec<Agent>,
 }

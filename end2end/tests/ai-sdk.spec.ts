@@ -207,7 +207,7 @@ for (const version of versions) {
       const listed = await (await request.get(`/v1/agents/${branch}/branches`)).json();
       expect(listed.current_branch).toBe(branch);
       expect(await serverReplies(request, branch)).toEqual(["first answer"]);
-      expect(await serverReplies(request, listed.agent_id)).toEqual(["first answer"]);
+      expect(await serverReplies(request, listed.agent.id)).toEqual(["first answer"]);
     });
 
     test("an edited message and a regenerated middle answer each branch the chat; switching back finds the first line whole", async ({ baseURL, request }) => {

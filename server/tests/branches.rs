@@ -116,7 +116,7 @@ async fn a_branch_shares_its_prefix_runs_on_its_own_path_and_deletes_alone() {
     let listed = server
         .get_json(&format!("/v1/agents/{branch_id}/branches"))
         .await;
-    assert_eq!(listed["agent_id"], json!(agent));
+    assert_eq!(listed["agent"]["id"], json!(agent));
     assert_eq!(listed["current_branch"], json!(branch_id));
     assert_eq!(listed["branches"].as_array().unwrap().len(), 1);
     let switch = |to: Value| {

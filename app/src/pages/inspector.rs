@@ -18,6 +18,7 @@ use crate::timeline::Timeline;
 #[component]
 pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
     let agent_id = history.agent.id;
+    let lines = super::branches::line_note(&history);
     let AgentMessages {
         timeline,
         connection,
@@ -86,6 +87,7 @@ pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
     view! {
         <section class="inspector" data-run-id=run_id.to_string() data-status=status>
             <h1>{history.agent.name}" · run"</h1>
+            {lines}
             <p class="muted">
                 <a href=format!("/agents/{agent_id}")>"live view"</a>
                 " · "

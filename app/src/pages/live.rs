@@ -12,16 +12,27 @@ use crate::timeline::{RunStatus, Timeline};
 /// Within this many pixels of the bottom, the view counts as "at the bottom" and keeps following.
 const FOLLOW_THRESHOLD_PX: i32 = 48;
 
+/// The live view of the line on screen: a switch to another line (or a new branch) swaps it for
+/// that line's, whose hook follows that line's log.
 #[component]
-pub(super) fn LiveView(history: AgentHistory) -> impl IntoView {
+pub(super) fn LiveLines(history: AgentHistory) -> impl IntoView {
+    let shown = RwSignal::new(history);
+    move || view! { <LiveView history=shown.get() shown/> }
+}
+
+#[component]
+fn LiveView(history: AgentHistory, shown: RwSignal<AgentHistory>) -> impl IntoView {
     let agent_id = history.agent.id;
+    let lines = super::branches::line_note(&history);
+    let send_error = RwSignal::new(None::<String>);
+    let branching = super::branches::Branching::new(&history, Some((shown, send_error)));
     let AgentMessages {
         timeline,
         connection,
         error,
     } = use_agent_messages_from(agent_id, history.timeline);
-    let send_error = RwSignal::new(None::<String>);
     provide_context(super::shared::AgentOfPage(agent_id));
+    provide_context(branching);
     // Approve / Deny on the tool cards answer here; a refusal shows where a send's would.
     provide_context(super::approval::ApprovalActions {
         agent_id,
@@ -84,6 +95,7 @@ pub(super) fn LiveView(history: AgentHistory) -> impl IntoView {
                 <RunBar timeline/>
                 <a href=format!("/agents/{agent_id}/history")>"history"</a>
             </div>
+            {lines}
             {move || error.get().map(|message| view! { <p class="error">{message}</p> })}
             <div
                 class="timeline-scroll"

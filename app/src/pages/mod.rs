@@ -14,6 +14,7 @@ use crate::history::AgentHistory;
 use resources::history_resource;
 
 mod approval;
+mod branches;
 pub mod client_tool;
 mod inspector;
 mod live;
@@ -23,7 +24,7 @@ mod run_header;
 mod shared;
 mod timeline;
 
-use live::{LiveView, RunBar};
+use live::{LiveLines, RunBar};
 use timeline::TimelineView;
 
 /// The HTML document around the app, rendered by the server.
@@ -196,9 +197,10 @@ fn route_agent_id() -> impl Fn() -> Option<Uuid> + Copy {
 /// sent), or the reason it could not be.
 fn with_history<V: IntoView + 'static>(
     agent_id: Uuid,
+    follow_current: bool,
     ready: impl Fn(AgentHistory) -> V + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
-    let history = history_resource(agent_id);
+    let history = history_resource(agent_id, follow_current);
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading history…"</p> }>
             {move || Suspend::new(async move {
@@ -226,7 +228,7 @@ fn AgentPage() -> impl IntoView {
     let agent_id = route_agent_id();
     move || match agent_id() {
         Some(agent_id) => {
-            with_history(agent_id, |history| view! { <LiveView history/> }).into_any()
+            with_history(agent_id, true, |history| view! { <LiveLines history/> }).into_any()
         }
         None => not_an_agent_id().into_any(),
     }
@@ -243,7 +245,7 @@ fn InspectorPage() -> impl IntoView {
             .and_then(|id| Uuid::parse_str(&id).ok())
     };
     move || match (agent_id(), run_id()) {
-        (Some(agent_id), Some(run_id)) => with_history(agent_id, move |history| {
+        (Some(agent_id), Some(run_id)) => with_history(agent_id, true, move |history| {
             view! { <inspector::Inspector history run_id/> }
         })
         .into_any(),
@@ -256,16 +258,22 @@ fn InspectorPage() -> impl IntoView {
 #[component]
 fn HistoryPage() -> impl IntoView {
     let agent_id = route_agent_id();
+    // `?line=main`: a conversation's own log rather than its current branch.
+    let query = leptos_router::hooks::use_query_map();
+    let main_line = move || query.with(|query| query.get("line").as_deref() == Some("main"));
     move || match agent_id() {
-        Some(agent_id) => with_history(agent_id, |history| {
+        Some(agent_id) => with_history(agent_id, !main_line(), |history| {
             let agent_id = history.agent.id;
             provide_context(shared::AgentOfPage(agent_id));
+            provide_context(branches::Branching::new(&history, None));
+            let lines = branches::line_note(&history);
             let timeline = RwSignal::new(history.timeline).read_only();
             view! {
                 <h1>{history.agent.name}" · history"</h1>
                 <p class="muted">
                     <a href=format!("/agents/{agent_id}")>"Open the live view"</a>
                 </p>
+                {lines}
                 <div class="status-bar">
                     <RunBar timeline/>
                 </div>

@@ -48,7 +48,10 @@ pub fn agents_resource() -> leptos::prelude::Resource<Result<Vec<Agent>, String>
 /// The history of `agent_id` as a blocking resource: on the server it is read from the store
 /// before any HTML is sent and serialized into the page; in the browser the serialized value is
 /// used as is, and only a client-side navigation loads it (over REST).
-pub fn history_resource(agent_id: Uuid) -> leptos::prelude::Resource<Result<AgentHistory, String>> {
+pub fn history_resource(
+    agent_id: Uuid,
+    follow_current: bool,
+) -> leptos::prelude::Resource<Result<AgentHistory, String>> {
     #[cfg(feature = "ssr")]
     let source = leptos::prelude::use_context::<HistorySourceHandle>();
     #[cfg(feature = "ssr")]
@@ -71,7 +74,7 @@ pub fn history_resource(agent_id: Uuid) -> leptos::prelude::Resource<Result<Agen
                             response.set_status(code);
                         }
                     };
-                    match source.0.load(agent_id).await {
+                    match source.0.load(agent_id, follow_current).await {
                         Ok(Some(history)) => Ok(history),
                         Ok(None) => {
                             status(http::StatusCode::NOT_FOUND);
@@ -85,12 +88,13 @@ pub fn history_resource(agent_id: Uuid) -> leptos::prelude::Resource<Result<Agen
                 }
                 #[cfg(all(feature = "hydrate", not(feature = "ssr")))]
                 {
-                    crate::api_client::load_history(agent_id).await
+                    crate::api_client::load_history(agent_id, follow_current).await
                 }
                 #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
                 {
                     Err::<AgentHistory, String>(format!(
-                        "history of {agent_id} loads only on the server or in the browser"
+                        "history of {agent_id} ({follow_current}) loads only on the server or in \
+                         the browser"
                     ))
                 }
             };

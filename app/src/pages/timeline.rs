@@ -148,12 +148,18 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
 
     let body = match kind {
         EventKind::User => view! {
-            <div class="role">"you" <CopyMessage timeline message_id/></div>
+            <div class="role">
+                "you" <CopyMessage timeline message_id/>
+                {super::branches::user_turn_tools(timeline, message_id)}
+            </div>
             <MarkdownBody timeline message_id version/>
         }
         .into_any(),
         EventKind::Text => view! {
-            <div class="role">"agent" <CopyMessage timeline message_id/></div>
+            <div class="role">
+                "agent" <CopyMessage timeline message_id/>
+                {super::branches::answer_tools(timeline, message_id)}
+            </div>
             <MarkdownBody timeline message_id version/>
         }
         .into_any(),

@@ -7,6 +7,9 @@ use app::history::{AgentHistory, HistorySource};
 use futures::future::BoxFuture;
 use uuid::Uuid;
 
+use app::protocol::{Agent, BranchList};
+
+use crate::agent::branch::{conversation_of, followed_log};
 use crate::agent::history::{fold_log, Snapshots};
 use crate::http::caller::Caller;
 use crate::store::{Store, StoreError};
@@ -21,7 +24,11 @@ pub struct StoreHistory {
 }
 
 impl HistorySource for StoreHistory {
-    fn load(&self, agent_id: Uuid) -> BoxFuture<'static, Result<Option<AgentHistory>, String>> {
+    fn load(
+        &self,
+        agent_id: Uuid,
+        follow_current: bool,
+    ) -> BoxFuture<'static, Result<Option<AgentHistory>, String>> {
         let store = self.store.clone();
         let snapshots = self.snapshots.clone();
         let caller = self.caller.clone();
@@ -41,13 +48,29 @@ impl HistorySource for StoreHistory {
             if caller.reach(store.as_ref(), &agent).await.is_err() {
                 return Ok(None);
             }
-            let timeline = fold_log(store.as_ref(), &snapshots, agent_id)
+            // A conversation's page shows its current branch; a branch's, that branch.
+            let shown = match follow_current {
+                true => followed_log(store.as_ref(), agent_id)
+                    .await
+                    .map_err(failed)?,
+                false => agent_id,
+            };
+            let agent = match shown == agent.id {
+                true => agent,
+                false => match store.get_agent(shown).await.map_err(failed)? {
+                    Some(branch) => branch,
+                    None => agent,
+                },
+            };
+            let branches = branch_list(store.as_ref(), &agent).await.map_err(failed)?;
+            let timeline = fold_log(store.as_ref(), &snapshots, agent.id)
                 .await
                 .map_err(failed)?;
             Ok(Some(AgentHistory {
                 agent,
                 timeline,
                 trace_url_template,
+                branches,
             }))
         })
     }
@@ -68,6 +91,23 @@ impl HistorySource for StoreHistory {
                 })
         })
     }
+}
+
+/// The branches of `agent`'s conversation, when it has any.
+async fn branch_list(store: &dyn Store, agent: &Agent) -> Result<Option<BranchList>, StoreError> {
+    let root = conversation_of(agent);
+    let branches = store.list_branches(root).await?;
+    if branches.is_empty() {
+        return Ok(None);
+    }
+    let Some(conversation) = store.get_agent(root).await? else {
+        return Ok(None);
+    };
+    Ok(Some(BranchList {
+        current_branch: conversation.current_branch.unwrap_or(root),
+        agent: conversation,
+        branches,
+    }))
 }
 
 /// Agents the agents page lists at most (the newest; the API pages through all of them).

@@ -58,8 +58,8 @@ pub async fn list_branches(
     let conversation = conversation_row(store.as_ref(), &log).await?;
     let branches = store.list_branches(conversation.id).await?;
     Ok(Json(BranchList {
-        agent_id: conversation.id,
         current_branch: conversation.current_branch.unwrap_or(conversation.id),
+        agent: conversation,
         branches,
     }))
 }
