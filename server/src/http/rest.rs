@@ -1,6 +1,7 @@
 //! The REST surface: agents, the paged log, runs.
 
 mod branches;
+mod delete;
 mod runs;
 use app::protocol::CreateAgentRequest;
 use axum::extract::{Path, Query, State};
@@ -8,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 pub use branches::{delete_branch, fork_branch, list_branches, switch_branch};
+pub use delete::{delete_agent, Deletion};
 pub(crate) use runs::create_run_inner;
 pub use runs::{answer_approval, answer_tool_result, cancel_run, create_run, get_run};
 use serde::Deserialize;
@@ -236,39 +238,6 @@ pub async fn get_agent(
     Ok(Json(agent))
 }
 
-/// `DELETE /v1/agents/{id}`: the agent, its log and its branches; a branch's id deletes that
-/// branch alone (refused while others fork from it).
-pub async fn delete_agent(
-    State(state): State<Deletion>,
-    Path(agent_id): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    let agent_id = parse_agent_id(&agent_id)?;
-    let agent = state.store.get_agent(agent_id).await?;
-    if agent.as_ref().is_some_and(|agent| agent.branch.is_some()) {
-        return branches::remove_branch(&state, agent_id).await;
-    }
-    let mut logs = vec![agent_id];
-    logs.extend(
-        state
-            .store
-            .list_branches(agent_id)
-            .await?
-            .iter()
-            .map(|branch| branch.id),
-    );
-    for log in &logs {
-        branches::stop_run(&state, *log).await?;
-    }
-    if !state.store.delete_agent(agent_id).await? {
-        return Err(ApiError::unknown_agent(agent_id));
-    }
-    for log in logs {
-        state.hub.close(log);
-        state.snapshots.remove(log);
-    }
-    Ok(StatusCode::NO_CONTENT)
-}
-
 pub async fn list_events(
     State(store): State<Arc<dyn Store>>,
     State(limits): State<Arc<Limits>>,
@@ -392,14 +361,4 @@ pub struct Readiness {
     pub store: Arc<dyn Store>,
     pub writer: crate::delivery::writer::Writer,
     pub cluster: Option<Arc<Cluster>>,
-}
-
-/// What deleting an agent touches: its run (cancelled first), its log, its live room and its
-/// folded timeline.
-#[derive(Clone)]
-pub struct Deletion {
-    pub store: Arc<dyn Store>,
-    pub runs: Arc<crate::agent::Runs>,
-    pub hub: Arc<crate::delivery::hub::Hub>,
-    pub snapshots: Arc<crate::agent::history::Snapshots>,
 }

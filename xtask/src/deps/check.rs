@@ -41,6 +41,7 @@ const APP_FLOORS: Floors = Floors(&[
         "coalesce",
         "testing",
         "markdown",
+        "branches",
     ],
     &["protocol", "event"],
 ]);

@@ -7,14 +7,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use std::sync::Arc;
-use uuid::Uuid;
 
-use super::Deletion;
+use super::delete::{remove_branch, unknown_branch, Deletion};
 use crate::agent::branch::{conversation_of, fork_at, ForkError};
-use crate::agent::cancel::CANCEL_WAIT_MS_MAX;
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::parse_agent_id;
-use crate::store::{BranchDeletion, Store};
+use crate::store::Store;
 
 impl From<ForkError> for ApiError {
     fn from(error: ForkError) -> ApiError {
@@ -100,42 +98,6 @@ pub async fn delete_branch(
     }
 }
 
-/// Deletes a branch: its run, if one goes, cancelled and ended first (as an agent's is).
-pub(super) async fn remove_branch(state: &Deletion, branch: Uuid) -> Result<StatusCode, ApiError> {
-    stop_run(state, branch).await?;
-    match state.store.delete_branch(branch).await? {
-        BranchDeletion::Deleted => {
-            state.hub.close(branch);
-            state.snapshots.remove(branch);
-            Ok(StatusCode::NO_CONTENT)
-        }
-        BranchDeletion::HasBranches => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "branch_has_branches",
-            format!("other branches fork from branch {branch}: delete them first"),
-        )),
-        BranchDeletion::Unknown => Err(unknown_branch(branch)),
-    }
-}
-
-/// Cancels the log's run, if one goes, and waits for its end to be written: deleted under it,
-/// a run's last events are refused and its subscribers never see it end.
-pub(super) async fn stop_run(state: &Deletion, log: Uuid) -> Result<(), ApiError> {
-    let Some(cancelling) = state.runs.cancel(log, None) else {
-        return Ok(());
-    };
-    let run_id = cancelling.run_id;
-    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-    if cancelling.ended_within(wait).await {
-        return Ok(());
-    }
-    Err(ApiError::new(
-        StatusCode::CONFLICT,
-        "run_in_progress",
-        format!("run {run_id} did not stop within {CANCEL_WAIT_MS_MAX} ms; nothing was deleted"),
-    ))
-}
-
 async fn conversation_row(store: &dyn Store, log: &str) -> Result<Agent, ApiError> {
     let log = parse_agent_id(log)?;
     let agent = store
@@ -148,12 +110,4 @@ async fn conversation_row(store: &dyn Store, log: &str) -> Result<Agent, ApiErro
     }
     let row = store.get_agent(conversation).await?;
     row.ok_or_else(|| ApiError::unknown_agent(conversation))
-}
-
-fn unknown_branch(branch: Uuid) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_branch",
-        format!("no branch {branch} in this conversation"),
-    )
 }
