@@ -8,9 +8,9 @@
 //! `cargo run --release -p server --example bench` prints the table; `--smoke` runs a tiny
 //! version (the test command uses it so the benchmark keeps building and running); `--cost`
 //! runs only what metrics and traces cost (`observability.rs`), `--producer` only the producer
-//! API beside our own loop (`producer.rs`), `--streams` only durable streams (`streams.rs`). Not
-//! a test:
-//! nothing here passes or fails on a number.
+//! API beside our own loop (`producer.rs`), `--streams` only durable streams (`streams.rs`),
+//! `--branches` only what a fork costs (`branches.rs`). Not a test: nothing here passes or fails
+//! on a number.
 //!
 //! With `AGENTSTREAM_BENCH_POSTGRES_URL=postgres://…/postgres` (any database on the server; the
 //! bench creates its own beside it), the engine, stream latency, resume and history figures are
@@ -25,6 +25,7 @@ use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::Store;
 
 mod baseline;
+mod branches;
 mod engine;
 mod first_open;
 mod live;
@@ -128,6 +129,23 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         println!("agentstream-bench --producer: the producer API beside our own loop");
         producer::measure(directory, sizes).await;
         streams::measure(directory, sizes).await;
+        return;
+    }
+    if std::env::args().any(|argument| argument == "--branches") {
+        println!("agentstream-bench --branches: what a fork costs");
+        let events = if smoke { 10_000 } else { 1_000_000 };
+        let path = directory.join("branches.db");
+        remove_database(&path);
+        let url = format!("sqlite://{}", path.display());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        branches::measure(store, events, "").await;
+        remove_database(&path);
+        if let Ok(admin) = std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL") {
+            let url = create_postgres_database(&admin, "branches").await;
+            let options = agentstream_server::store::ClusterOptions::default();
+            let store: Arc<dyn Store> = Arc::new(PgStore::open(&url, &options).await.unwrap());
+            branches::measure(store, events, "postgres: ").await;
+        }
         return;
     }
     if std::env::args().any(|argument| argument == "--streams") {
