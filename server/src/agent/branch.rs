@@ -58,19 +58,16 @@ pub fn fork_point(seq: u64, event: Option<&AgentEvent>) -> Result<(), ForkError>
 
 /// Forks `log` (a conversation or one of its branches) after its seq `after_seq`.
 pub async fn fork_at(store: &dyn Store, log: Uuid, after_seq: u64) -> Result<Agent, ForkError> {
-    let at = if after_seq == 0 {
-        None
-    } else {
-        store
-            .read_events(log, after_seq - 1, 1)
-            .await?
-            .into_iter()
-            .next()
-    };
-    if after_seq > 0 && at.is_none() {
-        let head = store.head_seq(log).await?.ok_or(ForkError::Unknown(log))?;
-        return Err(ForkError::PastHead { head_seq: head });
+    // The head first: a seq past it is refused before any read (one past the store's column
+    // range would be a store error, not the client's).
+    let head_seq = store.head_seq(log).await?.ok_or(ForkError::Unknown(log))?;
+    if after_seq > head_seq {
+        return Err(ForkError::PastHead { head_seq });
     }
+    let at = match after_seq {
+        0 => None,
+        seq => store.read_events(log, seq - 1, 1).await?.into_iter().next(),
+    };
     fork_point(after_seq, at.as_ref())?;
     match fork(store, log, after_seq).await? {
         Ok(branch) => Ok(branch),
