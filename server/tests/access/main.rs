@@ -218,6 +218,13 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
                 "context": [], "forwardedProps": {},
                 "messages": [{ "id": Uuid::new_v4().to_string(), "role": "user", "content": "hi" }] })
     };
+    // A branch of each: reached through its conversation, by its owner only.
+    let fork = |agent: Uuid| {
+        let (server, url) = (&server, format!("/v1/agents/{agent}/branches"));
+        async move { server.post_json(&url, &json!({ "after_seq": 0 })).await["id"].clone() }
+    };
+    let (my_branch, their_branch) = (fork(mine).await, fork(theirs).await);
+    let (mb, tb) = (my_branch.as_str().unwrap(), their_branch.as_str().unwrap());
     let get = Method::GET;
     let post = Method::POST;
     // (surface, token, method, path, body, expected status, expected code)
@@ -306,6 +313,17 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         ("responses", &read, post.clone(), format!("/v1/responses/{my_response}/cancel"), None, 403, "insufficient_scope"),
         ("responses", &write, post.clone(), format!("/v1/responses/{their_response}/cancel"), None, 404, "response_not_found"),
         ("responses", &write, post.clone(), format!("/v1/responses/{my_response}/cancel"), None, 200, ""),
+        // Branches.
+        ("branches", &read, get.clone(), format!("/v1/agents/{m}/branches"), None, 200, ""),
+        ("branches", &read, get.clone(), format!("/v1/agents/{t}/branches"), None, 404, "unknown_agent"),
+        ("branches", &read, get.clone(), format!("/v1/agents/{mb}/events?since=0"), None, 200, ""),
+        ("branches", &read, get.clone(), format!("/v1/agents/{tb}/events?since=0"), None, 404, "unknown_agent"),
+        ("branches", &bob, get.clone(), format!("/v1/agents/{mb}/events?since=0"), None, 404, "unknown_agent"),
+        ("branches", &read, post.clone(), format!("/v1/agents/{m}/branches"), Some(json!({"after_seq": 0})), 403, "insufficient_scope"),
+        ("branches", &write, post.clone(), format!("/v1/agents/{t}/branches"), Some(json!({"after_seq": 0})), 404, "unknown_agent"),
+        ("branches", &write, post.clone(), format!("/v1/agents/{mb}/branches"), Some(json!({"after_seq": 0})), 201, ""),
+        ("branches", &write, Method::DELETE, format!("/v1/agents/{t}/branches/{tb}"), None, 404, "unknown_agent"),
+        ("branches", &write, Method::DELETE, format!("/v1/agents/{m}/branches/{tb}"), None, 404, "unknown_branch"),
         // Pages.
         ("page", &read, get.clone(), format!("/agents/{m}/history"), None, 200, ""),
         ("page", &read, get.clone(), format!("/agents/{t}/history"), None, 404, ""),
