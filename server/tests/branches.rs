@@ -265,3 +265,66 @@ async fn surfaces_without_branches_follow_the_current_one() {
         "the main line is untouched"
     );
 }
+
+#[tokio::test]
+async fn an_approval_waits_on_its_branch_and_is_answered_there() {
+    let server = TestServer::start_with(|config| config.scripted.token_delay_ms = 0).await;
+    let body = json!({ "name": "guarded", "metadata": { "requires_approval": ["calculator"] } });
+    let agent = id(&server.post_json("/v1/agents", &body).await);
+    let (first, main) = run_to_end(&server, agent, "/echo one").await;
+    let (_, branch) = fork(
+        &server,
+        agent,
+        json!({ "after_seq": end_seq(&main, first) }),
+    )
+    .await;
+    let branch_id = id(&branch);
+    let (asked, on_branch) = run_to_end(&server, branch_id, "/tools calculator 2+3").await;
+    assert_eq!(
+        on_branch.last().unwrap().content["stop_reason"],
+        "requires_approval"
+    );
+    let requests = common::of_kind(&on_branch, asked, EventKind::ApprovalRequested);
+    let call_id = requests[0]["tool_call_id"].as_str().unwrap().to_owned();
+
+    // The branch waits, and no fork goes after its waiting run; the main line goes on.
+    let url = format!("/v1/agents/{branch_id}/runs");
+    let (status, body) = server
+        .post_status(&url, &json!({ "content": "hello?" }))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("approval_pending"))
+    );
+    let after = json!({ "after_seq": on_branch.last().unwrap().seq });
+    let (status, body) = fork(&server, branch_id, after).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("fork_after_waiting_run"))
+    );
+    let (_, main) = run_to_end(&server, agent, "/echo two").await;
+    assert!(main
+        .iter()
+        .all(|event| event.kind != EventKind::ApprovalRequested));
+
+    // Answered on the main line it is no request at all; on its branch it runs, once.
+    let answer = json!({ "call_id": call_id, "approve": true });
+    let (status, _) = server
+        .post_status(&format!("/v1/agents/{agent}/approvals"), &answer)
+        .await;
+    assert!((400..500).contains(&status), "{status}");
+    assert_eq!(server.all_events(agent).await, main);
+    let url = format!("/v1/agents/{branch_id}/approvals");
+    let (status, accepted) = server.post_status(&url, &answer).await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+    let on_branch = server.wait_for_run_end(branch_id, run_id).await;
+    let results = common::of_kind(&on_branch, run_id, EventKind::ToolResult);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].to_string().contains('5'), "{results:?}");
+    assert_eq!(
+        server.all_events(agent).await,
+        main,
+        "the main line never saw it"
+    );
+}

@@ -245,7 +245,8 @@ fn InspectorPage() -> impl IntoView {
             .and_then(|id| Uuid::parse_str(&id).ok())
     };
     move || match (agent_id(), run_id()) {
-        (Some(agent_id), Some(run_id)) => with_history(agent_id, true, move |history| {
+        // A run is in the log the link names (a conversation's own run is on its main line).
+        (Some(agent_id), Some(run_id)) => with_history(agent_id, false, move |history| {
             view! { <inspector::Inspector history run_id/> }
         })
         .into_any(),
