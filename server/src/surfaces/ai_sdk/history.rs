@@ -11,7 +11,7 @@
 //!   would show it twice;
 //! - a regenerated answer replaces the one before it (the client drops the old answer before
 //!   it asks again): a run whose user message has the previous run's user message id takes that
-//!   run's place;
+//!   run's place (logs written before branches; a regenerate now runs on a branch of its own);
 //! - a run that carries out a person's answer to an approval request goes on with its turn's
 //!   assistant message (as ai 6's client does after `addToolApprovalResponse`): one message per
 //!   user turn, its id the turn's first run, its metadata the newest run's.

@@ -4,7 +4,9 @@
 //! request body; `stream.rs` frames a run's chunks as SSE.
 //!
 //! - `POST /v1/ai-sdk/chat`: the last user message starts a run (its id is the idempotency key:
-//!   a retry re-attaches to the first run's stream from its start); the answer streams.
+//!   a retry re-attaches to the first run's stream from its start); the answer streams. An
+//!   edited message (an earlier message's id, or the newest changed) and a regenerate run their
+//!   turn on a branch forked just before it, which becomes the chat's current one (`turns.rs`).
 //! - `GET /v1/ai-sdk/chat/{id}/stream`: the run in flight, replayed from its start (same
 //!   `messageId`, so the client replaces what it holds) and followed live; 204 when none is.
 //!   A `Last-Event-ID` (a frame's id) skips what the client already has.
@@ -16,7 +18,8 @@
 //!   `streamText` pipes its UI message stream in (`inbound.rs` maps it into the log,
 //!   `produce.rs` reads the body), and `useChat` clients resume it from here.
 //!
-//! A chat id is an agent's id, or a name given an agent of its own on first use.
+//! A chat id is an agent's id, or a name given an agent of its own on first use; every route
+//! acts on its conversation's current branch (`chat::chat_log`).
 
 pub mod history;
 pub mod inbound;
