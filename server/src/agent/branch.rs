@@ -7,7 +7,7 @@
 //! open row is its parent's). Checked by reading the one event at the fork point, so forking a
 //! long conversation costs what forking a short one does.
 
-use app::protocol::Agent;
+use app::protocol::{Agent, BranchList};
 use app::{AgentEvent, EventKind};
 use uuid::Uuid;
 
@@ -81,6 +81,28 @@ pub async fn fork_at(store: &dyn Store, log: Uuid, after_seq: u64) -> Result<Age
 /// The conversation a log belongs to: its own id, or its branch's root.
 pub fn conversation_of(agent: &Agent) -> Uuid {
     agent.branch.map_or(agent.id, |origin| origin.root)
+}
+
+/// The conversation `agent` belongs to and its branches (what `GET …/branches` answers and the
+/// pages draw); `None` when the conversation is gone.
+pub async fn branch_list(
+    store: &dyn Store,
+    agent: &Agent,
+) -> Result<Option<BranchList>, StoreError> {
+    let root = conversation_of(agent);
+    let conversation = match root == agent.id {
+        true => agent.clone(),
+        false => match store.get_agent(root).await? {
+            Some(conversation) => conversation,
+            None => return Ok(None),
+        },
+    };
+    let branches = store.list_branches(root).await?;
+    Ok(Some(BranchList {
+        current_branch: conversation.current_branch.unwrap_or(root),
+        agent: conversation,
+        branches,
+    }))
 }
 
 /// The log the clients of a conversation follow: its current branch (or its own log). A

@@ -7,9 +7,7 @@ use app::history::{AgentHistory, HistorySource};
 use futures::future::BoxFuture;
 use uuid::Uuid;
 
-use app::protocol::{Agent, BranchList};
-
-use crate::agent::branch::{conversation_of, followed_log};
+use crate::agent::branch::{branch_list, followed_log};
 use crate::agent::history::{fold_log, Snapshots};
 use crate::http::caller::Caller;
 use crate::store::{Store, StoreError};
@@ -62,7 +60,10 @@ impl HistorySource for StoreHistory {
                     None => agent,
                 },
             };
-            let branches = branch_list(store.as_ref(), &agent).await.map_err(failed)?;
+            let branches = branch_list(store.as_ref(), &agent)
+                .await
+                .map_err(failed)?
+                .filter(|list| !list.branches.is_empty());
             let timeline = fold_log(store.as_ref(), &snapshots, agent.id)
                 .await
                 .map_err(failed)?;
@@ -91,23 +92,6 @@ impl HistorySource for StoreHistory {
                 })
         })
     }
-}
-
-/// The branches of `agent`'s conversation, when it has any.
-async fn branch_list(store: &dyn Store, agent: &Agent) -> Result<Option<BranchList>, StoreError> {
-    let root = conversation_of(agent);
-    let branches = store.list_branches(root).await?;
-    if branches.is_empty() {
-        return Ok(None);
-    }
-    let Some(conversation) = store.get_agent(root).await? else {
-        return Ok(None);
-    };
-    Ok(Some(BranchList {
-        current_branch: conversation.current_branch.unwrap_or(root),
-        agent: conversation,
-        branches,
-    }))
 }
 
 /// Agents the agents page lists at most (the newest; the API pages through all of them).

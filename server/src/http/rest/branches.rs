@@ -9,7 +9,7 @@ use axum::Json;
 use std::sync::Arc;
 
 use super::delete::{remove_branch, unknown_branch, Deletion};
-use crate::agent::branch::{conversation_of, fork_at, ForkError};
+use crate::agent::branch::{branch_list, conversation_of, fork_at, ForkError};
 use crate::http::error::{ApiError, ApiJson};
 use crate::http::params::parse_agent_id;
 use crate::store::Store;
@@ -53,13 +53,11 @@ pub async fn list_branches(
     State(store): State<Arc<dyn Store>>,
     Path(log): Path<String>,
 ) -> Result<Json<BranchList>, ApiError> {
-    let conversation = conversation_row(store.as_ref(), &log).await?;
-    let branches = store.list_branches(conversation.id).await?;
-    Ok(Json(BranchList {
-        current_branch: conversation.current_branch.unwrap_or(conversation.id),
-        agent: conversation,
-        branches,
-    }))
+    let log = parse_agent_id(&log)?;
+    let agent = store.get_agent(log).await?;
+    let agent = agent.ok_or_else(|| ApiError::unknown_agent(log))?;
+    let list = branch_list(store.as_ref(), &agent).await?;
+    Ok(Json(list.ok_or_else(|| ApiError::unknown_agent(log))?))
 }
 
 /// `PUT /v1/agents/{id}/current-branch`: the conversation, as it is now.
