@@ -32,6 +32,7 @@ mod reader;
 mod recent;
 mod sql;
 mod streams;
+mod turns;
 mod write;
 
 /// Connections in the pool. Reads (history pages, catch-up) run in parallel under WAL; writes are
@@ -40,6 +41,23 @@ const SQLITE_POOL_CONNECTIONS_MAX: u32 = 8;
 /// How long a statement waits for another connection's write lock before failing.
 const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
 
+/// What [`SqliteStore::open_tuned`] may change.
+pub(crate) struct Tuning {
+    /// WAL pages past which the append thread restarts the WAL.
+    pub(crate) wal_reset_pages: i64,
+    /// How long a statement waits for another connection's write lock.
+    pub(crate) busy_timeout_ms: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            wal_reset_pages: appender::WAL_RESET_PAGES,
+            busy_timeout_ms: SQLITE_BUSY_TIMEOUT_MS,
+        }
+    }
+}
+
 pub struct SqliteStore {
     pool: SqlitePool,
     appender: appender::Appender,
@@ -47,47 +65,57 @@ pub struct SqliteStore {
     recent: recent::RecentIndex,
     /// Branches' chains, as read once (see `store::branches`).
     forks: ForkChains,
+    /// Pool writers waiting for the write lock, whom the append thread lets go first.
+    turns: turns::WriteTurns,
 }
 
 impl SqliteStore {
     /// Opens (creating if missing) the database at `url` (`sqlite://path/to.db`) and migrates it.
     pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
-        SqliteStore::open_tuned(url, appender::WAL_RESET_PAGES).await
+        SqliteStore::open_tuned(url, Tuning::default()).await
     }
 
-    /// [`SqliteStore::open`], restarting the WAL past `wal_reset_pages` (tests use a small one).
-    pub(crate) async fn open_tuned(
-        url: &str,
-        wal_reset_pages: i64,
-    ) -> Result<SqliteStore, StoreError> {
+    /// [`SqliteStore::open`] with other [`Tuning`] (tests use small figures).
+    pub(crate) async fn open_tuned(url: &str, tuning: Tuning) -> Result<SqliteStore, StoreError> {
+        let Tuning {
+            wal_reset_pages,
+            busy_timeout_ms,
+        } = tuning;
         let options = SqliteConnectOptions::from_str(url)?;
         let options = options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS));
+            .busy_timeout(Duration::from_millis(busy_timeout_ms));
         let pool = SqlitePoolOptions::new()
             .max_connections(SQLITE_POOL_CONNECTIONS_MAX)
             .connect_with(options.clone())
             .await?;
         super::migrations::sqlite().run(&pool).await?;
         let path = options.get_filename().to_owned();
-        let reader = reader::Reader::new(path.clone(), SQLITE_BUSY_TIMEOUT_MS);
+        let reader = reader::Reader::new(path.clone(), busy_timeout_ms);
         let wal = appender::WalRestart {
             reset_pages: wal_reset_pages,
             reads: reader.gate(),
         };
         let recent = recent::RecentIndex::default();
+        let turns = turns::WriteTurns::default();
         let appender =
-            appender::Appender::start(path, SQLITE_BUSY_TIMEOUT_MS, wal, recent.clone())?;
+            appender::Appender::start(path, busy_timeout_ms, wal, recent.clone(), turns.clone())?;
         Ok(SqliteStore {
             pool,
             appender,
             reader,
             recent,
             forks: ForkChains::default(),
+            turns,
         })
+    }
+
+    /// A place in line for a write on the pool, held until it ended (see [`turns`]).
+    fn pool_write(&self) -> turns::Turn<'_> {
+        self.turns.wait()
     }
 
     /// The pool, for tests that look at the file directly.
@@ -328,6 +356,7 @@ impl EventLog for SqliteStore {
         agent_id: Uuid,
         snapshot: &StoredSnapshot,
     ) -> Result<(), StoreError> {
+        let _turn = self.pool_write();
         sqlx::query(
             "INSERT INTO timeline_snapshots (agent_id, last_seq, event_id, body) \
              VALUES (?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET \

@@ -15,6 +15,7 @@ use crate::store::{Agents, NewAgent, RunKeys, StoreError, RUN_OUTLINE_KINDS};
 #[async_trait]
 impl Agents for SqliteStore {
     async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+        let _turn = self.pool_write();
         let created = agent.into_agent(Utc::now());
         sqlx::query(
             "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
@@ -60,6 +61,7 @@ impl Agents for SqliteStore {
     }
 
     async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+        let _turn = self.pool_write();
         let result = sqlx::query("DELETE FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
             .execute(&self.pool)
@@ -77,6 +79,7 @@ impl Agents for SqliteStore {
     }
 
     async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
+        let _turn = self.pool_write();
         let result = sqlx::query(
             "INSERT INTO chat_agents (chat_id, agent_id, created_at) VALUES (?, ?, ?) \
              ON CONFLICT (chat_id) DO NOTHING",
@@ -93,6 +96,7 @@ impl Agents for SqliteStore {
 #[async_trait]
 impl RunKeys for SqliteStore {
     async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+        let _turn = self.pool_write();
         // `kind IN` the outline kinds as well: the look-up walks the outline index.
         let released = sqlx::query(&format!(
             "DELETE FROM run_keys WHERE NOT EXISTS ( \
@@ -113,6 +117,7 @@ impl RunKeys for SqliteStore {
         key: &str,
         run_id: Uuid,
     ) -> Result<Uuid, StoreError> {
+        let _turn = self.pool_write();
         let mut transaction = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO run_keys (agent_id, idempotency_key, run_id, created_at) \
@@ -141,6 +146,7 @@ impl RunKeys for SqliteStore {
     }
 
     async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+        let _turn = self.pool_write();
         sqlx::query("DELETE FROM run_keys WHERE agent_id = ? AND idempotency_key = ?")
             .bind(agent_id.to_string())
             .bind(key)

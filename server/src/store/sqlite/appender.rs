@@ -19,6 +19,7 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
 use super::recent::{Recent, RecentIndex};
+use super::turns::WriteTurns;
 use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
 use crate::store::chunk::{self, Form, OpenChunks, Written};
 use crate::store::rows::{totals, SeqCursors};
@@ -65,6 +66,7 @@ impl Appender {
         busy_timeout_ms: u64,
         wal: WalRestart,
         index: RecentIndex,
+        turns: WriteTurns,
     ) -> Result<Appender, StoreError> {
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection
@@ -110,6 +112,7 @@ impl Appender {
                     let job = match next {
                         Ok(job) => job,
                         Err(RecvTimeoutError::Timeout) => {
+                            turns.let_pool_writers_go();
                             stepping = recent.may_step() && fold_step(&mut recent, &mut connection);
                             continue;
                         }
@@ -130,6 +133,7 @@ impl Appender {
                     if abandoned() {
                         continue;
                     }
+                    turns.let_pool_writers_go();
                     let outcome = append(&mut connection, job.batches, abandoned, &mut recent);
                     let _ = job.reply.send(outcome);
                 }
@@ -196,7 +200,7 @@ fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
     }
 }
 
-/// One group in one transaction: per agent, the head bump (which also finds an unknown agent
+/// One group in one transaction (refused while `recent` is full): per agent, the head bump (which also finds an unknown agent
 /// before anything is inserted), then the events, as rows at the end of `recent` (a string
 /// append continues a run row of this group only: moving them joins the groups' pieces). All or
 /// nothing; nothing when `abandoned` says, just before the commit, that nobody waits for the
@@ -207,6 +211,18 @@ fn append(
     abandoned: impl Fn() -> bool,
     recent: &mut Recent,
 ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    if recent.full() {
+        // Steps have kept failing (else commits would have kept `recent` near its bound): one
+        // more try, whenever it was last tried, so appends come back as soon as steps do.
+        fold_step(recent, connection);
+        if recent.full() {
+            return Err(StoreError::Unavailable(format!(
+                "the newest {} rows cannot be moved into the log (see the warnings before); \
+                 appends are refused until they can",
+                recent.live_rows()
+            )));
+        }
+    }
     let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
     let mut transaction = connection

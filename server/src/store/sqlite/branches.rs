@@ -35,6 +35,7 @@ impl Branches for SqliteStore {
         root: Uuid,
         fork_seq: u64,
     ) -> Result<Option<Agent>, StoreError> {
+        let _turn = self.pool_write();
         let branch = Agent {
             id: Uuid::new_v4(),
             head_seq: fork_seq,
@@ -87,6 +88,7 @@ impl Branches for SqliteStore {
         root: Uuid,
         branch: Option<Uuid>,
     ) -> Result<bool, StoreError> {
+        let _turn = self.pool_write();
         let updated = sqlx::query(
             "UPDATE agents SET current_branch = ?2 WHERE id = ?1 AND root_id IS NULL \
              AND (?2 IS NULL OR EXISTS (SELECT 1 FROM agents b WHERE b.id = ?2 AND b.root_id = ?1))",
@@ -99,6 +101,7 @@ impl Branches for SqliteStore {
     }
 
     async fn delete_branch(&self, branch: Uuid) -> Result<BranchDeletion, StoreError> {
+        let _turn = self.pool_write();
         let mut transaction = self.pool.begin().await?;
         let row = sqlx::query(
             "SELECT root_id, parent_id, EXISTS (SELECT 1 FROM agents c WHERE c.parent_id = ?1) \

@@ -55,6 +55,14 @@ pub(super) const RECENT_ROWS_MAX: usize = 4_096;
 /// make every read of their log scan megabytes).
 pub(super) const RECENT_BYTES_MAX: usize = 4 * 1024 * 1024;
 
+/// Rows `recent` may hold before appends are refused: reached only while steps keep failing
+/// (they are tried with every append then, and the first that succeeds lets appends in again).
+/// It bounds the table, the lists below and what a read of a busy log scans.
+pub(super) const RECENT_ROWS_HARD_MAX: usize = 16 * RECENT_ROWS_MAX;
+
+/// Bytes of text `recent` may hold before appends are refused (as [`RECENT_ROWS_HARD_MAX`]).
+pub(super) const RECENT_BYTES_HARD_MAX: usize = 16 * RECENT_BYTES_MAX;
+
 /// Rows one step moves at most: the work a commit past the bound takes on beside its own rows
 /// (a commit of single appends is ~25 rows, a step the ~64 rows of one of 64 busy logs), and the
 /// longest an append waits behind a step when appends pause.
@@ -125,6 +133,10 @@ pub(super) struct Recent {
     next_n: i64,
     /// `recent_next` as this process last read or committed it: every row below it is listed.
     committed: i64,
+    /// Rows and bytes past which appends are refused ([`RECENT_ROWS_HARD_MAX`],
+    /// [`RECENT_BYTES_HARD_MAX`]; tests use smaller ones).
+    hard_rows_max: usize,
+    hard_bytes_max: usize,
     /// After a failed step, no step before this time (a step that keeps failing is retried
     /// once per [`STEP_RETRY_AFTER_MS`], not with every commit).
     retry_at: Option<std::time::Instant>,
@@ -179,7 +191,18 @@ impl Recent {
             live_bytes: 0,
             next_n: 1,
             committed: 1,
+            hard_rows_max: RECENT_ROWS_HARD_MAX,
+            hard_bytes_max: RECENT_BYTES_HARD_MAX,
             retry_at: None,
+        }
+    }
+
+    /// A `Recent` that is full at `rows` rows, for tests of what comes then.
+    #[cfg(test)]
+    pub(super) fn full_at(index: RecentIndex, rows: usize) -> Recent {
+        Recent {
+            hard_rows_max: rows,
+            ..Recent::new(index)
         }
     }
 
@@ -291,6 +314,16 @@ impl Recent {
     /// Whether `recent` holds more than it should: a commit then takes a step.
     pub(super) fn over(&self) -> bool {
         self.live_rows > RECENT_ROWS_MAX || self.live_bytes > RECENT_BYTES_MAX
+    }
+
+    /// Whether `recent` is at its hard bound: appends are refused until a step moves rows.
+    pub(super) fn full(&self) -> bool {
+        self.live_rows >= self.hard_rows_max || self.live_bytes >= self.hard_bytes_max
+    }
+
+    /// Rows not yet moved.
+    pub(super) fn live_rows(&self) -> usize {
+        self.live_rows
     }
 
     /// Whether a step may be taken now (none for a while after one failed).

@@ -28,6 +28,7 @@ impl Streams for SqliteStore {
     }
 
     async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
+        let _turn = self.pool_write();
         let result = sqlx::query(&format!(
             "INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (path) DO NOTHING"
@@ -53,6 +54,7 @@ impl Streams for SqliteStore {
     }
 
     async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
+        let _turn = self.pool_write();
         sqlx::query(
             "UPDATE streams SET closed = ?, closed_by = ?, stream_seq = ?, accessed_at = ?, \
              soft_deleted = ? WHERE path = ? AND log_id = ?",
@@ -70,6 +72,7 @@ impl Streams for SqliteStore {
     }
 
     async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError> {
+        let _turn = self.pool_write();
         sqlx::query(
             "UPDATE streams SET accessed_at = MAX(accessed_at, ?) \
              WHERE path = ? AND log_id = ?",
@@ -83,6 +86,7 @@ impl Streams for SqliteStore {
     }
 
     async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError> {
+        let _turn = self.pool_write();
         sqlx::query("UPDATE streams SET soft_deleted = 1 WHERE path = ? AND log_id = ?")
             .bind(path)
             .bind(log_id.to_string())
@@ -100,6 +104,7 @@ impl Streams for SqliteStore {
     }
 
     async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {
+        let _turn = self.pool_write();
         let result = sqlx::query(
             "DELETE FROM agents WHERE id = (SELECT log_id FROM streams WHERE path = ?)",
         )

@@ -73,6 +73,55 @@ async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses
     }
 }
 
+/// While steps keep failing, `recent` grows only to its hard bound: past it appends are refused
+/// with a reason and write nothing, and the first step that succeeds lets them in again. Before,
+/// nothing bounded the table or the thread's lists while steps failed.
+#[tokio::test]
+async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("log.db");
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let mut connection = Connection::open(&path).unwrap();
+    let group = || {
+        vec![AppendBatch {
+            agent_id: agent.id,
+            drafts: vec![EventDraft::new(app::EventKind::Usage)],
+            producer: None,
+        }]
+    };
+    let mut recent = Recent::full_at(RecentIndex::default(), 8);
+    recent.catch_up(&connection).unwrap();
+    connection
+        .execute_batch(
+            "CREATE TRIGGER refuse_moves BEFORE INSERT ON events \
+             BEGIN SELECT RAISE(ABORT, 'no room for moved rows'); END;",
+        )
+        .unwrap();
+    for _ in 0..8 {
+        append(&mut connection, group(), || false, &mut recent).unwrap();
+    }
+    for _ in 0..3 {
+        let error = append(&mut connection, group(), || false, &mut recent).unwrap_err();
+        assert!(error.to_string().contains("cannot be moved"), "{error}");
+    }
+    assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(8));
+    connection
+        .execute_batch("DROP TRIGGER refuse_moves")
+        .unwrap();
+    append(&mut connection, group(), || false, &mut recent).unwrap();
+    let seqs: Vec<u64> = store
+        .read_events(agent.id, 0, 20)
+        .await
+        .unwrap()
+        .iter()
+        .map(|event| event.seq)
+        .collect();
+    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+}
+
 fn commit_rows(connection: &Connection, rows: usize) {
     connection.execute_batch("BEGIN IMMEDIATE").unwrap();
     for _ in 0..rows {
