@@ -94,6 +94,7 @@ default, when the server has its settings (the scripted provider always).
 
 Scripted provider commands (start a message with them):
   /echo <text>        reply exactly <text>, word by word
+  /markdown           reply in Markdown: headings, lists, tables, fenced code
   /tools clock; calculator 2*(3+4); slow 3
                       call those tools concurrently, then report their results;
                       any tool by name, a JSON object as its input: /tools get-sum {\"a\":2,\"b\":3}

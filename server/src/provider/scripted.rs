@@ -157,6 +157,9 @@ pub const ECHO_COMMAND: &str = "/echo ";
 /// one message a line (`You said:` then `- text` lines): what a model on this branch of the
 /// conversation sees.
 pub const RECALL_COMMAND: &str = "/recall";
+/// `/markdown` answers in Markdown (headings, lists, tables, fenced code…), about as long as a
+/// plain reply (`reply_tokens`).
+pub const MARKDOWN_COMMAND: &str = "/markdown";
 /// `/tools clock; calculator 2*(3+4); slow 3` asks for those tool calls, concurrently, in one
 /// step; once their results are in, the reply reports them. Any tool may be named; an argument
 /// that is a JSON object is its input (`/tools get-sum {"a": 2, "b": 3}`).
@@ -281,6 +284,9 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         let reply = match user_text.strip_prefix(ECHO_COMMAND) {
             Some(echoed) => echo_tokens(echoed),
             None if user_text == RECALL_COMMAND => echo_tokens(&recall(request)),
+            None if user_text == MARKDOWN_COMMAND => {
+                markdown::markdown_tokens(&mut random, reply_tokens)
+            }
             None => sentence_tokens(&mut random, reply_tokens),
         };
         output_tokens += texts(&mut events, reply);
@@ -419,3 +425,5 @@ impl Provider for ScriptedProvider {
 
 #[cfg(test)]
 mod tests;
+
+mod markdown;
