@@ -2,6 +2,10 @@
 //
 //   node bench/large-stream.js [tokens] [token_delay_ms]
 //
+// `BENCH_PROFILE=file` saves a CPU profile of the Markdown round (DevTools' `.cpuprofile`);
+// `BENCH_DUMP=prefix` prints the long tasks' times and, when the Markdown differs from the
+// history page's, writes both as `prefix-live.html` and `prefix-history.html`.
+//
 // Starts the release server (scripts/run.sh builds it) on its own port with a fresh database and
 // the scripted provider set to `tokens` reply words, and streams two answers of that length into
 // the live view, each on a fresh agent and page: plain words (the baseline), then `/markdown`'s
@@ -96,7 +100,10 @@ async function round(browser, message) {
     window.__frames = { count: 0, worstGapMs: 0, last: performance.now(), updates: 0, mostUpdatesPerFrame: 0 };
     window.__longTasks = [];
     new PerformanceObserver((list) => {
-      for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
+      for (const entry of list.getEntries()) {
+        window.__longTasks.push(entry.duration);
+        (window.__longTaskTimes ??= []).push([Math.round(entry.startTime), Math.round(entry.duration)]);
+      }
     }).observe({ type: "longtask" });
     new MutationObserver(() => {
       window.__frames.updates++;
@@ -115,8 +122,19 @@ async function round(browser, message) {
   const mainThread = async () => {
     const { metrics } = await cdp.send("Performance.getMetrics");
     const seconds = (name) => metrics.find((metric) => metric.name === name)?.value ?? 0;
-    return { task: seconds("TaskDuration"), script: seconds("ScriptDuration") };
+    return {
+      task: seconds("TaskDuration"),
+      script: seconds("ScriptDuration"),
+      layout: seconds("LayoutDuration"),
+      style: seconds("RecalcStyleDuration"),
+    };
   };
+  const profiling = process.env.BENCH_PROFILE && message === "/markdown";
+  if (profiling) {
+    await cdp.send("Profiler.enable");
+    await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
+    await cdp.send("Profiler.start");
+  }
   const before = await mainThread();
   const started = Date.now();
   await page.locator(".composer textarea").fill(message);
@@ -124,11 +142,19 @@ async function round(browser, message) {
   await page.waitForSelector('.run-status[data-status="completed"]', { timeout: 600_000 });
   const browserMs = Date.now() - started;
   const after = await mainThread();
+  if (profiling) {
+    const { profile } = await cdp.send("Profiler.stop");
+    fs.writeFileSync(process.env.BENCH_PROFILE, JSON.stringify(profile));
+  }
   const frames = await page.evaluate(() => {
     window.__frames.stop = true;
     return window.__frames;
   });
   const longTasks = await page.evaluate(() => window.__longTasks);
+  if (process.env.BENCH_DUMP) {
+    console.log(message, "long tasks [start, ms] since load:", JSON.stringify(await page.evaluate(() => window.__longTaskTimes)),
+      "stream started at", await page.evaluate(() => Math.round(performance.now())) - browserMs);
+  }
   const events = await log(agent.id);
   const reply = events
     .filter((event) => event.kind === "text")
@@ -142,7 +168,14 @@ async function round(browser, message) {
     const live = await answer.innerHTML();
     const history = await browser.newPage({ javaScriptEnabled: false });
     await history.goto(`${base}/agents/${agent.id}/history`);
-    same = live === (await history.locator(".message.kind-text .body").last().innerHTML());
+    const drawn = await history.locator(".message.kind-text .body").last().innerHTML();
+    // Empty comments are the view library's markers, not content.
+    const content = (html) => html.replaceAll("<!---->", "");
+    same = content(live) === content(drawn);
+    if (!same && process.env.BENCH_DUMP) {
+      fs.writeFileSync(`${process.env.BENCH_DUMP}-live.html`, live);
+      fs.writeFileSync(`${process.env.BENCH_DUMP}-history.html`, drawn);
+    }
     await history.close();
   } else {
     same = (await answer.textContent()) === reply;
@@ -159,6 +192,8 @@ async function round(browser, message) {
     browserMs,
     taskMs: (after.task - before.task) * 1000,
     scriptMs: (after.script - before.script) * 1000,
+    layoutMs: (after.layout - before.layout) * 1000,
+    styleMs: (after.style - before.style) * 1000,
     frames,
     longTasks,
     received,
@@ -173,6 +208,7 @@ function report(label, result) {
   console.log(`baseline, server wrote the run in:   ${result.serverMs} ms`);
   console.log(`browser showed it complete after:    ${result.browserMs} ms`);
   console.log(`main thread busy (tasks / script):   ${Math.round(result.taskMs)} / ${Math.round(result.scriptMs)} ms, per token ${perToken(result.taskMs)} / ${perToken(result.scriptMs)}`);
+  console.log(`  of which layout / style:            ${Math.round(result.layoutMs)} / ${Math.round(result.styleMs)} ms`);
   console.log(`frames while streaming:              ${frames.count}, worst gap between frames ${Math.round(frames.worstGapMs)} ms`);
   console.log(`long tasks (> 50 ms):                ${longTasks.length}${longTasks.length ? `, longest ${Math.round(Math.max(...longTasks))} ms` : ""}`);
   console.log(`most DOM updates within one frame:   ${frames.mostUpdatesPerFrame}`);
