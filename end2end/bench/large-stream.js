@@ -2,7 +2,8 @@
 //
 //   node bench/large-stream.js [tokens] [token_delay_ms]
 //
-// `BENCH_PROFILE=file` saves a CPU profile of the Markdown round (DevTools' `.cpuprofile`);
+// `BENCH_PROFILE=file` saves a CPU profile of the Markdown round (DevTools' `.cpuprofile`),
+// `BENCH_TRACE=file` a performance trace of it (layouts, paints, tasks: load it in DevTools);
 // `BENCH_DUMP=prefix` prints the long tasks' times and, when the Markdown differs from the
 // history page's, writes both as `prefix-live.html` and `prefix-history.html`.
 //
@@ -135,6 +136,10 @@ async function round(browser, message) {
     await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
     await cdp.send("Profiler.start");
   }
+  const tracing = process.env.BENCH_TRACE && message === "/markdown";
+  if (tracing) {
+    await browser.startTracing(page, { path: process.env.BENCH_TRACE, categories: ["devtools.timeline", "disabled-by-default-devtools.timeline"] });
+  }
   const before = await mainThread();
   const started = Date.now();
   await page.locator(".composer textarea").fill(message);
@@ -142,6 +147,7 @@ async function round(browser, message) {
   await page.waitForSelector('.run-status[data-status="completed"]', { timeout: 600_000 });
   const browserMs = Date.now() - started;
   const after = await mainThread();
+  if (tracing) await browser.stopTracing();
   if (profiling) {
     const { profile } = await cdp.send("Profiler.stop");
     fs.writeFileSync(process.env.BENCH_PROFILE, JSON.stringify(profile));
