@@ -141,18 +141,18 @@ fn LaneRow(
     hovered: RwSignal<Option<Uuid>>,
 ) -> impl IntoView {
     let block_id = lane.block_id;
+    // Positions on the bar's 0–1000 view box, in integers (no float formatting in the bundle).
     let place = move || {
-        let total = total_ms().max(1) as f64;
-        let x = lane.start_ms as f64 / total * 1000.0;
+        let total = total_ms().max(1);
+        let x = (lane.start_ms * 1000 / total).clamp(0, 997);
         // A bar is at least visible: an instant (one event) is a tick.
-        let width = ((lane.end_ms - lane.start_ms) as f64 / total * 1000.0).max(3.0);
-        (x.min(997.0), width.min(1000.0 - x.min(997.0)))
+        let width = ((lane.end_ms - lane.start_ms) * 1000 / total).max(3);
+        (x, width.min(1000 - x))
     };
     let wait = move || {
         let (wait, start) = (lane.wait_ms?, lane.start_ms);
-        let total = total_ms().max(1) as f64;
-        let width = wait as f64 / total * 1000.0;
-        Some((((start - wait) as f64 / total) * 1000.0, width))
+        let total = total_ms().max(1);
+        Some(((start - wait) * 1000 / total, wait * 1000 / total))
     };
     let figures = lane_figures(&lane);
     view! {
@@ -186,10 +186,10 @@ pub fn lane_figures(lane: &Lane) -> String {
         parts.push(format!("first token after {}", duration_text(wait)));
     }
     if let Some(rate) = lane.tokens_per_second {
-        parts.push(format!("{rate:.0} tokens/s"));
+        parts.push(format!("{} tokens/s", rate.round() as u64));
     }
     if let Some(rate) = lane.chars_per_second {
-        parts.push(format!("{rate:.0} chars/s"));
+        parts.push(format!("{} chars/s", rate.round() as u64));
     }
     if lane.kind == LaneKind::Tool {
         if let Some(status) = &lane.status {

@@ -3,7 +3,7 @@
 //! times, through the reducer's [`RunSummary`]. Times are absolute on the server and in the first
 //! render, then relative ("2 min ago") once the page runs, with the exact time on hover.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 use leptos::prelude::*;
 use uuid::Uuid;
 
@@ -41,7 +41,11 @@ pub fn duration_text(milliseconds: i64) -> String {
     let milliseconds = milliseconds.max(0);
     match milliseconds {
         0..=999 => format!("{milliseconds} ms"),
-        1_000..=59_999 => format!("{:.1} s", milliseconds as f64 / 1000.0),
+        // Tenths in integers: float formatting would add its tables to the wasm bundle.
+        1_000..=59_999 => {
+            let tenths = (milliseconds + 50) / 100;
+            format!("{}.{} s", tenths / 10, tenths % 10)
+        }
         60_000..=3_599_999 => format!(
             "{} min {} s",
             milliseconds / 60_000,
@@ -55,6 +59,16 @@ pub fn duration_text(milliseconds: i64) -> String {
     }
 }
 
+/// `2026-01-02`. (By hand rather than with `strftime`, whose parser the wasm bundle would carry.)
+fn date_text(at: DateTime<Utc>) -> String {
+    format!("{:04}-{:02}-{:02}", at.year(), at.month(), at.day())
+}
+
+/// `03:04:05`.
+fn clock_text(at: DateTime<Utc>) -> String {
+    format!("{:02}:{:02}:{:02}", at.hour(), at.minute(), at.second())
+}
+
 /// `at` as seen from `now`: `just now`, `40 s ago`, `5 min ago`, `3 h ago`, or the date.
 pub fn relative_text(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let seconds = (now - at).num_seconds();
@@ -63,7 +77,7 @@ pub fn relative_text(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
         10..=59 => format!("{seconds} s ago"),
         60..=3_599 => format!("{} min ago", seconds / 60),
         3_600..=86_399 => format!("{} h ago", seconds / 3_600),
-        _ => at.format("%Y-%m-%d").to_string(),
+        _ => date_text(at),
     }
 }
 
@@ -116,12 +130,15 @@ pub(super) fn RunHeader(timeline: ReadSignal<Timeline>, run_id: Uuid) -> impl In
         let now = clock.and_then(|clock| clock.0.get());
         Some(match now {
             Some(now) => relative_text(at, now),
-            None => at.format("%H:%M:%S UTC").to_string(),
+            None => format!("{} UTC", clock_text(at)),
         })
     };
     let exact = move || {
         started()
-            .map(|at| at.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+            .map(|at| {
+                let milliseconds = at.timestamp_subsec_millis();
+                format!("{} {}.{milliseconds:03} UTC", date_text(at), clock_text(at))
+            })
             .unwrap_or_default()
     };
     let iso = move || started().map(|at| at.to_rfc3339()).unwrap_or_default();
@@ -207,6 +224,9 @@ mod tests {
             (0, "0 ms"),
             (850, "850 ms"),
             (4_240, "4.2 s"),
+            (1_000, "1.0 s"),
+            (4_250, "4.3 s"),
+            (59_940, "59.9 s"),
             (185_000, "3 min 5 s"),
             (7_440_000, "2 h 4 min"),
             (-5, "0 ms"),

@@ -35,7 +35,13 @@ const CODE_BLOCKS: &[(&str, &[&str])] = &[
     ),
     (
         "json",
-        &["{", "  \"kind\": \"text\",", "  \"seq\": 42,", "  \"delta\": \"hello\"", "}"],
+        &[
+            "{",
+            "  \"kind\": \"text\",",
+            "  \"seq\": 42,",
+            "  \"delta\": \"hello\"",
+            "}",
+        ],
     ),
     (
         "sh",
@@ -43,7 +49,11 @@ const CODE_BLOCKS: &[(&str, &[&str])] = &[
     ),
     (
         "sql",
-        &["SELECT seq, kind FROM events", "WHERE agent_id = ?1 AND seq > ?2", "ORDER BY seq;"],
+        &[
+            "SELECT seq, kind FROM events",
+            "WHERE agent_id = ?1 AND seq > ?2",
+            "ORDER BY seq;",
+        ],
     ),
 ];
 
@@ -170,7 +180,11 @@ mod tests {
     fn a_markdown_reply_is_about_as_long_as_asked_and_closes_what_it_opens() {
         for (seed, count) in [(1, 1), (7, 60), (42, 2_000), (9, 20_000)] {
             let tokens = markdown_tokens(&mut Random(seed), count);
-            assert!(tokens.len() >= count as usize, "{seed}: {} tokens", tokens.len());
+            assert!(
+                tokens.len() >= count as usize,
+                "{seed}: {} tokens",
+                tokens.len()
+            );
             assert!(
                 tokens.len() < count as usize + 200,
                 "{seed}: {} tokens for {count}",
@@ -178,7 +192,11 @@ mod tests {
             );
             let text = tokens.concat();
             assert!(text.starts_with("## "), "{seed}: {text:.40}");
-            assert_eq!(text.matches("```").count() % 2, 0, "{seed}: a fence left open");
+            assert_eq!(
+                text.matches("```").count() % 2,
+                0,
+                "{seed}: a fence left open"
+            );
             assert_eq!(text, text.trim_end(), "{seed}: trailing blank lines");
         }
     }
@@ -186,7 +204,16 @@ mod tests {
     #[test]
     fn a_long_markdown_reply_holds_every_kind_of_block() {
         let text = markdown_tokens(&mut Random(7), 2_000).concat();
-        for wanted in ["\n## ", "\n- ", "\n1. ", "- [x] ", "|---|", "```rust", "**", "](https://"] {
+        for wanted in [
+            "\n## ",
+            "\n- ",
+            "\n1. ",
+            "- [x] ",
+            "|---|",
+            "```rust",
+            "**",
+            "](https://",
+        ] {
             assert!(text.contains(wanted), "no {wanted:?} in the reply");
         }
     }
