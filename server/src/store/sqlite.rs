@@ -32,6 +32,8 @@ mod reader;
 mod recent;
 mod sql;
 mod streams;
+#[cfg(test)]
+mod testing;
 mod turns;
 mod write;
 

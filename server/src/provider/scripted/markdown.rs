@@ -76,9 +76,9 @@ fn block(random: &mut Random, first: bool) -> String {
     let choice = if first { 0 } else { random.below(8) };
     let mut out = match choice {
         0 => format!("## {}", title(random)),
-        1 => bullets(random, "- "),
-        2 => numbered(random),
-        3 => bullets(random, "- [x] "),
+        1 => list(random, |_| "- ".to_owned()),
+        2 => list(random, |n| format!("{n}. ")),
+        3 => list(random, |_| "- [x] ".to_owned()),
         4 => table(random),
         5 => code(random),
         _ => paragraph(random),
@@ -135,23 +135,13 @@ fn paragraph(random: &mut Random) -> String {
         .join(" ")
 }
 
-fn bullets(random: &mut Random, marker: &str) -> String {
-    let count = 2 + random.below(4);
-    (0..count)
-        .map(|_| {
-            let length = 3 + random.below(6);
-            format!("{marker}{}", words(random, length))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn numbered(random: &mut Random) -> String {
+/// A list of 2 to 5 items, each after the marker `marker(n)` gives the n-th (from 1).
+fn list(random: &mut Random, marker: impl Fn(u64) -> String) -> String {
     let count = 2 + random.below(4);
     (1..=count)
         .map(|n| {
             let length = 3 + random.below(6);
-            format!("{n}. {}", words(random, length))
+            format!("{}{}", marker(n), words(random, length))
         })
         .collect::<Vec<_>>()
         .join("\n")

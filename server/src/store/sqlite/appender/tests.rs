@@ -1,30 +1,38 @@
 use super::*;
-use crate::store::sqlite::SqliteStore;
+use crate::store::sqlite::testing::{open, seqs};
 use crate::store::{Agents, EventDraft, EventLog, NewAgent};
+
+/// A group of one event of `kind` for each of `agents`.
+fn group(agents: &[Uuid], kind: app::EventKind) -> Vec<AppendBatch> {
+    agents
+        .iter()
+        .map(|agent_id| AppendBatch {
+            agent_id: *agent_id,
+            drafts: vec![EventDraft::new(kind)],
+            producer: None,
+        })
+        .collect()
+}
+
+/// A second connection to the store's file, with this process's view of `recent` caught up.
+fn beside(path: &std::path::Path, recent: Recent) -> (Connection, Recent) {
+    let connection = Connection::open(path).unwrap();
+    let mut recent = recent;
+    recent.catch_up(&connection).unwrap();
+    (connection, recent)
+}
 
 #[tokio::test]
 async fn a_group_nobody_waits_for_is_not_committed() {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("log.db");
-    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    let agent = store.create_agent(NewAgent::default()).await.unwrap();
-    let mut connection = Connection::open(&path).unwrap();
-    let group = || {
-        vec![AppendBatch {
-            agent_id: agent.id,
-            drafts: vec![EventDraft::new(app::EventKind::Text)],
-            producer: None,
-        }]
-    };
-    let mut open = Recent::new(RecentIndex::default());
-    open.catch_up(&connection).unwrap();
+    let (_directory, path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let group = || group(&[agent], app::EventKind::Text);
+    let (mut connection, mut open) = beside(&path, Recent::new(RecentIndex::default()));
     assert!(append(&mut connection, group(), || true, &mut open).is_err());
-    assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(0));
-    assert_eq!(store.read_events(agent.id, 0, 10).await.unwrap().len(), 0);
+    assert_eq!(store.head_seq(agent).await.unwrap(), Some(0));
+    assert_eq!(store.read_events(agent, 0, 10).await.unwrap().len(), 0);
     assert!(append(&mut connection, group(), || false, &mut open).is_ok());
-    assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(1));
+    assert_eq!(store.head_seq(agent).await.unwrap(), Some(1));
 }
 
 /// A group that did not commit left its rows' `n`s in the thread's list; another process then
@@ -33,25 +41,13 @@ async fn a_group_nobody_waits_for_is_not_committed() {
 /// of a commit that failed are forgotten when the next commit catches up.
 #[tokio::test]
 async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses_their_n() {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("log.db");
-    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let (_directory, path, store) = open().await;
     let (mine, theirs) = (
         store.create_agent(NewAgent::default()).await.unwrap().id,
         store.create_agent(NewAgent::default()).await.unwrap().id,
     );
-    let group = |agent_id| {
-        vec![AppendBatch {
-            agent_id,
-            drafts: vec![EventDraft::new(app::EventKind::Text)],
-            producer: None,
-        }]
-    };
-    let mut connection = Connection::open(&path).unwrap();
-    let mut recent = Recent::new(RecentIndex::default());
-    recent.catch_up(&connection).unwrap();
+    let group = |agent_id| group(&[agent_id], app::EventKind::Text);
+    let (mut connection, mut recent) = beside(&path, Recent::new(RecentIndex::default()));
     assert!(append(&mut connection, group(mine), || true, &mut recent).is_err());
     store.append(&group(theirs)[..]).await.unwrap();
     append(&mut connection, group(mine), || false, &mut recent).unwrap();
@@ -62,14 +58,7 @@ async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses
         recent.moved(step);
     }
     for agent_id in [mine, theirs] {
-        let seqs: Vec<u64> = store
-            .read_events(agent_id, 0, 10)
-            .await
-            .unwrap()
-            .iter()
-            .map(|event| event.seq)
-            .collect();
-        assert_eq!(seqs, vec![1]);
+        assert_eq!(seqs(&store, agent_id, 10).await, vec![1]);
     }
 }
 
@@ -78,22 +67,10 @@ async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses
 /// nothing bounded the table or the thread's lists while steps failed.
 #[tokio::test]
 async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after() {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("log.db");
-    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    let agent = store.create_agent(NewAgent::default()).await.unwrap();
-    let mut connection = Connection::open(&path).unwrap();
-    let group = || {
-        vec![AppendBatch {
-            agent_id: agent.id,
-            drafts: vec![EventDraft::new(app::EventKind::Usage)],
-            producer: None,
-        }]
-    };
-    let mut recent = Recent::full_at(RecentIndex::default(), 8);
-    recent.catch_up(&connection).unwrap();
+    let (_directory, path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let group = || group(&[agent], app::EventKind::Usage);
+    let (mut connection, mut recent) = beside(&path, Recent::full_at(RecentIndex::default(), 8));
     connection
         .execute_batch(
             "CREATE TRIGGER refuse_moves BEFORE INSERT ON events \
@@ -107,19 +84,12 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
         let error = append(&mut connection, group(), || false, &mut recent).unwrap_err();
         assert!(error.to_string().contains("cannot be moved"), "{error}");
     }
-    assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(8));
+    assert_eq!(store.head_seq(agent).await.unwrap(), Some(8));
     connection
         .execute_batch("DROP TRIGGER refuse_moves")
         .unwrap();
     append(&mut connection, group(), || false, &mut recent).unwrap();
-    let seqs: Vec<u64> = store
-        .read_events(agent.id, 0, 20)
-        .await
-        .unwrap()
-        .iter()
-        .map(|event| event.seq)
-        .collect();
-    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+    assert_eq!(seqs(&store, agent, 20).await, (1..=9).collect::<Vec<u64>>());
 }
 
 fn commit_rows(connection: &Connection, rows: usize) {

@@ -7,17 +7,9 @@ use sqlx::Row;
 
 use super::*;
 use crate::store::chunk::nth_id;
+use crate::store::sqlite::testing::{open, seqs};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Agents, AppendBatch, EventDraft, EventLog, NewAgent};
-
-async fn open() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("log.db");
-    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    (directory, path, store)
-}
 
 async fn count(store: &SqliteStore, sql: &str) -> i64 {
     sqlx::query(sql)
@@ -380,12 +372,8 @@ async fn large_rows_of_messages_skip_recent_unless_the_log_has_live_rows_there()
     // gone into `events`, the small one would read as moved and the log would have a hole.
     store.append(&[messages(1)]).await.unwrap();
     store.append(&[messages(64)]).await.unwrap();
-    let seqs: Vec<u64> = store
-        .read_events(agent.id, 0, 1_000)
-        .await
-        .unwrap()
-        .iter()
-        .map(|event| event.seq)
-        .collect();
-    assert_eq!(seqs, (1..=129).collect::<Vec<u64>>());
+    assert_eq!(
+        seqs(&store, agent.id, 1_000).await,
+        (1..=129).collect::<Vec<u64>>()
+    );
 }
