@@ -10,7 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub use super::records::{content_column, message_text};
-use super::{AppendBatch, EventJson, StoreError};
+use super::{AppendBatch, ContentJson, EventJson, StoreError};
 
 pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
@@ -146,6 +146,15 @@ impl EventRow<'_> {
             return Ok(Value::String(self.content.to_owned()));
         }
         parse_json(self.content)
+    }
+
+    /// The event's `content` JSON alone, checked and copied (what a stream read sends).
+    pub fn to_content(&self) -> Result<ContentJson, StoreError> {
+        Ok(ContentJson {
+            seq: self.seq,
+            stream_message: self.kind == EventKind::StreamMessage.as_str(),
+            json: checked_json(self.content)?.into(),
+        })
     }
 
     /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for

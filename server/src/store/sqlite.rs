@@ -16,10 +16,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 use uuid::Uuid;
 
-use super::branches::{read_along, ForkChains};
+use super::branches::{read_along, ForkChains, Sequenced};
 use super::chunk::Pick;
 use super::error::unknown_agent_or;
-use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column};
+use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{
     AppendBatch, ContentJson, EventJson, EventLog, OpenApproval, StoreError, StoredSnapshot,
 };
@@ -120,6 +120,32 @@ impl SqliteStore {
         self.turns.wait()
     }
 
+    /// Events after `since` of the log `agent_id` names, along its branch's chain (see
+    /// `store::branches`), at most `limit`, each segment checked whole; `make` decodes each
+    /// event (in full, as its JSON, or its content alone).
+    async fn read_range<T: Sequenced + Send + 'static>(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let chain = self.forks.chain(self, agent_id).await?;
+        read_along(
+            &chain,
+            agent_id,
+            since,
+            limit,
+            |log, since, limit| async move {
+                let query = range_query(log, since, limit, self.recent.first_row(log))?;
+                let rows = self.reader.rows(range_sql(), query, make).await?;
+                check_contiguous(log, since, rows.iter().map(Sequenced::seq))?;
+                Ok(rows)
+            },
+        )
+        .await
+    }
+
     /// The pool, for tests that look at the file directly.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -142,20 +168,8 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        let chain = self.forks.chain(self, agent_id).await?;
-        read_along(
-            &chain,
-            agent_id,
-            since,
-            limit,
-            |log, since, limit| async move {
-                let query = range_query(log, since, limit, self.recent.first_row(log))?;
-                let events = self.reader.events(range_sql(), query).await?;
-                check_contiguous(log, since, events.iter().map(|event| event.seq))?;
-                Ok(events)
-            },
-        )
-        .await
+        self.read_range(agent_id, since, limit, |row| row.to_event())
+            .await
     }
 
     async fn read_events_json(
@@ -164,20 +178,8 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        let chain = self.forks.chain(self, agent_id).await?;
-        read_along(
-            &chain,
-            agent_id,
-            since,
-            limit,
-            |log, since, limit| async move {
-                let query = range_query(log, since, limit, self.recent.first_row(log))?;
-                let events = self.reader.events_json(range_sql(), query).await?;
-                check_contiguous(log, since, events.iter().map(|event| event.seq))?;
-                Ok(events)
-            },
-        )
-        .await
+        self.read_range(agent_id, since, limit, |row| row.to_json())
+            .await
     }
 
     async fn read_contents(
@@ -186,20 +188,8 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<ContentJson>, StoreError> {
-        let chain = self.forks.chain(self, agent_id).await?;
-        read_along(
-            &chain,
-            agent_id,
-            since,
-            limit,
-            |log, since, limit| async move {
-                let query = range_query(log, since, limit, self.recent.first_row(log))?;
-                let contents = self.reader.contents(range_sql(), query).await?;
-                check_contiguous(log, since, contents.iter().map(|content| content.seq))?;
-                Ok(contents)
-            },
-        )
-        .await
+        self.read_range(agent_id, since, limit, |row| row.to_content())
+            .await
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {

@@ -19,8 +19,8 @@ use uuid::Uuid;
 use super::convert::parse_uuid;
 use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::chunk::{self, Pick, StoredRow};
-use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
-use crate::store::{ContentJson, EventJson, StoreError};
+use crate::store::rows::{corrupt, seq_from_column, EventRow};
+use crate::store::StoreError;
 
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
@@ -59,31 +59,8 @@ impl Reader {
     }
 
     /// The same, each event written as its JSON ([`EventRow::to_json`]).
-    pub(super) async fn events_json(
-        &self,
-        sql: String,
-        queries: Vec<(Vec<SqlValue>, Pick)>,
-    ) -> Result<Vec<EventJson>, StoreError> {
-        self.rows(sql, queries, |row| row.to_json()).await
-    }
-
-    /// The same, each event's `content` as the row holds it ([`ContentJson`]).
-    pub(super) async fn contents(
-        &self,
-        sql: String,
-        queries: Vec<(Vec<SqlValue>, Pick)>,
-    ) -> Result<Vec<ContentJson>, StoreError> {
-        self.rows(sql, queries, |row| {
-            Ok(ContentJson {
-                seq: row.seq,
-                stream_message: row.kind == app::EventKind::StreamMessage.as_str(),
-                json: checked_json(row.content)?.into(),
-            })
-        })
-        .await
-    }
-
-    async fn rows<T: Send + 'static>(
+    /// [`Reader::events`] with another decoding of each event (`make`: its JSON, its content).
+    pub(super) async fn rows<T: Send + 'static>(
         &self,
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
