@@ -11,6 +11,7 @@ use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use super::{ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest};
+use words::{echo_tokens, sentence_tokens, Random};
 
 #[derive(Clone, Debug)]
 pub struct ScriptedConfig {
@@ -45,109 +46,11 @@ impl ScriptedProvider {
     }
 }
 
-const WORDS: &[&str] = &[
-    "the",
-    "stream",
-    "event",
-    "log",
-    "agent",
-    "token",
-    "every",
-    "client",
-    "resumes",
-    "from",
-    "its",
-    "cursor",
-    "and",
-    "nothing",
-    "is",
-    "lost",
-    "on",
-    "the",
-    "way",
-    "a",
-    "gap",
-    "fills",
-    "itself",
-    "sequence",
-    "numbers",
-    "only",
-    "go",
-    "up",
-    "commit",
-    "first",
-    "broadcast",
-    "second",
-    "browser",
-    "server",
-    "history",
-    "reply",
-    "tool",
-    "result",
-    "thinking",
-    "quietly",
-    "durable",
-    "ordered",
-    "live",
-    "view",
-    "keeps",
-    "up",
-    "with",
-    "words",
-    "as",
-    "they",
-    "arrive",
-];
-
-/// splitmix64: a tiny, well-known deterministic generator; no dependency for a demo script.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut mixed = self.0;
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        mixed ^ (mixed >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 /// FNV-1a, to fold the user's message into the seed.
 fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ byte as u64).wrapping_mul(0x0000_0100_0000_01B3)
     })
-}
-
-/// The words of a sentence-like text: capitals after a full stop, full stops every 6 to 14 words.
-fn sentence_tokens(random: &mut Random, count: u32) -> Vec<String> {
-    let mut tokens = Vec::with_capacity(count as usize);
-    let mut words_left_in_sentence = 0;
-    for index in 0..count {
-        let start_sentence = words_left_in_sentence == 0;
-        if start_sentence {
-            words_left_in_sentence = 6 + random.below(9);
-        }
-        let mut word = WORDS[random.below(WORDS.len() as u64) as usize].to_owned();
-        if start_sentence {
-            word[..1].make_ascii_uppercase();
-        }
-        words_left_in_sentence -= 1;
-        let last = index + 1 == count;
-        if words_left_in_sentence == 0 || last {
-            word.push('.');
-            words_left_in_sentence = 0;
-        }
-        if index > 0 {
-            word.insert(0, ' ');
-        }
-        tokens.push(word);
-    }
-    tokens
 }
 
 /// A user message starting with this makes the reply exactly the rest of the message, streamed
@@ -175,22 +78,6 @@ pub const STALL_COMMAND: &str = "/stall ";
 pub const SCRIPTED_STALL_SECONDS_MAX: f64 = 60.0;
 /// Tokens streamed before a stall begins.
 const STALL_AFTER_TOKENS: usize = 3;
-
-/// Splits `text` into word tokens that concatenate back to `text` exactly.
-fn echo_tokens(text: &str) -> Vec<String> {
-    let mut tokens = Vec::new();
-    let mut current = String::new();
-    for character in text.chars() {
-        if character.is_whitespace() && !current.trim().is_empty() {
-            tokens.push(std::mem::take(&mut current));
-        }
-        current.push(character);
-    }
-    if !current.is_empty() {
-        tokens.push(current);
-    }
-    tokens
-}
 
 /// Parses one tool invocation of a `/tools` command into a call's name and input.
 fn scripted_tool_call(invocation: &str) -> (String, Value) {
@@ -427,3 +314,4 @@ impl Provider for ScriptedProvider {
 mod tests;
 
 mod markdown;
+mod words;

@@ -5,7 +5,7 @@
 //! It shows the live view's renderer offline and is the load of the browser bench's Markdown
 //! round.
 
-use super::{echo_tokens, Random, WORDS};
+use super::words::{echo_tokens, Random, WORDS};
 
 /// Fenced blocks a `/markdown` reply draws from: (language, lines).
 const CODE_BLOCKS: &[(&str, &[&str])] = &[
