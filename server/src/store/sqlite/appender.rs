@@ -18,7 +18,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
-use super::recent::{Recent, RecentIndex};
+use super::recent::{Recent, RecentIndex, FOLD_STEP_ROWS_MAX};
 use super::turns::WriteTurns;
 use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
 use crate::store::chunk::{self, Form, OpenChunks, Written};
@@ -182,7 +182,7 @@ fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
         .map_err(sqlite_error)
         .and_then(|transaction| {
             recent.catch_up(&transaction)?;
-            let step = recent.step(&transaction)?;
+            let step = recent.step(&transaction, FOLD_STEP_ROWS_MAX)?;
             transaction.commit().map_err(sqlite_error)?;
             Ok(step)
         });
@@ -254,6 +254,8 @@ fn append(
     })?;
     let mut rows = OpenChunks::default().take([]);
     let mut committed = Vec::with_capacity(batches.len());
+    // Rows this group inserts into `recent`.
+    let mut added_rows = 0usize;
     {
         let mut insert = transaction
             .prepare_cached(&recent_insert_sql())
@@ -275,6 +277,7 @@ fn append(
                     return Ok(());
                 }
             }
+            added_rows += 1;
             let n = recent.next_row(agent_id);
             let bytes = match row {
                 Written::Event(event) => write_event(&mut insert, event, Some(n))?,
@@ -398,12 +401,14 @@ fn append(
         // The group's run rows are written whole; the next fold continues them.
         rows.finish(&mut write)?;
     }
-    // Past its bound, `recent`'s oldest rows move into `events` in this same commit; a step that
-    // fails is undone alone (a savepoint) and the group commits without it.
+    // Past its bound, `recent`'s oldest rows move into `events` in this same commit, at least as
+    // many as the group added (a group of thousands of rows would otherwise outgrow the steps
+    // and fill `recent` to its hard bound); a step that fails is undone alone (a savepoint) and
+    // the group commits without it.
     let mut step = None;
     if recent.over() && recent.may_step() {
         let mut savepoint = transaction.savepoint().map_err(sqlite_error)?;
-        match recent.step(&savepoint) {
+        match recent.step(&savepoint, FOLD_STEP_ROWS_MAX.max(added_rows)) {
             Ok(moved) => {
                 savepoint.commit().map_err(sqlite_error)?;
                 step = Some(moved);

@@ -344,16 +344,20 @@ impl Recent {
     }
 
     /// Moves the rows of the logs whose rows are oldest into `events` (all of each log's, up to
-    /// [`FOLD_STEP_ROWS_MAX`] in all), then deletes the run of dead rows at the front of the
+    /// `rows_max` in all: [`FOLD_STEP_ROWS_MAX`], or a commit's own rows when it added more), then deletes the run of dead rows at the front of the
     /// table, inside the caller's transaction; what to apply once it committed
     /// ([`Recent::moved`]). A log's rows go together, so its leaf in `events` is written once
     /// for all of them; the moved rows are left in place (dead: reads skip them) until the front
     /// of the table is all dead, so a delete frees whole pages instead of a row in each.
-    pub(super) fn step(&mut self, connection: &Connection) -> Result<Step, StoreError> {
+    pub(super) fn step(
+        &mut self,
+        connection: &Connection,
+        rows_max: usize,
+    ) -> Result<Step, StoreError> {
         let mut moves: Vec<(Uuid, usize, i64)> = Vec::new();
         let mut ns: Vec<i64> = Vec::new();
         for (n, agent_id) in &self.listed {
-            if ns.len() >= FOLD_STEP_ROWS_MAX {
+            if ns.len() >= rows_max {
                 break;
             }
             let Some(log) = self.logs.get(agent_id) else {
@@ -362,7 +366,7 @@ impl Recent {
             if *n <= log.moved_through || moves.iter().any(|(id, _, _)| id == agent_id) {
                 continue;
             }
-            let count = log.live.len().min(FOLD_STEP_ROWS_MAX - ns.len());
+            let count = log.live.len().min(rows_max - ns.len());
             let taken = log.live.iter().take(count).map(|(n, _)| *n);
             let start = ns.len();
             ns.extend(taken);

@@ -53,7 +53,7 @@ async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses
     append(&mut connection, group(mine), || false, &mut recent).unwrap();
     while recent.any() {
         let transaction = connection.transaction().unwrap();
-        let step = recent.step(&transaction).unwrap();
+        let step = recent.step(&transaction, FOLD_STEP_ROWS_MAX).unwrap();
         transaction.commit().unwrap();
         recent.moved(step);
     }
@@ -90,6 +90,41 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
         .unwrap();
     append(&mut connection, group(), || false, &mut recent).unwrap();
     assert_eq!(seqs(&store, agent, 20).await, (1..=9).collect::<Vec<u64>>());
+}
+
+/// Groups of thousands of rows (a bulk import, a bench) keep `recent` near its bound: each
+/// commit past it moves at least as many rows as it added. One step of `FOLD_STEP_ROWS_MAX` per
+/// commit fell behind such groups, `recent` grew until appends paused (and with the hard bound,
+/// the 14th group of 5 000 rows was refused though no step had failed).
+#[tokio::test]
+async fn groups_of_thousands_of_rows_keep_recent_near_its_bound() {
+    use crate::store::sqlite::recent::{RECENT_ROWS_HARD_MAX, RECENT_ROWS_MAX};
+    const GROUP_ROWS: usize = 5_000;
+    let (_directory, path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let group = || {
+        vec![AppendBatch {
+            agent_id: agent,
+            drafts: (0..GROUP_ROWS)
+                .map(|_| EventDraft::new(app::EventKind::Usage))
+                .collect(),
+            producer: None,
+        }]
+    };
+    let (mut connection, mut recent) = beside(&path, Recent::new(RecentIndex::default()));
+    let groups = RECENT_ROWS_HARD_MAX / GROUP_ROWS + 1;
+    for _ in 0..groups {
+        append(&mut connection, group(), || false, &mut recent).unwrap();
+        assert!(
+            recent.live_rows() <= RECENT_ROWS_MAX + GROUP_ROWS,
+            "{} rows live in recent",
+            recent.live_rows()
+        );
+    }
+    let total = (groups * GROUP_ROWS) as u64;
+    assert_eq!(store.head_seq(agent).await.unwrap(), Some(total));
+    let tail = store.read_events(agent, total - 10, 20).await.unwrap();
+    assert_eq!(tail.len(), 10);
 }
 
 fn commit_rows(connection: &Connection, rows: usize) {

@@ -26,7 +26,7 @@ fn fold_all(recent: &mut Recent, connection: &mut Connection) -> usize {
     let mut moved = 0;
     while recent.any() {
         let transaction = connection.transaction().unwrap();
-        let step = recent.step(&transaction).unwrap();
+        let step = recent.step(&transaction, FOLD_STEP_ROWS_MAX).unwrap();
         transaction.commit().unwrap();
         moved += step.rows();
         recent.moved(step);
