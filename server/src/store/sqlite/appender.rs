@@ -200,11 +200,11 @@ fn fold_step(recent: &mut Recent, connection: &mut Connection) -> bool {
     }
 }
 
-/// One group in one transaction (refused while `recent` is full): per agent, the head bump (which also finds an unknown agent
-/// before anything is inserted), then the events, as rows at the end of `recent` (a string
-/// append continues a run row of this group only: moving them joins the groups' pieces). All or
-/// nothing; nothing when `abandoned` says, just before the commit, that nobody waits for the
-/// answer any more.
+/// One group in one transaction (refused while `recent` is full): per agent, the head bump
+/// (which also finds an unknown agent before anything is inserted), then the events, as rows at
+/// the end of `recent` (a string append continues a run row of this group only: moving them
+/// joins the groups' pieces). All or nothing; nothing when `abandoned` says, just before the
+/// commit, that nobody waits for the answer any more.
 fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
