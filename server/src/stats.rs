@@ -125,6 +125,9 @@ pub async fn metrics(State(state): State<AppState>) -> axum::response::Response 
     if let Some(bytes) = database_bytes {
         sampled.database_bytes.set(bytes as i64);
     }
+    if let Some(rows) = state.store.backlog_rows() {
+        sampled.backlog_rows.set(rows as i64);
+    }
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.encode(),

@@ -84,6 +84,7 @@ pub struct Sampled {
     pub append_queue_requests: Gauge,
     pub append_queue_requests_max: Gauge,
     pub database_bytes: Gauge,
+    pub backlog_rows: Gauge,
     pub runs_in_flight: Gauge,
     pub approvals_pending: Gauge,
     pub connections: Family<KindLabel, Gauge>,
@@ -201,6 +202,12 @@ impl Metrics {
                 "The database on disk (SQLite: the file and its WAL; PostgreSQL: the database)",
                 Unit::Bytes,
                 metrics.sampled.database_bytes.clone(),
+            );
+            ours.register(
+                "store_backlog_rows",
+                "Rows committed but not yet moved into the log's index (SQLite's newest rows; \
+                 appends are refused at 65 536, reached only while moving them fails)",
+                metrics.sampled.backlog_rows.clone(),
             );
             ours.register(
                 "subscribers",

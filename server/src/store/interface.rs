@@ -132,6 +132,12 @@ pub trait EventLog: Send + Sync + 'static {
     async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {
         Ok(None)
     }
+    /// Events committed but not yet moved into the log's own index, when the store keeps such
+    /// a backlog (SQLite's `recent`: appends are refused when it is full, which it becomes only
+    /// while moving keeps failing). Read from memory.
+    fn backlog_rows(&self) -> Option<u64> {
+        None
+    }
     /// The agent's saved snapshot, if any. (A store that keeps none answers `None`.)
     async fn load_snapshot(&self, _agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
         Ok(None)

@@ -325,6 +325,10 @@ impl EventLog for SqliteStore {
         self.appender.append(batches.to_vec()).await
     }
 
+    fn backlog_rows(&self) -> Option<u64> {
+        Some(self.recent.live_rows() as u64)
+    }
+
     async fn load_snapshot(&self, agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
         let row: Option<(i64, Vec<u8>, Vec<u8>)> = sqlx::query_as(
             "SELECT last_seq, event_id, body FROM timeline_snapshots WHERE agent_id = ?",

@@ -34,7 +34,7 @@
 //!   ([`Recent::catch_up`]), so either can move any row.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -78,6 +78,8 @@ struct IndexInner {
     /// The `n` this process committed through: rows at or above it that a log's entry does not
     /// cover are another process's, written since.
     committed: AtomicI64,
+    /// Rows not yet moved, as of the last commit or step (for the metrics).
+    live_rows: AtomicUsize,
 }
 
 impl Default for RecentIndex {
@@ -85,6 +87,7 @@ impl Default for RecentIndex {
         RecentIndex(Arc::new(IndexInner {
             firsts: Mutex::new(HashMap::new()),
             committed: AtomicI64::new(1),
+            live_rows: AtomicUsize::new(0),
         }))
     }
 }
@@ -96,6 +99,12 @@ impl RecentIndex {
         self.lock()
             .get(&agent_id)
             .map_or(committed, |first| (*first).min(committed))
+    }
+
+    /// Rows not yet moved into `events`, as of the last commit or step: the backlog that reaches
+    /// [`RECENT_ROWS_HARD_MAX`] only while steps fail.
+    pub(super) fn live_rows(&self) -> usize {
+        self.0.live_rows.load(Ordering::Relaxed)
     }
 
     fn note(&self, agent_id: Uuid, n: i64) {
@@ -237,6 +246,7 @@ impl Recent {
         self.next_n = self.next_n.max(next);
         self.committed = next;
         self.index.committed_through(next);
+        self.publish();
         Ok(())
     }
 
@@ -280,6 +290,15 @@ impl Recent {
     pub(super) fn sealed(&mut self) {
         self.committed = self.next_n;
         self.index.committed_through(self.next_n);
+        self.publish();
+    }
+
+    /// Tells the index how many rows are live (for the metrics).
+    fn publish(&self) {
+        self.index
+            .0
+            .live_rows
+            .store(self.live_rows, Ordering::Relaxed);
     }
 
     /// The `n` of the next row a commit inserts for `agent_id`, noted in the index (before the
@@ -424,6 +443,7 @@ impl Recent {
             }
         }
         self.open_chunks.keep(step.open_after);
+        self.publish();
     }
 }
 

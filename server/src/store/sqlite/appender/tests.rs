@@ -70,7 +70,8 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
     let (_directory, path, store) = open().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
     let group = || group(&[agent], app::EventKind::Usage);
-    let (mut connection, mut recent) = beside(&path, Recent::full_at(RecentIndex::default(), 8));
+    let index = RecentIndex::default();
+    let (mut connection, mut recent) = beside(&path, Recent::full_at(index.clone(), 8));
     connection
         .execute_batch(
             "CREATE TRIGGER refuse_moves BEFORE INSERT ON events \
@@ -85,11 +86,13 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
         assert!(error.to_string().contains("cannot be moved"), "{error}");
     }
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(8));
+    assert_eq!(index.live_rows(), 8, "the backlog the metrics show");
     connection
         .execute_batch("DROP TRIGGER refuse_moves")
         .unwrap();
     append(&mut connection, group(), || false, &mut recent).unwrap();
     assert_eq!(seqs(&store, agent, 20).await, (1..=9).collect::<Vec<u64>>());
+    assert!(index.live_rows() < 8, "{} rows left", index.live_rows());
 }
 
 /// Groups of thousands of rows (a bulk import, a bench) keep `recent` near its bound: each
