@@ -76,16 +76,17 @@ test("two tabs on two lines of one conversation each see only their own", async 
   const agentId = await createAgent(request, "two tabs");
   const run = await request.post(`/v1/agents/${agentId}/runs`, { data: { content: "/echo shared" } });
   expect(run.status()).toBe(202);
-  // Forked after the run's end, once it is in the log (a fork inside a run is refused).
-  let forked;
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    const head = (await (await request.get(`/v1/agents/${agentId}`)).json()).head_seq;
-    forked = await request.post(`/v1/agents/${agentId}/branches`, { data: { after_seq: head } });
-    if (forked.status() === 201) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  expect(forked!.status()).toBe(201);
-  const branchId = (await forked!.json()).id;
+  // Forked after the run's end, once the run has completed: the run is accepted before its
+  // first event is written, so a head read earlier may still be 0, and a fork after seq 0 is a
+  // branch from the empty start (that raced once, and the branch lacked "shared").
+  const runId = (await run.json()).run_id;
+  await expect
+    .poll(async () => (await (await request.get(`/v1/runs/${runId}`)).json()).status, { timeout: 20_000 })
+    .toBe("completed");
+  const head = (await (await request.get(`/v1/agents/${agentId}`)).json()).head_seq;
+  const forked = await request.post(`/v1/agents/${agentId}/branches`, { data: { after_seq: head } });
+  expect(forked.status()).toBe(201);
+  const branchId = (await forked.json()).id;
 
   const main = await browser.newPage();
   const side = await browser.newPage();
