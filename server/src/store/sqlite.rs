@@ -4,7 +4,7 @@
 
 use sql::{
     blob_of, by_id_sql, range_query, range_sql, run_outline_sql, unfinished_runs_sql,
-    IDS_PER_READ_MAX,
+    CONTENT_COLUMNS, EVENT_COLUMNS, IDS_PER_READ_MAX,
 };
 use std::str::FromStr;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::branches::{read_along, ForkChains, Sequenced};
 use super::chunk::Pick;
 use super::error::unknown_agent_or;
-use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
+use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column};
 use super::{
     AppendBatch, ContentJson, EventJson, EventLog, OpenApproval, StoreError, StoredSnapshot,
 };
@@ -121,28 +121,34 @@ impl SqliteStore {
     }
 
     /// Events after `since` of the log `agent_id` names, along its branch's chain (see
-    /// `store::branches`), at most `limit`, each segment checked whole; `make` decodes each
-    /// event (in full, as its JSON, or its content alone).
-    async fn read_range<T: Sequenced + Send + 'static>(
+    /// `store::branches`), at most `limit`, each segment checked whole: rows of `columns`, each
+    /// decoded by `decode` (events in full, as their JSON, or their contents alone).
+    async fn read_range<T, D>(
         &self,
         agent_id: Uuid,
         since: u64,
         limit: u32,
-        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError> {
+        columns: &'static str,
+        decode: D,
+    ) -> Result<Vec<T>, StoreError>
+    where
+        T: Sequenced + Send + 'static,
+        D: Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> Result<bool, StoreError>
+            + Copy
+            + Send
+            + 'static,
+    {
         let chain = self.forks.chain(self, agent_id).await?;
-        read_along(
-            &chain,
-            agent_id,
-            since,
-            limit,
-            |log, since, limit| async move {
+        let sql = range_sql(columns);
+        read_along(&chain, agent_id, since, limit, |log, since, limit| {
+            let sql = sql.clone();
+            async move {
                 let query = range_query(log, since, limit, self.recent.first_row(log))?;
-                let rows = self.reader.rows(range_sql(), query, make).await?;
+                let rows = self.reader.decoded(sql, query, decode).await?;
                 check_contiguous(log, since, rows.iter().map(Sequenced::seq))?;
                 Ok(rows)
-            },
-        )
+            }
+        })
         .await
     }
 
@@ -168,8 +174,10 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.read_range(agent_id, since, limit, |row| row.to_event())
-            .await
+        self.read_range(agent_id, since, limit, EVENT_COLUMNS, |row, pick, out| {
+            reader::expand(row, pick, |row| row.to_event(), out)
+        })
+        .await
     }
 
     async fn read_events_json(
@@ -178,8 +186,10 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        self.read_range(agent_id, since, limit, |row| row.to_json())
-            .await
+        self.read_range(agent_id, since, limit, EVENT_COLUMNS, |row, pick, out| {
+            reader::expand(row, pick, |row| row.to_json(), out)
+        })
+        .await
     }
 
     async fn read_contents(
@@ -188,8 +198,14 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<ContentJson>, StoreError> {
-        self.read_range(agent_id, since, limit, |row| row.to_content())
-            .await
+        self.read_range(
+            agent_id,
+            since,
+            limit,
+            CONTENT_COLUMNS,
+            reader::expand_contents,
+        )
+        .await
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {

@@ -18,8 +18,8 @@ use agentstream_server::store::chunk::IdChains;
 use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
-    agent_for_chat, AppendBatch, ClusterOptions, ClusterStore, EventDraft, EventJson, NewAgent,
-    ProducerStamp, Store, StoreError, StoredSnapshot,
+    agent_for_chat, AppendBatch, ClusterOptions, ClusterStore, ContentJson, EventDraft, EventJson,
+    NewAgent, ProducerStamp, Store, StoreError, StoredSnapshot,
 };
 use app::EventKind;
 use serde_json::json;

@@ -71,7 +71,7 @@ pub(super) fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendB
 }
 
 /// Every seq of a streamed log reads back as it was committed, from every cursor, with every
-/// limit, typed and as JSON, and by id.
+/// limit, typed, as JSON, as contents alone, and by id.
 pub(super) async fn streamed_appends_read_back_at_every_cursor(subject: &Subject) {
     let store = subject.store.as_ref();
     let agents = [
@@ -96,6 +96,10 @@ pub(super) async fn streamed_appends_read_back_at_every_cursor(subject: &Subject
                     .cloned()
                     .collect();
                 assert_eq!(read, want, "since {since}, limit {limit}");
+                // Contents alone (what a stream read serves), from rows of every shape.
+                let contents = store.read_contents(*agent_id, since, limit).await.unwrap();
+                let want: Vec<ContentJson> = want.iter().map(ContentJson::of).collect();
+                assert_eq!(contents, want, "contents since {since}, limit {limit}");
             }
         }
         let json = store.read_events_json(*agent_id, 0, 1_000).await.unwrap();

@@ -19,8 +19,9 @@ use uuid::Uuid;
 use super::convert::parse_uuid;
 use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::chunk::{self, Pick, StoredRow};
-use crate::store::rows::{corrupt, seq_from_column, EventRow};
-use crate::store::StoreError;
+use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
+use crate::store::{ContentJson, StoreError};
+use app::EventKind;
 
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
@@ -55,16 +56,21 @@ impl Reader {
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.rows(sql, queries, |row| row.to_event()).await
+        self.decoded(sql, queries, |row, pick, out| {
+            expand(row, pick, |row| row.to_event(), out)
+        })
+        .await
     }
 
-    /// The same, each event written as its JSON ([`EventRow::to_json`]).
-    /// [`Reader::events`] with another decoding of each event (`make`: its JSON, its content).
-    pub(super) async fn rows<T: Send + 'static>(
+    /// Runs `sql` once per set of `queries` on a read connection, `decode` turning each row into
+    /// what its [`Pick`] wants (true: the read has what it wants).
+    pub(super) async fn decoded<T: Send + 'static>(
         &self,
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
-        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+        decode: impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> Result<bool, StoreError>
+            + Send
+            + 'static,
     ) -> Result<Vec<T>, StoreError> {
         let permit = self
             .at_once
@@ -87,7 +93,7 @@ impl Reader {
             let mut events = Vec::new();
             let mut outcome = Ok(());
             for (params, pick) in queries {
-                outcome = query(&connection, &sql, params, pick, make, &mut events);
+                outcome = query(&connection, &sql, params, pick, &decode, &mut events);
                 if outcome.is_err() {
                     break;
                 }
@@ -122,7 +128,7 @@ fn query<T>(
     sql: &str,
     params: Vec<SqlValue>,
     pick: Pick,
-    make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    decode: &impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> Result<bool, StoreError>,
     out: &mut Vec<T>,
 ) -> Result<(), StoreError> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
@@ -130,7 +136,7 @@ fn query<T>(
         .query(params_from_iter(params))
         .map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
-        if expand(row, pick, make, out)? {
+        if decode(row, pick, out)? {
             break;
         }
     }
@@ -203,4 +209,62 @@ pub(super) fn expand<T>(
         raws: blob(row, 17)?,
     };
     stored.expand(pick, make, out)
+}
+
+/// A row of `CONTENT_COLUMNS` (first_seq, last_seq, kind, content, pieces) into the contents
+/// of the events `pick` (a range, or all) wants, without the ids, times and other columns a
+/// stream read never looks at. A row of stream messages is cut by its lengths, each message
+/// checked as JSON (a damaged row is an error, never a broken answer); the events of a run
+/// row share the row's content, as [`StoredRow::expand`] gives them.
+pub(super) fn expand_contents(
+    row: &rusqlite::Row<'_>,
+    pick: Pick,
+    out: &mut Vec<ContentJson>,
+) -> Result<bool, StoreError> {
+    let (since, limit) = match pick {
+        Pick::Range { since, limit } => (since, limit as usize),
+        Pick::All => (0, usize::MAX),
+        Pick::Id(_) => return Err(corrupt("contents are read by range, not by id")),
+    };
+    let first_seq = seq_from_column(integer(row, 0)?)?;
+    let last_seq = seq_from_column(integer(row, 1)?)?;
+    let stream_message = text(row, 2)? == EventKind::StreamMessage.as_str();
+    let content = text(row, 3)?;
+    if last_seq < first_seq {
+        return Err(corrupt("a run row ends before it starts"));
+    }
+    let from = first_seq.max(since + 1);
+    let wanted = (last_seq + 1)
+        .saturating_sub(from)
+        .min((limit - out.len().min(limit)) as u64);
+    match blob(row, 4)? {
+        Some(encoded) if stream_message => {
+            let count = last_seq - first_seq + 1;
+            let pieces = chunk::message_pieces(content, encoded, 0, count)?;
+            let skip = (from - first_seq) as usize;
+            for (k, piece) in pieces.iter().enumerate().skip(skip).take(wanted as usize) {
+                out.push(ContentJson {
+                    seq: first_seq + k as u64,
+                    stream_message,
+                    json: checked_json(piece.text)?.into(),
+                });
+            }
+        }
+        encoded => {
+            if encoded.is_none() && last_seq != first_seq {
+                return Err(corrupt(format!(
+                    "a row of one event spans seqs {first_seq}..={last_seq}"
+                )));
+            }
+            if wanted > 0 {
+                let json: Box<str> = checked_json(content)?.into();
+                out.extend((from..from + wanted).map(|seq| ContentJson {
+                    seq,
+                    stream_message,
+                    json: json.clone(),
+                }));
+            }
+        }
+    }
+    Ok(out.len() >= limit)
 }

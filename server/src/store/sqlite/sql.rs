@@ -17,6 +17,9 @@ pub(super) const IDS_PER_READ_MAX: usize = 256;
 pub(super) const AGENT_COLUMNS: &str =
     "id, name, system, description, model, metadata, tags, head_seq, created_at, owner, \
      root_id, parent_id, fork_seq, current_branch";
+/// The columns a stream read needs of the same rows, in this order (`reader::expand_contents`
+/// decodes them): not the ids, times and JSON columns it never looks at.
+pub(super) const CONTENT_COLUMNS: &str = "first_seq, last_seq, kind, content, pieces";
 pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
      message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
      raws";
@@ -26,7 +29,7 @@ pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_i
 pub(super) const LIVE: &str = "first_seq > COALESCE((SELECT moved.last_seq FROM events moved \
      WHERE moved.agent_id = recent.agent_id ORDER BY moved.first_seq DESC LIMIT 1), 0)";
 
-/// An agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
+/// `columns` of an agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
 /// least one wanted event). In `events` it walks the table's `(agent_id, first_seq)` key: one
 /// seek for the row holding the seq (the greatest first seq not past it), then forward; that row
 /// is skipped when it ends before the seq (the seq is in `recent`: the row would take one of the
@@ -34,11 +37,11 @@ pub(super) const LIVE: &str = "first_seq > COALESCE((SELECT moved.last_seq FROM 
 /// the rows from `?4` on, the first the log may have there ([`super::recent::RecentIndex`]), and
 /// keeps those not moved yet: above the log's last seq in `events` (one seek; [`LIVE`]). One
 /// statement: one snapshot, so a step between two parts cannot hide or repeat rows.
-pub(super) fn range_sql() -> String {
+pub(super) fn range_sql(columns: &str) -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
+        "SELECT {columns} FROM events WHERE agent_id = ?1 AND first_seq >= COALESCE( \
          (SELECT MAX(first_seq) FROM events WHERE agent_id = ?1 AND first_seq <= ?2 + 1), 1) \
-         AND last_seq > ?2 UNION ALL SELECT {EVENT_COLUMNS} FROM recent \
+         AND last_seq > ?2 UNION ALL SELECT {columns} FROM recent \
          WHERE n >= ?4 AND agent_id = ?1 AND last_seq > ?2 AND first_seq > COALESCE( \
          (SELECT last_seq FROM events WHERE agent_id = ?1 ORDER BY first_seq DESC LIMIT 1), 0) \
          ORDER BY first_seq LIMIT ?3"

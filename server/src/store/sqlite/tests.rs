@@ -17,7 +17,7 @@ async fn the_database_refuses_events_of_unknown_agents_by_itself() {
 #[tokio::test]
 async fn range_reads_use_the_agent_seq_index() {
     let (_directory, store) = SqliteStore::temporary().await;
-    let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", range_sql()))
+    let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", range_sql(EVENT_COLUMNS)))
         .bind("a")
         .bind(5)
         .bind(10)
