@@ -55,6 +55,14 @@ impl Messages {
         self.offsets.last().copied()
     }
 
+    /// Room for `count` more messages of `bytes` in all (a read that knows its page's size:
+    /// without it a 10 000-message page grew its text a dozen times).
+    pub fn reserve(&mut self, count: usize, bytes: usize) {
+        self.offsets.reserve(count);
+        self.ends.reserve(count);
+        self.joined.reserve(bytes + count);
+    }
+
     pub fn push(&mut self, offset: u64, text: &str) {
         self.joined.push_str(text);
         self.ends.push(self.joined.len());
@@ -179,26 +187,60 @@ impl Tails {
     /// reaches `head`. They are the log exactly (committed, contiguous, at their seqs), so the
     /// tail stays a contiguous run of the log; a commit that follows extends it as usual.
     pub fn read_back(&mut self, log_id: Uuid, head: u64, base: u64, messages: &Messages) {
-        if self
-            .tails
-            .get(&log_id)
-            .is_some_and(|tail| tail.last_seq() >= head)
-        {
-            return;
+        if let Some((first_seq, run)) = Tails::own_run(head, base, messages) {
+            self.install(log_id, head, first_seq, run);
         }
-        let own: Vec<(u64, &str)> = messages
-            .iter()
-            .filter(|(offset, _)| *offset > base)
-            .map(|(offset, text)| (offset - base, text))
-            .collect();
-        let contiguous = own.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1);
-        let (Some(&(first_seq, _)), Some(&(last_seq, _))) = (own.first(), own.last()) else {
-            return;
+    }
+
+    /// The part of a read's `messages` (each at `base + seq`) that may become a tail: its own
+    /// messages (after `base`) at their seqs, when they are contiguous and end at `head`; with
+    /// the seq of the first. Pure, so a caller builds it before it takes the tails' lock.
+    pub fn own_run(head: u64, base: u64, messages: &Messages) -> Option<(u64, Messages)> {
+        let own_from = messages.offsets.partition_point(|offset| *offset <= base);
+        let own = &messages.offsets[own_from..];
+        let contiguous = own.windows(2).all(|pair| pair[1] == pair[0] + 1);
+        let (first, last) = (own.first()? - base, own.last()? - base);
+        if !contiguous || last != head {
+            return None;
+        }
+        if base == 0 {
+            // The whole read: one copy of each buffer.
+            return Some((first, messages.clone()));
+        }
+        let mut run = Messages::default();
+        run.reserve(own.len(), messages.bytes());
+        for (offset, text) in messages.iter().skip(own_from) {
+            run.push(offset - base, text);
+        }
+        Some((first, run))
+    }
+
+    /// Makes `run` (messages at seqs `first_seq`…, ending at the log's head `head`) `log_id`'s
+    /// tail, or extends the tail with it when it follows the tail — unless the tail already
+    /// reaches `head`.
+    pub fn install(&mut self, log_id: Uuid, head: u64, first_seq: u64, run: Messages) {
+        let before = match self.tails.get(&log_id) {
+            Some(tail) if tail.last_seq() >= head => return,
+            Some(tail) if tail.last_seq() + 1 == first_seq => {
+                let texts: Vec<&str> = run.iter().map(|(_, text)| text).collect();
+                return self.committed(log_id, first_seq, texts);
+            }
+            Some(tail) => tail.messages.bytes(),
+            None => 0,
         };
-        if !contiguous || last_seq != head {
-            return;
+        self.clock += 1;
+        let mut tail = Tail {
+            first_seq,
+            messages: run,
+            touched: self.clock,
+        };
+        tail.trim();
+        let after = tail.messages.bytes();
+        self.tails.insert(log_id, tail);
+        self.bytes = self.bytes + after - before;
+        if self.bytes > TAILS_BYTES_MAX {
+            self.evict();
         }
-        self.committed(log_id, first_seq, own.into_iter().map(|(_, text)| text));
     }
 
     /// Forgets `log_id`'s tail (the stream is gone, or an append's outcome is unknown).

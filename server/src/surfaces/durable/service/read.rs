@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::{Service, APPEND_MESSAGES_MAX, READ_BODY_BYTES_MAX, READ_MESSAGES_MAX};
 use crate::store::{StoreError, StreamRow};
 use crate::surfaces::durable::fork;
-use crate::surfaces::durable::messages::Messages;
+use crate::surfaces::durable::messages::{Messages, Tails};
 
 impl Service {
     /// The messages after offset `since` (at most a page) as `(offset, content as JSON text)`,
@@ -37,10 +37,11 @@ impl Service {
         fork::read_chain(self, row, since, None, &mut out).await?;
         // Read up to the head: the next read of this range is memory's (after a restart, the
         // first read of a stream is the database's, the next ones are not).
-        self.tails
-            .lock()
-            .expect("tails")
-            .read_back(row.log_id, head, row.base_offset, &out);
+        // Built before the lock: the copy of a page is not made while appends wait for it.
+        if let Some((first_seq, run)) = Tails::own_run(head, row.base_offset, &out) {
+            let mut tails = self.tails.lock().expect("tails");
+            tails.install(row.log_id, head, first_seq, run);
+        }
         Ok((out, tail))
     }
 
@@ -63,6 +64,10 @@ impl Service {
             .store
             .read_contents(row.log_id, own_since, room)
             .await?;
+        out.reserve(
+            contents.len(),
+            contents.iter().map(|content| content.json.len()).sum(),
+        );
         for content in contents {
             let offset = row.base_offset + content.seq;
             if cap.is_some_and(|cap| offset > cap) || !content.stream_message {
