@@ -7,6 +7,11 @@ use crate::protocol::{
     Agent, CreateAgentRequest, CreateRunRequest, ErrorBody, EventsPage, RunAccepted,
 };
 
+/// `path` on this page's origin.
+fn url(path: &str) -> String {
+    format!("{}{path}", origin())
+}
+
 fn origin() -> String {
     web_sys::window()
         .and_then(|window| window.location().origin().ok())
@@ -40,26 +45,36 @@ async fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T,
     }
 }
 
-fn network(error: gloo_net::Error) -> String {
-    format!("network error: {error}")
-}
-
-pub async fn list_agents() -> Result<Vec<Agent>, String> {
-    let response = Request::get(&format!("{}/v1/agents", origin()))
-        .send()
-        .await
-        .map_err(network)?;
-    decode::<Vec<Agent>>(response).await
-}
-
-pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String> {
-    let response = Request::post(&format!("{}/v1/agents", origin()))
-        .json(request)
+/// `body` as JSON with `request` (a POST or PUT), the answer decoded.
+async fn send_json<T: serde::de::DeserializeOwned>(
+    request: gloo_net::http::RequestBuilder,
+    body: &impl serde::Serialize,
+) -> Result<T, String> {
+    let response = request
+        .json(body)
         .map_err(network)?
         .send()
         .await
         .map_err(network)?;
     decode(response).await
+}
+
+/// A GET of `url`, the answer decoded.
+async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> Result<T, String> {
+    let response = Request::get(url).send().await.map_err(network)?;
+    decode(response).await
+}
+
+fn network(error: gloo_net::Error) -> String {
+    format!("network error: {error}")
+}
+
+pub async fn list_agents() -> Result<Vec<Agent>, String> {
+    get_json(&url("/v1/agents")).await
+}
+
+pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String> {
+    send_json(Request::post(&url("/v1/agents")), request).await
 }
 
 /// Starts a run for `content`, offering the model `client_tools` (the tools this page runs).
@@ -73,32 +88,22 @@ pub async fn start_run(
         content,
         idempotency_key: None,
     };
-    let response = Request::post(&format!("{}/v1/agents/{agent_id}/runs", origin()))
-        .json(&request)
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
+    send_json(
+        Request::post(&url(&format!("/v1/agents/{agent_id}/runs"))),
+        &request,
+    )
+    .await
 }
 
 /// A page of the log after `since`. Everything here only folds what it reads, so it asks for
 /// runs of appends merged (`coalesce=true`): the same timeline from far fewer events to parse.
 pub async fn events_page(agent_id: Uuid, since: u64, limit: u32) -> Result<EventsPage, String> {
-    let url = format!(
-        "{}/v1/agents/{agent_id}/events?since={since}&limit={limit}&coalesce=true",
-        origin()
-    );
-    let response = Request::get(&url).send().await.map_err(network)?;
-    decode(response).await
+    let path = format!("/v1/agents/{agent_id}/events?since={since}&limit={limit}&coalesce=true");
+    get_json(&url(&path)).await
 }
 
 pub async fn get_agent(agent_id: Uuid) -> Result<Agent, String> {
-    let response = Request::get(&format!("{}/v1/agents/{agent_id}", origin()))
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
+    get_json(&url(&format!("/v1/agents/{agent_id}"))).await
 }
 
 /// Events read per page while folding history in the browser.
@@ -134,16 +139,12 @@ pub async fn load_history(
 
 /// Asks the server to cancel the agent's running run; answers once it has ended.
 pub async fn cancel_run(agent_id: Uuid) -> Result<crate::protocol::CancelResponse, String> {
-    let response = Request::post(&format!(
-        "{}/v1/agents/{agent_id}/messages/cancel",
-        origin()
-    ))
-    .json(&crate::protocol::CancelRequest::default())
-    .map_err(network)?
-    .send()
+    let request = crate::protocol::CancelRequest::default();
+    send_json(
+        Request::post(&url(&format!("/v1/agents/{agent_id}/messages/cancel"))),
+        &request,
+    )
     .await
-    .map_err(network)?;
-    decode(response).await
 }
 
 /// A person's answer, posted to `/v1/agents/{agent_id}/{what}`: `approvals` (an approval
@@ -154,22 +155,16 @@ pub async fn answer(
     what: &str,
     request: &impl serde::Serialize,
 ) -> Result<RunAccepted, String> {
-    let response = Request::post(&format!("{}/v1/agents/{agent_id}/{what}", origin()))
-        .json(request)
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
+    send_json(
+        Request::post(&url(&format!("/v1/agents/{agent_id}/{what}"))),
+        request,
+    )
+    .await
 }
 
 /// The conversation of `log` (it or one of its branches) and its branches.
 pub async fn branches(log: Uuid) -> Result<crate::protocol::BranchList, String> {
-    let response = Request::get(&format!("{}/v1/agents/{log}/branches", origin()))
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
+    get_json(&url(&format!("/v1/agents/{log}/branches"))).await
 }
 
 /// Forks `log` after its seq `after_seq`: the new branch (not made current).
@@ -178,13 +173,11 @@ pub async fn fork(log: Uuid, after_seq: u64) -> Result<Agent, String> {
         after_seq,
         current: false,
     };
-    let response = Request::post(&format!("{}/v1/agents/{log}/branches", origin()))
-        .json(&request)
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
+    send_json(
+        Request::post(&url(&format!("/v1/agents/{log}/branches"))),
+        &request,
+    )
+    .await
 }
 
 /// Makes `branch` the line the conversation of `log` follows (a reload shows it).
@@ -192,13 +185,11 @@ pub async fn switch_branch(log: Uuid, branch: Uuid) -> Result<Agent, String> {
     let request = crate::protocol::SwitchBranchRequest {
         branch: Some(branch),
     };
-    let response = Request::put(&format!("{}/v1/agents/{log}/current-branch", origin()))
-        .json(&request)
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
-    decode(response).await
+    send_json(
+        Request::put(&url(&format!("/v1/agents/{log}/current-branch"))),
+        &request,
+    )
+    .await
 }
 
 /// Deletes a branch (a turn that could not start on it leaves nothing behind).

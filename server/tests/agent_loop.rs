@@ -44,6 +44,15 @@ fn assert_one_result_per_call(events: &[AgentEvent]) -> HashMap<String, Value> {
     results
 }
 
+/// The text of the timeline's last text message.
+fn last_text(timeline: &Timeline) -> String {
+    let messages = timeline.messages();
+    let last = messages
+        .iter()
+        .rfind(|message| message.kind == EventKind::Text);
+    last.expect("a text message").text().to_owned()
+}
+
 fn fold(events: &[AgentEvent]) -> Timeline {
     let mut timeline = Timeline::new();
     timeline.apply_all(events.iter().cloned());
@@ -88,13 +97,7 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     );
     assert_eq!(calls[1].content["status"], "done");
     // The second LLM call reports the results.
-    let final_text = timeline
-        .messages()
-        .iter()
-        .rfind(|message| message.kind == EventKind::Text)
-        .unwrap()
-        .text()
-        .to_owned();
+    let final_text = last_text(&timeline);
     assert!(final_text.contains("14"), "{final_text}");
     // Usage adds up over both LLM calls.
     let usage = run.usage.clone().unwrap();
@@ -185,13 +188,7 @@ async fn tool_failures_are_results_and_the_run_goes_on() {
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     let timeline = fold(&events);
-    let text = timeline
-        .messages()
-        .iter()
-        .rfind(|message| message.kind == EventKind::Text)
-        .unwrap()
-        .text()
-        .to_owned();
+    let text = last_text(&timeline);
     assert!(text.contains("(error)"), "{text}");
 }
 

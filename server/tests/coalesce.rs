@@ -15,6 +15,14 @@ fn merged_count(events: &[AgentEvent]) -> usize {
         .count()
 }
 
+/// `merged` stands for every seq of `all` in a tenth of the events or fewer, and folds the same.
+fn assert_merged(merged: &[AgentEvent], all: &[AgentEvent]) {
+    assert_ranges_contiguous(merged, 1);
+    let (events, seqs) = (merged.len(), all.len());
+    assert!(events * 10 < seqs, "{events} events for {seqs} seqs");
+    assert_eq!(fold(merged), fold(all));
+}
+
 #[tokio::test]
 async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timeline() {
     let (_server, mut client, run_id, all) = common::flooded_subscriber(true).await;
@@ -44,14 +52,7 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let mut client = server.connect().await;
     client.subscribe_with(agent_id, 0, true).await;
     let (replayed, _) = client.receive_until_run_end().await;
-    assert_ranges_contiguous(&replayed, 1);
-    assert!(
-        replayed.len() * 10 < history.len(),
-        "{} events for {} seqs",
-        replayed.len(),
-        history.len()
-    );
-    assert_eq!(fold(&replayed), fold(&history));
+    assert_merged(&replayed, &history);
 
     // The same subscription carries on live, from the seq after the merged catch-up.
     let second_run = server.start_run(agent_id, "two").await;
@@ -99,14 +100,7 @@ async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
             break;
         }
     }
-    assert_ranges_contiguous(&merged, 1);
-    assert!(
-        merged.len() * 10 < all.len(),
-        "{} events for {} seqs",
-        merged.len(),
-        all.len()
-    );
-    assert_eq!(fold(&merged), fold(&all));
+    assert_merged(&merged, &all);
 
     let response = server
         .get(&format!("/v1/agents/{agent_id}/events?coalesce=maybe"))

@@ -24,6 +24,15 @@ async fn send_with_key(
         .await
 }
 
+/// A run sent with `key`, accepted and waited out: its id.
+async fn run_to_its_end(server: &TestServer, agent_id: uuid::Uuid, key: &str) -> uuid::Uuid {
+    let response = send_with_key(server, agent_id, key).await;
+    assert_eq!(response.status(), 202);
+    let run_id = response.json::<RunAccepted>().await.unwrap().run_id;
+    server.wait_for_run_end(agent_id, run_id).await;
+    run_id
+}
+
 #[tokio::test]
 async fn retries_with_the_same_key_get_the_same_run() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 200).await;
@@ -110,10 +119,7 @@ async fn a_refused_request_does_not_burn_its_key_and_bad_keys_are_refused() {
 async fn a_key_used_for_another_message_is_refused() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 20).await;
     let agent_id = server.create_agent().await;
-    let first = send_with_key(&server, agent_id, "k-1").await;
-    assert_eq!(first.status(), 202);
-    let run_id = first.json::<RunAccepted>().await.unwrap().run_id;
-    server.wait_for_run_end(agent_id, run_id).await;
+    let run_id = run_to_its_end(&server, agent_id, "k-1").await;
 
     let other = server
         .http
@@ -148,10 +154,7 @@ async fn a_key_used_for_another_message_is_refused() {
 async fn a_native_key_never_collides_with_another_surfaces_key() {
     let server = TestServer::start().await;
     let agent_id = server.create_agent().await;
-    let native = send_with_key(&server, agent_id, "otid:m-1").await;
-    assert_eq!(native.status(), 202);
-    let native = native.json::<RunAccepted>().await.unwrap().run_id;
-    server.wait_for_run_end(agent_id, native).await;
+    let native = run_to_its_end(&server, agent_id, "otid:m-1").await;
     // Letta's send of the same words with otid `m-1`: a run of its own, not the native one.
     let letta = server
         .post_json(

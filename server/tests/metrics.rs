@@ -75,12 +75,8 @@ async fn metrics_count_what_a_run_did_under_bounded_labels() {
             .http
             .get(server.url(&format!("/v1/agents/{agent_id}/events?since=0&limit=1000")))
             .bearer_auth(TOKEN)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+            .json_if_any()
+            .await?;
         let events = page["events"].as_array()?.clone();
         events
             .iter()
@@ -268,12 +264,8 @@ async fn a_real_prometheus_scrapes_the_server() {
                 .get(format!("http://127.0.0.1:{web_port}/api/v1/query"))
                 .query(&[("query", expression)])
                 .timeout(Duration::from_secs(2))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+                .json_if_any()
+                .await?;
             let value = answer["data"]["result"][0]["value"][1].as_str()?;
             value.parse::<f64>().ok()
         }

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::branches::{read_along, ForkChains, Sequenced};
 use super::chunk::Pick;
 use super::error::unknown_agent_or;
-use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column};
+use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{
     AppendBatch, ContentJson, EventJson, EventLog, OpenApproval, StoreError, StoredSnapshot,
 };
@@ -152,6 +152,22 @@ impl SqliteStore {
         .await
     }
 
+    /// [`SqliteStore::read_range`] of whole rows, each event made by `make` (in full or as its
+    /// JSON).
+    async fn read_made<T: Sequenced + Send + 'static>(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let decode = move |row: &rusqlite::Row<'_>, pick, out: &mut Vec<T>| {
+            reader::expand(row, pick, make, out)
+        };
+        self.read_range(agent_id, since, limit, EVENT_COLUMNS, decode)
+            .await
+    }
+
     /// The pool, for tests that look at the file directly.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -174,10 +190,8 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.read_range(agent_id, since, limit, EVENT_COLUMNS, |row, pick, out| {
-            reader::expand(row, pick, |row| row.to_event(), out)
-        })
-        .await
+        self.read_made(agent_id, since, limit, |row| row.to_event())
+            .await
     }
 
     async fn read_events_json(
@@ -186,10 +200,8 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        self.read_range(agent_id, since, limit, EVENT_COLUMNS, |row, pick, out| {
-            reader::expand(row, pick, |row| row.to_json(), out)
-        })
-        .await
+        self.read_made(agent_id, since, limit, |row| row.to_json())
+            .await
     }
 
     async fn read_contents(

@@ -11,22 +11,8 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
     let json_type = "application/json";
     let huge = json!({ "content": "x".repeat(200 * 1024) }).to_string();
     let cases = vec![
-        with_body(
-            Method::POST,
-            "/v1/agents".into(),
-            json_type,
-            "{not json".into(),
-            400,
-            "malformed_json",
-        ),
-        with_body(
-            Method::POST,
-            "/v1/agents".into(),
-            json_type,
-            r#"{"name": 5}"#.into(),
-            422,
-            "invalid_body",
-        ),
+        post_json("/v1/agents", "{not json", 400, "malformed_json"),
+        post_json("/v1/agents", r#"{"name": 5}"#, 422, "invalid_body"),
         with_body(
             Method::POST,
             "/v1/agents".into(),
@@ -35,10 +21,8 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             415,
             "expected_json",
         ),
-        with_body(
-            Method::POST,
-            "/v1/agents".into(),
-            json_type,
+        post_json(
+            "/v1/agents",
             json!({"name": "n".repeat(500)}).to_string(),
             400,
             "invalid_body",
@@ -122,58 +106,44 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             400,
             "invalid_id",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{stranger}/runs"),
-            json_type,
-            r#"{"content":"hi"}"#.into(),
+            r#"{"content":"hi"}"#,
             404,
             "unknown_agent",
         ),
-        with_body(
-            Method::POST,
-            "/v1/agents/nope/runs".into(),
-            json_type,
-            r#"{"content":"hi"}"#.into(),
+        post_json(
+            "/v1/agents/nope/runs",
+            r#"{"content":"hi"}"#,
             400,
             "invalid_id",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/runs"),
-            json_type,
-            r#"{"content": 5}"#.into(),
+            r#"{"content": 5}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/runs"),
-            json_type,
-            r#"{}"#.into(),
+            r#"{}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/runs"),
-            json_type,
-            r#"{"content": "   "}"#.into(),
+            r#"{"content": "   "}"#,
             400,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/runs"),
-            json_type,
-            r#"{"content": "hi""#.into(),
+            r#"{"content": "hi""#,
             400,
             "malformed_json",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/runs"),
-            json_type,
             huge,
             413,
             "body_too_large",
@@ -204,38 +174,25 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             "invalid_query",
         ),
         // Cancel.
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/messages/cancel"),
-            json_type,
-            "{bad".into(),
+            "{bad",
             400,
             "malformed_json",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/messages/cancel"),
-            json_type,
-            r#"{"run_ids":"x"}"#.into(),
+            r#"{"run_ids":"x"}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{stranger}/messages/cancel"),
-            json_type,
-            "{}".into(),
+            "{}",
             404,
             "unknown_agent",
         ),
-        with_body(
-            Method::POST,
-            "/v1/agents/nope/messages/cancel".into(),
-            json_type,
-            "{}".into(),
-            400,
-            "invalid_id",
-        ),
+        post_json("/v1/agents/nope/messages/cancel", "{}", 400, "invalid_id"),
         // Runs.
         case(Method::GET, "/v1/runs/not-a-run".into(), 400, "invalid_id"),
         case(
@@ -244,27 +201,21 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             404,
             "unknown_run",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/runs/{stranger}/stream"),
-            json_type,
-            "{}".into(),
+            "{}",
             404,
             "unknown_run",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/runs/{stranger}/stream"),
-            json_type,
-            r#"{"starting_after":"x"}"#.into(),
+            r#"{"starting_after":"x"}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/runs"),
-            json_type,
-            r#"{"content":"hi"}"#.into(),
+            r#"{"content":"hi"}"#,
             400,
             "invalid_idempotency_key",
         )
@@ -314,27 +265,21 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             404,
             "unknown_agent",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/messages"),
-            json_type,
-            r#"{"messages":[{"role":"user"}]}"#.into(),
+            r#"{"messages":[{"role":"user"}]}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/messages/stream"),
-            json_type,
-            r#"{"input":"hi","max_steps":0}"#.into(),
+            r#"{"input":"hi","max_steps":0}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/messages/stream"),
-            json_type,
-            "[]".into(),
+            "[]",
             422,
             "invalid_body",
         ),
@@ -364,43 +309,33 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             "invalid_body",
         ),
         // Branches: a refused fork, switch or delete makes and changes nothing.
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/branches"),
-            json_type,
-            "{not json".into(),
+            "{not json",
             400,
             "malformed_json",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/branches"),
-            json_type,
-            r#"{"after_seq": -1}"#.into(),
+            r#"{"after_seq": -1}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/branches"),
-            json_type,
-            r#"{"after_seq": 0, "at": 3}"#.into(),
+            r#"{"after_seq": 0, "at": 3}"#,
             422,
             "invalid_body",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{agent}/branches"),
-            json_type,
-            r#"{"after_seq": 18446744073709551615}"#.into(),
+            r#"{"after_seq": 18446744073709551615}"#,
             400,
             "after_seq_beyond_head",
         ),
-        with_body(
-            Method::POST,
+        post_json(
             format!("/v1/agents/{stranger}/branches"),
-            json_type,
-            r#"{"after_seq": 0}"#.into(),
+            r#"{"after_seq": 0}"#,
             404,
             "unknown_agent",
         ),

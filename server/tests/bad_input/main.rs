@@ -56,6 +56,23 @@ fn with_body(
     }
 }
 
+/// A JSON POST refused with `status` and `code`.
+fn post_json(
+    path: impl Into<String>,
+    body: impl Into<String>,
+    status: u16,
+    code: &'static str,
+) -> Case {
+    with_body(
+        Method::POST,
+        path.into(),
+        "application/json",
+        body.into(),
+        status,
+        code,
+    )
+}
+
 async fn row_counts(server: &TestServer) -> (i64, i64) {
     let database = server.database().await;
     (

@@ -342,6 +342,9 @@ pub trait RequestExt {
     fn answer<T: serde::de::DeserializeOwned>(self) -> impl std::future::Future<Output = T> + Send;
     /// Sends the request: the answer's status and JSON body (null when it has none).
     fn status_json(self) -> impl std::future::Future<Output = (u16, Value)> + Send;
+    /// Sends the request: the answer's JSON body, `None` when it could not be sent or read
+    /// (for polls that try again).
+    fn json_if_any(self) -> impl std::future::Future<Output = Option<Value>> + Send;
 }
 
 impl RequestExt for reqwest::RequestBuilder {
@@ -357,6 +360,10 @@ impl RequestExt for reqwest::RequestBuilder {
         let response = self.sent().await;
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn json_if_any(self) -> Option<Value> {
+        self.send().await.ok()?.json().await.ok()
     }
 }
 

@@ -33,6 +33,12 @@ async fn read_all(subject: &Subject, log: Uuid, head: u64) -> Vec<(Uuid, u64, Uu
     whole
 }
 
+/// The branch `root`'s conversation follows now.
+async fn current_branch(subject: &Subject, root: Uuid) -> Option<Uuid> {
+    let agent = subject.store.get_agent(root).await.unwrap();
+    agent.expect("the root agent").current_branch
+}
+
 pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
     let store = subject.store.as_ref();
     let root = store
@@ -106,15 +112,7 @@ pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
 
     // The current branch: one of the conversation's, or its own log.
     assert!(store.set_current_branch(root.id, Some(c.id)).await.unwrap());
-    assert_eq!(
-        store
-            .get_agent(root.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .current_branch,
-        Some(c.id)
-    );
+    assert_eq!(current_branch(subject, root.id).await, Some(c.id));
     assert!(!store
         .set_current_branch(root.id, Some(Uuid::new_v4()))
         .await
@@ -133,30 +131,14 @@ pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
         store.delete_branch(c.id).await.unwrap(),
         BranchDeletion::Deleted
     );
-    assert_eq!(
-        store
-            .get_agent(root.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .current_branch,
-        Some(b.id)
-    );
+    assert_eq!(current_branch(subject, root.id).await, Some(b.id));
     assert_eq!(store.get_agent(c.id).await.unwrap(), None);
     assert_eq!(read_all(subject, b.id, 7).await, b_path);
     assert_eq!(
         store.delete_branch(b.id).await.unwrap(),
         BranchDeletion::Deleted
     );
-    assert_eq!(
-        store
-            .get_agent(root.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .current_branch,
-        None
-    );
+    assert_eq!(current_branch(subject, root.id).await, None);
     assert_eq!(
         store.delete_branch(root.id).await.unwrap(),
         BranchDeletion::Unknown

@@ -119,14 +119,14 @@ impl Service {
         }
     }
 
+    /// The in-process state of the stream at `path` (made on first use).
+    fn path_state(&self, path: &str) -> Arc<PathState> {
+        let mut paths = self.paths.lock().expect("paths");
+        paths.entry(path.to_owned()).or_default().clone()
+    }
+
     fn hold(&self, path: &str) -> Held<'_> {
-        let state = self
-            .paths
-            .lock()
-            .expect("paths")
-            .entry(path.to_owned())
-            .or_default()
-            .clone();
+        let state = self.path_state(path);
         Held {
             service: self,
             path: path.to_owned(),
@@ -303,13 +303,7 @@ impl Service {
 
     /// Watches the stream at `path` for a close or a delete in this process (from now on).
     pub fn watch(self: &Arc<Self>, path: &str) -> PathWatch {
-        let state = self
-            .paths
-            .lock()
-            .expect("paths")
-            .entry(path.to_owned())
-            .or_default()
-            .clone();
+        let state = self.path_state(path);
         let changes = state.changed.subscribe();
         PathWatch {
             service: self.clone(),

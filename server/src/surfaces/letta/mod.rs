@@ -49,6 +49,12 @@ pub const MESSAGES_PAGE_LIMIT_MAX: u32 = 1000;
 /// The otid is the idempotency key of a send (prefixed, to keep it apart from the native key).
 const OTID_KEY_PREFIX: &str = "otid:";
 
+/// The log a send to `agent_id` goes to: a conversation's id follows its current branch (a
+/// branch's id names that branch).
+async fn followed(state: &LettaState, agent_id: &str) -> Result<Uuid, ApiError> {
+    Ok(followed_log(state.store.as_ref(), parse_agent_id(agent_id)?).await?)
+}
+
 /// `POST /v1/agents/{id}/messages`: the run's messages when it ends, or with `streaming: true`
 /// the same as `…/messages/stream`.
 pub async fn send_message(
@@ -57,8 +63,7 @@ pub async fn send_message(
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
-    // A conversation's id follows its current branch (a branch's id names that branch).
-    let agent_id = followed_log(state.store.as_ref(), parse_agent_id(&agent_id)?).await?;
+    let agent_id = followed(&state, &agent_id).await?;
     if request.streaming.unwrap_or(false) {
         return stream_run_request(state, &caller, agent_id, request).await;
     }
@@ -106,8 +111,7 @@ pub async fn stream_messages(
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
-    // A conversation's id follows its current branch (a branch's id names that branch).
-    let agent_id = followed_log(state.store.as_ref(), parse_agent_id(&agent_id)?).await?;
+    let agent_id = followed(&state, &agent_id).await?;
     stream_run_request(state, &caller, agent_id, request).await
 }
 
@@ -331,8 +335,7 @@ pub async fn list_messages(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     const PAGE_EVENTS: u32 = 1000;
-    // A conversation's id follows its current branch (a branch's id names that branch).
-    let agent_id = followed_log(state.store.as_ref(), parse_agent_id(&agent_id)?).await?;
+    let agent_id = followed(&state, &agent_id).await?;
     let mut pager = query.pager(MESSAGES_PAGE_LIMIT_DEFAULT, MESSAGES_PAGE_LIMIT_MAX)?;
     if state.store.head_seq(agent_id).await?.is_none() {
         return Err(ApiError::unknown_agent(agent_id));
