@@ -205,3 +205,75 @@ async fn writes_beside_the_log_get_their_turn_while_appends_never_pause() {
         "agents not created beside the appends"
     );
 }
+
+use crate::store::{Agents, EventDraft, NewAgent};
+
+/// Stream messages as one append makes them: consecutive ids, one block, JSON texts.
+fn messages(agent_id: Uuid, texts: &[&str]) -> AppendBatch {
+    let (first, block, now) = (Uuid::now_v7(), Uuid::now_v7(), chrono::Utc::now());
+    let drafts = texts.iter().enumerate().map(|(k, text)| {
+        let id = crate::store::chunk::nth_id(first, k as u64).unwrap();
+        let mut draft = EventDraft::made(app::EventKind::StreamMessage, id, now);
+        draft.block_id = Some(block);
+        draft.content = serde_json::Value::String((*text).to_owned());
+        draft
+    });
+    AppendBatch {
+        agent_id,
+        drafts: drafts.collect(),
+        producer: None,
+    }
+}
+
+/// A row damaged on disk (a message's JSON no longer JSON, its length unchanged) reads as a
+/// corrupt store, never as a broken answer: in a row of one append's messages and in a row of
+/// one message, moved into the log or not, as contents and as events.
+#[tokio::test]
+async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
+    for moved in [false, true] {
+        let (_directory, store) = SqliteStore::temporary().await;
+        let agent = store.create_agent(NewAgent::default()).await.unwrap();
+        let batches = [
+            messages(agent.id, &[r#"{"a":1}"#, r#"{"b":2}"#, r#"{"c":3}"#]),
+            messages(agent.id, &[r#"{"d":4}"#]),
+        ];
+        for batch in &batches {
+            store.append(std::slice::from_ref(batch)).await.unwrap();
+        }
+        // Idle steps move the rows out of `recent` soon after the appends.
+        for _ in 0..500 {
+            if !moved || store.backlog_rows() == Some(0) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(
+            !moved || store.backlog_rows() == Some(0),
+            "the rows were moved"
+        );
+        let read = store.read_contents(agent.id, 0, 10).await.unwrap();
+        assert_eq!(read.len(), 4);
+        assert_eq!(&*read[1].json, r#"{"b":2}"#);
+        for table in ["events", "recent"] {
+            sqlx::query(&format!(
+                "UPDATE {table} SET content = replace(replace(content, '\"b\":2}}', '\"b\":2]'), \
+                 '\"d\":4}}', '\"d\":4]')"
+            ))
+            .execute(store.pool())
+            .await
+            .unwrap();
+        }
+        for since in [0, 3] {
+            let error = store.read_contents(agent.id, since, 10).await.unwrap_err();
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+            let error = store
+                .read_events_json(agent.id, since, 10)
+                .await
+                .unwrap_err();
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+        }
+        // The messages before the damage still read.
+        let read = store.read_contents(agent.id, 0, 1).await.unwrap();
+        assert_eq!(&*read[0].json, r#"{"a":1}"#, "moved: {moved}");
+    }
+}
