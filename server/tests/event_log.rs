@@ -211,8 +211,7 @@ async fn deleting_an_agent_removes_it_and_its_log() {
     let server = TestServer::start().await;
     let database = server.database().await;
     let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "hi").await;
-    server.wait_for_run_end(agent_id, run_id).await;
+    server.run_to_end(agent_id, "hi").await;
     let url = server.url(&format!("/v1/agents/{agent_id}"));
     assert_eq!(server.http.delete(&url).sent().await.status(), 204);
     assert_eq!(server.http.get(&url).sent().await.status(), 404);

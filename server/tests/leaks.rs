@@ -188,14 +188,9 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
     }
     // Every run ends by its lease, its open call answered.
     for agent_id in &agents {
-        let events = wait_until("the lease to end the run", || async {
-            let events = server.all_events(*agent_id).await;
-            events
-                .last()
-                .is_some_and(|event| event.kind.is_run_end())
-                .then_some(events)
-        })
-        .await;
+        let events = server
+            .log_once_a_run_ended(*agent_id, "the lease to end the run")
+            .await;
         assert_eq!(
             events.last().unwrap().content["error"]["type"],
             "interrupted"

@@ -231,8 +231,7 @@ async fn a_real_prometheus_scrapes_the_server() {
     })
     .await;
     let agent_id = server.create_agent().await;
-    let run_id = server.start_run(agent_id, "/tools clock").await;
-    server.wait_for_run_end(agent_id, run_id).await;
+    server.run_to_end(agent_id, "/tools clock").await;
 
     let directory = tempfile::tempdir().unwrap();
     let config = directory.path().join("prometheus.yml");

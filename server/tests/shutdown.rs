@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::EventLog;
 use app::EventKind;
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -120,17 +119,7 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
             .await
             .unwrap(),
     );
-    let mut log = Vec::new();
-    loop {
-        let page = store
-            .read_events(agent_id, log.len() as u64, 1000)
-            .await
-            .unwrap();
-        if page.is_empty() {
-            break;
-        }
-        log.extend(page);
-    }
+    let log = common::whole_log(store.as_ref(), agent_id).await;
     let end = log.last().expect("the log has the run");
     assert_eq!(end.run_id, Some(run_id));
     assert_eq!(end.kind, EventKind::RunFailed, "{:?}", end.content);

@@ -104,8 +104,7 @@ async fn an_approved_call_runs_once_and_the_loop_goes_on() {
     assert_eq!(error["error"]["code"], "already_answered");
     assert_eq!(server.all_events(agent_id).await.len(), head);
     // And the agent takes messages again.
-    let next = server.start_run(agent_id, "thanks").await;
-    server.wait_for_run_end(agent_id, next).await;
+    server.run_to_end(agent_id, "thanks").await;
 }
 
 #[tokio::test]

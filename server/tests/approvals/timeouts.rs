@@ -53,8 +53,7 @@ async fn an_unanswered_request_is_denied_when_its_timeout_passes() {
         head,
         "nothing written"
     );
-    let next = server.start_run(agent_id, "hello again").await;
-    server.wait_for_run_end(agent_id, next).await;
+    server.run_to_end(agent_id, "hello again").await;
 
     // A timeout that is not a whole number of milliseconds is refused at creation.
     let response = server

@@ -222,21 +222,36 @@ impl TestServer {
         TestDatabase::Sqlite(pool)
     }
 
+    /// The log of `agent_id` once its newest event ends a run (waiting for `what`).
+    pub async fn log_once_a_run_ended(&self, agent_id: Uuid, what: &str) -> Vec<AgentEvent> {
+        wait_until(what, || async {
+            let events = self.all_events(agent_id).await;
+            let ended = events.last().is_some_and(|event| event.kind.is_run_end());
+            ended.then_some(events)
+        })
+        .await
+    }
+
+    /// A run of `content` on `agent_id`, started and waited out: the log then.
+    pub async fn run_to_end(&self, agent_id: Uuid, content: &str) -> Vec<AgentEvent> {
+        let run_id = self.start_run(agent_id, content).await;
+        self.wait_for_run_end(agent_id, run_id).await
+    }
+
     /// Cancels what `agent_id` is running (`POST …/messages/cancel`, which answers once the runs
     /// ended) and checks that `run_id` is what was cancelled; the log then.
     pub async fn cancel_run(&self, agent_id: Uuid, run_id: Uuid) -> Vec<AgentEvent> {
-        let cancelled = self
-            .post_json(
-                &format!("/v1/agents/{agent_id}/messages/cancel"),
-                &json!({}),
-            )
-            .await;
-        assert_eq!(
-            cancelled["cancelled_run_ids"],
-            json!([run_id]),
-            "{cancelled}"
-        );
+        self.cancel(agent_id, run_id).await;
         self.wait_for_run_end(agent_id, run_id).await
+    }
+
+    /// Cancels what `agent_id` is running and checks that `run_id` (ours or a producer's) is
+    /// what was cancelled.
+    pub async fn cancel(&self, agent_id: Uuid, run_id: impl serde::Serialize) {
+        let path = format!("/v1/agents/{agent_id}/messages/cancel");
+        let cancelled = self.post_json(&path, &json!({})).await;
+        let want = json!([run_id]);
+        assert_eq!(cancelled["cancelled_run_ids"], want, "{cancelled}");
     }
 
     /// A new agent made from `body` (its name, metadata…); its id.
@@ -364,6 +379,24 @@ impl RequestExt for reqwest::RequestBuilder {
 
     async fn json_if_any(self) -> Option<Value> {
         self.send().await.ok()?.json().await.ok()
+    }
+}
+
+/// Every event of `agent_id`'s log, read from `store` page by page.
+pub async fn whole_log(
+    store: &dyn agentstream_server::store::EventLog,
+    agent_id: Uuid,
+) -> Vec<AgentEvent> {
+    let mut log = Vec::new();
+    loop {
+        let page = store
+            .read_events(agent_id, log.len() as u64, 1000)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            return log;
+        }
+        log.extend(page);
     }
 }
 

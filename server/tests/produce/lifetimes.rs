@@ -228,8 +228,7 @@ async fn a_whole_run_in_one_batch_is_written_and_frees_the_agent() {
         (200, json!(false)),
         "{body}"
     );
-    let run = server.start_run(agent_id, "/echo next").await;
-    server.wait_for_run_end(agent_id, run).await;
+    server.run_to_end(agent_id, "/echo next").await;
 }
 
 /// While a call waits for a person, a producer cannot start a run (and so cannot write a result
@@ -332,17 +331,9 @@ async fn a_request_dropped_midway_leaves_the_run_to_its_producer_and_its_lease()
     .await;
     // Every producer vanished now: each open run ends at its lease, 1 s after its last batch.
     for (&agent_id, ends) in agents.iter().zip(outcomes) {
-        let events = wait_until(
-            "the vanished producer's run to end at its lease",
-            || async {
-                let events = server.all_events(agent_id).await;
-                events
-                    .last()
-                    .is_some_and(|event| event.kind.is_run_end())
-                    .then_some(events)
-            },
-        )
-        .await;
+        let events = server
+            .log_once_a_run_ended(agent_id, "the vanished producer's run to end at its lease")
+            .await;
         let texts: Vec<&str> = events
             .iter()
             .filter(|event| event.kind == EventKind::Text)

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::common::RequestExt;
 use app::protocol::ServerMessage;
 use app::EventKind;
-use common::{produce_request, wait_until, TestServer};
+use common::{produce_request, TestServer};
 use serde_json::{json, Value};
 use uuid::Uuid;
 

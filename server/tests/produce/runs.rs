@@ -52,17 +52,7 @@ async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
     )
     .await;
     let run_id = body["run_id"].as_str().unwrap().to_owned();
-    let cancelled = server
-        .post_json(
-            &format!("/v1/agents/{agent_id}/messages/cancel"),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(
-        cancelled["cancelled_run_ids"],
-        json!([run_id]),
-        "{cancelled}"
-    );
+    server.cancel(agent_id, &run_id).await;
     let events = server.all_events(agent_id).await;
     let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
     assert_eq!(
@@ -96,14 +86,9 @@ async fn a_silent_producer_has_its_run_ended_at_its_lease() {
     let agent_id = server.create_agent().await;
     let opened = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("half")]);
     assert_eq!(produce(&server, agent_id, ("p", 0, 0), opened).await.0, 200);
-    let events = wait_until("the lease to end the run", || async {
-        let events = server.all_events(agent_id).await;
-        events
-            .last()
-            .is_some_and(|event| event.kind.is_run_end())
-            .then_some(events)
-    })
-    .await;
+    let events = server
+        .log_once_a_run_ended(agent_id, "the lease to end the run")
+        .await;
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunFailed);
     assert_eq!(end.content["error"]["type"], "interrupted");
@@ -118,8 +103,7 @@ async fn a_silent_producer_has_its_run_ended_at_its_lease() {
         "{body}"
     );
     // The agent is free for the next run.
-    let run_id = server.start_run(agent_id, "hello").await;
-    server.wait_for_run_end(agent_id, run_id).await;
+    server.run_to_end(agent_id, "hello").await;
 }
 
 #[tokio::test]

@@ -377,17 +377,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         let store = SqliteStore::open(&database_url).await.unwrap();
         let mut logs: Vec<Vec<AgentEvent>> = Vec::new();
         for (slot, &agent_id) in world.agent_ids.iter().enumerate() {
-            let mut log = Vec::new();
-            loop {
-                let page = store
-                    .read_events(agent_id, log.len() as u64, 1000)
-                    .await
-                    .unwrap();
-                if page.is_empty() {
-                    break;
-                }
-                log.extend(page);
-            }
+            let log = common::whole_log(&store, agent_id).await;
             let head = store.head_seq(agent_id).await.unwrap().unwrap();
             check_log(seed, agent_id, &log, head, crashed);
             // A branch's first events are its parent's, event for event.
