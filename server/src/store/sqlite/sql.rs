@@ -29,11 +29,12 @@ pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_i
 pub(super) const LIVE: &str = "first_seq > COALESCE((SELECT moved.last_seq FROM events moved \
      WHERE moved.agent_id = recent.agent_id ORDER BY moved.first_seq DESC LIMIT 1), 0)";
 
-/// `columns` of an agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows (each holds at
-/// least one wanted event). In `events` it walks the table's `(agent_id, first_seq)` key: one
-/// seek for the row holding the seq (the greatest first seq not past it), then forward; that row
-/// is skipped when it ends before the seq (the seq is in `recent`: the row would take one of the
-/// page's rows and give no event, and a short page reads as the log's end). In `recent` it scans
+/// `columns` of an agent's rows from the one holding `?2 + 1` on, in order, at most `?3` rows
+/// (each holds at least one wanted event). In `events` it walks the table's `(agent_id,
+/// first_seq)` key: one seek for the row holding the seq (the greatest first seq not past it),
+/// then forward; that row is skipped when it ends before the seq (the seq is in `recent`: the
+/// row would take one of the page's rows and give no event, and a short page reads as the log's
+/// end). In `recent` it scans
 /// the rows from `?4` on, the first the log may have there ([`super::recent::RecentIndex`]), and
 /// keeps those not moved yet: above the log's last seq in `events` (one seek; [`LIVE`]). One
 /// statement: one snapshot, so a step between two parts cannot hide or repeat rows.

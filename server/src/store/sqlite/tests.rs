@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::{Agents, EventDraft, NewAgent};
 use sqlx::Row;
 
 #[tokio::test]
@@ -205,8 +206,6 @@ async fn writes_beside_the_log_get_their_turn_while_appends_never_pause() {
         "agents not created beside the appends"
     );
 }
-
-use crate::store::{Agents, EventDraft, NewAgent};
 
 /// Stream messages as one append makes them: consecutive ids, one block, JSON texts.
 fn messages(agent_id: Uuid, texts: &[&str]) -> AppendBatch {
