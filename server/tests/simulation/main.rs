@@ -41,7 +41,9 @@ use plan::{config, plan};
 mod actors;
 use actors::{life, wait_for_a_commit_in_progress};
 mod checks;
+mod faults;
 use checks::{check_client, check_log, check_prefix, fail};
+use faults::Faults;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,12 +55,11 @@ use agentstream_server::config::Config;
 use agentstream_server::delivery::subscription;
 use agentstream_server::delivery::subscription::{Form, Outbound};
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::{Agents, AppendBatch, EventLog, NewAgent, Store, StoreError};
+use agentstream_server::store::{Agents, EventLog, NewAgent, Store};
 use agentstream_server::AppState;
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
-use async_trait::async_trait;
-use common::hooked_store::{HookedStore, Hooks, Read};
+use common::hooked_store::HookedStore;
 use common::rng::Rng;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -89,67 +90,6 @@ static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Seqs that reached a coalescing subscriber inside a merged event rather than on their own.
 static MERGED_SEQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Fault rates of one seed, and the source of the faults' coin flips.
-struct Faults {
-    append_fail_per_mille: u64,
-    /// Appends that commit and then report a failure (the answer to COMMIT was lost).
-    lost_ack_per_mille: u64,
-    append_delay_max_us: u64,
-    read_fail_per_mille: u64,
-    rng: Mutex<Rng>,
-    /// Off while the harness itself reads the log to check it.
-    enabled: AtomicBool,
-}
-
-impl Faults {
-    fn flip(&self, per_mille: u64) -> bool {
-        self.enabled.load(Ordering::Relaxed) && self.rng.lock().unwrap().chance(per_mille)
-    }
-    fn delay(&self) -> Duration {
-        if !self.enabled.load(Ordering::Relaxed) || self.append_delay_max_us == 0 {
-            return Duration::ZERO;
-        }
-        Duration::from_micros(self.rng.lock().unwrap().below(self.append_delay_max_us))
-    }
-}
-
-fn injected(what: &str) -> StoreError {
-    StoreError::Unavailable(format!("injected fault: {what}"))
-}
-
-/// Faults at the SQLite store's boundary. A failed append fails before the transaction
-/// commits, as a full disk or a lost lock would.
-#[async_trait]
-impl Hooks for Arc<Faults> {
-    fn before_read(&self, read: Read) -> Result<(), StoreError> {
-        if self.flip(self.read_fail_per_mille) {
-            return Err(injected(match read {
-                Read::Head => "head read",
-                Read::Log => "log read",
-                Read::ById => "read by id",
-            }));
-        }
-        Ok(())
-    }
-    async fn before_append(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
-        let delay = self.delay();
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if self.flip(self.append_fail_per_mille) {
-            return Err(injected("append"));
-        }
-        Ok(())
-    }
-    fn after_commit(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
-        if self.flip(self.lost_ack_per_mille) {
-            // Committed, but the answer never arrived (a connection that broke after COMMIT).
-            return Err(injected("the commit's answer was lost"));
-        }
-        Ok(())
-    }
-}
 
 type FaultyStore = HookedStore<Arc<Faults>>;
 
