@@ -192,6 +192,14 @@ impl Tails {
         }
     }
 
+    /// Whether `log_id`'s tail reaches the log's head `head` (a read then has nothing to give
+    /// it, and need not copy its page).
+    pub fn reaches(&self, log_id: Uuid, head: u64) -> bool {
+        self.tails
+            .get(&log_id)
+            .is_some_and(|tail| tail.last_seq() >= head)
+    }
+
     /// The part of a read's `messages` (each at `base + seq`) that may become a tail: its own
     /// messages (after `base`) at their seqs, when they are contiguous and end at `head`; with
     /// the seq of the first. Pure, so a caller builds it before it takes the tails' lock.
@@ -219,8 +227,10 @@ impl Tails {
     /// tail, or extends the tail with it when it follows the tail — unless the tail already
     /// reaches `head`.
     pub fn install(&mut self, log_id: Uuid, head: u64, first_seq: u64, run: Messages) {
+        if self.reaches(log_id, head) {
+            return;
+        }
         let before = match self.tails.get(&log_id) {
-            Some(tail) if tail.last_seq() >= head => return,
             Some(tail) if tail.last_seq() + 1 == first_seq => {
                 let texts: Vec<&str> = run.iter().map(|(_, text)| text).collect();
                 return self.committed(log_id, first_seq, texts);

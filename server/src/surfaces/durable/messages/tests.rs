@@ -131,6 +131,7 @@ fn a_read_that_reaches_the_head_fills_the_tail_and_only_then() {
     // Short of the head (a later page is still to come): nothing is kept.
     tails.read_back(log(), 4, 100, &page(&[(101, "1"), (102, "2")]));
     assert_eq!(tails.read(log(), 0, 2, 100, 1000, 1 << 20), None);
+    assert!(!tails.reaches(log(), 2));
     // Not contiguous (a damaged page): nothing is kept.
     tails.read_back(log(), 3, 100, &page(&[(101, "1"), (103, "3")]));
     assert_eq!(tails.held(), (0, 0));
@@ -148,6 +149,7 @@ fn a_read_that_reaches_the_head_fills_the_tail_and_only_then() {
             .map(|m| texts(&m)),
         Some(vec![(101, "1".into()), (102, "2".into())])
     );
+    assert!(tails.reaches(log(), 2) && !tails.reaches(log(), 3));
     // A commit that follows extends it as usual.
     tails.committed(log(), 3, ["3"]);
     assert_eq!(

@@ -37,7 +37,11 @@ impl Service {
         fork::read_chain(self, row, since, None, &mut out).await?;
         // Read up to the head: the next read of this range is memory's (after a restart, the
         // first read of a stream is the database's, the next ones are not).
-        // Built before the lock: the copy of a page is not made while appends wait for it.
+        // Built before the lock: the copy of a page is not made while appends wait for it, nor
+        // at all when the tail already reaches the head (a catch-up from a long stream's start).
+        if self.tails.lock().expect("tails").reaches(row.log_id, head) {
+            return Ok((out, tail));
+        }
         if let Some((first_seq, run)) = Tails::own_run(head, row.base_offset, &out) {
             let mut tails = self.tails.lock().expect("tails");
             tails.install(row.log_id, head, first_seq, run);
