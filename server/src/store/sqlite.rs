@@ -49,6 +49,9 @@ pub(crate) struct Tuning {
     pub(crate) wal_reset_pages: i64,
     /// How long a statement waits for another connection's write lock.
     pub(crate) busy_timeout_ms: u64,
+    /// How long appends pause before the append thread moves `recent` into `events` (tests that
+    /// fold by hand give it an hour, so that no fold of the store's own races theirs).
+    pub(crate) fold_when_idle_ms: u64,
 }
 
 impl Default for Tuning {
@@ -56,6 +59,7 @@ impl Default for Tuning {
         Tuning {
             wal_reset_pages: appender::WAL_RESET_PAGES,
             busy_timeout_ms: SQLITE_BUSY_TIMEOUT_MS,
+            fold_when_idle_ms: appender::FOLD_WHEN_IDLE_MS,
         }
     }
 }
@@ -82,6 +86,7 @@ impl SqliteStore {
         let Tuning {
             wal_reset_pages,
             busy_timeout_ms,
+            fold_when_idle_ms,
         } = tuning;
         let options = SqliteConnectOptions::from_str(url)?;
         let options = options
@@ -103,8 +108,14 @@ impl SqliteStore {
         };
         let recent = recent::RecentIndex::default();
         let turns = turns::WriteTurns::default();
-        let appender =
-            appender::Appender::start(path, busy_timeout_ms, wal, recent.clone(), turns.clone())?;
+        let appender = appender::Appender::start(appender::Setup {
+            path,
+            busy_timeout_ms,
+            fold_when_idle_ms,
+            wal,
+            index: recent.clone(),
+            turns: turns.clone(),
+        })?;
         Ok(SqliteStore {
             pool,
             appender,

@@ -57,17 +57,31 @@ const DIRECT_ROW_BYTES_MIN: usize = 1024;
 /// How long the append thread waits for the next group before it moves what `recent` holds into
 /// `events`, a step at a time ([`Recent::step`]): under load groups come every millisecond or
 /// two, and moving rows then would write each log's leaf for a handful of rows.
-const FOLD_WHEN_IDLE_MS: u64 = 20;
+pub(super) const FOLD_WHEN_IDLE_MS: u64 = 20;
+
+/// What the append thread starts with.
+pub(super) struct Setup {
+    /// The database file (it exists and is migrated).
+    pub(super) path: PathBuf,
+    pub(super) busy_timeout_ms: u64,
+    /// How long appends pause before it folds ([`FOLD_WHEN_IDLE_MS`] unless a test holds folds).
+    pub(super) fold_when_idle_ms: u64,
+    pub(super) wal: WalRestart,
+    pub(super) index: RecentIndex,
+    pub(super) turns: WriteTurns,
+}
 
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
-    pub(super) fn start(
-        path: PathBuf,
-        busy_timeout_ms: u64,
-        wal: WalRestart,
-        index: RecentIndex,
-        turns: WriteTurns,
-    ) -> Result<Appender, StoreError> {
+    pub(super) fn start(setup: Setup) -> Result<Appender, StoreError> {
+        let Setup {
+            path,
+            busy_timeout_ms,
+            fold_when_idle_ms,
+            wal,
+            index,
+            turns,
+        } = setup;
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection
             .busy_timeout(Duration::from_millis(busy_timeout_ms))
@@ -100,7 +114,7 @@ impl Appender {
             .spawn(move || {
                 let mut connection = connection;
                 let mut restart_tries = 0;
-                let idle = Duration::from_millis(FOLD_WHEN_IDLE_MS);
+                let idle = Duration::from_millis(fold_when_idle_ms);
                 let mut stepping = false;
                 loop {
                     let next = if recent.any() {

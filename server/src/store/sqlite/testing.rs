@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::SqliteStore;
+use super::{SqliteStore, Tuning};
 use crate::store::EventLog;
 
 /// A store on a fresh file in a directory of its own (removed when the first part is dropped),
@@ -11,6 +11,22 @@ pub(super) async fn open() -> (tempfile::TempDir, std::path::PathBuf, SqliteStor
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("log.db");
     let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    (directory, path, store)
+}
+
+/// [`open`], but the store's append thread never folds by itself (for an hour): a test that
+/// moves `recent` into `events` by hand does so alone (with the 20 ms default, a fold of the
+/// store's own raced the test's whenever the machine was slow).
+pub(super) async fn open_folding_by_hand() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("log.db");
+    let tuning = Tuning {
+        fold_when_idle_ms: 3_600_000,
+        ..Tuning::default()
+    };
+    let store = SqliteStore::open_tuned(&format!("sqlite://{}", path.display()), tuning)
         .await
         .unwrap();
     (directory, path, store)

@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use super::*;
 use crate::store::chunk::nth_id;
-use crate::store::sqlite::testing::{open, seqs};
+use crate::store::sqlite::testing::{open, open_folding_by_hand, seqs};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Agents, AppendBatch, EventDraft, EventLog, NewAgent};
 
@@ -54,7 +54,7 @@ fn deltas(message: Uuid, first: Uuid, from: u64, count: u64) -> Vec<EventDraft> 
 /// `events` as a couple of run rows, and every read gives back the same events before and after.
 #[tokio::test]
 async fn a_fold_moves_every_row_and_joins_the_pieces_of_a_run() {
-    let (_directory, path, store) = open().await;
+    let (_directory, path, store) = open_folding_by_hand().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let (message, first) = (Uuid::now_v7(), Uuid::now_v7());
     for group in 0..40 {
@@ -194,7 +194,7 @@ async fn reads_beside_folds_see_the_log_whole() {
 /// log gives the same events before and after.
 #[tokio::test]
 async fn a_fold_keeps_what_cannot_be_joined_as_it_was() {
-    let (_directory, path, store) = open().await;
+    let (_directory, path, store) = open_folding_by_hand().await;
     let (tokens, stream) = (
         store.create_agent(NewAgent::default()).await.unwrap(),
         store.create_agent(NewAgent::default()).await.unwrap(),
@@ -264,7 +264,7 @@ async fn a_fold_keeps_what_cannot_be_joined_as_it_was() {
 /// not take one of the page's rows: folds stopped at such a short page, taking it for the end).
 #[tokio::test]
 async fn a_page_is_full_wherever_it_starts() {
-    let (_directory, path, store) = open().await;
+    let (_directory, path, store) = open_folding_by_hand().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let append = |count: u64| AppendBatch {
         agent_id: agent.id,
