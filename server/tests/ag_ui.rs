@@ -3,7 +3,7 @@
 //! refusals that write nothing. (The official client is exercised in
 //! end2end/tests/ag-ui.spec.ts.)
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use app::EventKind;

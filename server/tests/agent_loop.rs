@@ -1,6 +1,6 @@
 //! The agent loop with the scripted provider: tools, concurrency, bounds, errors, cancellation.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 

@@ -3,7 +3,7 @@
 //! and refusals that write nothing. (The official client is exercised in
 //! end2end/tests/ai-sdk.spec.ts.)
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use common::{reply_text, TestServer, WAIT_MAX};
@@ -76,14 +76,6 @@ impl TestServer {
     async fn chat(&self, body: &Value) -> reqwest::Response {
         let url = self.url("/v1/ai-sdk/chat");
         self.http.post(url).json(body).sent().await
-    }
-
-    async fn agent_count(&self) -> usize {
-        self.get_json("/v1/agents?limit=1000")
-            .await
-            .as_array()
-            .unwrap()
-            .len()
     }
 }
 

@@ -3,7 +3,7 @@
 //! while it streams and in the chat's history after; a broken stream without producer headers
 //! ends its run at once; a refused chunk is named.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

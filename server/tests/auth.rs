@@ -1,6 +1,6 @@
 //! The optional access token on the API, WebSocket, SSE and pages, and the WebSocket origin check.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use common::TestServer;

@@ -2,7 +2,7 @@
 //! branches: after a restart every branch is whole (its prefix its parent's, its own events
 //! gapless, its runs ended) and no half-made branch is left.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! with the branch's path as the model's context, follow it from any seq, switch the current
 //! branch, delete a branch and find its parent whole.
 
-mod common;
+use crate::common;
 
 use app::protocol::ServerMessage;
 use app::{AgentEvent, EventKind};

@@ -1,6 +1,6 @@
 //! Cancelling a run: over REST (Letta's path) and over the WebSocket.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use app::protocol::{CancelResponse, ClientMessage, ServerMessage};

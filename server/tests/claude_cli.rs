@@ -1,6 +1,6 @@
 //! The claude-cli provider against a stand-in executable that prints real stream-json lines.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::Duration;

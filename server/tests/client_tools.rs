@@ -2,7 +2,7 @@
 //! `requires_client_tool`), the client's result — posted once — starts the continuation, a
 //! timeout answers with an error result, a kill -9 loses nothing, and bad input changes nothing.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use app::EventKind;

@@ -3,7 +3,7 @@
 //! stands for; the folded timeline is the one every event gives, and the cursor still ends at the
 //! newest seq.
 
-mod common;
+use crate::common;
 
 use app::AgentEvent;
 use common::{assert_ranges_contiguous, fold, TestServer};

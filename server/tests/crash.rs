@@ -2,7 +2,7 @@
 //! file: the log is intact up to the last commit, the runs that were in flight are marked
 //! interrupted, and clients that reconnect from their last seq converge on the log.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! is a read-only stream, bounds and bad input, scoped tokens, and readers that wait and vanish
 //! leave nothing behind.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

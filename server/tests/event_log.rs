@@ -1,6 +1,6 @@
 //! The event log end to end: persist, broadcast, resume — against a real server and SQLite file.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

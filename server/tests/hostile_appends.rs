@@ -7,7 +7,7 @@
 //!
 //! Seeded and repeatable: `HOSTILE_SEED=<n>` replays one seed; a failure names its seed.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

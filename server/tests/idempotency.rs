@@ -1,7 +1,7 @@
 //! A retried run request (same Idempotency-Key header or `idempotency_key`) never starts a
 //! second run or writes a second user message; it gets the first run back.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use app::protocol::RunAccepted;

@@ -2,7 +2,7 @@
 //! opened and closed — on an idle agent and on one whose run is in flight — the server's live
 //! tasks and hub rooms are back where they were.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Every configurable limit (`config::Limits`), set small and then exceeded: each gives a clear
 //! answer, the server stays up, and nothing beyond the limit is written.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use app::protocol::{ClientMessage, ServerMessage};

@@ -6,7 +6,7 @@
 //! provider event, a tool call and its merge, usage. `fixtures/log_v6.events.jsonl` is what
 //! that build's `read_events_json` returned for them, line by line.
 
-mod common;
+use crate::common;
 
 use agentstream_server::store::postgres::PgStore;
 use agentstream_server::store::sqlite::SqliteStore;

@@ -2,7 +2,7 @@
 //! figures a run leaves, no unbounded labels), a real Prometheus scraping it and the Grafana
 //! dashboard's expressions checked in it; request ids. (Traces and logs: `traces.rs`.)
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! The server-rendered pages answer with the status their text says.
-mod common;
+use crate::common;
 
 use common::TestServer;
 use uuid::Uuid;

@@ -2,7 +2,7 @@
 //! model's reply into an agent, is killed twice mid-stream, restarts each time with a new epoch
 //! from where the log stands — and the log holds the reply exactly once, in one run.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `/healthz` is liveness; `/readyz` looks at the database, the writer and (PostgreSQL) the
 //! notice listener, and says which part is down.
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

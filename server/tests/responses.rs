@@ -3,7 +3,7 @@
 //! refusals that say what was wrong and write nothing. (The official clients are exercised in
 //! end2end/tests/openai-*.spec.ts.)
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -27,10 +27,6 @@ impl TestServer {
 
     async fn stats(&self) -> Value {
         self.get_json("/v1/stats").await
-    }
-
-    async fn agent_count(&self) -> usize {
-        self.get_json("/v1/agents").await.as_array().unwrap().len()
     }
 }
 

@@ -1,6 +1,6 @@
 //! Runs whose provider misbehaves in ways no real provider should: the run still ends, with an
 //! error, and its agent is free for the next run. The real SQLite store, writer and registry.
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Secrets stay out of what the server prints: the database password is not in its start-up log
 //! nor in the error it exits with. The real binary.
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! proper close, gives runs in flight the drain (`AGENTSTREAM_SHUTDOWN_DRAIN_MS`), ends the rest
 //! `interrupted`, commits what is queued and exits — an open stream does not hold it up.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! The log as Server-Sent Events: `id:` is the seq; resume with Last-Event-ID or `?since=`.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use app::{AgentEvent, EventKind};

@@ -6,7 +6,7 @@
 //! tool with effects, changed the world) with no trace of its call in the log if the process
 //! died meanwhile, and readers would not see the call until the tool was nearly done.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

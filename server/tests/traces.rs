@@ -2,7 +2,7 @@
 //! exported over OTLP/HTTP protobuf to a receiver that decodes it; the inspector's link to it;
 //! JSON log lines naming the request and its trace.
 
-mod common;
+use crate::common;
 
 use crate::common::RequestExt;
 use common::processes::free_port;

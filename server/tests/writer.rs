@@ -1,7 +1,7 @@
 //! The writer against a store whose commit answers get lost: what committed is the answer, and
 //! nothing is written twice.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

@@ -186,6 +186,12 @@ impl TestServer {
         self.get(path).await.json().await.unwrap()
     }
 
+    /// How many agents the server lists (up to 1 000).
+    pub async fn agent_count(&self) -> usize {
+        let agents = self.get_json("/v1/agents?limit=1000").await;
+        agents.as_array().unwrap().len()
+    }
+
     /// The same server, its test client keeping no idle connection: each request's connection
     /// (and its tasks, client's and server's, which share the test's runtime) ends with the
     /// request, so a count of the runtime's live tasks is the server's own. A pooled client can

@@ -1,8 +1,7 @@
 //! The Letta-compatible API over real sockets: streams in both cuts, disconnect semantics,
 //! resume from `starting_after`, otid idempotency, pings, the message list and Letta-style errors.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod requests;
 
 use app::EventKind;

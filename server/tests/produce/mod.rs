@@ -2,8 +2,7 @@
 //! agent's log — exactly once across retries, fenced by epoch, checked event by event, held to
 //! one run per agent, ended when cancelled or silent — and the log's surfaces serve the run.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod lifetimes;
 mod runs;
 

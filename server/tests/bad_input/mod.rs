@@ -1,7 +1,6 @@
 //! Bad input gets a 4xx (or a WebSocket error frame) with a stable code, and changes nothing.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod http;
 
 use app::protocol::{ClientMessage, ServerMessage};

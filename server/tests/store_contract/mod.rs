@@ -2,8 +2,7 @@
 //! and PostgreSQL (a fresh database; the test command starts the server). What a caller of
 //! `Agents`, `EventLog` and `RunKeys` may rely on, whichever database answers.
 mod branches;
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod rows;
 mod streamed;
 

@@ -2,8 +2,7 @@
 //! WebSocket) starts the continuation, exactly one answer wins, and a new message waits until
 //! the request is answered.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod timeouts;
 
 use crate::common::RequestExt;

@@ -3,8 +3,7 @@
 //! `npm ci` there — `scripts/test.sh` does it first) over stdio: listing, calling, progress,
 //! cancel, and a server that cannot start.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod http;
 
 use std::path::PathBuf;

@@ -6,8 +6,7 @@
 //! Needs PostgreSQL (see `common::postgres_admin_url`); the restart test starts its own.
 
 mod cancels;
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod shared;
 
 use std::path::{Path, PathBuf};

@@ -1,8 +1,7 @@
 //! Scoped tokens over real sockets: each surface × each scope, agents that belong to someone,
 //! minting, expiry that ends streams without losing anything, and CORS for another origin.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod origins;
 mod tokens;
 

@@ -1,8 +1,7 @@
 //! Provider adapters over real HTTP, against a local server that replays streams in each
 //! provider's published wire format, split at arbitrary byte boundaries.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod runs;
 mod tls;
 
