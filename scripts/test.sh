@@ -64,15 +64,17 @@ run_suite "xtask (cargo test)" cargo test -p xtask
 # (xtask/deps-known.txt, being taken apart; ARCHITECTURE.md, "Code map").
 run_suite "module graph (cargo xtask deps)" cargo run -q -p xtask -- deps
 run_suite "app (cargo test)" cargo test -p app --no-fail-fast
-# The server's suite on SQLite (the default backend; the two-server tests use PostgreSQL)…
-run_suite "server on SQLite (cargo test)" env -u AGENTSTREAM_TEST_DATABASE_URL \
-  cargo test -p server --no-fail-fast
-# The site (the wasm bundle: about two minutes of compiling) builds while the PostgreSQL
-# suite below runs (that suite mostly waits on the database), in a target directory of its
-# own so that neither cargo waits for the other's lock.
+# The server's tests, compiled once for both suites below.
+run_suite "server tests' build (cargo test --no-run)" cargo test -p server --no-run
+# The site (the wasm bundle: two to five minutes of compiling) builds while the server's suites
+# run (they mostly wait: on timers, fsyncs and the database), in a target directory of its own
+# so that neither cargo waits for the other's lock.
 site_log="$(mktemp)"
 (CARGO_TARGET_DIR="$CARGO_TARGET_DIR/site-build" build_site >"$site_log" 2>&1) &
 site_build=$!
+# The server's suite on SQLite (the default backend; the two-server tests use PostgreSQL)…
+run_suite "server on SQLite (cargo test)" env -u AGENTSTREAM_TEST_DATABASE_URL \
+  cargo test -p server --no-fail-fast
 # …and again with every test server on a fresh PostgreSQL database. Not again: the simulation
 # and the kill -9 test (they drive SQLite files themselves), the two-server tests (run above)
 # and the 200 000-event log (its paging and folding are above the store; once is enough).
