@@ -241,6 +241,12 @@ pub const CHUNK_RAW_BYTES_MAX: usize = 8 * 1024;
 /// so a row in overflow pages costs nothing more to write.
 pub const MESSAGE_ROW_BYTES_MAX: usize = 32 * 1024;
 
+/// Bytes of contents, commas and varints one row of single-message appends holds at most (the
+/// fold joins such appends of one stream). Smaller than a row of one append's messages: each
+/// fold step that adds to the row writes it again, so it stays within a 4 KiB page's local
+/// payload (~40 messages of 45 bytes), as a run row does.
+pub const SINGLES_ROW_BYTES_MAX: usize = 2 * 1024;
+
 // Shared databases (store/)
 
 /// See [`ClusterOptions::run_lease_ms`].

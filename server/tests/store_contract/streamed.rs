@@ -40,12 +40,14 @@ pub(super) fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendB
                 let mut draft = match (mixed, next(20)) {
                     (true, 0) => EventDraft::new(EventKind::ToolCall),
                     (true, 1 | 2) => EventDraft::new(EventKind::Thinking),
-                    (true, 3..=5) => EventDraft::new(EventKind::StreamMessage),
+                    (true, 3..=7) => EventDraft::new(EventKind::StreamMessage),
                     _ => EventDraft::new(EventKind::Text),
                 };
                 if draft.kind == EventKind::StreamMessage {
-                    // Messages of one append: one block (rows of messages, between the runs).
-                    draft.block_id = Some(append);
+                    // Messages of one append: one block (rows of messages, between the runs);
+                    // or a message that is an append by itself, its block its own id (such
+                    // appends of a log share rows as well).
+                    draft.block_id = Some(if next(3) == 0 { draft.id } else { append });
                     // A stream message's content is its JSON text.
                     draft.content = serde_json::Value::String(
                         contents[next(contents.len() as u64) as usize].to_string(),

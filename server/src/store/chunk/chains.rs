@@ -1,5 +1,5 @@
-//! The writer's memory of each agent's last draft, to chain ids: a string append that continues
-//! the previous draft gets the id after its id.
+//! The writer's memory of each agent's last draft, to chain ids: a string append (or a stream
+//! message) that continues the previous draft gets the id after its id.
 
 use uuid::Uuid;
 
@@ -26,6 +26,10 @@ impl IdChains {
         let follow = |previous: &EventDraft, draft: &mut EventDraft| {
             if continues(previous, draft) {
                 if let Some(id) = next_id(previous.id) {
+                    // A single message's block is its id (`chunk::row`): it moves with it.
+                    if draft.block_id == Some(draft.id) {
+                        draft.block_id = Some(id);
+                    }
                     draft.id = id;
                 }
             }

@@ -69,6 +69,8 @@ impl StoredRow<'_> {
         // A run row has its text in `delta`; a row of stream messages has none, and its
         // messages in `content`.
         let messages = event.delta.is_none();
+        // A row of single messages (each an append by itself): each one's block is its id.
+        let singles = messages && event.block_id == Some(first_id);
         let cut = match event.delta {
             Some(text) => pieces(text, encoded, first_nanos, count)?,
             None => message_pieces(event.content, encoded, first_nanos, count)?,
@@ -89,6 +91,7 @@ impl StoredRow<'_> {
                 out.push(make(&EventRow {
                     id,
                     seq,
+                    block_id: if singles { Some(id) } else { event.block_id },
                     content: piece.text,
                     raw,
                     created_at,

@@ -248,3 +248,112 @@ fn ids_chain_within_one_append_of_messages() {
         "the next append starts its own row"
     );
 }
+
+/// A single message at `seq`: an append by itself, its block its own id.
+fn single(seq: u64, k: u64, content: Value) -> AgentEvent {
+    let event = message(seq, k, content, k as i64 * 1_000);
+    AgentEvent {
+        block_id: Some(event.id),
+        ..event
+    }
+}
+
+/// Appends of one message each share a row (the fold joins their rows), and each message comes
+/// back with its own block (its id): a fork's sub-offset still counts within its append alone.
+#[test]
+fn single_message_appends_share_a_row_and_keep_their_own_blocks() {
+    let events: Vec<AgentEvent> = contents()
+        .into_iter()
+        .enumerate()
+        .map(|(k, content)| single(40 + k as u64, k as u64, content))
+        .collect();
+    let mut chunk = Chunk::start(&events[0]).unwrap().unwrap();
+    for event in &events[1..] {
+        assert!(chunk.extend(event), "seq {}", event.seq);
+    }
+    let read = read_back(&chunk, Pick::All);
+    assert_eq!(read, events);
+    assert!(read.iter().all(|event| event.block_id == Some(event.id)));
+    assert_eq!(
+        read_back(
+            &chunk,
+            Pick::Range {
+                since: 44,
+                limit: 2
+            }
+        ),
+        events[5..7]
+    );
+
+    // Singles and the messages of an append of several never share a row.
+    let several = message(48, 8, json!(1), 0);
+    assert!(!chunk.clone().extend(&several), "several after singles");
+    let mut of_several = Chunk::start(&message(10, 0, json!(1), 0)).unwrap().unwrap();
+    let mut lone = single(11, 1, json!(2));
+    assert!(!of_several.extend(&lone), "a single after several");
+    lone.block_id = Some(Uuid::nil());
+    assert!(!chunk.clone().extend(&lone), "another append's block");
+
+    // A row of singles is rewritten by each fold step that adds to it: it stays small.
+    let text = json!("s".repeat(40));
+    let mut chunk = Chunk::start(&single(1, 0, text.clone())).unwrap().unwrap();
+    let mut seq = 1;
+    while chunk.extend(&single(seq + 1, seq, text.clone())) {
+        seq += 1;
+    }
+    let bytes = chunk.content_column().len() + chunk.pieces.len();
+    assert!(bytes <= crate::limits::SINGLES_ROW_BYTES_MAX, "{bytes}");
+    assert!(seq >= 40, "{seq} messages of 42 bytes");
+}
+
+/// The writer chains single-message appends of a stream across appends (each message's block
+/// moving with its id), and never a single into an append of several or the reverse.
+#[test]
+fn ids_chain_across_single_message_appends() {
+    use crate::store::{AppendBatch, EventDraft};
+    let agent_id = Uuid::from_u128(1);
+    let batch = |count: usize| {
+        let first = Uuid::now_v7();
+        let block = if count == 1 { first } else { Uuid::now_v7() };
+        let drafts = (0..count as u64)
+            .map(|k| {
+                let mut draft = EventDraft::new(EventKind::StreamMessage);
+                draft.id = nth_id(first, k).unwrap();
+                draft.block_id = Some(block);
+                draft.content = json!(r#"{"n":1}"#);
+                draft
+            })
+            .collect();
+        AppendBatch {
+            agent_id,
+            drafts,
+            producer: None,
+        }
+    };
+    let mut chains = IdChains::default();
+    let mut singles = [batch(1), batch(1), batch(1)];
+    for single in &mut singles {
+        chains.assign(single);
+    }
+    for pair in singles.windows(2) {
+        assert_eq!(Some(pair[1].drafts[0].id), next_id(pair[0].drafts[0].id));
+    }
+    for single in &singles {
+        assert_eq!(single.drafts[0].block_id, Some(single.drafts[0].id));
+    }
+    let mut several = batch(2);
+    let own = several.drafts[0].id;
+    chains.assign(&mut several);
+    assert_eq!(
+        several.drafts[0].id, own,
+        "an append of several starts its own row"
+    );
+    let mut after = batch(1);
+    let own = after.drafts[0].id;
+    chains.assign(&mut after);
+    assert_eq!(
+        after.drafts[0].id, own,
+        "a single after several starts its own row"
+    );
+    assert_eq!(after.drafts[0].block_id, Some(own));
+}

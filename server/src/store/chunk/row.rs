@@ -9,6 +9,7 @@ use super::columns::{push_varint, zigzag, VARINT_BYTES_MAX};
 use super::ids::{next_id, time_nanos};
 use crate::limits::{
     CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX, MESSAGE_ROW_BYTES_MAX,
+    SINGLES_ROW_BYTES_MAX,
 };
 use crate::store::{EventDraft, StoreError};
 
@@ -40,20 +41,74 @@ fn is_message(kind: app::EventKind, delta: Option<&Value>, raw: Option<&Value>) 
     kind == app::EventKind::StreamMessage && delta.is_none() && raw.is_none()
 }
 
+/// True when a stream message is an append by itself: its block (the append it came in) is its
+/// own id. Consecutive ones of a stream share a row as an append's messages do (the fold joins
+/// the rows their commits wrote), each keeping its own block: the k-th message's is its id.
+fn is_single(
+    kind: app::EventKind,
+    delta: Option<&Value>,
+    raw: Option<&Value>,
+    id: Uuid,
+    block_id: Option<Uuid>,
+) -> bool {
+    is_message(kind, delta, raw) && block_id == Some(id)
+}
+
+/// [`is_single`] of an event.
+pub(super) fn single_message(event: &AgentEvent) -> bool {
+    is_single(
+        event.kind,
+        event.delta.as_ref(),
+        event.raw.as_ref(),
+        event.id,
+        event.block_id,
+    )
+}
+
+/// [`is_single`] of a draft.
+fn single_draft(draft: &EventDraft) -> bool {
+    is_single(
+        draft.kind,
+        draft.delta.as_ref(),
+        draft.raw.as_ref(),
+        draft.id,
+        draft.block_id,
+    )
+}
+
+/// Where an event sits, its block left out when it is a single message ([`is_single`]: each
+/// one's block is its own).
+fn place_of(event: &AgentEvent) -> app::Place<'_> {
+    if single_message(event) {
+        return without_block(event.place());
+    }
+    event.place()
+}
+
+fn without_block(place: app::Place<'_>) -> app::Place<'_> {
+    app::Place {
+        block_id: None,
+        ..place
+    }
+}
+
 /// True when `next` may follow `head` in one row: everything but id, seq, the text (a message's
 /// content) and the time is equal (kind, run, thread, block, message, path, action, metadata;
-/// for string appends the content too).
+/// for string appends the content too). Single messages follow single messages, their blocks
+/// being their ids.
 fn same_part(form: Form, head: &AgentEvent, next: &AgentEvent) -> bool {
     head.agent_id == next.agent_id
-        && head.place() == next.place()
+        && single_message(head) == single_message(next)
+        && place_of(head) == place_of(next)
         && head.delta_action == next.delta_action
         && (form == Form::Messages || head.content == next.content)
         && head.metadata == next.metadata
 }
 
 /// True when `next` (a draft) continues the run `previous` (the draft before it, same agent)
-/// belongs to: both string appends to the same part, or both messages of one append. The
-/// writer then gives `next` the id after `previous`'s.
+/// belongs to: both string appends to the same part, both messages of one append, or both
+/// single messages ([`is_single`]). The writer then gives `next` the id after `previous`'s
+/// (and a single message the block after its block: its id).
 pub fn continues(previous: &EventDraft, next: &EventDraft) -> bool {
     let plain = |draft: &EventDraft| {
         is_string_append(draft.message_id, draft.delta_action, draft.delta.as_ref())
@@ -66,9 +121,15 @@ pub fn continues(previous: &EventDraft, next: &EventDraft) -> bool {
         && previous.metadata == next.metadata;
     // Both string appends (plain: their action is `append`) or both messages of one append;
     // string appends of one part also share their content.
-    same_columns
+    let run = same_columns
         && ((message(previous) && message(next))
-            || (plain(previous) && plain(next) && previous.content == next.content))
+            || (plain(previous) && plain(next) && previous.content == next.content));
+    let singles = single_draft(previous)
+        && single_draft(next)
+        && without_block(previous.place()) == without_block(next.place())
+        && previous.delta_action == next.delta_action
+        && previous.metadata == next.metadata;
+    run || singles
 }
 
 /// A run row being built by the writer: its first event (text taken out) and what the events
@@ -175,8 +236,14 @@ impl Chunk {
                 return false;
             }
             let content = crate::store::rows::message_text(&event.content);
+            // A row of single messages grows with each fold step, as a run row with each commit.
+            let row_max = if single_message(&self.head) {
+                SINGLES_ROW_BYTES_MAX
+            } else {
+                MESSAGE_ROW_BYTES_MAX
+            };
             if self.text.len() + self.pieces.len() + content.len() + 2 * VARINT_BYTES_MAX + 2
-                > MESSAGE_ROW_BYTES_MAX
+                > row_max
             {
                 return false;
             }

@@ -372,10 +372,16 @@ fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Mess
 
 /// One append's messages as drafts, sharing a block id: the batch they came in (a JSON fork's
 /// sub-offset counts within it). Their ids follow the first's (as the writer would chain them:
-/// one row of the log holds them), their time is one.
+/// one row of the log holds them), their time is one. A message that is a whole append by
+/// itself is its own block (its id): the writer chains such appends of a stream, and the log
+/// keeps them in shared rows (`store::chunk`).
 fn drafts(messages: Vec<Message>) -> Vec<EventDraft> {
-    let batch = uuid::Uuid::now_v7();
     let (first, now) = (uuid::Uuid::now_v7(), chrono::Utc::now());
+    let batch = if messages.len() == 1 {
+        first
+    } else {
+        uuid::Uuid::now_v7()
+    };
     messages
         .into_iter()
         .enumerate()

@@ -13,16 +13,19 @@ use crate::store::sqlite::sql::EVENT_COLUMNS;
 use crate::store::sqlite::write::{events_upsert_sql, write_chunk, write_event};
 use crate::store::StoreError;
 
-/// A run row of string appends (a row of stream messages has no `delta`).
-const RUN_ROW: &str = "pieces IS NOT NULL AND delta IS NOT NULL";
+/// A row that a later one may continue: a run row of string appends, or a row of single
+/// stream messages (each an append by itself: its block is its id). A row of one append's
+/// messages has no `delta` and its block is not its first id.
+const RUN_ROW: &str = "pieces IS NOT NULL AND (delta IS NOT NULL OR block_id = id)";
 
 /// The rows picked by `?1`, a JSON array of `n`s (rowid look-ups).
 const PICKED: &str = "n IN (SELECT value FROM json_each(?1))";
 
 /// Copies the rows `ns` (for each log a prefix of its live rows in `recent`) into `events`, in the
 /// caller's transaction; the run rows left open. Rows that no later row can continue (single
-/// events, a stream append's messages) are copied by one statement. Run rows (string appends,
-/// which several commits may have written in pieces) are expanded into their events and written
+/// events, the messages of an append of several) are copied by one statement. Run rows (string
+/// appends, and single-message appends of a stream, which several commits wrote in pieces) are
+/// expanded into their events and written
 /// as the commit path would have written them had the commits been one, so the pieces of one
 /// run share a row again (a row continues only the run whose last event is its first's
 /// predecessor: seq and id).

@@ -206,12 +206,14 @@ async fn a_fold_keeps_what_cannot_be_joined_as_it_was() {
             // Ends the run: the deltas after it start a run row of their own.
             drafts.push(EventDraft::new(EventKind::Text));
         }
-        let head = Uuid::now_v7();
+        // An append of several messages has a block of its own (never its first id: that
+        // marks a single message's row).
+        let (head, block) = (Uuid::now_v7(), Uuid::now_v7());
         let messages = (0..2)
             .map(|k| {
                 let mut draft = EventDraft::new(EventKind::StreamMessage);
                 draft.id = nth_id(head, k).unwrap();
-                draft.block_id = Some(head);
+                draft.block_id = Some(block);
                 draft.content = Value::String(format!("{{\"n\":{group},\"k\":{k}}}"));
                 draft
             })
@@ -341,12 +343,12 @@ async fn large_rows_of_messages_skip_recent_unless_the_log_has_live_rows_there()
     let (_directory, _path, store) = open().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let messages = |count: u64| {
-        let head = Uuid::now_v7();
+        let (head, block) = (Uuid::now_v7(), Uuid::now_v7());
         let drafts = (0..count)
             .map(|k| {
                 let mut draft = EventDraft::new(EventKind::StreamMessage);
                 draft.id = nth_id(head, k).unwrap();
-                draft.block_id = Some(head);
+                draft.block_id = Some(block);
                 draft.content = Value::String(format!("{{\"k\":{k},\"text\":\"a message\"}}"));
                 draft
             })
@@ -375,5 +377,51 @@ async fn large_rows_of_messages_skip_recent_unless_the_log_has_live_rows_there()
     assert_eq!(
         seqs(&store, agent.id, 1_000).await,
         (1..=129).collect::<Vec<u64>>()
+    );
+}
+
+/// A hundred appends of one message each (chained by the writer, each message its own block)
+/// are a hundred rows in `recent`; a fold joins them into a few rows of `events`, and every read
+/// gives back the same messages, each with its own block, before and after.
+#[tokio::test]
+async fn a_fold_joins_single_message_appends_into_shared_rows() {
+    let (_directory, path, store) = open_folding_by_hand().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap();
+    let mut chains = crate::store::chunk::IdChains::default();
+    for n in 0..100 {
+        let id = Uuid::now_v7();
+        let mut draft = EventDraft::new(EventKind::StreamMessage);
+        draft.id = id;
+        draft.block_id = Some(id);
+        draft.content = Value::String(format!("{{\"n\":{n}}}"));
+        let mut batch = AppendBatch {
+            agent_id: agent.id,
+            drafts: vec![draft],
+            producer: None,
+        };
+        chains.assign(&mut batch);
+        store.append(&[batch]).await.unwrap();
+    }
+    let before = store.read_events(agent.id, 0, 1_000).await.unwrap();
+    assert_eq!(before.len(), 100);
+    assert!(before.iter().all(|event| event.block_id == Some(event.id)));
+    let contents_before = store.read_contents(agent.id, 37, 20).await.unwrap();
+
+    let mut connection = Connection::open(&path).unwrap();
+    let mut recent = Recent::new(RecentIndex::default());
+    assert_eq!(fold_all(&mut recent, &mut connection), 100);
+    let rows = count(&store, "SELECT count(*) FROM events").await;
+    assert!(rows <= 4, "{rows} rows: the appends were not joined");
+    assert_eq!(store.read_events(agent.id, 0, 1_000).await.unwrap(), before);
+    for since in [0, 1, 39, 40, 41, 99] {
+        let page = store.read_events(agent.id, since, 7).await.unwrap();
+        assert_eq!(
+            page[..],
+            before[since as usize..(since as usize + 7).min(100)]
+        );
+    }
+    assert_eq!(
+        store.read_contents(agent.id, 37, 20).await.unwrap(),
+        contents_before
     );
 }
