@@ -21,6 +21,15 @@
 //! messages' contents as one JSON array (the `content` column, valid JSON for PostgreSQL's
 //! `json` type too), and per message its content's byte length and time delta.
 //!
+//! **Single-message appends.** A producer that appends one message per request (the common
+//! case) wrote a row per message all the same, and a row per message again when SQLite's fold
+//! moved it, with an entry in the id index each time. A message that is an append by itself is
+//! its own block (its id); the writer chains such appends of a stream as it chains a run's string
+//! appends, and they share rows the same way — within one commit, and across commits when the
+//! fold joins their rows ([`crate::limits::SINGLES_ROW_BYTES_MAX`] a row, small because each fold
+//! step that adds to it writes it again). A read gives each message its own block back: the
+//! k-th's is its id. An append of several messages has a block of its own, never its first id.
+//!
 //! Pure: the stores write and read the columns; this module builds and expands them.
 
 mod chains;
