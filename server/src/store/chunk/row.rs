@@ -44,35 +44,27 @@ fn is_message(kind: app::EventKind, delta: Option<&Value>, raw: Option<&Value>) 
 /// True when a stream message is an append by itself: its block (the append it came in) is its
 /// own id. Consecutive ones of a stream share a row as an append's messages do (the fold joins
 /// the rows their commits wrote), each keeping its own block: the k-th message's is its id.
-fn is_single(
-    kind: app::EventKind,
-    delta: Option<&Value>,
-    raw: Option<&Value>,
-    id: Uuid,
-    block_id: Option<Uuid>,
-) -> bool {
-    is_message(kind, delta, raw) && block_id == Some(id)
+fn is_single(place: app::Place<'_>, id: Uuid, delta: Option<&Value>, raw: Option<&Value>) -> bool {
+    is_message(place.kind, delta, raw) && place.block_id == Some(id)
 }
 
 /// [`is_single`] of an event.
-pub(super) fn single_message(event: &AgentEvent) -> bool {
+fn single_message(event: &AgentEvent) -> bool {
     is_single(
-        event.kind,
+        event.place(),
+        event.id,
         event.delta.as_ref(),
         event.raw.as_ref(),
-        event.id,
-        event.block_id,
     )
 }
 
 /// [`is_single`] of a draft.
 fn single_draft(draft: &EventDraft) -> bool {
     is_single(
-        draft.kind,
+        draft.place(),
+        draft.id,
         draft.delta.as_ref(),
         draft.raw.as_ref(),
-        draft.id,
-        draft.block_id,
     )
 }
 
