@@ -148,6 +148,16 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         }
         return;
     }
+    if std::env::args().any(|argument| argument == "--resume") {
+        println!("agentstream-bench --resume: the WebSocket resume of a long gap, in rounds");
+        let path = directory.join("resume.db");
+        remove_database(&path);
+        let rounds = if smoke { 2 } else { 7 };
+        let url = format!("sqlite://{}", path.display());
+        live::resume_rounds(&url, sizes.gap_events, rounds).await;
+        remove_database(&path);
+        return;
+    }
     if std::env::args().any(|argument| argument == "--streams") {
         println!("agentstream-bench --streams: durable streams beside our own loop");
         streams::measure(directory, sizes).await;

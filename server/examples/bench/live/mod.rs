@@ -15,7 +15,7 @@ mod readers;
 mod resume;
 
 pub use readers::{history_page, idle_memory, slow_reader};
-pub use resume::{resume_gap, resume_gap_coalesced};
+pub use resume::{resume_gap, resume_gap_coalesced, rounds as resume_rounds};
 
 pub struct Server {
     pub base: String,

@@ -166,3 +166,53 @@ pub async fn resume_gap_coalesced(server: &Server) -> CoalescedGap {
         rest_all_ms: ms(rest_all),
     }
 }
+
+/// The same WebSocket resume read as frames only: the time to the frame that holds the head's
+/// seq, with no frame parsed (the server's share of [`resume_gap`]'s figure), and the bytes.
+async fn resume_frames_only(server: &Server) -> (f64, usize) {
+    let agent_id = server.agent().await;
+    server.run(agent_id, "a very long answer").await;
+    let head = wait_for_run_end(server, agent_id, 0).await;
+    let (mut socket, subscribe) = super::subscription(server, agent_id, false).await;
+    let last = format!("\"seq\":{head},");
+    let started = Instant::now();
+    socket.send(subscribe).await.unwrap();
+    let mut bytes = 0;
+    while let Some(Ok(message)) = socket.next().await {
+        if let Message::Text(text) = message {
+            bytes += text.len();
+            if text.as_str().contains(&last) {
+                break;
+            }
+        }
+    }
+    (started.elapsed().as_secs_f64() * 1000.0, bytes)
+}
+
+/// `--resume`: only the WebSocket resume of a `gap_events` gap, `rounds` times on one SQLite
+/// server (a fresh agent each round), each round's figures and their medians: the loop to
+/// profile the catch-up path with.
+pub async fn rounds(database_url: &str, gap_events: u32, rounds: usize) {
+    let server = Server::start(database_url, 0, gap_events).await;
+    let (mut all_ms, mut frames_ms) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let gap = resume_gap(&server).await;
+        let (frames, bytes) = resume_frames_only(&server).await;
+        println!(
+            "round {round}: resume a {}-event gap over WebSocket: first {:.1} ms, all {:.1} ms; \
+             frames only {frames:.1} ms ({bytes} bytes)",
+            gap.events, gap.ws_first_ms, gap.ws_all_ms
+        );
+        all_ms.push(gap.ws_all_ms);
+        frames_ms.push(frames);
+    }
+    let median = |mut figures: Vec<f64>| {
+        figures.sort_by(f64::total_cmp);
+        figures.get(figures.len() / 2).copied().unwrap_or_default()
+    };
+    println!(
+        "median of {rounds}: all {:.1} ms, frames only {:.1} ms",
+        median(all_ms),
+        median(frames_ms)
+    );
+}
