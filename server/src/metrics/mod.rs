@@ -205,8 +205,7 @@ impl Metrics {
             );
             ours.register(
                 "store_backlog_rows",
-                "Rows committed but not yet moved into the log's index (SQLite's newest rows; \
-                 appends are refused at 65 536, reached only while moving them fails)",
+                backlog_rows_help(),
                 metrics.sampled.backlog_rows.clone(),
             );
             ours.register(
@@ -454,3 +453,13 @@ impl Drop for SubscriberGuard {
 
 #[cfg(test)]
 mod tests;
+
+/// `store_backlog_rows`'s help, naming the bound at which appends are refused (from the limit
+/// itself, so the text cannot drift from the code).
+fn backlog_rows_help() -> String {
+    format!(
+        "Rows committed but not yet moved into the log's index (SQLite's newest rows; \
+         appends are refused at {}, reached only while moving them fails)",
+        crate::limits::RECENT_ROWS_HARD_MAX
+    )
+}

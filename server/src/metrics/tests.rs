@@ -84,3 +84,15 @@ fn outside_values_get_known_labels_or_other() {
     assert_eq!(bounded("GET", &["GET"]), "GET");
     assert_eq!(bounded("BREW", &["GET"]), "other");
 }
+
+/// The backlog's help names the bound at which SQLite refuses appends: the limit's own value.
+#[test]
+fn the_backlog_help_names_the_refusal_bound_from_the_limit() {
+    let text = Metrics::new().encode();
+    let help = text
+        .lines()
+        .find(|line| line.starts_with("# HELP agentstream_store_backlog_rows "))
+        .expect("the backlog gauge has a help line");
+    let bound = crate::limits::RECENT_ROWS_HARD_MAX.to_string();
+    assert!(help.contains(&format!("refused at {bound},")), "{help}");
+}

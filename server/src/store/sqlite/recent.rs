@@ -41,27 +41,13 @@ use rusqlite::Connection;
 use uuid::Uuid;
 
 use super::convert::sqlite_error;
+use crate::limits::{
+    RECENT_BYTES_HARD_MAX, RECENT_BYTES_MAX, RECENT_ROWS_HARD_MAX, RECENT_ROWS_MAX,
+};
 use crate::store::chunk::OpenChunks;
 use crate::store::StoreError;
 
 mod fold;
-
-/// Rows `recent` holds before commits start moving the oldest logs' rows into `events`. A read of
-/// a busy log scans its part of `recent`; a log's leaf in `events` is written once per its share
-/// of this many rows.
-pub(super) const RECENT_ROWS_MAX: usize = 4_096;
-
-/// Bytes of text `recent` holds before commits start moving rows (a few large messages must not
-/// make every read of their log scan megabytes).
-pub(super) const RECENT_BYTES_MAX: usize = 4 * 1024 * 1024;
-
-/// Rows `recent` may hold before appends are refused: reached only while steps keep failing
-/// (they are tried with every append then, and the first that succeeds lets appends in again).
-/// It bounds the table, the lists below and what a read of a busy log scans.
-pub(super) const RECENT_ROWS_HARD_MAX: usize = 16 * RECENT_ROWS_MAX;
-
-/// Bytes of text `recent` may hold before appends are refused (as [`RECENT_ROWS_HARD_MAX`]).
-pub(super) const RECENT_BYTES_HARD_MAX: usize = 16 * RECENT_BYTES_MAX;
 
 /// Rows one step moves at most: the work a commit past the bound takes on beside its own rows
 /// (a commit of single appends is ~25 rows, a step the ~64 rows of one of 64 busy logs), and the

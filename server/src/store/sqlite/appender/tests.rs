@@ -101,7 +101,7 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
 /// the 14th group of 5 000 rows was refused though no step had failed).
 #[tokio::test]
 async fn groups_of_thousands_of_rows_keep_recent_near_its_bound() {
-    use crate::store::sqlite::recent::{RECENT_ROWS_HARD_MAX, RECENT_ROWS_MAX};
+    use crate::limits::{RECENT_ROWS_HARD_MAX, RECENT_ROWS_MAX};
     const GROUP_ROWS: usize = 5_000;
     let (_directory, path, store) = open().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
