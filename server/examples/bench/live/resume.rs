@@ -68,18 +68,21 @@ async fn rest_pages_in_flight(
     (first_ms, started.elapsed(), events)
 }
 
-/// A log of at least `gap_events` events, then a client that resumes from seq 0.
-pub async fn resume_gap(server: &Server) -> Gap {
+/// A fresh agent whose log holds one run of the server's reply length (`gap_events` tokens,
+/// one event each), ended: its id and head seq.
+async fn long_log(server: &Server) -> (Uuid, u64) {
     let agent_id = server.agent().await;
-    // This server's scripted replies are `gap_events` tokens long, one event each; wait for
-    // the run to end.
     server.run(agent_id, "a very long answer").await;
-    let http = agentstream_server::http_client::client();
-    let head = wait_for_run_end(server, agent_id, 0).await;
-    let (mut socket, subscribe) = super::subscription(server, agent_id, false).await;
+    (agent_id, wait_for_run_end(server, agent_id, 0).await)
+}
+
+/// A WebSocket client that subscribes from seq 0 and parses every frame until the head: the
+/// time to the first events frame and to the last, and the events read.
+async fn ws_resume(server: &Server, agent_id: Uuid, head: u64, coalesce: bool) -> WsResume {
+    let (mut socket, subscribe) = super::subscription(server, agent_id, coalesce).await;
     let started = Instant::now();
     socket.send(subscribe).await.unwrap();
-    let (mut first, mut seen) = (None, 0u64);
+    let (mut first, mut seen, mut events_read) = (None, 0u64, 0);
     while seen < head {
         let Some(Ok(Message::Text(text))) = socket.next().await else {
             break;
@@ -87,9 +90,27 @@ pub async fn resume_gap(server: &Server) -> Gap {
         if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
             first.get_or_insert_with(|| started.elapsed());
             seen = events.last().map_or(seen, |event| event.seq);
+            events_read += events.len();
         }
     }
-    let ws_all = started.elapsed();
+    WsResume {
+        first: first.unwrap_or_default(),
+        all: started.elapsed(),
+        events: events_read,
+    }
+}
+
+struct WsResume {
+    first: Duration,
+    all: Duration,
+    events: usize,
+}
+
+/// A log of at least `gap_events` events, then a client that resumes from seq 0.
+pub async fn resume_gap(server: &Server) -> Gap {
+    let (agent_id, head) = long_log(server).await;
+    let http = agentstream_server::http_client::client();
+    let ws = ws_resume(server, agent_id, head, false).await;
     let started = Instant::now();
     let (mut rest_first, mut since) = (None, 0u64);
     loop {
@@ -116,8 +137,8 @@ pub async fn resume_gap(server: &Server) -> Gap {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     Gap {
         events: head,
-        ws_first_ms: ms(first.unwrap_or_default()),
-        ws_all_ms: ms(ws_all),
+        ws_first_ms: ms(ws.first),
+        ws_all_ms: ms(ws.all),
         rest_first_ms: ms(rest_first.unwrap_or_default()),
         rest_all_ms: ms(rest_all),
         rest_parallel_first_ms: ms(parallel_first),
@@ -137,30 +158,14 @@ pub struct CoalescedGap {
 /// The same resume as [`resume_gap`], by a client that asks for coalescing (as the live
 /// view does): runs of appends arrive merged.
 pub async fn resume_gap_coalesced(server: &Server) -> CoalescedGap {
-    let agent_id = server.agent().await;
-    server.run(agent_id, "a very long answer").await;
-    let head = wait_for_run_end(server, agent_id, 0).await;
-    let (mut socket, subscribe) = super::subscription(server, agent_id, true).await;
-    let started = Instant::now();
-    socket.send(subscribe).await.unwrap();
-    let (mut first, mut seen, mut ws_events) = (None, 0u64, 0);
-    while seen < head {
-        let Some(Ok(Message::Text(text))) = socket.next().await else {
-            break;
-        };
-        if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
-            first.get_or_insert_with(|| started.elapsed());
-            seen = events.last().map_or(seen, |event| event.seq);
-            ws_events += events.len();
-        }
-    }
-    let ws_all = started.elapsed();
+    let (agent_id, head) = long_log(server).await;
+    let ws = ws_resume(server, agent_id, head, true).await;
     let (rest_first, rest_all, rest_events) = rest_pages_in_flight(server, agent_id, true).await;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     CoalescedGap {
-        ws_events,
-        ws_first_ms: ms(first.unwrap_or_default()),
-        ws_all_ms: ms(ws_all),
+        ws_events: ws.events,
+        ws_first_ms: ms(ws.first),
+        ws_all_ms: ms(ws.all),
         rest_events,
         rest_first_ms: ms(rest_first),
         rest_all_ms: ms(rest_all),
@@ -170,9 +175,7 @@ pub async fn resume_gap_coalesced(server: &Server) -> CoalescedGap {
 /// The same WebSocket resume read as frames only: the time to the frame that holds the head's
 /// seq, with no frame parsed (the server's share of [`resume_gap`]'s figure), and the bytes.
 async fn resume_frames_only(server: &Server) -> (f64, usize) {
-    let agent_id = server.agent().await;
-    server.run(agent_id, "a very long answer").await;
-    let head = wait_for_run_end(server, agent_id, 0).await;
+    let (agent_id, head) = long_log(server).await;
     let (mut socket, subscribe) = super::subscription(server, agent_id, false).await;
     let last = format!("\"seq\":{head},");
     let started = Instant::now();
