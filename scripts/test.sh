@@ -72,13 +72,18 @@ run_suite "server tests' build (cargo test --no-run)" cargo test -p server --no-
 site_log="$(mktemp)"
 (CARGO_TARGET_DIR="$CARGO_TARGET_DIR/site-build" build_site >"$site_log" 2>&1) &
 site_build=$!
+# Tests the server's suites run at once: two per core. Most of a test's time is waiting (on a
+# server's sockets, timers and fsyncs), so on 2 cores the integration binary took 136 s with
+# two at once (cargo's default, one per core), 89 s with four and 109 s with eight.
+server_test_threads=$(( 2 * $(nproc) ))
 # The server's suite on SQLite (the default backend; the two-server tests use PostgreSQL)…
 run_suite "server on SQLite (cargo test)" env -u AGENTSTREAM_TEST_DATABASE_URL \
-  cargo test -p server --no-fail-fast
+  RUST_TEST_THREADS="$server_test_threads" cargo test -p server --no-fail-fast
 # …and again with every test server on a fresh PostgreSQL database. Not again: the simulation
 # and the kill -9 test (they drive SQLite files themselves), the two-server tests (run above)
 # and the 200 000-event log (its paging and folding are above the store; once is enough).
-run_suite "server on PostgreSQL (cargo test)" cargo test -p server --no-fail-fast --tests -- \
+run_suite "server on PostgreSQL (cargo test)" env RUST_TEST_THREADS="$server_test_threads" \
+  cargo test -p server --no-fail-fast --tests -- \
   --skip simulated_faults --skip kill_9 --skip two_servers --skip a_long_log
 # The benchmark, tiny, so it keeps building and running (figures: see the README).
 run_suite "benchmark (smoke)" env AGENTSTREAM_BENCH_POSTGRES_URL="$AGENTSTREAM_TEST_DATABASE_URL" \
