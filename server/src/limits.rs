@@ -249,9 +249,9 @@ pub const SINGLES_ROW_BYTES_MAX: usize = 2 * 1024;
 
 // SQLite's newest rows (store/sqlite/recent.rs): committed, not yet moved into `events`
 
-/// Rows SQLite's `recent` table holds before commits start moving the oldest logs' rows into `events`. A read of
-/// a busy log scans its part of `recent`; a log's leaf in `events` is written once per its share
-/// of this many rows.
+/// Rows SQLite's `recent` table holds before commits start moving the oldest logs' rows into
+/// `events`. A read of a busy log scans its part of `recent`; a log's leaf in `events` is written
+/// once per its share of this many rows.
 pub const RECENT_ROWS_MAX: usize = 4_096;
 
 /// Bytes of text `recent` holds before commits start moving rows (a few large messages must not
@@ -260,7 +260,7 @@ pub const RECENT_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Rows `recent` may hold before appends are refused: reached only while steps keep failing
 /// (they are tried with every append then, and the first that succeeds lets appends in again).
-/// It bounds the table, the lists below and what a read of a busy log scans.
+/// It bounds the table, the lists `Recent` keeps of it and what a read of a busy log scans.
 pub const RECENT_ROWS_HARD_MAX: usize = 16 * RECENT_ROWS_MAX;
 
 /// Bytes of text `recent` may hold before appends are refused (as [`RECENT_ROWS_HARD_MAX`]).
