@@ -81,7 +81,7 @@ impl Producers {
     }
 
     /// `ProducerMoved` when the producer's stored position is no longer `position`.
-    async fn unmoved(
+    pub(super) async fn unmoved(
         &self,
         agent_id: Uuid,
         position: &ProducerPosition,

@@ -325,6 +325,12 @@ impl Producers {
                 // A producer that lost its run (cancelled, lease, or ended by recovery while the
                 // server was down) learns why.
                 if refusal.no_open_run {
+                    // Unless the run ended with this very batch, written by another server
+                    // (a retry's twin) since the position was read: fenced again, it is a
+                    // duplicate, not a batch for an ended run.
+                    if let Some(position) = &position {
+                        self.unmoved(agent_id, position).await?;
+                    }
                     if let Some((id, run_id, how)) = &producing.stopped {
                         if *id == headers.id {
                             return Err(ProduceError::RunEnded {
