@@ -149,7 +149,10 @@ mod client {
                 self.flush();
             } else if !self.scheduled.replace(true) {
                 let buffer = self.clone();
-                request_animation_frame(move || buffer.flush());
+                // Without a frame to wait for (the browser refused one), fold them now.
+                if request_animation_frame(move || buffer.flush()).is_err() {
+                    self.flush();
+                }
             }
         }
 

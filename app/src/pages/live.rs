@@ -51,11 +51,14 @@ fn LiveView(history: AgentHistory, shown: RwSignal<AgentHistory>) -> impl IntoVi
     Effect::new(move |_| {
         timeline.track();
         if following.get_untracked() {
-            request_animation_frame(move || {
+            let scrolled_in_frame = request_animation_frame(move || {
                 if following.get_untracked() {
                     scroll_to_bottom();
                 }
             });
+            if scrolled_in_frame.is_err() {
+                scroll_to_bottom();
+            }
         }
     });
     // Scrolling up with the wheel is a clear wish to stop following, even before the view moves.

@@ -25,7 +25,7 @@ pub(super) fn clock() -> Clock {
         {
             let read = move || DateTime::from_timestamp_millis(js_sys::Date::now() as i64);
             set_now.set(read());
-            let _ = set_interval_with_handle(
+            let _ = set_interval(
                 move || set_now.set(read()),
                 std::time::Duration::from_millis(CLOCK_TICK_MS),
             );
