@@ -159,7 +159,11 @@ for (const version of versions) {
       // A reloaded app: history while the next answer is in flight, then resume.
       const sender = new Chat({ id, transport: transport(baseURL) });
       const second = sender.sendMessage({ text: `/echo ${words} again` });
-      await until(() => textOf(sender.messages.at(-1)).length > 0, "the next answer's first words");
+      // The answer's own words: the user message, there at once, says nothing of the server.
+      await until(
+        () => sender.messages.at(-1)?.role === "assistant" && textOf(sender.messages.at(-1)).length > 0,
+        "the next answer's first words",
+      );
       const loaded = await history(request, id);
       expect(loaded.at(-1)!.role).toBe("user");
       const reloaded = new Chat({ id, transport: transport(baseURL), messages: loaded });
