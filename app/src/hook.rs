@@ -106,7 +106,7 @@ mod client {
     use super::{ConnectionState, Signals};
     use crate::api_client;
     use crate::event::AgentEvent;
-    use crate::protocol::{ClientMessage, ServerMessage};
+    use crate::protocol::{frame::LogFrame, ClientMessage};
     use crate::timeline::Timeline;
 
     /// First retry waits about this long; each further one doubles it.
@@ -357,15 +357,15 @@ mod client {
                 Some(Ok(Message::Bytes(_))) => continue,
                 Some(Err(_)) | None => return SessionEnd::Closed,
             };
-            let Ok(message) = serde_json::from_str::<ServerMessage>(&text) else {
+            let Ok(frame) = LogFrame::parse(&text) else {
                 continue;
             };
-            match message {
-                ServerMessage::Subscribed { .. } => {
+            match frame {
+                LogFrame::Subscribed { .. } => {
                     signals.error.set(None);
                     signals.connection.set(ConnectionState::Live);
                 }
-                ServerMessage::Events { events, .. } => {
+                LogFrame::Events(events) => {
                     let (Some(first_event), Some(last)) = (events.first(), events.last()) else {
                         continue;
                     };
@@ -388,12 +388,8 @@ mod client {
                     newest_seen = newest_seen.max(last);
                     buffer.push(events);
                 }
-                ServerMessage::Error { message, .. } => signals.error.set(Some(message)),
-                ServerMessage::Lagged { .. }
-                | ServerMessage::CancelRequested { .. }
-                | ServerMessage::ApprovalAccepted { .. }
-                | ServerMessage::Unsubscribed { .. }
-                | ServerMessage::Pong { .. } => {}
+                LogFrame::Error { message, .. } => signals.error.set(Some(message)),
+                LogFrame::Other(_) => {}
             }
         }
     }

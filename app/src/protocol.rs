@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 use crate::event::AgentEvent;
 
+pub mod frame;
+
 /// An agent: the owner of one event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Agent {

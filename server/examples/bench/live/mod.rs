@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use agentstream_server::config::Config;
-use app::protocol::{ClientMessage, ServerMessage};
+use app::protocol::{frame::LogFrame, ClientMessage};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -164,8 +164,7 @@ pub async fn subscriber(server: &Server, agent_id: Uuid) -> tokio::task::JoinHan
         while let Some(Ok(frame)) = socket.next().await {
             let Message::Text(text) = frame else { continue };
             let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
-            let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str())
-            else {
+            let Ok(LogFrame::Events(events)) = LogFrame::parse(text.as_str()) else {
                 continue;
             };
             let mut ended = false;

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use app::protocol::{ClientMessage, ServerMessage};
+use app::protocol::{frame::LogFrame, ClientMessage};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -52,8 +52,7 @@ pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool)
         .await;
         bytes += text.len();
         frames += 1;
-        let Ok(ServerMessage::Events { events: batch, .. }) = serde_json::from_str(text.as_str())
-        else {
+        let Ok(LogFrame::Events(batch)) = LogFrame::parse(text.as_str()) else {
             continue;
         };
         events += batch.len();

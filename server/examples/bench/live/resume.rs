@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use app::protocol::{EventsPage, ServerMessage};
+use app::protocol::{frame::LogFrame, EventsPage};
 use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
@@ -87,7 +87,7 @@ async fn ws_resume(server: &Server, agent_id: Uuid, head: u64, coalesce: bool) -
         let Some(Ok(Message::Text(text))) = socket.next().await else {
             break;
         };
-        if let Ok(ServerMessage::Events { events, .. }) = serde_json::from_str(text.as_str()) {
+        if let Ok(LogFrame::Events(events)) = LogFrame::parse(text.as_str()) {
             first.get_or_insert_with(|| started.elapsed());
             seen = events.last().map_or(seen, |event| event.seq);
             events_read += events.len();
