@@ -7,24 +7,15 @@ use crate::{AgentEvent, EventKind};
 
 const AGENT: Uuid = Uuid::from_u128(1);
 
+/// Two events, one of them a run's text with quotes, a backslash and a frame inside it.
 fn events() -> Vec<AgentEvent> {
-    let event = |seq: u64, kind, content| AgentEvent {
-        run_id: Some(Uuid::from_u128(2)),
-        ..AgentEvent::bare(
-            Uuid::from_u128(1000 + seq as u128),
-            AGENT,
-            seq,
-            kind,
-            content,
-        )
-    };
+    let text = json!({ "text": "\"quoted\" \\ {\"type\":\"error\"}" });
+    let mut text = AgentEvent::bare(Uuid::from_u128(8), AGENT, 8, EventKind::Text, text);
+    text.run_id = Some(Uuid::from_u128(2));
+    let user = json!({ "text": "hi" });
     vec![
-        event(7, EventKind::User, json!({ "text": "hi" })),
-        event(
-            8,
-            EventKind::Text,
-            json!({ "text": "\"quoted\" \\ {\"type\":\"error\"}" }),
-        ),
+        AgentEvent::bare(Uuid::from_u128(7), AGENT, 7, EventKind::User, user),
+        text,
     ]
 }
 
