@@ -17,6 +17,12 @@ ensure_prometheus
 start_throwaway_postgres
 trap stop_throwaway_postgres EXIT
 export AGENTSTREAM_TEST_POSTGRES_URL="$AGENTSTREAM_TEST_DATABASE_URL"
+# Clippy's driver, the compiler of the workspace's own crates in the builds below.
+if ! clippy_driver="$(rustup which clippy-driver 2>/dev/null)"; then
+  say "adding clippy (rustup component add clippy)"
+  rustup component add clippy
+  clippy_driver="$(rustup which clippy-driver)"
+fi
 say "setup done in $((SECONDS - setup_started)) s"
 # From here on a failing suite is counted, not fatal (and not reported twice by install.sh's trap).
 set +e
@@ -55,23 +61,36 @@ run_suite "install script probes" scripts/test-install.sh
 # `hydrate` features.
 run_suite "format (cargo fmt --check)" bash -c \
   "cargo fmt --all --check && cargo fmt --check --manifest-path fuzz/Cargo.toml"
-run_suite "clippy (server, app and xtask, native)" \
-  cargo clippy -p app -p server -p xtask --all-targets -- -D warnings
+# The site (the wasm bundle: five to seven minutes of compiling on a fresh machine) builds in
+# the background from here on, beside the native builds and the server's suites, in a target
+# directory of its own so that neither cargo waits for the other's lock. Started this early it
+# fills the time a build leaves a core idle (one crate's front end, a test binary's link, the
+# bundle's own single-threaded link-time optimisation) and the suites' waiting (on timers, fsyncs
+# and the database).
+site_log="$(mktemp)"
+# Built by plain rustc: clippy's driver would turn MIR optimisations off in the shipped bundle.
+(unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+ CARGO_TARGET_DIR="$CARGO_TARGET_DIR/site-build" build_site >"$site_log" 2>&1) &
+site_build=$!
+# Native code is linted by the builds below rather than by `cargo clippy`: with clippy's driver
+# as the compiler of the workspace's own crates (what `cargo clippy` itself sets up), every test
+# build is also the clippy run, so the dependencies are compiled once instead of twice (a
+# `cargo clippy` of the native targets cost 266 s on a fresh machine, most of it dependencies
+# compiled again in check mode). Warnings are denied. Every cargo command in this script runs
+# with these two variables: one without them would build the workspace's crates again.
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# The wasm side has no native build here to ride on (the site's release build must stay exactly
+# the shipped one), so it gets a clippy run of its own.
 run_suite "clippy (frontend and app, wasm32)" \
   cargo clippy -p app -p frontend --target wasm32-unknown-unknown -- -D warnings
-run_suite "xtask (cargo test)" cargo test -p xtask
+run_suite "xtask (cargo test, clippy-checked)" cargo test -p xtask
 # The module graph: no circle between files and no arrow up the floors beyond the known ones
 # (xtask/deps-known.txt, being taken apart; ARCHITECTURE.md, "Code map").
 run_suite "module graph (cargo xtask deps)" cargo run -q -p xtask -- deps
-run_suite "app (cargo test)" cargo test -p app --no-fail-fast
+run_suite "app (cargo test, clippy-checked)" cargo test -p app --no-fail-fast
 # The server's tests, compiled once for both suites below.
-run_suite "server tests' build (cargo test --no-run)" cargo test -p server --no-run
-# The site (the wasm bundle: two to five minutes of compiling) builds while the server's suites
-# run (they mostly wait: on timers, fsyncs and the database), in a target directory of its own
-# so that neither cargo waits for the other's lock.
-site_log="$(mktemp)"
-(CARGO_TARGET_DIR="$CARGO_TARGET_DIR/site-build" build_site >"$site_log" 2>&1) &
-site_build=$!
+run_suite "server tests' build, clippy-checked (cargo test --no-run)" cargo test -p server --no-run
 # Tests the server's suites run at once: two per core. Most of a test's time is waiting (on a
 # server's sockets, timers and fsyncs), so on 2 cores the integration binary took 136 s with
 # two at once (cargo's default, one per core), 89 s with four and 109 s with eight.
