@@ -100,10 +100,7 @@ async fn a_run_streams_its_events_records_its_input_and_a_retry_writes_nothing_t
         .map(|event| event["metadata"]["seq"].as_u64().unwrap())
         .collect();
     assert!(seqs.windows(2).all(|pair| pair[0] <= pair[1]), "{seqs:?}");
-    let started = log
-        .iter()
-        .find(|event| event.kind == EventKind::RunStarted)
-        .unwrap();
+    let started = common::first_of(&log, EventKind::RunStarted);
     assert_eq!(
         started.metadata["client"],
         json!({ "run_id": "run-of-m1", "context": [{ "description": "page", "value": "home" }], "state": { "count": 1 } })
@@ -192,20 +189,7 @@ async fn connect_replays_the_run_in_flight_at_once_and_a_cursor_continues_exactl
 #[tokio::test]
 async fn refused_inputs_write_nothing() {
     let server = TestServer::start().await;
-    let agents = |server: &TestServer| {
-        let url = server.url("/v1/agents?limit=1000");
-        let http = server.http.clone();
-        async move {
-            http.get(url)
-                .sent()
-                .await
-                .json::<Vec<Value>>()
-                .await
-                .unwrap()
-                .len()
-        }
-    };
-    let before = agents(&server).await;
+    let before = server.agent_count().await;
     let user = json!({ "id": "u1", "role": "user", "content": "hi" });
     let cases: [(Value, u16); 5] = [
         (json!({ "runId": "r", "messages": [user] }), 422),
@@ -232,7 +216,7 @@ async fn refused_inputs_write_nothing() {
             .is_some_and(|message| !message.is_empty()));
     }
     assert_eq!(
-        agents(&server).await,
+        server.agent_count().await,
         before,
         "no thread was given an agent"
     );

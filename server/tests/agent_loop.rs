@@ -232,10 +232,7 @@ async fn a_provider_failure_mid_stream_ends_the_run_with_an_error_event() {
     let server = TestServer::start().await;
     let (_, run_id, events) = server.finished_run("/fail overloaded_error").await;
     assert!(events.iter().any(|event| event.kind == EventKind::Text));
-    let error = events
-        .iter()
-        .find(|event| event.kind == EventKind::Error)
-        .unwrap();
+    let error = common::first_of(&events, EventKind::Error);
     assert_eq!(error.content["type"], "overloaded_error");
     assert_eq!(error.content["retryable"], true);
     let end = events.last().unwrap();

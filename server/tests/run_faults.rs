@@ -112,12 +112,7 @@ async fn run_to_its_end(setup: &Setup) -> (Uuid, Vec<AgentEvent>) {
 fn failed_with(events: &[AgentEvent]) -> serde_json::Value {
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunFailed, "{events:#?}");
-    events
-        .iter()
-        .find(|event| event.kind == EventKind::Error)
-        .expect("an error event says why")
-        .content
-        .clone()
+    common::first_of(events, EventKind::Error).content.clone()
 }
 
 #[tokio::test]

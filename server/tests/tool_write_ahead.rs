@@ -107,10 +107,7 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
     .await;
 
     let log = state.store.read_events(agent.id, 0, 1000).await.unwrap();
-    let result = log
-        .iter()
-        .find(|event| event.kind == EventKind::ToolResult)
-        .expect("the tool answered");
+    let result = common::first_of(&log, EventKind::ToolResult);
     assert_eq!(
         result.content["is_error"], false,
         "the tool ran: {}",

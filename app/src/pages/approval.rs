@@ -18,29 +18,74 @@ pub(super) struct ApprovalActions {
 }
 
 impl ApprovalActions {
-    /// Posts a person's answer (`approvals` or `tool-results`, see
+    /// Posts a person's answer to the call `call_id` names (`approvals` or `tool-results`, see
     /// [`crate::api_client::answer`]) once: `sending` holds while it is on its way, and a
-    /// refusal shows in `error`.
-    pub(super) fn send(
-        self,
+    /// refusal shows in `error`. Nothing happens without actions (the history pages) or before
+    /// the call's id is known.
+    pub(super) fn answer<R: serde::Serialize + 'static>(
+        actions: Option<Self>,
         sending: RwSignal<bool>,
         what: &'static str,
-        request: impl serde::Serialize + 'static,
+        call_id: serde_json::Value,
+        request: impl FnOnce(String) -> R,
     ) {
+        let (Some(actions), Some(call_id)) = (actions, call_id.as_str()) else {
+            return;
+        };
         if sending.get_untracked() {
             return;
         }
+        let request = request(call_id.to_owned());
         sending.set(true);
         #[cfg(feature = "hydrate")]
         leptos::task::spawn_local(async move {
-            let answered = crate::api_client::answer(self.agent_id, what, &request).await;
+            let answered = crate::api_client::answer(actions.agent_id, what, &request).await;
             if let Err(message) = answered {
-                self.error.set(Some(message));
+                actions.error.set(Some(message));
             }
             sending.set(false);
         });
         #[cfg(not(feature = "hydrate"))]
-        let _ = (request, what, self.agent_id, self.error);
+        let _ = (request, what, actions.agent_id, actions.error);
+    }
+}
+
+/// What the cards of a call waiting for a person share (an approval request, a client tool's
+/// call): the call's id and its tool's name from the message, where the call stands, the
+/// page's actions (none on the history pages) and whether an answer is on its way (the buttons
+/// take no second one meanwhile).
+#[derive(Clone, Copy)]
+pub(super) struct CallCard<Id, Name, State> {
+    pub call_id: Id,
+    pub name: Name,
+    pub state: State,
+    pub actions: Option<ApprovalActions>,
+    pub sending: RwSignal<bool>,
+}
+
+/// A message's field, read again when the message changes.
+pub(super) trait Field: Fn() -> serde_json::Value + Copy + Send + Sync + 'static {}
+impl<F: Fn() -> serde_json::Value + Copy + Send + Sync + 'static> Field for F {}
+
+/// The state of a card's call, read again when the timeline changes.
+pub(super) trait CallState:
+    Fn() -> Option<ApprovalState> + Copy + Send + Sync + 'static
+{
+}
+impl<F: Fn() -> Option<ApprovalState> + Copy + Send + Sync + 'static> CallState for F {}
+
+pub(super) fn call_card(
+    timeline: ReadSignal<Timeline>,
+    message_id: Uuid,
+    version: Memo<Option<u64>>,
+) -> CallCard<impl Field, impl Field, impl CallState> {
+    let call_id = content_of(timeline, message_id, version, "tool_call_id");
+    CallCard {
+        call_id,
+        name: content_of(timeline, message_id, version, "name"),
+        state: call_state(timeline, call_id),
+        actions: use_context(),
+        sending: RwSignal::new(false),
     }
 }
 
@@ -51,27 +96,20 @@ pub(super) fn ApprovalView(
     message_id: Uuid,
     version: Memo<Option<u64>>,
 ) -> impl IntoView {
-    let call_id = content_of(timeline, message_id, version, "tool_call_id");
-    let name = content_of(timeline, message_id, version, "name");
-    let state = call_state(timeline, call_id);
-    let actions = use_context::<ApprovalActions>();
-    // Set while this page's answer is on its way: the buttons do not take a second one.
-    let sending = RwSignal::new(false);
+    let card = call_card(timeline, message_id, version);
+    let (call_id, name, state, sending) = (card.call_id, card.name, card.state, card.sending);
     let reason = RwSignal::new(String::new());
     let answer = move |approve: bool| {
-        let (Some(actions), Some(call_id)) = (actions, call_id().as_str().map(str::to_owned))
-        else {
-            return;
-        };
-        let reason = Some(reason.get_untracked())
-            .map(|reason| reason.trim().to_owned())
-            .filter(|reason| !approve && !reason.is_empty());
-        let request = crate::protocol::ApprovalRequest {
-            call_id,
-            approve,
-            reason,
-        };
-        actions.send(sending, "approvals", request);
+        ApprovalActions::answer(card.actions, sending, "approvals", call_id(), |call_id| {
+            let reason = Some(reason.get_untracked())
+                .map(|reason| reason.trim().to_owned())
+                .filter(|reason| !approve && !reason.is_empty());
+            crate::protocol::ApprovalRequest {
+                call_id,
+                approve,
+                reason,
+            }
+        });
     };
     let label = move || {
         format!(
@@ -81,7 +119,7 @@ pub(super) fn ApprovalView(
     };
     let body = move || {
         match state() {
-        Some(ApprovalState::Pending) if actions.is_some() => view! {
+        Some(ApprovalState::Pending) if card.actions.is_some() => view! {
             <div class="approval-buttons">
                 <button class="approve" disabled=move || sending.get() on:click=move |_| answer(true)>
                     "Approve"

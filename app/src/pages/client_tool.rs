@@ -8,8 +8,8 @@ use leptos::prelude::*;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::approval::ApprovalActions;
-use super::shared::{call_state, content_of};
+use super::approval::{call_card, ApprovalActions};
+use super::shared::content_of;
 use crate::approvals::ApprovalState;
 use crate::timeline::Timeline;
 
@@ -88,28 +88,28 @@ pub(super) fn ClientToolView(
     message_id: Uuid,
     version: Memo<Option<u64>>,
 ) -> impl IntoView {
-    let call_id = content_of(timeline, message_id, version, "tool_call_id");
-    let name = content_of(timeline, message_id, version, "name");
+    let card = call_card(timeline, message_id, version);
+    let (call_id, name, state, sending) = (card.call_id, card.name, card.state, card.sending);
     let input = content_of(timeline, message_id, version, "input");
-    let state = call_state(timeline, call_id);
-    let actions = use_context::<ApprovalActions>();
-    let sending = RwSignal::new(false);
     let text = RwSignal::new(String::new());
     let send = move |output: Result<Value, String>| {
-        let (Some(actions), Some(call_id)) = (actions, call_id().as_str().map(str::to_owned))
-        else {
-            return;
-        };
-        let (output, error) = match output {
-            Ok(output) => (Some(output), None),
-            Err(error) => (None, Some(error)),
-        };
-        let request = crate::protocol::ToolResultRequest {
-            call_id,
-            output,
-            error,
-        };
-        actions.send(sending, "tool-results", request);
+        ApprovalActions::answer(
+            card.actions,
+            sending,
+            "tool-results",
+            call_id(),
+            |call_id| {
+                let (output, error) = match output {
+                    Ok(output) => (Some(output), None),
+                    Err(error) => (None, Some(error)),
+                };
+                crate::protocol::ToolResultRequest {
+                    call_id,
+                    output,
+                    error,
+                }
+            },
+        );
     };
     let question = move || {
         input()
@@ -124,7 +124,7 @@ pub(super) fn ClientToolView(
         if let Some(line) = state_line(state.as_ref()) {
             return view! { <div class="approval-state">{line}</div> }.into_any();
         }
-        match (actions.is_some(), DemoForm::of(&tool())) {
+        match (card.actions.is_some(), DemoForm::of(&tool())) {
             (true, DemoForm::Confirm) => view! {
                 <div class="client-question">{question}</div>
                 <div class="approval-buttons">

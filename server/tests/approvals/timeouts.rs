@@ -99,10 +99,7 @@ async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_
         .then_some(log)
     })
     .await;
-    let response = log
-        .iter()
-        .find(|event| event.kind == EventKind::ApprovalResponse)
-        .unwrap();
+    let response = common::first_of(&log, EventKind::ApprovalResponse);
     assert_eq!(response.content["approve"], false);
     assert_eq!(
         response.content["reason"],

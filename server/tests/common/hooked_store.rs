@@ -4,11 +4,12 @@
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{
     Agents, AppendBatch, BranchDeletion, Branches, EventJson, EventLog, NewAgent, OpenApproval,
-    RunKeys, StoreError, StreamRow, Streams,
+    ProducerPosition, RunKeys, StoreError, StreamRow, Streams,
 };
 use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 /// Which log read a [`Hooks::before_read`] is asked about.
@@ -42,162 +43,80 @@ pub struct HookedStore<H> {
     pub hooks: H,
 }
 
-#[async_trait]
-impl<H: Hooks> Agents for HookedStore<H> {
-    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.inner.create_agent(agent).await
-    }
-    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
-        self.inner.list_agents(owner, limit).await
-    }
-    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        self.inner.get_agent(agent_id).await
-    }
-    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
-        self.inner.delete_agent(agent_id).await
-    }
-    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError> {
-        self.inner.chat_agent(chat_id).await
-    }
-    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
-        self.inner.claim_chat(chat_id, agent_id).await
-    }
+/// An `impl` of one of the store's traits for [`HookedStore`] whose listed methods go to the
+/// inner store (one line each: the list is the whole of what this wrapper says about them),
+/// those marked `after Read::…` once [`Hooks::before_read`] lets them through; methods written
+/// out follow the list.
+macro_rules! forward {
+    ($store_trait:ident {
+        $(fn $name:ident($($arg:ident: $arg_type:ty),*) -> $out:ty $(, after $read:expr)?;)*
+    } $($written:tt)*) => {
+        #[async_trait]
+        impl<H: Hooks> $store_trait for HookedStore<H> {
+            $(async fn $name(&self, $($arg: $arg_type),*) -> Result<$out, StoreError> {
+                $(self.hooks.before_read($read)?;)?
+                self.inner.$name($($arg),*).await
+            })*
+            $($written)*
+        }
+    };
 }
 
-#[async_trait]
-impl<H: Hooks> Branches for HookedStore<H> {
-    async fn fork_origin(&self, log: Uuid) -> Result<Option<(Uuid, u64)>, StoreError> {
-        self.inner.fork_origin(log).await
-    }
-    async fn insert_branch(
-        &self,
-        source: &Agent,
-        root: Uuid,
-        fork_seq: u64,
-    ) -> Result<Option<Agent>, StoreError> {
-        self.inner.insert_branch(source, root, fork_seq).await
-    }
-    async fn list_branches(&self, root: Uuid) -> Result<Vec<Agent>, StoreError> {
-        self.inner.list_branches(root).await
-    }
-    async fn set_current_branch(
-        &self,
-        root: Uuid,
-        branch: Option<Uuid>,
-    ) -> Result<bool, StoreError> {
-        self.inner.set_current_branch(root, branch).await
-    }
-    async fn delete_branch(&self, branch: Uuid) -> Result<BranchDeletion, StoreError> {
-        self.inner.delete_branch(branch).await
-    }
-}
+forward!(Agents {
+    fn create_agent(agent: NewAgent) -> Agent;
+    fn list_agents(owner: Option<&str>, limit: u32) -> Vec<Agent>;
+    fn get_agent(agent_id: Uuid) -> Option<Agent>;
+    fn delete_agent(agent_id: Uuid) -> bool;
+    fn chat_agent(chat_id: &str) -> Option<Uuid>;
+    fn claim_chat(chat_id: &str, agent_id: Uuid) -> bool;
+});
 
-#[async_trait]
-impl<H: Hooks> EventLog for HookedStore<H> {
-    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
-        self.hooks.before_read(Read::Head)?;
-        self.inner.head_seq(agent_id).await
-    }
-    async fn read_events(
-        &self,
-        agent_id: Uuid,
-        since: u64,
-        limit: u32,
-    ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.hooks.before_read(Read::Log)?;
-        self.inner.read_events(agent_id, since, limit).await
-    }
-    async fn read_events_json(
-        &self,
-        agent_id: Uuid,
-        since: u64,
-        limit: u32,
-    ) -> Result<Vec<EventJson>, StoreError> {
-        self.hooks.before_read(Read::Log)?;
-        self.inner.read_events_json(agent_id, since, limit).await
-    }
-    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.run_outline(run_id).await
-    }
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.inner.unfinished_runs().await
-    }
-    async fn producer_position(
-        &self,
-        agent_id: Uuid,
-        producer_id: &str,
-    ) -> Result<Option<agentstream_server::store::ProducerPosition>, StoreError> {
-        self.inner.producer_position(agent_id, producer_id).await
-    }
-    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
-        self.inner.waiting_call(agent_id).await
-    }
-    async fn due_approvals(
-        &self,
-        now: chrono::DateTime<chrono::Utc>,
+forward!(Branches {
+    fn fork_origin(log: Uuid) -> Option<(Uuid, u64)>;
+    fn insert_branch(source: &Agent, root: Uuid, fork_seq: u64) -> Option<Agent>;
+    fn list_branches(root: Uuid) -> Vec<Agent>;
+    fn set_current_branch(root: Uuid, branch: Option<Uuid>) -> bool;
+    fn delete_branch(branch: Uuid) -> BranchDeletion;
+});
+
+forward!(RunKeys {
+    fn claim_run_key(agent_id: Uuid, key: &str, run_id: Uuid) -> Uuid;
+    fn release_run_key(agent_id: Uuid, key: &str) -> ();
+    fn release_unstarted_run_keys() -> u64;
+});
+
+forward!(Streams {
+    fn stream(path: &str) -> Option<StreamRow>;
+    fn insert_stream(row: &StreamRow) -> bool;
+    fn update_stream(row: &StreamRow) -> ();
+    fn touch_stream(path: &str, log_id: Uuid, at_ms: i64) -> ();
+    fn soft_delete_stream(path: &str, log_id: Uuid) -> ();
+    fn delete_stream(path: &str) -> bool;
+    fn forks_of(path: &str) -> u64;
+});
+
+forward!(EventLog {
+    fn head_seq(agent_id: Uuid) -> Option<u64>, after Read::Head;
+    fn read_events(agent_id: Uuid, since: u64, limit: u32) -> Vec<AgentEvent>, after Read::Log;
+    fn read_events_json(agent_id: Uuid, since: u64, limit: u32) -> Vec<EventJson>, after Read::Log;
+    fn events_by_id(ids: &[Uuid]) -> Vec<AgentEvent>, after Read::ById;
+    fn run_outline(run_id: Uuid) -> Vec<AgentEvent>;
+    fn unfinished_runs() -> Vec<AgentEvent>;
+    fn producer_position(agent_id: Uuid, producer_id: &str) -> Option<ProducerPosition>;
+    fn waiting_call(agent_id: Uuid) -> Option<String>;
+    fn due_approvals(
+        now: DateTime<Utc>,
         server_timeout_ms: Option<u64>,
         timeout_ms_max: u64,
         limit: u32,
-        offset: u32,
-    ) -> Result<Vec<(agentstream_server::store::OpenApproval, u64)>, StoreError> {
-        self.inner
-            .due_approvals(now, server_timeout_ms, timeout_ms_max, limit, offset)
-            .await
-    }
-    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
-        self.inner.open_approvals(limit).await
-    }
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
-        self.hooks.before_read(Read::ById)?;
-        self.inner.events_by_id(ids).await
-    }
+        offset: u32
+    ) -> Vec<(OpenApproval, u64)>;
+    fn open_approvals(limit: u32) -> Vec<OpenApproval>;
+}
     async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         self.hooks.before_append(batches).await?;
         let committed = self.inner.append(batches).await?;
         self.hooks.after_commit(batches)?;
         Ok(committed)
     }
-}
-
-#[async_trait]
-impl<H: Hooks> RunKeys for HookedStore<H> {
-    async fn claim_run_key(
-        &self,
-        agent_id: Uuid,
-        key: &str,
-        run_id: Uuid,
-    ) -> Result<Uuid, StoreError> {
-        self.inner.claim_run_key(agent_id, key, run_id).await
-    }
-    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
-        self.inner.release_run_key(agent_id, key).await
-    }
-    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
-        self.inner.release_unstarted_run_keys().await
-    }
-}
-
-#[async_trait]
-impl<H: Hooks> Streams for HookedStore<H> {
-    async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        self.inner.stream(path).await
-    }
-    async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
-        self.inner.insert_stream(row).await
-    }
-    async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
-        self.inner.update_stream(row).await
-    }
-    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError> {
-        self.inner.touch_stream(path, log_id, at_ms).await
-    }
-    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError> {
-        self.inner.soft_delete_stream(path, log_id).await
-    }
-    async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {
-        self.inner.delete_stream(path).await
-    }
-    async fn forks_of(&self, path: &str) -> Result<u64, StoreError> {
-        self.inner.forks_of(path).await
-    }
-}
+);

@@ -429,6 +429,14 @@ pub fn producer_post(
         .header("Producer-Seq", seq.to_string())
 }
 
+/// The first event of `kind` in `events`; fails the test, naming the kind, when there is none.
+pub fn first_of(events: &[AgentEvent], kind: EventKind) -> &AgentEvent {
+    events
+        .iter()
+        .find(|event| event.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind:?} among {} events", events.len()))
+}
+
 /// The contents of `run_id`'s events of `kind`, in log order.
 pub fn of_kind(events: &[AgentEvent], run_id: Uuid, kind: EventKind) -> Vec<Value> {
     events

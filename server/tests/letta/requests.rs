@@ -33,17 +33,12 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
             &json!({ "input": "/echo second turn" }),
         )
         .await;
-    let list = |query: &str| {
-        let url = server.url(&format!("/v1/agents/{agent_id}/messages{query}"));
-        let http = server.http.clone();
-        async move {
-            http.get(url)
-                .sent()
-                .await
-                .json::<Vec<Value>>()
-                .await
-                .unwrap()
-        }
+    let server = &server;
+    let list = |query: String| async move {
+        let messages = server
+            .get_json(&format!("/v1/agents/{agent_id}/messages{query}"))
+            .await;
+        messages.as_array().unwrap().clone()
     };
     // What a reader of the conversation sees: user and assistant messages (reasoning aside).
     let said = |messages: &[Value]| -> Vec<String> {
@@ -53,7 +48,7 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
             .map(|m| m["content"].as_str().unwrap().to_owned())
             .collect()
     };
-    let newest_first = list("").await;
+    let newest_first = list(String::new()).await;
     assert_eq!(
         said(&newest_first),
         [
@@ -63,15 +58,15 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
             "/echo hello there"
         ]
     );
-    let oldest_first = list("?order=asc&limit=3").await;
+    let oldest_first = list("?order=asc&limit=3".into()).await;
     assert_eq!(oldest_first[0]["message_type"], "user_message");
     assert_eq!(said(&oldest_first), ["/echo hello there", "hello there"]);
     let after = oldest_first[2]["id"].as_str().unwrap();
-    let next = list(&format!("?order=asc&limit=3&after={after}")).await;
+    let next = list(format!("?order=asc&limit=3&after={after}")).await;
     assert_eq!(said(&next), ["/echo second turn", "second turn"]);
-    let before = list(&format!("?order=asc&before={after}")).await;
+    let before = list(format!("?order=asc&before={after}")).await;
     assert_eq!(before.len(), 2);
-    let everything = list("?limit=1000").await;
+    let everything = list("?limit=1000".into()).await;
     assert_eq!(
         everything.len(),
         6,

@@ -380,10 +380,7 @@ async fn a_configured_server_can_require_approval_for_its_tools() {
     let called = results(&events, run_id);
     assert_eq!(called.len(), 1, "echo ran, get-sum waits: {called:?}");
     assert_eq!(called[0].0, "echo");
-    let request = events
-        .iter()
-        .find(|event| event.kind == EventKind::ApprovalRequested)
-        .expect("an approval request");
+    let request = common::first_of(&events, EventKind::ApprovalRequested);
     let call_id = request.content["tool_call_id"].as_str().unwrap();
     let accepted = server
         .post_json(

@@ -101,10 +101,7 @@ async fn retries_are_bounded_and_the_final_error_is_reported() {
         replay.requests.lock().unwrap().len(),
         agentstream_server::agent::PROVIDER_RETRIES_MAX as usize + 1
     );
-    let error = events
-        .iter()
-        .find(|event| event.kind == EventKind::Error)
-        .unwrap();
+    let error = common::first_of(&events, EventKind::Error);
     assert_eq!(error.content["type"], "overloaded_error");
     assert_eq!(error.content["retryable"], true);
     assert_eq!(events.last().unwrap().kind, EventKind::RunFailed);

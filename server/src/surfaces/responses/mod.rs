@@ -313,8 +313,26 @@ pub async fn retrieve(
             caller.expires_at(),
         ));
     }
+    response_now(&state, agent_id, run_id, start).await
+}
+
+/// The Response of `run_id` as its log tells it now.
+async fn response_now(state: &ChatState, agent_id: Uuid, run_id: Uuid, start: u64) -> Answer {
     let mapper = stream::read(state.store.as_ref(), agent_id, run_id, start).await?;
     Ok(Json(mapper.response().unwrap_or(Value::Null)).into_response())
+}
+
+/// Cancels `run_id` and waits for its end in the log (at most `CANCEL_WAIT_MS_MAX`).
+async fn cancel_run(
+    state: &ChatState,
+    agent_id: Uuid,
+    run_id: Uuid,
+) -> Result<(), crate::store::StoreError> {
+    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
+    let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
+    let store = state.store.as_ref();
+    cancel_and_wait(&state.runs, cluster, store, agent_id, Some(&[run_id]), wait).await?;
+    Ok(())
 }
 
 /// `POST /v1/responses/{id}/cancel`: the Response once its run's end is in the log (at most
@@ -326,18 +344,8 @@ pub async fn cancel(
 ) -> Answer {
     caller.require(Scope::Write)?;
     let (run_id, agent_id, start) = located(&state, &caller, &id).await?;
-    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
-    cancel_and_wait(
-        &state.runs,
-        cluster,
-        state.store.as_ref(),
-        agent_id,
-        Some(&[run_id]),
-        std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX),
-    )
-    .await?;
-    let mapper = stream::read(state.store.as_ref(), agent_id, run_id, start).await?;
-    Ok(Json(mapper.response().unwrap_or(Value::Null)).into_response())
+    cancel_run(&state, agent_id, run_id).await?;
+    response_now(&state, agent_id, run_id, start).await
 }
 
 /// `DELETE /v1/responses/{id}`: a response that is its whole conversation — the only run of
@@ -357,10 +365,8 @@ pub async fn delete(
         .await?
         .ok_or_else(|| not_found(&id))?;
     let made_for_it = agent.metadata.get("made_by").and_then(Value::as_str) == Some(MADE_BY);
-    let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
     if made_for_it && start == 1 {
-        let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-        cancel_and_wait(&state.runs, cluster, store, agent_id, Some(&[run_id]), wait).await?;
+        cancel_run(&state, agent_id, run_id).await?;
         let end = store
             .run_outline(run_id)
             .await?
