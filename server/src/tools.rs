@@ -24,6 +24,16 @@ const CALCULATOR_NESTING_MAX: usize = 32;
 /// Progress reports of one call, as JSON values merged into the call's message.
 pub type ProgressSender = mpsc::Sender<Value>;
 
+/// What a tool's call returns: its result, or an error sentence the model reads.
+pub type ToolFuture = BoxFuture<'static, Result<Value, String>>;
+
+/// One call of a tool: its input object, where it reports progress, and the run's cancel.
+pub struct ToolCall {
+    pub input: Value,
+    pub progress: ProgressSender,
+    pub cancel: CancellationToken,
+}
+
 pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
     /// Whether every call waits for a person's approval, whichever agent makes it (an MCP
@@ -37,12 +47,7 @@ pub trait Tool: Send + Sync + 'static {
     fn runs_in_client(&self) -> bool {
         false
     }
-    fn call(
-        &self,
-        input: Value,
-        progress: ProgressSender,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<Value, String>>;
+    fn call(&self, call: ToolCall) -> ToolFuture;
 }
 
 /// The tools every agent has.
@@ -62,12 +67,7 @@ impl Tool for Clock {
         }
     }
 
-    fn call(
-        &self,
-        _: Value,
-        _: ProgressSender,
-        _: CancellationToken,
-    ) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, _: ToolCall) -> ToolFuture {
         Box::pin(async { Ok(json!(chrono::Utc::now().to_rfc3339())) })
     }
 }
@@ -88,12 +88,7 @@ impl Tool for Calculator {
         }
     }
 
-    fn call(
-        &self,
-        input: Value,
-        _: ProgressSender,
-        _: CancellationToken,
-    ) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, ToolCall { input, .. }: ToolCall) -> ToolFuture {
         Box::pin(async move {
             let expression = input
                 .get("expression")
@@ -242,12 +237,12 @@ impl Tool for Slow {
         }
     }
 
-    fn call(
-        &self,
-        input: Value,
-        progress: ProgressSender,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let ToolCall {
+            input,
+            progress,
+            cancel,
+        } = call;
         Box::pin(async move {
             let seconds = input
                 .get("seconds")

@@ -11,14 +11,12 @@
 //!
 //! The parsing here is pure: every refusal names the tool and what was wrong.
 
-use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
 use super::approval::ApprovalDecision;
 use super::start_error::StartError;
 use crate::provider::ToolSpec;
-use crate::tools::{ProgressSender, Tool};
+use crate::tools::{Tool, ToolCall, ToolFuture};
 
 /// Client tools one request may give.
 pub const CLIENT_TOOLS_PER_RUN_MAX: usize = 64;
@@ -45,12 +43,7 @@ impl Tool for ClientTool {
         true
     }
 
-    fn call(
-        &self,
-        _: Value,
-        _: ProgressSender,
-        _: CancellationToken,
-    ) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, _: ToolCall) -> ToolFuture {
         // Never reached: the run holds these calls for the client.
         Box::pin(async { Err("this tool runs in the client".to_owned()) })
     }

@@ -194,7 +194,11 @@ impl Run {
                 };
                 let (progress, mut reports) = mpsc::channel(TOOL_PROGRESS_QUEUE_MAX);
                 let started = std::time::Instant::now();
-                let work = tool.call(input, progress, cancel);
+                let work = tool.call(crate::tools::ToolCall {
+                    input,
+                    progress,
+                    cancel,
+                });
                 tokio::pin!(work);
                 let result = loop {
                     tokio::select! {

@@ -2,13 +2,9 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
-
 use super::connection::{Connection, ListedTool};
 use crate::provider::ToolSpec;
-use crate::tools::{ProgressSender, Tool};
+use crate::tools::{Tool, ToolCall, ToolFuture};
 
 /// A tool of an MCP server; its calls go to that server.
 pub struct McpTool {
@@ -31,12 +27,12 @@ impl Tool for McpTool {
         }
     }
 
-    fn call(
-        &self,
-        input: Value,
-        progress: ProgressSender,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let ToolCall {
+            input,
+            progress,
+            cancel,
+        } = call;
         let connection = self.connection.clone();
         let name = self.listed.name.clone();
         Box::pin(async move {
