@@ -101,6 +101,26 @@ impl Server {
     pub fn ws_url(&self) -> String {
         format!("{}/v1/ws", self.base.replace("http://", "ws://"))
     }
+
+    /// GETs `path` with `http` (a caller that times keeps its connections), read as JSON.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        http: &reqwest::Client,
+        path: &str,
+    ) -> T {
+        let response = http.get(format!("{}{path}", self.base)).send().await;
+        response.unwrap().json().await.unwrap()
+    }
+}
+
+/// The frame that subscribes to `agent_id` from seq 0.
+pub fn subscribe_frame(agent_id: Uuid, coalesce: bool) -> Message {
+    let subscribe = ClientMessage::Subscribe {
+        agent_id,
+        since: 0,
+        coalesce,
+    };
+    Message::Text(serde_json::to_string(&subscribe).unwrap().into())
 }
 
 pub fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
@@ -144,13 +164,7 @@ pub async fn subscription(server: &Server, agent_id: Uuid, coalesce: bool) -> (S
     let (socket, _) = tokio_tungstenite::connect_async(server.ws_url())
         .await
         .unwrap();
-    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce,
-    })
-    .unwrap();
-    (socket, Message::Text(subscribe.into()))
+    (socket, subscribe_frame(agent_id, coalesce))
 }
 
 /// A WebSocket client subscribed to `agent_id` that reads until the run ends; per event, the

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use app::protocol::{frame::LogFrame, ClientMessage};
+use app::protocol::frame::LogFrame;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -32,13 +32,8 @@ pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool)
     let (mut socket, _) = tokio_tungstenite::client_async(server.ws_url(), tcp)
         .await
         .unwrap();
-    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce,
-    })
-    .unwrap();
-    socket.send(Message::Text(subscribe.into())).await.unwrap();
+    let subscribe = super::subscribe_frame(agent_id, coalesce);
+    socket.send(subscribe).await.unwrap();
     server.run(agent_id, "a fast answer").await;
     let (mut bytes, mut frames, mut events) = (0, 0, 0);
     loop {
@@ -73,30 +68,15 @@ pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool)
 pub(super) async fn wait_for_run_end(server: &Server, agent_id: Uuid, after: u64) -> u64 {
     let http = agentstream_server::http_client::client();
     loop {
-        let first: Value = http
-            .get(format!(
-                "{}/v1/agents/{agent_id}/events?since=0&limit=1",
-                server.base
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let events = format!("/v1/agents/{agent_id}/events");
+        let first: Value = server
+            .get_json(&http, &format!("{events}?since=0&limit=1"))
+            .await;
         let head = first["head_seq"].as_u64().unwrap();
-        let last: Value = http
-            .get(format!(
-                "{}/v1/agents/{agent_id}/events?since={}&limit=1",
-                server.base,
-                head.saturating_sub(1)
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let since = head.saturating_sub(1);
+        let last: Value = server
+            .get_json(&http, &format!("{events}?since={since}&limit=1"))
+            .await;
         let kind = last["events"][0]["kind"].as_str().unwrap_or("");
         if head > after && kind.starts_with("run_") && kind != "run_started" {
             return head;
@@ -193,21 +173,13 @@ pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = rss_bytes(pid)?;
     let url = format!("ws://127.0.0.1:{port}/v1/ws");
-    let subscribe = serde_json::to_string(&ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce: false,
-    })
-    .unwrap();
+    let subscribe = super::subscribe_frame(agent_id, false);
     let mut open = Vec::with_capacity(sockets);
     for _ in 0..sockets {
         let Ok((mut socket, _)) = tokio_tungstenite::connect_async(&url).await else {
             break;
         };
-        socket
-            .send(Message::Text(subscribe.clone().into()))
-            .await
-            .ok()?;
+        socket.send(subscribe.clone()).await.ok()?;
         let _subscribed = socket.next().await;
         open.push(socket);
     }

@@ -115,17 +115,12 @@ pub async fn resume_gap(server: &Server) -> Gap {
     let (mut rest_first, mut since) = (None, 0u64);
     loop {
         // Read into the page type, as the live view's client does.
-        let page: EventsPage = http
-            .get(format!(
-                "{}/v1/agents/{agent_id}/events?since={since}&limit=1000",
-                server.base
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page: EventsPage = server
+            .get_json(
+                &http,
+                &format!("/v1/agents/{agent_id}/events?since={since}&limit=1000"),
+            )
+            .await;
         rest_first.get_or_insert_with(|| started.elapsed());
         since = page.next_since;
         if !page.has_more {
