@@ -3,6 +3,7 @@
 //! gapless, its runs ended) and no half-made branch is left.
 
 use crate::common;
+use crate::common::RequestExt;
 
 use std::time::Duration;
 
@@ -61,12 +62,8 @@ async fn kill_9_while_forking_leaves_only_whole_branches() {
     let base = process.base.clone();
     let listed: Value = http
         .get(format!("{base}/v1/agents/{agent}/branches"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .answer()
+        .await;
     let branches = listed["branches"].as_array().unwrap();
     assert!(
         branches.len() > 1,

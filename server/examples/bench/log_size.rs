@@ -2,6 +2,7 @@
 //! everything a run writes), then the SQLite database and its WAL after a checkpoint, divided by
 //! the streamed tokens (`text` events) — with where a token's bytes go, column by column.
 
+use crate::requests::RequestExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -63,12 +64,8 @@ async fn stream_replies(url: &str, agents: u64, reply_tokens: u32) {
         loop {
             let run: Value = http
                 .get(format!("{}/v1/runs/{run_id}", server.base))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .answer()
+                .await;
             if run["status"] != "running" {
                 break;
             }

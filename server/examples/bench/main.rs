@@ -32,6 +32,10 @@ mod live;
 mod log_size;
 mod observability;
 mod producer;
+/// The tests' short way of sending a request and reading its JSON.
+#[allow(dead_code)]
+#[path = "../../tests/common/requests.rs"]
+mod requests;
 #[path = "../peers/stream_client.rs"]
 mod stream_client;
 mod streams;

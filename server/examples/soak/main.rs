@@ -32,6 +32,10 @@ mod load;
 mod produced;
 mod producer;
 mod report;
+/// The tests' short way of sending a request and reading its JSON.
+#[allow(dead_code)]
+#[path = "../../tests/common/requests.rs"]
+mod requests;
 mod server;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -44,6 +48,8 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+use requests::RequestExt;
 
 use check::{quantile, Verdict};
 use load::{Metrics, Random, Transport};
@@ -304,12 +310,8 @@ async fn agent_slot(
         let agent: Value = http
             .post(format!("{base}/v1/agents"))
             .json(&json!({ "name": format!("soak {slot}.{generation}") }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         let agent_id = Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap();
         metrics.live_agents.lock().unwrap().push(agent_id);
         let ending = stop.child_token();
@@ -404,12 +406,8 @@ async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<Age
                 "{base}/v1/agents/{agent_id}/events?since={}&limit=1000",
                 ids.len()
             ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         for event in page.events {
             assert_eq!(event.seq, ids.len() as u64 + 1, "the log has no holes");
             ids.push(event);

@@ -12,7 +12,7 @@ use tokio::process::{Child, Command};
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use super::WAIT_MAX;
+use super::{RequestExt, WAIT_MAX};
 
 /// One server process listening on `port`.
 pub struct Process {
@@ -61,7 +61,6 @@ impl Restartable {
         agent: Value,
         run: Value,
     ) -> (Process, Uuid, String) {
-        use super::RequestExt;
         let mut server = self.start().await;
         let agent_id = server.create_agent(agent).await;
         let (status, body) = http
@@ -128,12 +127,8 @@ impl Process {
         let agent: Value = agentstream_server::http_client::client()
             .post(format!("{}/v1/agents", self.base))
             .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         agent["id"].as_str().unwrap().parse().unwrap()
     }
 
@@ -244,12 +239,8 @@ pub async fn log_of(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<A
                 "{base}/v1/agents/{agent_id}/events?since={}&limit=1000",
                 events.len()
             ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         events.extend(serde_json::from_value::<Vec<AgentEvent>>(page["events"].clone()).unwrap());
         if page["has_more"] != true {
             return events;

@@ -1,5 +1,6 @@
 //! The real server over real sockets: the server in this process, and what its clients measure.
 
+use crate::requests::RequestExt;
 use std::time::Duration;
 
 use agentstream_server::config::Config;
@@ -76,12 +77,8 @@ impl Server {
         let body: Value = agentstream_server::http_client::client()
             .post(format!("{}/v1/agents", self.base))
             .json(&json!({ "name": "bench" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .answer()
+            .await;
         Uuid::parse_str(body["id"].as_str().unwrap()).unwrap()
     }
 
