@@ -5,7 +5,7 @@
 //! This is the one place a tool call's input accumulates: providers pass its JSON text on in
 //! pieces and say when it is complete; the text is parsed here.
 
-use app::{DeltaAction, EventKind};
+use app::EventKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -257,12 +257,9 @@ impl Step {
     }
 
     fn text_delta(&self, kind: EventKind, message_id: Uuid, path: &str, piece: String) -> Output {
-        let mut draft = self.ids.draft(kind);
+        let mut draft = self.ids.draft(kind).appending(path, Value::String(piece));
         draft.block_id = Some(self.block_id);
         draft.message_id = Some(message_id);
-        draft.delta = Some(Value::String(piece));
-        draft.delta_path = Some(path.to_owned());
-        draft.delta_action = Some(DeltaAction::Append);
         Output::Write(draft)
     }
 
@@ -281,11 +278,10 @@ impl Step {
         }
         call.input_json.push_str(&piece);
         let call = &self.calls[index];
-        let mut draft = self.ids.call_draft(call, EventKind::ToolCall);
-        draft.delta = Some(Value::String(piece));
-        draft.delta_path = Some("input_json".to_owned());
-        draft.delta_action = Some(DeltaAction::Append);
-        Some(Output::Write(draft))
+        let draft = self.ids.call_draft(call, EventKind::ToolCall);
+        Some(Output::Write(
+            draft.appending("input_json", Value::String(piece)),
+        ))
     }
 
     fn end_call(&mut self, id: &str) -> Option<Output> {

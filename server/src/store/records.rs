@@ -90,6 +90,15 @@ impl EventDraft {
         }
     }
 
+    /// The draft as an append of `piece` to its message part `path` (a token of text, a piece
+    /// of a tool call's input).
+    pub fn appending(mut self, path: &str, piece: Value) -> EventDraft {
+        self.delta = Some(piece);
+        self.delta_path = Some(path.to_owned());
+        self.delta_action = Some(DeltaAction::Append);
+        self
+    }
+
     /// Where the draft lands (as [`AgentEvent::place`]).
     pub fn place(&self) -> app::Place<'_> {
         app::Place {

@@ -1,7 +1,6 @@
 use super::*;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Agents, AppendBatch, EventDraft, EventLog, NewAgent, StoredSnapshot};
-use app::DeltaAction;
 use app::EventKind;
 use serde_json::Value;
 
@@ -9,12 +8,10 @@ use serde_json::Value;
 fn deltas(message: Uuid, from: usize, count: usize) -> Vec<EventDraft> {
     (from..from + count)
         .map(|index| {
-            let mut draft = EventDraft::new(EventKind::Text);
+            let mut draft = EventDraft::new(EventKind::Text)
+                .appending("text", Value::String(format!("w{index} ")));
             draft.message_id = Some(message);
             draft.block_id = Some(message);
-            draft.delta = Some(Value::String(format!("w{index} ")));
-            draft.delta_path = Some("text".into());
-            draft.delta_action = Some(DeltaAction::Append);
             draft
         })
         .collect()

@@ -213,11 +213,8 @@ fn ids_chain_across_batches_and_break_where_the_part_changes() {
     let (agent, other_agent, message) =
         (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(5));
     let token = |kind| {
-        let mut draft = EventDraft::new(kind);
+        let mut draft = EventDraft::new(kind).appending("text", json!("x"));
         draft.message_id = Some(message);
-        draft.delta = Some(json!("x"));
-        draft.delta_path = Some("text".into());
-        draft.delta_action = Some(DeltaAction::Append);
         draft
     };
     let mut chains = IdChains::default();

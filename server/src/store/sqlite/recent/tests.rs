@@ -1,7 +1,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use app::{DeltaAction, EventKind};
+use app::EventKind;
 use serde_json::Value;
 use sqlx::Row;
 
@@ -38,13 +38,11 @@ fn fold_all(recent: &mut Recent, connection: &mut Connection) -> usize {
 fn deltas(message: Uuid, first: Uuid, from: u64, count: u64) -> Vec<EventDraft> {
     (from..from + count)
         .map(|index| {
-            let mut draft = EventDraft::new(EventKind::Text);
+            let text = Value::String(format!("w{index} "));
+            let mut draft = EventDraft::new(EventKind::Text).appending("text", text);
             draft.id = nth_id(first, index).unwrap();
             draft.message_id = Some(message);
             draft.block_id = Some(message);
-            draft.delta = Some(Value::String(format!("w{index} ")));
-            draft.delta_path = Some("text".into());
-            draft.delta_action = Some(DeltaAction::Append);
             draft
         })
         .collect()
