@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::expand::{Pick, StoredRow};
+use super::tests::{continues_only_where_named, Change};
 use super::*;
 use crate::limits::{CHUNK_EVENTS_MAX, MESSAGE_ROW_BYTES_MAX};
 use crate::store::rows::EventRow;
@@ -127,7 +128,6 @@ fn a_row_of_messages_gives_back_every_message() {
 fn a_row_of_messages_ends_where_a_message_does_not_continue_it() {
     let first = message(10, 0, json!(1), 0);
     let next = || message(11, 1, json!(2), 5);
-    type Change = Box<dyn Fn(&mut AgentEvent)>;
     let cases: Vec<(&str, Change)> = vec![
         ("continues", Box::new(|_| {})),
         (
@@ -156,17 +156,9 @@ fn a_row_of_messages_ends_where_a_message_does_not_continue_it() {
             Box::new(|event| event.content = json!("x".repeat(MESSAGE_ROW_BYTES_MAX))),
         ),
     ];
-    for (name, change) in cases {
-        let mut chunk = Chunk::start(&first).unwrap().unwrap();
-        let mut event = next();
-        change(&mut event);
-        let continues = name.starts_with("continues");
-        assert_eq!(chunk.extend(&event), continues, "{name}");
-        if !continues {
-            assert_eq!(chunk.last_seq, 10, "{name}: nothing changed");
-            assert_eq!(chunk.content_column(), "[1]", "{name}");
-        }
-    }
+    continues_only_where_named(&first, next, cases, |chunk, name| {
+        assert_eq!(chunk.content_column(), "[1]", "{name}")
+    });
     let huge = message(10, 0, json!("x".repeat(MESSAGE_ROW_BYTES_MAX)), 0);
     assert!(
         Chunk::start(&huge).unwrap().is_none(),

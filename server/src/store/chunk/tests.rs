@@ -95,7 +95,6 @@ fn a_run_ends_where_an_event_does_not_continue_it() {
     let head = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
     let first = append(10, head, "a", 0);
     let next = || append(11, next_id(head).unwrap(), "b", 5);
-    type Change = Box<dyn Fn(&mut AgentEvent)>;
     let cases: Vec<(&str, Change)> = vec![
         ("continues", Box::new(|_| {})),
         ("seq skips", Box::new(|event| event.seq = 12)),
@@ -143,15 +142,32 @@ fn a_run_ends_where_an_event_does_not_continue_it() {
             Box::new(|event| event.delta = Some(json!("x".repeat(CHUNK_BYTES_MAX)))),
         ),
     ];
+    continues_only_where_named(&first, next, cases, |chunk, name| {
+        assert_eq!(chunk.text, "a", "{name}")
+    });
+}
+
+/// One change to an event that would continue a row.
+pub(super) type Change = Box<dyn Fn(&mut AgentEvent)>;
+
+/// Each case changes one thing of `next()`: the row started at `first` takes the event only
+/// where the case's name begins with "continues"; where it does not, the row is as it was
+/// (its last seq, and what `unchanged` checks).
+pub(super) fn continues_only_where_named(
+    first: &AgentEvent,
+    next: impl Fn() -> AgentEvent,
+    cases: Vec<(&str, Change)>,
+    unchanged: impl Fn(&Chunk, &str),
+) {
     for (name, change) in cases {
-        let mut chunk = Chunk::start(&first).unwrap().unwrap();
+        let mut chunk = Chunk::start(first).unwrap().unwrap();
         let mut event = next();
         change(&mut event);
         let continues = name.starts_with("continues");
         assert_eq!(chunk.extend(&event), continues, "{name}");
         if !continues {
-            assert_eq!(chunk.last_seq, 10, "{name}: nothing changed");
-            assert_eq!(chunk.text, "a", "{name}");
+            assert_eq!(chunk.last_seq, first.seq, "{name}: nothing changed");
+            unchanged(&chunk, name);
         }
     }
 }
