@@ -257,11 +257,7 @@ async fn events_read_as_json_are_the_events_serialized() {
     text.delta = Some(serde_json::Value::String("token ".into()));
     text.delta_action = Some(app::DeltaAction::Append);
     store
-        .append(&[AppendBatch {
-            agent_id: agent.id,
-            drafts: vec![full, bare, text],
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(agent.id, vec![full, bare, text])])
         .await
         .unwrap();
     let events = store.read_events(agent.id, 0, 10).await.unwrap();

@@ -81,11 +81,10 @@ async fn a_log_of_the_previous_schema_reads_back_exactly() {
     // The log goes on after the migrated rows.
     let agent = &agents[0];
     let committed = store
-        .append(&[AppendBatch {
-            agent_id: agent.id,
-            drafts: vec![EventDraft::new(EventKind::User)],
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(
+            agent.id,
+            vec![EventDraft::new(EventKind::User)],
+        )])
         .await
         .unwrap();
     assert_eq!(committed[0][0].seq, agent.head_seq + 1);
@@ -170,11 +169,10 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
     found.sort_by_key(|event| (agents.iter().position(|a| *a == event.agent_id), event.seq));
     assert_eq!(found, expected);
     let committed = store
-        .append(&[AppendBatch {
-            agent_id: agents[0],
-            drafts: vec![EventDraft::new(EventKind::User)],
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(
+            agents[0],
+            vec![EventDraft::new(EventKind::User)],
+        )])
         .await
         .unwrap();
     let head = expected.iter().filter(|e| e.agent_id == agents[0]).count() as u64;

@@ -57,11 +57,7 @@ async fn write_log(url: &str, tokens: u64, run_tokens: u64) -> Uuid {
     let mut chains = IdChains::default();
     let mut drafts = Vec::new();
     let mut flush = |drafts: &mut Vec<EventDraft>| {
-        let mut batch = AppendBatch {
-            agent_id: agent.id,
-            drafts: std::mem::take(drafts),
-            producer: None,
-        };
+        let mut batch = AppendBatch::new(agent.id, std::mem::take(drafts));
         chains.assign(&mut batch);
         batch
     };

@@ -33,17 +33,15 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
                     // Groups that touch one or two agents, in varying order (lock ordering).
                     let a = agents[(task + index) % agents.len()];
                     let b = agents[(task + index + which + 1) % agents.len()];
-                    let mut batches = vec![AppendBatch {
-                        agent_id: a,
-                        drafts: vec![EventDraft::new(EventKind::Text); 1 + index % 3],
-                        producer: None,
-                    }];
+                    let mut batches = vec![AppendBatch::new(
+                        a,
+                        vec![EventDraft::new(EventKind::Text); 1 + index % 3],
+                    )];
                     if index % 2 == 0 && a != b {
-                        batches.push(AppendBatch {
-                            agent_id: b,
-                            drafts: vec![EventDraft::new(EventKind::Text); 2],
-                            producer: None,
-                        });
+                        batches.push(AppendBatch::new(
+                            b,
+                            vec![EventDraft::new(EventKind::Text); 2],
+                        ));
                     }
                     for batch in &mut batches {
                         for draft in &mut batch.drafts {

@@ -40,11 +40,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
     store
-        .append(&[AppendBatch {
-            agent_id: agent.id,
-            drafts: deltas(first, 0, 1_200),
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(agent.id, deltas(first, 0, 1_200))])
         .await
         .unwrap();
     let snapshots = Snapshots::default();
@@ -55,11 +51,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
     let mut more = deltas(first, 1_200, 30);
     more.extend(deltas(second, 0, 20));
     store
-        .append(&[AppendBatch {
-            agent_id: agent.id,
-            drafts: more,
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(agent.id, more)])
         .await
         .unwrap();
     let whole = fold_log(&store, &Snapshots::default(), agent.id)
@@ -139,11 +131,7 @@ async fn a_long_log_is_folded_from_a_run_start_within_the_window() {
     for _ in 0..5 {
         // 22 events each: run starts at seqs 1, 23, 45, 67, 89; the log ends at 110.
         store
-            .append(&[AppendBatch {
-                agent_id: agent.id,
-                drafts: run(20),
-                producer: None,
-            }])
+            .append(&[AppendBatch::new(agent.id, run(20))])
             .await
             .unwrap();
     }
@@ -214,11 +202,10 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
     let total = SNAPSHOT_PERSIST_EVENTS_MIN as usize + 500;
     for from in (0..total).step_by(1_000) {
         store
-            .append(&[AppendBatch {
-                agent_id: agent.id,
-                drafts: deltas(message, from, 1_000.min(total - from)),
-                producer: None,
-            }])
+            .append(&[AppendBatch::new(
+                agent.id,
+                deltas(message, from, 1_000.min(total - from)),
+            )])
             .await
             .unwrap();
     }
@@ -244,11 +231,7 @@ async fn a_saved_snapshot_the_log_disagrees_with_is_rebuilt() {
     let message = Uuid::now_v7();
     let total = SNAPSHOT_PERSIST_EVENTS_MIN as usize;
     store
-        .append(&[AppendBatch {
-            agent_id: agent.id,
-            drafts: deltas(message, 0, total),
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(agent.id, deltas(message, 0, total))])
         .await
         .unwrap();
     // A snapshot of other text, claiming to be the fold through the log's last seq.

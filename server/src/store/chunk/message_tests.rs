@@ -220,19 +220,11 @@ fn ids_chain_within_one_append_of_messages() {
         draft
     };
     let mut chains = IdChains::default();
-    let mut first = AppendBatch {
-        agent_id: Uuid::from_u128(1),
-        drafts: vec![draft(7), draft(7), draft(7)],
-        producer: None,
-    };
+    let mut first = AppendBatch::new(Uuid::from_u128(1), vec![draft(7), draft(7), draft(7)]);
     chains.assign(&mut first);
     assert_eq!(Some(first.drafts[1].id), next_id(first.drafts[0].id));
     assert_eq!(Some(first.drafts[2].id), next_id(first.drafts[1].id));
-    let mut second = AppendBatch {
-        agent_id: Uuid::from_u128(1),
-        drafts: vec![draft(8)],
-        producer: None,
-    };
+    let mut second = AppendBatch::new(Uuid::from_u128(1), vec![draft(8)]);
     let own = second.drafts[0].id;
     chains.assign(&mut second);
     assert_eq!(
@@ -316,11 +308,7 @@ fn ids_chain_across_single_message_appends() {
                 draft
             })
             .collect();
-        AppendBatch {
-            agent_id,
-            drafts,
-            producer: None,
-        }
+        AppendBatch::new(agent_id, drafts)
     };
     let mut chains = IdChains::default();
     let mut singles = [batch(1), batch(1), batch(1)];

@@ -234,18 +234,10 @@ fn ids_chain_across_batches_and_break_where_the_part_changes() {
         draft
     };
     let mut chains = IdChains::default();
-    let mut first = AppendBatch {
-        agent_id: agent,
-        drafts: vec![token(EventKind::Text), token(EventKind::Text)],
-        producer: None,
-    };
+    let mut first = AppendBatch::new(agent, vec![token(EventKind::Text), token(EventKind::Text)]);
     chains.assign(&mut first);
     assert_eq!(Some(first.drafts[1].id), next_id(first.drafts[0].id));
-    let mut elsewhere = AppendBatch {
-        agent_id: other_agent,
-        drafts: vec![token(EventKind::Text)],
-        producer: None,
-    };
+    let mut elsewhere = AppendBatch::new(other_agent, vec![token(EventKind::Text)]);
     let own = elsewhere.drafts[0].id;
     chains.assign(&mut elsewhere);
     assert_eq!(

@@ -107,11 +107,7 @@ async fn the_wal_restarts_while_reads_never_stop() {
         draft.content = serde_json::json!({ "text": "x".repeat(400) });
         draft
     };
-    let batch = || AppendBatch {
-        agent_id: agent.id,
-        drafts: (0..25).map(|_| draft()).collect(),
-        producer: None,
-    };
+    let batch = || AppendBatch::new(agent.id, (0..25).map(|_| draft()).collect());
     store.append(&[batch()]).await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let mut readers = Vec::new();
@@ -165,10 +161,8 @@ async fn writes_beside_the_log_get_their_turn_while_appends_never_pause() {
     let group = move |agents: &[Uuid]| -> Vec<AppendBatch> {
         agents
             .iter()
-            .map(|agent_id| AppendBatch {
-                agent_id: *agent_id,
-                drafts: vec![EventDraft::new(app::EventKind::Text)],
-                producer: None,
+            .map(|agent_id| {
+                AppendBatch::new(*agent_id, vec![EventDraft::new(app::EventKind::Text)])
             })
             .collect()
     };
@@ -217,11 +211,7 @@ fn messages(agent_id: Uuid, texts: &[&str]) -> AppendBatch {
         draft.content = serde_json::Value::String((*text).to_owned());
         draft
     });
-    AppendBatch {
-        agent_id,
-        drafts: drafts.collect(),
-        producer: None,
-    }
+    AppendBatch::new(agent_id, drafts.collect())
 }
 
 /// A row damaged on disk (a message's JSON no longer JSON, its length unchanged) reads as a

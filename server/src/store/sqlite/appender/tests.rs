@@ -6,11 +6,7 @@ use crate::store::{Agents, EventDraft, EventLog, NewAgent};
 fn group(agents: &[Uuid], kind: app::EventKind) -> Vec<AppendBatch> {
     agents
         .iter()
-        .map(|agent_id| AppendBatch {
-            agent_id: *agent_id,
-            drafts: vec![EventDraft::new(kind)],
-            producer: None,
-        })
+        .map(|agent_id| AppendBatch::new(*agent_id, vec![EventDraft::new(kind)]))
         .collect()
 }
 

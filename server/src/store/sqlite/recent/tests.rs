@@ -56,11 +56,7 @@ async fn a_fold_moves_every_row_and_joins_the_pieces_of_a_run() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let (message, first) = (Uuid::now_v7(), Uuid::now_v7());
     for group in 0..40 {
-        let batch = AppendBatch {
-            agent_id: agent.id,
-            drafts: deltas(message, first, group * 3, 3),
-            producer: None,
-        };
+        let batch = AppendBatch::new(agent.id, deltas(message, first, group * 3, 3));
         store.append(&[batch]).await.unwrap();
     }
     let before = store.read_events(agent.id, 0, 1_000).await.unwrap();
@@ -80,11 +76,7 @@ async fn a_fold_moves_every_row_and_joins_the_pieces_of_a_run() {
     assert_eq!(store.read_events(agent.id, 57, 10).await.unwrap(), middle);
     // The next fold continues the open run row.
     store
-        .append(&[AppendBatch {
-            agent_id: agent.id,
-            drafts: deltas(message, first, 120, 3),
-            producer: None,
-        }])
+        .append(&[AppendBatch::new(agent.id, deltas(message, first, 120, 3))])
         .await
         .unwrap();
     assert_eq!(fold_all(&mut recent, &mut connection), 1);
@@ -139,11 +131,7 @@ async fn reads_beside_folds_see_the_log_whole() {
                     draft
                 })
                 .collect();
-            let batch = AppendBatch {
-                agent_id: agent.id,
-                drafts,
-                producer: None,
-            };
+            let batch = AppendBatch::new(agent.id, drafts);
             store.append(&[batch]).await.unwrap();
         }
     };
@@ -217,16 +205,8 @@ async fn a_fold_keeps_what_cannot_be_joined_as_it_was() {
             })
             .collect();
         let batches = [
-            AppendBatch {
-                agent_id: tokens.id,
-                drafts,
-                producer: None,
-            },
-            AppendBatch {
-                agent_id: stream.id,
-                drafts: messages,
-                producer: None,
-            },
+            AppendBatch::new(tokens.id, drafts),
+            AppendBatch::new(stream.id, messages),
         ];
         store.append(&batches).await.unwrap();
     }
@@ -351,11 +331,7 @@ async fn large_rows_of_messages_skip_recent_unless_the_log_has_live_rows_there()
                 draft
             })
             .collect();
-        AppendBatch {
-            agent_id: agent.id,
-            drafts,
-            producer: None,
-        }
+        AppendBatch::new(agent.id, drafts)
     };
     let rows = |table: &'static str| {
         let pool = store.pool().clone();
@@ -392,11 +368,7 @@ async fn a_fold_joins_single_message_appends_into_shared_rows() {
         draft.id = id;
         draft.block_id = Some(id);
         draft.content = Value::String(format!("{{\"n\":{n}}}"));
-        let mut batch = AppendBatch {
-            agent_id: agent.id,
-            drafts: vec![draft],
-            producer: None,
-        };
+        let mut batch = AppendBatch::new(agent.id, vec![draft]);
         chains.assign(&mut batch);
         store.append(&[batch]).await.unwrap();
     }
