@@ -238,13 +238,9 @@ impl Tool for Slow {
     }
 
     fn call(&self, call: ToolCall) -> ToolFuture {
-        let ToolCall {
-            input,
-            progress,
-            cancel,
-        } = call;
         Box::pin(async move {
-            let seconds = input
+            let seconds = call
+                .input
                 .get("seconds")
                 .and_then(Value::as_f64)
                 .unwrap_or(2.0)
@@ -255,12 +251,12 @@ impl Tool for Slow {
             while started.elapsed() < total {
                 let step = (total - started.elapsed()).min(Duration::from_secs(1));
                 tokio::select! {
-                    _ = cancel.cancelled() => return Err("cancelled".into()),
+                    _ = call.cancel.cancelled() => return Err("cancelled".into()),
                     _ = tokio::time::sleep(step) => {}
                 }
                 elapsed_whole_seconds += 1;
                 // Progress is best effort: a full queue drops a report, never blocks the tool.
-                let _ = progress.try_send(json!({
+                let _ = call.progress.try_send(json!({
                     "progress": format!("{}/{}", elapsed_whole_seconds.min(seconds.ceil() as u64), seconds.ceil() as u64)
                 }));
             }

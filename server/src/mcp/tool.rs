@@ -28,18 +28,13 @@ impl Tool for McpTool {
     }
 
     fn call(&self, call: ToolCall) -> ToolFuture {
-        let ToolCall {
-            input,
-            progress,
-            cancel,
-        } = call;
         let connection = self.connection.clone();
         let name = self.listed.name.clone();
         Box::pin(async move {
             // The error becomes a tool result every client reads: addresses cut to their host
             // (an MCP server's URL may carry a key). The server's own result text is its own.
             connection
-                .call(&name, input, progress, cancel)
+                .call(&name, call.input, call.progress, call.cancel)
                 .await
                 .map_err(|error| crate::redact::urls(&error))
         })
