@@ -252,12 +252,8 @@ async fn end(server: &mut Server, before: ending::Held, hostile: &ending::Hostil
         let agent: Value = http
             .post(format!("{}/v1/agents", server.base))
             .json(&json!({ "name": "soak end" }))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+            .json_if_any()
+            .await?;
         let agent_id = Uuid::parse_str(agent["id"].as_str()?).ok()?;
         http.post(format!("{}/v1/agents/{agent_id}/runs", server.base))
             .json(&json!({ "content": "one last answer" }))

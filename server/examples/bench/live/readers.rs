@@ -1,5 +1,6 @@
 //! Readers that are not caught up: a slow one, a history page, idle sockets.
 
+use crate::requests::RequestExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -162,12 +163,8 @@ pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64
     let body: Value = http
         .post(format!("{base}/v1/agents"))
         .json(&json!({ "name": "idle" }))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+        .json_if_any()
+        .await?;
     let agent_id = Uuid::parse_str(body["id"].as_str()?).ok()?;
     let pid = child.id()?;
     tokio::time::sleep(Duration::from_millis(300)).await;
