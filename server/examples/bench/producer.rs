@@ -36,6 +36,11 @@ async fn append(http: &reqwest::Client, base: &str, agent_id: Uuid, seq: u64, ba
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
 }
 
+/// The producer's first batch (seq 0): its run's start.
+async fn start_run(http: &reqwest::Client, base: &str, agent_id: Uuid) {
+    append(http, base, agent_id, 0, json!([{ "kind": "run_started" }])).await;
+}
+
 fn text(piece: &str) -> Value {
     json!({
         "kind": "text", "message_id": MESSAGE, "delta": piece, "delta_action": "append",
@@ -56,14 +61,7 @@ async fn producer_rate(server: &Server, agents: u64, events: u64) -> f64 {
             let base = server.base.clone();
             tokio::spawn(async move {
                 let http = agentstream_server::http_client::client();
-                append(
-                    &http,
-                    &base,
-                    agent_id,
-                    0,
-                    json!([{ "kind": "run_started" }]),
-                )
-                .await;
+                start_run(&http, &base, agent_id).await;
                 let mut seq = 1;
                 let mut sent = 0;
                 while sent < events {
@@ -125,14 +123,7 @@ async fn producer_latency(server: &Server, sizes: &Sizes) -> (f64, f64, f64) {
             tokio::spawn(async move {
                 let http = agentstream_server::http_client::client();
                 let mut ticks = tokio::time::interval(Duration::from_millis(delay));
-                append(
-                    &http,
-                    &base,
-                    agent_id,
-                    0,
-                    json!([{ "kind": "run_started" }]),
-                )
-                .await;
+                start_run(&http, &base, agent_id).await;
                 for seq in 1..=u64::from(events) {
                     ticks.tick().await;
                     append(&http, &base, agent_id, seq, json!([text("tok ")])).await;
