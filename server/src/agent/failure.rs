@@ -2,7 +2,6 @@
 //! panicked): from what of it the log holds, with retries, so clients are not left waiting on a
 //! run that will never say more.
 
-use app::EventKind;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -37,18 +36,14 @@ pub(super) async fn end_from_log(
         ))
         .await;
         let outcome = async {
-            let outline = store.run_outline(run_id).await?;
-            let Some(started) = outline
-                .iter()
-                .find(|event| event.kind == EventKind::RunStarted)
-            else {
+            let Some(started) = store.run_start(run_id).await? else {
                 return Ok(());
             };
-            let events = crate::agent::recovery::run_events(store, started).await?;
+            let events = crate::agent::recovery::run_events(store, &started).await?;
             if events.iter().any(|event| event.kind.is_run_end()) {
                 return Ok(());
             }
-            let drafts = crate::agent::recovery::closing_drafts(started, &events, detail.clone());
+            let drafts = crate::agent::recovery::closing_drafts(&started, &events, detail.clone());
             writer.append_closing(agent_id, drafts).await.map(|_| ())
         }
         .await;

@@ -203,21 +203,15 @@ impl Starter {
         &self,
         run_id: Uuid,
     ) -> Result<Vec<crate::provider::ToolSpec>, StoreError> {
-        let outline = self.store.run_outline(run_id).await?;
-        Ok(outline
-            .iter()
-            .find(|event| event.kind == EventKind::RunStarted)
+        let started = self.store.run_start(run_id).await?;
+        Ok(started
             .map(|started| super::client_tools::from_metadata(&started.metadata))
             .unwrap_or_default())
     }
 
     /// The user message run `run_id` answers, once its start is in the log (`None` before).
     async fn message_of(&self, agent_id: Uuid, run_id: Uuid) -> Result<Option<String>, StoreError> {
-        let outline = self.store.run_outline(run_id).await?;
-        let Some(started) = outline
-            .iter()
-            .find(|event| event.kind == EventKind::RunStarted)
-        else {
+        let Some(started) = self.store.run_start(run_id).await? else {
             return Ok(None);
         };
         // The user message comes right after `run_started`.

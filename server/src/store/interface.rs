@@ -92,6 +92,13 @@ pub trait EventLog: Send + Sync + 'static {
     /// The lifecycle and usage events of one run (`run_started`, `usage`, the run's end), in seq
     /// order; empty for an unknown run. Reads the run index, not the agent's whole log.
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError>;
+    /// The run's `run_started` event (from its outline); `None` for a run not started (yet).
+    async fn run_start(&self, run_id: Uuid) -> Result<Option<AgentEvent>, StoreError> {
+        let outline = self.run_outline(run_id).await?;
+        Ok(outline
+            .into_iter()
+            .find(|event| event.kind == app::EventKind::RunStarted))
+    }
     /// The `run_started` events of runs with no terminal event and no live process executing
     /// them: cut off by a crash. (With one process, every run without an end at start-up; with
     /// PostgreSQL, the runs whose lease ran out.)

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::{AgentEvent, EventKind};
+use app::AgentEvent;
 use axum::http::StatusCode;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -205,11 +205,7 @@ where
 pub async fn run_start_seq(store: &dyn Store, run_id: Uuid) -> Result<u64, ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(RUN_ATTACH_WAIT_MS_MAX);
     loop {
-        let outline = store.run_outline(run_id).await?;
-        if let Some(started) = outline
-            .iter()
-            .find(|event| event.kind == EventKind::RunStarted)
-        {
+        if let Some(started) = store.run_start(run_id).await? {
             return Ok(started.seq);
         }
         if tokio::time::Instant::now() >= deadline {

@@ -92,10 +92,9 @@ fn cursor(headers: &HeaderMap, query: &CursorQuery) -> Result<Option<FrameId>, A
 
 /// The id the client knows run `run_id` by: its own `runId` recorded at the start, or ours.
 async fn client_run_id(state: &ChatState, run_id: Uuid) -> Result<String, ApiError> {
-    let outline = state.store.run_outline(run_id).await?;
-    Ok(outline
-        .iter()
-        .find(|event| event.kind == EventKind::RunStarted)
+    let started = state.store.run_start(run_id).await?;
+    Ok(started
+        .as_ref()
         .and_then(|started| started.metadata.pointer("/client/run_id"))
         .and_then(Value::as_str)
         .map_or_else(|| run_id.to_string(), str::to_owned))

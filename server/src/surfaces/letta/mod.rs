@@ -21,7 +21,6 @@ use request::unprocessable;
 pub use request::{parse_request, ApprovalTarget, LettaAsked, LettaRequest};
 use stream::{feed, sse_response, wanted, Shape};
 
-use app::EventKind;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -286,10 +285,10 @@ pub async fn resume_run(
         ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
     })?;
     let request: ResumeRequest = crate::http::params::optional_json_body(&body, "resume request")?;
-    let outline = state.store.run_outline(run_id).await?;
-    let started = outline
-        .iter()
-        .find(|event| event.kind == EventKind::RunStarted)
+    let started = state
+        .store
+        .run_start(run_id)
+        .await?
         .ok_or_else(|| ApiError::unknown_run(run_id))?;
     let agent_id = started.agent_id;
     let starting_after = request.starting_after.unwrap_or(0);
