@@ -30,9 +30,9 @@ async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
             }),
         )
         .await;
-    assert_eq!(status, 202, "{accepted}");
-    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (run_id, events) = server
+        .accepted_run_to_end(agent_id, (status, accepted))
+        .await;
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     assert_eq!(end.content["stop_reason"], "requires_client_tool");
@@ -132,11 +132,7 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
         .as_str()
         .unwrap()
         .contains("runs in the client"));
-    assert_eq!(
-        server.all_events(agent_id).await.len(),
-        head,
-        "nothing written"
-    );
+    server.assert_nothing_written(agent_id, head).await;
 
     // The result starts the continuation, which writes it on the call and goes on.
     let (status, accepted) = server
@@ -145,9 +141,9 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
             &json!({ "call_id": call_id, "output": { "confirmed": true } }),
         )
         .await;
-    assert_eq!(status, 202, "{accepted}");
-    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (run_id, events) = server
+        .accepted_run_to_end(agent_id, (status, accepted))
+        .await;
     let results = of_kind(&events, run_id, EventKind::ToolResult);
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["tool_call_id"], call_id.as_str());
@@ -235,11 +231,7 @@ async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_
             "{error}"
         );
     }
-    assert_eq!(
-        server.all_events(agent_id).await.len(),
-        head,
-        "nothing written"
-    );
+    server.assert_nothing_written(agent_id, head).await;
 }
 
 /// A call nobody answers gets an error result once the agent's timeout passes; the model reads

@@ -74,9 +74,9 @@ async fn an_approved_call_runs_once_and_the_loop_goes_on() {
     let (status, accepted) = server
         .answer(agent_id, &json!({ "call_id": call_id, "approve": true }))
         .await;
-    assert_eq!(status, 202, "{accepted}");
-    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (run_id, events) = server
+        .accepted_run_to_end(agent_id, (status, accepted))
+        .await;
     let responses = of_kind(&events, run_id, EventKind::ApprovalResponse);
     assert_eq!(responses.len(), 1);
     assert_eq!(responses[0]["approve"], true);
@@ -117,9 +117,9 @@ async fn a_denied_call_gets_the_reason_as_its_error_result() {
             &json!({ "call_id": call_id, "approve": false, "reason": "not today" }),
         )
         .await;
-    assert_eq!(status, 202, "{accepted}");
-    let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
-    let events = server.wait_for_run_end(agent_id, run_id).await;
+    let (run_id, events) = server
+        .accepted_run_to_end(agent_id, (status, accepted))
+        .await;
     let results = of_kind(&events, run_id, EventKind::ToolResult);
     assert_eq!(results.len(), 1);
     assert_eq!(results[0]["is_error"], true);
@@ -198,11 +198,7 @@ async fn answers_over_the_websocket_and_bad_answers_are_refused() {
         )
         .await;
     assert_eq!(got, 404, "an unknown agent");
-    assert_eq!(
-        server.all_events(agent_id).await.len(),
-        head,
-        "nothing written"
-    );
+    server.assert_nothing_written(agent_id, head).await;
 
     let mut socket = server.connect().await;
     socket
@@ -261,7 +257,6 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
     use common::processes::{self, Restartable};
     let node = Restartable::new();
     let http = agentstream_server::http_client::client();
-    let post = |path: String, body: Value| http.post(path).json(&body).status_json();
     let (server, agent_id, call_id) = node
         .kill_while_a_call_waits(
             &http,
@@ -269,11 +264,11 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
             json!({ "content": "/tools calculator 6*7" }),
         )
         .await;
-    let (status, accepted) = post(
-        format!("{}/v1/agents/{agent_id}/approvals", server.base),
-        json!({ "call_id": call_id, "approve": true }),
-    )
-    .await;
+    let (status, accepted) = http
+        .post(format!("{}/v1/agents/{agent_id}/approvals", server.base))
+        .json(&json!({ "call_id": call_id, "approve": true }))
+        .status_json()
+        .await;
     assert_eq!(status, 202, "{accepted}");
     let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
     let log = processes::log_after_run(&http, &server.base, agent_id, run_id).await;

@@ -48,11 +48,7 @@ async fn an_unanswered_request_is_denied_when_its_timeout_passes() {
         .await;
     assert_eq!(status, 409, "{error}");
     assert_eq!(error["error"]["code"], "already_answered");
-    assert_eq!(
-        server.all_events(agent_id).await.len(),
-        head,
-        "nothing written"
-    );
+    server.assert_nothing_written(agent_id, head).await;
     server.run_to_end(agent_id, "hello again").await;
 
     // A timeout that is not a whole number of milliseconds is refused at creation.

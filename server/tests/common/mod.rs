@@ -186,6 +186,24 @@ impl TestServer {
         self.get(path).await.json().await.unwrap()
     }
 
+    /// The run a `202 Accepted` answer (`status`, body) names by its `run_id`, once it ended:
+    /// its id and the agent's log.
+    pub async fn accepted_run_to_end(
+        &self,
+        agent_id: Uuid,
+        (status, accepted): (u16, Value),
+    ) -> (Uuid, Vec<AgentEvent>) {
+        assert_eq!(status, 202, "{accepted}");
+        let run_id: Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
+        (run_id, self.wait_for_run_end(agent_id, run_id).await)
+    }
+
+    /// Asserts the agent's log still holds `head` events: a refused request wrote nothing.
+    pub async fn assert_nothing_written(&self, agent_id: Uuid, head: usize) {
+        let events = self.all_events(agent_id).await;
+        assert_eq!(events.len(), head, "nothing written");
+    }
+
     /// How many agents the server lists (up to 1 000).
     pub async fn agent_count(&self) -> usize {
         let agents = self.get_json("/v1/agents?limit=1000").await;

@@ -28,18 +28,15 @@ impl ClusterStore for PgStore {
     ) -> Result<Option<Uuid>, StoreError> {
         // The holder may end between the insert and the look-up; then the slot is tried again.
         for _ in 0..CLAIM_ATTEMPTS_MAX {
-            let claimed: Option<Uuid> = sqlx::query_scalar(
-                "INSERT INTO active_runs (agent_id, run_id, owner_id, lease_until) \
-                 VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
-                 ON CONFLICT (agent_id) DO NOTHING RETURNING run_id",
-            )
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(self.node_id)
-            .bind(self.run_lease_ms as f64 / 1000.0)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unknown_agent_or(agent_id))?;
+            let claimed = self
+                .write_slot(
+                    "INSERT INTO active_runs (agent_id, run_id, owner_id, lease_until) \
+                     VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
+                     ON CONFLICT (agent_id) DO NOTHING RETURNING run_id",
+                    agent_id,
+                    run_id,
+                )
+                .await?;
             if claimed.is_some() {
                 return Ok(None);
             }
@@ -69,18 +66,15 @@ impl ClusterStore for PgStore {
         // An update only: the claim of an open run stays until the run ends (recovery ends a
         // run whose claim ran out), so a missing row means the run ended — and an insert
         // racing the end's commit could bring its claim back for a run that is over.
-        let adopted: Option<Uuid> = sqlx::query_scalar(
-            "UPDATE active_runs SET owner_id = $3, \
-                 lease_until = now() + make_interval(secs => $4) \
-             WHERE agent_id = $1 AND run_id = $2 RETURNING run_id",
-        )
-        .bind(agent_id)
-        .bind(run_id)
-        .bind(self.node_id)
-        .bind(self.run_lease_ms as f64 / 1000.0)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(unknown_agent_or(agent_id))?;
+        let adopted = self
+            .write_slot(
+                "UPDATE active_runs SET owner_id = $3, \
+                     lease_until = now() + make_interval(secs => $4) \
+                 WHERE agent_id = $1 AND run_id = $2 RETURNING run_id",
+                agent_id,
+                run_id,
+            )
+            .await?;
         if adopted.is_some() {
             return Ok(None);
         }
@@ -193,6 +187,26 @@ fn parse_notice(channel: &str, payload: &str) -> Option<Notice> {
             Some(Notice::Cancel { agent_id, run_id })
         }
         _ => None,
+    }
+}
+
+impl PgStore {
+    /// Writes `agent_id`'s run slot for `run_id` with `sql` (its parameters: the agent, the run,
+    /// this process and the lease in seconds; it returns the run id when it wrote the row).
+    async fn write_slot(
+        &self,
+        sql: &'static str,
+        agent_id: Uuid,
+        run_id: Uuid,
+    ) -> Result<Option<Uuid>, StoreError> {
+        sqlx::query_scalar(sql)
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(self.node_id)
+            .bind(self.run_lease_ms as f64 / 1000.0)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unknown_agent_or(agent_id))
     }
 }
 

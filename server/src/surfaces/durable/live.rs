@@ -122,17 +122,7 @@ pub(crate) async fn long_poll(
     loop {
         let (messages, tail) = source.read(state, since).await?;
         if !messages.is_empty() {
-            let last = messages.last_offset();
-            let response = messages_response(
-                source.path(),
-                source.content_type(),
-                source.closed(),
-                &messages,
-                last,
-                tail,
-                &start_text,
-                None,
-            );
+            let response = messages_response(&source, &messages, tail, &start_text, None);
             return Ok(with(
                 response,
                 STREAM_CURSOR,

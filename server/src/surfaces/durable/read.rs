@@ -61,15 +61,13 @@ async fn catch_up(
         _ => 0,
     };
     let (messages, tail) = source.read(state, since).await?;
-    let last = messages.last_offset();
+    let start = query.offset_text.as_deref().unwrap_or("-1");
+    let if_none_match = header_text(headers, "if-none-match");
     Ok(messages_response(
-        source.path(),
-        source.content_type(),
-        source.closed(),
+        source,
         &messages,
-        last,
         tail,
-        query.offset_text.as_deref().unwrap_or("-1"),
-        header_text(headers, "if-none-match"),
+        start,
+        if_none_match,
     ))
 }

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use super::messages;
 use super::protocol::{self, format_offset};
 use super::refusal::Refusal;
+use super::source::Source;
 use crate::agent::produce::fence::Fence;
 
 pub const STREAM_NEXT_OFFSET: &str = "stream-next-offset";
@@ -92,22 +93,20 @@ pub fn refused(refusal: Refusal) -> Response {
     }
 }
 
-/// An answer carrying messages (or none, at the tail).
-#[allow(clippy::too_many_arguments)]
-pub fn messages_response(
-    path: &str,
-    content_type: &str,
-    closed: bool,
+/// An answer carrying `source`'s messages (or none, at the tail); `start` is the offset the
+/// reader asked from, as it wrote it.
+pub(super) fn messages_response(
+    source: &Source,
     messages: &messages::Messages,
-    last: Option<u64>,
     tail: u64,
     start: &str,
     if_none_match: Option<&str>,
 ) -> Response {
+    let (path, content_type) = (source.path(), source.content_type());
     // After the last message given, or the tail when none is (also past it).
-    let next = last.unwrap_or(tail);
+    let next = messages.last_offset().unwrap_or(tail);
     let at_tail = next >= tail;
-    let closed = closed && at_tail;
+    let closed = source.closed() && at_tail;
     let etag = protocol::etag(path, start, &format_offset(next), closed);
     if if_none_match == Some(etag.as_str()) {
         return with(StatusCode::NOT_MODIFIED.into_response(), "etag", etag);
