@@ -84,18 +84,14 @@ async fn the_python_producer_killed_mid_stream_resumes_with_nothing_lost_or_doub
         .expect("the model says its port");
     let model_url = format!("http://127.0.0.1:{port}/v1");
     let state = tempfile::tempdir().unwrap();
+    // One life of the producer (its state file kept between lives), until it says `until`.
+    let life = |extra: &'static [&'static str], until: Option<&'static str>| {
+        producer_until(&server, agent_id, &model_url, state.path(), extra, until)
+    };
 
     // First life: dies right after the server committed its fourth batch, before it wrote the
     // answer down (the lost acknowledgement).
-    let (mut child, said) = producer_until(
-        &server,
-        agent_id,
-        &model_url,
-        state.path(),
-        &["--crash-after-send", "3"],
-        None,
-    )
-    .await;
+    let (mut child, said) = life(&["--crash-after-send", "3"], None).await;
     let status = child.wait().await.unwrap();
     assert_eq!(status.code(), Some(9), "{said:?}");
     assert_eq!(
@@ -108,15 +104,7 @@ async fn the_python_producer_killed_mid_stream_resumes_with_nothing_lost_or_doub
         ["acked", "seq", "2"]
     );
     // Second life: killed (SIGKILL) right after its third acknowledged batch.
-    let (mut child, said) = producer_until(
-        &server,
-        agent_id,
-        &model_url,
-        state.path(),
-        &[],
-        Some("acked seq 2"),
-    )
-    .await;
+    let (mut child, said) = life(&[], Some("acked seq 2")).await;
     child.kill().await.unwrap();
     assert!(
         said.first()
@@ -127,15 +115,7 @@ async fn the_python_producer_killed_mid_stream_resumes_with_nothing_lost_or_doub
         said.iter().all(|line| !line.starts_with("done")),
         "{said:?}"
     );
-    let (mut child, said) = producer_until(
-        &server,
-        agent_id,
-        &model_url,
-        state.path(),
-        &[],
-        Some("done"),
-    )
-    .await;
+    let (mut child, said) = life(&[], Some("done")).await;
     assert!(
         said.first()
             .is_some_and(|line| line.starts_with("recovered: epoch 2")),

@@ -146,14 +146,8 @@ async fn two_servers_a_subscriber_on_b_sees_a_run_on_a_gap_free_and_in_order() {
         log_a.len()
     );
     // `read` asserted once-and-in-order; here: all of it, and exactly the log.
-    assert_eq!(
-        seen.events[&agent_id], log_a,
-        "the client on B got A's run exactly"
-    );
-    assert_eq!(
-        late.events[&agent_id], log_a,
-        "the late client on B got A's run exactly"
-    );
+    seen.assert_saw(agent_id, &log_a, "the client on B got A's run exactly");
+    late.assert_saw(agent_id, &log_a, "the late client on B got A's run exactly");
 }
 
 #[tokio::test]
@@ -260,14 +254,8 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
         seen.last_seq(agent_id) >= head
     })
     .await;
-    assert_eq!(
-        seen_a.events[&agent_id], log,
-        "the subscriber on A saw the log"
-    );
-    assert_eq!(
-        seen_b.events[&agent_id], log,
-        "the subscriber on B saw the log"
-    );
+    seen_a.assert_saw(agent_id, &log, "the subscriber on A saw the log");
+    seen_b.assert_saw(agent_id, &log, "the subscriber on B saw the log");
 }
 
 /// A PostgreSQL cluster of this test's own, to restart without disturbing the other tests.
@@ -446,8 +434,9 @@ async fn two_servers_survive_a_postgres_restart_mid_stream() {
     .await;
     let log = log_of(&http, &a.base, agent_id).await;
     assert_contiguous(&log, 1);
-    assert_eq!(
-        seen.events[&agent_id], log,
-        "B's client has the whole log, once, in order"
+    seen.assert_saw(
+        agent_id,
+        &log,
+        "B's client has the whole log, once, in order",
     );
 }

@@ -175,6 +175,12 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// Asserts the client got exactly `log` of `agent_id`, once and in order (`what` says so
+    /// in the failure's message).
+    pub fn assert_saw(&self, agent_id: Uuid, log: &[AgentEvent], what: &str) {
+        assert_eq!(self.events[&agent_id], log, "{what}");
+    }
+
     pub fn last_seq(&self, agent_id: Uuid) -> u64 {
         self.events
             .get(&agent_id)
