@@ -74,6 +74,7 @@ pub(super) trait CallState:
 }
 impl<F: Fn() -> Option<ApprovalState> + Copy + Send + Sync + 'static> CallState for F {}
 
+/// The [`CallCard`] of the call whose request is message `message_id`.
 pub(super) fn call_card(
     timeline: ReadSignal<Timeline>,
     message_id: Uuid,
