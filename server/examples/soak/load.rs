@@ -199,6 +199,12 @@ pub async fn subscriber(
     head: tokio::sync::watch::Receiver<Option<u64>>,
     mut random: Random,
 ) -> Record {
+    let who = Who {
+        base: &base,
+        agent_id,
+        transport,
+        metrics: &metrics,
+    };
     let mut record = Record::default();
     // Some join late, and catch up from the store.
     sleep(random.millis(0, 20_000)).await;
@@ -210,19 +216,7 @@ pub async fn subscriber(
         };
         let cancel = random.below(10) == 0;
         let until = Instant::now() + random.millis(1_000, 12_000);
-        let ended = connection(
-            &base,
-            agent_id,
-            transport,
-            &metrics,
-            &mut record,
-            manner,
-            cancel,
-            &stop,
-            until,
-            None,
-        )
-        .await;
+        let ended = connection(who, &mut record, manner, cancel, &stop, until, None).await;
         if let Err(error) = ended {
             metrics.fail(format!("subscriber of {agent_id}: {error}"));
         }
@@ -234,33 +228,27 @@ pub async fn subscriber(
     };
     let until = Instant::now() + Duration::from_millis(FINAL_CATCH_UP_WAIT_MS);
     let never = CancellationToken::new();
-    let ended = connection(
-        &base,
-        agent_id,
-        transport,
-        &metrics,
-        &mut record,
-        Manner::Prompt,
-        false,
-        &never,
-        until,
-        Some(final_head),
-    )
-    .await;
+    let last = Some(final_head);
+    let ended = connection(who, &mut record, Manner::Prompt, false, &never, until, last).await;
     if let Err(error) = ended {
         metrics.fail(format!("subscriber of {agent_id}, last catch-up: {error}"));
     }
     record
 }
 
-/// One connection: subscribe from the record's cursor and read until `until`, `stop`, or the
-/// cursor reaching `through`.
-#[allow(clippy::too_many_arguments)]
-async fn connection(
-    base: &str,
+/// Who a subscriber is: the same for each of its connections.
+#[derive(Clone, Copy)]
+struct Who<'a> {
+    base: &'a str,
     agent_id: Uuid,
     transport: Transport,
-    metrics: &Metrics,
+    metrics: &'a Metrics,
+}
+
+/// One connection: subscribe from the record's cursor and read until `until`, `stop`, or the
+/// cursor reaching `through`.
+async fn connection(
+    who: Who<'_>,
     record: &mut Record,
     manner: Manner,
     cancel: bool,
@@ -268,6 +256,12 @@ async fn connection(
     until: Instant,
     through: Option<u64>,
 ) -> Result<(), String> {
+    let Who {
+        base,
+        agent_id,
+        transport,
+        metrics,
+    } = who;
     metrics.sessions.fetch_add(1, Relaxed);
     let since = record.last_seq();
     let done = |record: &Record| through.is_some_and(|through| record.last_seq() >= through);

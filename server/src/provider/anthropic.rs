@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::http::{self, SseParser};
 use super::{
     ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest,
-    ThinkingBlock,
+    ThinkingBlock, ToolSpec,
 };
 
 pub const ANTHROPIC_BASE_URL_DEFAULT: &str = "https://api.anthropic.com";
@@ -173,19 +173,18 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
         body["system"] = json!(system);
     }
     if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.input_schema,
-                })
-            })
-            .collect();
+        body["tools"] = request.tools.iter().map(tool_json).collect();
     }
     body
+}
+
+/// A tool as Anthropic's Messages API declares it.
+fn tool_json(tool: &ToolSpec) -> Value {
+    json!({
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+    })
 }
 
 /// The streaming parser: one per response.

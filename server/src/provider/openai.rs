@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::http::{self, SseParser};
-use super::{ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest};
+use super::{
+    ConversationMessage, Events, Provider, ProviderError, ProviderEvent, ProviderRequest, ToolSpec,
+};
 
 pub const OPENAI_BASE_URL_DEFAULT: &str = "https://api.openai.com/v1";
 pub const OPENAI_MODEL_DEFAULT: &str = "gpt-4o-mini";
@@ -78,22 +80,19 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
         "messages": messages,
     });
     if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.input_schema,
-                    },
-                })
-            })
-            .collect();
+        body["tools"] = request.tools.iter().map(tool_json).collect();
     }
     body
+}
+
+/// A tool as Chat Completions declares it: a function.
+fn tool_json(tool: &ToolSpec) -> Value {
+    let function = json!({
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.input_schema,
+    });
+    json!({ "type": "function", "function": function })
 }
 
 #[derive(Debug, Default)]

@@ -48,6 +48,16 @@ pub mod steps;
 #[cfg(test)]
 mod test_log;
 
+/// A stream's rule checks (`verify.rs`): a stream says it finished exactly when it ended.
+pub fn finished_as_ended(finished: bool, ended: bool) -> Result<(), String> {
+    match finished == ended {
+        true => Ok(()),
+        false => Err(format!(
+            "finished: {finished}, but the stream ended: {ended}"
+        )),
+    }
+}
+
 /// A slot for one more open stream, or the 503 that says there is none.
 pub fn stream_slot(
     streams: &std::sync::Arc<tokio::sync::Semaphore>,

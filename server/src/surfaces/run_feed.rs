@@ -142,28 +142,46 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Follows run `run_id` of `agent_id` in the log from `after_seq` (every event of the run has a
-/// greater seq) and sends what `map` makes of each of its events, at most `items_max` queued.
+/// Which run a feed follows: run `run_id` of `agent_id`, read from the log after `after_seq`
+/// (every event of the run has a greater seq).
+#[derive(Clone, Copy, Debug)]
+pub struct RunCursor {
+    pub agent_id: Uuid,
+    pub run_id: Uuid,
+    pub after_seq: u64,
+}
+
+impl RunCursor {
+    pub fn new(agent_id: Uuid, run_id: Uuid, after_seq: u64) -> RunCursor {
+        RunCursor {
+            agent_id,
+            run_id,
+            after_seq,
+        }
+    }
+}
+
+/// Follows the run `at` names in the log of `store` and `hub` and sends what `map` makes of each
+/// of its events, at most `items_max` queued.
 /// A slower reader makes the feed wait; its log subscription then lags and catches up from the
 /// store, so the agent never waits for a reader and nothing is lost. The channel closes after
 /// the items of the run's end, or after an error when the log cannot be followed. Counted as a
 /// subscriber of `surface` while it follows.
-// Each argument is one of the feed's own: what the run is, where to read it, how far to queue.
-#[allow(clippy::too_many_arguments)]
 pub fn feed<T, M>(
-    surface: &'static str,
-    store: Arc<dyn Store>,
-    hub: Arc<Hub>,
-    agent_id: Uuid,
-    run_id: Uuid,
-    after_seq: u64,
-    items_max: usize,
+    (surface, items_max): (&'static str, usize),
+    (store, hub): (Arc<dyn Store>, Arc<Hub>),
+    at: RunCursor,
     mut map: M,
 ) -> mpsc::Receiver<Result<T, FollowError>>
 where
     T: Send + 'static,
     M: FnMut(&AgentEvent) -> Vec<T> + Send + 'static,
 {
+    let RunCursor {
+        agent_id,
+        run_id,
+        after_seq,
+    } = at;
     let (items, receiver) = mpsc::channel(items_max);
     tokio::spawn(async move {
         let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);

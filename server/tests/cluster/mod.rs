@@ -273,16 +273,15 @@ fn postgres_bin() -> PathBuf {
         .expect("an initdb under /usr/lib/postgresql/*/bin")
 }
 
+fn is_root() -> bool {
+    let id = Command::new("id").arg("-u").output().unwrap();
+    id.stdout.starts_with(b"0")
+}
+
 /// A PostgreSQL program run as the owner of the cluster: as root, Debian's `postgres` user
 /// (initdb and postgres refuse to run as root). Its chatter is dropped.
 fn as_owner(program: &Path, arguments: &[&str]) -> Command {
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .unwrap()
-        .stdout
-        .starts_with(b"0");
-    let mut command = if is_root {
+    let mut command = if is_root() {
         let mut command = Command::new("runuser");
         command.args(["-u", "postgres", "--"]).arg(program);
         command
@@ -303,13 +302,7 @@ impl OwnPostgres {
         let directory =
             std::env::temp_dir().join(format!("agentstream-pg-{}", Uuid::new_v4().simple()));
         std::fs::create_dir_all(&directory).unwrap();
-        let is_root = Command::new("id")
-            .arg("-u")
-            .output()
-            .unwrap()
-            .stdout
-            .starts_with(b"0");
-        if is_root {
+        if is_root() {
             assert!(Command::new("chown")
                 .arg("postgres:")
                 .arg(&directory)

@@ -18,6 +18,7 @@ use super::mapping::{AgUiEvent, EventMapper};
 use crate::delivery::subscription::FollowError;
 use crate::surfaces::chat::ChatState;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
+use crate::surfaces::run_feed::RunCursor;
 use crate::surfaces::run_feed::{frames, FrameId};
 
 /// Events queued between a run's feed and its HTTP response (a slower reader makes the feed
@@ -58,45 +59,38 @@ pub(super) fn feed(
         ..
     } = plan;
     let mut replayed: Vec<Framed> = Vec::new();
-    crate::surfaces::run_feed::feed(
-        "ag_ui",
-        state.store.clone(),
-        state.hub.clone(),
-        agent_id,
-        run_id,
-        after_seq,
-        AG_UI_FEED_EVENTS_MAX,
-        move |event| {
-            let mut tagged = mapper.push(event);
-            let starts = matches!(tagged.first(), Some((_, AgUiEvent::RunStarted { .. })));
-            if starts {
-                if let Some(messages) = snapshot.take() {
-                    tagged.push((event.seq, AgUiEvent::MessagesSnapshot { messages }));
-                }
+    let at = RunCursor::new(agent_id, run_id, after_seq);
+    let log = (state.store.clone(), state.hub.clone());
+    crate::surfaces::run_feed::feed(("ag_ui", AG_UI_FEED_EVENTS_MAX), log, at, move |event| {
+        let mut tagged = mapper.push(event);
+        let starts = matches!(tagged.first(), Some((_, AgUiEvent::RunStarted { .. })));
+        if starts {
+            if let Some(messages) = snapshot.take() {
+                tagged.push((event.seq, AgUiEvent::MessagesSnapshot { messages }));
             }
-            let first = tagged.first().cloned();
-            let mut framed = frames(tagged, cursor);
-            if starts && framed.is_empty() {
-                let (seq, started) = first.expect("a start");
-                framed.push((FrameId { seq, index: None }, started));
+        }
+        let first = tagged.first().cloned();
+        let mut framed = frames(tagged, cursor);
+        if starts && framed.is_empty() {
+            let (seq, started) = first.expect("a start");
+            framed.push((FrameId { seq, index: None }, started));
+        }
+        match replay_through {
+            // Merged as they come: the catch-up holds about one event per message, however
+            // long the run was.
+            Some(through) if event.seq < through && !event.kind.is_run_end() => {
+                framed
+                    .into_iter()
+                    .for_each(|item| compact_into(&mut replayed, item));
+                Vec::new()
             }
-            match replay_through {
-                // Merged as they come: the catch-up holds about one event per message, however
-                // long the run was.
-                Some(through) if event.seq < through && !event.kind.is_run_end() => {
-                    framed
-                        .into_iter()
-                        .for_each(|item| compact_into(&mut replayed, item));
-                    Vec::new()
-                }
-                _ => {
-                    let mut out = std::mem::take(&mut replayed);
-                    out.extend(framed);
-                    out
-                }
+            _ => {
+                let mut out = std::mem::take(&mut replayed);
+                out.extend(framed);
+                out
             }
-        },
-    )
+        }
+    })
 }
 
 /// Merges each run of deltas to one message or call into one delta (a replay shows a

@@ -68,12 +68,7 @@ pub fn verify(events: &[AgUiEvent], ended: bool) -> Result<(), String> {
             return fail("out of order");
         }
     }
-    if finished != ended {
-        return Err(format!(
-            "finished: {finished}, but the stream ended: {ended}"
-        ));
-    }
-    Ok(())
+    crate::surfaces::finished_as_ended(finished, ended)
 }
 
 fn has_null(value: &Value) -> bool {

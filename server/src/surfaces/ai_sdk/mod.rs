@@ -49,7 +49,7 @@ use crate::limits::{IDEMPOTENCY_KEY_CHARS_MAX, RUN_CONTENT_BYTES_MAX};
 use crate::surfaces::chat::{
     cancel_in_flight, chat_id, chat_log, run_in_flight, unknown_chat, ChatState,
 };
-use crate::surfaces::run_feed::{last_event_id, run_start_seq};
+use crate::surfaces::run_feed::{last_event_id, run_start_seq, RunCursor};
 use request::{ChatBody, Trigger};
 use turns::Submit;
 
@@ -147,26 +147,24 @@ pub async fn chat(
         Some(after_seq) => after_seq,
         None => run_start_seq(state.store.as_ref(), started.run_id).await? - 1,
     };
-    Ok(stream_run(
-        &state,
-        &request.chat,
-        agent_id,
-        started.run_id,
-        after_seq,
-        slot,
-    ))
+    let at = RunCursor::new(agent_id, started.run_id, after_seq);
+    Ok(stream_run(&state, &request.chat, at, slot))
 }
 
 /// The run's chunks after `after_seq`, as the chat's SSE response.
 fn stream_run(
     state: &ChatState,
     chat: &impl ToString,
-    agent_id: uuid::Uuid,
-    run_id: uuid::Uuid,
-    after_seq: u64,
+    at: RunCursor,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
-    let chunks = stream::feed(state, agent_id, run_id, after_seq, Default::default());
+    let chunks = stream::feed(
+        state,
+        at.agent_id,
+        at.run_id,
+        at.after_seq,
+        Default::default(),
+    );
     stream::sse_response(state, &chat.to_string(), chunks, slot)
 }
 
@@ -224,14 +222,8 @@ async fn answer_approvals(
         .answer_approvals(agent_id, decisions, options)
         .await?;
     let after_seq = started.after_seq.unwrap_or_default();
-    Ok(stream_run(
-        &state,
-        &request.chat,
-        agent_id,
-        started.run_id,
-        after_seq,
-        slot,
-    ))
+    let at = RunCursor::new(agent_id, started.run_id, after_seq);
+    Ok(stream_run(&state, &request.chat, at, slot))
 }
 
 /// `GET /v1/ai-sdk/chat/{id}/stream`.

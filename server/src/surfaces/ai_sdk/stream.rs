@@ -20,6 +20,7 @@ use super::mapping::{Chunk, ChunkMapper};
 use crate::delivery::subscription::FollowError;
 use crate::surfaces::chat::ChatState;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
+use crate::surfaces::run_feed::RunCursor;
 use crate::surfaces::run_feed::{frames, FrameId};
 
 /// Chunks queued between a run's feed and its HTTP response (a slower reader makes the feed
@@ -39,16 +40,11 @@ pub(super) fn feed(
     cursor: FrameId,
 ) -> mpsc::Receiver<Result<Framed, FollowError>> {
     let mut mapper = ChunkMapper::new();
-    crate::surfaces::run_feed::feed(
-        "ai_sdk",
-        state.store.clone(),
-        state.hub.clone(),
-        agent_id,
-        run_id,
-        after_seq,
-        AI_SDK_FEED_CHUNKS_MAX,
-        move |event| frames(mapper.push(event), cursor),
-    )
+    let at = RunCursor::new(agent_id, run_id, after_seq);
+    let log = (state.store.clone(), state.hub.clone());
+    crate::surfaces::run_feed::feed(("ai_sdk", AI_SDK_FEED_CHUNKS_MAX), log, at, move |event| {
+        frames(mapper.push(event), cursor)
+    })
 }
 
 struct Streaming {

@@ -77,10 +77,5 @@ pub fn verify(chunks: &[Chunk], ended: bool) -> Result<(), String> {
             return fail("out of order");
         }
     }
-    if finished != ended {
-        return Err(format!(
-            "finished: {finished}, but the stream ended: {ended}"
-        ));
-    }
-    Ok(())
+    crate::surfaces::finished_as_ended(finished, ended)
 }

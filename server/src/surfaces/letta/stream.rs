@@ -17,6 +17,7 @@ use crate::delivery::subscription::FollowError;
 use crate::limits::LETTA_FEED_ITEMS_MAX;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
 use crate::surfaces::run_feed::ForegroundGuard;
+use crate::surfaces::run_feed::RunCursor;
 
 /// Follows run `run_id` in the log from `after_seq` and cuts it into Letta items with
 /// `seq_id > starting_after`. The channel closes after the run's last item (its usage), or after
@@ -30,20 +31,13 @@ pub(super) fn feed(
     starting_after: u64,
 ) -> mpsc::Receiver<Result<LettaItem, FollowError>> {
     let mut mapper = LettaMapper::new(cut);
-    crate::surfaces::run_feed::feed(
-        "letta",
-        state.store,
-        state.hub,
-        agent_id,
-        run_id,
-        after_seq,
-        LETTA_FEED_ITEMS_MAX,
-        move |event| {
-            let mut items = mapper.push(event);
-            items.retain(|item| item.seq_id() > starting_after);
-            items
-        },
-    )
+    let at = RunCursor::new(agent_id, run_id, after_seq);
+    let log = (state.store, state.hub);
+    crate::surfaces::run_feed::feed(("letta", LETTA_FEED_ITEMS_MAX), log, at, move |event| {
+        let mut items = mapper.push(event);
+        items.retain(|item| item.seq_id() > starting_after);
+        items
+    })
 }
 
 pub(super) fn wanted(types: &Option<Vec<String>>, message_type: &str) -> bool {

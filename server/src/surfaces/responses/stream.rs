@@ -24,6 +24,7 @@ use crate::store::Store;
 use crate::surfaces::chat::ChatState;
 use crate::surfaces::native::sse::SSE_KEEPALIVE_INTERVAL_MS;
 use crate::surfaces::run_feed::ForegroundGuard;
+use crate::surfaces::run_feed::RunCursor;
 
 /// Stream events queued between a response's feed and its HTTP body (a slower reader makes the
 /// feed wait; its log subscription then catches up from the store, and the run never waits).
@@ -44,14 +45,12 @@ pub fn feed(
     starting_after: Option<u64>,
 ) -> mpsc::Receiver<Result<Value, FollowError>> {
     let mut mapper = ResponseMapper::new();
+    let at = RunCursor::new(agent_id, run_id, after_seq);
+    let log = (state.store.clone(), state.hub.clone());
     crate::surfaces::run_feed::feed(
-        "responses",
-        state.store.clone(),
-        state.hub.clone(),
-        agent_id,
-        run_id,
-        after_seq,
-        RESPONSES_FEED_EVENTS_MAX,
+        ("responses", RESPONSES_FEED_EVENTS_MAX),
+        log,
+        at,
         move |event| {
             let mut events = mapper.push(event);
             if let Some(after) = starting_after {
