@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use crate::common::RequestExt;
 use app::timeline::{RunStatus, Timeline};
 use app::{AgentEvent, EventKind};
+use common::fold;
 use common::{assert_contiguous, TestServer};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -51,12 +52,6 @@ fn last_text(timeline: &Timeline) -> String {
         .iter()
         .rfind(|message| message.kind == EventKind::Text);
     last.expect("a text message").text().to_owned()
-}
-
-fn fold(events: &[AgentEvent]) -> Timeline {
-    let mut timeline = Timeline::new();
-    timeline.apply_all(events.iter().cloned());
-    timeline
 }
 
 #[tokio::test]
@@ -135,8 +130,7 @@ async fn the_tools_of_one_step_run_concurrently() {
 /// the calls past the per-step limit get an error result each, and the run ends.
 #[tokio::test]
 async fn a_step_with_hundreds_of_calls_ends_with_one_result_each() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let command = format!("/tools {}", vec!["clock"; 300].join("; "));
     let run_id = server.start_run(agent_id, &command).await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
@@ -168,8 +162,7 @@ async fn a_model_that_keeps_calling_tools_stops_at_the_iteration_bound() {
 
 #[tokio::test]
 async fn tool_failures_are_results_and_the_run_goes_on() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let run_id = server
         .start_run(
             agent_id,
@@ -194,8 +187,7 @@ async fn tool_failures_are_results_and_the_run_goes_on() {
 
 #[tokio::test]
 async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let run_id = server.start_run(agent_id, "/tools slow 25").await;
     // Wait until the tool has reported progress once: it is running.
     common::wait_until("the slow tool to report progress", || async {
@@ -244,8 +236,7 @@ async fn a_provider_failure_mid_stream_ends_the_run_with_an_error_event() {
 
 #[tokio::test]
 async fn the_next_turn_sees_the_conversation_rebuilt_from_the_log() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let first = server.start_run(agent_id, "/echo one two three").await;
     server.wait_for_run_end(agent_id, first).await;
     let second = server.start_run(agent_id, "hello").await;

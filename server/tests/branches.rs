@@ -186,8 +186,7 @@ async fn a_branch_shares_its_prefix_runs_on_its_own_path_and_deletes_alone() {
 
 #[tokio::test]
 async fn a_run_keeps_to_its_branch_while_another_runs_beside_it() {
-    let server = TestServer::start_paced(40, 5).await;
-    let agent = server.create_agent().await;
+    let (server, agent) = TestServer::start_paced(40, 5).await.with_agent().await;
     let (first, main) = run_to_end(&server, agent, "/echo first").await;
     let fork_seq = end_seq(&main, first);
     let (_, branch) = fork(&server, agent, json!({ "after_seq": fork_seq })).await;

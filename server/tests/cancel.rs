@@ -97,8 +97,7 @@ async fn cancel_names_runs_and_leaves_others_alone() {
 
 #[tokio::test]
 async fn bad_cancel_requests_get_json_errors() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let cases = [
         (
             format!("/v1/agents/{}/messages/cancel", Uuid::new_v4()),

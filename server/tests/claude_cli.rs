@@ -179,13 +179,8 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     assert_eq!(end.content["stop_reason"], "end_turn");
-    let mut timeline = app::timeline::Timeline::new();
-    timeline.apply_all(events.clone());
-    let call = timeline
-        .messages()
-        .iter()
-        .find(|message| message.kind == EventKind::ToolCall)
-        .unwrap();
+    let timeline = common::fold(&events);
+    let call = &common::messages_of(&events, EventKind::ToolCall)[0];
     assert_eq!(
         call.content["provider_call_id"], "toolu_9",
         "the CLI's id, kept"

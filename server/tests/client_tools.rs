@@ -60,8 +60,7 @@ async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
 
 #[tokio::test]
 async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
 
     // While it waits, a new message is refused and the log is unchanged.
@@ -184,8 +183,7 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
 
 #[tokio::test]
 async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_is_written() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
     let (status, accepted) = server
         .post_status(
@@ -351,8 +349,7 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
 #[tokio::test]
 async fn a_result_over_the_websocket_is_taken_once() {
     use app::protocol::{ClientMessage, ServerMessage};
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
     let mut socket = server.connect().await;
     let result = |output: Option<Value>, error: Option<&str>| ClientMessage::ToolResult {

@@ -11,8 +11,7 @@ use common::{assert_contiguous, reply_text, TestServer};
 
 #[tokio::test]
 async fn every_run_writes_a_gapless_log_from_start_to_completion() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let mut run_ids = Vec::new();
     for prompt in ["first question", "second question", "third"] {
         let run_id = server.start_run(agent_id, prompt).await;
@@ -124,8 +123,7 @@ async fn since_paging_returns_exactly_the_events_after_n() {
 async fn subscribers_joining_mid_run_see_every_event_once_in_order() {
     // Paced (a few seconds of writing): unpaced, on a loaded machine the run could end before
     // the last subscriber joined, and the test would not be about joining mid-run.
-    let server = TestServer::start_paced(3000, 1).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(3000, 1).await.with_agent().await;
     server.start_run(agent_id, "a long answer please").await;
 
     // Join at several points while the run is writing, each with the cursor it had.
@@ -192,8 +190,7 @@ async fn resuming_from_a_cursor_after_the_run_replays_the_rest_then_goes_live() 
 
 #[tokio::test]
 async fn a_second_run_while_one_is_going_is_refused() {
-    let server = TestServer::start_paced(200, 5).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(200, 5).await.with_agent().await;
     server.start_run(agent_id, "slow").await;
     let response = server
         .post(

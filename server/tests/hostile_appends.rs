@@ -11,7 +11,6 @@ use crate::common;
 
 use std::collections::HashMap;
 
-use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
 use common::rng::Rng;
 use common::TestServer;
@@ -241,13 +240,7 @@ fn check_log(seed: u64, log: &[AgentEvent]) {
     }
     let open = runs.iter().filter(|run| !ended.contains_key(run)).count();
     assert!(open <= 1, "seed {seed}: {open} runs open at once");
-    let mut timeline = Timeline::new();
-    timeline.apply_all(log.iter().cloned());
-    for message in timeline
-        .messages()
-        .iter()
-        .filter(|message| message.kind == EventKind::ToolCall)
-    {
+    for message in common::messages_of(log, EventKind::ToolCall) {
         let call_id = message.content.get("tool_call_id").and_then(Value::as_str);
         let results = log
             .iter()

@@ -95,8 +95,7 @@ async fn retries_with_the_same_key_get_the_same_run() {
 
 #[tokio::test]
 async fn a_refused_request_does_not_burn_its_key_and_bad_keys_are_refused() {
-    let server = TestServer::start_paced(300, 3).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(300, 3).await.with_agent().await;
     let first = server.start_run(agent_id, "busy").await;
     // Refused while the first run goes (409)...
     let refused = send_with_key(&server, agent_id, "later").await;
@@ -152,8 +151,7 @@ async fn a_key_used_for_another_message_is_refused() {
 /// which a client could otherwise claim before the call exists and so make it unanswerable.)
 #[tokio::test]
 async fn a_native_key_never_collides_with_another_surfaces_key() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let native = run_to_its_end(&server, agent_id, "otid:m-1").await;
     // Letta's send of the same words with otid `m-1`: a run of its own, not the native one.
     let letta = server

@@ -12,8 +12,7 @@ async fn page(server: &TestServer, path: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn an_agent_that_is_not_there_is_a_404_page() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let (status, body) = page(&server, &format!("/agents/{agent_id}/history")).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("history"), "{body}");

@@ -71,8 +71,7 @@ async fn producer_until(
 
 #[tokio::test]
 async fn the_python_producer_killed_mid_stream_resumes_with_nothing_lost_or_doubled() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let mut model = python("mock_model.py")
         .args(["--delay-ms", "5"])
         .spawn()

@@ -39,8 +39,7 @@ async fn read_events(
 
 #[tokio::test]
 async fn the_sse_tail_resumes_from_last_event_id_with_no_gap_and_no_duplicate() {
-    let server = TestServer::start_paced(400, 2).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(400, 2).await.with_agent().await;
     let url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
     let first = server.http.get(&url).sent().await;
     server.start_run(agent_id, "stream me").await;
@@ -67,8 +66,7 @@ async fn the_sse_tail_resumes_from_last_event_id_with_no_gap_and_no_duplicate() 
 
 #[tokio::test]
 async fn bad_sse_cursors_get_json_errors() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
     let cases = [
         (

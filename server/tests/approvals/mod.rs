@@ -14,11 +14,11 @@ use uuid::Uuid;
 
 impl TestServer {
     /// An agent whose calculator calls wait for a person.
-    async fn guarded_agent(&self) -> Uuid {
+    async fn with_guarded_agent(self) -> (TestServer, Uuid) {
         let body =
             json!({ "name": "guarded", "metadata": { "requires_approval": ["calculator"] } });
-        let agent = self.post_json("/v1/agents", &body).await;
-        agent["id"].as_str().unwrap().parse().unwrap()
+        let agent_id = self.new_agent(&body).await;
+        (self, agent_id)
     }
 
     async fn answer(&self, agent_id: Uuid, body: &Value) -> (u16, Value) {
@@ -50,8 +50,7 @@ async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
 
 #[tokio::test]
 async fn an_approved_call_runs_once_and_the_loop_goes_on() {
-    let server = TestServer::start().await;
-    let agent_id = server.guarded_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_guarded_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
 
     // While it waits, a new message is refused and the log is unchanged.
@@ -108,8 +107,7 @@ async fn an_approved_call_runs_once_and_the_loop_goes_on() {
 
 #[tokio::test]
 async fn a_denied_call_gets_the_reason_as_its_error_result() {
-    let server = TestServer::start().await;
-    let agent_id = server.guarded_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_guarded_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
     let (status, accepted) = server
         .answer(
@@ -129,8 +127,7 @@ async fn a_denied_call_gets_the_reason_as_its_error_result() {
 
 #[tokio::test]
 async fn two_concurrent_answers_one_wins() {
-    let server = TestServer::start().await;
-    let agent_id = server.guarded_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_guarded_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
     let approve = json!({ "call_id": call_id, "approve": true });
     let deny = json!({ "call_id": call_id, "approve": false });
@@ -161,8 +158,7 @@ async fn two_concurrent_answers_one_wins() {
 
 #[tokio::test]
 async fn answers_over_the_websocket_and_bad_answers_are_refused() {
-    let server = TestServer::start().await;
-    let agent_id = server.guarded_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_guarded_agent().await;
     let (_, call_id) = ask(&server, agent_id).await;
     let head = server.all_events(agent_id).await.len();
     let cases = [
@@ -286,8 +282,7 @@ async fn kill_9_while_an_approval_waits_then_approve_runs_the_call_once() {
 
 #[tokio::test]
 async fn the_model_is_asked_again_once_every_call_of_its_step_is_answered() {
-    let server = TestServer::start().await;
-    let agent_id = server.guarded_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_guarded_agent().await;
     let run_id = server
         .start_run(agent_id, "/tools calculator 1+1; calculator 2+2")
         .await;

@@ -5,8 +5,7 @@ use crate::common::RequestExt;
 
 #[tokio::test]
 async fn bad_http_requests_get_json_errors_and_write_nothing() {
-    let server = TestServer::start().await;
-    let agent = server.create_agent().await;
+    let (server, agent) = TestServer::start().await.with_agent().await;
     let stranger = Uuid::new_v4();
     let json_type = "application/json";
     let huge = json!({ "content": "x".repeat(200 * 1024) }).to_string();

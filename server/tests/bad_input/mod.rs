@@ -82,8 +82,7 @@ async fn row_counts(server: &TestServer) -> (i64, i64) {
 
 #[tokio::test]
 async fn bad_websocket_messages_get_error_frames_and_the_socket_stays_open() {
-    let server = TestServer::start().await;
-    let agent = server.create_agent().await;
+    let (server, agent) = TestServer::start().await.with_agent().await;
     let stranger = Uuid::new_v4();
     let mut client = server.connect().await;
 

@@ -286,6 +286,12 @@ impl TestServer {
         agent["id"].as_str().unwrap().parse().unwrap()
     }
 
+    /// The server with a new agent: the opening of most tests.
+    pub async fn with_agent(self) -> (TestServer, Uuid) {
+        let agent_id = self.create_agent().await;
+        (self, agent_id)
+    }
+
     pub async fn create_agent(&self) -> Uuid {
         let response = self
             .http
@@ -486,6 +492,16 @@ pub fn fold(events: &[AgentEvent]) -> app::timeline::Timeline {
     let mut timeline = app::timeline::Timeline::new();
     timeline.apply_all(events.iter().cloned());
     timeline
+}
+
+/// The messages of `kind` in the timeline `events` fold to, in order.
+pub fn messages_of(events: &[AgentEvent], kind: EventKind) -> Vec<app::timeline::TimelineMessage> {
+    let timeline = fold(events);
+    let of_kind = timeline
+        .messages()
+        .iter()
+        .filter(|message| message.kind == kind);
+    of_kind.cloned().collect()
 }
 
 /// The reply text of `run_id`, folded from its text deltas.

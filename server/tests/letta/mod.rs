@@ -116,8 +116,7 @@ fn user(text: &str) -> Value {
 
 #[tokio::test]
 async fn token_stream_fragments_join_to_the_logged_reply_and_carry_letta_fields() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let mut stream = server
         .letta_stream(
             agent_id,
@@ -187,8 +186,7 @@ async fn token_stream_fragments_join_to_the_logged_reply_and_carry_letta_fields(
 
 #[tokio::test]
 async fn step_stream_sends_one_whole_message_per_step() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let mut stream = server
         .letta_stream(
             agent_id,
@@ -235,8 +233,7 @@ async fn step_stream_sends_one_whole_message_per_step() {
 
 #[tokio::test]
 async fn disconnecting_from_a_foreground_stream_cancels_its_run() {
-    let server = TestServer::start_paced(2000, 5).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(2000, 5).await.with_agent().await;
     let mut stream = server
         .letta_stream(
             agent_id,
@@ -257,8 +254,7 @@ async fn disconnecting_from_a_foreground_stream_cancels_its_run() {
 
 #[tokio::test]
 async fn a_background_run_survives_disconnect_and_resumes_with_no_gap_and_no_duplicate() {
-    let server = TestServer::start_paced(300, 3).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(300, 3).await.with_agent().await;
     for cut in [true, false] {
         let mut stream = server
             .letta_stream(
@@ -319,8 +315,7 @@ async fn a_background_run_survives_disconnect_and_resumes_with_no_gap_and_no_dup
 
 #[tokio::test]
 async fn a_retried_send_with_the_same_otid_reattaches_to_the_one_run() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let body = json!({ "messages": [{ "role": "user", "content": "/echo only once", "otid": "otid-7" }], "stream_tokens": true });
     let (first, second) = tokio::join!(
         server.letta_stream(agent_id, body.clone()),

@@ -5,8 +5,7 @@ use crate::common::RequestExt;
 
 #[tokio::test]
 async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let response = server
         .post_json(
             &format!("/v1/agents/{agent_id}/messages"),
@@ -76,8 +75,7 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
 
 #[tokio::test]
 async fn cancel_ends_a_streaming_run_with_stop_reason_cancelled() {
-    let server = TestServer::start_paced(2000, 5).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(2000, 5).await.with_agent().await;
     let mut stream = server
         .letta_stream(
             agent_id,
@@ -103,8 +101,7 @@ async fn cancel_ends_a_streaming_run_with_stop_reason_cancelled() {
 
 #[tokio::test]
 async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let unknown = Uuid::new_v4();
     let post = |path: String, body: &'static str| {
         let request = server

@@ -193,8 +193,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
 
 #[tokio::test]
 async fn a_whole_run_in_one_batch_is_written_and_frees_the_agent() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let whole = json!([
         { "kind": "run_started" },
         { "kind": "user", "message_id": USER_MESSAGE, "content": { "text": "hi" } },

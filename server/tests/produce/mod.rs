@@ -89,8 +89,7 @@ async fn head(server: &TestServer, agent_id: Uuid) -> u64 {
 
 #[tokio::test]
 async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let mut socket = server.connect().await;
     socket.subscribe(agent_id, 0).await;
     let worker = |seq| ("worker-1", 0, seq);
@@ -229,8 +228,7 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
 
 #[tokio::test]
 async fn the_fence_refuses_stale_epochs_gaps_and_bad_headers_and_writes_nothing() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let open = json!([{ "kind": "run_started" }]);
     assert_eq!(produce(&server, agent_id, ("p", 1, 0), open).await.0, 200);
     let before = head(&server, agent_id).await;
@@ -281,8 +279,7 @@ async fn the_fence_refuses_stale_epochs_gaps_and_bad_headers_and_writes_nothing(
 
 #[tokio::test]
 async fn a_malformed_batch_is_refused_whole_naming_the_event() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     open_run(&server, agent_id, ("p", 0, 0)).await;
     let before = head(&server, agent_id).await;
     let cases = [

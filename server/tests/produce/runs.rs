@@ -5,8 +5,7 @@ use crate::common::RequestExt;
 
 #[tokio::test]
 async fn one_run_at_a_time_whoever_writes_it() {
-    let server = TestServer::start_paced(200, 20).await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start_paced(200, 20).await.with_agent().await;
     open_run(&server, agent_id, ("p", 0, 0)).await;
     // Our own run is refused while the producer's is open …
     let response = server
@@ -39,8 +38,7 @@ async fn one_run_at_a_time_whoever_writes_it() {
 
 #[tokio::test]
 async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let (_, _, body) = produce(
         &server,
         agent_id,
@@ -82,8 +80,7 @@ async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
 
 #[tokio::test]
 async fn a_silent_producer_has_its_run_ended_at_its_lease() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let opened = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("half")]);
     assert_eq!(produce(&server, agent_id, ("p", 0, 0), opened).await.0, 200);
     let events = server
@@ -108,8 +105,7 @@ async fn a_silent_producer_has_its_run_ended_at_its_lease() {
 
 #[tokio::test]
 async fn a_streamed_body_commits_each_line_as_it_arrives() {
-    let server = TestServer::start().await;
-    let agent_id = server.create_agent().await;
+    let (server, agent_id) = TestServer::start().await.with_agent().await;
     let mut socket = server.connect().await;
     socket.subscribe(agent_id, 0).await;
     let (lines, body) = common::streamed_body();

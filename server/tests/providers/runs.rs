@@ -22,13 +22,8 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
         end.content["usage"],
         json!({"input_tokens": 85, "output_tokens": 47})
     );
-    let mut timeline = app::timeline::Timeline::new();
-    timeline.apply_all(events.clone());
-    let thinking = timeline
-        .messages()
-        .iter()
-        .find(|m| m.kind == EventKind::Thinking)
-        .unwrap();
+    let timeline = common::fold(&events);
+    let thinking = &common::messages_of(&events, EventKind::Thinking)[0];
     assert_eq!(
         thinking.content,
         json!({"text": "Six times seven.", "signature": "EqQBsig=="})
