@@ -13,9 +13,7 @@ fn url(path: &str) -> String {
 }
 
 fn origin() -> String {
-    web_sys::window()
-        .and_then(|window| window.location().origin().ok())
-        .unwrap_or_default()
+    web_sys::window().and_then(|window| window.location().origin().ok()).unwrap_or_default()
 }
 
 /// `ws://host/v1/ws`, or `wss://` when the page came over HTTPS.
@@ -33,10 +31,7 @@ pub fn websocket_url() -> String {
 
 async fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T, String> {
     if response.ok() {
-        return response
-            .json::<T>()
-            .await
-            .map_err(|error| format!("unreadable answer: {error}"));
+        return response.json::<T>().await.map_err(|error| format!("unreadable answer: {error}"));
     }
     let status = response.status();
     match response.json::<ErrorBody>().await {
@@ -50,12 +45,7 @@ async fn send_json<T: serde::de::DeserializeOwned>(
     request: gloo_net::http::RequestBuilder,
     body: &impl serde::Serialize,
 ) -> Result<T, String> {
-    let response = request
-        .json(body)
-        .map_err(network)?
-        .send()
-        .await
-        .map_err(network)?;
+    let response = request.json(body).map_err(network)?.send().await.map_err(network)?;
     decode(response).await
 }
 
@@ -83,16 +73,8 @@ pub async fn start_run(
     content: String,
     client_tools: Option<serde_json::Value>,
 ) -> Result<RunAccepted, String> {
-    let request = CreateRunRequest {
-        client_tools,
-        content,
-        idempotency_key: None,
-    };
-    send_json(
-        Request::post(&url(&format!("/v1/agents/{agent_id}/runs"))),
-        &request,
-    )
-    .await
+    let request = CreateRunRequest { client_tools, content, idempotency_key: None };
+    send_json(Request::post(&url(&format!("/v1/agents/{agent_id}/runs"))), &request).await
 }
 
 /// A page of the log after `since`. Everything here only folds what it reads, so it asks for
@@ -140,11 +122,8 @@ pub async fn load_history(
 /// Asks the server to cancel the agent's running run; answers once it has ended.
 pub async fn cancel_run(agent_id: Uuid) -> Result<crate::protocol::CancelResponse, String> {
     let request = crate::protocol::CancelRequest::default();
-    send_json(
-        Request::post(&url(&format!("/v1/agents/{agent_id}/messages/cancel"))),
-        &request,
-    )
-    .await
+    send_json(Request::post(&url(&format!("/v1/agents/{agent_id}/messages/cancel"))), &request)
+        .await
 }
 
 /// A person's answer, posted to `/v1/agents/{agent_id}/{what}`: `approvals` (an approval
@@ -155,11 +134,7 @@ pub async fn answer(
     what: &str,
     request: &impl serde::Serialize,
 ) -> Result<RunAccepted, String> {
-    send_json(
-        Request::post(&url(&format!("/v1/agents/{agent_id}/{what}"))),
-        request,
-    )
-    .await
+    send_json(Request::post(&url(&format!("/v1/agents/{agent_id}/{what}"))), request).await
 }
 
 /// The conversation of `log` (it or one of its branches) and its branches.
@@ -169,27 +144,14 @@ pub async fn branches(log: Uuid) -> Result<crate::protocol::BranchList, String> 
 
 /// Forks `log` after its seq `after_seq`: the new branch (not made current).
 pub async fn fork(log: Uuid, after_seq: u64) -> Result<Agent, String> {
-    let request = crate::protocol::ForkRequest {
-        after_seq,
-        current: false,
-    };
-    send_json(
-        Request::post(&url(&format!("/v1/agents/{log}/branches"))),
-        &request,
-    )
-    .await
+    let request = crate::protocol::ForkRequest { after_seq, current: false };
+    send_json(Request::post(&url(&format!("/v1/agents/{log}/branches"))), &request).await
 }
 
 /// Makes `branch` the line the conversation of `log` follows (a reload shows it).
 pub async fn switch_branch(log: Uuid, branch: Uuid) -> Result<Agent, String> {
-    let request = crate::protocol::SwitchBranchRequest {
-        branch: Some(branch),
-    };
-    send_json(
-        Request::put(&url(&format!("/v1/agents/{log}/current-branch"))),
-        &request,
-    )
-    .await
+    let request = crate::protocol::SwitchBranchRequest { branch: Some(branch) };
+    send_json(Request::put(&url(&format!("/v1/agents/{log}/current-branch"))), &request).await
 }
 
 /// Deletes a branch (a turn that could not start on it leaves nothing behind).

@@ -69,19 +69,12 @@ pub fn approvals(timeline: &Timeline) -> Vec<Approval<'_>> {
         };
         match message.kind {
             EventKind::ApprovalRequested => {
-                if found
-                    .iter()
-                    .any(|approval| approval.tool_call_id == call_id)
-                {
+                if found.iter().any(|approval| approval.tool_call_id == call_id) {
                     continue;
                 }
                 found.push(Approval {
                     tool_call_id: call_id,
-                    tool_name: message
-                        .content
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or(""),
+                    tool_name: message.content.get("name").and_then(Value::as_str).unwrap_or(""),
                     input: message.content.get("input").unwrap_or(&Value::Null),
                     client: is_client_request(message),
                     request: message,
@@ -89,9 +82,8 @@ pub fn approvals(timeline: &Timeline) -> Vec<Approval<'_>> {
                 });
             }
             EventKind::ApprovalResponse | EventKind::ToolResult => {
-                let Some(approval) = found
-                    .iter_mut()
-                    .find(|approval| approval.tool_call_id == call_id)
+                let Some(approval) =
+                    found.iter_mut().find(|approval| approval.tool_call_id == call_id)
                 else {
                     continue;
                 };
@@ -100,9 +92,7 @@ pub fn approvals(timeline: &Timeline) -> Vec<Approval<'_>> {
                 }
                 let is_error = || message.content.get("is_error").and_then(Value::as_bool);
                 approval.state = if message.kind == EventKind::ToolResult && approval.client {
-                    ApprovalState::Returned {
-                        is_error: is_error() == Some(true),
-                    }
+                    ApprovalState::Returned { is_error: is_error() == Some(true) }
                 } else if message.kind == EventKind::ToolResult {
                     ApprovalState::Closed
                 } else if message.content.get("approve").and_then(Value::as_bool) == Some(true) {
@@ -170,11 +160,7 @@ mod tests {
     }
 
     fn result(seq: u64, call: &str) -> AgentEvent {
-        event(
-            seq,
-            EventKind::ToolResult,
-            json!({"tool_call_id": call, "result": 5}),
-        )
+        event(seq, EventKind::ToolResult, json!({"tool_call_id": call, "result": 5}))
     }
 
     fn client_requested(seq: u64, call: &str) -> AgentEvent {
@@ -200,11 +186,7 @@ mod tests {
             (vec![], None, 0),
             (vec![result(1, "a")], None, 0),
             (vec![requested(1, "a")], Some(ApprovalState::Pending), 1),
-            (
-                vec![requested(1, "a"), requested(2, "b")],
-                Some(ApprovalState::Pending),
-                2,
-            ),
+            (vec![requested(1, "a"), requested(2, "b")], Some(ApprovalState::Pending), 2),
             (
                 vec![requested(1, "a"), response(2, "a", true), result(3, "a")],
                 Some(ApprovalState::Approved),
@@ -212,40 +194,24 @@ mod tests {
             ),
             (
                 vec![requested(1, "a"), response(2, "a", false)],
-                Some(ApprovalState::Denied {
-                    reason: Some("no".into()),
-                }),
+                Some(ApprovalState::Denied { reason: Some("no".into()) }),
                 0,
             ),
             // A second answer in the log (the server refuses one; a log could hold it) changes
             // nothing.
             (
-                vec![
-                    requested(1, "a"),
-                    response(2, "a", false),
-                    response(3, "a", true),
-                ],
-                Some(ApprovalState::Denied {
-                    reason: Some("no".into()),
-                }),
+                vec![requested(1, "a"), response(2, "a", false), response(3, "a", true)],
+                Some(ApprovalState::Denied { reason: Some("no".into()) }),
                 0,
             ),
-            (
-                vec![requested(1, "a"), result(2, "a")],
-                Some(ApprovalState::Closed),
-                0,
-            ),
+            (vec![requested(1, "a"), result(2, "a")], Some(ApprovalState::Closed), 0),
             (
                 vec![requested(1, "a"), requested(2, "b"), response(3, "b", true)],
                 Some(ApprovalState::Pending),
                 1,
             ),
             // A client tool's call waits for its result, which answers it.
-            (
-                vec![client_requested(1, "a")],
-                Some(ApprovalState::Pending),
-                1,
-            ),
+            (vec![client_requested(1, "a")], Some(ApprovalState::Pending), 1),
             (
                 vec![client_requested(1, "a"), result(2, "a")],
                 Some(ApprovalState::Returned { is_error: false }),
@@ -257,20 +223,12 @@ mod tests {
                 0,
             ),
             (
-                vec![
-                    client_requested(1, "a"),
-                    result(2, "a"),
-                    failed_result(3, "a"),
-                ],
+                vec![client_requested(1, "a"), result(2, "a"), failed_result(3, "a")],
                 Some(ApprovalState::Returned { is_error: false }),
                 0,
             ),
             // An answer before its request (not something the server writes) answers nothing.
-            (
-                vec![response(1, "a", true), requested(2, "a")],
-                Some(ApprovalState::Pending),
-                1,
-            ),
+            (vec![response(1, "a", true), requested(2, "a")], Some(ApprovalState::Pending), 1),
         ];
         for (events, state, pending_count) in cases {
             let mut timeline = Timeline::new();

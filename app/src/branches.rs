@@ -29,10 +29,8 @@ pub struct ForkPoint {
 /// The fork points along `shown` (a log of the conversation `list` describes), by the seq they
 /// follow; only those with more than one line.
 pub fn fork_points(list: &BranchList, shown: Uuid) -> BTreeMap<u64, ForkPoint> {
-    let logs: HashMap<Uuid, &Agent> = std::iter::once(&list.agent)
-        .chain(&list.branches)
-        .map(|agent| (agent.id, agent))
-        .collect();
+    let logs: HashMap<Uuid, &Agent> =
+        std::iter::once(&list.agent).chain(&list.branches).map(|agent| (agent.id, agent)).collect();
     // The shown line's stretches, oldest first: (log, last seq it holds of the line).
     let mut stretches = vec![(shown, u64::MAX)];
     let mut at = shown;
@@ -44,12 +42,8 @@ pub fn fork_points(list: &BranchList, shown: Uuid) -> BTreeMap<u64, ForkPoint> {
         at = origin.parent;
     }
     stretches.reverse();
-    let owner = |seq: u64| {
-        stretches
-            .iter()
-            .find(|(_, upto)| seq <= *upto)
-            .map_or(shown, |(log, _)| *log)
-    };
+    let owner =
+        |seq: u64| stretches.iter().find(|(_, upto)| seq <= *upto).map_or(shown, |(log, _)| *log);
     let mut points: BTreeMap<u64, Vec<Uuid>> = BTreeMap::new();
     for branch in &list.branches {
         let Some(origin) = branch.branch else {
@@ -64,11 +58,7 @@ pub fn fork_points(list: &BranchList, shown: Uuid) -> BTreeMap<u64, ForkPoint> {
         .filter_map(|(seq, branches)| {
             let here = owner(seq);
             let goes_on = logs.get(&here).is_some_and(|agent| agent.head_seq > seq);
-            let lines: Vec<Uuid> = goes_on
-                .then_some(here)
-                .into_iter()
-                .chain(branches)
-                .collect();
+            let lines: Vec<Uuid> = goes_on.then_some(here).into_iter().chain(branches).collect();
             let shown = lines.iter().position(|line| *line == owner(seq + 1))?;
             (lines.len() > 1).then_some((seq, ForkPoint { lines, shown }))
         })
@@ -137,10 +127,7 @@ mod tests {
                 log(6, 22, Some((1, 20))),
             ],
         };
-        let point = |lines: &[u128], shown| ForkPoint {
-            lines: ids(lines),
-            shown,
-        };
+        let point = |lines: &[u128], shown| ForkPoint { lines: ids(lines), shown };
         let cases: [(u128, Vec<(u64, ForkPoint)>); 4] = [
             (
                 1,
@@ -152,9 +139,8 @@ mod tests {
             (6, vec![(5, point(&[1, 2, 3], 0)), (12, point(&[1, 5], 0))]),
         ];
         for (shown, want) in cases {
-            let got: Vec<(u64, ForkPoint)> = fork_points(&list, Uuid::from_u128(shown))
-                .into_iter()
-                .collect();
+            let got: Vec<(u64, ForkPoint)> =
+                fork_points(&list, Uuid::from_u128(shown)).into_iter().collect();
             assert_eq!(got, want, "seen from line {shown}");
         }
     }

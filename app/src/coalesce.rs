@@ -66,13 +66,7 @@ pub fn merge(run: &[AgentEvent]) -> AgentEvent {
     };
     let mut text = String::with_capacity(
         run.iter()
-            .map(|event| {
-                event
-                    .delta
-                    .as_ref()
-                    .and_then(Value::as_str)
-                    .map_or(0, str::len)
-            })
+            .map(|event| event.delta.as_ref().and_then(Value::as_str).map_or(0, str::len))
             .sum(),
     );
     for event in run {
@@ -85,19 +79,12 @@ pub fn merge(run: &[AgentEvent]) -> AgentEvent {
 
 /// The event standing for seqs `first_seq..=last.seq`: `last` with the run's joined text.
 pub fn merged(last: AgentEvent, first_seq: u64, text: String) -> AgentEvent {
-    AgentEvent {
-        coalesced_from: Some(first_seq),
-        delta: Some(Value::String(text)),
-        ..last
-    }
+    AgentEvent { coalesced_from: Some(first_seq), delta: Some(Value::String(text)), ..last }
 }
 
 /// `events` (consecutive, in seq order) with every run of mergeable appends merged into one.
 pub fn coalesce(events: &[AgentEvent]) -> Vec<AgentEvent> {
-    runs(events)
-        .into_iter()
-        .map(|run| merge(&events[run]))
-        .collect()
+    runs(events).into_iter().map(|run| merge(&events[run])).collect()
 }
 
 #[cfg(test)]
@@ -183,10 +170,8 @@ mod tests {
             append(15, 9, "h"),
         ];
         let merged = coalesce(&events);
-        let shape: Vec<(u64, u64)> = merged
-            .iter()
-            .map(|event| (event.first_seq(), event.seq))
-            .collect();
+        let shape: Vec<(u64, u64)> =
+            merged.iter().map(|event| (event.first_seq(), event.seq)).collect();
         assert_eq!(
             shape,
             vec![
@@ -206,9 +191,7 @@ mod tests {
         );
         assert_eq!(merged[0].delta, Some(json!("ab")));
         assert_eq!(merged.last().unwrap().delta, Some(json!("gh")));
-        assert!(merged[1..11]
-            .iter()
-            .all(|event| event.coalesced_from.is_none()));
+        assert!(merged[1..11].iter().all(|event| event.coalesced_from.is_none()));
     }
 
     #[test]

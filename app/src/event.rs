@@ -190,18 +190,12 @@ impl EventKind {
     /// The inverse of [`EventKind::as_str`]; unknown names map to `Other`. A plain match: it
     /// runs for every event read from the log (through serde it was a string copy and a tree).
     pub fn parse(name: &str) -> EventKind {
-        EventKind::KNOWN
-            .into_iter()
-            .find(|kind| kind.as_str() == name)
-            .unwrap_or(EventKind::Other)
+        EventKind::KNOWN.into_iter().find(|kind| kind.as_str() == name).unwrap_or(EventKind::Other)
     }
 
     /// True for the kinds that end a run.
     pub fn is_run_end(self) -> bool {
-        matches!(
-            self,
-            EventKind::RunCompleted | EventKind::RunFailed | EventKind::RunCancelled
-        )
+        matches!(self, EventKind::RunCompleted | EventKind::RunFailed | EventKind::RunCancelled)
     }
 }
 
@@ -227,13 +221,9 @@ impl DeltaAction {
     }
 
     pub fn parse(name: &str) -> Option<DeltaAction> {
-        [
-            DeltaAction::Append,
-            DeltaAction::Replace,
-            DeltaAction::Merge,
-        ]
-        .into_iter()
-        .find(|action| action.as_str() == name)
+        [DeltaAction::Append, DeltaAction::Replace, DeltaAction::Merge]
+            .into_iter()
+            .find(|action| action.as_str() == name)
     }
 }
 
@@ -246,24 +236,14 @@ mod tests {
     #[test]
     fn kind_names_round_trip() {
         for kind in EventKind::KNOWN.into_iter().chain([EventKind::Other]) {
-            assert_eq!(
-                serde_json::to_value(kind).unwrap(),
-                Value::String(kind.as_str().into())
-            );
+            assert_eq!(serde_json::to_value(kind).unwrap(), Value::String(kind.as_str().into()));
         }
         for kind in EventKind::KNOWN {
             assert_eq!(EventKind::parse(kind.as_str()), kind);
-            assert_eq!(
-                serde_json::from_value::<EventKind>(kind.as_str().into()).unwrap(),
-                kind
-            );
+            assert_eq!(serde_json::from_value::<EventKind>(kind.as_str().into()).unwrap(), kind);
         }
         assert_eq!(EventKind::parse("kind_from_the_future"), EventKind::Other);
-        for action in [
-            DeltaAction::Append,
-            DeltaAction::Replace,
-            DeltaAction::Merge,
-        ] {
+        for action in [DeltaAction::Append, DeltaAction::Replace, DeltaAction::Merge] {
             assert_eq!(
                 serde_json::to_value(action).unwrap(),
                 Value::String(action.as_str().into())

@@ -197,9 +197,7 @@ mod client {
     /// Wakes the connection loop when the browser goes offline or comes back online.
     fn network_changes() -> (mpsc::Receiver<bool>, NetworkListeners) {
         let (sender, receiver) = mpsc::channel(NETWORK_CHANGES_QUEUE_MAX);
-        let mut listeners = NetworkListeners {
-            callbacks: Vec::new(),
-        };
+        let mut listeners = NetworkListeners { callbacks: Vec::new() };
         if let Some(window) = web_sys::window() {
             for (name, online) in [("online", true), ("offline", false)] {
                 let mut sender = sender.clone();
@@ -215,9 +213,7 @@ mod client {
     }
 
     fn browser_online() -> bool {
-        web_sys::window()
-            .map(|window| window.navigator().on_line())
-            .unwrap_or(true)
+        web_sys::window().map(|window| window.navigator().on_line()).unwrap_or(true)
     }
 
     pub(super) async fn follow(agent_id: Uuid, signals: Signals, mut stop: oneshot::Receiver<()>) {
@@ -268,9 +264,8 @@ mod client {
     /// Exponential backoff with jitter (between half and all of the step), capped.
     fn backoff_ms(failed_attempts: u32) -> u32 {
         let exponent = failed_attempts.saturating_sub(1).min(16);
-        let ceiling = RECONNECT_DELAY_INITIAL_MS
-            .saturating_mul(1 << exponent)
-            .min(RECONNECT_DELAY_MAX_MS);
+        let ceiling =
+            RECONNECT_DELAY_INITIAL_MS.saturating_mul(1 << exponent).min(RECONNECT_DELAY_MAX_MS);
         let jitter = js_sys::Math::random();
         (ceiling as f64 * (0.5 + jitter / 2.0)) as u32
     }
@@ -332,11 +327,7 @@ mod client {
         let (mut sender, mut receiver) = socket.split();
         // A live view only needs the merged text of what it fell behind on (a tab that slept, a
         // slow link): the server may merge runs of token appends; the timeline folds them.
-        let subscribe = ClientMessage::Subscribe {
-            agent_id,
-            since: newest_seen,
-            coalesce: true,
-        };
+        let subscribe = ClientMessage::Subscribe { agent_id, since: newest_seen, coalesce: true };
         let text = serde_json::to_string(&subscribe).expect("client messages serialize");
         if let Err(error) = sender.send(Message::Text(text)).await {
             return SessionEnd::Failed(format!("cannot subscribe: {error}"));

@@ -79,16 +79,9 @@ pub fn inspect(timeline: &Timeline, run_id: Uuid) -> Option<Inspection> {
     let mut lanes: Vec<Lane> = Vec::new();
     // The newest moment something before the next model call ended: its wait starts there.
     let mut ready_ms = 0;
-    for block in timeline
-        .blocks()
-        .iter()
-        .filter(|block| block.run_id == Some(run_id))
-    {
-        let messages: Vec<_> = block
-            .message_ids
-            .iter()
-            .filter_map(|id| timeline.message(*id))
-            .collect();
+    for block in timeline.blocks().iter().filter(|block| block.run_id == Some(run_id)) {
+        let messages: Vec<_> =
+            block.message_ids.iter().filter_map(|id| timeline.message(*id)).collect();
         let Some(first) = messages.first() else {
             continue;
         };
@@ -162,12 +155,7 @@ pub fn inspect(timeline: &Timeline, run_id: Uuid) -> Option<Inspection> {
         Some(ended) => since(Some(ended)).max(newest),
         None => newest,
     };
-    Some(Inspection {
-        run,
-        started_at,
-        total_ms,
-        lanes,
-    })
+    Some(Inspection { run, started_at, total_ms, lanes })
 }
 
 #[cfg(test)]
@@ -201,37 +189,17 @@ mod tests {
                 3,
                 json!({"name": "calculator", "tool_call_id": "c", "status": "done"}),
             ),
-            event(
-                5,
-                EventKind::ToolResult,
-                12,
-                7,
-                json!({"tool_call_id": "c", "result": 5}),
-            ),
+            event(5, EventKind::ToolResult, 12, 7, json!({"tool_call_id": "c", "result": 5})),
             event(6, EventKind::Text, 13, 8, json!({"text": "It is 5."})),
             event(7, EventKind::Text, 13, 10, json!({"text": "It is 5."})),
-            event(
-                8,
-                EventKind::RunCompleted,
-                0,
-                11,
-                json!({"stop_reason": "end_turn"}),
-            ),
+            event(8, EventKind::RunCompleted, 0, 11, json!({"stop_reason": "end_turn"})),
         ]);
         let inspection = inspect(&timeline, Uuid::from_u128(2)).unwrap();
         assert_eq!(inspection.total_ms, 11_000);
         let lanes: Vec<(LaneKind, &str, i64, i64, Option<i64>)> = inspection
             .lanes
             .iter()
-            .map(|lane| {
-                (
-                    lane.kind,
-                    lane.label.as_str(),
-                    lane.start_ms,
-                    lane.end_ms,
-                    lane.wait_ms,
-                )
-            })
+            .map(|lane| (lane.kind, lane.label.as_str(), lane.start_ms, lane.end_ms, lane.wait_ms))
             .collect();
         assert_eq!(
             lanes,
@@ -245,10 +213,7 @@ mod tests {
         );
         assert_eq!(inspection.lanes[2].status.as_deref(), Some("done"));
         let tokens = inspection.lanes[3].tokens_per_second.unwrap();
-        assert!(
-            (tokens - 2.0 / 2.0).abs() < 1e-9,
-            "two events in 2 s: {tokens}"
-        );
+        assert!((tokens - 2.0 / 2.0).abs() < 1e-9, "two events in 2 s: {tokens}");
         let speed = inspection.lanes[3].chars_per_second.unwrap();
         // Two messages of 8 characters in 2 s.
         assert!((speed - 16.0 / 2.0).abs() < 1e-9, "{speed}");

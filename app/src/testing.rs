@@ -16,12 +16,6 @@ pub fn event(seq: u64, kind: EventKind, content: Value) -> AgentEvent {
     AgentEvent {
         run_id: Some(RUN),
         message_id: Some(Uuid::from_u128(seq as u128)),
-        ..AgentEvent::bare(
-            Uuid::from_u128(1000 + seq as u128),
-            AGENT,
-            seq,
-            kind,
-            content,
-        )
+        ..AgentEvent::bare(Uuid::from_u128(1000 + seq as u128), AGENT, seq, kind, content)
     }
 }

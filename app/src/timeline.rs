@@ -58,11 +58,7 @@ impl Timeline {
     /// A timeline that leaves out seqs `1..=seq`: the fold of a long log's tail, which starts
     /// at a run's first event so every message it holds is whole.
     pub fn starting_after(seq: u64) -> Timeline {
-        Timeline {
-            last_seq: seq,
-            omitted_through: seq,
-            ..Timeline::default()
-        }
+        Timeline { last_seq: seq, omitted_through: seq, ..Timeline::default() }
     }
 
     /// The seqs left out at the start (`1..=omitted_through`); 0 when none were.
@@ -87,9 +83,8 @@ impl Timeline {
         self.block_index = (self.blocks.iter().enumerate())
             .map(|(index, block)| (block.block_id, index))
             .collect();
-        self.run_index = (self.runs.iter().enumerate())
-            .map(|(index, run)| (run.run_id, index))
-            .collect();
+        self.run_index =
+            (self.runs.iter().enumerate()).map(|(index, run)| (run.run_id, index)).collect();
         for block in &mut self.blocks {
             let kept = &self.message_index;
             block.message_ids.retain(|id| kept.contains_key(id));
@@ -113,15 +108,11 @@ impl Timeline {
     }
 
     pub fn message(&self, message_id: Uuid) -> Option<&TimelineMessage> {
-        self.message_index
-            .get(&message_id)
-            .map(|&index| &self.messages[index])
+        self.message_index.get(&message_id).map(|&index| &self.messages[index])
     }
 
     pub fn block(&self, block_id: Uuid) -> Option<&TimelineBlock> {
-        self.block_index
-            .get(&block_id)
-            .map(|&index| &self.blocks[index])
+        self.block_index.get(&block_id).map(|&index| &self.blocks[index])
     }
 
     /// Runs in the order they started.
@@ -147,8 +138,7 @@ impl Timeline {
     pub fn call_groups(&self) -> HashMap<Uuid, (usize, usize)> {
         let is_call = |block: &TimelineBlock| {
             block.message_ids.first().is_some_and(|id| {
-                self.message(*id)
-                    .is_some_and(|message| message.kind == EventKind::ToolCall)
+                self.message(*id).is_some_and(|message| message.kind == EventKind::ToolCall)
             })
         };
         let mut groups = HashMap::new();
@@ -163,9 +153,7 @@ impl Timeline {
         };
         for block in &self.blocks {
             let joins = is_call(block)
-                && group
-                    .last()
-                    .is_none_or(|previous| previous.run_id == block.run_id);
+                && group.last().is_none_or(|previous| previous.run_id == block.run_id);
             if !joins {
                 flush(&mut group);
             }
@@ -253,11 +241,7 @@ impl Timeline {
     }
 
     fn fold(&mut self, event: AgentEvent) {
-        debug_assert_eq!(
-            event.first_seq(),
-            self.last_seq + 1,
-            "the fold applies seqs in order"
-        );
+        debug_assert_eq!(event.first_seq(), self.last_seq + 1, "the fold applies seqs in order");
         self.last_seq = event.seq;
         match event.kind {
             EventKind::RunStarted
@@ -297,11 +281,8 @@ impl Timeline {
     fn fold_run(&mut self, event: &AgentEvent) {
         let Some(run_id) = event.run_id else { return };
         let run = self.run_entry(run_id, event.first_seq());
-        let stop_reason = event
-            .content
-            .get("stop_reason")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let stop_reason =
+            event.content.get("stop_reason").and_then(Value::as_str).map(str::to_owned);
         if event.kind.is_run_end() {
             run.ended_at = Some(event.created_at);
         }
@@ -388,8 +369,7 @@ impl Timeline {
                     last_seq: event.seq,
                     raw: None,
                 });
-                self.message_index
-                    .insert(message_id, self.messages.len() - 1);
+                self.message_index.insert(message_id, self.messages.len() - 1);
                 let block = &mut self.blocks[self.block_index[&block_id]];
                 block.message_ids.push(message_id);
                 self.messages.len() - 1

@@ -13,10 +13,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let mut events: Vec<AgentEvent> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let mut events: Vec<AgentEvent> =
+        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
     for (index, event) in events.iter_mut().enumerate() {
         event.seq = index as u64 + 1;
     }
@@ -24,17 +22,12 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .find(|event| event.kind == EventKind::RunStarted)
         .and_then(|event| event.run_id);
-    let of_run: Vec<&AgentEvent> = events
-        .iter()
-        .filter(|event| run.is_some() && event.run_id == run)
-        .collect();
+    let of_run: Vec<&AgentEvent> =
+        events.iter().filter(|event| run.is_some() && event.run_id == run).collect();
 
     let mut chunks = ChunkMapper::new();
     let tagged: Vec<_> = of_run.iter().flat_map(|event| chunks.push(event)).collect();
-    assert!(
-        tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0),
-        "tags went back"
-    );
+    assert!(tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0), "tags went back");
     let stream: Vec<_> = tagged.into_iter().map(|(_, chunk)| chunk).collect();
     if let Err(broken) = ai_sdk::verify::verify(&stream, chunks.ended()) {
         panic!("AI SDK stream: {broken}");
@@ -42,10 +35,7 @@ fuzz_target!(|data: &[u8]| {
 
     let mut mapper = EventMapper::new("thread".into(), "run".into());
     let tagged: Vec<_> = of_run.iter().flat_map(|event| mapper.push(event)).collect();
-    assert!(
-        tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0),
-        "tags went back"
-    );
+    assert!(tagged.windows(2).all(|pair| pair[0].0 <= pair[1].0), "tags went back");
     let stream: Vec<_> = tagged.into_iter().map(|(_, event)| event).collect();
     if let Err(broken) = ag_ui::verify::verify(&stream, mapper.ended()) {
         panic!("AG-UI stream: {broken}");

@@ -8,10 +8,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let mut events: Vec<AgentEvent> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let mut events: Vec<AgentEvent> =
+        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
     for (index, event) in events.iter_mut().enumerate() {
         event.seq = index as u64 + 1;
     }

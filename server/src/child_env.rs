@@ -49,9 +49,7 @@ mod tests {
             .map(|(_, value)| (*value).to_owned())
         };
         let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
-            list.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
+            list.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
         };
         type Case = (Vec<String>, Vec<(String, String)>);
         let cases: [Case; 3] = [

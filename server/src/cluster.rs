@@ -61,10 +61,7 @@ impl Cluster {
         writer: Writer,
         shutdown: CancellationToken,
     ) -> Arc<Cluster> {
-        let cluster = Arc::new(Cluster {
-            store: cluster_store,
-            listening: AtomicBool::new(false),
-        });
+        let cluster = Arc::new(Cluster { store: cluster_store, listening: AtomicBool::new(false) });
         tokio::spawn({
             let cluster = cluster.clone();
             let store = store.clone();
@@ -142,11 +139,7 @@ async fn follow_notices(
             }
         };
         match notice {
-            Notice::Committed {
-                agent_id,
-                first_seq,
-                last_seq,
-            } => {
+            Notice::Committed { agent_id, first_seq, last_seq } => {
                 let Some(published) = hub.published(agent_id) else {
                     continue;
                 };
@@ -184,9 +177,7 @@ async fn catch_up_room(
     // read the log themselves when they joined.
     let from = if published == 0 { first } else { published + 1 }
         .max(last.saturating_sub(u64::from(NOTICE_FETCH_EVENTS_MAX)) + 1);
-    let events = store
-        .read_events(agent_id, from - 1, (last + 1 - from) as u32)
-        .await?;
+    let events = store.read_events(agent_id, from - 1, (last + 1 - from) as u32).await?;
     if !events.is_empty() {
         hub.publish(agent_id, events);
     }

@@ -163,19 +163,16 @@ impl Default for Config {
 
 fn parse_env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
     match std::env::var(name) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name}={text:?} is not a valid value")),
+        Ok(text) => {
+            text.trim().parse().map_err(|_| format!("{name}={text:?} is not a valid value"))
+        }
         Err(_) => Ok(default),
     }
 }
 
 /// An environment variable that is set and not blank.
 fn variable(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
+    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
 }
 
 fn anthropic_from_env(api_key: String) -> ProviderChoice {
@@ -200,12 +197,7 @@ fn claude_cli_from_env(command: String) -> ProviderChoice {
         command,
         model: variable("AGENTSTREAM_MODEL"),
         pass_env: variable("AGENTSTREAM_CLAUDE_CLI_ENV")
-            .map(|names| {
-                names
-                    .split(',')
-                    .map(|name| name.trim().to_owned())
-                    .collect()
-            })
+            .map(|names| names.split(',').map(|name| name.trim().to_owned()).collect())
             .unwrap_or_default(),
     })
 }
@@ -258,16 +250,13 @@ impl Config {
             // Scoped tokens narrow the operator's access; without an operator token the server
             // is open to everyone and a scoped token would narrow nothing.
             Some(_) if api_token.is_none() => {
-                return Err(
-                    "AGENTSTREAM_TOKEN_SECRET needs AGENTSTREAM_API_TOKEN too: without \
+                return Err("AGENTSTREAM_TOKEN_SECRET needs AGENTSTREAM_API_TOKEN too: without \
                             an operator token the server is open and scoped tokens mean nothing"
-                        .to_owned(),
-                )
+                    .to_owned())
             }
-            Some(secrets) => Some(crate::http::token::TokenKeys::new(
-                &secrets,
-                token_ttl_seconds_max,
-            )?),
+            Some(secrets) => {
+                Some(crate::http::token::TokenKeys::new(&secrets, token_ttl_seconds_max)?)
+            }
         };
         Ok(Config {
             database_url: std::env::var("DATABASE_URL").unwrap_or(defaults.database_url),

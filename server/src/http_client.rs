@@ -26,7 +26,5 @@ pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
 /// A client with reqwest's defaults, for tests and tools (the server's own clients handle the
 /// builder's error).
 pub fn client() -> reqwest::Client {
-    builder()
-        .build()
-        .expect("an HTTP client with default settings builds")
+    builder().build().expect("an HTTP client with default settings builds")
 }

@@ -65,9 +65,7 @@ pub async fn serve(
              set AGENTSTREAM_INSECURE_NO_TOKEN=true if a proxy in front does the access control"
         )));
     }
-    config
-        .prepare_database_directory()
-        .map_err(ServeError::Io)?;
+    config.prepare_database_directory().map_err(ServeError::Io)?;
     // Bound before the state opens, so a taken address fails the start at once.
     let metrics_listener = match config.metrics_addr {
         Some(address) => Some(TcpListener::bind(address).await.map_err(|error| {
@@ -146,9 +144,7 @@ pub async fn serve(
     }
     // The runs' last spans, to the collector (bounded: a collector that does not answer costs
     // this long at most).
-    telemetry
-        .flush(Duration::from_millis(SHUTDOWN_TRACES_FLUSH_WAIT_MS))
-        .await;
+    telemetry.flush(Duration::from_millis(SHUTDOWN_TRACES_FLUSH_WAIT_MS)).await;
     served.map_err(ServeError::Io)?;
     tracing::info!(
         interrupted = drained.interrupted.len(),

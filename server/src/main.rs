@@ -15,10 +15,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// [`HELP`] has a flag too: `--name`, lower case, `-` for `_` ([`flag_variable`]). Secrets have
 /// none — provider keys (`ANTHROPIC_API_KEY`, …), `DATABASE_URL` (it may hold a password):
 /// a command line is visible to every process of the machine.
-const FLAGS: &[(&str, &str)] = &[
-    ("--addr", "LEPTOS_SITE_ADDR"),
-    ("--site-root", "LEPTOS_SITE_ROOT"),
-];
+const FLAGS: &[(&str, &str)] =
+    &[("--addr", "LEPTOS_SITE_ADDR"), ("--site-root", "LEPTOS_SITE_ROOT")];
 
 /// Variables that hold a secret: environment only, like the provider keys.
 const SECRET_VARIABLES: &[&str] = &["AGENTSTREAM_TOKEN_SECRET", "AGENTSTREAM_API_TOKEN"];
@@ -42,9 +40,7 @@ fn flag_variable(flag: &str) -> Option<String> {
     if let Some((_, variable)) = FLAGS.iter().find(|(name, _)| *name == flag) {
         return Some((*variable).to_owned());
     }
-    agentstream_variables()
-        .find(|variable| flag_of(variable) == flag)
-        .map(str::to_owned)
+    agentstream_variables().find(|variable| flag_of(variable) == flag).map(str::to_owned)
 }
 
 /// Applies `--flag value` / `--flag=value` to the environment. Runs before any thread exists.
@@ -63,10 +59,7 @@ fn apply_flags(arguments: &[String]) -> Result<(), String> {
             Some(value) => value,
             None => {
                 index += 1;
-                arguments
-                    .get(index)
-                    .cloned()
-                    .ok_or_else(|| format!("{flag} needs a value"))?
+                arguments.get(index).cloned().ok_or_else(|| format!("{flag} needs a value"))?
             }
         };
         std::env::set_var(variable, value);
@@ -194,10 +187,7 @@ mod tests {
             ("--provider", Some("AGENTSTREAM_PROVIDER")),
             ("--max-iterations", Some("AGENTSTREAM_MAX_ITERATIONS")),
             ("--run-lease-ms", Some("AGENTSTREAM_RUN_LEASE_MS")),
-            (
-                "--tool-result-chars-max",
-                Some("AGENTSTREAM_TOOL_RESULT_CHARS_MAX"),
-            ),
+            ("--tool-result-chars-max", Some("AGENTSTREAM_TOOL_RESULT_CHARS_MAX")),
             (
                 "--ws-subscriptions-per-connection-max",
                 Some("AGENTSTREAM_WS_SUBSCRIPTIONS_PER_CONNECTION_MAX"),
@@ -205,10 +195,7 @@ mod tests {
             ("--anthropic-api-key", None),
             // A secret: environment only, never in a process list.
             ("--token-secret", None),
-            (
-                "--token-ttl-seconds-max",
-                Some("AGENTSTREAM_TOKEN_TTL_SECONDS_MAX"),
-            ),
+            ("--token-ttl-seconds-max", Some("AGENTSTREAM_TOKEN_TTL_SECONDS_MAX")),
             ("--nope", None),
             ("--", None),
         ];

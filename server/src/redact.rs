@@ -22,9 +22,7 @@ pub fn urls(text: &str) -> String {
         let (scheme, after) = address[..end].split_at(scheme_len);
         let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
         let authority = &after[..authority_end];
-        let host = authority
-            .rsplit_once('@')
-            .map_or(authority, |(_, host)| host);
+        let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
         out.push_str(scheme);
         out.push_str(host);
         if authority_end < after.len() || authority.len() != host.len() {
@@ -51,10 +49,7 @@ mod tests {
                 "the MCP handshake with http://10.0.0.5:3001/… failed: eof",
             ),
             ("http://host", "http://host"),
-            (
-                "a http://a/x and wss://b/y?t=1",
-                "a http://a/… and wss://b/…",
-            ),
+            ("a http://a/x and wss://b/y?t=1", "a http://a/… and wss://b/…"),
         ];
         for (text, expected) in cases {
             assert_eq!(super::urls(text), expected, "{text}");

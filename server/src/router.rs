@@ -34,24 +34,12 @@ pub fn api_router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/agents", post(rest::create_agent).get(rest::list_agents))
         .route("/agents/", post(rest::create_agent).get(rest::list_agents))
-        .route(
-            "/agents/{id}",
-            get(rest::get_agent).delete(rest::delete_agent),
-        )
-        .route(
-            "/agents/{id}/branches",
-            get(rest::list_branches).post(rest::fork_branch),
-        )
-        .route(
-            "/agents/{id}/branches/{branch}",
-            delete(rest::delete_branch),
-        )
+        .route("/agents/{id}", get(rest::get_agent).delete(rest::delete_agent))
+        .route("/agents/{id}/branches", get(rest::list_branches).post(rest::fork_branch))
+        .route("/agents/{id}/branches/{branch}", delete(rest::delete_branch))
         .route("/agents/{id}/current-branch", put(rest::switch_branch))
         .route("/agents/{id}/events", get(rest::list_events))
-        .route(
-            "/agents/{id}/events/stream",
-            get(native::sse::stream_events),
-        )
+        .route("/agents/{id}/events/stream", get(native::sse::stream_events))
         .route("/agents/{id}/runs", post(rest::create_run))
         .route("/agents/{id}/messages/cancel", post(rest::cancel_run))
         .route("/agents/{id}/approvals", post(rest::answer_approval))
@@ -61,16 +49,10 @@ pub fn api_router(state: AppState) -> Router {
         .route("/tokens", post(tokens::mint))
         .route("/tools", get(rest::list_tools))
         .route("/ai-sdk/chat/{id}/stop", post(surfaces::ai_sdk::stop))
-        .route(
-            "/ai-sdk/chat/{id}/messages",
-            get(surfaces::ai_sdk::messages),
-        )
+        .route("/ai-sdk/chat/{id}/messages", get(surfaces::ai_sdk::messages))
         .route("/ag-ui/cancel", post(surfaces::ag_ui::cancel))
         .route("/responses/{id}/cancel", post(surfaces::responses::cancel))
-        .route(
-            "/responses/{id}/input_items",
-            get(surfaces::responses::input_items),
-        )
+        .route("/responses/{id}/input_items", get(surfaces::responses::input_items))
         // `Router::layer` wraps the routes added so far: the ones below answer when a run ends
         // (or stream until it does), so the request timeout does not apply to them.
         .layer(timeout())
@@ -81,26 +63,17 @@ pub fn api_router(state: AppState) -> Router {
             post(surfaces::letta::send_message)
                 .merge(get(surfaces::letta::list_messages).layer(timeout())),
         )
-        .route(
-            "/agents/{id}/messages/stream",
-            post(surfaces::letta::stream_messages),
-        )
+        .route("/agents/{id}/messages/stream", post(surfaces::letta::stream_messages))
         .route("/runs/{run_id}/stream", post(surfaces::letta::resume_run))
         // A streamed batch body may stay open as long as its producer streams; the body is
         // read and bounded by the handler (`produce::PRODUCE_BODY_BYTES_MAX`, per line and
         // silence `body_lines`).
-        .route(
-            "/agents/{id}/produce",
-            post(produce::produce).layer(DefaultBodyLimit::disable()),
-        )
+        .route("/agents/{id}/produce", post(produce::produce).layer(DefaultBodyLimit::disable()))
         .route(
             "/ai-sdk/chat/{id}/produce",
             post(surfaces::ai_sdk::produce::produce).layer(DefaultBodyLimit::disable()),
         )
-        .route(
-            "/agents/{id}/producers/{producer_id}",
-            get(produce::position).layer(timeout()),
-        )
+        .route("/agents/{id}/producers/{producer_id}", get(produce::position).layer(timeout()))
         .route(
             "/ai-sdk/chat",
             post(surfaces::ai_sdk::chat).layer(DefaultBodyLimit::max(
@@ -131,9 +104,8 @@ pub fn api_router(state: AppState) -> Router {
         // Long-polls and SSE wait; an append's body is bounded by the route.
         .route(
             "/streams/{*path}",
-            axum::routing::any(surfaces::durable::stream).layer(DefaultBodyLimit::max(
-                surfaces::durable::STREAM_BODY_BYTES_MAX,
-            )),
+            axum::routing::any(surfaces::durable::stream)
+                .layer(DefaultBodyLimit::max(surfaces::durable::STREAM_BODY_BYTES_MAX)),
         )
         .fallback(rest::unknown_route)
         .method_not_allowed_fallback(rest::method_not_allowed);
@@ -148,18 +120,13 @@ pub fn api_router(state: AppState) -> Router {
         .nest("/v1", v1)
         .merge(forms)
         .layer(DefaultBodyLimit::max(state.limits.request_body_bytes_max));
-    Router::new()
-        .route("/v1/ws", get(native::ws::upgrade))
-        .merge(rest)
-        .with_state(state)
+    Router::new().route("/v1/ws", get(native::ws::upgrade)).merge(rest).with_state(state)
 }
 
 /// The router of `AGENTSTREAM_METRICS_ADDR`'s listener: `GET /metrics` and nothing else, no
 /// token (the address is meant for a private network a scraper sits on).
 pub fn metrics_router(state: AppState) -> Router {
-    Router::new()
-        .route("/metrics", get(stats::metrics))
-        .with_state(state)
+    Router::new().route("/metrics", get(stats::metrics)).with_state(state)
 }
 
 /// Headers of the bundle's files (`/pkg/…`, sent precompressed when the browser accepts brotli

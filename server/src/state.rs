@@ -117,9 +117,8 @@ impl AppState {
             config.writer_commit_retries_max,
             metrics.clone(),
         );
-        let recovered = recovery::recover(store.as_ref(), &writer, &[])
-            .await
-            .map_err(|error| match error {
+        let recovered =
+            recovery::recover(store.as_ref(), &writer, &[]).await.map_err(|error| match error {
                 recovery::RecoveryError::Store(error)
                 | recovery::RecoveryError::Append(writer::AppendError::Store(error)) => error,
                 recovery::RecoveryError::Append(other) => {

@@ -38,19 +38,14 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
     let in_use = |max: usize, available: usize| max.saturating_sub(available);
     let limits = &state.limits;
     Json(Stats {
-        tasks_alive: tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks(),
+        tasks_alive: tokio::runtime::Handle::current().metrics().num_alive_tasks(),
         runs_active: state.runs.active_run_ids().len(),
         websockets_open: in_use(
             limits.ws_connections_max,
             state.ws_connections.available_permits(),
         ),
         websockets_max: limits.ws_connections_max,
-        sse_streams_open: in_use(
-            limits.sse_streams_max,
-            state.sse_streams.available_permits(),
-        ),
+        sse_streams_open: in_use(limits.sse_streams_max, state.sse_streams.available_permits()),
         sse_streams_max: limits.sse_streams_max,
         timeline_snapshots: state.snapshots.len(),
         timeline_snapshot_bytes: state.snapshots.bytes(),
@@ -72,46 +67,29 @@ pub async fn metrics(State(state): State<AppState>) -> axum::response::Response 
     let sampled = &state.metrics.sampled;
     let limits = &state.limits;
     let in_use = |max: usize, available: usize| max.saturating_sub(available) as i64;
-    sampled
-        .append_queue_requests
-        .set(state.writer.queued_requests() as i64);
+    sampled.append_queue_requests.set(state.writer.queued_requests() as i64);
     sampled
         .append_queue_requests_max
         .set(crate::delivery::writer::WRITER_QUEUE_REQUESTS_MAX as i64);
-    sampled
-        .runs_in_flight
-        .set(state.runs.active_run_ids().len() as i64);
+    sampled.runs_in_flight.set(state.runs.active_run_ids().len() as i64);
     let connections = [
         (
             "websocket",
-            in_use(
-                limits.ws_connections_max,
-                state.ws_connections.available_permits(),
-            ),
+            in_use(limits.ws_connections_max, state.ws_connections.available_permits()),
             limits.ws_connections_max,
         ),
         (
             "sse",
-            in_use(
-                limits.sse_streams_max,
-                state.sse_streams.available_permits(),
-            ),
+            in_use(limits.sse_streams_max, state.sse_streams.available_permits()),
             limits.sse_streams_max,
         ),
     ];
     for (kind, open, max) in connections {
         let label = crate::metrics::KindLabel { kind };
         sampled.connections.get_or_create(&label).set(open);
-        sampled
-            .connections_max
-            .get_or_create(&label)
-            .set(max as i64);
+        sampled.connections_max.get_or_create(&label).set(max as i64);
     }
-    sampled.tasks_alive.set(
-        tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks() as i64,
-    );
+    sampled.tasks_alive.set(tokio::runtime::Handle::current().metrics().num_alive_tasks() as i64);
     sampled.hub_rooms.set(state.hub.rooms_len() as i64);
     // A database that does not answer leaves the last values: the scrape itself still works,
     // and `/readyz` is where an outage shows.
@@ -128,11 +106,7 @@ pub async fn metrics(State(state): State<AppState>) -> axum::response::Response 
     if let Some(rows) = state.store.backlog_rows() {
         sampled.backlog_rows.set(rows as i64);
     }
-    (
-        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        state.metrics.encode(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], state.metrics.encode()).into_response()
 }
 
 /// A SQLite database's bytes on disk: the file, its write-ahead log and its shared memory.

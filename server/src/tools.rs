@@ -114,11 +114,7 @@ impl Tool for Calculator {
 /// Evaluates an arithmetic expression. A tiny recursive-descent parser with a nesting bound.
 pub fn evaluate(expression: &str) -> Result<f64, String> {
     let tokens: Vec<char> = expression.chars().collect();
-    let mut parser = Parser {
-        tokens,
-        position: 0,
-        depth: 0,
-    };
+    let mut parser = Parser { tokens, position: 0, depth: 0 };
     let value = parser.sum()?;
     if parser.peek().is_some() {
         return Err(format!(
@@ -141,11 +137,7 @@ struct Parser {
 impl Parser {
     /// The next character that is not whitespace (whitespace separates, never joins, numbers).
     fn peek(&mut self) -> Option<char> {
-        while self
-            .tokens
-            .get(self.position)
-            .is_some_and(|c| c.is_whitespace())
-        {
+        while self.tokens.get(self.position).is_some_and(|c| c.is_whitespace()) {
             self.position += 1;
         }
         self.tokens.get(self.position).copied()
@@ -156,11 +148,7 @@ impl Parser {
         while let Some(operator @ ('+' | '-')) = self.peek() {
             self.position += 1;
             let right = self.product()?;
-            value = if operator == '+' {
-                value + right
-            } else {
-                value - right
-            };
+            value = if operator == '+' { value + right } else { value - right };
         }
         Ok(value)
     }
@@ -170,11 +158,7 @@ impl Parser {
         while let Some(operator @ ('*' | '/')) = self.peek() {
             self.position += 1;
             let right = self.factor()?;
-            value = if operator == '*' {
-                value * right
-            } else {
-                value / right
-            };
+            value = if operator == '*' { value * right } else { value / right };
         }
         Ok(value)
     }
@@ -188,9 +172,7 @@ impl Parser {
             Some('(') => {
                 self.depth += 1;
                 if self.depth > CALCULATOR_NESTING_MAX {
-                    return Err(format!(
-                        "parentheses nest deeper than {CALCULATOR_NESTING_MAX}"
-                    ));
+                    return Err(format!("parentheses nest deeper than {CALCULATOR_NESTING_MAX}"));
                 }
                 self.position += 1;
                 let value = self.sum()?;
@@ -211,8 +193,7 @@ impl Parser {
                     self.position += 1;
                 }
                 let text: String = self.tokens[start..self.position].iter().collect();
-                text.parse()
-                    .map_err(|_| format!("{text:?} is not a number"))
+                text.parse().map_err(|_| format!("{text:?} is not a number"))
             }
             Some(c) => Err(format!("unexpected {c:?} at position {}", self.position)),
             None => Err("the expression ends too early".into()),

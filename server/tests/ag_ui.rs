@@ -21,27 +21,19 @@ async fn events(response: reqwest::Response, count: Option<usize>) -> Vec<Value>
     let mut frames = Box::pin(response.bytes_stream().eventsource());
     let mut events = Vec::new();
     while count.is_none_or(|count| events.len() < count) {
-        let next = tokio::time::timeout(WAIT_MAX, frames.next())
-            .await
-            .expect("the stream went quiet");
+        let next =
+            tokio::time::timeout(WAIT_MAX, frames.next()).await.expect("the stream went quiet");
         let Some(frame) = next else { break };
         let frame = frame.expect("well-formed SSE");
         let event: Value = serde_json::from_str(&frame.data).expect("every data line is JSON");
-        assert!(
-            !frame.data.contains("null"),
-            "absent fields are omitted: {}",
-            frame.data
-        );
+        assert!(!frame.data.contains("null"), "absent fields are omitted: {}", frame.data);
         events.push(event);
     }
     events
 }
 
 fn types(events: &[Value]) -> Vec<&str> {
-    events
-        .iter()
-        .map(|event| event["type"].as_str().unwrap())
-        .collect()
+    events.iter().map(|event| event["type"].as_str().unwrap()).collect()
 }
 
 fn text(events: &[Value]) -> String {
@@ -67,19 +59,11 @@ impl TestServer {
 }
 
 fn agent_of(events: &[Value]) -> Uuid {
-    events[0]["metadata"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
+    events[0]["metadata"]["agent_id"].as_str().unwrap().parse().unwrap()
 }
 
 fn run_of(events: &[Value]) -> Uuid {
-    events[0]["metadata"]["run_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
+    events[0]["metadata"]["run_id"].as_str().unwrap().parse().unwrap()
 }
 
 #[tokio::test]
@@ -95,10 +79,8 @@ async fn a_run_streams_its_events_records_its_input_and_a_retry_writes_nothing_t
     let (agent_id, run_id) = (agent_of(&first), run_of(&first));
     let log = server.all_events(agent_id).await;
     assert_eq!(text(&first), reply_text(&log, run_id));
-    let seqs: Vec<u64> = first
-        .iter()
-        .map(|event| event["metadata"]["seq"].as_u64().unwrap())
-        .collect();
+    let seqs: Vec<u64> =
+        first.iter().map(|event| event["metadata"]["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|pair| pair[0] <= pair[1]), "{seqs:?}");
     let started = common::first_of(&log, EventKind::RunStarted);
     assert_eq!(
@@ -114,25 +96,12 @@ async fn a_run_streams_its_events_records_its_input_and_a_retry_writes_nothing_t
 #[tokio::test]
 async fn connect_replays_the_run_in_flight_at_once_and_a_cursor_continues_exactly() {
     let server = TestServer::start_paced(120, 10).await;
-    let seen = events(
-        server
-            .ag_ui("/v1/ag-ui", &input("busy", "m1", "hello"))
-            .await,
-        Some(40),
-    )
-    .await;
+    let seen =
+        events(server.ag_ui("/v1/ag-ui", &input("busy", "m1", "hello")).await, Some(40)).await;
     // The client went away; the run goes on. A new one connects.
-    let connected = events(
-        server
-            .ag_ui("/v1/ag-ui/connect", &json!({ "threadId": "busy" }))
-            .await,
-        None,
-    )
-    .await;
-    assert_eq!(
-        &types(&connected)[..2],
-        ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
-    );
+    let connected =
+        events(server.ag_ui("/v1/ag-ui/connect", &json!({ "threadId": "busy" })).await, None).await;
+    assert_eq!(&types(&connected)[..2], ["RUN_STARTED", "MESSAGES_SNAPSHOT"]);
     assert_eq!(
         connected[1]["messages"],
         json!([{ "id": "m1", "role": "user", "content": "hello" }]),
@@ -143,10 +112,7 @@ async fn connect_replays_the_run_in_flight_at_once_and_a_cursor_continues_exactl
     let reply = reply_text(&server.all_events(agent_id).await, run_id);
     assert_eq!(text(&connected), reply);
     let live_contents = |events: &[Value]| {
-        types(events)
-            .iter()
-            .filter(|kind| **kind == "TEXT_MESSAGE_CONTENT")
-            .count()
+        types(events).iter().filter(|kind| **kind == "TEXT_MESSAGE_CONTENT").count()
     };
     assert!(
         live_contents(&connected) < reply.split(' ').count(),
@@ -154,24 +120,13 @@ async fn connect_replays_the_run_in_flight_at_once_and_a_cursor_continues_exactl
     );
 
     // A client that keeps the cursor continues after it, during the next run.
-    let seen = events(
-        server
-            .ag_ui("/v1/ag-ui", &input("busy", "m2", "more"))
-            .await,
-        Some(40),
-    )
-    .await;
+    let seen =
+        events(server.ag_ui("/v1/ag-ui", &input("busy", "m2", "more")).await, Some(40)).await;
     let cursor = seen.last().unwrap()["metadata"]["seq"].as_u64().unwrap();
     let url = format!("/v1/ag-ui/connect?after_seq={cursor}");
-    let rest = events(
-        server.ag_ui(&url, &json!({ "threadId": "busy" })).await,
-        None,
-    )
-    .await;
+    let rest = events(server.ag_ui(&url, &json!({ "threadId": "busy" })).await, None).await;
     assert_eq!(types(&rest)[0], "RUN_STARTED");
-    assert!(rest[1..]
-        .iter()
-        .all(|event| event["metadata"]["seq"].as_u64().unwrap() > cursor));
+    assert!(rest[1..].iter().all(|event| event["metadata"]["seq"].as_u64().unwrap() > cursor));
     let run_id = run_of(&seen);
     let reply = reply_text(&server.all_events(agent_id).await, run_id);
     assert_eq!(text(&seen) + &text(&rest), reply);
@@ -202,59 +157,32 @@ async fn refused_inputs_write_nothing() {
             json!({ "threadId": "fresh", "messages": [{ "id": "u1", "role": "user", "content": "z".repeat(40 * 1024) }] }),
             413,
         ),
-        (
-            json!({ "threadId": "fresh", "messages": [user], "state": "s".repeat(20 * 1024) }),
-            413,
-        ),
+        (json!({ "threadId": "fresh", "messages": [user], "state": "s".repeat(20 * 1024) }), 413),
     ];
     for (body, status) in cases {
         let response = server.ag_ui("/v1/ag-ui", &body).await;
         assert_eq!(response.status(), status, "{body}");
         let error: Value = response.json().await.unwrap();
-        assert!(error["error"]["message"]
-            .as_str()
-            .is_some_and(|message| !message.is_empty()));
+        assert!(error["error"]["message"].as_str().is_some_and(|message| !message.is_empty()));
     }
-    assert_eq!(
-        server.agent_count().await,
-        before,
-        "no thread was given an agent"
-    );
-    let connected = events(
-        server
-            .ag_ui("/v1/ag-ui/connect", &json!({ "threadId": "fresh" }))
-            .await,
-        None,
-    )
-    .await;
-    assert_eq!(
-        types(&connected),
-        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
-    );
+    assert_eq!(server.agent_count().await, before, "no thread was given an agent");
+    let connected =
+        events(server.ag_ui("/v1/ag-ui/connect", &json!({ "threadId": "fresh" })).await, None)
+            .await;
+    assert_eq!(types(&connected), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
     assert_eq!(connected[1]["messages"], json!([]));
     assert_eq!(
-        server
-            .ag_ui("/v1/ag-ui/cancel", &json!({ "threadId": "fresh" }))
-            .await
-            .status(),
+        server.ag_ui("/v1/ag-ui/cancel", &json!({ "threadId": "fresh" })).await.status(),
         404
     );
-    assert_eq!(
-        server.ag_ui("/v1/ag-ui/connect", &json!({})).await.status(),
-        422
-    );
+    assert_eq!(server.ag_ui("/v1/ag-ui/connect", &json!({})).await.status(), 422);
 }
 
 #[tokio::test]
 async fn a_client_run_id_names_one_run() {
     let server = TestServer::start().await;
-    let first = events(
-        server
-            .ag_ui("/v1/ag-ui", &input("aliases", "m1", "hello"))
-            .await,
-        None,
-    )
-    .await;
+    let first =
+        events(server.ag_ui("/v1/ag-ui", &input("aliases", "m1", "hello")).await, None).await;
     let agent_id = agent_of(&first);
     let written = server.all_events(agent_id).await.len();
     // The same runId for another message: refused, nothing written.
@@ -266,13 +194,8 @@ async fn a_client_run_id_names_one_run() {
     assert_eq!(error["error"]["code"], "run_id_taken");
     assert_eq!(server.all_events(agent_id).await.len(), written);
     // A retry of the first message with its runId, or with a new one: the first run, again.
-    let retry = events(
-        server
-            .ag_ui("/v1/ag-ui", &input("aliases", "m1", "hello"))
-            .await,
-        None,
-    )
-    .await;
+    let retry =
+        events(server.ag_ui("/v1/ag-ui", &input("aliases", "m1", "hello")).await, None).await;
     assert_eq!(retry, first);
     let mut renamed = input("aliases", "m1", "hello");
     renamed["runId"] = json!("another-run-id");

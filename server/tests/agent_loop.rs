@@ -13,10 +13,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 fn tool_results(events: &[AgentEvent]) -> Vec<&AgentEvent> {
-    events
-        .iter()
-        .filter(|event| event.kind == EventKind::ToolResult)
-        .collect()
+    events.iter().filter(|event| event.kind == EventKind::ToolResult).collect()
 }
 
 /// Every tool call (by tool_call_id) has exactly one result.
@@ -30,14 +27,9 @@ fn assert_one_result_per_call(events: &[AgentEvent]) -> HashMap<String, Value> {
     let mut results = HashMap::new();
     for result in tool_results(events) {
         let call_id = result.content["tool_call_id"].as_str().unwrap().to_owned();
+        assert!(calls.contains(&call_id), "a result for an unknown call {call_id}");
         assert!(
-            calls.contains(&call_id),
-            "a result for an unknown call {call_id}"
-        );
-        assert!(
-            results
-                .insert(call_id.clone(), result.content.clone())
-                .is_none(),
+            results.insert(call_id.clone(), result.content.clone()).is_none(),
             "two results for {call_id}"
         );
     }
@@ -48,25 +40,18 @@ fn assert_one_result_per_call(events: &[AgentEvent]) -> HashMap<String, Value> {
 /// The text of the timeline's last text message.
 fn last_text(timeline: &Timeline) -> String {
     let messages = timeline.messages();
-    let last = messages
-        .iter()
-        .rfind(|message| message.kind == EventKind::Text);
+    let last = messages.iter().rfind(|message| message.kind == EventKind::Text);
     last.expect("a text message").text().to_owned()
 }
 
 #[tokio::test]
 async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     let server = TestServer::start().await;
-    let (_, run_id, events) = server
-        .finished_run("/tools clock; calculator 2*(3+4)")
-        .await;
+    let (_, run_id, events) = server.finished_run("/tools clock; calculator 2*(3+4)").await;
     assert_contiguous(&events, 1);
     let results = assert_one_result_per_call(&events);
     assert_eq!(results.len(), 2);
-    let calculator = results
-        .values()
-        .find(|result| result["name"] == "calculator")
-        .unwrap();
+    let calculator = results.values().find(|result| result["name"] == "calculator").unwrap();
     assert_eq!(calculator["result"], json!(14));
     assert_eq!(calculator["is_error"], false);
 
@@ -76,30 +61,21 @@ async fn tools_run_on_their_own_threads_and_the_model_reads_their_results() {
     assert_eq!(run.stop_reason.as_deref(), Some("end_turn"));
     // The main thread plus one thread per tool call.
     assert_eq!(run.thread_ids.len(), 3);
-    let calls: Vec<_> = timeline
-        .messages()
-        .iter()
-        .filter(|message| message.kind == EventKind::ToolCall)
-        .collect();
+    let calls: Vec<_> =
+        timeline.messages().iter().filter(|message| message.kind == EventKind::ToolCall).collect();
     assert_eq!(calls.len(), 2);
     assert_ne!(calls[0].block_id, calls[1].block_id);
     assert_ne!(calls[0].thread_id, calls[1].thread_id);
     // The input streamed in pieces and was replaced by the parsed object.
     assert_eq!(calls[1].content["input"], json!({"expression": "2*(3+4)"}));
-    assert_eq!(
-        calls[1].content["input_json"],
-        json!("{\"expression\":\"2*(3+4)\"}")
-    );
+    assert_eq!(calls[1].content["input_json"], json!("{\"expression\":\"2*(3+4)\"}"));
     assert_eq!(calls[1].content["status"], "done");
     // The second LLM call reports the results.
     let final_text = last_text(&timeline);
     assert!(final_text.contains("14"), "{final_text}");
     // Usage adds up over both LLM calls.
     let usage = run.usage.clone().unwrap();
-    assert!(
-        usage["output_tokens"].as_u64().unwrap() > 12 + 16,
-        "{usage}"
-    );
+    assert!(usage["output_tokens"].as_u64().unwrap() > 12 + 16, "{usage}");
 }
 
 #[tokio::test]
@@ -107,20 +83,12 @@ async fn the_tools_of_one_step_run_concurrently() {
     let server = TestServer::start().await;
     let (_, _, events) = server.finished_run("/tools slow 2; slow 2; slow 2").await;
     assert_one_result_per_call(&events);
-    let first_result = events
-        .iter()
-        .position(|event| event.kind == EventKind::ToolResult)
-        .unwrap();
+    let first_result = events.iter().position(|event| event.kind == EventKind::ToolResult).unwrap();
     // Before any tool finished, each of the three had already reported progress.
     let reporting: HashSet<Uuid> = events[..first_result]
         .iter()
         .filter(|event| event.kind == EventKind::ToolCall)
-        .filter(|event| {
-            event
-                .delta
-                .as_ref()
-                .is_some_and(|delta| delta.get("progress").is_some())
-        })
+        .filter(|event| event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some()))
         .filter_map(|event| event.message_id)
         .collect();
     assert_eq!(reporting.len(), 3, "the tools ran one after another");
@@ -164,10 +132,7 @@ async fn a_model_that_keeps_calling_tools_stops_at_the_iteration_bound() {
 async fn tool_failures_are_results_and_the_run_goes_on() {
     let (server, agent_id) = TestServer::start().await.with_agent().await;
     let run_id = server
-        .start_run(
-            agent_id,
-            r#"/tools calculator 1/0; no_such_tool {}; calculator (1"#,
-        )
+        .start_run(agent_id, r#"/tools calculator 1/0; no_such_tool {}; calculator (1"#)
         .await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let results = assert_one_result_per_call(&events);
@@ -194,20 +159,12 @@ async fn cancelling_during_a_slow_tool_stops_it_and_answers_the_call() {
         let events = server.all_events(agent_id).await;
         events
             .iter()
-            .any(|event| {
-                event
-                    .delta
-                    .as_ref()
-                    .is_some_and(|delta| delta.get("progress").is_some())
-            })
+            .any(|event| event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some()))
             .then_some(())
     })
     .await;
     let response = server
-        .post(
-            &format!("/v1/agents/{agent_id}/messages/cancel"),
-            &json!({ "run_ids": [run_id] }),
-        )
+        .post(&format!("/v1/agents/{agent_id}/messages/cancel"), &json!({ "run_ids": [run_id] }))
         .await;
     assert_eq!(response.status(), 200);
     // The cancel answer waits for the run's end, so the log is final now.
@@ -288,10 +245,7 @@ async fn a_stalled_provider_can_be_waited_for_or_cancelled() {
         started.elapsed()
             < std::time::Duration::from_millis(agentstream_server::http::rest::CANCEL_WAIT_MS_MAX)
     );
-    assert_eq!(
-        server.all_events(agent_id).await.last().unwrap().kind,
-        EventKind::RunCancelled
-    );
+    assert_eq!(server.all_events(agent_id).await.last().unwrap().kind, EventKind::RunCancelled);
 }
 
 /// A client that sees a run end and sends the next message at once is served, not told the
@@ -319,23 +273,13 @@ async fn the_next_message_right_after_a_run_end_starts_a_run() {
                     .await;
                 let status = response.status();
                 let body = response.text().await.unwrap();
-                assert_eq!(
-                    status, 202,
-                    "turn {turn}, sent as soon as the last run ended: {body}"
-                );
+                assert_eq!(status, 202, "turn {turn}, sent as soon as the last run ended: {body}");
                 let (events, _) = client.receive_until_run_end().await;
-                assert_eq!(
-                    events.last().unwrap().kind,
-                    EventKind::RunCompleted,
-                    "turn {turn}"
-                );
+                assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted, "turn {turn}");
             }
             let log = server.all_events(agent_id).await;
             assert_contiguous(&log, 1);
-            let ends = log
-                .iter()
-                .filter(|event| event.kind == EventKind::RunCompleted)
-                .count();
+            let ends = log.iter().filter(|event| event.kind == EventKind::RunCompleted).count();
             assert_eq!(ends, TURNS, "one end per turn");
         }));
     }

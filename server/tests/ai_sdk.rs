@@ -87,22 +87,13 @@ async fn a_chat_streams_its_run_and_a_retry_writes_nothing_twice() {
     let start = &first[0].data;
     assert_eq!(start["type"], "start");
     let run_id: Uuid = start["messageId"].as_str().unwrap().parse().unwrap();
-    let agent_id: Uuid = start["messageMetadata"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let agent_id: Uuid = start["messageMetadata"]["agent_id"].as_str().unwrap().parse().unwrap();
     let events = server.all_events(agent_id).await;
     assert_eq!(text(&first), reply_text(&events, run_id));
     assert!(!text(&first).is_empty());
-    let places: Vec<(u64, usize)> = first[..first.len() - 1]
-        .iter()
-        .map(|frame| place(&frame.id))
-        .collect();
-    assert!(
-        places.windows(2).all(|pair| pair[0] < pair[1]),
-        "{places:?}"
-    );
+    let places: Vec<(u64, usize)> =
+        first[..first.len() - 1].iter().map(|frame| place(&frame.id)).collect();
+    assert!(places.windows(2).all(|pair| pair[0] < pair[1]), "{places:?}");
     assert_eq!(first[first.len() - 2].data["type"], "finish");
 
     // The same message again: the same run's stream, and nothing more in the log.
@@ -113,24 +104,12 @@ async fn a_chat_streams_its_run_and_a_retry_writes_nothing_twice() {
     // The chat id keeps its agent; the agent's id names the same chat.
     let next = frames(server.chat(&body("my-chat", "m2", "again")).await, None).await;
     assert_eq!(next[0].data["messageMetadata"]["agent_id"], json!(agent_id));
-    let by_agent = frames(
-        server
-            .chat(&body(&agent_id.to_string(), "m3", "third"))
-            .await,
-        None,
-    )
-    .await;
-    assert_eq!(
-        by_agent[0].data["messageMetadata"]["agent_id"],
-        json!(agent_id)
-    );
+    let by_agent =
+        frames(server.chat(&body(&agent_id.to_string(), "m3", "third")).await, None).await;
+    assert_eq!(by_agent[0].data["messageMetadata"]["agent_id"], json!(agent_id));
     let history = server.get_json("/v1/ai-sdk/chat/my-chat/messages").await;
-    let ids: Vec<&str> = history
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|message| message["id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> =
+        history.as_array().unwrap().iter().map(|message| message["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 6);
     assert_eq!((ids[0], ids[2], ids[4]), ("m1", "m2", "m3"));
     assert_eq!(ids[1], run_id.to_string());
@@ -140,11 +119,7 @@ async fn a_chat_streams_its_run_and_a_retry_writes_nothing_twice() {
 #[tokio::test]
 async fn resume_replays_the_run_in_flight_and_a_cursor_skips_what_the_client_has() {
     let server = TestServer::start_paced(120, 10).await;
-    assert_eq!(
-        server.get("/v1/ai-sdk/chat/quiet/stream").await.status(),
-        204,
-        "nothing in flight"
-    );
+    assert_eq!(server.get("/v1/ai-sdk/chat/quiet/stream").await.status(), 204, "nothing in flight");
     let seen = frames(server.chat(&body("busy", "m1", "hello")).await, Some(12)).await;
     // The client went away; the run goes on.
     let stream_url = server.url("/v1/ai-sdk/chat/busy/stream");
@@ -153,44 +128,22 @@ async fn resume_replays_the_run_in_flight_and_a_cursor_skips_what_the_client_has
     let finish = &replay[replay.len() - 2].data;
     assert_eq!(finish["type"], "finish");
     assert_eq!(finish.get("finishReason"), None, "ai < 5.0.92 refuses it");
-    let run_id: Uuid = replay[0].data["messageId"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let agent_id: Uuid = replay[0].data["messageMetadata"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(
-        text(&replay),
-        reply_text(&server.all_events(agent_id).await, run_id)
-    );
+    let run_id: Uuid = replay[0].data["messageId"].as_str().unwrap().parse().unwrap();
+    let agent_id: Uuid =
+        replay[0].data["messageMetadata"]["agent_id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(text(&replay), reply_text(&server.all_events(agent_id).await, run_id));
 
     // With a cursor, during the next run: what follows the cursor, exactly.
     let seen = frames(server.chat(&body("busy", "m2", "more")).await, Some(15)).await;
     let cursor = seen.last().unwrap().id.clone();
-    let rest = frames(
-        server
-            .http
-            .get(&stream_url)
-            .header("last-event-id", cursor)
-            .sent()
-            .await,
-        None,
-    )
-    .await;
+    let rest =
+        frames(server.http.get(&stream_url).header("last-event-id", cursor).sent().await, None)
+            .await;
     let whole = frames(server.chat(&body("busy", "m2", "more")).await, None).await;
     let joined: Vec<Frame> = seen.iter().chain(&rest).cloned().collect();
     assert_eq!(joined, whole);
 
-    let bad = server
-        .http
-        .get(&stream_url)
-        .header("last-event-id", "soon")
-        .sent()
-        .await;
+    let bad = server.http.get(&stream_url).header("last-event-id", "soon").sent().await;
     assert_eq!(bad.status(), 400);
 }
 
@@ -211,11 +164,7 @@ async fn a_long_conversation_is_taken_and_refused_requests_write_nothing() {
     let answered = frames(server.chat(&long).await, None).await;
     assert_eq!(answered.last().unwrap().data, "[DONE]");
     let history = server.get_json("/v1/ai-sdk/chat/long/messages").await;
-    assert_eq!(
-        history.as_array().unwrap().len(),
-        2,
-        "only the new message is input"
-    );
+    assert_eq!(history.as_array().unwrap().len(), 2, "only the new message is input");
     assert_eq!(history[0]["parts"][0]["text"], "the newest question");
 
     let agents = server.agent_count().await;
@@ -250,26 +199,13 @@ async fn a_long_conversation_is_taken_and_refused_requests_write_nothing() {
         let response = server.chat(&request).await;
         assert_eq!(response.status(), status);
         let error: Value = response.json().await.unwrap();
-        assert!(error["error"]["message"]
-            .as_str()
-            .is_some_and(|message| !message.is_empty()));
+        assert!(error["error"]["message"].as_str().is_some_and(|message| !message.is_empty()));
         if !code.is_empty() {
             assert_eq!(error["error"]["code"], code);
         }
     }
-    assert_eq!(
-        server.agent_count().await,
-        agents,
-        "no chat was given an agent"
-    );
-    assert_eq!(
-        server.get_json("/v1/ai-sdk/chat/fresh/messages").await,
-        json!([])
-    );
-    let stop = server
-        .http
-        .post(server.url("/v1/ai-sdk/chat/fresh/stop"))
-        .sent()
-        .await;
+    assert_eq!(server.agent_count().await, agents, "no chat was given an agent");
+    assert_eq!(server.get_json("/v1/ai-sdk/chat/fresh/messages").await, json!([]));
+    let stop = server.http.post(server.url("/v1/ai-sdk/chat/fresh/stop")).sent().await;
     assert_eq!(stop.status(), 404);
 }

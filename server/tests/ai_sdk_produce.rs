@@ -13,10 +13,7 @@ use common::{wait_until, TestServer};
 use serde_json::{json, Value};
 
 fn sse(chunks: &[Value]) -> String {
-    let mut body: String = chunks
-        .iter()
-        .map(|chunk| format!("data: {chunk}\n\n"))
-        .collect();
+    let mut body: String = chunks.iter().map(|chunk| format!("data: {chunk}\n\n")).collect();
     body.push_str("data: [DONE]\n\n");
     body
 }
@@ -27,11 +24,8 @@ fn reply(words: &[&str]) -> Vec<Value> {
         json!({ "type": "start-step" }),
         json!({ "type": "text-start", "id": "t" }),
     ];
-    chunks.extend(
-        words
-            .iter()
-            .map(|word| json!({ "type": "text-delta", "id": "t", "delta": word })),
-    );
+    chunks
+        .extend(words.iter().map(|word| json!({ "type": "text-delta", "id": "t", "delta": word })));
     chunks.extend([
         json!({ "type": "text-end", "id": "t" }),
         json!({ "type": "finish-step" }),
@@ -64,21 +58,13 @@ async fn a_piped_stream_becomes_the_chats_run_and_history() {
         .collect();
     assert_eq!(roles, ["user", "assistant"], "{messages}");
     let text = messages.to_string();
-    assert!(
-        text.contains("tell me ✓") && text.contains("Hello from my backend"),
-        "{text}"
-    );
+    assert!(text.contains("tell me ✓") && text.contains("Hello from my backend"), "{text}");
     // A second stream in the same chat is the next run.
     let again = server
         .http
         .post(server.url("/v1/ai-sdk/chat/piped-chat/produce"))
         .header("Content-Type", "application/x-ndjson")
-        .body(
-            reply(&["second"])
-                .iter()
-                .map(|chunk| format!("{chunk}\n"))
-                .collect::<String>(),
-        )
+        .body(reply(&["second"]).iter().map(|chunk| format!("{chunk}\n")).collect::<String>())
         .sent()
         .await;
     assert_eq!(again.status(), 200);
@@ -118,10 +104,7 @@ async fn a_stream_in_flight_is_resumed_by_use_chat_and_a_broken_one_ends_its_run
                 .unwrap();
         seen.push_str(&String::from_utf8_lossy(&piece));
     }
-    assert!(
-        seen.contains("\"type\":\"start\"") && seen.contains("partial"),
-        "{seen}"
-    );
+    assert!(seen.contains("\"type\":\"start\"") && seen.contains("partial"), "{seen}");
     // The backend dies mid-stream: without producer headers nobody can send the rest, so the
     // run ends at once, interrupted, and the resumed client is told.
     drop(lines);
@@ -150,10 +133,8 @@ async fn a_stream_in_flight_is_resumed_by_use_chat_and_a_broken_one_ends_its_run
 async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
     let server = TestServer::start().await;
     let mut chunks = reply(&["ok"]);
-    chunks.insert(
-        4,
-        json!({ "type": "tool-output-available", "toolCallId": "ghost", "output": 1 }),
-    );
+    chunks
+        .insert(4, json!({ "type": "tool-output-available", "toolCallId": "ghost", "output": 1 }));
     let response = server
         .http
         .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))
@@ -164,10 +145,7 @@ async fn a_chunk_that_breaks_the_protocol_is_named_and_its_run_ended() {
     assert_eq!(response.status(), 422);
     let body: Value = response.json().await.unwrap();
     let message = body["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("chunk 4") && message.contains("\"ghost\""),
-        "{message}"
-    );
+    assert!(message.contains("chunk 4") && message.contains("\"ghost\""), "{message}");
     let bad_text = server
         .http
         .post(server.url("/v1/ai-sdk/chat/bad-chat/produce"))

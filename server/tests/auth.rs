@@ -31,14 +31,8 @@ async fn without_the_token_the_api_answers_401_and_changes_nothing() {
         ("GET", "/v1/agents"),
         ("POST", "/v1/agents"),
         ("GET", "/v1/runs/00000000-0000-4000-8000-000000000000"),
-        (
-            "POST",
-            "/v1/agents/00000000-0000-4000-8000-000000000000/messages/stream",
-        ),
-        (
-            "GET",
-            "/v1/agents/00000000-0000-4000-8000-000000000000/events/stream",
-        ),
+        ("POST", "/v1/agents/00000000-0000-4000-8000-000000000000/messages/stream"),
+        ("GET", "/v1/agents/00000000-0000-4000-8000-000000000000/events/stream"),
     ] {
         let request = no_redirects
             .request(method.parse().unwrap(), server.url(path))
@@ -52,12 +46,8 @@ async fn without_the_token_the_api_answers_401_and_changes_nothing() {
         }
     }
     // Nothing was created by the refused POST.
-    let agents: Vec<Value> = server
-        .http
-        .get(server.url("/v1/agents"))
-        .bearer_auth(TOKEN)
-        .answer()
-        .await;
+    let agents: Vec<Value> =
+        server.http.get(server.url("/v1/agents")).bearer_auth(TOKEN).answer().await;
     assert!(agents.is_empty());
     // The health check stays open for load balancers.
     assert_eq!(server.get("/healthz").await.status(), 200);
@@ -74,10 +64,7 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         .sent()
         .await;
     assert_eq!(created.status(), 201);
-    let agent_id = created.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let agent_id = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
     let by_cookie = server
         .http
         .get(server.url(&format!("/v1/agents/{agent_id}")))
@@ -85,16 +72,8 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         .sent()
         .await;
     assert_eq!(by_cookie.status(), 200);
-    let sse = server
-        .get(&format!(
-            "/v1/agents/{agent_id}/events/stream?token={TOKEN}"
-        ))
-        .await;
-    assert_eq!(
-        sse.status(),
-        200,
-        "EventSource-style clients pass it in the query"
-    );
+    let sse = server.get(&format!("/v1/agents/{agent_id}/events/stream?token={TOKEN}")).await;
+    assert_eq!(sse.status(), 200, "EventSource-style clients pass it in the query");
     drop(sse);
 
     // WebSocket: refused without the token, accepted with it.
@@ -103,33 +82,21 @@ async fn the_token_works_as_bearer_cookie_or_query_on_api_sse_and_websocket() {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             assert_eq!(response.status(), 401)
         }
-        other => panic!(
-            "a WebSocket without the token was not refused: {:?}",
-            other.map(|_| ())
-        ),
+        other => panic!("a WebSocket without the token was not refused: {:?}", other.map(|_| ())),
     }
     let mut request = server.ws_url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert(
-        header::AUTHORIZATION,
-        format!("Bearer {TOKEN}").parse().unwrap(),
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .expect("the token opens the socket");
+    request.headers_mut().insert(header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(request).await.expect("the token opens the socket");
     use futures::SinkExt;
     socket
         .send(tokio_tungstenite::tungstenite::Message::Text(
-            json!({ "type": "subscribe", "agent_id": agent_id, "since": 0 })
-                .to_string()
-                .into(),
+            json!({ "type": "subscribe", "agent_id": agent_id, "since": 0 }).to_string().into(),
         ))
         .await
         .unwrap();
-    let frame = tokio::time::timeout(common::WAIT_MAX, socket.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let frame =
+        tokio::time::timeout(common::WAIT_MAX, socket.next()).await.unwrap().unwrap().unwrap();
     assert!(frame.to_text().unwrap().contains("subscribed"), "{frame:?}");
 }
 
@@ -142,30 +109,18 @@ async fn a_browser_opens_the_site_once_with_the_token_then_keeps_it_in_a_cookie(
         .unwrap();
     let page = browser.get(server.url("/")).sent().await;
     assert_eq!(page.status(), 401);
-    assert!(
-        page.text().await.unwrap().contains("<form"),
-        "the page asks for the token"
-    );
+    assert!(page.text().await.unwrap().contains("<form"), "the page asks for the token");
 
-    let opened = browser
-        .get(server.url(&format!("/agents?x=1&token={TOKEN}")))
-        .sent()
-        .await;
+    let opened = browser.get(server.url(&format!("/agents?x=1&token={TOKEN}"))).sent().await;
     assert!(opened.status().is_redirection());
     assert_eq!(
         opened.headers()[header::LOCATION],
         "/agents?x=1",
         "the token leaves the address bar"
     );
-    let cookie = opened.headers()[header::SET_COOKIE]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let cookie = opened.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
     assert!(cookie.starts_with(&format!("agentstream_token={TOKEN};")));
-    assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-        "{cookie}"
-    );
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
 
     let page = browser
         .get(server.url("/"))
@@ -189,9 +144,7 @@ async fn a_websocket_from_another_sites_page_is_refused() {
         ("https://evil.example".to_owned(), false),
     ] {
         let mut request = server.ws_url.as_str().into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert(header::ORIGIN, origin.parse().unwrap());
+        request.headers_mut().insert(header::ORIGIN, origin.parse().unwrap());
         let outcome = tokio_tungstenite::connect_async(request).await;
         match (outcome, allowed) {
             (Ok(_), true) => {}
@@ -209,11 +162,7 @@ async fn a_websocket_from_another_sites_page_is_refused() {
 async fn without_a_token_only_known_hosts_are_served() {
     let server = TestServer::start().await;
     let as_host = |host: &'static str| {
-        server
-            .http
-            .get(server.url("/v1/agents"))
-            .header(header::HOST, host)
-            .send()
+        server.http.get(server.url("/v1/agents")).header(header::HOST, host).send()
     };
     let answer = as_host("evil.example:3000").await.unwrap();
     assert_eq!(answer.status(), 403);
@@ -240,18 +189,15 @@ async fn a_form_posted_from_another_site_is_refused() {
     let server = TestServer::start().await;
     let no_redirects = no_redirects();
     let post = |headers: &[(&'static str, &'static str)]| {
-        let mut request = no_redirects
-            .post(server.url("/agents"))
-            .form(&[("name", "from a form")]);
+        let mut request = no_redirects.post(server.url("/agents")).form(&[("name", "from a form")]);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
         request.send()
     };
-    for headers in [
-        &[("origin", "https://evil.example")][..],
-        &[("sec-fetch-site", "cross-site")][..],
-    ] {
+    for headers in
+        [&[("origin", "https://evil.example")][..], &[("sec-fetch-site", "cross-site")][..]]
+    {
         let answer = post(headers).await.unwrap();
         assert_eq!(answer.status(), 403, "{headers:?}");
     }
@@ -272,10 +218,7 @@ async fn the_token_cookie_is_secure_behind_https() {
             request = request.header("x-forwarded-proto", proto);
         }
         let opened = request.sent().await;
-        let cookie = opened.headers()[header::SET_COOKIE]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let cookie = opened.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
         assert_eq!(cookie.contains("; Secure"), secure, "{proto:?}: {cookie}");
     }
 }
@@ -286,10 +229,7 @@ async fn the_token_redirect_stays_on_this_site_and_pages_cannot_be_framed() {
     let browser = no_redirects();
     // A path that a browser would read as another host must not become the redirect's target.
     for path in ["//evil.example/", "/\\evil.example/", "///evil.example/x"] {
-        let opened = browser
-            .get(format!("{}{path}?token={TOKEN}", server.base))
-            .sent()
-            .await;
+        let opened = browser.get(format!("{}{path}?token={TOKEN}", server.base)).sent().await;
         assert!(opened.status().is_redirection(), "{path}");
         let location = opened.headers()[header::LOCATION].to_str().unwrap();
         assert!(
@@ -301,22 +241,14 @@ async fn the_token_redirect_stays_on_this_site_and_pages_cannot_be_framed() {
     }
     // Every answer, page or API: no sniffing, no framing by another site, no referrer.
     for path in ["/", "/v1/agents"] {
-        let response = server
-            .http
-            .get(server.url(path))
-            .bearer_auth(TOKEN)
-            .sent()
-            .await;
+        let response = server.http.get(server.url(path)).bearer_auth(TOKEN).sent().await;
         assert_eq!(response.status(), 200, "{path}");
         let headers = response.headers();
         assert_eq!(headers["x-content-type-options"], "nosniff");
         assert_eq!(headers["x-frame-options"], "DENY");
         // A page's own policy (scripts by nonce) forbids framing as the API's does.
         let policy = headers["content-security-policy"].to_str().unwrap();
-        assert!(
-            policy.contains("frame-ancestors 'none'"),
-            "{path}: {policy}"
-        );
+        assert!(policy.contains("frame-ancestors 'none'"), "{path}: {policy}");
         if path == "/" {
             assert!(policy.contains("script-src 'self' 'nonce-"), "{policy}");
             assert!(policy.contains("object-src 'none'"), "{policy}");
@@ -336,9 +268,7 @@ async fn without_a_token_the_server_listens_on_loopback_only_and_wants_a_host() 
         database_url: format!("sqlite://{}", directory.path().join("a.db").display()),
         ..Config::default()
     };
-    let options = leptos::prelude::get_configuration(None)
-        .unwrap()
-        .leptos_options;
+    let options = leptos::prelude::get_configuration(None).unwrap().leptos_options;
     // Every address: refused before anything is opened, with what to do.
     let everywhere = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let refused = agentstream_server::serve(everywhere, config(), options.clone(), async {})
@@ -346,47 +276,26 @@ async fn without_a_token_the_server_listens_on_loopback_only_and_wants_a_host() 
         .unwrap_err()
         .to_string();
     assert!(refused.contains("AGENTSTREAM_API_TOKEN"), "{refused}");
-    assert!(
-        !directory.path().join("a.db").exists(),
-        "nothing was opened"
-    );
+    assert!(!directory.path().join("a.db").exists(), "nothing was opened");
     // Said in so many words: it serves.
     let everywhere = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let port = everywhere.local_addr().unwrap().port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let insecure = Config {
-        insecure_no_token: true,
-        ..config()
-    };
-    let serving = tokio::spawn(agentstream_server::serve(
-        everywhere,
-        insecure,
-        options,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let insecure = Config { insecure_no_token: true, ..config() };
+    let serving = tokio::spawn(agentstream_server::serve(everywhere, insecure, options, async {
+        let _ = stopped.await;
+    }));
     let url = format!("http://127.0.0.1:{port}/healthz");
     common::wait_until("the insecure server to answer", || async {
-        reqwest::get(&url)
-            .await
-            .is_ok_and(|response| response.status() == 200)
-            .then_some(())
+        reqwest::get(&url).await.is_ok_and(|response| response.status() == 200).then_some(())
     })
     .await;
     // A request without a Host header is refused (HTTP/1.0 lets a client leave it out).
-    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    raw.write_all(b"GET /v1/agents HTTP/1.0\r\n\r\n")
-        .await
-        .unwrap();
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    raw.write_all(b"GET /v1/agents HTTP/1.0\r\n\r\n").await.unwrap();
     let mut answer = String::new();
     raw.read_to_string(&mut answer).await.unwrap();
-    assert!(
-        answer.starts_with("HTTP/1.0 403") || answer.starts_with("HTTP/1.1 403"),
-        "{answer}"
-    );
+    assert!(answer.starts_with("HTTP/1.0 403") || answer.starts_with("HTTP/1.1 403"), "{answer}");
     assert!(answer.contains("unknown_host"), "{answer}");
     let _ = stop.send(());
     serving.await.unwrap().unwrap();

@@ -60,20 +60,10 @@ async fn kill_9_while_forking_leaves_only_whole_branches() {
 
     let process = server.start_with(&extra).await;
     let base = process.base.clone();
-    let listed: Value = http
-        .get(format!("{base}/v1/agents/{agent}/branches"))
-        .answer()
-        .await;
+    let listed: Value = http.get(format!("{base}/v1/agents/{agent}/branches")).answer().await;
     let branches = listed["branches"].as_array().unwrap();
-    assert!(
-        branches.len() > 1,
-        "the kill came after some forks: {listed}"
-    );
-    assert_eq!(
-        log_of(&http, &base, agent).await,
-        root,
-        "the main line is untouched"
-    );
+    assert!(branches.len() > 1, "the kill came after some forks: {listed}");
+    assert_eq!(log_of(&http, &base, agent).await, root, "the main line is untouched");
     for branch in branches {
         let id: Uuid = branch["id"].as_str().unwrap().parse().unwrap();
         assert_eq!(branch["branch"]["fork_seq"], json!(fork_seq));
@@ -84,18 +74,9 @@ async fn kill_9_while_forking_leaves_only_whole_branches() {
         })
         .await;
         common::assert_contiguous(&log, 1);
-        assert_eq!(
-            log[..fork_seq as usize],
-            root[..],
-            "branch {id} shares the prefix"
-        );
-        assert!(log[fork_seq as usize..]
-            .iter()
-            .all(|event| event.agent_id == id));
-        let starts = log
-            .iter()
-            .filter(|e| e.kind == EventKind::RunStarted)
-            .count();
+        assert_eq!(log[..fork_seq as usize], root[..], "branch {id} shares the prefix");
+        assert!(log[fork_seq as usize..].iter().all(|event| event.agent_id == id));
+        let starts = log.iter().filter(|e| e.kind == EventKind::RunStarted).count();
         let ends = log.iter().filter(|e| e.kind.is_run_end()).count();
         assert_eq!(starts, ends, "branch {id}: every run has its end");
     }

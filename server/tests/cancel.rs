@@ -17,10 +17,7 @@ async fn long_running_server() -> TestServer {
 async fn wait_for_text(server: &TestServer, agent_id: Uuid, count: usize) {
     common::wait_until("the run to write text", || async {
         let events = server.all_events(agent_id).await;
-        let texts = events
-            .iter()
-            .filter(|event| event.kind == EventKind::Text)
-            .count();
+        let texts = events.iter().filter(|event| event.kind == EventKind::Text).count();
         (texts >= count).then_some(())
     })
     .await;
@@ -33,12 +30,7 @@ async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_w
     let run_id = server.start_run(agent_id, "talk forever").await;
     wait_for_text(&server, agent_id, 20).await;
 
-    let response = server
-        .post(
-            &format!("/v1/agents/{agent_id}/messages/cancel"),
-            &json!({}),
-        )
-        .await;
+    let response = server.post(&format!("/v1/agents/{agent_id}/messages/cancel"), &json!({})).await;
     assert_eq!(response.status(), 200);
     let answer: CancelResponse = response.json().await.unwrap();
     assert_eq!(answer.cancelled_run_ids, vec![run_id]);
@@ -49,10 +41,7 @@ async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_w
     let last = events.last().unwrap();
     assert_eq!(last.kind, EventKind::RunCancelled);
     assert_eq!(last.content["stop_reason"], "cancelled");
-    let texts = events
-        .iter()
-        .filter(|event| event.kind == EventKind::Text)
-        .count();
+    let texts = events.iter().filter(|event| event.kind == EventKind::Text).count();
     assert!((20..100_000).contains(&texts), "{texts} text events");
 
     // The agent is free for the next run; while that one runs to its end, the cancelled run
@@ -60,10 +49,8 @@ async fn cancel_during_text_ends_the_run_with_run_cancelled_and_keeps_what_was_w
     let next = server.start_run(agent_id, "/echo again and again").await;
     assert_ne!(next, run_id);
     let after = server.wait_for_run_end(agent_id, next).await;
-    let late: Vec<_> = after
-        .iter()
-        .filter(|event| event.run_id == Some(run_id) && event.seq > last.seq)
-        .collect();
+    let late: Vec<_> =
+        after.iter().filter(|event| event.run_id == Some(run_id) && event.seq > last.seq).collect();
     assert!(late.is_empty(), "the cancelled run kept writing: {late:?}");
 }
 
@@ -79,19 +66,11 @@ async fn cancel_names_runs_and_leaves_others_alone() {
 
     let run_id = server.start_run(agent_id, "go").await;
     wait_for_text(&server, agent_id, 5).await;
-    let other: CancelResponse = server
-        .http
-        .post(&url)
-        .json(&json!({ "run_ids": [Uuid::new_v4()] }))
-        .answer()
-        .await;
+    let other: CancelResponse =
+        server.http.post(&url).json(&json!({ "run_ids": [Uuid::new_v4()] })).answer().await;
     assert!(other.cancelled_run_ids.is_empty());
-    let named: CancelResponse = server
-        .http
-        .post(&url)
-        .json(&json!({ "run_ids": [run_id] }))
-        .answer()
-        .await;
+    let named: CancelResponse =
+        server.http.post(&url).json(&json!({ "run_ids": [run_id] })).answer().await;
     assert_eq!(named.cancelled_run_ids, vec![run_id]);
 }
 
@@ -99,24 +78,9 @@ async fn cancel_names_runs_and_leaves_others_alone() {
 async fn bad_cancel_requests_get_json_errors() {
     let (server, agent_id) = TestServer::start().await.with_agent().await;
     let cases = [
-        (
-            format!("/v1/agents/{}/messages/cancel", Uuid::new_v4()),
-            "{}",
-            404,
-            "unknown_agent",
-        ),
-        (
-            "/v1/agents/nope/messages/cancel".to_owned(),
-            "{}",
-            400,
-            "invalid_id",
-        ),
-        (
-            format!("/v1/agents/{agent_id}/messages/cancel"),
-            "{oops",
-            400,
-            "malformed_json",
-        ),
+        (format!("/v1/agents/{}/messages/cancel", Uuid::new_v4()), "{}", 404, "unknown_agent"),
+        ("/v1/agents/nope/messages/cancel".to_owned(), "{}", 400, "invalid_id"),
+        (format!("/v1/agents/{agent_id}/messages/cancel"), "{oops", 400, "malformed_json"),
         (
             format!("/v1/agents/{agent_id}/messages/cancel"),
             r#"{"run_ids": "x"}"#,
@@ -146,12 +110,7 @@ async fn cancel_over_the_websocket() {
     client.subscribed(agent_id, 0, false).await;
     let run_id = server.start_run(agent_id, "go").await;
     wait_for_text(&server, agent_id, 5).await;
-    client
-        .send(&ClientMessage::Cancel {
-            agent_id,
-            run_ids: None,
-        })
-        .await;
+    client.send(&ClientMessage::Cancel { agent_id, run_ids: None }).await;
     let mut acknowledged = false;
     loop {
         match client.receive().await {
@@ -160,10 +119,7 @@ async fn cancel_over_the_websocket() {
                 acknowledged = true;
             }
             ServerMessage::Events { events, .. } => {
-                if events
-                    .iter()
-                    .any(|event| event.kind == EventKind::RunCancelled)
-                {
+                if events.iter().any(|event| event.kind == EventKind::RunCancelled) {
                     break;
                 }
             }
@@ -173,10 +129,7 @@ async fn cancel_over_the_websocket() {
     assert!(
         acknowledged || {
             // The acknowledgement may trail the log's end by a frame.
-            matches!(
-                client.receive().await,
-                ServerMessage::CancelRequested { .. }
-            )
+            matches!(client.receive().await, ServerMessage::CancelRequested { .. })
         }
     );
 }
@@ -193,11 +146,7 @@ async fn a_run_can_be_looked_up_by_id_while_it_goes_and_after_it_ends() {
     assert_eq!(running.status, "running");
     assert_eq!(running.completed_at, None);
 
-    server
-        .http
-        .post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel")))
-        .sent()
-        .await;
+    server.http.post(server.url(&format!("/v1/agents/{agent_id}/messages/cancel"))).sent().await;
     let ended: app::protocol::RunInfo = server.http.get(&url).answer().await;
     assert_eq!(ended.status, "cancelled");
     assert_eq!(ended.stop_reason.as_deref(), Some("cancelled"));

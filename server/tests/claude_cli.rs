@@ -39,11 +39,8 @@ fn request(text: &str) -> ProviderRequest {
 
 #[tokio::test]
 async fn the_cli_stream_maps_to_text_tool_calls_results_usage_and_stop() {
-    let events: Vec<ProviderEvent> = provider()
-        .stream(request("what time is it?"))
-        .map(|event| event.unwrap())
-        .collect()
-        .await;
+    let events: Vec<ProviderEvent> =
+        provider().stream(request("what time is it?")).map(|event| event.unwrap()).collect().await;
     let texts: String = events
         .iter()
         .filter_map(|event| match event {
@@ -55,10 +52,8 @@ async fn the_cli_stream_maps_to_text_tool_calls_results_usage_and_stop() {
         texts, "I'll check the time.It is noon.",
         "streamed once, not again from `assistant`"
     );
-    assert!(events.contains(&ProviderEvent::ToolCallStart {
-        id: "toolu_9".into(),
-        name: "Bash".into()
-    }));
+    assert!(events
+        .contains(&ProviderEvent::ToolCallStart { id: "toolu_9".into(), name: "Bash".into() }));
     let input: String = events
         .iter()
         .filter_map(|event| match event {
@@ -73,37 +68,22 @@ async fn the_cli_stream_maps_to_text_tool_calls_results_usage_and_stop() {
         json!({"command": "date"}),
         "the input's pieces, once"
     );
-    assert!(events.contains(&ProviderEvent::ToolCallEnd {
-        id: "toolu_9".into(),
-    }));
+    assert!(events.contains(&ProviderEvent::ToolCallEnd { id: "toolu_9".into() }));
     assert!(events.contains(&ProviderEvent::ToolResult {
         id: "toolu_9".into(),
         content: json!("12:00"),
         is_error: false
     }));
-    let stops: Vec<_> = events
-        .iter()
-        .filter(|event| matches!(event, ProviderEvent::Stop { .. }))
-        .collect();
+    let stops: Vec<_> =
+        events.iter().filter(|event| matches!(event, ProviderEvent::Stop { .. })).collect();
     assert_eq!(
         stops,
-        vec![&ProviderEvent::Stop {
-            reason: "end_turn".into()
-        }],
+        vec![&ProviderEvent::Stop { reason: "end_turn".into() }],
         "only the result line stops"
     );
-    let last_usage = events
-        .iter()
-        .rev()
-        .find(|event| matches!(event, ProviderEvent::Usage { .. }))
-        .unwrap();
-    assert_eq!(
-        last_usage,
-        &ProviderEvent::Usage {
-            input_tokens: 52,
-            output_tokens: 26
-        }
-    );
+    let last_usage =
+        events.iter().rev().find(|event| matches!(event, ProviderEvent::Usage { .. })).unwrap();
+    assert_eq!(last_usage, &ProviderEvent::Usage { input_tokens: 52, output_tokens: 26 });
 }
 
 #[tokio::test]
@@ -111,16 +91,8 @@ async fn a_failing_cli_reports_its_exit_status_and_stderr() {
     let events: Vec<_> = provider().stream(request("please fail")).collect().await;
     let error = events.last().unwrap().as_ref().unwrap_err();
     assert_eq!(error.kind, "cli_error");
-    assert!(
-        error.message.contains("exit status: 3"),
-        "{}",
-        error.message
-    );
-    assert!(
-        error.message.contains("Invalid API key"),
-        "{}",
-        error.message
-    );
+    assert!(error.message.contains("exit status: 3"), "{}", error.message);
+    assert!(error.message.contains("Invalid API key"), "{}", error.message);
 
     let missing = ClaudeCliProvider::new(ClaudeCliConfig {
         command: "/nonexistent/claude".into(),
@@ -135,10 +107,8 @@ async fn a_failing_cli_reports_its_exit_status_and_stderr() {
 async fn dropping_the_stream_kills_the_process() {
     let directory = tempfile::tempdir().unwrap();
     let pid_file = directory.path().join("claude.pid");
-    let mut stream = provider().stream(request(&format!(
-        "please hang pidfile={}",
-        pid_file.display()
-    )));
+    let mut stream =
+        provider().stream(request(&format!("please hang pidfile={}", pid_file.display())));
     // Drive the stream until the process has started and written its pid.
     let pid = loop {
         tokio::select! {
@@ -181,19 +151,11 @@ async fn a_claude_cli_run_records_the_tools_the_cli_ran() {
     assert_eq!(end.content["stop_reason"], "end_turn");
     let timeline = common::fold(&events);
     let call = &common::messages_of(&events, EventKind::ToolCall)[0];
-    assert_eq!(
-        call.content["provider_call_id"], "toolu_9",
-        "the CLI's id, kept"
-    );
-    let result = timeline
-        .tool_result(call.content["tool_call_id"].as_str().unwrap())
-        .unwrap();
+    assert_eq!(call.content["provider_call_id"], "toolu_9", "the CLI's id, kept");
+    let result = timeline.tool_result(call.content["tool_call_id"].as_str().unwrap()).unwrap();
     assert_eq!(result.content["result"], "12:00");
     assert_eq!(result.content["is_error"], false);
-    let results = events
-        .iter()
-        .filter(|event| event.kind == EventKind::ToolResult)
-        .count();
+    let results = events.iter().filter(|event| event.kind == EventKind::ToolResult).count();
     assert_eq!(results, 1, "the server must not run the CLI's tools again");
 }
 
@@ -205,10 +167,7 @@ fn a_whole_message_tool_call_passes_its_input_as_one_piece() {
     assert_eq!(
         parser.parse_line(line).unwrap(),
         vec![
-            ProviderEvent::ToolCallStart {
-                id: "t1".into(),
-                name: "Bash".into()
-            },
+            ProviderEvent::ToolCallStart { id: "t1".into(), name: "Bash".into() },
             ProviderEvent::ToolCallInputDelta {
                 id: "t1".into(),
                 json: r#"{"command":"date"}"#.into()
@@ -225,11 +184,8 @@ async fn reply_of(request: ProviderRequest) -> String {
 
 /// The same from `provider`.
 async fn reply_from(provider: &ClaudeCliProvider, request: ProviderRequest) -> String {
-    let events: Vec<ProviderEvent> = provider
-        .stream(request)
-        .map(|event| event.expect("the CLI answered"))
-        .collect()
-        .await;
+    let events: Vec<ProviderEvent> =
+        provider.stream(request).map(|event| event.expect("the CLI answered")).collect().await;
     events
         .iter()
         .filter_map(|event| match event {
@@ -245,23 +201,14 @@ async fn reply_from(provider: &ClaudeCliProvider, request: ProviderRequest) -> S
 async fn a_long_conversation_reaches_the_cli_whole() {
     let earlier = "word ".repeat(50_000);
     let mut request = request("please count");
-    request.messages.insert(
-        0,
-        ConversationMessage::User {
-            text: earlier.clone(),
-        },
-    );
+    request.messages.insert(0, ConversationMessage::User { text: earlier.clone() });
     let reply = reply_of(request).await;
     let bytes: usize = reply
         .strip_prefix("prompt bytes: ")
         .and_then(|rest| rest.split(';').next())
         .and_then(|number| number.trim().parse().ok())
         .unwrap_or_else(|| panic!("no byte count in {reply:?}"));
-    assert!(
-        bytes > earlier.len(),
-        "{bytes} bytes arrived of more than {}",
-        earlier.len()
-    );
+    assert!(bytes > earlier.len(), "{bytes} bytes arrived of more than {}", earlier.len());
 }
 
 /// A message that looks like an option is the prompt's text, not an option of the CLI.
@@ -298,10 +245,7 @@ async fn the_cli_gets_no_secret_and_its_system_prompt_on_stdin() {
         );
     }
     assert!(names.contains(&"PATH".to_owned()), "{names:?}");
-    assert!(
-        reply.ends_with("first line: Your instructions (follow them throughout):"),
-        "{reply}"
-    );
+    assert!(reply.ends_with("first line: Your instructions (follow them throughout):"), "{reply}");
 
     let named = ClaudeCliProvider::new(ClaudeCliConfig {
         command: fake_claude(),
@@ -309,8 +253,5 @@ async fn the_cli_gets_no_secret_and_its_system_prompt_on_stdin() {
         pass_env: vec!["CARGO_PKG_NAME".into()],
     });
     let reply = reply_from(&named, request("please env")).await;
-    assert!(
-        variables(&reply).contains(&"CARGO_PKG_NAME".to_owned()),
-        "{reply}"
-    );
+    assert!(variables(&reply).contains(&"CARGO_PKG_NAME".to_owned()), "{reply}");
 }

@@ -30,9 +30,7 @@ async fn ask(server: &TestServer, agent_id: Uuid) -> (Uuid, String) {
             }),
         )
         .await;
-    let (run_id, events) = server
-        .accepted_run_to_end(agent_id, (status, accepted))
-        .await;
+    let (run_id, events) = server.accepted_run_to_end(agent_id, (status, accepted)).await;
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     assert_eq!(end.content["stop_reason"], "requires_client_tool");
@@ -66,10 +64,7 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
     // While it waits, a new message is refused and the log is unchanged.
     let head = server.all_events(agent_id).await.len();
     let (status, error) = server
-        .post_status(
-            &format!("/v1/agents/{agent_id}/runs"),
-            &json!({ "content": "hello?" }),
-        )
+        .post_status(&format!("/v1/agents/{agent_id}/runs"), &json!({ "content": "hello?" }))
         .await;
     assert_eq!(status, 409, "{error}");
     assert_eq!(error["error"]["code"], "client_tool_pending");
@@ -77,47 +72,22 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
     // Bad answers change nothing.
     let other_agent = server.create_agent().await;
     let bad: Vec<(Uuid, Value, u16, &str)> = vec![
-        (
-            agent_id,
-            json!({ "call_id": "call_nope", "output": 1 }),
-            404,
-            "unknown_approval",
-        ),
-        (
-            other_agent,
-            json!({ "call_id": call_id, "output": 1 }),
-            404,
-            "unknown_approval",
-        ),
+        (agent_id, json!({ "call_id": "call_nope", "output": 1 }), 404, "unknown_approval"),
+        (other_agent, json!({ "call_id": call_id, "output": 1 }), 404, "unknown_approval"),
         (agent_id, json!({ "call_id": call_id }), 422, "invalid_body"),
-        (
-            agent_id,
-            json!({ "call_id": call_id, "output": 1, "error": "x" }),
-            422,
-            "invalid_body",
-        ),
+        (agent_id, json!({ "call_id": call_id, "output": 1, "error": "x" }), 422, "invalid_body"),
         (
             agent_id,
             json!({ "call_id": call_id, "output": "x".repeat(300 * 1024) }),
             413,
             "body_too_large",
         ),
-        (
-            agent_id,
-            json!({ "call_id": "", "output": 1 }),
-            422,
-            "invalid_approval",
-        ),
+        (agent_id, json!({ "call_id": "", "output": 1 }), 422, "invalid_approval"),
     ];
     for (agent, body, expected, code) in bad {
-        let (status, error) = server
-            .post_status(&format!("/v1/agents/{agent}/tool-results"), &body)
-            .await;
-        assert_eq!(
-            (status, error["error"]["code"].as_str()),
-            (expected, Some(code)),
-            "{error}"
-        );
+        let (status, error) =
+            server.post_status(&format!("/v1/agents/{agent}/tool-results"), &body).await;
+        assert_eq!((status, error["error"]["code"].as_str()), (expected, Some(code)), "{error}");
     }
     // Approving it as a person would is refused: it waits for a result.
     let (status, error) = server
@@ -127,10 +97,7 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
         )
         .await;
     assert_eq!(status, 422, "{error}");
-    assert!(error["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("runs in the client"));
+    assert!(error["error"]["message"].as_str().unwrap().contains("runs in the client"));
     server.assert_nothing_written(agent_id, head).await;
 
     // The result starts the continuation, which writes it on the call and goes on.
@@ -140,9 +107,7 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
             &json!({ "call_id": call_id, "output": { "confirmed": true } }),
         )
         .await;
-    let (run_id, events) = server
-        .accepted_run_to_end(agent_id, (status, accepted))
-        .await;
+    let (run_id, events) = server.accepted_run_to_end(agent_id, (status, accepted)).await;
     let results = of_kind(&events, run_id, EventKind::ToolResult);
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["tool_call_id"], call_id.as_str());
@@ -150,10 +115,7 @@ async fn a_client_tools_call_waits_and_its_result_is_taken_once() {
     assert_eq!(results[0]["is_error"], false);
     let end = events.last().unwrap();
     assert_eq!(end.content["stop_reason"], "end_turn");
-    assert!(
-        !of_kind(&events, run_id, EventKind::Text).is_empty(),
-        "the model went on"
-    );
+    assert!(!of_kind(&events, run_id, EventKind::Text).is_empty(), "the model went on");
     let started = events
         .iter()
         .find(|event| event.run_id == Some(run_id) && event.kind == EventKind::RunStarted)
@@ -200,18 +162,11 @@ async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_
 
     let head = server.all_events(agent_id).await.len();
     let refused = [
-        (
-            json!([{ "name": "clock" }]),
-            "has the name of one of the agent's own tools",
-        ),
+        (json!([{ "name": "clock" }]), "has the name of one of the agent's own tools"),
         (json!([{ "name": "a b" }]), "client tool 0: name"),
         (json!({ "confirm": {} }), "client tools must be a list"),
         (
-            serde_json::Value::Array(
-                (0..65)
-                    .map(|i| json!({ "name": format!("t{i}") }))
-                    .collect(),
-            ),
+            serde_json::Value::Array((0..65).map(|i| json!({ "name": format!("t{i}") })).collect()),
             "65 client tools given",
         ),
     ];
@@ -224,10 +179,7 @@ async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_
             .await;
         assert_eq!(status, 400, "{error}");
         assert_eq!(error["error"]["code"], "invalid_client_tools");
-        assert!(
-            error["error"]["message"].as_str().unwrap().contains(reason),
-            "{error}"
-        );
+        assert!(error["error"]["message"].as_str().unwrap().contains(reason), "{error}");
     }
     server.assert_nothing_written(agent_id, head).await;
 }
@@ -238,10 +190,7 @@ async fn an_error_answers_the_call_and_client_tools_are_checked_before_anything_
 async fn an_unanswered_call_gets_an_error_result_when_its_timeout_passes() {
     let server = TestServer::start().await;
     let agent = server
-        .post_json(
-            "/v1/agents",
-            &json!({ "metadata": { "approval_timeout_ms": 300 } }),
-        )
+        .post_json("/v1/agents", &json!({ "metadata": { "approval_timeout_ms": 300 } }))
         .await;
     let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
     let (asked, call_id) = ask(&server, agent_id).await;
@@ -289,13 +238,8 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
         .await;
     // Two clients answer at once: a reloaded AI SDK app (its history's pending part, given its
     // output) and a native one. One wins.
-    let history: Vec<Value> = http
-        .get(format!(
-            "{}/v1/ai-sdk/chat/{agent_id}/messages",
-            server.base
-        ))
-        .answer()
-        .await;
+    let history: Vec<Value> =
+        http.get(format!("{}/v1/ai-sdk/chat/{agent_id}/messages", server.base)).answer().await;
     let mut assistant = history.last().unwrap().clone();
     for part in assistant["parts"].as_array_mut().unwrap() {
         if part["type"] == "tool-confirm" {
@@ -327,20 +271,14 @@ async fn kill_9_while_a_client_tool_waits_then_its_result_is_taken_once() {
     let (first, second) = tokio::join!(ai_sdk, native);
     let mut statuses = [first.0, second.0];
     statuses.sort();
-    assert!(
-        statuses == [200, 409] || statuses == [202, 409],
-        "{first:?} {second:?}"
-    );
+    assert!(statuses == [200, 409] || statuses == [202, 409], "{first:?} {second:?}");
     let run_id: Uuid = [first, second]
         .iter()
         .find(|(status, _)| *status != 409)
         .map(|(_, body)| body["run_id"].as_str().unwrap().parse().unwrap())
         .unwrap();
     let log = processes::log_after_run(&http, &server.base, agent_id, run_id).await;
-    let results: Vec<_> = log
-        .iter()
-        .filter(|event| event.kind == EventKind::ToolResult)
-        .collect();
+    let results: Vec<_> = log.iter().filter(|event| event.kind == EventKind::ToolResult).collect();
     assert_eq!(results.len(), 1, "answered once");
     assert_eq!(results[0].content["result"], "yes");
     assert_eq!(log.last().unwrap().content["stop_reason"], "end_turn");
@@ -365,11 +303,7 @@ async fn a_result_over_the_websocket_is_taken_once() {
     }
     socket.send(&result(Some(json!("yes")), None)).await;
     let run_id = match socket.receive().await {
-        ServerMessage::ApprovalAccepted {
-            run_id,
-            call_id: answered,
-            ..
-        } => {
+        ServerMessage::ApprovalAccepted { run_id, call_id: answered, .. } => {
             assert_eq!(answered, call_id);
             run_id
         }
@@ -381,8 +315,5 @@ async fn a_result_over_the_websocket_is_taken_once() {
         other => panic!("expected an error, got {other:?}"),
     }
     let events = server.wait_for_run_end(agent_id, run_id).await;
-    assert_eq!(
-        of_kind(&events, run_id, EventKind::ToolResult)[0]["result"],
-        "yes"
-    );
+    assert_eq!(of_kind(&events, run_id, EventKind::ToolResult)[0]["result"], "yes");
 }

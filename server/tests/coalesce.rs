@@ -9,10 +9,7 @@ use app::AgentEvent;
 use common::{assert_ranges_contiguous, fold, TestServer};
 
 fn merged_count(events: &[AgentEvent]) -> usize {
-    events
-        .iter()
-        .filter(|event| event.coalesced_from.is_some())
-        .count()
+    events.iter().filter(|event| event.coalesced_from.is_some()).count()
 }
 
 /// `merged` stands for every seq of `all` in a tenth of the events or fewer, and folds the same.
@@ -38,10 +35,7 @@ async fn a_slow_subscriber_that_asked_gets_the_backlog_merged_and_the_same_timel
     );
     assert!(merged_count(&received) > 0);
     assert_eq!(fold(&received), fold(&all));
-    assert_eq!(
-        common::reply_text(&received, run_id),
-        common::reply_text(&all, run_id)
-    );
+    assert_eq!(common::reply_text(&received, run_id), common::reply_text(&all, run_id));
 }
 
 #[tokio::test]
@@ -61,9 +55,7 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let all = server.all_events(agent_id).await;
     let received: Vec<AgentEvent> = replayed.into_iter().chain(live).collect();
     assert_eq!(fold(&received), fold(&all));
-    assert!(received
-        .iter()
-        .any(|event| event.run_id == Some(second_run)));
+    assert!(received.iter().any(|event| event.run_id == Some(second_run)));
 
     // Without asking, the same resume gets every seq as its own event.
     let mut plain = server.connect().await;
@@ -71,10 +63,7 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     let (every, _) = plain.receive_until_run_end().await;
     // (The page that ends the first run may run on into the second.)
     assert!(every.len() >= history.len());
-    assert!(
-        every[..history.len()] == history[..],
-        "the plain resume is not the log"
-    );
+    assert!(every[..history.len()] == history[..], "the plain resume is not the log");
     assert_eq!(merged_count(&every), 0);
 }
 
@@ -102,14 +91,9 @@ async fn a_coalesced_rest_page_ends_at_the_same_cursor_and_folds_the_same() {
     }
     assert_merged(&merged, &all);
 
-    let response = server
-        .get(&format!("/v1/agents/{agent_id}/events?coalesce=maybe"))
-        .await;
+    let response = server.get(&format!("/v1/agents/{agent_id}/events?coalesce=maybe")).await;
     assert_eq!(response.status(), 400);
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_query");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("coalesce"));
+    assert!(body["error"]["message"].as_str().unwrap().contains("coalesce"));
 }

@@ -50,11 +50,8 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
     let mut socket = subscribe_all(&server.base, &agents, &seen).await;
     let mut runs = Vec::new();
     for (index, &agent_id) in agents.iter().enumerate() {
-        let content = if index % 2 == 0 {
-            "a very long answer"
-        } else {
-            "/tools slow 20; calculator 2+2"
-        };
+        let content =
+            if index % 2 == 0 { "a very long answer" } else { "/tools slow 20; calculator 2+2" };
         let accepted: Value = http
             .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
             .json(&json!({ "content": content }))
@@ -63,10 +60,8 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         runs.push(Uuid::parse_str(accepted["run_id"].as_str().unwrap()).unwrap());
     }
     // Wait until every agent is well into its run, then kill the process outright.
-    read(&mut socket, &mut seen, |seen| {
-        agents.iter().all(|&agent| seen.last_seq(agent) >= 8)
-    })
-    .await;
+    read(&mut socket, &mut seen, |seen| agents.iter().all(|&agent| seen.last_seq(agent) >= 8))
+        .await;
     server.kill().await;
     // Whatever was already on its way arrives; then the socket ends.
     read(&mut socket, &mut seen, |_| false).await;
@@ -90,10 +85,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         assert_eq!(ends.len(), 1, "exactly one end for run {run_id}");
         assert_eq!(ends[0].kind, EventKind::RunFailed);
         assert_eq!(ends[0].content["error"]["type"], "interrupted");
-        let run: Value = http
-            .get(format!("{}/v1/runs/{run_id}", server.base))
-            .answer()
-            .await;
+        let run: Value = http.get(format!("{}/v1/runs/{run_id}", server.base)).answer().await;
         assert_eq!(run["status"], "failed");
         // Every tool call that started has exactly one result.
         assert_calls_answered(&log);
@@ -107,10 +99,7 @@ async fn kill_9_mid_run_then_restart_keeps_the_log_and_marks_runs_interrupted() 
         heads
     };
     read(&mut socket, &mut seen, |seen| {
-        agents
-            .iter()
-            .zip(&heads)
-            .all(|(&agent, &head)| seen.last_seq(agent) >= head)
+        agents.iter().zip(&heads).all(|(&agent, &head)| seen.last_seq(agent) >= head)
     })
     .await;
     for &agent_id in &agents {

@@ -42,11 +42,7 @@ async fn get(server: &TestServer, path: &str, query: &str) -> reqwest::Response 
 }
 
 fn header(response: &reqwest::Response, name: &str) -> String {
-    response
-        .headers()
-        .get(name)
-        .map(|value| value.to_str().unwrap().to_owned())
-        .unwrap_or_default()
+    response.headers().get(name).map(|value| value.to_str().unwrap().to_owned()).unwrap_or_default()
 }
 
 #[tokio::test]
@@ -54,49 +50,27 @@ async fn a_json_stream_keeps_its_messages_in_the_log_and_resumes_exactly() {
     let server = TestServer::start().await;
     let created = put(&server, "chats/room-1", "application/json", r#"[{"n":1}]"#).await;
     assert_eq!(created.status(), 201);
-    let appended = post(
-        &server,
-        "chats/room-1",
-        "application/json",
-        r#"[{"n":2},{"n":3}]"#,
-    )
-    .await;
+    let appended = post(&server, "chats/room-1", "application/json", r#"[{"n":2},{"n":3}]"#).await;
     assert_eq!(appended.status(), 204);
     let tail = header(&appended, "stream-next-offset");
-    assert_eq!(
-        tail, "0000000000000000_0000000000000003",
-        "one offset per message"
-    );
+    assert_eq!(tail, "0000000000000000_0000000000000003", "one offset per message");
 
     let all = get(&server, "chats/room-1", "offset=-1").await;
     assert_eq!(header(&all, "stream-up-to-date"), "true");
     let body: Value = all.json().await.unwrap();
     assert_eq!(body, json!([{"n": 1}, {"n": 2}, {"n": 3}]));
-    let after_one = get(
-        &server,
-        "chats/room-1",
-        "offset=0000000000000000_0000000000000001",
-    )
-    .await;
-    assert_eq!(
-        after_one.json::<Value>().await.unwrap(),
-        json!([{"n": 2}, {"n": 3}])
-    );
+    let after_one = get(&server, "chats/room-1", "offset=0000000000000000_0000000000000001").await;
+    assert_eq!(after_one.json::<Value>().await.unwrap(), json!([{"n": 2}, {"n": 3}]));
 
     // A long-poll at the tail answers with the next message as soon as it is appended.
     let waiting = tokio::spawn({
-        let url = server.url(&format!(
-            "/v1/streams/chats/room-1?offset={tail}&live=long-poll"
-        ));
+        let url = server.url(&format!("/v1/streams/chats/room-1?offset={tail}&live=long-poll"));
         let http = server.http.clone();
         async move { http.get(url).sent().await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     post(&server, "chats/room-1", "application/json", r#"{"n":4}"#).await;
-    let answered = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .unwrap()
-        .unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
     assert_eq!(answered.status(), 200);
     assert_eq!(answered.json::<Value>().await.unwrap(), json!([{"n": 4}]));
 
@@ -112,31 +86,20 @@ async fn a_json_stream_keeps_its_messages_in_the_log_and_resumes_exactly() {
 #[tokio::test]
 async fn each_message_reads_back_exactly_as_it_was_sent() {
     let server = TestServer::start().await;
-    assert_eq!(
-        put(&server, "exact", "application/json", "").await.status(),
-        201
-    );
+    assert_eq!(put(&server, "exact", "application/json", "").await.status(), 201);
     let batch = "[ {\"n\": 1e2, \"s\" : \"\\u00e9\"} ,\n 10.50 ]";
     for body in [batch, " \"x\"\r\n"] {
         let appended = post(&server, "exact", "application/json", body).await;
         assert_eq!(appended.status(), 204, "{body:?}");
     }
     let expected = "[{\"n\": 1e2, \"s\" : \"\\u00e9\"},10.50,\"x\"]";
-    let read = get(&server, "exact", "offset=-1")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let read = get(&server, "exact", "offset=-1").await.text().await.unwrap();
     assert_eq!(read, expected, "from memory");
     let other = TestServer::start_with(|config| {
         config.database_url = server.database_url.clone();
     })
     .await;
-    let read = get(&other, "exact", "offset=-1")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let read = get(&other, "exact", "offset=-1").await.text().await.unwrap();
     assert_eq!(read, expected, "from the database");
     let after_first = get(&other, "exact", "offset=0000000000000000_0000000000000001").await;
     assert_eq!(after_first.text().await.unwrap(), "[10.50,\"x\"]");
@@ -147,41 +110,13 @@ async fn bad_requests_get_the_reason_and_change_nothing() {
     let server = TestServer::start().await;
     put(&server, "s", "text/plain", "hello").await;
     let cases: Vec<(reqwest::Response, u16, &str)> = vec![
-        (
-            get(&server, "s", "offset=bogus").await,
-            400,
-            "Invalid offset format",
-        ),
-        (
-            get(&server, "s", "offset=-1&offset=now").await,
-            400,
-            "Multiple offset",
-        ),
-        (
-            get(&server, "s", "live=sse").await,
-            400,
-            "SSE requires offset",
-        ),
-        (
-            get(&server, "missing", "offset=-1").await,
-            404,
-            "Stream not found",
-        ),
-        (
-            post(&server, "s", "application/json", "{}").await,
-            409,
-            "Content-type mismatch",
-        ),
-        (
-            post(&server, "s", "text/plain", "").await,
-            400,
-            "Empty body",
-        ),
-        (
-            put(&server, "s", "application/json", "").await,
-            409,
-            "different configuration",
-        ),
+        (get(&server, "s", "offset=bogus").await, 400, "Invalid offset format"),
+        (get(&server, "s", "offset=-1&offset=now").await, 400, "Multiple offset"),
+        (get(&server, "s", "live=sse").await, 400, "SSE requires offset"),
+        (get(&server, "missing", "offset=-1").await, 404, "Stream not found"),
+        (post(&server, "s", "application/json", "{}").await, 409, "Content-type mismatch"),
+        (post(&server, "s", "text/plain", "").await, 400, "Empty body"),
+        (put(&server, "s", "application/json", "").await, 409, "different configuration"),
     ];
     for (response, status, reason) in cases {
         assert_eq!(response.status().as_u16(), status);
@@ -216,14 +151,10 @@ async fn an_agents_log_is_a_read_only_stream_and_scoped_tokens_apply() {
         .json(&json!({ "name": "other" }))
         .answer()
         .await;
-    let run = operator(
-        server
-            .http
-            .post(server.url(&format!("/v1/agents/{agent_id}/runs"))),
-    )
-    .json(&json!({ "content": "/echo one two three" }))
-    .sent()
-    .await;
+    let run = operator(server.http.post(server.url(&format!("/v1/agents/{agent_id}/runs"))))
+        .json(&json!({ "content": "/echo one two three" }))
+        .sent()
+        .await;
     assert_eq!(run.status(), 202);
     let minted: Value = operator(server.http.post(server.url("/v1/tokens")))
         .json(&json!({ "sub": "reader", "agents": [agent_id], "scope": "read", "ttl_s": 60 }))
@@ -232,50 +163,24 @@ async fn an_agents_log_is_a_read_only_stream_and_scoped_tokens_apply() {
     let token = minted["token"].as_str().unwrap().to_owned();
     let stream = |id: &str| server.url(&format!("/v1/streams/agents/{id}?offset=-1"));
     let events = wait_until("the run's end in the stream", || async {
-        let response = server
-            .http
-            .get(stream(&agent_id))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .ok()?;
+        let response = server.http.get(stream(&agent_id)).bearer_auth(&token).send().await.ok()?;
         let events: Vec<Value> = response.json().await.ok()?;
-        events
-            .iter()
-            .any(|event| event["kind"] == "run_completed")
-            .then_some(events)
+        events.iter().any(|event| event["kind"] == "run_completed").then_some(events)
     })
     .await;
-    let seqs: Vec<u64> = events
-        .iter()
-        .map(|event| event["seq"].as_u64().unwrap())
-        .collect();
+    let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     // Another agent, a write, a named stream: refused for this token.
     let other_id = other["id"].as_str().unwrap();
-    let refused = server
-        .http
-        .get(stream(other_id))
-        .bearer_auth(&token)
-        .sent()
-        .await;
+    let refused = server.http.get(stream(other_id)).bearer_auth(&token).sent().await;
     assert_eq!(refused.status(), 404);
-    let write = operator(
-        server
-            .http
-            .post(server.url(&format!("/v1/streams/agents/{agent_id}"))),
-    )
-    .header("content-type", "application/json")
-    .body("{}")
-    .sent()
-    .await;
-    assert_eq!(write.status(), 405);
-    let named = server
-        .http
-        .put(server.url("/v1/streams/mine"))
-        .bearer_auth(&token)
+    let write = operator(server.http.post(server.url(&format!("/v1/streams/agents/{agent_id}"))))
+        .header("content-type", "application/json")
+        .body("{}")
         .sent()
         .await;
+    assert_eq!(write.status(), 405);
+    let named = server.http.put(server.url("/v1/streams/mine")).bearer_auth(&token).sent().await;
     assert_eq!(named.status(), 403);
 }
 
@@ -293,10 +198,8 @@ async fn waiting_readers_that_vanish_leave_nothing_behind() {
         )
     };
     let before = stats().await;
-    let client = agentstream_server::http_client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let client =
+        agentstream_server::http_client::builder().pool_max_idle_per_host(0).build().unwrap();
     for round in 0..20 {
         if round % 2 == 0 {
             // SSE: its headers and first control event, then the reader goes away.
@@ -340,19 +243,14 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
             .await;
         assert_eq!(created.status(), 201);
         for _ in 0..READERS_PER_STREAM {
-            let (http, url) = (
-                server.http.clone(),
-                server.url(&format!("/v1/streams/{path}?offset=-1")),
-            );
+            let (http, url) =
+                (server.http.clone(), server.url(&format!("/v1/streams/{path}?offset=-1")));
             tasks.push(tokio::spawn(async move {
                 let status = http.get(url).sent().await.status();
                 assert_eq!(status, 200);
             }));
         }
-        let (http, url) = (
-            server.http.clone(),
-            server.url(&format!("/v1/streams/{path}")),
-        );
+        let (http, url) = (server.http.clone(), server.url(&format!("/v1/streams/{path}")));
         tasks.push(tokio::spawn(async move {
             let closed = http.post(url).header("stream-closed", "true").sent().await;
             assert_eq!(closed.status(), 204);
@@ -381,21 +279,13 @@ async fn reads_racing_a_close_never_reopen_the_stream() {
 #[tokio::test]
 async fn fork_chains_are_bounded() {
     let server = TestServer::start().await;
-    assert_eq!(
-        put(&server, "chain/0", "application/json", "[0]")
-            .await
-            .status(),
-        201
-    );
+    assert_eq!(put(&server, "chain/0", "application/json", "[0]").await.status(), 201);
     let fork = |depth: usize| {
         server
             .http
             .put(server.url(&format!("/v1/streams/chain/{depth}")))
             .header("content-type", "application/json")
-            .header(
-                "stream-forked-from",
-                format!("/v1/streams/chain/{}", depth - 1),
-            )
+            .header("stream-forked-from", format!("/v1/streams/chain/{}", depth - 1))
             .send()
     };
     for depth in 1..=64 {
@@ -403,11 +293,7 @@ async fn fork_chains_are_bounded() {
     }
     let refused = fork(65).await.unwrap();
     assert_eq!(refused.status(), 400);
-    assert!(refused
-        .text()
-        .await
-        .unwrap()
-        .contains("Fork chain too deep"));
+    assert!(refused.text().await.unwrap().contains("Fork chain too deep"));
     let deepest = get(&server, "chain/64", "offset=-1").await;
     assert_eq!(deepest.json::<Value>().await.unwrap(), json!([0]));
 }

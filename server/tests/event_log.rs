@@ -31,12 +31,8 @@ async fn every_run_writes_a_gapless_log_from_start_to_completion() {
         let reply = reply_text(&events, run_id);
         assert_eq!(reply.split_whitespace().count(), 40, "{reply}");
     }
-    let agent: serde_json::Value = server
-        .get(&format!("/v1/agents/{agent_id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let agent: serde_json::Value =
+        server.get(&format!("/v1/agents/{agent_id}")).await.json().await.unwrap();
     assert_eq!(agent["head_seq"], events.len() as u64);
 }
 
@@ -74,10 +70,7 @@ async fn every_event_sent_on_the_websocket_was_already_in_the_database() {
         // Look the batch up in the file the moment it arrives, through another connection.
         let newest = events.last().unwrap().seq as i64;
         let (count, newest_id) = database.committed_through(agent_id, newest as u64).await;
-        assert_eq!(
-            count, newest,
-            "seq {newest} reached a client before it was committed"
-        );
+        assert_eq!(count, newest, "seq {newest} reached a client before it was committed");
         assert_eq!(newest_id, Some(events.last().unwrap().id.to_string()));
         let ended = events.iter().any(|event| event.kind.is_run_end());
         received.extend(events);
@@ -231,10 +224,7 @@ async fn events_read_as_json_are_the_events_serialized() {
     let run_id = uuid::Uuid::now_v7();
     if let Some(cluster) = opened.cluster {
         // PostgreSQL writes a run's events only for the server that holds the run.
-        assert_eq!(
-            cluster.claim_agent_run(agent.id, run_id).await.unwrap(),
-            None
-        );
+        assert_eq!(cluster.claim_agent_run(agent.id, run_id).await.unwrap(), None);
     }
     let mut full = EventDraft::new(EventKind::ToolCall);
     full.run_id = Some(run_id);
@@ -253,17 +243,11 @@ async fn events_read_as_json_are_the_events_serialized() {
     let mut text = EventDraft::new(EventKind::Text);
     text.delta = Some(serde_json::Value::String("token ".into()));
     text.delta_action = Some(app::DeltaAction::Append);
-    store
-        .append(&[AppendBatch::new(agent.id, vec![full, bare, text])])
-        .await
-        .unwrap();
+    store.append(&[AppendBatch::new(agent.id, vec![full, bare, text])]).await.unwrap();
     let events = store.read_events(agent.id, 0, 10).await.unwrap();
     let json = store.read_events_json(agent.id, 0, 10).await.unwrap();
     let serialized: Vec<EventJson> = events.iter().map(EventJson::of).collect();
     assert_eq!(json.len(), 3);
     assert_eq!(json, serialized);
-    assert_eq!(
-        store.read_events_json(agent.id, 1, 1).await.unwrap(),
-        serialized[1..2]
-    );
+    assert_eq!(store.read_events_json(agent.id, 1, 1).await.unwrap(), serialized[1..2]);
 }

@@ -70,9 +70,7 @@ fn any_event(rng: &mut Rng) -> Value {
             json!({ "kind": *rng.pick(&["approval_requested", "approval_response", "nope", ""]) })
         }
         18 => json!({ "kind": "text", "seq": 4, "message_id": message }),
-        _ => rng
-            .pick(&[json!(3), json!(null), json!("text"), json!([])])
-            .clone(),
+        _ => rng.pick(&[json!(3), json!(null), json!("text"), json!([])]).clone(),
     }
 }
 
@@ -98,9 +96,7 @@ fn plausible_event(rng: &mut Rng) -> Value {
 /// — which may still be refused (a call made twice, a result for no call).
 fn any_batch(rng: &mut Rng, open: bool) -> Value {
     match rng.below(12) {
-        0 => rng
-            .pick(&[json!([]), json!({}), json!("x"), json!(12)])
-            .clone(),
+        0 => rng.pick(&[json!([]), json!({}), json!("x"), json!(12)]).clone(),
         1..=5 => {
             let length = 1 + rng.below(6) as usize;
             Value::Array((0..length).map(|_| any_event(rng)).collect())
@@ -205,21 +201,14 @@ async fn any_batch_sequence_is_answered_and_leaves_the_log_valid() {
 /// The log's invariants (the simulation's, for runs a producer writes).
 fn check_log(seed: u64, log: &[AgentEvent]) {
     for (index, event) in log.iter().enumerate() {
-        assert_eq!(
-            event.seq,
-            index as u64 + 1,
-            "seed {seed}: the log has a gap"
-        );
+        assert_eq!(event.seq, index as u64 + 1, "seed {seed}: the log has a gap");
     }
     let mut runs: Vec<Uuid> = Vec::new();
     let mut ended: HashMap<Uuid, u64> = HashMap::new();
     for event in log {
         let Some(run_id) = event.run_id else { continue };
         if event.kind == EventKind::RunStarted {
-            assert!(
-                !runs.contains(&run_id),
-                "seed {seed}: run {run_id} started twice"
-            );
+            assert!(!runs.contains(&run_id), "seed {seed}: run {run_id} started twice");
             runs.push(run_id);
             continue;
         }
@@ -283,11 +272,7 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
             let (builder, description, messages) = match what {
                 0 => {
                     let json = rng.chance(700);
-                    let content_type = if json {
-                        "application/json"
-                    } else {
-                        "text/plain"
-                    };
+                    let content_type = if json { "application/json" } else { "text/plain" };
                     let mut put = server.http.put(&url).header("content-type", content_type);
                     if rng.chance(200) {
                         put = put.header(
@@ -341,11 +326,7 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
                     }
                     if rng.chance(300) {
                         let next = producer_seq.entry(path.clone()).or_default();
-                        let seq = if rng.chance(200) {
-                            next.saturating_sub(1)
-                        } else {
-                            *next
-                        };
+                        let seq = if rng.chance(200) { next.saturating_sub(1) } else { *next };
                         post = post
                             .header("producer-id", "w")
                             .header("producer-epoch", "0")
@@ -371,10 +352,7 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
                 0 if status == 201 => {
                     model.insert(
                         path.clone(),
-                        StreamModel {
-                            json: messages == 1,
-                            ..StreamModel::default()
-                        },
+                        StreamModel { json: messages == 1, ..StreamModel::default() },
                     );
                     producer_seq.remove(&path);
                 }
@@ -390,11 +368,7 @@ async fn any_stream_request_sequence_is_answered_and_keeps_what_was_acknowledged
                         !stream.closed || close_only || (by_producer && status == 204),
                         "seed {seed}, request {request}: {description} to the closed {path} answered {status}"
                     );
-                    let appended = if by_producer {
-                        status == 200
-                    } else {
-                        messages > 0
-                    };
+                    let appended = if by_producer { status == 200 } else { messages > 0 };
                     if appended {
                         acknowledged += 1;
                         stream.messages += if stream.json { messages } else { 1 };

@@ -49,10 +49,7 @@ async fn retries_with_the_same_key_get_the_same_run() {
                 .header("Idempotency-Key", "send-1")
                 .json(&json!({"content": "hi"}))
         } else {
-            server
-                .http
-                .post(&url)
-                .json(&json!({"content": "hi", "idempotency_key": "send-1"}))
+            server.http.post(&url).json(&json!({"content": "hi", "idempotency_key": "send-1"}))
         };
         requests.push(tokio::spawn(request.send()));
     }
@@ -65,31 +62,17 @@ async fn retries_with_the_same_key_get_the_same_run() {
     run_ids.dedup();
     assert_eq!(run_ids.len(), 1, "one key, one run: {run_ids:?}");
     let events = server.wait_for_run_end(agent_id, run_ids[0]).await;
-    let users = events
-        .iter()
-        .filter(|event| event.kind == EventKind::User)
-        .count();
-    let starts = events
-        .iter()
-        .filter(|event| event.kind == EventKind::RunStarted)
-        .count();
+    let users = events.iter().filter(|event| event.kind == EventKind::User).count();
+    let starts = events.iter().filter(|event| event.kind == EventKind::RunStarted).count();
     assert_eq!((users, starts), (1, 1));
 
     // After the run ended, the key still names that run.
-    let again: RunAccepted = send_with_key(&server, agent_id, "send-1")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let again: RunAccepted = send_with_key(&server, agent_id, "send-1").await.json().await.unwrap();
     assert_eq!(again.run_id, run_ids[0]);
     assert_eq!(server.all_events(agent_id).await.len(), events.len());
 
     // A new key is a new run.
-    let fresh: RunAccepted = send_with_key(&server, agent_id, "send-2")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let fresh: RunAccepted = send_with_key(&server, agent_id, "send-2").await.json().await.unwrap();
     assert_ne!(fresh.run_id, run_ids[0]);
 }
 
@@ -140,10 +123,7 @@ async fn a_key_used_for_another_message_is_refused() {
         .iter()
         .filter(|event| event.kind == EventKind::User)
         .count();
-    assert_eq!(
-        users, 1,
-        "nothing was written for the refused or the retried request"
-    );
+    assert_eq!(users, 1, "nothing was written for the refused or the retried request");
 }
 
 /// A native key that reads like another surface's key (Letta's `otid:…`) is its own: it neither
@@ -166,8 +146,5 @@ async fn a_native_key_never_collides_with_another_surfaces_key() {
     let long = send_with_key(&server, agent_id, "k".repeat(201)).await;
     assert_eq!(long.status(), 400);
     let body: serde_json::Value = long.json().await.unwrap();
-    assert!(
-        body["error"]["message"].as_str().unwrap().contains("200"),
-        "{body}"
-    );
+    assert!(body["error"]["message"].as_str().unwrap().contains("200"), "{body}");
 }

@@ -17,10 +17,7 @@ const STREAMS_PER_KIND: usize = 300;
 
 async fn stats(server: &TestServer) -> (u64, u64) {
     let stats = server.get_json("/v1/stats").await;
-    (
-        stats["tasks_alive"].as_u64().unwrap(),
-        stats["hub_rooms"].as_u64().unwrap(),
-    )
+    (stats["tasks_alive"].as_u64().unwrap(), stats["hub_rooms"].as_u64().unwrap())
 }
 
 /// Opens a stream and goes away (the connection closes with it): at once on an idle agent
@@ -42,17 +39,13 @@ async fn open_and_leave(request: reqwest::RequestBuilder, first_bytes: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_of_every_kind_leave_no_task_or_room_behind() {
     // A run that goes on for the whole test (cancelled at the end).
-    let server = TestServer::start_paced(100_000, 20)
-        .await
-        .without_pooled_connections();
+    let server = TestServer::start_paced(100_000, 20).await.without_pooled_connections();
     let idle = server.create_agent().await;
     let busy = server.create_agent().await;
     let run_id = server.start_run(busy, "a very long answer").await;
     // No pooled connections: a closed stream closes its connection, and its task.
-    let client = agentstream_server::http_client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let client =
+        agentstream_server::http_client::builder().pool_max_idle_per_host(0).build().unwrap();
     // Wait until the run is streaming, then take the baseline.
     wait_until("the run to stream", || async {
         (server.events_page(busy, 0, 10).await.head_seq > 3).then_some(())
@@ -75,15 +68,10 @@ async fn streams_of_every_kind_leave_no_task_or_room_behind() {
         )
         .await;
         // The AI SDK's resume, AG-UI's connect and Letta's run stream, on the run in flight.
+        open_and_leave(client.get(server.url(&format!("/v1/ai-sdk/chat/{busy}/stream"))), true)
+            .await;
         open_and_leave(
-            client.get(server.url(&format!("/v1/ai-sdk/chat/{busy}/stream"))),
-            true,
-        )
-        .await;
-        open_and_leave(
-            client
-                .post(server.url("/v1/ag-ui/connect"))
-                .json(&json!({ "threadId": busy })),
+            client.post(server.url("/v1/ag-ui/connect")).json(&json!({ "threadId": busy })),
             true,
         )
         .await;
@@ -121,14 +109,9 @@ async fn streams_of_every_kind_leave_no_task_or_room_behind() {
     // The run went on through all of it.
     let run: Value = server.get_json(&format!("/v1/runs/{run_id}")).await;
     assert_eq!(run["status"], "running", "{run}");
-    let cancelled = server
-        .post_json(&format!("/v1/agents/{busy}/messages/cancel"), &json!({}))
-        .await;
-    assert_eq!(
-        cancelled["cancelled_run_ids"][0],
-        run_id.to_string(),
-        "{cancelled}"
-    );
+    let cancelled =
+        server.post_json(&format!("/v1/agents/{busy}/messages/cancel"), &json!({})).await;
+    assert_eq!(cancelled["cancelled_run_ids"][0], run_id.to_string(), "{cancelled}");
 }
 
 /// Producers that open runs and vanish — mid-way through a streamed body, or between batches —
@@ -145,10 +128,8 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
     let before = stats(&server).await;
     // The producers' own client keeps no idle connection: the test's runtime counts a pooled
     // connection's task as alive, and only the server's tasks are in question.
-    let producers = agentstream_server::http_client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let producers =
+        agentstream_server::http_client::builder().pool_max_idle_per_host(0).build().unwrap();
     let opening = json!([
         { "kind": "run_started", "metadata": { "lease_ms": 1000 } },
         { "kind": "tool_call", "content": { "tool_call_id": "c", "name": "t" } },
@@ -167,10 +148,7 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
             // A streamed body: its first line, then nothing more.
             let (lines, body) = common::streamed_body();
             let sent = tokio::spawn(
-                request
-                    .header("Content-Type", "application/x-ndjson")
-                    .body(body)
-                    .send(),
+                request.header("Content-Type", "application/x-ndjson").body(body).send(),
             );
             lines.send(Ok(format!("{opening}\n"))).await.unwrap();
             let agent_id = *agent_id;
@@ -188,24 +166,15 @@ async fn producers_that_vanish_leave_no_task_or_state_behind() {
     }
     // Every run ends by its lease, its open call answered.
     for agent_id in &agents {
-        let events = server
-            .log_once_a_run_ended(*agent_id, "the lease to end the run")
-            .await;
-        assert_eq!(
-            events.last().unwrap().content["error"]["type"],
-            "interrupted"
-        );
-        assert!(events
-            .iter()
-            .any(|event| event.kind == app::EventKind::ToolResult));
+        let events = server.log_once_a_run_ended(*agent_id, "the lease to end the run").await;
+        assert_eq!(events.last().unwrap().content["error"]["type"], "interrupted");
+        assert!(events.iter().any(|event| event.kind == app::EventKind::ToolResult));
     }
     // Back where they were (each figure named when it is not, after a patient wait).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let now = stats(&server).await;
-        let held = server.get_json("/v1/stats").await["producer_agents"]
-            .as_u64()
-            .unwrap();
+        let held = server.get_json("/v1/stats").await["producer_agents"].as_u64().unwrap();
         if now.0 <= before.0 && now.1 <= before.1 && held == 0 {
             break;
         }

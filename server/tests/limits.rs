@@ -17,10 +17,7 @@ async fn request_bodies_over_the_limit_get_413() {
     let big = json!({ "name": "n".repeat(2000) });
     let response = server.post("/v1/agents", &big).await;
     assert_eq!(response.status(), 413);
-    assert_eq!(
-        response.json::<Value>().await.unwrap()["error"]["code"],
-        "body_too_large"
-    );
+    assert_eq!(response.json::<Value>().await.unwrap()["error"]["code"], "body_too_large");
     let small = server.post("/v1/agents", &json!({ "name": "ok" })).await;
     assert_eq!(small.status(), 201);
 }
@@ -33,11 +30,8 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
         config.limits.ws_connections_max = 2;
     })
     .await;
-    let agents = [
-        server.create_agent().await,
-        server.create_agent().await,
-        server.create_agent().await,
-    ];
+    let agents =
+        [server.create_agent().await, server.create_agent().await, server.create_agent().await];
     let mut client = server.connect().await;
     client.subscribe(agents[0], 0).await;
     client.subscribe(agents[1], 0).await;
@@ -48,10 +42,7 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
             refused = Some((code, agent_id));
         }
     }
-    assert_eq!(
-        refused,
-        Some(("too_many_subscriptions".to_owned(), Some(agents[2])))
-    );
+    assert_eq!(refused, Some(("too_many_subscriptions".to_owned(), Some(agents[2]))));
 
     // A second connection is allowed, a third is not.
     let mut second = server.connect().await;
@@ -59,17 +50,12 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             assert_eq!(response.status(), 503)
         }
-        other => panic!(
-            "a third connection was not refused: {:?}",
-            other.map(|_| ())
-        ),
+        other => panic!("a third connection was not refused: {:?}", other.map(|_| ())),
     }
     // An oversized frame closes that socket only.
     let big = format!(r#"{{"type":"ping","nonce":"{}"}}"#, "x".repeat(1000));
     let _ = second.stream.send(Message::Text(big.into())).await;
-    let next = tokio::time::timeout(common::WAIT_MAX, second.stream.next())
-        .await
-        .unwrap();
+    let next = tokio::time::timeout(common::WAIT_MAX, second.stream.next()).await.unwrap();
     assert!(
         !matches!(next, Some(Ok(Message::Text(_)))),
         "an oversized frame was answered: {next:?}"
@@ -79,10 +65,7 @@ async fn websocket_frames_subscriptions_and_connections_are_bounded() {
     // Its slot is free again.
     drop(second);
     common::wait_until("the closed connection's slot to come back", || async {
-        tokio_tungstenite::connect_async(&server.ws_url)
-            .await
-            .ok()
-            .map(drop)
+        tokio_tungstenite::connect_async(&server.ws_url).await.ok().map(drop)
     })
     .await;
 }
@@ -97,14 +80,9 @@ async fn pages_are_bounded() {
         (run["status"] == "completed").then_some(())
     })
     .await;
-    let over = server
-        .get(&format!("/v1/agents/{agent}/events?limit=6"))
-        .await;
+    let over = server.get(&format!("/v1/agents/{agent}/events?limit=6")).await;
     assert_eq!(over.status(), 400);
-    assert_eq!(
-        over.json::<Value>().await.unwrap()["error"]["code"],
-        "limit_too_large"
-    );
+    assert_eq!(over.json::<Value>().await.unwrap()["error"]["code"], "limit_too_large");
     let page = server.events_page(agent, 0, 5).await;
     assert_eq!(page.events.len(), 5);
     assert!(page.has_more);
@@ -125,15 +103,10 @@ async fn a_run_stops_at_its_event_limit_and_still_ends_cleanly() {
     assert_eq!(end.content["stop_reason"], "max_events");
 
     // With a tool running when the limit hits: the call still gets its one result.
-    let run = server
-        .start_run(agent, "/tools slow 3; calculator 1+1")
-        .await;
+    let run = server.start_run(agent, "/tools slow 3; calculator 1+1").await;
     let log = server.wait_for_run_end(agent, run).await;
     let this_run: Vec<_> = log.iter().filter(|e| e.run_id == Some(run)).collect();
-    assert_eq!(
-        this_run.last().unwrap().content["stop_reason"],
-        "max_events"
-    );
+    assert_eq!(this_run.last().unwrap().content["stop_reason"], "max_events");
     let calls: Vec<&str> = this_run
         .iter()
         .filter(|e| e.kind == EventKind::ToolCall && e.delta_path.is_none())
@@ -171,10 +144,7 @@ async fn a_run_stops_at_its_byte_limit_and_still_ends_cleanly() {
         .iter()
         .filter(|event| event.run_id == Some(run) && !event.kind.is_run_end())
         .map(|event| {
-            event
-                .delta
-                .as_ref()
-                .map_or(0, |delta| delta.to_string().len())
+            event.delta.as_ref().map_or(0, |delta| delta.to_string().len())
                 + event.content.to_string().len()
         })
         .sum();
@@ -189,10 +159,7 @@ async fn a_run_stops_at_its_byte_limit_and_still_ends_cleanly() {
 async fn long_tool_results_are_cut_and_say_so() {
     let server = TestServer::start_with(|config| config.limits.tool_result_chars_max = 10).await;
     let (_, _, log) = server.finished_run("/tools clock").await;
-    let result = log
-        .iter()
-        .find(|e| e.kind == EventKind::ToolResult)
-        .unwrap();
+    let result = log.iter().find(|e| e.kind == EventKind::ToolResult).unwrap();
     let text = result.content["result"].as_str().unwrap();
     assert!(text.chars().count() < 80 && text.contains("[cut"), "{text}");
 }
@@ -236,10 +203,7 @@ async fn sse_streams_are_bounded() {
         )
         .await;
     assert_eq!(letta.status(), 503);
-    assert!(
-        server.all_events(agent_id).await.is_empty(),
-        "a refused Letta stream started nothing"
-    );
+    assert!(server.all_events(agent_id).await.is_empty(), "a refused Letta stream started nothing");
 
     drop(first);
     common::wait_until("the closed stream's slot to be free", || async {
@@ -266,9 +230,7 @@ async fn a_websocket_that_answers_nothing_is_closed() {
         "GET /v1/ws HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
     );
-    tokio::io::AsyncWriteExt::write_all(&mut silent, handshake.as_bytes())
-        .await
-        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut silent, handshake.as_bytes()).await.unwrap();
     let mut lively = server.connect().await;
     // The lively client reads (and so answers pings) for a while.
     let reading = tokio::time::timeout(std::time::Duration::from_millis(1_200), async {
@@ -293,11 +255,7 @@ async fn a_websocket_that_answers_nothing_is_closed() {
         .position(|window| window == b"\r\n\r\n")
         .expect("the upgrade was answered")
         + 4;
-    assert!(
-        bytes.starts_with(b"HTTP/1.1 101"),
-        "{:?}",
-        String::from_utf8_lossy(&bytes)
-    );
+    assert!(bytes.starts_with(b"HTTP/1.1 101"), "{:?}", String::from_utf8_lossy(&bytes));
     // Server frames are unmasked and short here: [FIN|opcode, length, payload…].
     let mut frames = Vec::new();
     let mut at = start;

@@ -18,18 +18,14 @@ use chrono::DurationRound;
 use uuid::Uuid;
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 async fn open_copy() -> (tempfile::TempDir, SqliteStore) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("log.db");
     std::fs::copy(fixture("log_v6.db"), &path).unwrap();
-    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap();
     (directory, store)
 }
 
@@ -58,10 +54,8 @@ async fn a_log_of_the_previous_schema_reads_back_exactly() {
     }
     assert_eq!(read, expected);
     // The typed reads equal the JSON ones.
-    let typed: Vec<String> = events
-        .iter()
-        .map(|event| serde_json::to_string(event).unwrap())
-        .collect();
+    let typed: Vec<String> =
+        events.iter().map(|event| serde_json::to_string(event).unwrap()).collect();
     assert_eq!(typed.join("\n") + "\n", expected);
 
     // Look-ups by id, by run, and the run left open, as before.
@@ -81,10 +75,7 @@ async fn a_log_of_the_previous_schema_reads_back_exactly() {
     // The log goes on after the migrated rows.
     let agent = &agents[0];
     let committed = store
-        .append(&[AppendBatch::new(
-            agent.id,
-            vec![EventDraft::new(EventKind::User)],
-        )])
+        .append(&[AppendBatch::new(agent.id, vec![EventDraft::new(EventKind::User)])])
         .await
         .unwrap();
     assert_eq!(committed[0][0].seq, agent.head_seq + 1);
@@ -95,14 +86,12 @@ async fn a_log_of_the_previous_schema_reads_back_exactly() {
 /// it was stored (PostgreSQL keeps microseconds), and the log goes on.
 #[tokio::test]
 async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
-    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
-        .await
-        .unwrap();
+    let url =
+        PgStore::create_database(&common::postgres_admin_url(), "agentstream_test").await.unwrap();
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     postgres_migrations_through(4).run(&pool).await.unwrap();
     let micros = |time: chrono::DateTime<chrono::Utc>| {
-        time.duration_trunc(chrono::TimeDelta::microseconds(1))
-            .unwrap()
+        time.duration_trunc(chrono::TimeDelta::microseconds(1)).unwrap()
     };
     let expected: Vec<AgentEvent> = std::fs::read_to_string(fixture("log_v6.events.jsonl"))
         .unwrap()
@@ -156,9 +145,7 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
     }
     pool.close().await;
 
-    let store = PgStore::open(&url, &ClusterOptions::default())
-        .await
-        .unwrap();
+    let store = PgStore::open(&url, &ClusterOptions::default()).await.unwrap();
     let mut read = Vec::new();
     for agent_id in &agents {
         read.extend(store.read_events(*agent_id, 0, 1_000).await.unwrap());
@@ -169,10 +156,7 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
     found.sort_by_key(|event| (agents.iter().position(|a| *a == event.agent_id), event.seq));
     assert_eq!(found, expected);
     let committed = store
-        .append(&[AppendBatch::new(
-            agents[0],
-            vec![EventDraft::new(EventKind::User)],
-        )])
+        .append(&[AppendBatch::new(agents[0], vec![EventDraft::new(EventKind::User)])])
         .await
         .unwrap();
     let head = expected.iter().filter(|e| e.agent_id == agents[0]).count() as u64;
@@ -190,9 +174,8 @@ async fn postgres_compact_log_migration_keeps_what_an_old_writer_committed_meanw
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
-        .await
-        .unwrap();
+    let url =
+        PgStore::create_database(&common::postgres_admin_url(), "agentstream_test").await.unwrap();
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     postgres_migrations_through(5).run(&pool).await.unwrap();
     let agent_id = Uuid::new_v4();
@@ -246,10 +229,7 @@ async fn postgres_compact_log_migration_keeps_what_an_old_writer_committed_meanw
     postgres_migrations_through(6).run(&pool).await.unwrap();
     migrated.store(true, Ordering::Release);
     let committed = old_server.await.unwrap();
-    assert!(
-        !committed.is_empty(),
-        "the old server wrote during the test"
-    );
+    assert!(!committed.is_empty(), "the old server wrote during the test");
 
     let kept: Vec<i64> = sqlx::query_scalar(
         "SELECT first_seq FROM events WHERE agent_id = $1 AND first_seq > $2 ORDER BY first_seq",

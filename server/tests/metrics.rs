@@ -27,27 +27,13 @@ fn samples(text: &str) -> HashMap<String, f64> {
 
 /// `POST path` with the operator token; the answer's JSON.
 async fn post_as_operator(server: &TestServer, path: &str, body: Value) -> Value {
-    server
-        .http
-        .post(server.url(path))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .answer()
-        .await
+    server.http.post(server.url(path)).bearer_auth(TOKEN).json(&body).answer().await
 }
 
 async fn scrape(server: &TestServer) -> String {
-    let response = server
-        .http
-        .get(server.url("/metrics"))
-        .bearer_auth(TOKEN)
-        .sent()
-        .await;
+    let response = server.http.get(server.url("/metrics")).bearer_auth(TOKEN).sent().await;
     assert_eq!(response.status(), 200);
-    assert_eq!(
-        response.headers()["content-type"],
-        "text/plain; version=0.0.4; charset=utf-8"
-    );
+    assert_eq!(response.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
     response.text().await.unwrap()
 }
 
@@ -55,11 +41,7 @@ async fn scrape(server: &TestServer) -> String {
 async fn metrics_count_what_a_run_did_under_bounded_labels() {
     let server = TestServer::start_with(|config| config.api_token = Some(TOKEN.into())).await;
     let refused = server.get("/metrics").await;
-    assert_eq!(
-        refused.status(),
-        401,
-        "the operator's figures need the token"
-    );
+    assert_eq!(refused.status(), 401, "the operator's figures need the token");
 
     let agent = post_as_operator(&server, "/v1/agents", json!({})).await;
     let agent_id = agent["id"].as_str().unwrap().to_owned();
@@ -78,20 +60,14 @@ async fn metrics_count_what_a_run_did_under_bounded_labels() {
             .json_if_any()
             .await?;
         let events = page["events"].as_array()?.clone();
-        events
-            .iter()
-            .any(|event| event["kind"] == "run_completed")
-            .then_some(events)
+        events.iter().any(|event| event["kind"] == "run_completed").then_some(events)
     })
     .await;
 
     let text = scrape(&server).await;
     let figures = samples(&text);
-    let figure = |series: &str| {
-        *figures
-            .get(series)
-            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
-    };
+    let figure =
+        |series: &str| *figures.get(series).unwrap_or_else(|| panic!("no {series} in:\n{text}"));
     assert_eq!(
         figure("agentstream_events_appended_total"),
         log.len() as f64,
@@ -105,16 +81,9 @@ async fn metrics_count_what_a_run_did_under_bounded_labels() {
     assert_eq!(figure("agentstream_run_duration_seconds_count"), 1.0);
     // Two model calls: the one that asked for the tools, the one that reported their results.
     let calls = r#"{gen_ai_operation_name="chat",gen_ai_provider_name="scripted",error_type=""}"#;
+    assert_eq!(figure(&format!("gen_ai_client_operation_duration_seconds_count{calls}")), 2.0);
     assert_eq!(
-        figure(&format!(
-            "gen_ai_client_operation_duration_seconds_count{calls}"
-        )),
-        2.0
-    );
-    assert_eq!(
-        figure(&format!(
-            "gen_ai_client_operation_time_to_first_chunk_seconds_count{calls}"
-        )),
+        figure(&format!("gen_ai_client_operation_time_to_first_chunk_seconds_count{calls}")),
         2.0
     );
     let tokens = |kind: &str| {
@@ -167,25 +136,15 @@ async fn metrics_addr_serves_the_scrape_alone_without_the_token() {
     })
     .await;
     let http = agentstream_server::http_client::client();
-    let scraped = http
-        .get(format!("http://127.0.0.1:{port}/metrics"))
-        .sent()
-        .await;
+    let scraped = http.get(format!("http://127.0.0.1:{port}/metrics")).sent().await;
     assert_eq!(scraped.status(), 200);
     assert!(scraped
         .text()
         .await
         .unwrap()
         .contains("# TYPE agentstream_events_appended_total counter"));
-    let other = http
-        .get(format!("http://127.0.0.1:{port}/v1/agents"))
-        .sent()
-        .await;
-    assert_eq!(
-        other.status(),
-        404,
-        "the metrics address serves nothing else"
-    );
+    let other = http.get(format!("http://127.0.0.1:{port}/v1/agents")).sent().await;
+    assert_eq!(other.status(), 404, "the metrics address serves nothing else");
     let main = server.get("/metrics").await;
     assert_eq!(main.status(), 401, "the main address still wants the token");
 }
@@ -205,10 +164,7 @@ async fn every_answer_has_a_request_id_and_a_sensible_one_is_kept() {
             request = request.header("x-request-id", sent);
         }
         let response = request.sent().await;
-        let id = response.headers()["x-request-id"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
         match expected {
             Some(expected) => assert_eq!(id, expected),
             None => assert!(
@@ -270,9 +226,7 @@ async fn a_real_prometheus_scrapes_the_server() {
         }
     };
     let up = wait_until("Prometheus to scrape the server", || async {
-        query(r#"up{job="agentstream"}"#)
-            .await
-            .filter(|up| *up == 1.0)
+        query(r#"up{job="agentstream"}"#).await.filter(|up| *up == 1.0)
     })
     .await;
     assert_eq!(up, 1.0);
@@ -289,17 +243,14 @@ async fn a_real_prometheus_scrapes_the_server() {
 
     // The dashboard's every expression parses in this Prometheus, and names only series the
     // server exports (or ones that appear only once what they count has happened).
-    let dashboard: Value = serde_json::from_str(include_str!(
-        "../../examples/operations/grafana-dashboard.json"
-    ))
-    .unwrap();
+    let dashboard: Value =
+        serde_json::from_str(include_str!("../../examples/operations/grafana-dashboard.json"))
+            .unwrap();
     let listed = |path: &'static str| {
         let http = http.clone();
         async move {
-            let answer: Value = http
-                .get(format!("http://127.0.0.1:{web_port}/api/v1/{path}"))
-                .answer()
-                .await;
+            let answer: Value =
+                http.get(format!("http://127.0.0.1:{web_port}/api/v1/{path}")).answer().await;
             let names: Vec<String> = answer["data"]
                 .as_array()
                 .unwrap()

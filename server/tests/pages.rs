@@ -17,10 +17,9 @@ async fn an_agent_that_is_not_there_is_a_404_page() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("history"), "{body}");
 
-    for path in [
-        format!("/agents/{}/history", Uuid::new_v4()),
-        format!("/agents/{}", Uuid::new_v4()),
-    ] {
+    for path in
+        [format!("/agents/{}/history", Uuid::new_v4()), format!("/agents/{}", Uuid::new_v4())]
+    {
         let (status, body) = page(&server, &path).await;
         assert_eq!(status, 404, "{path}: {body}");
         assert!(body.contains("does not exist"), "{path}: {body}");

@@ -58,23 +58,15 @@ async fn a_database_that_does_not_answer_is_named_in_a_503() {
         inner: SqliteStore::open(&url).await.unwrap(),
         hooks: down.clone(),
     });
-    let config = Config {
-        database_url: url,
-        ..Config::default()
-    };
+    let config = Config { database_url: url, ..Config::default() };
     let state = AppState::open_with_store(&config, store).await.unwrap();
     let ready = |state: &AppState| {
-        let readiness = Readiness {
-            store: state.store.clone(),
-            writer: state.writer.clone(),
-            cluster: None,
-        };
+        let readiness =
+            Readiness { store: state.store.clone(), writer: state.writer.clone(), cluster: None };
         async move {
             let response = readyz(State(readiness)).await;
             let status = response.status().as_u16();
-            let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024)
-                .await
-                .unwrap();
+            let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024).await.unwrap();
             (status, serde_json::from_slice::<Value>(&bytes).unwrap())
         }
     };

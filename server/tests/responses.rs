@@ -18,11 +18,7 @@ use crate::common::RequestExt;
 
 impl TestServer {
     async fn respond(&self, body: &Value) -> reqwest::Response {
-        self.http
-            .post(self.url("/v1/responses"))
-            .json(body)
-            .sent()
-            .await
+        self.http.post(self.url("/v1/responses")).json(body).sent().await
     }
 
     async fn stats(&self) -> Value {
@@ -121,46 +117,17 @@ async fn a_reader_that_never_reads_holds_back_neither_the_run_nor_other_readers(
 async fn refusals_say_what_was_wrong_in_the_sdks_shape_and_write_nothing() {
     let server = TestServer::start().await;
     let before = server.agent_count().await;
-    let many_tools: Vec<Value> = (0..65)
-        .map(|index| json!({ "type": "function", "name": format!("t{index}") }))
-        .collect();
+    let many_tools: Vec<Value> =
+        (0..65).map(|index| json!({ "type": "function", "name": format!("t{index}") })).collect();
     let cases: Vec<(Value, u16, &str)> = vec![
         (json!({ "model": "scripted" }), 400, "input is missing"),
-        (
-            json!({ "model": "scripted", "input": [] }),
-            400,
-            "no new user message",
-        ),
-        (
-            json!({ "model": "scripted", "input": "x".repeat(300 * 1024) }),
-            413,
-            "content is over",
-        ),
-        (
-            json!({ "model": "scripted", "input": {"a": 1} }),
-            400,
-            "input must be",
-        ),
-        (
-            json!({ "model": "scripted", "input": "x", "tools": many_tools }),
-            400,
-            "at most 64",
-        ),
-        (
-            json!({ "model": "nobody/serves-this", "input": "x" }),
-            400,
-            "nobody",
-        ),
-        (
-            json!({ "model": "gpt-5.6-luna", "input": "x" }),
-            400,
-            "gpt-5.6-luna",
-        ),
-        (
-            json!({ "model": Uuid::new_v4().to_string(), "input": "x" }),
-            404,
-            "does not exist",
-        ),
+        (json!({ "model": "scripted", "input": [] }), 400, "no new user message"),
+        (json!({ "model": "scripted", "input": "x".repeat(300 * 1024) }), 413, "content is over"),
+        (json!({ "model": "scripted", "input": {"a": 1} }), 400, "input must be"),
+        (json!({ "model": "scripted", "input": "x", "tools": many_tools }), 400, "at most 64"),
+        (json!({ "model": "nobody/serves-this", "input": "x" }), 400, "nobody"),
+        (json!({ "model": "gpt-5.6-luna", "input": "x" }), 400, "gpt-5.6-luna"),
+        (json!({ "model": Uuid::new_v4().to_string(), "input": "x" }), 404, "does not exist"),
         (
             json!({ "model": "scripted", "input": "x", "previous_response_id": format!("resp_{}", Uuid::new_v4().simple()) }),
             404,
@@ -197,33 +164,19 @@ async fn refusals_say_what_was_wrong_in_the_sdks_shape_and_write_nothing() {
         .await;
     assert_eq!(garbage.status(), 400);
     let huge = "x".repeat(5 * 1024 * 1024);
-    let too_big = server
-        .respond(&json!({ "model": "scripted", "input": huge }))
-        .await;
+    let too_big = server.respond(&json!({ "model": "scripted", "input": huge })).await;
     assert_eq!(too_big.status(), 413);
-    assert_eq!(
-        server.agent_count().await,
-        before,
-        "a refusal made an agent"
-    );
+    assert_eq!(server.agent_count().await, before, "a refusal made an agent");
 
     // Cursors and ids that are not ours.
-    let done = server
-        .respond(&json!({ "model": "scripted", "input": "/echo hi" }))
-        .await;
+    let done = server.respond(&json!({ "model": "scripted", "input": "/echo hi" })).await;
     let done: Value = done.json().await.unwrap();
     let id = done["id"].as_str().unwrap();
     for (path, status) in [
-        (
-            format!("/v1/responses/{id}?stream=true&starting_after=-1"),
-            400,
-        ),
+        (format!("/v1/responses/{id}?stream=true&starting_after=-1"), 400),
         (format!("/v1/responses/{id}?stream=maybe"), 400),
         (format!("/v1/responses/{id}/input_items?limit=101"), 400),
-        (
-            format!("/v1/responses/{id}/input_items?order=sideways"),
-            400,
-        ),
+        (format!("/v1/responses/{id}/input_items?order=sideways"), 400),
         (format!("/v1/responses/{id}/input_items?after=msg_x"), 400),
         ("/v1/responses/resp_x".to_owned(), 404),
         ("/v1/responses/%00".to_owned(), 404),
@@ -233,9 +186,7 @@ async fn refusals_say_what_was_wrong_in_the_sdks_shape_and_write_nothing() {
     }
     // A cursor past the end replays nothing and ends.
     let past = server
-        .get(&format!(
-            "/v1/responses/{id}?stream=true&starting_after=100000"
-        ))
+        .get(&format!("/v1/responses/{id}?stream=true&starting_after=100000"))
         .await
         .text()
         .await
@@ -247,18 +198,9 @@ async fn refusals_say_what_was_wrong_in_the_sdks_shape_and_write_nothing() {
     let deleted = server.delete(&format!("/v1/responses/{id}")).await;
     assert_eq!(deleted.status(), 200);
     let deleted: Value = deleted.json().await.unwrap();
-    assert_eq!(
-        deleted,
-        json!({ "id": id, "object": "response", "deleted": true })
-    );
-    assert_eq!(
-        server.get(&format!("/v1/responses/{id}")).await.status(),
-        404
-    );
-    assert_eq!(
-        server.delete(&format!("/v1/responses/{id}")).await.status(),
-        404
-    );
+    assert_eq!(deleted, json!({ "id": id, "object": "response", "deleted": true }));
+    assert_eq!(server.get(&format!("/v1/responses/{id}")).await.status(), 404);
+    assert_eq!(server.delete(&format!("/v1/responses/{id}")).await.status(), 404);
     assert_eq!(server.agent_count().await, before - 1);
     let first: Value = server
         .respond(&json!({ "model": "scripted", "input": "/echo one" }))
@@ -273,20 +215,14 @@ async fn refusals_say_what_was_wrong_in_the_sdks_shape_and_write_nothing() {
         .await
         .unwrap();
     for turn in [&first, &second] {
-        let refused = server
-            .delete(&format!("/v1/responses/{}", turn["id"].as_str().unwrap()))
-            .await;
+        let refused =
+            server.delete(&format!("/v1/responses/{}", turn["id"].as_str().unwrap())).await;
         assert_eq!(refused.status(), 409);
         assert_eq!(refused.headers()["x-should-retry"], "false");
         let error: Value = refused.json().await.unwrap();
-        assert!(error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("DELETE /v1/agents/"));
+        assert!(error["error"]["message"].as_str().unwrap().contains("DELETE /v1/agents/"));
     }
-    let still = server
-        .get(&format!("/v1/responses/{}", second["id"].as_str().unwrap()))
-        .await;
+    let still = server.get(&format!("/v1/responses/{}", second["id"].as_str().unwrap())).await;
     assert_eq!(still.status(), 200);
 }
 
@@ -309,9 +245,7 @@ async fn a_call_that_waits_is_answered_once_and_a_new_message_waits_for_it() {
         .clone();
     let agent = asked["agentstream"]["agent_id"].as_str().unwrap();
     // A new message while the call waits: refused, and not to be retried.
-    let early = server
-        .respond(&json!({ "model": agent, "input": "never mind" }))
-        .await;
+    let early = server.respond(&json!({ "model": agent, "input": "never mind" })).await;
     assert_eq!(early.status(), 409);
     assert_eq!(early.headers()["x-should-retry"], "false");
     let answer = json!({ "model": "scripted", "previous_response_id": asked["id"],

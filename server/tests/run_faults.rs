@@ -39,11 +39,9 @@ impl Provider for Misbehaves {
             ["partial ", "reply"].map(|word| Ok(ProviderEvent::TextDelta(word.to_owned()))),
         );
         match self.end {
-            End::Panic => words
-                .chain(stream::poll_fn(|_| {
-                    panic!("the provider's parser hit a bug")
-                }))
-                .boxed(),
+            End::Panic => {
+                words.chain(stream::poll_fn(|_| panic!("the provider's parser hit a bug"))).boxed()
+            }
             End::Vanish => words.boxed(),
         }
     }
@@ -60,23 +58,9 @@ async fn setup(end: End) -> Setup {
     let url = format!("sqlite://{}", directory.path().join("log.db").display());
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
     let writer = Writer::spawn(store.clone(), Arc::new(Hub::new(64)));
-    let providers = Providers {
-        default: Arc::new(Misbehaves { end }),
-        by_name: HashMap::new(),
-    };
-    let runs = Runs::new(
-        writer,
-        store.clone(),
-        providers,
-        Vec::new(),
-        3,
-        RunLimits::default(),
-    );
-    Setup {
-        _directory: directory,
-        store,
-        runs,
-    }
+    let providers = Providers { default: Arc::new(Misbehaves { end }), by_name: HashMap::new() };
+    let runs = Runs::new(writer, store.clone(), providers, Vec::new(), 3, RunLimits::default());
+    Setup { _directory: directory, store, runs }
 }
 
 /// Starts a run and waits until its agent is free again; returns the run's events.
@@ -85,13 +69,7 @@ async fn run_to_its_end(setup: &Setup) -> (Uuid, Vec<AgentEvent>) {
     let run_id = Uuid::now_v7();
     setup
         .runs
-        .start(
-            &agent,
-            run_id,
-            Vec::new(),
-            Turn::User("hello".into()),
-            RunOptions::default(),
-        )
+        .start(&agent, run_id, Vec::new(), Turn::User("hello".into()), RunOptions::default())
         .unwrap();
     common::wait_until("the run to let go of its agent", || async {
         setup.runs.active_run(agent.id).is_none().then_some(())
@@ -99,10 +77,7 @@ async fn run_to_its_end(setup: &Setup) -> (Uuid, Vec<AgentEvent>) {
     .await;
     let events = common::wait_until("the run's end in the log", || async {
         let events = setup.store.read_events(agent.id, 0, 1000).await.unwrap();
-        events
-            .iter()
-            .any(|event| event.kind.is_run_end())
-            .then_some(events)
+        events.iter().any(|event| event.kind.is_run_end()).then_some(events)
     })
     .await;
     (agent.id, events)
@@ -122,10 +97,7 @@ async fn a_run_whose_provider_panics_ends_failed_and_frees_its_agent() {
     let error = failed_with(&events);
     assert_eq!(error["type"], "internal_error");
     assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("the provider's parser hit a bug"),
+        error["message"].as_str().unwrap().contains("the provider's parser hit a bug"),
         "{error}"
     );
     // The agent takes the next run.

@@ -35,29 +35,18 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
     )
     .await;
     let http = agentstream_server::http_client::client();
-    let agent: Value = http
-        .post(format!("{}/v1/agents", server.base))
-        .json(&json!({}))
-        .answer()
-        .await;
+    let agent: Value =
+        http.post(format!("{}/v1/agents", server.base)).json(&json!({})).answer().await;
     let agent_id: Uuid = agent["id"].as_str().unwrap().parse().unwrap();
 
     // A native SSE stream and a WebSocket, both following the agent.
-    let sse = http
-        .get(format!(
-            "{}/v1/agents/{agent_id}/events/stream",
-            server.base
-        ))
-        .sent()
-        .await;
+    let sse = http.get(format!("{}/v1/agents/{agent_id}/events/stream", server.base)).sent().await;
     assert_eq!(sse.status(), 200);
     let mut sse_body = sse.bytes_stream();
     let ws_url = format!("{}/v1/ws", server.base.replace("http://", "ws://"));
     let (mut socket, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
     let subscribe = json!({"type": "subscribe", "agent_id": agent_id, "since": 0});
-    futures::SinkExt::send(&mut socket, Message::Text(subscribe.to_string().into()))
-        .await
-        .unwrap();
+    futures::SinkExt::send(&mut socket, Message::Text(subscribe.to_string().into())).await.unwrap();
 
     let run: Value = http
         .post(format!("{}/v1/agents/{agent_id}/runs", server.base))
@@ -114,20 +103,13 @@ async fn sigterm_ends_streams_interrupts_runs_and_exits() {
 
     // The log, read directly (no restart, so no recovery): the run ended `interrupted`, and
     // every tool call has its result.
-    let store = Arc::new(
-        SqliteStore::open(&format!("sqlite://{}", database.display()))
-            .await
-            .unwrap(),
-    );
+    let store =
+        Arc::new(SqliteStore::open(&format!("sqlite://{}", database.display())).await.unwrap());
     let log = common::whole_log(store.as_ref(), agent_id).await;
     let end = log.last().expect("the log has the run");
     assert_eq!(end.run_id, Some(run_id));
     assert_eq!(end.kind, EventKind::RunFailed, "{:?}", end.content);
-    assert_eq!(
-        end.content["error"]["type"], "interrupted",
-        "{}",
-        end.content
-    );
+    assert_eq!(end.content["error"]["type"], "interrupted", "{}", end.content);
 }
 
 /// Events in the log the silent client is sent: far more than its socket buffers hold.
@@ -147,10 +129,7 @@ async fn sigterm_exits_when_a_client_never_reads() {
         &[
             ("DATABASE_URL", format!("sqlite://{}", database.display())),
             ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", "0".into()),
-            (
-                "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
-                SILENT_CLIENT_LOG_EVENTS_MIN.to_string(),
-            ),
+            ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", SILENT_CLIENT_LOG_EVENTS_MIN.to_string()),
             ("AGENTSTREAM_SHUTDOWN_DRAIN_MS", DRAIN_MS.to_string()),
         ],
     )
@@ -160,17 +139,14 @@ async fn sigterm_exits_when_a_client_never_reads() {
     server.start_run(agent_id, "a long answer").await;
     let log = common::wait_until("the long run to end", || async {
         let log = common::processes::log_of(&http, &server.base, agent_id).await;
-        log.last()
-            .is_some_and(|event| event.kind == EventKind::RunCompleted)
-            .then_some(log)
+        log.last().is_some_and(|event| event.kind == EventKind::RunCompleted).then_some(log)
     })
     .await;
     assert!(log.len() >= SILENT_CLIENT_LOG_EVENTS_MIN, "{}", log.len());
 
     // Asks for the whole log as SSE and never reads a byte.
-    let mut silent = tokio::net::TcpStream::connect(server.base.trim_start_matches("http://"))
-        .await
-        .unwrap();
+    let mut silent =
+        tokio::net::TcpStream::connect(server.base.trim_start_matches("http://")).await.unwrap();
     let request = format!(
         "GET /v1/agents/{agent_id}/events/stream?since=0 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     );
@@ -185,10 +161,6 @@ async fn sigterm_exits_when_a_client_never_reads() {
         .expect("the server was still running 20 s after SIGTERM: a silent client held it")
         .unwrap();
     assert!(exit.success(), "{exit:?}");
-    assert!(
-        signalled.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        signalled.elapsed()
-    );
+    assert!(signalled.elapsed() < Duration::from_secs(10), "{:?}", signalled.elapsed());
     drop(silent);
 }

@@ -69,25 +69,11 @@ async fn bad_sse_cursors_get_json_errors() {
     let (server, agent_id) = TestServer::start().await.with_agent().await;
     let url = server.url(&format!("/v1/agents/{agent_id}/events/stream"));
     let cases = [
+        (server.http.get(format!("{url}?since=-1")), 400, "invalid_query"),
+        (server.http.get(format!("{url}?since=9")), 400, "since_beyond_head"),
+        (server.http.get(&url).header("Last-Event-ID", "abc"), 400, "invalid_cursor"),
         (
-            server.http.get(format!("{url}?since=-1")),
-            400,
-            "invalid_query",
-        ),
-        (
-            server.http.get(format!("{url}?since=9")),
-            400,
-            "since_beyond_head",
-        ),
-        (
-            server.http.get(&url).header("Last-Event-ID", "abc"),
-            400,
-            "invalid_cursor",
-        ),
-        (
-            server
-                .http
-                .get(server.url(&format!("/v1/agents/{}/events/stream", Uuid::new_v4()))),
+            server.http.get(server.url(&format!("/v1/agents/{}/events/stream", Uuid::new_v4()))),
             404,
             "unknown_agent",
         ),
@@ -104,25 +90,15 @@ async fn bad_sse_cursors_get_json_errors() {
 async fn a_coalesced_sse_replay_carries_merged_appends_with_the_last_seq_as_id() {
     let server = TestServer::start_with(|config| config.scripted.reply_tokens = 2_000).await;
     let (agent_id, run_id, all) = server.finished_run("merge me").await;
-    let url = server.url(&format!(
-        "/v1/agents/{agent_id}/events/stream?coalesce=true"
-    ));
+    let url = server.url(&format!("/v1/agents/{agent_id}/events/stream?coalesce=true"));
     let response = server.http.get(&url).sent().await;
     // `read_events` checks that every SSE id is the event's (last) seq: a client that resumes
     // with Last-Event-ID resumes after everything a merged event stands for.
     let merged = read_events(response, |event| event.kind.is_run_end()).await;
-    assert!(
-        merged.len() * 10 < all.len(),
-        "{} events for {} seqs",
-        merged.len(),
-        all.len()
-    );
+    assert!(merged.len() * 10 < all.len(), "{} events for {} seqs", merged.len(), all.len());
     common::assert_ranges_contiguous(&merged, 1);
     assert_eq!(common::fold(&merged), common::fold(&all));
-    assert_eq!(
-        common::reply_text(&merged, run_id),
-        common::reply_text(&all, run_id)
-    );
+    assert_eq!(common::reply_text(&merged, run_id), common::reply_text(&all, run_id));
 }
 
 /// A database that fails the log's catch-up reads once told to.
@@ -156,13 +132,8 @@ async fn a_failed_read_ends_the_stream_with_an_error_that_names_no_database_deta
         inner: SqliteStore::open(&url).await.unwrap(),
         hooks: failing.clone(),
     });
-    let config = agentstream_server::config::Config {
-        database_url: url,
-        ..Default::default()
-    };
-    let state = agentstream_server::state::AppState::open_with_store(&config, store)
-        .await
-        .unwrap();
+    let config = agentstream_server::config::Config { database_url: url, ..Default::default() };
+    let state = agentstream_server::state::AppState::open_with_store(&config, store).await.unwrap();
     let agent = state.store.create_agent(NewAgent::default()).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -171,10 +142,7 @@ async fn a_failed_read_ends_the_stream_with_an_error_that_names_no_database_deta
 
     failing.0.store(true, std::sync::atomic::Ordering::Relaxed);
     let response = agentstream_server::http_client::client()
-        .get(format!(
-            "http://{address}/v1/agents/{}/events/stream",
-            agent.id
-        ))
+        .get(format!("http://{address}/v1/agents/{}/events/stream", agent.id))
         .sent()
         .await;
     assert_eq!(response.status(), 200);
@@ -190,8 +158,5 @@ async fn a_failed_read_ends_the_stream_with_an_error_that_names_no_database_deta
     .await
     .expect("an error event");
     assert!(error.contains("subscribe again"), "{error}");
-    assert!(
-        !error.contains("db.internal"),
-        "the database's words leaked: {error}"
-    );
+    assert!(!error.contains("db.internal"), "the database's words leaked: {error}");
 }

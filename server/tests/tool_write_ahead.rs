@@ -37,11 +37,7 @@ struct Seen {
 fn is_ready(batch: &AppendBatch) -> bool {
     batch.drafts.iter().any(|draft| {
         draft.kind == EventKind::ToolCall
-            && draft
-                .delta
-                .as_ref()
-                .and_then(|delta| delta.get("status"))
-                .and_then(|s| s.as_str())
+            && draft.delta.as_ref().and_then(|delta| delta.get("status")).and_then(|s| s.as_str())
                 == Some("ready")
     })
 }
@@ -50,17 +46,11 @@ fn is_ready(batch: &AppendBatch) -> bool {
 #[async_trait]
 impl Hooks for Arc<Mutex<Seen>> {
     async fn before_append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
-        let result = batches.iter().any(|batch| {
-            batch
-                .drafts
-                .iter()
-                .any(|draft| draft.kind == EventKind::ToolResult)
-        });
+        let result = batches
+            .iter()
+            .any(|batch| batch.drafts.iter().any(|draft| draft.kind == EventKind::ToolResult));
         if result {
-            self.lock()
-                .unwrap()
-                .result_submitted
-                .get_or_insert_with(Instant::now);
+            self.lock().unwrap().result_submitted.get_or_insert_with(Instant::now);
         }
         if batches.iter().any(is_ready) {
             tokio::time::sleep(Duration::from_millis(READY_COMMIT_STALL_MS)).await;
@@ -69,10 +59,7 @@ impl Hooks for Arc<Mutex<Seen>> {
     }
     fn after_commit(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         if batches.iter().any(is_ready) {
-            self.lock()
-                .unwrap()
-                .ready_committed
-                .get_or_insert_with(Instant::now);
+            self.lock().unwrap().ready_committed.get_or_insert_with(Instant::now);
         }
         Ok(())
     }
@@ -82,25 +69,16 @@ impl Hooks for Arc<Mutex<Seen>> {
 async fn a_tool_starts_only_after_its_call_is_committed() {
     let directory = tempfile::tempdir().unwrap();
     let database_url = format!("sqlite://{}", directory.path().join("log.db").display());
-    let config = Config {
-        database_url: database_url.clone(),
-        ..Config::default()
-    };
+    let config = Config { database_url: database_url.clone(), ..Config::default() };
     let seen = Arc::new(Mutex::new(Seen::default()));
     let inner = SqliteStore::open(&database_url).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(HookedStore {
-        inner,
-        hooks: seen.clone(),
-    });
+    let store: Arc<dyn Store> = Arc::new(HookedStore { inner, hooks: seen.clone() });
     let state = AppState::open_with_store(&config, store).await.unwrap();
     let agent = state.store.create_agent(NewAgent::default()).await.unwrap();
 
     let content = format!("/tools slow {TOOL_SECONDS}");
-    let started = state
-        .starter
-        .start_run(agent.id, content, None, RunOptions::default())
-        .await
-        .unwrap();
+    let started =
+        state.starter.start_run(agent.id, content, None, RunOptions::default()).await.unwrap();
     common::wait_until("the run to end", || async {
         (state.runs.active_run(agent.id) != Some(started.run_id)).then_some(())
     })
@@ -108,15 +86,9 @@ async fn a_tool_starts_only_after_its_call_is_committed() {
 
     let log = state.store.read_events(agent.id, 0, 1000).await.unwrap();
     let result = common::first_of(&log, EventKind::ToolResult);
-    assert_eq!(
-        result.content["is_error"], false,
-        "the tool ran: {}",
-        result.content
-    );
+    assert_eq!(result.content["is_error"], false, "the tool ran: {}", result.content);
     let seen = seen.lock().unwrap();
-    let ready_committed = seen
-        .ready_committed
-        .expect("the call's ready event was committed");
+    let ready_committed = seen.ready_committed.expect("the call's ready event was committed");
     let result_submitted = seen.result_submitted.expect("the result was written");
     // The tool sleeps TOOL_SECONDS from its start; started after the commit, its result comes
     // at least that long after it. Started before (during the stall), the result was already

@@ -104,22 +104,13 @@ async fn a_run_is_a_trace_under_the_callers_request() {
         .await;
     let run_id: uuid::Uuid = accepted["run_id"].as_str().unwrap().parse().unwrap();
     let log = server.wait_for_run_end(agent_id, run_id).await;
-    let started = log
-        .iter()
-        .find(|event| event.kind == app::EventKind::RunStarted)
-        .unwrap();
-    assert_eq!(
-        started.metadata["trace_id"], trace_id,
-        "run_started names its trace"
-    );
+    let started = log.iter().find(|event| event.kind == app::EventKind::RunStarted).unwrap();
+    assert_eq!(started.metadata["trace_id"], trace_id, "run_started names its trace");
 
     let spans = wait_until("the run's spans at the receiver", || async {
         let spans = received.spans.lock().unwrap().clone();
         let names: Vec<&str> = spans.iter().map(|span| span.name.as_str()).collect();
-        let chats = names
-            .iter()
-            .filter(|name| name.starts_with("chat "))
-            .count();
+        let chats = names.iter().filter(|name| name.starts_with("chat ")).count();
         (names.iter().any(|name| name.starts_with("invoke_agent"))
             && names.contains(&"execute_tool clock")
             && chats == 2)
@@ -127,103 +118,47 @@ async fn a_run_is_a_trace_under_the_callers_request() {
     })
     .await;
     let named = |prefix: &str| -> Vec<&opentelemetry_proto::tonic::trace::v1::Span> {
-        spans
-            .iter()
-            .filter(|span| span.name.starts_with(prefix))
-            .collect()
+        spans.iter().filter(|span| span.name.starts_with(prefix)).collect()
     };
     // (The test's other requests — creating the agent, reading the log — are traces of their
     // own.)
     for span in spans.iter().filter(|span| {
-        [
-            "POST /v1/agents/{id}/runs",
-            "invoke_agent",
-            "chat ",
-            "execute_tool",
-        ]
-        .iter()
-        .any(|prefix| span.name.starts_with(prefix))
+        ["POST /v1/agents/{id}/runs", "invoke_agent", "chat ", "execute_tool"]
+            .iter()
+            .any(|prefix| span.name.starts_with(prefix))
     }) {
-        assert_eq!(
-            hex(&span.trace_id),
-            trace_id,
-            "{} is in the caller's trace",
-            span.name
-        );
+        assert_eq!(hex(&span.trace_id), trace_id, "{} is in the caller's trace", span.name);
     }
     let server_span = named("POST /v1/agents/{id}/runs")[0];
     assert_eq!(hex(&server_span.parent_span_id), caller_span);
     assert_eq!(server_span.kind, 2, "SPAN_KIND_SERVER");
-    assert_eq!(
-        attribute(server_span, "http.response.status_code").as_deref(),
-        Some("202")
-    );
+    assert_eq!(attribute(server_span, "http.response.status_code").as_deref(), Some("202"));
     let run = named("invoke_agent")[0];
     assert_eq!(run.parent_span_id, server_span.span_id);
-    assert_eq!(
-        attribute(run, "gen_ai.operation.name").as_deref(),
-        Some("invoke_agent")
-    );
-    assert_eq!(
-        attribute(run, "gen_ai.agent.id"),
-        Some(agent_id.to_string())
-    );
-    assert_eq!(
-        attribute(run, "gen_ai.conversation.id"),
-        Some(agent_id.to_string())
-    );
-    assert_eq!(
-        attribute(run, "agentstream.run.id"),
-        Some(run_id.to_string())
-    );
-    assert_eq!(
-        attribute(run, "agentstream.run.outcome").as_deref(),
-        Some("completed")
-    );
+    assert_eq!(attribute(run, "gen_ai.operation.name").as_deref(), Some("invoke_agent"));
+    assert_eq!(attribute(run, "gen_ai.agent.id"), Some(agent_id.to_string()));
+    assert_eq!(attribute(run, "gen_ai.conversation.id"), Some(agent_id.to_string()));
+    assert_eq!(attribute(run, "agentstream.run.id"), Some(run_id.to_string()));
+    assert_eq!(attribute(run, "agentstream.run.outcome").as_deref(), Some("completed"));
     let (first, last) = (log.first().unwrap().seq, log.last().unwrap().seq);
-    assert_eq!(
-        attribute(run, "agentstream.run.first_seq"),
-        Some(first.to_string())
-    );
-    assert_eq!(
-        attribute(run, "agentstream.run.last_seq"),
-        Some(last.to_string())
-    );
+    assert_eq!(attribute(run, "agentstream.run.first_seq"), Some(first.to_string()));
+    assert_eq!(attribute(run, "agentstream.run.last_seq"), Some(last.to_string()));
     for chat in named("chat ") {
         assert_eq!(chat.parent_span_id, run.span_id);
-        assert_eq!(
-            attribute(chat, "gen_ai.provider.name").as_deref(),
-            Some("scripted")
-        );
-        assert!(
-            attribute(chat, "gen_ai.usage.output_tokens")
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-                > 0
-        );
+        assert_eq!(attribute(chat, "gen_ai.provider.name").as_deref(), Some("scripted"));
+        assert!(attribute(chat, "gen_ai.usage.output_tokens").unwrap().parse::<u64>().unwrap() > 0);
         assert!(chat.events.iter().any(|event| event.name == "first_chunk"));
     }
     let tool = named("execute_tool clock")[0];
     assert_eq!(tool.parent_span_id, run.span_id);
-    assert_eq!(
-        attribute(tool, "gen_ai.tool.name").as_deref(),
-        Some("clock")
-    );
+    assert_eq!(attribute(tool, "gen_ai.tool.name").as_deref(), Some("clock"));
     let call_id = log
         .iter()
         .find_map(|event| event.content.get("tool_call_id").and_then(Value::as_str))
         .unwrap();
-    assert_eq!(
-        attribute(tool, "gen_ai.tool.call.id").as_deref(),
-        Some(call_id)
-    );
+    assert_eq!(attribute(tool, "gen_ai.tool.call.id").as_deref(), Some(call_id));
     assert!(
-        received
-            .resources
-            .lock()
-            .unwrap()
-            .contains(&"service.name=agentstream".to_owned()),
+        received.resources.lock().unwrap().contains(&"service.name=agentstream".to_owned()),
         "the service is named"
     );
     // No prompt or completion text in any span.
@@ -231,11 +166,7 @@ async fn a_run_is_a_trace_under_the_callers_request() {
     for span in spans.iter().filter(|span| hex(&span.trace_id) == trace_id) {
         for attribute in &span.attributes {
             let value = text(&attribute.value);
-            assert!(
-                value.len() < 8 || !reply.contains(&value),
-                "{}: {value}",
-                attribute.key
-            );
+            assert!(value.len() < 8 || !reply.contains(&value), "{}: {value}", attribute.key);
         }
     }
 }
@@ -250,10 +181,7 @@ async fn json_log_lines_carry_the_request_and_its_trace() {
     let port = free_port();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_server"))
         .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}", directory.path().join("log.db").display()),
-        )
+        .env("DATABASE_URL", format!("sqlite://{}", directory.path().join("log.db").display()))
         .env("AGENTSTREAM_LOG_FORMAT", "json")
         .env("RUST_LOG", "agentstream_server=debug")
         .env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
@@ -266,9 +194,7 @@ async fn json_log_lines_carry_the_request_and_its_trace() {
     let base = format!("http://127.0.0.1:{port}");
     wait_until("the server to come up", || async {
         let response = http.get(format!("{base}/healthz")).send().await;
-        response
-            .is_ok_and(|response| response.status().is_success())
-            .then_some(())
+        response.is_ok_and(|response| response.status().is_success()).then_some(())
     })
     .await;
     let trace_id = "0af7651916cd43dd8448eb211c80319c";
@@ -281,11 +207,7 @@ async fn json_log_lines_carry_the_request_and_its_trace() {
     assert_eq!(response.status(), 200);
     let line = tokio::time::timeout(common::WAIT_MAX, async {
         loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the server's log goes on");
+            let line = lines.next_line().await.unwrap().expect("the server's log goes on");
             let parsed: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
             if parsed["span"]["request_id"] == "json-log-test-1" {
@@ -296,11 +218,7 @@ async fn json_log_lines_carry_the_request_and_its_trace() {
     .await
     .expect("a log line of the request");
     assert_eq!(line["span"]["trace_id"], trace_id, "{line}");
-    assert_eq!(
-        line["span"]["span_id"].as_str().map(str::len),
-        Some(16),
-        "{line}"
-    );
+    assert_eq!(line["span"]["span_id"].as_str().map(str::len), Some(16), "{line}");
     assert_eq!(line["span"]["path"], "/v1/agents", "{line}");
     child.kill().await.unwrap();
 }

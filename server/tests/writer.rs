@@ -23,9 +23,7 @@ impl Hooks for Arc<LosesAnswers> {
         let left = self.0.load(Ordering::Relaxed);
         if left > 0 {
             self.0.store(left - 1, Ordering::Relaxed);
-            return Err(StoreError::Unavailable(
-                "the answer to COMMIT was lost".into(),
-            ));
+            return Err(StoreError::Unavailable("the answer to COMMIT was lost".into()));
         }
         Ok(())
     }
@@ -44,39 +42,22 @@ async fn a_commit_whose_answer_was_lost_is_not_written_twice() {
     let writer = Writer::spawn(store.clone(), hub.clone());
     let agent = store.inner.create_agent(NewAgent::default()).await.unwrap();
     let mut live = hub.subscribe(agent.id);
-    writer
-        .append(agent.id, vec![EventDraft::new(EventKind::Text)])
-        .await
-        .unwrap();
+    writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
 
     lose.0.store(1, Ordering::Relaxed);
-    let drafts = vec![
-        EventDraft::new(EventKind::Text),
-        EventDraft::new(EventKind::Text),
-    ];
+    let drafts = vec![EventDraft::new(EventKind::Text), EventDraft::new(EventKind::Text)];
     let ids: Vec<Uuid> = drafts.iter().map(|draft| draft.id).collect();
-    let events = writer
-        .append(agent.id, drafts)
-        .await
-        .expect("the committed events are the answer");
+    let events =
+        writer.append(agent.id, drafts).await.expect("the committed events are the answer");
     assert_eq!(
-        events
-            .iter()
-            .map(|event| (event.id, event.seq))
-            .collect::<Vec<_>>(),
+        events.iter().map(|event| (event.id, event.seq)).collect::<Vec<_>>(),
         vec![(ids[0], 2), (ids[1], 3)]
     );
     // In the log once, published once, and the next append follows on.
     assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(3));
-    writer
-        .append(agent.id, vec![EventDraft::new(EventKind::Text)])
-        .await
-        .unwrap();
+    writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
     let log = store.read_events(agent.id, 0, 10).await.unwrap();
-    assert_eq!(
-        log.iter().map(|event| event.seq).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
-    );
+    assert_eq!(log.iter().map(|event| event.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
     let mut published = Vec::new();
     while published.len() < 4 {
         published.extend(live.recv().await.unwrap().iter().map(|event| event.seq));

@@ -19,11 +19,7 @@ pub struct Parts {
 }
 
 impl Parts {
-    pub const ALL: Parts = Parts {
-        server: true,
-        bundle: true,
-        files: true,
-    };
+    pub const ALL: Parts = Parts { server: true, bundle: true, files: true };
 }
 
 /// `cargo build` of the server binary, with the environment leptos reads at compile time.
@@ -80,11 +76,7 @@ pub fn build(project: &Project, release: bool, parts: Parts) -> Result<(), StepE
     } else {
         None
     };
-    let bundle = if parts.bundle {
-        bundle(project, release)
-    } else {
-        Ok(())
-    };
+    let bundle = if parts.bundle { bundle(project, release) } else { Ok(()) };
     // A failed bundle stops the server's build at once: its error is the one to read, and a
     // build left running would hold the target directory's lock.
     if let Err(error) = bundle {
@@ -140,10 +132,7 @@ fn check_wasm_target() -> Result<(), StepError> {
     } else {
         Err(StepError::new(
             step,
-            format!(
-                "the toolchain at {} has no wasm32 standard library",
-                sysroot.display()
-            ),
+            format!("the toolchain at {} has no wasm32 standard library", sysroot.display()),
             hint,
         ))
     }

@@ -60,10 +60,7 @@ pub fn graph(files: &Files) -> Graph {
         uses.insert(file.clone(), parse::use_paths(&code));
         codes.insert(file.clone(), code);
     }
-    let resolver = Resolver {
-        modules: &modules,
-        uses: &uses,
-    };
+    let resolver = Resolver { modules: &modules, uses: &uses };
     let mut graph = Graph::default();
     for (file, _) in files {
         let Some(here) = module_of(file) else {
@@ -74,10 +71,8 @@ pub fn graph(files: &Files) -> Graph {
         let code = &codes[file];
         let inline = parse::inline_modules(code);
         let depth = |at: usize| inline.iter().filter(|range| range.contains(&at)).count();
-        let mut named: Vec<Vec<String>> = used
-            .iter()
-            .map(|u| parse::out_of_inline(&u.segments, depth(u.at)))
-            .collect();
+        let mut named: Vec<Vec<String>> =
+            used.iter().map(|u| parse::out_of_inline(&u.segments, depth(u.at))).collect();
         // Paths in code: absolute (`crate::`), relative (`super::`, `self::`, a child module), or
         // through a name a `use` bound (`store::open` after `use crate::store;`).
         for (at, path) in parse::code_paths(code) {
@@ -170,9 +165,7 @@ impl Resolver<'_> {
         };
         if depth < 8 {
             let module = &path[..length];
-            let exported = self.uses[file]
-                .iter()
-                .find(|u| u.public && &u.bound == name);
+            let exported = self.uses[file].iter().find(|u| u.public && &u.bound == name);
             if let Some(exported) = exported {
                 if let Some(mut target) = absolute(module, &exported.segments, self.modules) {
                     target.extend(path[length + 1..].iter().cloned());
@@ -252,9 +245,7 @@ pub struct Floors(pub &'static [&'static [&'static str]]);
 impl Floors {
     fn floor_of(&self, file: &str) -> Option<usize> {
         let top = module_of(file)?.first().cloned().unwrap_or_default();
-        self.0
-            .iter()
-            .position(|floor| floor.contains(&top.as_str()))
+        self.0.iter().position(|floor| floor.contains(&top.as_str()))
     }
 
     /// The arrows of `graph` that go up a floor, as `from -> to`.
@@ -290,12 +281,7 @@ pub fn report(crate_name: &str, graph: &Graph, floors: &Floors) -> Vec<String> {
         .into_iter()
         .map(|circle| format!("circle {crate_name}: {}", circle.join(" ")))
         .collect();
-    lines.extend(
-        floors
-            .upward(graph)
-            .into_iter()
-            .map(|arrow| format!("up {crate_name}: {arrow}")),
-    );
+    lines.extend(floors.upward(graph).into_iter().map(|arrow| format!("up {crate_name}: {arrow}")));
     lines
 }
 
@@ -305,21 +291,15 @@ pub fn new_findings(found: &[String], known: &[String]) -> Vec<String> {
     let members = |line: &str| -> Option<(String, BTreeSet<String>)> {
         let (head, files) = line.split_once(": ")?;
         let crate_name = head.strip_prefix("circle ")?;
-        Some((
-            crate_name.to_owned(),
-            files.split(' ').map(str::to_owned).collect(),
-        ))
+        Some((crate_name.to_owned(), files.split(' ').map(str::to_owned).collect()))
     };
     found
         .iter()
         .filter(|line| {
             if let Some((crate_name, files)) = members(line) {
-                !known
-                    .iter()
-                    .filter_map(|k| members(k))
-                    .any(|(known_crate, known_files)| {
-                        known_crate == crate_name && files.is_subset(&known_files)
-                    })
+                !known.iter().filter_map(|k| members(k)).any(|(known_crate, known_files)| {
+                    known_crate == crate_name && files.is_subset(&known_files)
+                })
             } else {
                 !known.contains(line)
             }

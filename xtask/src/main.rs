@@ -67,10 +67,7 @@ fn run(arguments: &[String]) -> Result<(), StepError> {
         }
         "site" => {
             let release = release()?;
-            let parts = compile::Parts {
-                server: false,
-                ..compile::Parts::ALL
-            };
+            let parts = compile::Parts { server: false, ..compile::Parts::ALL };
             compile::build(&load_project()?, release, parts)
         }
         "watch" => {
@@ -114,12 +111,8 @@ fn load_project() -> Result<Project, StepError> {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command.args(["metadata", "--format-version", "1", "--no-deps"]);
     let output = command.output().map_err(|error| {
-        StepError::new(
-            step,
-            format!("cannot run cargo: {error}"),
-            "install Rust with rustup",
-        )
-        .with_command(&command)
+        StepError::new(step, format!("cannot run cargo: {error}"), "install Rust with rustup")
+            .with_command(&command)
     })?;
     if !output.status.success() {
         return Err(StepError::new(
@@ -130,11 +123,7 @@ fn load_project() -> Result<Project, StepError> {
         .with_command(&command));
     }
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| {
-        StepError::new(
-            step,
-            format!("cargo printed no JSON: {error}"),
-            "update the toolchain",
-        )
+        StepError::new(step, format!("cargo printed no JSON: {error}"), "update the toolchain")
     })?;
     Project::from_metadata(&metadata).map_err(|cause| {
         StepError::new(step, cause, "fix [workspace.metadata.leptos] in Cargo.toml")

@@ -67,9 +67,7 @@ impl Project {
             None => field("name")?,
         };
         if output_name.is_empty() || output_name.contains(['/', '\\']) {
-            return Err(format!(
-                "the output name {output_name:?} is not a file name"
-            ));
+            return Err(format!("the output name {output_name:?} is not a file name"));
         }
         Ok(Project {
             output_name,
@@ -116,9 +114,7 @@ impl Project {
 
     /// Where cargo leaves the server binary.
     pub fn server_binary(&self, release: bool) -> PathBuf {
-        self.target_dir
-            .join(if release { "release" } else { "debug" })
-            .join(&self.bin_package)
+        self.target_dir.join(if release { "release" } else { "debug" }).join(&self.bin_package)
     }
 
     /// The environment the server is compiled and run with, as cargo-leptos sets it: leptos
@@ -169,29 +165,20 @@ mod tests {
             project.wasm_artifact(false),
             PathBuf::from("/t/wasm32-unknown-unknown/debug/front_end.wasm")
         );
-        assert_eq!(
-            project.server_binary(true),
-            PathBuf::from("/t/release/server")
-        );
+        assert_eq!(project.server_binary(true), PathBuf::from("/t/release/server"));
     }
 
     #[test]
     fn defaults_and_errors() {
         let cases: &[(Value, Result<&str, &str>)] = &[
             // Defaults: site root, pkg dir and profile as cargo-leptos has them.
-            (
-                json!({"name": "a", "bin-package": "s", "lib-package": "f"}),
-                Ok("a"),
-            ),
+            (json!({"name": "a", "bin-package": "s", "lib-package": "f"}), Ok("a")),
             // output-name wins over name.
             (
                 json!({"name": "a", "output-name": "b", "bin-package": "s", "lib-package": "f"}),
                 Ok("b"),
             ),
-            (
-                json!({"name": "a", "lib-package": "f"}),
-                Err("`bin-package`"),
-            ),
+            (json!({"name": "a", "lib-package": "f"}), Err("`bin-package`")),
             (json!([]), Err("lists 0 projects")),
             (json!(null), Err("no [workspace.metadata.leptos]")),
             (

@@ -37,11 +37,7 @@ pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
         )
     };
     let mut bindgen = wasm_bindgen_cli_support::Bindgen::new();
-    bindgen
-        .input_path(&input)
-        .out_name(&project.output_name)
-        .debug(!release)
-        .keep_debug(!release);
+    bindgen.input_path(&input).out_name(&project.output_name).debug(!release).keep_debug(!release);
     let mut output = bindgen
         .web(true)
         .and_then(|bindgen| bindgen.generate_output())
@@ -53,24 +49,15 @@ pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
     let emitted = pkg_dir.join(format!("{}_bg.wasm", project.output_name));
     let wasm = wasm_file(project);
     fs::rename(&emitted, &wasm).map_err(|error| {
-        fail(format!(
-            "cannot rename {} to {}: {error}",
-            emitted.display(),
-            wasm.display()
-        ))
+        fail(format!("cannot rename {} to {}: {error}", emitted.display(), wasm.display()))
     })?;
-    eprintln!(
-        "==> {step} done in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("==> {step} done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
 /// The bundle's module as the server serves it.
 pub fn wasm_file(project: &Project) -> PathBuf {
-    project
-        .pkg_dir()
-        .join(format!("{}.wasm", project.output_name))
+    project.pkg_dir().join(format!("{}.wasm", project.output_name))
 }
 
 /// Shrinks the release module with binaryen's `wasm-opt -Oz`, as cargo-leptos does.
@@ -85,11 +72,7 @@ pub fn optimize(project: &Project) -> Result<(), StepError> {
     })?;
     let wasm = wasm_file(project);
     let mut command = Command::new(&wasm_opt);
-    command
-        .args(["-Oz", "--enable-bulk-memory"])
-        .arg(&wasm)
-        .arg("-o")
-        .arg(&wasm);
+    command.args(["-Oz", "--enable-bulk-memory"]).arg(&wasm).arg("-o").arg(&wasm);
     step::run(
         step,
         command,
@@ -100,11 +83,7 @@ pub fn optimize(project: &Project) -> Result<(), StepError> {
 /// `wasm-opt` from end2end/'s npm packages, else from PATH, refused if too old.
 fn find_wasm_opt(project: &Project) -> Result<PathBuf, String> {
     let local = project.root.join("end2end/node_modules/.bin/wasm-opt");
-    let program = if local.is_file() {
-        local
-    } else {
-        PathBuf::from("wasm-opt")
-    };
+    let program = if local.is_file() { local } else { PathBuf::from("wasm-opt") };
     let output = Command::new(&program)
         .arg("--version")
         .output()
@@ -116,11 +95,7 @@ fn find_wasm_opt(project: &Project) -> Result<PathBuf, String> {
             "{} is binaryen {version}; versions before {WASM_OPT_VERSION_MIN} break the bundle",
             program.display()
         )),
-        None => Err(format!(
-            "{} printed no version ({:?})",
-            program.display(),
-            text.trim()
-        )),
+        None => Err(format!("{} printed no version ({:?})", program.display(), text.trim())),
     }
 }
 
@@ -141,12 +116,8 @@ pub fn precompress(project: &Project, release: bool) -> Result<(), StepError> {
     let step = "compress the bundle (brotli, gzip)";
     let fail = |cause: String| StepError::new(step, cause, "check the disk has room and retry");
     let started = std::time::Instant::now();
-    let entries = fs::read_dir(project.pkg_dir()).map_err(|error| {
-        fail(format!(
-            "cannot read {}: {error}",
-            project.pkg_dir().display()
-        ))
-    })?;
+    let entries = fs::read_dir(project.pkg_dir())
+        .map_err(|error| fail(format!("cannot read {}: {error}", project.pkg_dir().display())))?;
     for entry in entries {
         let path = entry.map_err(|error| fail(error.to_string()))?.path();
         let wanted = path
@@ -173,10 +144,7 @@ pub fn precompress(project: &Project, release: bool) -> Result<(), StepError> {
         }
     }
     if release {
-        println!(
-            "==> {step} done in {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
+        println!("==> {step} done in {:.1} s", started.elapsed().as_secs_f64());
     }
     Ok(())
 }
@@ -191,11 +159,7 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 
 fn brotli_bytes(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    let params = brotli::enc::BrotliEncoderParams {
-        quality: 11,
-        lgwin: 22,
-        ..Default::default()
-    };
+    let params = brotli::enc::BrotliEncoderParams { quality: 11, lgwin: 22, ..Default::default() };
     brotli::BrotliCompress(&mut &bytes[..], &mut out, &params)?;
     Ok(out)
 }
@@ -212,22 +176,12 @@ pub fn style_and_assets(project: &Project) -> Result<(), StepError> {
     let step = "copy the stylesheet and the assets";
     let hint = "check the paths in [workspace.metadata.leptos] of Cargo.toml";
     let fail = |error: String| StepError::new(step, error, hint);
-    fs::create_dir_all(project.pkg_dir()).map_err(|error| {
-        fail(format!(
-            "cannot create {}: {error}",
-            project.pkg_dir().display()
-        ))
-    })?;
+    fs::create_dir_all(project.pkg_dir())
+        .map_err(|error| fail(format!("cannot create {}: {error}", project.pkg_dir().display())))?;
     if let Some(style) = &project.style_file {
-        let destination = project
-            .pkg_dir()
-            .join(format!("{}.css", project.output_name));
+        let destination = project.pkg_dir().join(format!("{}.css", project.output_name));
         fs::copy(style, &destination).map_err(|error| {
-            fail(format!(
-                "cannot copy {} to {}: {error}",
-                style.display(),
-                destination.display()
-            ))
+            fail(format!("cannot copy {} to {}: {error}", style.display(), destination.display()))
         })?;
     }
     if let Some(assets) = &project.assets_dir {
@@ -273,10 +227,7 @@ mod tests {
             .read_to_end(&mut ungzip)
             .unwrap();
         assert_eq!(ungzip, bytes);
-        assert_eq!(
-            sibling(Path::new("pkg/app.wasm"), "br"),
-            PathBuf::from("pkg/app.wasm.br")
-        );
+        assert_eq!(sibling(Path::new("pkg/app.wasm"), "br"), PathBuf::from("pkg/app.wasm.br"));
     }
 
     #[test]

@@ -21,12 +21,7 @@ pub struct StepError {
 
 impl StepError {
     pub fn new(step: &str, cause: impl Into<String>, hint: impl Into<String>) -> StepError {
-        StepError {
-            step: step.to_owned(),
-            command: None,
-            cause: cause.into(),
-            hint: hint.into(),
-        }
+        StepError { step: step.to_owned(), command: None, cause: cause.into(), hint: hint.into() }
     }
 
     pub fn with_command(mut self, command: &Command) -> StepError {
@@ -53,11 +48,7 @@ pub fn command_line(command: &Command) -> String {
         .filter_map(|(key, value)| Some(format!("{}={}", key.to_str()?, value?.to_string_lossy())))
         .collect();
     words.push(command.get_program().to_string_lossy().into_owned());
-    words.extend(
-        command
-            .get_args()
-            .map(|arg| arg.to_string_lossy().into_owned()),
-    );
+    words.extend(command.get_args().map(|arg| arg.to_string_lossy().into_owned()));
     words.join(" ")
 }
 

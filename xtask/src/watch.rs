@@ -38,33 +38,16 @@ const WATCHED: &[&str] = &[
 
 /// What a changed file (relative to the root) makes stale.
 pub fn parts_for(changed: &Path) -> Parts {
-    let none = Parts {
-        server: false,
-        bundle: false,
-        files: false,
-    };
+    let none = Parts { server: false, bundle: false, files: false };
     if changed.starts_with("style") || changed.starts_with("public") {
-        Parts {
-            files: true,
-            ..none
-        }
+        Parts { files: true, ..none }
     } else if changed.starts_with("server") {
-        Parts {
-            server: true,
-            ..none
-        }
+        Parts { server: true, ..none }
     } else if changed.starts_with("frontend") {
-        Parts {
-            bundle: true,
-            ..none
-        }
+        Parts { bundle: true, ..none }
     } else {
         // app/ is compiled into both; the manifests and the lock into everything.
-        Parts {
-            server: true,
-            bundle: true,
-            files: false,
-        }
+        Parts { server: true, bundle: true, files: false }
     }
 }
 
@@ -108,12 +91,7 @@ fn changed_files(before: &Snapshot, after: &Snapshot) -> Vec<PathBuf> {
         .filter(|(path, stamp)| before.get(*path) != Some(stamp))
         .map(|(path, _)| path.clone())
         .collect();
-    changed.extend(
-        before
-            .keys()
-            .filter(|path| !after.contains_key(*path))
-            .cloned(),
-    );
+    changed.extend(before.keys().filter(|path| !after.contains_key(*path)).cloned());
     changed
 }
 
@@ -146,14 +124,10 @@ pub fn watch(project: &Project, server_args: &[String]) -> Result<(), StepError>
         }
         let changed = changed_files(&seen, &now);
         seen = now;
-        let parts = changed.iter().map(|path| parts_for(path)).fold(
-            Parts {
-                server: false,
-                bundle: false,
-                files: false,
-            },
-            union,
-        );
+        let parts = changed
+            .iter()
+            .map(|path| parts_for(path))
+            .fold(Parts { server: false, bundle: false, files: false }, union);
         eprintln!("==> changed: {}", describe(&changed));
         let started = Instant::now();
         match compile::build(project, false, parts) {
@@ -177,11 +151,8 @@ pub fn watch(project: &Project, server_args: &[String]) -> Result<(), StepError>
 
 fn describe(changed: &[PathBuf]) -> String {
     const LISTED_FILES_MAX: usize = 5;
-    let mut names: Vec<String> = changed
-        .iter()
-        .take(LISTED_FILES_MAX)
-        .map(|path| path.display().to_string())
-        .collect();
+    let mut names: Vec<String> =
+        changed.iter().take(LISTED_FILES_MAX).map(|path| path.display().to_string()).collect();
     if changed.len() > LISTED_FILES_MAX {
         names.push(format!("and {} more", changed.len() - LISTED_FILES_MAX));
     }
@@ -190,10 +161,7 @@ fn describe(changed: &[PathBuf]) -> String {
 
 fn start_server(project: &Project, server_args: &[String]) -> Result<step::Running, StepError> {
     let mut command = Command::new(project.server_binary(false));
-    command
-        .current_dir(&project.root)
-        .args(server_args)
-        .envs(project.leptos_env());
+    command.current_dir(&project.root).args(server_args).envs(project.leptos_env());
     step::start(
         "start the server",
         command,
@@ -218,11 +186,7 @@ mod tests {
             ("Cargo.lock", (server, bundle, !files)),
         ];
         for (path, (server, bundle, files)) in cases {
-            let expected = Parts {
-                server,
-                bundle,
-                files,
-            };
+            let expected = Parts { server, bundle, files };
             assert_eq!(parts_for(Path::new(path)), expected, "{path}");
         }
     }

@@ -201,28 +201,21 @@ pub fn highlight(language: Language, code: &str, out: &mut String) {
     let mut plain_from = 0;
     while at < code.len() {
         let rest = &code[at..];
-        let token = if let Some(marker) = language
-            .line_comment()
-            .iter()
-            .find(|marker| rest.starts_with(**marker))
+        let token = if let Some(marker) =
+            language.line_comment().iter().find(|marker| rest.starts_with(**marker))
         {
             // A shell `#` only starts a comment at a word's start (`a#b` is a word).
             let starts_word = at == 0 || bytes[at - 1].is_ascii_whitespace();
             (*marker != "#" || language != Language::Shell || starts_word)
                 .then(|| ("comment", rest.find('\n').unwrap_or(rest.len())))
-        } else if let Some((open, close)) = language
-            .block_comment()
-            .filter(|(open, _)| rest.starts_with(open))
+        } else if let Some((open, close)) =
+            language.block_comment().filter(|(open, _)| rest.starts_with(open))
         {
             let end = rest[open.len()..]
                 .find(close)
                 .map_or(rest.len(), |end| open.len() + end + close.len());
             Some(("comment", end))
-        } else if let Some(quote) = rest
-            .chars()
-            .next()
-            .filter(|c| language.quotes().contains(c))
-        {
+        } else if let Some(quote) = rest.chars().next().filter(|c| language.quotes().contains(c)) {
             Some(("string", string_length(rest, quote)))
         } else if rest.as_bytes()[0].is_ascii_digit() && (at == 0 || !is_word_byte(bytes[at - 1])) {
             let end = rest
@@ -230,9 +223,8 @@ pub fn highlight(language: Language, code: &str, out: &mut String) {
                 .unwrap_or(rest.len());
             Some(("number", end))
         } else if is_word_byte(rest.as_bytes()[0]) && (at == 0 || !is_word_byte(bytes[at - 1])) {
-            let end = rest
-                .find(|c: char| !c.is_ascii() || !is_word_byte(c as u8))
-                .unwrap_or(rest.len());
+            let end =
+                rest.find(|c: char| !c.is_ascii() || !is_word_byte(c as u8)).unwrap_or(rest.len());
             if language.is_keyword(&rest[..end]) {
                 Some(("keyword", end))
             } else {

@@ -162,20 +162,12 @@ impl Renderer<'_> {
                     CodeBlockKind::Fenced(info) => language_of(&info),
                     CodeBlockKind::Indented => String::new(),
                 };
-                self.code = Some(Code {
-                    language,
-                    text: String::new(),
-                });
+                self.code = Some(Code { language, text: String::new() });
             }
             Tag::Image { dest_url, .. } => {
-                self.image = Some(Image {
-                    url: dest_url.into_string(),
-                    alt: String::new(),
-                });
+                self.image = Some(Image { url: dest_url.into_string(), alt: String::new() });
             }
-            Tag::Link {
-                dest_url, title, ..
-            } => {
+            Tag::Link { dest_url, title, .. } => {
                 self.in_link += 1;
                 if url_is_safe(&dest_url) && self.room() {
                     self.out.push_str("<a href=\"");
@@ -186,8 +178,7 @@ impl Renderer<'_> {
                         escape_into(self.out, &title);
                         self.out.push('"');
                     }
-                    self.out
-                        .push_str(" rel=\"noopener noreferrer nofollow\" target=\"_blank\">");
+                    self.out.push_str(" rel=\"noopener noreferrer nofollow\" target=\"_blank\">");
                     self.open.push("</a>");
                 } else {
                     self.open.push("");
@@ -303,17 +294,12 @@ impl Renderer<'_> {
         // Never an <img>: reading an answer must not fetch anything. The alt text and, where
         // the address may be a link, a link to open it deliberately.
         self.out.push_str("<span class=\"image\">");
-        let alt = if image.alt.trim().is_empty() {
-            "image"
-        } else {
-            image.alt.trim()
-        };
+        let alt = if image.alt.trim().is_empty() { "image" } else { image.alt.trim() };
         escape_into(self.out, alt);
         if url_is_safe(&image.url) && !image.url.is_empty() {
             self.out.push_str(" <a href=\"");
             escape_into(self.out, &image.url);
-            self.out
-                .push_str("\" rel=\"noopener noreferrer nofollow\" target=\"_blank\">");
+            self.out.push_str("\" rel=\"noopener noreferrer nofollow\" target=\"_blank\">");
             escape_into(self.out, &image.url);
             self.out.push_str("</a>");
         }
@@ -359,10 +345,7 @@ fn find_url(text: &str) -> Option<usize> {
     while let Some(found) = text[from..].find("http") {
         let at = from + found;
         let after = &text[at..];
-        let starts_word = text[..at]
-            .chars()
-            .next_back()
-            .is_none_or(|c| !c.is_alphanumeric());
+        let starts_word = text[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
         let scheme = if after.starts_with("https://") {
             8
         } else if after.starts_with("http://") {
@@ -381,9 +364,7 @@ fn find_url(text: &str) -> Option<usize> {
 /// The address at the start of `text`: up to whitespace or `<`, without trailing punctuation
 /// (a sentence's full stop, a closing parenthesis it did not open).
 fn url_at(text: &str) -> &str {
-    let end = text
-        .find(|c: char| c.is_whitespace() || c == '<')
-        .unwrap_or(text.len());
+    let end = text.find(|c: char| c.is_whitespace() || c == '<').unwrap_or(text.len());
     let mut url = &text[..end];
     loop {
         let trimmed = url.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '"', '*', '_']);

@@ -50,9 +50,8 @@ fn fence_being_typed(line: &str) -> bool {
     };
     let run = trimmed.chars().take_while(|c| *c == fence).count();
     let info = &trimmed[run..];
-    let name_only = info
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '#' | '.' | '-'));
+    let name_only =
+        info.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '#' | '.' | '-'));
     match fence {
         '`' => name_only && (run >= 3 || info.is_empty()),
         _ => name_only && run >= 3,
@@ -149,10 +148,7 @@ fn close_spans(paragraph: &str, out: &mut String) {
         .map(|line| {
             let line = line.trim_start();
             let line = line.strip_prefix("* ").unwrap_or(line);
-            line.replace("**", "")
-                .replace(" * ", "  ")
-                .matches('*')
-                .count()
+            line.replace("**", "").replace(" * ", "  ").matches('*').count()
         })
         .sum();
     if stars % 2 == 1 {
@@ -198,8 +194,6 @@ fn table_head(tail: &str) -> Option<String> {
             let dashes = cell.trim_start_matches(':').trim_end_matches(':');
             !dashes.is_empty() && dashes.chars().all(|c| c == '-')
         });
-    let partial = delimiter
-        .chars()
-        .all(|c| matches!(c, '|' | '-' | ':' | ' '));
+    let partial = delimiter.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '));
     (!complete && partial).then(|| format!("{head}\n|{}", "---|".repeat(columns)))
 }

@@ -55,11 +55,7 @@ impl Blocks {
         let tail = &text[self.done_until..];
         // A block begins for good only on a finished line: `#` or `***` alone interrupt a
         // paragraph, `#tag` and `***bold***` continue it.
-        let settled = if finished {
-            tail.len()
-        } else {
-            tail.rfind('\n').map_or(0, |at| at + 1)
-        };
+        let settled = if finished { tail.len() } else { tail.rfind('\n').map_or(0, |at| at + 1) };
         let starts: Vec<usize> = block_starts(tail)
             .into_iter()
             .enumerate()
@@ -86,22 +82,13 @@ impl Blocks {
         self.open = (!open.trim().is_empty()).then(|| Block {
             start: self.done_until,
             revision: self.revision,
-            html: if finished {
-                to_html(open)
-            } else {
-                to_html(&repair(open))
-            }
-            .into(),
+            html: if finished { to_html(open) } else { to_html(&repair(open)) }.into(),
         });
     }
 
     /// The blocks in order: the finished ones, then the open one.
     pub fn list(&self) -> Vec<Block> {
-        self.done
-            .iter()
-            .chain(self.open.as_ref())
-            .cloned()
-            .collect()
+        self.done.iter().chain(self.open.as_ref()).cloned().collect()
     }
 
     /// The whole rendered message (the blocks' HTML, each in a `<div class="block">`), as the

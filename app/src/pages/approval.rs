@@ -105,19 +105,11 @@ pub(super) fn ApprovalView(
             let reason = Some(reason.get_untracked())
                 .map(|reason| reason.trim().to_owned())
                 .filter(|reason| !approve && !reason.is_empty());
-            crate::protocol::ApprovalRequest {
-                call_id,
-                approve,
-                reason,
-            }
+            crate::protocol::ApprovalRequest { call_id, approve, reason }
         });
     };
-    let label = move || {
-        format!(
-            "{} needs approval",
-            name().as_str().unwrap_or("this tool").to_owned()
-        )
-    };
+    let label =
+        move || format!("{} needs approval", name().as_str().unwrap_or("this tool").to_owned());
     let body = move || {
         match state() {
         Some(ApprovalState::Pending) if card.actions.is_some() => view! {

@@ -32,18 +32,10 @@ impl Branching {
         live: Option<(RwSignal<AgentHistory>, RwSignal<Option<String>>)>,
     ) -> Branching {
         let shown = history.agent.id;
-        let points = history
-            .branches
-            .as_ref()
-            .map(|list| fork_points(list, shown))
-            .unwrap_or_default();
+        let points =
+            history.branches.as_ref().map(|list| fork_points(list, shown)).unwrap_or_default();
         let conversation = history.agent.branch.map_or(shown, |origin| origin.root);
-        Branching {
-            points: StoredValue::new(points),
-            conversation,
-            shown,
-            live,
-        }
+        Branching { points: StoredValue::new(points), conversation, shown, live }
     }
 }
 
@@ -95,23 +87,14 @@ fn replace_turn(branching: Branching, after_seq: u64, text: String) {
         }
     });
     #[cfg(not(feature = "hydrate"))]
-    let _ = (
-        shown,
-        error,
-        after_seq,
-        text,
-        branching.shown,
-        branching.conversation,
-    );
+    let _ = (shown, error, after_seq, text, branching.shown, branching.conversation);
 }
 
 /// A user message's turn: its switcher, when lines part just before it, and Edit (live view).
 pub(super) fn user_turn_tools(timeline: ReadSignal<Timeline>, message_id: Uuid) -> Option<AnyView> {
     let branching = use_context::<Branching>()?;
     let (after_seq, text) = timeline.with_untracked(|timeline| turn_of(timeline, message_id))?;
-    let point = branching
-        .points
-        .with_value(|points| points.get(&after_seq).cloned());
+    let point = branching.points.with_value(|points| points.get(&after_seq).cloned());
     let editing = RwSignal::new(false);
     let draft = RwSignal::new(text);
     let edit = branching.live.is_some().then(|| {

@@ -93,31 +93,15 @@ pub(super) fn ClientToolView(
     let input = content_of(timeline, message_id, version, "input");
     let text = RwSignal::new(String::new());
     let send = move |output: Result<Value, String>| {
-        ApprovalActions::answer(
-            card.actions,
-            sending,
-            "tool-results",
-            call_id(),
-            |call_id| {
-                let (output, error) = match output {
-                    Ok(output) => (Some(output), None),
-                    Err(error) => (None, Some(error)),
-                };
-                crate::protocol::ToolResultRequest {
-                    call_id,
-                    output,
-                    error,
-                }
-            },
-        );
+        ApprovalActions::answer(card.actions, sending, "tool-results", call_id(), |call_id| {
+            let (output, error) = match output {
+                Ok(output) => (Some(output), None),
+                Err(error) => (None, Some(error)),
+            };
+            crate::protocol::ToolResultRequest { call_id, output, error }
+        });
     };
-    let question = move || {
-        input()
-            .get("question")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
+    let question = move || input().get("question").and_then(Value::as_str).unwrap_or("").to_owned();
     let tool = move || name().as_str().unwrap_or("a tool").to_owned();
     let body = move || {
         let state = state();
@@ -194,18 +178,12 @@ mod tests {
         assert_eq!(prompted("  blue \n"), json!({ "answer": "blue" }));
         let lines = [
             (Some(ApprovalState::Pending), None),
-            (
-                Some(ApprovalState::Returned { is_error: false }),
-                Some("answered"),
-            ),
+            (Some(ApprovalState::Returned { is_error: false }), Some("answered")),
             (
                 Some(ApprovalState::Returned { is_error: true }),
                 Some("declined, or the client reported an error"),
             ),
-            (
-                Some(ApprovalState::Closed),
-                Some("closed without an answer"),
-            ),
+            (Some(ApprovalState::Closed), Some("closed without an answer")),
         ];
         for (state, line) in lines {
             assert_eq!(state_line(state.as_ref()), line, "{state:?}");

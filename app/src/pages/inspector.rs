@@ -19,11 +19,8 @@ use crate::timeline::Timeline;
 pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
     let agent_id = history.agent.id;
     let lines = super::branches::line_note(&history);
-    let AgentMessages {
-        timeline,
-        connection,
-        ..
-    } = use_agent_messages_from(agent_id, history.timeline);
+    let AgentMessages { timeline, connection, .. } =
+        use_agent_messages_from(agent_id, history.timeline);
     let inspection = Memo::new(move |_| timeline.with(|timeline| inspect(timeline, run_id)));
     let hovered = RwSignal::new(None::<Uuid>);
     let summary = move || {
@@ -48,31 +45,23 @@ pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
     };
     let lanes = move || {
         inspection.with(|inspection| {
-            inspection
-                .as_ref()
-                .map(|inspection| inspection.lanes.clone())
-                .unwrap_or_default()
+            inspection.as_ref().map(|inspection| inspection.lanes.clone()).unwrap_or_default()
         })
     };
     let total_ms =
         move || inspection.with(|inspection| inspection.as_ref().map_or(0, |i| i.total_ms));
     let status = move || {
         inspection.with(|inspection| {
-            inspection
-                .as_ref()
-                .map_or("unknown", |inspection| inspection.run.status.as_str())
+            inspection.as_ref().map_or("unknown", |inspection| inspection.run.status.as_str())
         })
     };
     let trace_url_template = history.trace_url_template.clone();
     let trace = move || {
         let trace_id = inspection.with(|inspection| {
-            inspection
-                .as_ref()
-                .and_then(|inspection| inspection.run.trace_id.clone())
+            inspection.as_ref().and_then(|inspection| inspection.run.trace_id.clone())
         })?;
-        let link = trace_url_template
-            .as_ref()
-            .map(|template| template.replace("{trace_id}", &trace_id));
+        let link =
+            trace_url_template.as_ref().map(|template| template.replace("{trace_id}", &trace_id));
         let shown = trace_id.clone();
         Some(view! {
             <p class="muted trace" data-trace-id=trace_id>
@@ -206,10 +195,8 @@ fn raw_of(timeline: ReadSignal<Timeline>, block_id: Uuid) -> impl IntoView {
     let (texts, messages) = timeline.with(|timeline| {
         let mut texts = Vec::new();
         let mut messages = Vec::new();
-        let ids = timeline
-            .block(block_id)
-            .map(|block| block.message_ids.as_slice())
-            .unwrap_or_default();
+        let ids =
+            timeline.block(block_id).map(|block| block.message_ids.as_slice()).unwrap_or_default();
         for message in ids.iter().filter_map(|id| timeline.message(*id)) {
             let text = message.text();
             if !text.trim().is_empty() {

@@ -26,18 +26,12 @@ fn LiveView(history: AgentHistory, shown: RwSignal<AgentHistory>) -> impl IntoVi
     let lines = super::branches::line_note(&history);
     let send_error = RwSignal::new(None::<String>);
     let branching = super::branches::Branching::new(&history, Some((shown, send_error)));
-    let AgentMessages {
-        timeline,
-        connection,
-        error,
-    } = use_agent_messages_from(agent_id, history.timeline);
+    let AgentMessages { timeline, connection, error } =
+        use_agent_messages_from(agent_id, history.timeline);
     provide_context(super::shared::AgentOfPage(agent_id));
     provide_context(branching);
     // Approve / Deny on the tool cards answer here; a refusal shows where a send's would.
-    provide_context(super::approval::ApprovalActions {
-        agent_id,
-        error: send_error,
-    });
+    provide_context(super::approval::ApprovalActions { agent_id, error: send_error });
     let following = RwSignal::new(true);
     let scroller = NodeRef::<leptos::html::Div>::new();
 
@@ -147,10 +141,7 @@ fn Composer(
     };
     let running = move || {
         timeline.with(|timeline| {
-            timeline
-                .runs()
-                .last()
-                .is_some_and(|run| run.status == RunStatus::Running)
+            timeline.runs().last().is_some_and(|run| run.status == RunStatus::Running)
         })
     };
     let cancel = move |_| {

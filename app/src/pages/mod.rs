@@ -55,10 +55,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 /// no framing. A message that got markup past the renderer still could not run a script.
 #[cfg(feature = "ssr")]
 fn send_script_policy() {
-    let (Some(nonce), Some(response)) = (
-        leptos::nonce::use_nonce(),
-        use_context::<leptos_axum::ResponseOptions>(),
-    ) else {
+    let (Some(nonce), Some(response)) =
+        (leptos::nonce::use_nonce(), use_context::<leptos_axum::ResponseOptions>())
+    else {
         return;
     };
     let policy = format!(
@@ -186,11 +185,7 @@ fn AgentsPage() -> impl IntoView {
 /// The agent id of the current route, if it is a UUID.
 fn route_agent_id() -> impl Fn() -> Option<Uuid> + Copy {
     let params = use_params_map();
-    move || {
-        params
-            .with(|params| params.get("id"))
-            .and_then(|id| Uuid::parse_str(&id).ok())
-    }
+    move || params.with(|params| params.get("id")).and_then(|id| Uuid::parse_str(&id).ok())
 }
 
 /// Renders `ready` with the agent's history once it is loaded (on the server, before any HTML is
@@ -239,11 +234,8 @@ fn AgentPage() -> impl IntoView {
 fn InspectorPage() -> impl IntoView {
     let agent_id = route_agent_id();
     let params = use_params_map();
-    let run_id = move || {
-        params
-            .with(|params| params.get("run_id"))
-            .and_then(|id| Uuid::parse_str(&id).ok())
-    };
+    let run_id =
+        move || params.with(|params| params.get("run_id")).and_then(|id| Uuid::parse_str(&id).ok());
     move || match (agent_id(), run_id()) {
         // A run is in the log the link names (a conversation's own run is on its main line).
         (Some(agent_id), Some(run_id)) => with_history(agent_id, false, move |history| {

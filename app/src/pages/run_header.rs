@@ -46,16 +46,10 @@ pub fn duration_text(milliseconds: i64) -> String {
             let tenths = (milliseconds + 50) / 100;
             format!("{}.{} s", tenths / 10, tenths % 10)
         }
-        60_000..=3_599_999 => format!(
-            "{} min {} s",
-            milliseconds / 60_000,
-            milliseconds / 1000 % 60
-        ),
-        _ => format!(
-            "{} h {} min",
-            milliseconds / 3_600_000,
-            milliseconds / 60_000 % 60
-        ),
+        60_000..=3_599_999 => {
+            format!("{} min {} s", milliseconds / 60_000, milliseconds / 1000 % 60)
+        }
+        _ => format!("{} h {} min", milliseconds / 3_600_000, milliseconds / 60_000 % 60),
     }
 }
 
@@ -204,14 +198,8 @@ mod tests {
                 Some(run(RunStatus::Completed, Some("requires_client_tool"))),
                 ("awaiting_client", "waiting for the client"),
             ),
-            (
-                Some(run(RunStatus::Completed, Some("end_turn"))),
-                ("completed", "completed"),
-            ),
-            (
-                Some(run(RunStatus::Cancelled, Some("cancelled"))),
-                ("cancelled", "cancelled"),
-            ),
+            (Some(run(RunStatus::Completed, Some("end_turn"))), ("completed", "completed")),
+            (Some(run(RunStatus::Cancelled, Some("cancelled"))), ("cancelled", "cancelled")),
         ];
         for (run, expected) in cases {
             assert_eq!(bar_status(run.as_ref()), expected, "{run:?}");
@@ -234,9 +222,7 @@ mod tests {
         for (milliseconds, text) in cases {
             assert_eq!(duration_text(milliseconds), text);
         }
-        let at = DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
-            .unwrap()
-            .with_timezone(&Utc);
+        let at = DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z").unwrap().with_timezone(&Utc);
         let later = |seconds: i64| at + chrono::Duration::seconds(seconds);
         let cases = [
             (3, "just now"),

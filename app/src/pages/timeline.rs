@@ -14,11 +14,7 @@ use crate::timeline::{RunStatus, Timeline};
 pub(super) fn TimelineView(timeline: ReadSignal<Timeline>) -> impl IntoView {
     let block_ids = move || {
         timeline.with(|timeline| {
-            timeline
-                .blocks()
-                .iter()
-                .map(|block| block.block_id)
-                .collect::<Vec<_>>()
+            timeline.blocks().iter().map(|block| block.block_id).collect::<Vec<_>>()
         })
     };
     // A long log's history is folded from a recent run (`Timeline::starting_after`).
@@ -116,12 +112,9 @@ fn shown_in_its_card(timeline: &Timeline, block: &[Uuid], message_id: Uuid) -> b
     }
     let call_id = message.content.get("tool_call_id");
     call_id.is_some()
-        && block
-            .iter()
-            .filter_map(|id| timeline.message(*id))
-            .any(|other| {
-                other.kind == EventKind::ToolCall && other.content.get("tool_call_id") == call_id
-            })
+        && block.iter().filter_map(|id| timeline.message(*id)).any(|other| {
+            other.kind == EventKind::ToolCall && other.content.get("tool_call_id") == call_id
+        })
 }
 
 fn pretty(value: &serde_json::Value) -> String {
@@ -133,10 +126,7 @@ fn pretty(value: &serde_json::Value) -> String {
 #[component]
 fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoView {
     let kind = timeline.with_untracked(|timeline| {
-        timeline
-            .message(message_id)
-            .map(|message| message.kind)
-            .unwrap_or(EventKind::Other)
+        timeline.message(message_id).map(|message| message.kind).unwrap_or(EventKind::Other)
     });
     // Re-render this message only when an event of its own arrived: every frame checks one seq
     // per message instead of copying every message's text.
@@ -174,9 +164,7 @@ fn MessageView(timeline: ReadSignal<Timeline>, message_id: Uuid) -> impl IntoVie
         EventKind::ToolResult => view! { <OrphanResult timeline message_id version/> }.into_any(),
         EventKind::ApprovalRequested => {
             let client = timeline.with_untracked(|timeline| {
-                timeline
-                    .message(message_id)
-                    .is_some_and(crate::approvals::is_client_request)
+                timeline.message(message_id).is_some_and(crate::approvals::is_client_request)
             });
             if client {
                 view! { <super::client_tool::ClientToolView timeline message_id version/> }
@@ -305,10 +293,7 @@ fn ToolCallCard(
             serde_json::Value::Null => String::new(),
             other => other.to_string(),
         };
-        if let Some(message) = progress_message()
-            .as_str()
-            .filter(|message| !message.is_empty())
-        {
+        if let Some(message) = progress_message().as_str().filter(|message| !message.is_empty()) {
             if !text.is_empty() {
                 text.push_str(" · ");
             }

@@ -69,17 +69,12 @@ impl LogFrame {
         Ok(match kind.as_str() {
             "subscribed" => {
                 let frame: Subscribed = serde_json::from_str(text)?;
-                LogFrame::Subscribed {
-                    head_seq: frame.head_seq,
-                }
+                LogFrame::Subscribed { head_seq: frame.head_seq }
             }
             "events" => LogFrame::Events(serde_json::from_str::<Events>(text)?.events),
             "error" => {
                 let frame: Error = serde_json::from_str(text)?;
-                LogFrame::Error {
-                    code: frame.code,
-                    message: frame.message,
-                }
+                LogFrame::Error { code: frame.code, message: frame.message }
             }
             _ => {
                 // The same rule as for the kinds read: the frame is one JSON object.

@@ -28,10 +28,7 @@ pub struct TimelineMessage {
 impl TimelineMessage {
     /// The text of text-like messages (`content.text`), or "" when there is none.
     pub fn text(&self) -> &str {
-        self.content
-            .get("text")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.content.get("text").and_then(Value::as_str).unwrap_or("")
     }
 }
 

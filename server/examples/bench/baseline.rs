@@ -37,13 +37,7 @@ pub(crate) fn fsync_rate(directory: &Path, seconds: f64) -> Fsync {
     let _ = std::fs::remove_file(path);
     each_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |p: f64| each_ms[((each_ms.len() - 1) as f64 * p).round() as usize];
-    Fsync {
-        per_second,
-        p50_ms: at(0.5),
-        p99_ms: at(0.99),
-        p999_ms: at(0.999),
-        max_ms: at(1.0),
-    }
+    Fsync { per_second, p50_ms: at(0.5), p99_ms: at(0.99), p999_ms: at(0.999), max_ms: at(1.0) }
 }
 
 /// Lets the disk finish writing back what a phase left behind (the engine phase writes about
@@ -74,11 +68,7 @@ pub(crate) async fn seed_design(directory: &Path, events: u64) -> f64 {
         .journal_mode(SqliteJournalMode::Delete)
         .synchronous(SqliteSynchronous::Full)
         .disable_statement_logging();
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .unwrap();
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
     sqlx::query(
         "CREATE TABLE events (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, seq INTEGER NOT NULL, \
          content TEXT NOT NULL, UNIQUE (agent_id, seq))",

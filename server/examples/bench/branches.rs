@@ -28,20 +28,13 @@ async fn conversation(store: &dyn Store, events: u64) -> Uuid {
         let drafts: Vec<EventDraft> = (0..count)
             .map(|index| {
                 let last = written + index + 1 == events;
-                let kind = if last {
-                    EventKind::RunCompleted
-                } else {
-                    EventKind::Text
-                };
+                let kind = if last { EventKind::RunCompleted } else { EventKind::Text };
                 let mut draft = EventDraft::new(kind);
                 draft.content = json!({ "text": "token " });
                 draft
             })
             .collect();
-        store
-            .append(&[AppendBatch::new(agent.id, drafts)])
-            .await
-            .unwrap();
+        store.append(&[AppendBatch::new(agent.id, drafts)]).await.unwrap();
         written += count;
     }
     agent.id
@@ -52,9 +45,7 @@ async fn fork_times(store: &dyn Store, log: Uuid, after_seq: u64) -> (f64, f64) 
     let mut micros = Vec::with_capacity(FORKS);
     for _ in 0..FORKS {
         let started = Instant::now();
-        fork_at(store, log, after_seq)
-            .await
-            .expect("the fork is made");
+        fork_at(store, log, after_seq).await.expect("the fork is made");
         micros.push(started.elapsed().as_secs_f64() * 1e6);
     }
     micros.sort_by(f64::total_cmp);
@@ -66,10 +57,7 @@ async fn page_micros(store: &dyn Store, log: Uuid, since: u64) -> f64 {
     let mut micros = Vec::new();
     for _ in 0..21 {
         let started = Instant::now();
-        let page = store
-            .read_events_json(log, since, PAGE_EVENTS)
-            .await
-            .unwrap();
+        let page = store.read_events_json(log, since, PAGE_EVENTS).await.unwrap();
         assert!(!page.is_empty(), "the page has events");
         micros.push(started.elapsed().as_secs_f64() * 1e6);
     }
@@ -84,9 +72,7 @@ pub async fn measure(store: Arc<dyn Store>, events: u64, label: &str) {
     // Right after a million appends, SQLite's append thread moves the newest rows into the log
     // while it is idle, and a write from elsewhere waits for the write lock: timed apart.
     let started = Instant::now();
-    fork_at(store, long, events)
-        .await
-        .expect("the fork is made");
+    fork_at(store, long, events).await.expect("the fork is made");
     println!(
         "{:<66} {:>12.0} µs",
         format!("{label}first fork right after the conversation was written"),
@@ -111,9 +97,7 @@ pub async fn measure(store: Arc<dyn Store>, events: u64, label: &str) {
     store
         .append(&[AppendBatch::new(
             branch,
-            (0..PAGE_EVENTS)
-                .map(|_| EventDraft::new(EventKind::Text))
-                .collect(),
+            (0..PAGE_EVENTS).map(|_| EventDraft::new(EventKind::Text)).collect(),
         )])
         .await
         .unwrap();

@@ -61,9 +61,7 @@ pub(crate) async fn engine_counting(
     events_per_agent: u64,
     counting: bool,
 ) -> EngineFigures {
-    let hub = Arc::new(Hub::new(
-        agentstream_server::limits::HUB_ROOM_BATCHES_MAX_DEFAULT,
-    ));
+    let hub = Arc::new(Hub::new(agentstream_server::limits::HUB_ROOM_BATCHES_MAX_DEFAULT));
     let writer = if counting {
         Writer::spawn_observed(
             store.clone(),
@@ -77,20 +75,14 @@ pub(crate) async fn engine_counting(
     let mut agent_ids = Vec::new();
     for index in 0..agents {
         let agent = store
-            .create_agent(NewAgent {
-                name: format!("bench-{index}"),
-                ..NewAgent::default()
-            })
+            .create_agent(NewAgent { name: format!("bench-{index}"), ..NewAgent::default() })
             .await
             .unwrap();
         agent_ids.push(agent.id);
     }
     // Submit times by (agent, seq), read by the subscribers to measure latency.
-    let submitted: Arc<Vec<std::sync::Mutex<Vec<Instant>>>> = Arc::new(
-        (0..agents)
-            .map(|_| std::sync::Mutex::new(Vec::new()))
-            .collect(),
-    );
+    let submitted: Arc<Vec<std::sync::Mutex<Vec<Instant>>>> =
+        Arc::new((0..agents).map(|_| std::sync::Mutex::new(Vec::new())).collect());
     let mut subscribers = Vec::new();
     for (index, &agent_id) in agent_ids.iter().enumerate() {
         let mut live = hub.subscribe(agent_id);

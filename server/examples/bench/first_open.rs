@@ -93,9 +93,8 @@ async fn write_log(url: &str, tokens: u64, run_tokens: u64) -> Uuid {
 async fn open_after_start(url: &str, agent_id: Uuid) -> (f64, usize) {
     let server = Server::start(url, 0, 1).await;
     let started = Instant::now();
-    let response = reqwest::get(format!("{}/agents/{agent_id}/history", server.base))
-        .await
-        .unwrap();
+    let response =
+        reqwest::get(format!("{}/agents/{agent_id}/history", server.base)).await.unwrap();
     assert!(response.status().is_success(), "{}", response.status());
     let bytes = response.bytes().await.unwrap().len();
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
@@ -110,10 +109,5 @@ pub async fn measure(path: &Path, tokens: u64, run_tokens: u64) -> FirstOpen {
     let (without_snapshot_ms, page_bytes) = open_after_start(&url, agent_id).await;
     let (with_saved_snapshot_ms, _) = open_after_start(&url, agent_id).await;
     crate::baseline::remove_database(path);
-    FirstOpen {
-        tokens,
-        without_snapshot_ms,
-        with_saved_snapshot_ms,
-        page_bytes,
-    }
+    FirstOpen { tokens, without_snapshot_ms, with_saved_snapshot_ms, page_bytes }
 }

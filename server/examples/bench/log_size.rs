@@ -62,10 +62,7 @@ async fn stream_replies(url: &str, agents: u64, reply_tokens: u32) {
     }
     for run_id in runs {
         loop {
-            let run: Value = http
-                .get(format!("{}/v1/runs/{run_id}", server.base))
-                .answer()
-                .await;
+            let run: Value = http.get(format!("{}/v1/runs/{run_id}", server.base)).answer().await;
             if run["status"] != "running" {
                 break;
             }
@@ -81,10 +78,7 @@ pub async fn measure_postgres(url: &str, agents: u64, reply_tokens: u32) -> (u64
     use sqlx::Connection;
     stream_replies(url, agents, reply_tokens).await;
     let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
-    sqlx::query("VACUUM events")
-        .execute(&mut connection)
-        .await
-        .unwrap();
+    sqlx::query("VACUUM events").execute(&mut connection).await.unwrap();
     let (tokens, bytes): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT sum(last_seq - first_seq + 1) FROM events WHERE kind = 'text')::bigint, \
          pg_total_relation_size('events')",
@@ -100,15 +94,8 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
     crate::baseline::remove_database(path);
     let url = format!("sqlite://{}", path.display());
     stream_replies(&url, agents, reply_tokens).await;
-    let mut connection = SqliteConnectOptions::new()
-        .filename(path)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(&mut connection)
-        .await
-        .unwrap();
+    let mut connection = SqliteConnectOptions::new().filename(path).connect().await.unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut connection).await.unwrap();
     // Events, not rows: a run row holds `last_seq - first_seq + 1` of them.
     let count = |kind: Option<&str>| {
         let sql = match kind {
@@ -117,10 +104,7 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
         };
         sqlx::query_scalar::<_, i64>(sql).bind(kind.map(str::to_owned))
     };
-    let tokens = count(Some("text"))
-        .fetch_one(&mut connection)
-        .await
-        .unwrap() as u64;
+    let tokens = count(Some("text")).fetch_one(&mut connection).await.unwrap() as u64;
     let events = count(None).fetch_one(&mut connection).await.unwrap() as u64;
     let text_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE kind = 'text'")
         .fetch_one(&mut connection)
@@ -135,20 +119,13 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
         .collect();
     let averages = columns
         .iter()
-        .map(|name| {
-            format!(
-                "sum(coalesce(length(\"{name}\"), 0)) * 1.0 / {}",
-                tokens.max(1)
-            )
-        })
+        .map(|name| format!("sum(coalesce(length(\"{name}\"), 0)) * 1.0 / {}", tokens.max(1)))
         .collect::<Vec<_>>()
         .join(", ");
-    let row = sqlx::query(&format!(
-        "SELECT {averages} FROM events WHERE kind = 'text'"
-    ))
-    .fetch_one(&mut connection)
-    .await
-    .unwrap();
+    let row = sqlx::query(&format!("SELECT {averages} FROM events WHERE kind = 'text'"))
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
     let token_columns = columns
         .iter()
         .enumerate()
@@ -162,11 +139,5 @@ pub async fn measure(path: &Path, agents: u64, reply_tokens: u32) -> LogSize {
     };
     let bytes_on_disk = size("") + size("-wal");
     crate::baseline::remove_database(path);
-    LogSize {
-        tokens,
-        text_rows: text_rows as u64,
-        events,
-        bytes_on_disk,
-        token_columns,
-    }
+    LogSize { tokens, text_rows: text_rows as u64, events, bytes_on_disk, token_columns }
 }

@@ -115,10 +115,7 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("data/bench"));
     std::fs::create_dir_all(&directory).expect("the bench directory can be created");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(run(&directory, &sizes, smoke));
 }
 
@@ -167,17 +164,10 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         streams::measure(directory, sizes).await;
         return;
     }
-    println!(
-        "agentstream-bench{} on {}",
-        if smoke { " (smoke)" } else { "" },
-        directory.display()
-    );
+    println!("agentstream-bench{} on {}", if smoke { " (smoke)" } else { "" }, directory.display());
     let fsync = fsync_rate(directory, sizes.fsync_seconds);
     let fsyncs = fsync.per_second;
-    println!(
-        "{:<66} {:>12.0} /s",
-        "fsync (4 KiB write + fdatasync), the physical limit", fsyncs
-    );
+    println!("{:<66} {:>12.0} /s", "fsync (4 KiB write + fdatasync), the physical limit", fsyncs);
     println!(
         "{:<66} {:>12.2} ms / {:.2} ms / {:.2} ms / {:.1} ms",
         "  one fsync: p50 / p99 / p99.9 / max (the disk's own stalls)",
@@ -193,11 +183,8 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
     );
     let path = directory.join("engine.db");
     remove_database(&path);
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap(),
-    );
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap());
     let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
     remove_database(&path);
     settle_disk();
@@ -214,40 +201,25 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         remove_database(&path);
         format!("sqlite://{}", path.display())
     };
-    report_live(
-        "",
-        &sqlite_url("streams"),
-        &sqlite_url("gap"),
-        Some(&sqlite_url("slow")),
-        sizes,
-    )
-    .await;
+    report_live("", &sqlite_url("streams"), &sqlite_url("gap"), Some(&sqlite_url("slow")), sizes)
+        .await;
     observability::traces(directory, sizes).await;
     producer::measure(directory, sizes).await;
-    log_size::measure(
-        &directory.join("size.db"),
-        sizes.size_agents,
-        sizes.size_reply_tokens,
-    )
-    .await
-    .print();
-    first_open::measure(
-        &directory.join("open.db"),
-        sizes.open_tokens,
-        sizes.open_run_tokens,
-    )
-    .await
-    .print();
+    log_size::measure(&directory.join("size.db"), sizes.size_agents, sizes.size_reply_tokens)
+        .await
+        .print();
+    first_open::measure(&directory.join("open.db"), sizes.open_tokens, sizes.open_run_tokens)
+        .await
+        .print();
     match live::idle_memory(directory, sizes.idle_sockets).await {
         Some((sockets, bytes_each)) => println!(
             "{:<66} {:>12.1} KB each",
             format!("{sockets} idle subscribed WebSockets, server memory"),
             bytes_each / 1024.0
         ),
-        None => println!(
-            "{:<66} {:>12}",
-            "idle WebSockets: no release server binary to run", "skipped"
-        ),
+        None => {
+            println!("{:<66} {:>12}", "idle WebSockets: no release server binary to run", "skipped")
+        }
     }
     match std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL") {
         Ok(admin) if !admin.trim().is_empty() => postgres(&admin, sizes, baseline).await,
@@ -268,9 +240,7 @@ async fn create_postgres_database(admin: &str, name: &str) -> String {
 /// the server was told otherwise).
 async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
     use sqlx::Connection;
-    let mut connection = sqlx::PgConnection::connect(admin)
-        .await
-        .expect("PostgreSQL answers");
+    let mut connection = sqlx::PgConnection::connect(admin).await.expect("PostgreSQL answers");
     let settings: (String, String, String) = sqlx::query_as(
         "SELECT current_setting('server_version'), current_setting('fsync'), \
          current_setting('synchronous_commit')",
@@ -287,15 +257,10 @@ async fn postgres(admin: &str, sizes: &Sizes, sqlite_baseline: f64) {
         sizes.baseline_events,
     )
     .await;
-    println!(
-        "{:<66} {:>12.0} events/s",
-        "postgres baseline: one transaction per event", baseline
-    );
+    println!("{:<66} {:>12.0} events/s", "postgres baseline: one transaction per event", baseline);
     let url = create_postgres_database(admin, "engine").await;
     let store: Arc<dyn Store> = Arc::new(
-        PgStore::open(&url, &agentstream_server::store::ClusterOptions::default())
-            .await
-            .unwrap(),
+        PgStore::open(&url, &agentstream_server::store::ClusterOptions::default()).await.unwrap(),
     );
     let engine = engine(store, sizes.agents, sizes.events_per_agent).await;
     // The same for PostgreSQL: its checkpoint of the engine phase's writes now, not mid-stream
@@ -358,28 +323,19 @@ async fn report_live(
     let gap = live::resume_gap(&server).await;
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!(
-            "{label}resume a {}-event gap over WebSocket: first / all",
-            gap.events
-        ),
+        format!("{label}resume a {}-event gap over WebSocket: first / all", gap.events),
         gap.ws_first_ms,
         gap.ws_all_ms
     );
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!(
-            "{label}resume a {}-event gap over REST (pages of 1000): first / all",
-            gap.events
-        ),
+        format!("{label}resume a {}-event gap over REST (pages of 1000): first / all", gap.events),
         gap.rest_first_ms,
         gap.rest_all_ms
     );
     println!(
         "{:<66} {:>12.1} ms / {:.1} ms",
-        format!(
-            "{label}  same, {} pages in flight (as the live view reads): first / all",
-            4
-        ),
+        format!("{label}  same, {} pages in flight (as the live view reads): first / all", 4),
         gap.rest_parallel_first_ms,
         gap.rest_parallel_all_ms
     );
@@ -421,11 +377,7 @@ async fn report_live(
                 "{label}reader at {} KB/s, {}-token reply at ~1/ms{}",
                 sizes.slow_read_bytes_per_second / 1000,
                 slow.seqs,
-                if coalesce {
-                    ", coalesced"
-                } else {
-                    ", every event"
-                }
+                if coalesce { ", coalesced" } else { ", every event" }
             ),
             slow.behind_at_end_ms,
             slow.bytes as f64 / 1000.0,

@@ -83,11 +83,8 @@ pub async fn metrics(directory: &Path, sizes: &Sizes) -> (f64, f64) {
     let events = (sizes.agents * sizes.events_per_agent) as f64;
     for counting in rounds() {
         crate::baseline::remove_database(&path);
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&format!("sqlite://{}", path.display()))
-                .await
-                .unwrap(),
-        );
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap());
         let cpu = cpu_seconds();
         let figures =
             crate::engine::engine_counting(store, sizes.agents, sizes.events_per_agent, counting)

@@ -71,14 +71,7 @@ async fn producer_rate(server: &Server, agents: u64, events: u64) -> f64 {
                     seq += 1;
                     sent += count;
                 }
-                append(
-                    &http,
-                    &base,
-                    agent_id,
-                    seq,
-                    json!([{ "kind": "run_completed" }]),
-                )
-                .await;
+                append(&http, &base, agent_id, seq, json!([{ "kind": "run_completed" }])).await;
             })
         })
         .collect();
@@ -173,10 +166,7 @@ pub async fn measure(directory: &Path, sizes: &Sizes) {
         server.stop().await;
         println!(
             "{:<66} {:>12.1} ms / {:.1} ms / {:.1} ms",
-            format!(
-                "producer API: {} paced streams, append → WS frame p50/p99/max",
-                sizes.streams
-            ),
+            format!("producer API: {} paced streams, append → WS frame p50/p99/max", sizes.streams),
             produced.0,
             produced.1,
             produced.2

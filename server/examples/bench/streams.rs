@@ -70,15 +70,8 @@ async fn read_rate(server: &Server, messages: u64) -> f64 {
     let mut offset = "-1".to_owned();
     let mut read = 0;
     loop {
-        let response = http
-            .get(format!("{url}?offset={offset}"))
-            .send()
-            .await
-            .unwrap();
-        let next = response.headers()["stream-next-offset"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let response = http.get(format!("{url}?offset={offset}")).send().await.unwrap();
+        let next = response.headers()["stream-next-offset"].to_str().unwrap().to_owned();
         let up_to_date = response.headers().contains_key("stream-up-to-date");
         let page: Vec<Value> = response.json().await.unwrap();
         read += page.len() as u64;
@@ -131,10 +124,7 @@ pub async fn measure(directory: &Path, sizes: &Sizes) {
         "messages/s",
     );
     row(
-        format!(
-            "durable streams: catch-up read of {} messages",
-            sizes.producer_events
-        ),
+        format!("durable streams: catch-up read of {} messages", sizes.producer_events),
         read,
         "messages/s",
     );
@@ -145,12 +135,6 @@ pub async fn measure(directory: &Path, sizes: &Sizes) {
         &format!("durable streams: append → long-poll answer p50/p99/max ({samples})"),
         long_poll,
     );
-    latency(
-        &format!("durable streams: append → SSE data event p50/p99/max ({samples})"),
-        sse,
-    );
-    latency(
-        "  beside: our own loop on the same server, event made → WS frame",
-        ours,
-    );
+    latency(&format!("durable streams: append → SSE data event p50/p99/max ({samples})"), sse);
+    latency("  beside: our own loop on the same server, event made → WS frame", ours);
 }

@@ -65,10 +65,8 @@ pub async fn appends(
         .output()
         .await
         .expect("wrk runs (scripts/bench.sh --peers installs it)");
-    let (cpu, written) = (
-        target.cpu_ms() - cpu_before,
-        target.written_bytes().saturating_sub(written_before),
-    );
+    let (cpu, written) =
+        (target.cpu_ms() - cpu_before, target.written_bytes().saturating_sub(written_before));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report: Value = stdout
         .lines()
@@ -88,11 +86,7 @@ pub async fn appends(
             let messages: Vec<Value> = serde_json::from_slice(&page).expect("a JSON page");
             for message in messages {
                 read_back += 1;
-                let key = (
-                    message["t"].as_u64(),
-                    message["n"].as_u64(),
-                    message["k"].as_u64(),
-                );
+                let key = (message["t"].as_u64(), message["n"].as_u64(), message["k"].as_u64());
                 if !seen.insert(key) {
                     duplicates += 1;
                 }
@@ -119,16 +113,8 @@ async fn read_all(http: &reqwest::Client, url: &str) -> Vec<axum::body::Bytes> {
     let mut offset = "-1".to_owned();
     let mut pages = Vec::new();
     for _ in 0..CATCH_UP_PAGES_MAX {
-        let response = http
-            .get(format!("{url}?offset={offset}"))
-            .send()
-            .await
-            .expect("a read");
-        assert!(
-            response.status().is_success(),
-            "GET {url}: {}",
-            response.status()
-        );
+        let response = http.get(format!("{url}?offset={offset}")).send().await.expect("a read");
+        assert!(response.status().is_success(), "GET {url}: {}", response.status());
         let next = response
             .headers()
             .get("stream-next-offset")
@@ -152,9 +138,8 @@ pub async fn fill_catch_up_stream(target: &Target, name: &str) {
     let url = target.url(name);
     create(&http, &url).await;
     for start in (0..CATCH_UP_MESSAGES).step_by(100) {
-        let batch: Vec<Value> = (start..start + 100)
-            .map(|n| json!({ "n": n, "text": "a token of a reply" }))
-            .collect();
+        let batch: Vec<Value> =
+            (start..start + 100).map(|n| json!({ "n": n, "text": "a token of a reply" })).collect();
         append(&http, &url, Value::Array(batch).to_string()).await;
     }
     assert!(
@@ -202,10 +187,7 @@ pub async fn catch_up_reads(target: &Target, name: &str, seconds: u64) -> Option
     for reader in readers {
         reads += reader.await.expect("a reader");
     }
-    Some((
-        first_ms,
-        (reads * CATCH_UP_MESSAGES as u64) as f64 / started.elapsed().as_secs_f64(),
-    ))
+    Some((first_ms, (reads * CATCH_UP_MESSAGES as u64) as f64 / started.elapsed().as_secs_f64()))
 }
 
 /// p50 and p99 of `samples`, in ms.

@@ -40,21 +40,12 @@ fn usage(problem: &str) -> ! {
 
 impl Args {
     fn parse() -> Args {
-        let mut args = Args {
-            rounds: 3,
-            seconds: 10,
-            samples: 200,
-            kinds: Vec::new(),
-        };
+        let mut args = Args { rounds: 3, seconds: 10, samples: 200, kinds: Vec::new() };
         let mut words = std::env::args().skip(1);
         while let Some(word) = words.next() {
-            let value = words
-                .next()
-                .unwrap_or_else(|| usage(&format!("{word} needs a value")));
+            let value = words.next().unwrap_or_else(|| usage(&format!("{word} needs a value")));
             let number = || -> u64 {
-                value
-                    .parse()
-                    .unwrap_or_else(|_| usage(&format!("{value:?} is not a number")))
+                value.parse().unwrap_or_else(|_| usage(&format!("{value:?} is not a number")))
             };
             match word.as_str() {
                 "--rounds" => args.rounds = number().max(1) as usize,
@@ -98,38 +89,23 @@ struct Round {
 
 async fn measure(kind: Kind, round: usize, args: &Args, script: &std::path::Path) -> Round {
     let mut target = Target::start(kind).await;
-    let single = load::appends(
-        &target,
-        &format!("r{round}-single"),
-        1,
-        args.seconds,
-        script,
-    )
-    .await;
-    let batched = load::appends(
-        &target,
-        &format!("r{round}-batched"),
-        BATCH_MESSAGES,
-        args.seconds,
-        script,
-    )
-    .await;
+    let single = load::appends(&target, &format!("r{round}-single"), 1, args.seconds, script).await;
+    let batched =
+        load::appends(&target, &format!("r{round}-batched"), BATCH_MESSAGES, args.seconds, script)
+            .await;
     let disk_per_message =
         target.disk_bytes() as f64 / (single.read_back + batched.read_back).max(1) as f64;
     let catch_up_stream = format!("r{round}-catch-up");
     load::fill_catch_up_stream(&target, &catch_up_stream).await;
-    let catch_up = load::catch_up_reads(&target, &catch_up_stream, 3)
-        .await
-        .map_or(f64::NAN, |(_, rate)| rate);
+    let catch_up =
+        load::catch_up_reads(&target, &catch_up_stream, 3).await.map_or(f64::NAN, |(_, rate)| rate);
     let long_poll =
         load::long_poll_latency(&target, &format!("r{round}-long-poll"), args.samples).await;
     let sse = load::sse_latency(&target, &format!("r{round}-sse"), args.samples).await;
     // The same catch-up from a restarted server: from what it stored, none of its memory.
     target.restart().await;
     let (first_read_restarted_ms, catch_up_restarted) =
-        load::catch_up_reads(&target, &catch_up_stream, 3)
-            .await
-            .unwrap_or((f64::NAN, f64::NAN));
+        load::catch_up_reads(&target, &catch_up_stream, 3).await.unwrap_or((f64::NAN, f64::NAN));
     target.stop().await;
     Round {
         single,
@@ -150,14 +126,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn main() {
     let args = Args::parse();
-    let script = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../scripts/peers/append.lua"
-    ));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let script = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/peers/append.lua"));
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     let mut results: Vec<(Kind, Vec<Round>)> =
         args.kinds.iter().map(|kind| (*kind, Vec::new())).collect();
     let mut exact = true;
@@ -169,17 +140,11 @@ fn main() {
         }
         for index in order {
             let kind = results[index].0;
-            eprintln!(
-                "peers: round {} of {}: {}",
-                round + 1,
-                args.rounds,
-                kind.label()
-            );
+            eprintln!("peers: round {} of {}: {}", round + 1, args.rounds, kind.label());
             let figures = runtime.block_on(measure(kind, round, &args, &script));
-            for (what, appends) in [
-                ("1 per POST", figures.single),
-                ("64 per POST", figures.batched),
-            ] {
+            for (what, appends) in
+                [("1 per POST", figures.single), ("64 per POST", figures.batched)]
+            {
                 let whole = appends.errors == 0
                     && appends.duplicates == 0
                     && appends.read_back >= appends.acknowledged;
@@ -223,19 +188,14 @@ fn print_table(results: &[(Kind, Vec<Round>)], args: &Args) {
         format!("{:.0}", of(r, &|x| x.single.messages_per_second))
     });
     row("ack p50 / p99, same load (ms)", &|r| {
-        format!(
-            "{:.1} / {:.1}",
-            of(r, &|x| x.single.p50_ms),
-            of(r, &|x| x.single.p99_ms)
-        )
+        format!("{:.1} / {:.1}", of(r, &|x| x.single.p50_ms), of(r, &|x| x.single.p99_ms))
     });
     row(&format!("messages/s, {BATCH_MESSAGES} per POST"), &|r| {
         format!("{:.0}", of(r, &|x| x.batched.messages_per_second))
     });
-    row(
-        &format!("catch-up read of a {CATCH_UP_MESSAGES}-message stream, messages/s"),
-        &|r| format!("{:.0}", of(r, &|x| x.catch_up)),
-    );
+    row(&format!("catch-up read of a {CATCH_UP_MESSAGES}-message stream, messages/s"), &|r| {
+        format!("{:.0}", of(r, &|x| x.catch_up))
+    });
     row("the same read after a restart, messages/s", &|r| {
         format!("{:.0}", of(r, &|x| x.catch_up_restarted))
     });
@@ -243,26 +203,16 @@ fn print_table(results: &[(Kind, Vec<Round>)], args: &Args) {
         format!("{:.1}", of(r, &|x| x.first_read_restarted_ms))
     });
     row("append → long-poll reader, p50 / p99 (ms)", &|r| {
-        format!(
-            "{:.1} / {:.1}",
-            of(r, &|x| x.long_poll.0),
-            of(r, &|x| x.long_poll.1)
-        )
+        format!("{:.1} / {:.1}", of(r, &|x| x.long_poll.0), of(r, &|x| x.long_poll.1))
     });
     row("append → SSE reader, p50 / p99 (ms)", &|r| {
         format!("{:.1} / {:.1}", of(r, &|x| x.sse.0), of(r, &|x| x.sse.1))
     });
-    row(
-        "errors (non-2xx, socket) / duplicates read back, all rounds",
-        &|r| {
-            let errors: u64 = r.iter().map(|x| x.single.errors + x.batched.errors).sum();
-            let duplicates: u64 = r
-                .iter()
-                .map(|x| x.single.duplicates + x.batched.duplicates)
-                .sum();
-            format!("{errors} / {duplicates}")
-        },
-    );
+    row("errors (non-2xx, socket) / duplicates read back, all rounds", &|r| {
+        let errors: u64 = r.iter().map(|x| x.single.errors + x.batched.errors).sum();
+        let duplicates: u64 = r.iter().map(|x| x.single.duplicates + x.batched.duplicates).sum();
+        format!("{errors} / {duplicates}")
+    });
     row("server CPU per message, 1 / 64 per POST (µs)", &|r| {
         format!(
             "{:.1} / {:.2}",
@@ -277,7 +227,5 @@ fn print_table(results: &[(Kind, Vec<Round>)], args: &Args) {
             of(r, &|x| x.batched.written_per_message)
         )
     });
-    row("bytes on disk per message", &|r| {
-        format!("{:.0}", of(r, &|x| x.disk_per_message))
-    });
+    row("bytes on disk per message", &|r| format!("{:.0}", of(r, &|x| x.disk_per_message)));
 }

@@ -169,11 +169,7 @@ async fn spawn(kind: Kind, port: u16, data: &tempfile::TempDir) -> (tokio::proce
     let http = agentstream_server::http_client::client();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let answered = http
-            .put(&probe)
-            .header("content-type", "application/json")
-            .send()
-            .await;
+        let answered = http.put(&probe).header("content-type", "application/json").send().await;
         if answered.is_ok_and(|response| response.status().is_success()) {
             break;
         }
@@ -201,11 +197,7 @@ impl Target {
         // Fields after the command name (which may hold spaces): utime is the 14th field.
         let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
         let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks = |index: usize| {
-            fields
-                .get(index)
-                .and_then(|value| value.parse::<f64>().ok())
-        };
+        let ticks = |index: usize| fields.get(index).and_then(|value| value.parse::<f64>().ok());
         let per_second = 100.0; // USER_HZ on Linux
         match (ticks(11), ticks(12)) {
             (Some(user), Some(system)) => (user + system) * 1000.0 / per_second,

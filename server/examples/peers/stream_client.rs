@@ -14,17 +14,9 @@ pub fn nanos_now() -> i64 {
 
 /// Creates the JSON stream at `url`.
 pub async fn create(http: &reqwest::Client, url: &str) {
-    let response = http
-        .put(url)
-        .header("content-type", "application/json")
-        .send()
-        .await
-        .expect("a create");
-    assert!(
-        response.status().is_success(),
-        "PUT {url}: {}",
-        response.status()
-    );
+    let response =
+        http.put(url).header("content-type", "application/json").send().await.expect("a create");
+    assert!(response.status().is_success(), "PUT {url}: {}", response.status());
 }
 
 /// Appends `body` (JSON) to the stream at `url`.
@@ -36,11 +28,7 @@ pub async fn append(http: &reqwest::Client, url: &str, body: String) {
         .send()
         .await
         .expect("an append");
-    assert!(
-        response.status().is_success(),
-        "POST {url}: {}",
-        response.status()
-    );
+    assert!(response.status().is_success(), "POST {url}: {}", response.status());
 }
 
 /// Append request sent → long-poll answered, in ms, `samples` times, on a new stream at `url`.
@@ -84,11 +72,8 @@ pub async fn long_poll_latencies(url: &str, samples: usize) -> Vec<f64> {
 pub async fn sse_latencies(url: &str, samples: usize) -> Vec<f64> {
     let http = agentstream_server::http_client::client();
     create(&http, url).await;
-    let response = http
-        .get(format!("{url}?offset=now&live=sse"))
-        .send()
-        .await
-        .expect("an SSE read");
+    let response =
+        http.get(format!("{url}?offset=now&live=sse")).send().await.expect("an SSE read");
     let mut body = response.bytes_stream();
     let reader = tokio::spawn(async move {
         let mut latencies = Vec::new();
@@ -107,10 +92,8 @@ pub async fn sse_latencies(url: &str, samples: usize) -> Vec<f64> {
                 if !event.starts_with("event: data") && !event.starts_with("event:data") {
                     continue;
                 }
-                let data = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .collect::<String>();
+                let data =
+                    event.lines().filter_map(|line| line.strip_prefix("data:")).collect::<String>();
                 let messages: Vec<Value> = serde_json::from_str(data.trim()).unwrap_or_default();
                 for message in messages {
                     if let Some(sent) = message["sent"].as_i64() {

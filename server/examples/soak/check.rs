@@ -40,12 +40,8 @@ impl Record {
 
     /// Compares the record with the log's ids (`log[n]` for seq n + 1).
     pub fn compare(&self, log: &[Uuid]) -> Verdict {
-        let matching = self
-            .ids
-            .iter()
-            .zip(log)
-            .take_while(|(received, logged)| received == logged)
-            .count();
+        let matching =
+            self.ids.iter().zip(log).take_while(|(received, logged)| received == logged).count();
         Verdict {
             lost: log.len().saturating_sub(matching) as u64,
             wrong: (self.ids.len() - matching) as u64,
@@ -96,18 +92,9 @@ pub fn drift_percent(series: &[f64], warm_up: usize) -> Option<f64> {
     let after = series.get(warm_up..).filter(|after| !after.is_empty())?;
     let median = quantile(&mut after.to_vec(), 0.5);
     if median == 0.0 {
-        return Some(if after.iter().all(|&value| value == 0.0) {
-            0.0
-        } else {
-            f64::INFINITY
-        });
+        return Some(if after.iter().all(|&value| value == 0.0) { 0.0 } else { f64::INFINITY });
     }
-    Some(
-        after
-            .iter()
-            .map(|value| (value - median).abs() / median * 100.0)
-            .fold(0.0, f64::max),
-    )
+    Some(after.iter().map(|value| (value - median).abs() / median * 100.0).fold(0.0, f64::max))
 }
 
 /// The growth from the first third of the minutes after warm-up to the last third, in percent
@@ -135,40 +122,20 @@ mod tests {
     fn records_find_lost_duplicated_skipped_and_wrong_events() {
         let log = ids(5);
         let cases: &[(&[(u64, u128)], Verdict)] = &[
-            (
-                &[(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)],
-                Verdict::default(),
-            ),
+            (&[(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)], Verdict::default()),
             (
                 &[(1, 1), (2, 2), (2, 2), (3, 3), (4, 4), (5, 5)],
-                Verdict {
-                    duplicated: 1,
-                    ..Verdict::default()
-                },
+                Verdict { duplicated: 1, ..Verdict::default() },
             ),
             (
                 &[(1, 1), (2, 2), (4, 4), (5, 5)],
-                Verdict {
-                    lost: 3,
-                    skipped: 2,
-                    ..Verdict::default()
-                },
+                Verdict { lost: 3, skipped: 2, ..Verdict::default() },
             ),
             (
                 &[(1, 1), (2, 2), (3, 9), (4, 4), (5, 5)],
-                Verdict {
-                    lost: 3,
-                    wrong: 3,
-                    ..Verdict::default()
-                },
+                Verdict { lost: 3, wrong: 3, ..Verdict::default() },
             ),
-            (
-                &[(1, 1), (2, 2)],
-                Verdict {
-                    lost: 3,
-                    ..Verdict::default()
-                },
-            ),
+            (&[(1, 1), (2, 2)], Verdict { lost: 3, ..Verdict::default() }),
         ];
         for (received, expected) in cases {
             let mut record = Record::default();
@@ -181,16 +148,10 @@ mod tests {
 
     #[test]
     fn drift_and_trend_are_measured_after_warm_up() {
-        assert_eq!(
-            drift_percent(&[10.0, 100.0, 100.0, 105.0, 95.0], 1),
-            Some(5.0)
-        );
+        assert_eq!(drift_percent(&[10.0, 100.0, 100.0, 105.0, 95.0], 1), Some(5.0));
         assert_eq!(drift_percent(&[10.0, 100.0, 100.0, 120.0], 1), Some(20.0));
         assert_eq!(drift_percent(&[10.0], 1), None);
-        assert_eq!(
-            trend_percent(&[10.0, 100.0, 100.0, 110.0, 120.0, 120.0, 120.0], 1),
-            Some(20.0)
-        );
+        assert_eq!(trend_percent(&[10.0, 100.0, 100.0, 110.0, 120.0, 120.0, 120.0], 1), Some(20.0));
         assert_eq!(trend_percent(&[10.0, 100.0, 100.0], 1), None);
         assert_eq!(quantile(&mut [3.0, 1.0, 2.0], 0.5), 2.0);
     }

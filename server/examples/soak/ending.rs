@@ -37,16 +37,8 @@ pub struct Held {
 }
 
 pub async fn held(base: &str) -> Option<Held> {
-    let stats: Value = reqwest::get(format!("{base}/v1/stats"))
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
-    Some(Held {
-        tasks: stats["tasks_alive"].as_u64()?,
-        rooms: stats["hub_rooms"].as_u64()?,
-    })
+    let stats: Value = reqwest::get(format!("{base}/v1/stats")).await.ok()?.json().await.ok()?;
+    Some(Held { tasks: stats["tasks_alive"].as_u64()?, rooms: stats["hub_rooms"].as_u64()? })
 }
 
 /// Until `stop`: a client that opens a stream of a live agent (SSE or WebSocket, at random),
@@ -103,9 +95,7 @@ pub async fn hostile(
             _ => {
                 if let Ok((mut socket, _)) = tokio_tungstenite::connect_async(&ws_url).await {
                     let subscribe = json!({"type": "subscribe", "agent_id": agent_id, "since": 0});
-                    let _ = socket
-                        .send(Message::Text(subscribe.to_string().into()))
-                        .await;
+                    let _ = socket.send(Message::Text(subscribe.to_string().into())).await;
                     for _ in 0..random.below(4) {
                         let _ =
                             tokio::time::timeout(Duration::from_millis(200), socket.next()).await;
@@ -158,10 +148,7 @@ pub async fn sigterm(
     sleep(Duration::from_millis(500)).await;
     let pid = child.id()?;
     let signalled = Instant::now();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .ok()?;
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().ok()?;
     let wait = Duration::from_millis(SHUTDOWN_DRAIN_MS + EXIT_GRACE_MS);
     let status = tokio::time::timeout(wait, child.wait()).await.ok()?.ok()?;
     Some((signalled.elapsed(), status.success()))

@@ -147,9 +147,7 @@ pub async fn runner(
         if wait_for_end(&http, &base, run_id).await {
             metrics.runs_ended.fetch_add(1, Relaxed);
         } else {
-            metrics.fail(format!(
-                "run {run_id} did not end within {RUN_END_WAIT_MS} ms"
-            ));
+            metrics.fail(format!("run {run_id} did not end within {RUN_END_WAIT_MS} ms"));
         }
         sleep(random.millis(0, 200)).await;
     }
@@ -199,21 +197,12 @@ pub async fn subscriber(
     head: tokio::sync::watch::Receiver<Option<u64>>,
     mut random: Random,
 ) -> Record {
-    let who = Who {
-        base: &base,
-        agent_id,
-        transport,
-        metrics: &metrics,
-    };
+    let who = Who { base: &base, agent_id, transport, metrics: &metrics };
     let mut record = Record::default();
     // Some join late, and catch up from the store.
     sleep(random.millis(0, 20_000)).await;
     while !stop.is_cancelled() {
-        let manner = if random.below(5) == 0 {
-            Manner::Lagging
-        } else {
-            Manner::Prompt
-        };
+        let manner = if random.below(5) == 0 { Manner::Lagging } else { Manner::Prompt };
         let cancel = random.below(10) == 0;
         let until = Instant::now() + random.millis(1_000, 12_000);
         let ended = connection(who, &mut record, manner, cancel, &stop, until, None).await;
@@ -256,12 +245,7 @@ async fn connection(
     until: Instant,
     through: Option<u64>,
 ) -> Result<(), String> {
-    let Who {
-        base,
-        agent_id,
-        transport,
-        metrics,
-    } = who;
+    let Who { base, agent_id, transport, metrics } = who;
     metrics.sessions.fetch_add(1, Relaxed);
     let since = record.last_seq();
     let done = |record: &Record| through.is_some_and(|through| record.last_seq() >= through);
@@ -272,11 +256,7 @@ async fn connection(
             metrics.latency(event);
         }
         if !record.receive(event.seq, event.id) {
-            metrics.fail(format!(
-                "{agent_id}: seq {} after {}",
-                event.seq,
-                record.last_seq()
-            ));
+            metrics.fail(format!("{agent_id}: seq {} after {}", event.seq, record.last_seq()));
         }
     };
     match transport {
@@ -286,29 +266,16 @@ async fn connection(
             // buffers for it fill and it falls behind the live stream for real.
             let tcp = tokio::net::TcpSocket::new_v4().map_err(|error| error.to_string())?;
             if manner == Manner::Lagging {
-                tcp.set_recv_buffer_size(4096)
-                    .map_err(|error| error.to_string())?;
+                tcp.set_recv_buffer_size(4096).map_err(|error| error.to_string())?;
             }
-            let address = base
-                .trim_start_matches("http://")
-                .parse()
-                .map_err(|_| "address")?;
-            let tcp = tcp
-                .connect(address)
-                .await
-                .map_err(|error| format!("connect: {error}"))?;
+            let address = base.trim_start_matches("http://").parse().map_err(|_| "address")?;
+            let tcp = tcp.connect(address).await.map_err(|error| format!("connect: {error}"))?;
             let (mut socket, _) = tokio_tungstenite::client_async(&url, tcp)
                 .await
                 .map_err(|error| format!("upgrade: {error}"))?;
-            let subscribe = ClientMessage::Subscribe {
-                agent_id,
-                since,
-                coalesce: false,
-            };
+            let subscribe = ClientMessage::Subscribe { agent_id, since, coalesce: false };
             socket
-                .send(Message::Text(
-                    serde_json::to_string(&subscribe).unwrap().into(),
-                ))
+                .send(Message::Text(serde_json::to_string(&subscribe).unwrap().into()))
                 .await
                 .map_err(|error| format!("subscribe: {error}"))?;
             let mut live_after = u64::MAX;
@@ -317,15 +284,9 @@ async fn connection(
             while Instant::now() < until && !stop.is_cancelled() && !done(record) {
                 if cancel_at.is_some_and(|at| Instant::now() >= at) {
                     cancel_at = None;
-                    let message = ClientMessage::Cancel {
-                        agent_id,
-                        run_ids: None,
-                    };
+                    let message = ClientMessage::Cancel { agent_id, run_ids: None };
                     let text = serde_json::to_string(&message).unwrap();
-                    socket
-                        .send(Message::Text(text.into()))
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    socket.send(Message::Text(text.into())).await.map_err(|e| e.to_string())?;
                 }
                 let frame = match timeout(Duration::from_millis(250), socket.next()).await {
                     Err(_) => continue,
@@ -353,12 +314,7 @@ async fn connection(
                 if manner == Manner::Lagging {
                     // One stall of seconds (longer than the hub's room holds), then slow reads.
                     let stall = std::mem::take(&mut stalled);
-                    sleep(if stall {
-                        lag.millis(2_000, 6_000)
-                    } else {
-                        lag.millis(20, 200)
-                    })
-                    .await;
+                    sleep(if stall { lag.millis(2_000, 6_000) } else { lag.millis(20, 200) }).await;
                 }
             }
             // Half close cleanly, half just go away.
@@ -396,11 +352,7 @@ async fn connection(
                 }
                 let event: AgentEvent = serde_json::from_str(&item.data)
                     .map_err(|error| format!("unreadable event: {error}"))?;
-                let live_after = if Instant::now() >= live_from {
-                    0
-                } else {
-                    u64::MAX
-                };
+                let live_after = if Instant::now() >= live_from { 0 } else { u64::MAX };
                 take(record, &event, live_after);
                 if manner == Manner::Lagging {
                     sleep(lag.millis(20, 200)).await;
@@ -428,13 +380,7 @@ pub async fn bad_input(base: String, metrics: Arc<Metrics>, stop: CancellationTo
                 status(request).await
             }
             2 => status(http.get(format!("{base}/v1/agents/not-a-uuid/events?since=-3"))).await,
-            3 => {
-                status(
-                    http.post(format!("{base}/v1/agents"))
-                        .body(vec![b'x'; 200_000]),
-                )
-                .await
-            }
+            3 => status(http.post(format!("{base}/v1/agents")).body(vec![b'x'; 200_000])).await,
             4 => ws_refuses(&ws_url, Message::Text("{\"type\":\"subscribe\",".into())).await,
             _ => ws_refuses(&ws_url, Message::Binary(vec![0xff, 0x00, 0x13].into())).await,
         };
@@ -459,13 +405,9 @@ async fn status(request: reqwest::RequestBuilder) -> Result<(), String> {
 
 /// Sends `frame` and expects an error frame back.
 async fn ws_refuses(url: &str, frame: Message) -> Result<(), String> {
-    let (mut socket, _) = tokio_tungstenite::connect_async(url)
-        .await
-        .map_err(|error| format!("connect: {error}"))?;
-    socket
-        .send(frame)
-        .await
-        .map_err(|error| error.to_string())?;
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(url).await.map_err(|error| format!("connect: {error}"))?;
+    socket.send(frame).await.map_err(|error| error.to_string())?;
     let answer = timeout(Duration::from_secs(5), socket.next()).await;
     let _ = socket.close(None).await;
     match answer {

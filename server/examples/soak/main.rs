@@ -85,14 +85,10 @@ impl Args {
         };
         let mut words = std::env::args().skip(1);
         while let Some(word) = words.next() {
-            let mut value = || {
-                words
-                    .next()
-                    .unwrap_or_else(|| usage(&format!("{word} needs a value")))
-            };
+            let mut value =
+                || words.next().unwrap_or_else(|| usage(&format!("{word} needs a value")));
             let number = |text: String| {
-                text.parse()
-                    .unwrap_or_else(|_| usage(&format!("{text:?} is not a number")))
+                text.parse().unwrap_or_else(|_| usage(&format!("{text:?} is not a number")))
             };
             match word.as_str() {
                 "--minutes" => args.minutes = number(value()),
@@ -122,19 +118,14 @@ fn usage(problem: &str) -> ! {
 
 fn main() {
     let args = Args::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let passed = runtime.block_on(soak(args));
     std::process::exit(if passed { 0 } else { 1 });
 }
 
 async fn soak(args: Args) -> bool {
     let mut server = Server::start(args.database.as_deref()).await;
-    let before = ending::held(&server.base)
-        .await
-        .expect("the server's /v1/stats answers");
+    let before = ending::held(&server.base).await.expect("the server's /v1/stats answers");
     let metrics = Arc::new(Metrics::default());
     let stop = CancellationToken::new();
     let hostile = Arc::new(ending::Hostile::default());
@@ -152,11 +143,8 @@ async fn soak(args: Args) -> bool {
     let produced = Arc::new(ProducerMetrics::default());
     let mut slots = JoinSet::new();
     for slot in 0..args.agents + args.producers {
-        let driver = if slot < args.agents {
-            Driver::Runner
-        } else {
-            Driver::Producer(produced.clone())
-        };
+        let driver =
+            if slot < args.agents { Driver::Runner } else { Driver::Producer(produced.clone()) };
         slots.spawn(agent_slot(
             server.base.clone(),
             slot,
@@ -167,11 +155,7 @@ async fn soak(args: Args) -> bool {
             stop.clone(),
         ));
     }
-    let bad = tokio::spawn(load::bad_input(
-        server.base.clone(),
-        metrics.clone(),
-        stop.clone(),
-    ));
+    let bad = tokio::spawn(load::bad_input(server.base.clone(), metrics.clone(), stop.clone()));
 
     println!("minute  rss_MiB  fds  threads  tasks  sockets  runs/min  events/s  delivered/s  p50_ms  p99_ms  lagged  sessions  bad_refused  failures");
     let mut series = Series::default();
@@ -182,14 +166,9 @@ async fn soak(args: Args) -> bool {
         tokio::time::sleep(Duration::from_secs(60)).await;
         let sample = sample(&server).await;
         let delivered = metrics.delivered.load(Relaxed);
-        let appended = appended_total(&server.base, &metrics)
-            .await
-            .max(appended_before);
+        let appended = appended_total(&server.base, &metrics).await.max(appended_before);
         let mut latencies = std::mem::take(&mut *metrics.latencies_ms.lock().unwrap());
-        let (p50, p99) = (
-            quantile(&mut latencies, 0.5),
-            quantile(&mut latencies, 0.99),
-        );
+        let (p50, p99) = (quantile(&mut latencies, 0.5), quantile(&mut latencies, 0.99));
         println!(
             "{minute:>6}  {:>7.1}  {:>3}  {:>7}  {:>5}  {:>7}  {:>8}  {:>8.0}  {:>11.0}  {:>6.1}  {:>6.1}  {:>6}  {:>8}  {:>11}  {:>8}",
             sample.rss_mib, sample.fds, sample.threads, sample.tasks, sample.sockets,
@@ -217,9 +196,7 @@ async fn soak(args: Args) -> bool {
         let _ = task.await;
     }
     let ended = end(&mut server, before, &hostile).await;
-    report(
-        &args, &metrics, &produced, &series, verdict, checked, &server,
-    ) && ended
+    report(&args, &metrics, &produced, &series, verdict, checked, &server) && ended
 }
 
 /// Hostile clients beside the load: reconnect loops and clients that never read.
@@ -314,11 +291,7 @@ async fn agent_slot(
         let (head_sender, head) = tokio::sync::watch::channel(None);
         let mut readers = JoinSet::new();
         for index in 0..subscribers {
-            let transport = if index == 0 {
-                Transport::Sse
-            } else {
-                Transport::WebSocket
-            };
+            let transport = if index == 0 { Transport::Sse } else { Transport::WebSocket };
             readers.spawn(load::subscriber(
                 base.clone(),
                 agent_id,
@@ -363,9 +336,7 @@ async fn agent_slot(
             for problem in produced::compare(&produced_runs, &events) {
                 metrics.fail(format!("agent {agent_id}: {problem}"));
             }
-            counts
-                .runs_checked
-                .fetch_add(produced_runs.len() as u64, Relaxed);
+            counts.runs_checked.fetch_add(produced_runs.len() as u64, Relaxed);
         }
         let log: Vec<Uuid> = events.iter().map(|event| event.id).collect();
         {
@@ -382,10 +353,7 @@ async fn agent_slot(
             verdict.add(record_verdict);
             checked += 1;
         }
-        let deleted = http
-            .delete(format!("{base}/v1/agents/{agent_id}"))
-            .send()
-            .await;
+        let deleted = http.delete(format!("{base}/v1/agents/{agent_id}")).send().await;
         if !deleted.is_ok_and(|response| response.status().is_success()) {
             metrics.fail(format!("agent {agent_id} could not be deleted"));
         }
@@ -398,10 +366,7 @@ async fn read_log(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<Age
     let mut ids: Vec<AgentEvent> = Vec::new();
     loop {
         let page: EventsPage = http
-            .get(format!(
-                "{base}/v1/agents/{agent_id}/events?since={}&limit=1000",
-                ids.len()
-            ))
+            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", ids.len()))
             .answer()
             .await;
         for event in page.events {
@@ -423,10 +388,7 @@ async fn appended_total(base: &str, metrics: &Metrics) -> u64 {
     let http = agentstream_server::http_client::client();
     let mut total = retired;
     for agent_id in live {
-        let page = http
-            .get(format!("{base}/v1/agents/{agent_id}/events?limit=1"))
-            .send()
-            .await;
+        let page = http.get(format!("{base}/v1/agents/{agent_id}/events?limit=1")).send().await;
         if let Ok(response) = page {
             if let Ok(page) = response.json::<EventsPage>().await {
                 total += page.head_seq;

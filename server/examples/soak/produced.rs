@@ -47,10 +47,8 @@ pub fn compare(runs: &[ProducedRun], log: &[AgentEvent]) -> Vec<String> {
             problems.push("a produced run whose id its producer never learned".into());
             continue;
         };
-        let events: Vec<&AgentEvent> = log
-            .iter()
-            .filter(|event| event.run_id == Some(run_id))
-            .collect();
+        let events: Vec<&AgentEvent> =
+            log.iter().filter(|event| event.run_id == Some(run_id)).collect();
         if let Some(problem) = check_run(run, &events) {
             problems.push(format!("run {run_id}: {problem}"));
         }
@@ -59,17 +57,11 @@ pub fn compare(runs: &[ProducedRun], log: &[AgentEvent]) -> Vec<String> {
 }
 
 fn check_run(run: &ProducedRun, events: &[&AgentEvent]) -> Option<String> {
-    let starts = events
-        .iter()
-        .filter(|event| event.kind == EventKind::RunStarted)
-        .count();
+    let starts = events.iter().filter(|event| event.kind == EventKind::RunStarted).count();
     if starts != 1 || events.first().map(|event| event.kind) != Some(EventKind::RunStarted) {
         return Some(format!("{starts} run_started, not one at its start"));
     }
-    let ends: Vec<&&AgentEvent> = events
-        .iter()
-        .filter(|event| event.kind.is_run_end())
-        .collect();
+    let ends: Vec<&&AgentEvent> = events.iter().filter(|event| event.kind.is_run_end()).collect();
     let [end] = ends.as_slice() else {
         return Some(format!("{} ends, not one", ends.len()));
     };
@@ -95,11 +87,8 @@ fn check_run(run: &ProducedRun, events: &[&AgentEvent]) -> Option<String> {
         .filter_map(|event| event.delta.as_ref()?.as_str())
         .collect();
     let certain: Vec<&str> = run.texts.iter().map(String::as_str).collect();
-    let with_tail: Vec<&str> = certain
-        .iter()
-        .copied()
-        .chain(run.uncertain.iter().map(String::as_str))
-        .collect();
+    let with_tail: Vec<&str> =
+        certain.iter().copied().chain(run.uncertain.iter().map(String::as_str)).collect();
     if logged != certain && logged != with_tail {
         let first_difference = logged
             .iter()
@@ -133,13 +122,7 @@ mod tests {
             delta: delta.map(|text| json!(text)),
             metadata: json!({}),
             created_at: chrono::Utc::now(),
-            ..AgentEvent::bare(
-                Uuid::from_u128(seq as u128),
-                Uuid::nil(),
-                seq,
-                kind,
-                content,
-            )
+            ..AgentEvent::bare(Uuid::from_u128(seq as u128), Uuid::nil(), seq, kind, content)
         }
     }
 
@@ -233,12 +216,7 @@ mod tests {
             assert_eq!(problems.is_empty(), passes, "{name}: {problems:?}");
         }
         // A run in the log no producer wrote is named.
-        let stray = logged(
-            Uuid::from_u128(2),
-            &["x"],
-            EventKind::RunCompleted,
-            json!({}),
-        );
+        let stray = logged(Uuid::from_u128(2), &["x"], EventKind::RunCompleted, json!({}));
         assert_eq!(compare(&[], &stray).len(), 1);
     }
 }

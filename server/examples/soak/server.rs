@@ -28,22 +28,13 @@ impl Server {
             .status()
             .expect("cargo runs");
         assert!(built.success(), "the server binary did not build");
-        let binary = std::env::current_exe()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("server");
+        let binary =
+            std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("server");
         let directory = tempfile::tempdir().unwrap();
         let database = database
             .map(str::to_owned)
             .unwrap_or_else(|| format!("sqlite://{}", directory.path().join("soak.db").display()));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = directory.path().join("server.log");
         let child = tokio::process::Command::new(&binary)
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
@@ -54,10 +45,7 @@ impl Server {
             // catch-up path (`lagged`) many times a minute.
             .env("AGENTSTREAM_HUB_ROOM_BATCHES_MAX", "64")
             .env("AGENTSTREAM_SUBSCRIBER_OUTBOUND_FRAMES_MAX", "8")
-            .env(
-                "AGENTSTREAM_SHUTDOWN_DRAIN_MS",
-                ending::SHUTDOWN_DRAIN_MS.to_string(),
-            )
+            .env("AGENTSTREAM_SHUTDOWN_DRAIN_MS", ending::SHUTDOWN_DRAIN_MS.to_string())
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -75,13 +63,7 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let pid = child.id().unwrap();
-        Server {
-            base,
-            pid,
-            child,
-            log,
-            _directory: directory,
-        }
+        Server { base, pid, child, log, _directory: directory }
     }
 }
 

@@ -95,12 +95,7 @@ impl ApprovalDecision {
 
     /// A client tool's result for call `tool_call_id`.
     pub fn returned(tool_call_id: String, output: Result<Value, String>) -> ApprovalDecision {
-        ApprovalDecision {
-            tool_call_id,
-            approve: true,
-            reason: None,
-            output: Some(output),
-        }
+        ApprovalDecision { tool_call_id, approve: true, reason: None, output: Some(output) }
     }
 
     /// The key that makes this answer the only one.
@@ -194,10 +189,8 @@ pub fn answer_from_timeline(
                 "tool call {call_id} is answered twice in one request"
             )));
         }
-        let Some((position, approval)) = all
-            .iter()
-            .enumerate()
-            .find(|(_, approval)| approval.tool_call_id == call_id)
+        let Some((position, approval)) =
+            all.iter().enumerate().find(|(_, approval)| approval.tool_call_id == call_id)
         else {
             return Err(StartError::UnknownApproval(call_id.to_owned()));
         };
@@ -262,18 +255,9 @@ pub fn answer_from_timeline(
         .iter()
         .filter(|other| {
             other.state == ApprovalState::Pending
-                && !answers
-                    .iter()
-                    .any(|answer| answer.call.call_id == other.tool_call_id)
+                && !answers.iter().any(|answer| answer.call.call_id == other.tool_call_id)
         })
-        .map(|other| {
-            awaiting(
-                other.tool_call_id,
-                other.tool_name,
-                other.input,
-                other.client,
-            )
-        })
+        .map(|other| awaiting(other.tool_call_id, other.tool_name, other.input, other.client))
         .collect();
     Ok(ApprovalTurn {
         answers,
@@ -294,17 +278,10 @@ fn card_of(timeline: &Timeline, approval: &approvals::Approval<'_>) -> (Uuid, Uu
                 && approvals::call_id_of(message) == Some(approval.tool_call_id)
         })
         .map(|message| {
-            (
-                message.thread_id.unwrap_or(message.block_id),
-                message.block_id,
-                message.message_id,
-            )
+            (message.thread_id.unwrap_or(message.block_id), message.block_id, message.message_id)
         })
         .unwrap_or((
-            approval
-                .request
-                .thread_id
-                .unwrap_or(approval.request.block_id),
+            approval.request.thread_id.unwrap_or(approval.request.block_id),
             approval.request.block_id,
             Uuid::new_v4(),
         ))
@@ -316,9 +293,7 @@ fn describe(state: &ApprovalState) -> String {
         ApprovalState::Pending => "nothing yet".to_owned(),
         ApprovalState::Approved => "approved".to_owned(),
         ApprovalState::Denied { reason: None } => "denied".to_owned(),
-        ApprovalState::Denied {
-            reason: Some(reason),
-        } => format!("denied ({reason})"),
+        ApprovalState::Denied { reason: Some(reason) } => format!("denied ({reason})"),
         ApprovalState::Closed => "closed without an answer (its run ended)".to_owned(),
         ApprovalState::Returned { is_error: false } => "the client returned its result".to_owned(),
         ApprovalState::Returned { is_error: true } => "the client returned an error".to_owned(),
@@ -372,11 +347,7 @@ pub fn waiting_stop_reason(awaiting: &[Value]) -> &'static str {
 /// The events that ask for approval of `call` — or, for a tool that runs in the client
 /// (`client`), for its result: its card marked, then the request.
 pub fn request_drafts(ids: RunIds, call: &PendingCall, client: bool) -> [EventDraft; 2] {
-    let waits = if client {
-        "awaiting_client"
-    } else {
-        "awaiting_approval"
-    };
+    let waits = if client { "awaiting_client" } else { "awaiting_approval" };
     let status = ids.call_merge(call, json!({ "status": waits }));
     let mut request = ids.call_draft(call, EventKind::ApprovalRequested);
     request.message_id = Some(Uuid::new_v4());

@@ -51,13 +51,7 @@ pub fn timeout_of(metadata: &Value, server: Option<Duration>) -> Option<Duration
 pub fn check_agent_timeout(metadata: &Value) -> Result<(), String> {
     match metadata.get(AGENT_TIMEOUT_FIELD) {
         None => Ok(()),
-        Some(value)
-            if value
-                .as_u64()
-                .is_some_and(|ms| ms <= APPROVAL_TIMEOUT_MS_MAX) =>
-        {
-            Ok(())
-        }
+        Some(value) if value.as_u64().is_some_and(|ms| ms <= APPROVAL_TIMEOUT_MS_MAX) => Ok(()),
         Some(_) => Err(format!(
             "metadata.{AGENT_TIMEOUT_FIELD} must be a whole number of milliseconds from 0 (never) \
              to {APPROVAL_TIMEOUT_MS_MAX}"
@@ -67,10 +61,7 @@ pub fn check_agent_timeout(metadata: &Value) -> Result<(), String> {
 
 /// The reason the timeout's denial carries (the model reads it, and so does a person).
 pub fn timeout_reason(timeout: Duration) -> String {
-    format!(
-        "timed out: nobody answered within {}",
-        humane(timeout.as_millis())
-    )
+    format!("timed out: nobody answered within {}", humane(timeout.as_millis()))
 }
 
 fn humane(ms: u128) -> String {
@@ -106,9 +97,7 @@ pub fn due(
     }
     let mut due: Vec<_> = by_agent.into_iter().collect();
     due.sort_by_key(|(_, (position, _, _))| *position);
-    due.into_iter()
-        .map(|(agent_id, (_, limit, calls))| (agent_id, limit, calls))
-        .collect()
+    due.into_iter().map(|(agent_id, (_, limit, calls))| (agent_id, limit, calls)).collect()
 }
 
 /// Answers expired requests until `stop`.
@@ -166,9 +155,9 @@ async fn sweep(
     if open.is_empty() {
         return Ok(());
     }
-    for (agent_id, timeout, calls) in due(&open, now, |agent_id| {
-        timeouts.get(&agent_id).copied().flatten()
-    }) {
+    for (agent_id, timeout, calls) in
+        due(&open, now, |agent_id| timeouts.get(&agent_id).copied().flatten())
+    {
         if stop.is_cancelled() {
             return Ok(());
         }
@@ -232,11 +221,7 @@ mod tests {
             (json!({}), server, server),
             (json!({}), None, None),
             (json!({"approval_timeout_ms": 0}), server, None),
-            (
-                json!({"approval_timeout_ms": 1500}),
-                None,
-                Some(Duration::from_millis(1500)),
-            ),
+            (json!({"approval_timeout_ms": 1500}), None, Some(Duration::from_millis(1500))),
         ];
         for (metadata, server, expected) in cases {
             assert_eq!(timeout_of(&metadata, server), expected, "{metadata}");
@@ -244,14 +229,8 @@ mod tests {
         let checks = [
             (json!({}), true),
             (json!({"approval_timeout_ms": 0}), true),
-            (
-                json!({"approval_timeout_ms": APPROVAL_TIMEOUT_MS_MAX}),
-                true,
-            ),
-            (
-                json!({"approval_timeout_ms": APPROVAL_TIMEOUT_MS_MAX + 1}),
-                false,
-            ),
+            (json!({"approval_timeout_ms": APPROVAL_TIMEOUT_MS_MAX}), true),
+            (json!({"approval_timeout_ms": APPROVAL_TIMEOUT_MS_MAX + 1}), false),
             (json!({"approval_timeout_ms": -1}), false),
             (json!({"approval_timeout_ms": "60s"}), false),
             (json!({"approval_timeout_ms": 1.5}), false),
@@ -279,11 +258,7 @@ mod tests {
         let due = due(&requests, now, timeouts);
         assert_eq!(
             due,
-            [(
-                Uuid::from_u128(1),
-                Duration::from_secs(60),
-                vec!["a".to_owned(), "c".to_owned()]
-            )]
+            [(Uuid::from_u128(1), Duration::from_secs(60), vec!["a".to_owned(), "c".to_owned()])]
         );
         // A request from the future (clocks apart) has waited nothing.
         let ahead = [open(1, "a", -30, now)];

@@ -44,10 +44,7 @@ pub fn fork_point(seq: u64, event: Option<&AgentEvent>) -> Result<(), ForkError>
     if !event.kind.is_run_end() {
         return Err(ForkError::InsideRun(seq));
     }
-    let stop = event
-        .content
-        .get("stop_reason")
-        .and_then(|stop| stop.as_str());
+    let stop = event.content.get("stop_reason").and_then(|stop| stop.as_str());
     if event.kind == EventKind::RunCompleted
         && matches!(stop, Some(REQUIRES_APPROVAL | REQUIRES_CLIENT_TOOL))
     {
@@ -161,10 +158,7 @@ mod tests {
             (Some(end(EventKind::RunCancelled, "cancelled")), true),
             (Some(end(EventKind::RunCompleted, "max_iterations")), true),
             (Some(end(EventKind::RunCompleted, REQUIRES_APPROVAL)), false),
-            (
-                Some(end(EventKind::RunCompleted, REQUIRES_CLIENT_TOOL)),
-                false,
-            ),
+            (Some(end(EventKind::RunCompleted, REQUIRES_CLIENT_TOOL)), false),
             (Some(event(7, EventKind::Text, json!({}))), false),
             (Some(event(7, EventKind::RunStarted, json!({}))), false),
             (Some(event(7, EventKind::User, json!({}))), false),

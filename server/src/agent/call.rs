@@ -100,21 +100,10 @@ impl Run {
             Some(Ok(())) => "",
             Some(Err(error)) => crate::metrics::labels::bounded(&error.kind, PROVIDER_ERROR_KINDS),
         };
-        timing.end(
-            self.metrics(),
-            self.provider.name(),
-            error_type,
-            assembled.usage,
-        );
+        timing.end(self.metrics(), self.provider.name(), error_type, assembled.usage);
         chat.set(vec![
-            KeyValue::new(
-                "gen_ai.usage.input_tokens",
-                assembled.usage.input_tokens as i64,
-            ),
-            KeyValue::new(
-                "gen_ai.usage.output_tokens",
-                assembled.usage.output_tokens as i64,
-            ),
+            KeyValue::new("gen_ai.usage.input_tokens", assembled.usage.input_tokens as i64),
+            KeyValue::new("gen_ai.usage.output_tokens", assembled.usage.output_tokens as i64),
             KeyValue::new(
                 "gen_ai.response.finish_reasons",
                 opentelemetry::Value::Array(
@@ -134,10 +123,7 @@ impl Run {
             None => StepEnd::Cancelled,
             Some(Err(error)) => StepEnd::Failed(error),
             Some(Ok(())) => StepEnd::Finished {
-                stop_reason: assembled
-                    .stop_reason
-                    .clone()
-                    .unwrap_or_else(|| "end_turn".to_owned()),
+                stop_reason: assembled.stop_reason.clone().unwrap_or_else(|| "end_turn".to_owned()),
             },
         };
         Ok((end, assembled))
@@ -169,10 +155,7 @@ struct CallTiming {
 
 impl CallTiming {
     fn start() -> CallTiming {
-        CallTiming {
-            started: std::time::Instant::now(),
-            first_chunk_seen: false,
-        }
+        CallTiming { started: std::time::Instant::now(), first_chunk_seen: false }
     }
 
     /// True for the call's first piece (counted once).
@@ -198,10 +181,8 @@ impl CallTiming {
             .model_call_duration
             .get_or_create(&labels(provider, error_type))
             .observe(self.started.elapsed().as_secs_f64());
-        for (token_type, tokens) in [
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-        ] {
+        for (token_type, tokens) in [("input", usage.input_tokens), ("output", usage.output_tokens)]
+        {
             metrics
                 .token_usage
                 .get_or_create(&TokenLabels {
@@ -215,9 +196,5 @@ impl CallTiming {
 }
 
 fn labels(provider: &'static str, error_type: &'static str) -> ModelCallLabels {
-    ModelCallLabels {
-        gen_ai_operation_name: CHAT,
-        gen_ai_provider_name: provider,
-        error_type,
-    }
+    ModelCallLabels { gen_ai_operation_name: CHAT, gen_ai_provider_name: provider, error_type }
 }

@@ -65,9 +65,7 @@ pub fn parse(value: &Value) -> Result<Vec<ToolSpec>, String> {
         ));
     }
     if value.to_string().len() > CLIENT_TOOLS_BYTES_MAX {
-        return Err(format!(
-            "the client tools are over {CLIENT_TOOLS_BYTES_MAX} bytes of JSON"
-        ));
+        return Err(format!("the client tools are over {CLIENT_TOOLS_BYTES_MAX} bytes of JSON"));
     }
     let mut specs: Vec<ToolSpec> = Vec::with_capacity(tools.len());
     for (index, tool) in tools.iter().enumerate() {
@@ -82,10 +80,7 @@ pub fn parse(value: &Value) -> Result<Vec<ToolSpec>, String> {
 
 fn parse_one(tool: &Value) -> Result<ToolSpec, String> {
     let tool = tool.as_object().ok_or("must be an object")?;
-    let name = tool
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or("needs a name (a string)")?;
+    let name = tool.get("name").and_then(Value::as_str).ok_or("needs a name (a string)")?;
     let valid = |character: char| character.is_ascii_alphanumeric() || "_-".contains(character);
     if name.is_empty()
         || name.chars().count() > CLIENT_TOOL_NAME_CHARS_MAX
@@ -123,11 +118,7 @@ fn parse_one(tool: &Value) -> Result<ToolSpec, String> {
         ))
         }
     };
-    Ok(ToolSpec {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        input_schema,
-    })
+    Ok(ToolSpec { name: name.to_owned(), description: description.to_owned(), input_schema })
 }
 
 /// Refuses client tools named like one of the agent's own (`server_names`): a call could not
@@ -137,14 +128,10 @@ pub fn check_names<'a>(
     server_names: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), String> {
     let server: Vec<&str> = server_names.into_iter().collect();
-    match specs
-        .iter()
-        .find(|spec| server.contains(&spec.name.as_str()))
-    {
-        Some(spec) => Err(format!(
-            "client tool {:?} has the name of one of the agent's own tools",
-            spec.name
-        )),
+    match specs.iter().find(|spec| server.contains(&spec.name.as_str())) {
+        Some(spec) => {
+            Err(format!("client tool {:?} has the name of one of the agent's own tools", spec.name))
+        }
         None => Ok(()),
     }
 }
@@ -164,16 +151,13 @@ pub fn answers(
     timeline: &app::timeline::Timeline,
     outputs: &[ToolOutput],
 ) -> Result<Vec<ApprovalDecision>, StartError> {
-    let requests: Vec<_> = app::approvals::approvals(timeline)
-        .into_iter()
-        .filter(|request| request.client)
-        .collect();
+    let requests: Vec<_> =
+        app::approvals::approvals(timeline).into_iter().filter(|request| request.client).collect();
     let mut answers = Vec::new();
     let mut answered_before = None;
     for output in outputs {
-        let Some(request) = requests
-            .iter()
-            .find(|request| request.tool_call_id == output.tool_call_id)
+        let Some(request) =
+            requests.iter().find(|request| request.tool_call_id == output.tool_call_id)
         else {
             continue;
         };
@@ -212,10 +196,7 @@ pub fn to_metadata(specs: &[ToolSpec]) -> Value {
 /// The client tools a `run_started`'s metadata keeps (none when absent or unreadable: they
 /// were checked when the run was asked for).
 pub fn from_metadata(metadata: &Value) -> Vec<ToolSpec> {
-    metadata
-        .get(METADATA_FIELD)
-        .map(|tools| parse(tools).unwrap_or_default())
-        .unwrap_or_default()
+    metadata.get(METADATA_FIELD).map(|tools| parse(tools).unwrap_or_default()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -236,18 +217,9 @@ mod tests {
                 Ok(vec!["confirm", "read_page", "ping"]),
             ),
             (json!({"name": "x"}), Err("client tools must be a list")),
-            (
-                json!([{"description": "no name"}]),
-                Err("client tool 0: needs a name"),
-            ),
-            (
-                json!([{"name": ""}]),
-                Err("client tool 0: name \"\" must be"),
-            ),
-            (
-                json!([{"name": "has space"}]),
-                Err("client tool 0: name \"has space\""),
-            ),
+            (json!([{"description": "no name"}]), Err("client tool 0: needs a name")),
+            (json!([{"name": ""}]), Err("client tool 0: name \"\" must be")),
+            (json!([{"name": "has space"}]), Err("client tool 0: name \"has space\"")),
             (json!([{"name": long_name}]), Err("client tool 0: name")),
             (
                 json!([{"name": "a", "description": 5}]),
@@ -257,14 +229,8 @@ mod tests {
                 json!([{"name": "a", "parameters": {"type": "string"}}]),
                 Err("client tool 0: a: parameters must be"),
             ),
-            (
-                json!([{"name": "a", "parameters": []}]),
-                Err("client tool 0: a: parameters must be"),
-            ),
-            (
-                json!([{"name": "a"}, {"name": "a"}]),
-                Err("client tool \"a\" is given twice"),
-            ),
+            (json!([{"name": "a", "parameters": []}]), Err("client tool 0: a: parameters must be")),
+            (json!([{"name": "a"}, {"name": "a"}]), Err("client tool \"a\" is given twice")),
             (
                 Value::Array(
                     (0..=CLIENT_TOOLS_PER_RUN_MAX)
@@ -295,10 +261,7 @@ mod tests {
                 }
                 Err(start) => {
                     let why = parsed.expect_err(&given.to_string());
-                    assert!(
-                        why.starts_with(start),
-                        "{why:?} should start with {start:?}"
-                    );
+                    assert!(why.starts_with(start), "{why:?} should start with {start:?}");
                 }
             }
         }

@@ -42,9 +42,9 @@ pub fn conversation_awaiting(
     let mut results_kept = 0usize;
     for message in timeline.messages() {
         match message.kind {
-            EventKind::User => conversation.push(ConversationMessage::User {
-                text: message.text().to_owned(),
-            }),
+            EventKind::User => {
+                conversation.push(ConversationMessage::User { text: message.text().to_owned() })
+            }
             EventKind::Thinking => {
                 // Signed (or redacted) thinking goes back unchanged, opening its step's turn;
                 // unsigned thinking is the model's own notes, not sent again.
@@ -52,11 +52,11 @@ pub fn conversation_awaiting(
                     continue;
                 };
                 match conversation.last_mut() {
-                    Some(ConversationMessage::Assistant {
-                        text,
-                        tool_calls,
-                        thinking,
-                    }) if text.is_empty() && tool_calls.is_empty() => thinking.push(block),
+                    Some(ConversationMessage::Assistant { text, tool_calls, thinking })
+                        if text.is_empty() && tool_calls.is_empty() =>
+                    {
+                        thinking.push(block)
+                    }
                     _ => conversation.push(ConversationMessage::Assistant {
                         text: String::new(),
                         tool_calls: Vec::new(),
@@ -65,9 +65,11 @@ pub fn conversation_awaiting(
                 }
             }
             EventKind::Text => match conversation.last_mut() {
-                Some(ConversationMessage::Assistant {
-                    text, tool_calls, ..
-                }) if tool_calls.is_empty() => text.push_str(message.text()),
+                Some(ConversationMessage::Assistant { text, tool_calls, .. })
+                    if tool_calls.is_empty() =>
+                {
+                    text.push_str(message.text())
+                }
                 _ => conversation.push(ConversationMessage::Assistant {
                     text: message.text().to_owned(),
                     tool_calls: Vec::new(),
@@ -164,26 +166,16 @@ impl Pairing {
     fn answered_call(&self, message: &Message, warnings: &mut Vec<String>) -> Option<ToolCall> {
         let name = message.content.get("name").and_then(Value::as_str);
         let (Some(id), Some(name)) = (call_id(message), name) else {
-            warnings.push(format!(
-                "an unusable tool call was dropped (seq {})",
-                message.first_seq
-            ));
+            warnings.push(format!("an unusable tool call was dropped (seq {})", message.first_seq));
             return None;
         };
         if !self.result_of.contains_key(id) && !self.awaited.contains(id) {
             warnings.push(format!("tool call {id} has no result and was dropped"));
             return None;
         }
-        let input = message
-            .content
-            .get("input")
-            .cloned()
-            .unwrap_or(Value::Object(Default::default()));
-        Some(ToolCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            input,
-        })
+        let input =
+            message.content.get("input").cloned().unwrap_or(Value::Object(Default::default()));
+        Some(ToolCall { id: id.to_owned(), name: name.to_owned(), input })
     }
 
     /// The result `message` holds, the first time its call's result is asked for.
@@ -193,11 +185,7 @@ impl Pairing {
             return None;
         }
         let (content, is_error) = self.result_of.remove(id)?;
-        Some(ConversationMessage::ToolResult {
-            tool_call_id: id.to_owned(),
-            content,
-            is_error,
-        })
+        Some(ConversationMessage::ToolResult { tool_call_id: id.to_owned(), content, is_error })
     }
 }
 
@@ -205,16 +193,10 @@ impl Pairing {
 /// redacted data; `None` for thinking without either (nothing a provider checks).
 fn thinking_block(message: &Message) -> Option<ThinkingBlock> {
     let field = |name: &str| {
-        message
-            .content
-            .get(name)
-            .and_then(Value::as_str)
-            .filter(|value| !value.is_empty())
+        message.content.get(name).and_then(Value::as_str).filter(|value| !value.is_empty())
     };
     if let Some(data) = field("redacted") {
-        return Some(ThinkingBlock::Redacted {
-            data: data.to_owned(),
-        });
+        return Some(ThinkingBlock::Redacted { data: data.to_owned() });
     }
     Some(ThinkingBlock::Signed {
         thinking: message.text().to_owned(),
@@ -244,18 +226,13 @@ fn result_text(result: Option<&Value>) -> String {
 fn chars_of(message: &ConversationMessage) -> usize {
     match message {
         ConversationMessage::User { text } => text.len(),
-        ConversationMessage::Assistant {
-            text,
-            tool_calls,
-            thinking,
-        } => {
+        ConversationMessage::Assistant { text, tool_calls, thinking } => {
             thinking
                 .iter()
                 .map(|block| match block {
-                    ThinkingBlock::Signed {
-                        thinking,
-                        signature,
-                    } => thinking.len() + signature.len(),
+                    ThinkingBlock::Signed { thinking, signature } => {
+                        thinking.len() + signature.len()
+                    }
                     ThinkingBlock::Redacted { data } => data.len(),
                 })
                 .sum::<usize>()
@@ -275,10 +252,7 @@ fn keep_within_chars(conversation: &mut Vec<ConversationMessage>, chars_max: usi
     let mut total: usize = conversation.iter().map(chars_of).sum();
     let mut dropped = 0;
     while total > chars_max
-        || matches!(
-            conversation.first(),
-            Some(ConversationMessage::ToolResult { .. })
-        )
+        || matches!(conversation.first(), Some(ConversationMessage::ToolResult { .. }))
     {
         if conversation.is_empty() {
             break;

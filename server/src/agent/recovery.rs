@@ -66,17 +66,13 @@ pub async fn recover(
             continue;
         }
         if let Some(producer) = producer_with_lease(store, &started, run_id).await? {
-            recovered
-                .left_to_producers
-                .push((started.agent_id, run_id, producer));
+            recovered.left_to_producers.push((started.agent_id, run_id, producer));
             continue;
         }
         let events = run_events(store, &started).await?;
         let drafts = interruption(&started, &events);
-        recovered.answered_calls += drafts
-            .iter()
-            .filter(|draft| draft.kind == EventKind::ToolResult)
-            .count();
+        recovered.answered_calls +=
+            drafts.iter().filter(|draft| draft.kind == EventKind::ToolResult).count();
         match writer.append_closing(started.agent_id, drafts).await {
             Ok(_) => {}
             // Another process ended it first (or its owner came back): not ours to end.
@@ -96,11 +92,7 @@ async fn producer_with_lease(
     started: &AgentEvent,
     run_id: Uuid,
 ) -> Result<Option<String>, StoreError> {
-    let Some(producer) = started
-        .metadata
-        .pointer("/producer/id")
-        .and_then(Value::as_str)
-    else {
+    let Some(producer) = started.metadata.pointer("/producer/id").and_then(Value::as_str) else {
         return Ok(None);
     };
     let lease_ms = started
@@ -126,15 +118,10 @@ pub async fn run_events(
     let mut events = Vec::new();
     let mut since = started.seq - 1;
     loop {
-        let page = store
-            .read_events(started.agent_id, since, RECOVERY_PAGE_EVENTS)
-            .await?;
+        let page = store.read_events(started.agent_id, since, RECOVERY_PAGE_EVENTS).await?;
         let full = page.len() as u32 == RECOVERY_PAGE_EVENTS;
         since = page.last().map_or(since, |event| event.seq);
-        events.extend(
-            page.into_iter()
-                .filter(|event| event.run_id == started.run_id),
-        );
+        events.extend(page.into_iter().filter(|event| event.run_id == started.run_id));
         if !full {
             return Ok(events);
         }
@@ -156,11 +143,7 @@ pub fn closing_drafts(
     events: &[AgentEvent],
     error: Value,
 ) -> Vec<EventDraft> {
-    let why = error
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("the run stopped")
-        .to_owned();
+    let why = error.get("message").and_then(Value::as_str).unwrap_or("the run stopped").to_owned();
     let answered: HashSet<&str> = events
         .iter()
         .filter(|event| event.kind == EventKind::ToolResult)

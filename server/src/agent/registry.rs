@@ -117,9 +117,7 @@ impl Runs {
     }
 
     fn active(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, ActiveRun>> {
-        self.active
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.active.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Takes the agent's run slot for `run_id`: refused while another run of the agent is going
@@ -132,10 +130,7 @@ impl Runs {
     ) -> Result<Reserved, StartRunError> {
         let mut active = self.active();
         if let Some(running) = active.get(&agent_id) {
-            return Err(StartRunError::RunInProgress {
-                agent_id,
-                run_id: running.run_id,
-            });
+            return Err(StartRunError::RunInProgress { agent_id, run_id: running.run_id });
         }
         if active.len() >= ACTIVE_RUNS_MAX {
             return Err(StartRunError::TooManyRuns);
@@ -155,12 +150,7 @@ impl Runs {
                 produced,
             },
         );
-        Ok(Reserved {
-            cancel,
-            ending,
-            interrupted,
-            finished: finished_sender,
-        })
+        Ok(Reserved { cancel, ending, interrupted, finished: finished_sender })
     }
 
     /// Shutdown: waits until `wait` has passed for our runs in flight to end by themselves (an
@@ -216,17 +206,10 @@ impl Runs {
         options: RunOptions,
     ) -> Result<Uuid, StartRunError> {
         let provider = self.providers.for_agent(agent)?;
-        let Reserved {
-            cancel,
-            ending,
-            interrupted,
-            finished: finished_sender,
-        } = self.reserve(agent.id, run_id, false)?;
+        let Reserved { cancel, ending, interrupted, finished: finished_sender } =
+            self.reserve(agent.id, run_id, false)?;
         let request = ProviderRequest {
-            system: options
-                .instructions
-                .clone()
-                .or_else(|| agent.system.clone()),
+            system: options.instructions.clone().or_else(|| agent.system.clone()),
             model: model_for(agent, provider.name()),
             thinking_budget_tokens: crate::provider::anthropic::thinking_budget_of(&agent.metadata),
             messages: match &turn {
@@ -292,9 +275,9 @@ impl Runs {
                 )
             }
         };
-        let iterations_max = options.iterations_max.map_or(self.iterations_max, |asked| {
-            asked.clamp(1, self.iterations_max)
-        });
+        let iterations_max = options
+            .iterations_max
+            .map_or(self.iterations_max, |asked| asked.clamp(1, self.iterations_max));
         let slot = Slot {
             active: self.active.clone(),
             agent_id: agent.id,
@@ -384,10 +367,7 @@ impl Runs {
             return None;
         }
         run.cancel.cancel();
-        Some(Cancelling {
-            run_id: run.run_id,
-            finished: run.finished.clone(),
-        })
+        Some(Cancelling { run_id: run.run_id, finished: run.finished.clone() })
     }
 
     /// Whether an agent's provider choice can be served.

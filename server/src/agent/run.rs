@@ -111,10 +111,7 @@ impl Run {
     ) -> Run {
         Run {
             agent_id,
-            ids: RunIds {
-                run_id,
-                thread_id: Uuid::new_v4(),
-            },
+            ids: RunIds { run_id, thread_id: Uuid::new_v4() },
             writer,
             in_flight: VecDeque::new(),
             provider,
@@ -236,13 +233,8 @@ impl Run {
         options: RunOptions,
     ) -> Result<(), AppendError> {
         let answer = self.answer.take();
-        let opening = opening_drafts(
-            self.ids,
-            self.provider.name(),
-            &request,
-            &options,
-            answer.as_ref(),
-        );
+        let opening =
+            opening_drafts(self.ids, self.provider.name(), &request, &options, answer.as_ref());
         for mut draft in opening {
             // The run's trace, where the inspector and an operator find it.
             if let (EventKind::RunStarted, Some(trace_id)) = (draft.kind, self.trace.trace_id()) {
@@ -286,14 +278,12 @@ impl Run {
             let (end, step) = self.llm_step(request.clone()).await?;
             match end {
                 StepEnd::Cancelled => {
-                    self.answer_unrun(&step.calls, "cancelled before the tool ran")
-                        .await?;
+                    self.answer_unrun(&step.calls, "cancelled before the tool ran").await?;
                     outcome = Outcome::Cancelled;
                     break;
                 }
                 StepEnd::Failed(error) => {
-                    self.answer_unrun(&step.calls, "the model failed before the tool ran")
-                        .await?;
+                    self.answer_unrun(&step.calls, "the model failed before the tool ran").await?;
                     outcome = Outcome::Failed(error);
                     break;
                 }
@@ -320,8 +310,7 @@ impl Run {
                     let ran = self.run_tools(step.calls).await?;
                     request.messages.extend(ran.results);
                     if self.cancel.is_cancelled() {
-                        self.answer_unrun(&ran.held, "cancelled before the tool ran")
-                            .await?;
+                        self.answer_unrun(&ran.held, "cancelled before the tool ran").await?;
                         outcome = Outcome::Cancelled;
                         break;
                     }
@@ -366,10 +355,7 @@ impl Run {
             Outcome::AwaitingApproval(calls) => {
                 self.trace.event(
                     "awaiting_approval",
-                    vec![KeyValue::new(
-                        "agentstream.approval.calls",
-                        calls.len() as i64,
-                    )],
+                    vec![KeyValue::new("agentstream.approval.calls", calls.len() as i64)],
                 );
                 ("completed", super::approval::waiting_stop_reason(calls))
             }
@@ -383,10 +369,7 @@ impl Run {
             KeyValue::new("agentstream.run.outcome", ended),
             KeyValue::new("agentstream.run.stop_reason", stop_reason.to_owned()),
             KeyValue::new("gen_ai.usage.input_tokens", self.usage.input_tokens as i64),
-            KeyValue::new(
-                "gen_ai.usage.output_tokens",
-                self.usage.output_tokens as i64,
-            ),
+            KeyValue::new("gen_ai.usage.output_tokens", self.usage.output_tokens as i64),
         ]);
     }
 }

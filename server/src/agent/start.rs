@@ -80,27 +80,14 @@ impl Starter {
             if holder != run_id {
                 // A retry: the first request's run, started or finished, is the answer, if it
                 // was asked the same thing.
-                if self
-                    .message_of(agent_id, holder)
-                    .await?
-                    .is_some_and(|first| first != content)
-                {
+                if self.message_of(agent_id, holder).await?.is_some_and(|first| first != content) {
                     return Err(StartError::KeyReused { run_id: holder });
                 }
-                return Ok(StartedRun {
-                    run_id: holder,
-                    after_seq: None,
-                });
+                return Ok(StartedRun { run_id: holder, after_seq: None });
             }
         }
-        match self
-            .start_claimed(&agent, run_id, Asked::Message(content), options)
-            .await
-        {
-            Ok(after_seq) => Ok(StartedRun {
-                run_id,
-                after_seq: Some(after_seq),
-            }),
+        match self.start_claimed(&agent, run_id, Asked::Message(content), options).await {
+            Ok(after_seq) => Ok(StartedRun { run_id, after_seq: Some(after_seq) }),
             Err(error) => {
                 if let Some(key) = key {
                     // The run never started: a retry with this key may try again.
@@ -118,8 +105,7 @@ impl Starter {
         decision: ApprovalDecision,
         options: RunOptions,
     ) -> Result<StartedRun, StartError> {
-        self.answer_approvals(agent_id, vec![decision], options)
-            .await
+        self.answer_approvals(agent_id, vec![decision], options).await
     }
 
     /// Starts the run that carries out a person's answers to one or more approval requests.
@@ -159,16 +145,10 @@ impl Starter {
         }
         let started = match refusal {
             Some(refusal) => Err(refusal),
-            None => {
-                self.start_claimed(&agent, run_id, Asked::Approval(decisions), options)
-                    .await
-            }
+            None => self.start_claimed(&agent, run_id, Asked::Approval(decisions), options).await,
         };
         match started {
-            Ok(after_seq) => Ok(StartedRun {
-                run_id,
-                after_seq: Some(after_seq),
-            }),
+            Ok(after_seq) => Ok(StartedRun { run_id, after_seq: Some(after_seq) }),
             Err(error) => {
                 // Nothing was written: the requests are as they were, and may be answered again.
                 for key in claimed {
@@ -186,10 +166,7 @@ impl Starter {
         options: &RunOptions,
     ) -> Result<app::protocol::Agent, StartError> {
         self.check_client_tools(options)?;
-        self.store
-            .get_agent(agent_id)
-            .await?
-            .ok_or(StartError::UnknownAgent(agent_id))
+        self.store.get_agent(agent_id).await?.ok_or(StartError::UnknownAgent(agent_id))
     }
 
     fn check_client_tools(&self, options: &RunOptions) -> Result<(), StartError> {
@@ -235,21 +212,13 @@ impl Starter {
     ) -> Result<u64, StartError> {
         let agent_id = agent.id;
         if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
-            return Err(StartRunError::RunInProgress {
-                agent_id,
-                run_id: running,
-            }
-            .into());
+            return Err(StartRunError::RunInProgress { agent_id, run_id: running }.into());
         }
         // With several servers on one database, the agent's one run slot is taken in the
         // database (this server owns the run; the slot goes with the run's terminal event).
         if let Some(cluster) = &self.cluster {
             if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
-                return Err(StartRunError::RunInProgress {
-                    agent_id,
-                    run_id: running,
-                }
-                .into());
+                return Err(StartRunError::RunInProgress { agent_id, run_id: running }.into());
             }
         }
         let started = async {
@@ -275,11 +244,8 @@ impl Starter {
                             options.client_tools = self.client_tools_of(asked_by).await?;
                         }
                     }
-                    let awaited: Vec<&str> = turn
-                        .answers
-                        .iter()
-                        .map(|answer| answer.call.call_id.as_str())
-                        .collect();
+                    let awaited: Vec<&str> =
+                        turn.answers.iter().map(|answer| answer.call.call_id.as_str()).collect();
                     let prior = conversation_awaiting(&timeline, &awaited);
                     (prior, Turn::Approval(turn))
                 }

@@ -38,10 +38,7 @@ pub enum StartError {
     UnknownApproval(String),
     /// Exactly one answer per request.
     #[error("tool call {tool_call_id} was already answered: {answer}")]
-    AlreadyAnswered {
-        tool_call_id: String,
-        answer: String,
-    },
+    AlreadyAnswered { tool_call_id: String, answer: String },
     #[error(transparent)]
     Run(#[from] StartRunError),
     #[error(transparent)]

@@ -35,10 +35,7 @@ pub enum Output {
     /// it must then call [`Step::forget_call`], so a call never in the log gets no result.
     OpenCall { call_id: String, draft: EventDraft },
     /// The provider ran call `index` itself: write this result for it.
-    ProviderResult {
-        index: usize,
-        result: Result<Value, String>,
-    },
+    ProviderResult { index: usize, result: Result<Value, String> },
 }
 
 /// What one LLM call produced, once its stream ended.
@@ -132,12 +129,7 @@ impl Step {
             ProviderEvent::ThinkingSignature(signature) => {
                 self.mark_signed_block();
                 self.signature.push_str(&signature);
-                Some(self.text_delta(
-                    EventKind::Thinking,
-                    self.thinking_id,
-                    "signature",
-                    signature,
-                ))
+                Some(self.text_delta(EventKind::Thinking, self.thinking_id, "signature", signature))
             }
             ProviderEvent::RedactedThinking(data) => {
                 // A message of its own per block: each goes back as it came.
@@ -155,25 +147,17 @@ impl Step {
             ProviderEvent::ToolCallStart { id, name } => self.open_call(id, name),
             ProviderEvent::ToolCallInputDelta { id, json: piece } => self.input_piece(&id, piece),
             ProviderEvent::ToolCallEnd { id } => self.end_call(&id),
-            ProviderEvent::Usage {
-                input_tokens,
-                output_tokens,
-            } => {
+            ProviderEvent::Usage { input_tokens, output_tokens } => {
                 // Providers report usage cumulatively within a call.
-                self.usage = Usage {
-                    input_tokens,
-                    output_tokens,
-                };
+                self.usage = Usage { input_tokens, output_tokens };
                 let mut draft = self.ids.draft(EventKind::Usage);
                 draft.block_id = Some(self.block_id);
                 draft.content = self.usage_before.plus(self.usage).json();
                 Some(Output::Write(draft))
             }
-            ProviderEvent::ToolResult {
-                id,
-                content,
-                is_error,
-            } => self.provider_result(&id, content, is_error),
+            ProviderEvent::ToolResult { id, content, is_error } => {
+                self.provider_result(&id, content, is_error)
+            }
             ProviderEvent::Stop { reason } => {
                 self.stop_reason = Some(reason);
                 None
@@ -279,9 +263,7 @@ impl Step {
         call.input_json.push_str(&piece);
         let call = &self.calls[index];
         let draft = self.ids.call_draft(call, EventKind::ToolCall);
-        Some(Output::Write(
-            draft.appending("input_json", Value::String(piece)),
-        ))
+        Some(Output::Write(draft.appending("input_json", Value::String(piece))))
     }
 
     fn end_call(&mut self, id: &str) -> Option<Output> {
@@ -302,10 +284,7 @@ impl Step {
         call.input = input.clone();
         let input = input?;
         let call = &self.calls[index];
-        Some(Output::Write(self.ids.call_merge(
-            call,
-            json!({ "input": input, "status": "ready" }),
-        )))
+        Some(Output::Write(self.ids.call_merge(call, json!({ "input": input, "status": "ready" }))))
     }
 
     fn provider_result(&mut self, id: &str, content: Value, is_error: bool) -> Option<Output> {
@@ -375,9 +354,7 @@ impl Step {
 
     /// The newest call the provider named `provider_call_id` whose input is still streaming.
     fn open(&self, provider_call_id: &str) -> Option<usize> {
-        self.calls
-            .iter()
-            .rposition(|call| call.provider_call_id == provider_call_id && !call.ended)
+        self.calls.iter().rposition(|call| call.provider_call_id == provider_call_id && !call.ended)
     }
 }
 

@@ -52,10 +52,7 @@ pub(super) fn result_drafts(
             + " … [cut: the result was longer than the limit]";
         value = json!(content);
     }
-    let status = ids.call_merge(
-        call,
-        json!({ "status": if is_error { "error" } else { "done" } }),
-    );
+    let status = ids.call_merge(call, json!({ "status": if is_error { "error" } else { "done" } }));
     let mut result = ids.call_draft(call, EventKind::ToolResult);
     result.message_id = Some(Uuid::new_v4());
     result.content = json!({
@@ -64,11 +61,8 @@ pub(super) fn result_drafts(
         "result": value,
         "is_error": is_error,
     });
-    let message = ConversationMessage::ToolResult {
-        tool_call_id: call.call_id.clone(),
-        content,
-        is_error,
-    };
+    let message =
+        ConversationMessage::ToolResult { tool_call_id: call.call_id.clone(), content, is_error };
     ([status, result], message)
 }
 
@@ -130,17 +124,13 @@ impl Run {
 
     /// Whether `name` is a tool that runs in the client: its calls wait for the client's result.
     pub(super) fn runs_in_client(&self, name: &str) -> bool {
-        self.tools
-            .iter()
-            .any(|tool| tool.runs_in_client() && tool.spec().name == name)
+        self.tools.iter().any(|tool| tool.runs_in_client() && tool.spec().name == name)
     }
 
     /// Whether `call` waits for a person before it runs.
     fn needs_approval(&self, call: &PendingCall) -> bool {
         let configured = || {
-            self.tools
-                .iter()
-                .any(|tool| tool.requires_approval() && tool.spec().name == call.name)
+            self.tools.iter().any(|tool| tool.requires_approval() && tool.spec().name == call.name)
         };
         !call.approved && (self.requires_approval.contains(&call.name) || configured())
     }
@@ -194,11 +184,7 @@ impl Run {
                 };
                 let (progress, mut reports) = mpsc::channel(TOOL_PROGRESS_QUEUE_MAX);
                 let started = std::time::Instant::now();
-                let work = tool.call(crate::tools::ToolCall {
-                    input,
-                    progress,
-                    cancel,
-                });
+                let work = tool.call(crate::tools::ToolCall { input, progress, cancel });
                 tokio::pin!(work);
                 let result = loop {
                     tokio::select! {
@@ -226,8 +212,7 @@ impl Run {
         while let Some((index, update)) = incoming.recv().await {
             match update {
                 ToolUpdate::Progress(report) => {
-                    self.emit(self.ids.call_merge(&calls[index], report))
-                        .await?;
+                    self.emit(self.ids.call_merge(&calls[index], report)).await?;
                 }
                 ToolUpdate::Done(result) => {
                     if answered[index].is_some() {
@@ -255,11 +240,8 @@ impl Run {
                 ),
             }
         }
-        let held = calls
-            .into_iter()
-            .zip(held)
-            .filter_map(|(call, held)| held.then_some(call))
-            .collect();
+        let held =
+            calls.into_iter().zip(held).filter_map(|(call, held)| held.then_some(call)).collect();
         Ok(ToolsRan { results, held })
     }
 }
@@ -271,15 +253,9 @@ mod tests {
     use crate::provider::ProviderEvent;
 
     fn call() -> (RunIds, PendingCall) {
-        let ids = RunIds {
-            run_id: Uuid::from_u128(1),
-            thread_id: Uuid::from_u128(2),
-        };
+        let ids = RunIds { run_id: Uuid::from_u128(1), thread_id: Uuid::from_u128(2) };
         let mut step = Step::new(ids, Usage::default());
-        step.apply(ProviderEvent::ToolCallStart {
-            id: "c".into(),
-            name: "calculator".into(),
-        });
+        step.apply(ProviderEvent::ToolCallStart { id: "c".into(), name: "calculator".into() });
         step.apply(ProviderEvent::ToolCallEnd { id: "c".into() });
         (ids, step.finish().calls.remove(0))
     }

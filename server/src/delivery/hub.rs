@@ -28,19 +28,14 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(events: Vec<AgentEvent>) -> Batch {
-        Batch {
-            events: events.into_boxed_slice(),
-            json: OnceLock::new(),
-        }
+        Batch { events: events.into_boxed_slice(), json: OnceLock::new() }
     }
 
     /// The events as clients receive them. Serialized by the first subscriber that asks and
     /// shared by the rest: a room of a hundred sockets prints each event once, not a hundred
     /// times; a room nobody reads as JSON (in-process receivers) never prints it.
     pub fn json(&self) -> Arc<[EventJson]> {
-        self.json
-            .get_or_init(|| self.events.iter().map(EventJson::of).collect())
-            .clone()
+        self.json.get_or_init(|| self.events.iter().map(EventJson::of).collect()).clone()
     }
 }
 
@@ -86,9 +81,7 @@ impl Hub {
 
     fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Room>> {
         // A panic while holding this lock leaves the map itself intact; keep serving.
-        self.rooms
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.rooms.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Joins the room of `agent_id`. Every batch published after this call reaches the receiver
@@ -116,9 +109,7 @@ impl Hub {
             return;
         };
         let events = events.into();
-        let Some(fresh) = events
-            .iter()
-            .position(|event| event.seq > room.last_published_seq)
+        let Some(fresh) = events.iter().position(|event| event.seq > room.last_published_seq)
         else {
             return;
         };
@@ -150,17 +141,12 @@ impl Hub {
 
     /// The agents that have a room here, with the newest seq published to each (0: none yet).
     pub fn rooms_published(&self) -> Vec<(Uuid, u64)> {
-        self.rooms()
-            .iter()
-            .map(|(agent_id, room)| (*agent_id, room.last_published_seq))
-            .collect()
+        self.rooms().iter().map(|(agent_id, room)| (*agent_id, room.last_published_seq)).collect()
     }
 
     /// The newest seq published to the agent's room; `None` when it has no room here.
     pub fn published(&self, agent_id: Uuid) -> Option<u64> {
-        self.rooms()
-            .get(&agent_id)
-            .map(|room| room.last_published_seq)
+        self.rooms().get(&agent_id).map(|room| room.last_published_seq)
     }
 
     /// Rooms held now (each has a subscriber, or had one until its release).
@@ -171,10 +157,7 @@ impl Hub {
     /// Drops the room once its last subscriber is gone.
     pub fn release(&self, agent_id: Uuid) {
         let mut rooms = self.rooms();
-        if rooms
-            .get(&agent_id)
-            .is_some_and(|room| room.sender.receiver_count() == 0)
-        {
+        if rooms.get(&agent_id).is_some_and(|room| room.sender.receiver_count() == 0) {
             rooms.remove(&agent_id);
         }
     }

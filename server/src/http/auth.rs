@@ -98,9 +98,7 @@ pub async fn require_token<F: Future<Output = Response>>(
         let current = cookie(headers, TOKEN_COOKIE)
             .and_then(|token| identify(access, &expected, token, now).ok())
             .map(|current| (token_link::identity(&current), current));
-        let site = headers
-            .get("sec-fetch-site")
-            .and_then(|value| value.to_str().ok());
+        let site = headers.get("sec-fetch-site").and_then(|value| value.to_str().ok());
         let confirmed =
             query_value(uri.query(), token_link::CONTINUE_QUERY).as_deref() == Some("1");
         let decision = token_link::decide(
@@ -119,11 +117,9 @@ pub async fn require_token<F: Future<Output = Response>>(
             );
             return (StatusCode::OK, Html(page)).into_response();
         }
-        let max_age = caller
-            .expires_at()
-            .map_or(TOKEN_COOKIE_MAX_AGE_SECONDS, |expires_at| {
-                expires_at.saturating_sub(now).max(0) as u64
-            });
+        let max_age = caller.expires_at().map_or(TOKEN_COOKIE_MAX_AGE_SECONDS, |expires_at| {
+            expires_at.saturating_sub(now).max(0) as u64
+        });
         return keep_in_cookie(&uri, request.headers(), &presented, max_age);
     }
     // A user's requests in flight are bounded per subject; a stream's answer holds its slot
@@ -186,9 +182,7 @@ async fn check(access: &Access, caller: &Caller, need: Need<'_>) -> Result<(), A
                 Some(scope) => caller.require(scope)?,
                 // A Letta message: a new turn (write) or an approval's answer (approve); the
                 // handler checks which once it has read the body.
-                None => caller
-                    .require(Scope::Write)
-                    .or_else(|_| caller.require(Scope::Approve))?,
+                None => caller.require(Scope::Write).or_else(|_| caller.require(Scope::Approve))?,
             }
             let agent_id = parse_agent_id(agent_id)?;
             caller.reach_id(store, agent_id).await.map(drop)
@@ -255,9 +249,8 @@ fn is_event_stream(response: &Response) -> bool {
 
 /// How long until `unix_seconds` (zero once it passed).
 pub fn until_unix(unix_seconds: i64) -> std::time::Duration {
-    let remaining_ms = unix_seconds
-        .saturating_mul(1000)
-        .saturating_sub(chrono::Utc::now().timestamp_millis());
+    let remaining_ms =
+        unix_seconds.saturating_mul(1000).saturating_sub(chrono::Utc::now().timestamp_millis());
     std::time::Duration::from_millis(remaining_ms.max(0) as u64)
 }
 
@@ -282,11 +275,7 @@ fn keep_in_cookie(
     // One leading slash, always: `//other.host/` (or `/\other.host/`, which browsers read the
     // same) would send the browser to another site (an open redirect).
     let path = format!("/{}", uri.path().trim_start_matches(['/', '\\']));
-    let location = if rest.is_empty() {
-        path
-    } else {
-        format!("{path}?{}", rest.join("&"))
-    };
+    let location = if rest.is_empty() { path } else { format!("{path}?{}", rest.join("&")) };
     let mut response = Redirect::to(&location).into_response();
     let secure = if over_https(headers) { "; Secure" } else { "" };
     let cookie = format!(
@@ -316,10 +305,7 @@ fn refused(path: &str, error: ApiError) -> Response {
 }
 
 fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 fn unknown_host() -> Response {
@@ -365,9 +351,7 @@ fn unauthorized(path: &str, token_error: Option<TokenError>) -> Response {
         _ => format!("Bearer error=\"invalid_token\", error_description=\"{code}\""),
     };
     if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
     }
     response
 }

@@ -38,10 +38,7 @@ pub async fn limit<F: Future<Output = Response>>(
     request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> Response {
-    let bodiless = matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS
-    );
+    let bodiless = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if bodiless || streamed(&request) {
         return next(request).await;
     }
@@ -96,9 +93,7 @@ impl HttpBody for Deadlined {
             return Poll::Ready(frame);
         }
         let deadline = this.deadline;
-        let sleep = this
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         match sleep.as_mut().poll(context) {
             Poll::Ready(()) => {
                 this.expired.store(true, Ordering::Release);
@@ -123,11 +118,7 @@ struct TimedOut(u64);
 
 impl std::fmt::Display for TimedOut {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            formatter,
-            "the request body did not arrive within {} ms",
-            self.0
-        )
+        write!(formatter, "the request body did not arrive within {} ms", self.0)
     }
 }
 

@@ -136,10 +136,7 @@ mod tests {
         let body = body_of(vec![(0, "one\r\ntw"), (0, "o\n"), (0, "three")]);
         let mut lines = BodyLines::new(body);
         for expected in ["one", "two", "three"] {
-            assert_eq!(
-                lines.next_line().await.unwrap().unwrap(),
-                expected.as_bytes()
-            );
+            assert_eq!(lines.next_line().await.unwrap().unwrap(), expected.as_bytes());
         }
         assert!(lines.next_line().await.unwrap().is_none());
     }

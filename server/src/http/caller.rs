@@ -103,11 +103,7 @@ impl Caller {
             return Ok(());
         };
         let hidden = || ApiError::unknown_agent(agent.id);
-        if agent
-            .owner
-            .as_deref()
-            .is_some_and(|owner| owner != grant.sub)
-        {
+        if agent.owner.as_deref().is_some_and(|owner| owner != grant.sub) {
             return Err(hidden());
         }
         // A branch is reached through its conversation: listed by the conversation's id, or by
@@ -133,10 +129,8 @@ impl Caller {
     /// The agent `agent_id`, if the caller may reach it: unknown and unreachable agents are the
     /// same 404.
     pub async fn reach_id(&self, store: &dyn Store, agent_id: Uuid) -> Result<Agent, ApiError> {
-        let agent = store
-            .get_agent(agent_id)
-            .await?
-            .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+        let agent =
+            store.get_agent(agent_id).await?.ok_or_else(|| ApiError::unknown_agent(agent_id))?;
         self.reach(store, &agent).await?;
         Ok(agent)
     }

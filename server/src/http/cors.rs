@@ -20,12 +20,8 @@ pub const CORS_PREFLIGHT_MAX_AGE_SECONDS: u64 = 600;
 
 /// Response headers a client of another origin may read besides the safelisted ones: where a
 /// created resource is, the AI SDK's stream marker, why a token was refused, when to retry.
-const EXPOSED_HEADERS: [&str; 4] = [
-    "location",
-    "x-vercel-ai-ui-message-stream",
-    "www-authenticate",
-    "retry-after",
-];
+const EXPOSED_HEADERS: [&str; 4] =
+    ["location", "x-vercel-ai-ui-message-stream", "www-authenticate", "retry-after"];
 
 /// The layer for `allowed_origins` (exact `scheme://host[:port]` strings).
 pub fn layer(allowed_origins: &[String]) -> CorsLayer {
@@ -41,13 +37,7 @@ pub fn layer(allowed_origins: &[String]) -> CorsLayer {
         .collect();
     CorsLayer::new()
         .allow_origin(AllowOrigin::list(origins))
-        .allow_methods([
-            Method::GET,
-            Method::HEAD,
-            Method::POST,
-            Method::PUT,
-            Method::DELETE,
-        ])
+        .allow_methods([Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE])
         .allow_headers(AllowHeaders::mirror_request())
         .expose_headers(EXPOSED_HEADERS.map(HeaderName::from_static))
         .max_age(Duration::from_secs(CORS_PREFLIGHT_MAX_AGE_SECONDS))

@@ -24,9 +24,7 @@ pub fn check(
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
-    let origin = headers
-        .get(header::ORIGIN)
-        .and_then(|value| value.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok());
     let listed =
         origin.is_some_and(|origin| allowed_origins.iter().any(|allowed| allowed == origin));
     if listed || same_origin_request(headers) {
@@ -61,69 +59,27 @@ mod tests {
             // This server's own pages.
             ("POST", &[("sec-fetch-site", "same-origin")], true),
             ("POST", &[("sec-fetch-site", "none")], true),
-            (
-                "POST",
-                &[
-                    ("origin", "http://localhost:3000"),
-                    ("host", "localhost:3000"),
-                ],
-                true,
-            ),
+            ("POST", &[("origin", "http://localhost:3000"), ("host", "localhost:3000")], true),
             // Another site's page: a form, or fetch without a preflight.
             (
                 "POST",
-                &[
-                    ("sec-fetch-site", "cross-site"),
-                    ("origin", "https://evil.example"),
-                ],
+                &[("sec-fetch-site", "cross-site"), ("origin", "https://evil.example")],
                 false,
             ),
             ("POST", &[("sec-fetch-site", "same-site")], false),
-            (
-                "DELETE",
-                &[
-                    ("origin", "https://evil.example"),
-                    ("host", "localhost:3000"),
-                ],
-                false,
-            ),
-            (
-                "POST",
-                &[("origin", "null"), ("host", "localhost:3000")],
-                false,
-            ),
-            (
-                "POST",
-                &[
-                    ("origin", "http://localhost:3001"),
-                    ("host", "localhost:3000"),
-                ],
-                false,
-            ),
+            ("DELETE", &[("origin", "https://evil.example"), ("host", "localhost:3000")], false),
+            ("POST", &[("origin", "null"), ("host", "localhost:3000")], false),
+            ("POST", &[("origin", "http://localhost:3001"), ("host", "localhost:3000")], false),
             // A listed origin: the app the operator named.
-            (
-                "POST",
-                &[
-                    ("sec-fetch-site", "cross-site"),
-                    ("origin", "https://app.example"),
-                ],
-                true,
-            ),
+            ("POST", &[("sec-fetch-site", "cross-site"), ("origin", "https://app.example")], true),
         ];
         for (method, headers, ok) in cases {
             let mut map = HeaderMap::new();
             for (name, value) in headers.iter() {
-                map.insert(
-                    axum::http::HeaderName::from_static(name),
-                    value.parse().unwrap(),
-                );
+                map.insert(axum::http::HeaderName::from_static(name), value.parse().unwrap());
             }
             let method: Method = method.parse().unwrap();
-            assert_eq!(
-                check(&method, &map, &allowed).is_ok(),
-                *ok,
-                "{method} {headers:?}"
-            );
+            assert_eq!(check(&method, &map, &allowed).is_ok(), *ok, "{method} {headers:?}");
         }
     }
 }

@@ -59,10 +59,7 @@ async fn admit(edge: &Edge, request: Request, next: Next) -> Response {
 /// (which may hold `?token=`) leaves as a referrer.
 fn security_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     // A page sends its own, whole policy (scripts by nonce: app/src/pages/mod.rs); the rest
     // only forbid framing.
@@ -72,9 +69,6 @@ fn security_headers(mut response: Response) -> Response {
             HeaderValue::from_static("frame-ancestors 'none'"),
         );
     }
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
 }

@@ -23,11 +23,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-        }
+        ApiError { status, code, message: message.into() }
     }
 
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
@@ -43,11 +39,7 @@ impl ApiError {
     }
 
     pub fn unknown_run(run_id: impl std::fmt::Display) -> ApiError {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_run",
-            format!("run {run_id} does not exist"),
-        )
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("run {run_id} does not exist"))
     }
 
     /// A failure that is ours, not the client's: the cause is logged, the client gets a generic
@@ -66,10 +58,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
             detail: self.message.clone(),
-            error: ErrorDetail {
-                code: self.code.to_owned(),
-                message: self.message,
-            },
+            error: ErrorDetail { code: self.code.to_owned(), message: self.message },
         };
         (self.status, Json(body)).into_response()
     }
@@ -112,11 +101,9 @@ impl From<StartRunError> for ApiError {
             StartRunError::ModelNotServed(..) => {
                 ApiError::bad_request("model_not_served", error.to_string())
             }
-            StartRunError::TooManyRuns => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_runs",
-                error.to_string(),
-            ),
+            StartRunError::TooManyRuns => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_runs", error.to_string())
+            }
         }
     }
 }
@@ -125,11 +112,9 @@ impl From<StartError> for ApiError {
     fn from(error: StartError) -> ApiError {
         match error {
             StartError::EmptyContent => ApiError::bad_request("invalid_body", error.to_string()),
-            StartError::ContentTooLarge => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "content_too_large",
-                error.to_string(),
-            ),
+            StartError::ContentTooLarge => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "content_too_large", error.to_string())
+            }
             StartError::KeyTooLong => {
                 ApiError::bad_request("invalid_idempotency_key", error.to_string())
             }
@@ -142,11 +127,9 @@ impl From<StartError> for ApiError {
             StartError::ApprovalPending { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "approval_pending", error.to_string())
             }
-            StartError::ClientToolPending { .. } => ApiError::new(
-                StatusCode::CONFLICT,
-                "client_tool_pending",
-                error.to_string(),
-            ),
+            StartError::ClientToolPending { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "client_tool_pending", error.to_string())
+            }
             StartError::BadClientTools(_) => {
                 ApiError::bad_request("invalid_client_tools", error.to_string())
             }

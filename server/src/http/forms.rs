@@ -34,10 +34,7 @@ pub struct FormError {
 
 impl FormError {
     fn new(error: impl Into<ApiError>, back: impl Into<String>) -> FormError {
-        FormError {
-            error: error.into(),
-            back: back.into(),
-        }
+        FormError { error: error.into(), back: back.into() }
     }
 }
 
@@ -51,10 +48,7 @@ impl IntoResponse for FormError {
 /// The page a refused form answers with. Pure.
 fn error_page(status: StatusCode, message: &str, back: &str) -> String {
     let escape = |text: &str| {
-        text.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
+        text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
     };
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -77,13 +71,9 @@ pub async fn create_agent(
     Form(form): Form<CreateAgentForm>,
 ) -> Result<Redirect, FormError> {
     let back = |error: ApiError| FormError::new(error, "/");
-    let request = CreateAgentRequest {
-        name: Some(form.name),
-        ..Default::default()
-    };
-    let (_, Json(agent)) = rest::create_agent_inner(store.as_ref(), &runs, request)
-        .await
-        .map_err(back)?;
+    let request = CreateAgentRequest { name: Some(form.name), ..Default::default() };
+    let (_, Json(agent)) =
+        rest::create_agent_inner(store.as_ref(), &runs, request).await.map_err(back)?;
     Ok(Redirect::to(&format!("/agents/{}", agent.id)))
 }
 
@@ -102,14 +92,9 @@ pub async fn send(
     let live = format!("/agents/{agent_id}");
     let back = |error: ApiError| FormError::new(error, live.clone());
     let agent_id = parse_agent_id(&agent_id).map_err(|error| FormError::new(error, "/"))?;
-    let request = CreateRunRequest {
-        client_tools: None,
-        content: form.content,
-        idempotency_key: None,
-    };
-    let _accepted = rest::create_run_inner(&starter, agent_id, request)
-        .await
-        .map_err(back)?;
+    let request =
+        CreateRunRequest { client_tools: None, content: form.content, idempotency_key: None };
+    let _accepted = rest::create_run_inner(&starter, agent_id, request).await.map_err(back)?;
     Ok(Redirect::to(&format!("/agents/{agent_id}")))
 }
 

@@ -42,11 +42,7 @@ impl<T> Pager<T> {
         // Paging backwards (only `before`) wants the items nearest the cursor: in log order
         // those are the last of the range ascending, the first descending.
         let backwards = before.is_some() && after.is_none();
-        let (low, high) = if descending {
-            (before, after)
-        } else {
-            (after, before)
-        };
+        let (low, high) = if descending { (before, after) } else { (after, before) };
         Pager {
             low,
             high,
@@ -96,10 +92,7 @@ impl<T> Pager<T> {
         };
         for (name, (cursor, seen)) in [("before", before), ("after", after)] {
             if let (Some(cursor), false) = (cursor, seen) {
-                return Err(UnknownCursor {
-                    name,
-                    cursor: cursor.clone(),
-                });
+                return Err(UnknownCursor { name, cursor: cursor.clone() });
             }
         }
         let mut page: Vec<T> = self.page.into();
@@ -125,9 +118,8 @@ mod tests {
         assert_eq!(newest.finish().unwrap(), vec![9_999, 9_998, 9_997]);
 
         let mut oldest = Pager::new(None, None, 3, false);
-        let offered = (0..10_000)
-            .take_while(|index| oldest.offer(&index.to_string(), *index))
-            .count();
+        let offered =
+            (0..10_000).take_while(|index| oldest.offer(&index.to_string(), *index)).count();
         assert_eq!(offered, 2, "the third item settles the page");
         assert_eq!(oldest.finish().unwrap(), vec![0, 1, 2]);
     }

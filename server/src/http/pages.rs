@@ -48,9 +48,7 @@ impl HistorySource for StoreHistory {
             }
             // A conversation's page shows its current branch; a branch's, that branch.
             let shown = match follow_current {
-                true => followed_log(store.as_ref(), agent_id)
-                    .await
-                    .map_err(failed)?,
+                true => followed_log(store.as_ref(), agent_id).await.map_err(failed)?,
                 false => agent_id,
             };
             let agent = match shown == agent.id {
@@ -64,15 +62,8 @@ impl HistorySource for StoreHistory {
                 .await
                 .map_err(failed)?
                 .filter(|list| !list.branches.is_empty());
-            let timeline = fold_log(store.as_ref(), &snapshots, agent.id)
-                .await
-                .map_err(failed)?;
-            Ok(Some(AgentHistory {
-                agent,
-                timeline,
-                trace_url_template,
-                branches,
-            }))
+            let timeline = fold_log(store.as_ref(), &snapshots, agent.id).await.map_err(failed)?;
+            Ok(Some(AgentHistory { agent, timeline, trace_url_template, branches }))
         })
     }
 
@@ -83,13 +74,10 @@ impl HistorySource for StoreHistory {
             let Some(caller) = caller else {
                 return Ok(Vec::new());
             };
-            caller
-                .agents(store.as_ref(), None, AGENTS_PAGE_AGENTS_MAX)
-                .await
-                .map_err(|error| {
-                    tracing::error!(%error, "agents could not be listed");
-                    "the server failed to list the agents".to_owned()
-                })
+            caller.agents(store.as_ref(), None, AGENTS_PAGE_AGENTS_MAX).await.map_err(|error| {
+                tracing::error!(%error, "agents could not be listed");
+                "the server failed to list the agents".to_owned()
+            })
         })
     }
 }

@@ -65,10 +65,7 @@ fn page_limit(text: Option<&str>, default: u32, max: u32) -> Result<u32, ApiErro
     match parse_count("limit", text)? {
         // A server configured with a smaller maximum than the default page serves its maximum.
         None => Ok(default.min(max)),
-        Some(0) => Err(ApiError::bad_request(
-            "invalid_query",
-            "limit must be at least 1",
-        )),
+        Some(0) => Err(ApiError::bad_request("invalid_query", "limit must be at least 1")),
         Some(limit) if limit > max as u64 => Err(ApiError::bad_request(
             "limit_too_large",
             format!("limit={limit} is over the maximum of {max}"),
@@ -107,12 +104,7 @@ impl ListQuery {
     /// come oldest first, holding at most `limit` of them.
     pub fn pager<T>(&self, default: u32, max: u32) -> Result<Pager<T>, ApiError> {
         let limit = page_limit(self.limit.as_deref(), default, max)? as usize;
-        Ok(Pager::new(
-            self.after.clone(),
-            self.before.clone(),
-            limit,
-            self.descending()?,
-        ))
+        Ok(Pager::new(self.after.clone(), self.before.clone(), limit, self.descending()?))
     }
 
     /// True for newest first: Letta's default.
@@ -138,15 +130,12 @@ impl ListQuery {
     ) -> Result<Vec<T>, ApiError> {
         let limit = page_limit(self.limit.as_deref(), default, max)? as usize;
         let position = |cursor: &str, name: &str| {
-            items
-                .iter()
-                .position(|item| id(item) == cursor)
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "invalid_cursor",
-                        format!("{name}={cursor:?} is not in this list"),
-                    )
-                })
+            items.iter().position(|item| id(item) == cursor).ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_cursor",
+                    format!("{name}={cursor:?} is not in this list"),
+                )
+            })
         };
         let end = match &self.before {
             Some(before) => position(before, "before")?,
@@ -175,10 +164,8 @@ pub async fn head_for_cursor(
     agent_id: Uuid,
     since: u64,
 ) -> Result<u64, ApiError> {
-    let head_seq = store
-        .head_seq(agent_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    let head_seq =
+        store.head_seq(agent_id).await?.ok_or_else(|| ApiError::unknown_agent(agent_id))?;
     if since > head_seq {
         return Err(ApiError::bad_request(
             "since_beyond_head",

@@ -96,9 +96,7 @@ pub fn refusal(error: ProduceError, at: Option<&str>) -> Response {
     };
     let mut response = api.into_response();
     for (name, value) in extra {
-        response
-            .headers_mut()
-            .insert(HeaderName::from_static(name), HeaderValue::from(value));
+        response.headers_mut().insert(HeaderName::from_static(name), HeaderValue::from(value));
     }
     response
 }
@@ -152,16 +150,12 @@ pub async fn produce(
         Err(error) => return error.into_response(),
     };
     match producers.append(agent_id, &producer, items).await {
-        Ok(Produced::Appended(appended)) => with_position(
-            Json(appended_json(&appended)).into_response(),
-            &producer,
-            producer.seq,
-        ),
-        Ok(Produced::Duplicate) => with_position(
-            StatusCode::NO_CONTENT.into_response(),
-            &producer,
-            producer.seq,
-        ),
+        Ok(Produced::Appended(appended)) => {
+            with_position(Json(appended_json(&appended)).into_response(), &producer, producer.seq)
+        }
+        Ok(Produced::Duplicate) => {
+            with_position(StatusCode::NO_CONTENT.into_response(), &producer, producer.seq)
+        }
         Err(error) => refusal(error, None),
     }
 }
@@ -172,11 +166,7 @@ fn batch_of(bytes: &[u8]) -> Result<Vec<ProducedEvent>, ApiError> {
         ApiError::bad_request("invalid_json", format!("the batch is not JSON: {error}"))
     })?;
     parse_batch(value).map_err(|refusal| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_event",
-            refusal.to_string(),
-        )
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_event", refusal.to_string())
     })
 }
 
@@ -196,9 +186,7 @@ async fn streamed(
     let fail = |response: Response, acknowledged: Option<u64>| {
         let mut response = response;
         if let Some(seq) = acknowledged {
-            response
-                .headers_mut()
-                .insert(PRODUCER_SEQ, HeaderValue::from(seq));
+            response.headers_mut().insert(PRODUCER_SEQ, HeaderValue::from(seq));
         }
         response
     };
@@ -215,10 +203,7 @@ async fn streamed(
                     LineError::Broken(_) => (StatusCode::BAD_REQUEST, "body_broken"),
                 };
                 let message = format!("after {index} lines: {error}");
-                return fail(
-                    ApiError::new(status, code, message).into_response(),
-                    acknowledged,
-                );
+                return fail(ApiError::new(status, code, message).into_response(), acknowledged);
             }
         };
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -231,10 +216,7 @@ async fn streamed(
                 return fail(error.into_response(), acknowledged);
             }
         };
-        let headers = ProducerHeaders {
-            seq: producer.seq + index as u64,
-            ..producer.clone()
-        };
+        let headers = ProducerHeaders { seq: producer.seq + index as u64, ..producer.clone() };
         match producers.append(agent_id, &headers, items).await {
             Ok(Produced::Appended(appended)) => last = Some(appended),
             Ok(Produced::Duplicate) => duplicates += 1,

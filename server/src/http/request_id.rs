@@ -27,9 +27,7 @@ pub const REQUEST_ID_CHARS_MAX: usize = 128;
 pub fn accepted(value: &str) -> Option<&str> {
     let sensible = !value.is_empty()
         && value.len() <= REQUEST_ID_CHARS_MAX
-        && value
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || b"-_.:".contains(&byte));
+        && value.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"-_.:".contains(&byte));
     sensible.then_some(value)
 }
 
@@ -48,9 +46,7 @@ pub async fn tag<F: Future<Output = Response>>(
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
     let header = HeaderValue::from_str(&id).expect("checked or made of hex digits");
-    request
-        .headers_mut()
-        .insert(REQUEST_ID_HEADER, header.clone());
+    request.headers_mut().insert(REQUEST_ID_HEADER, header.clone());
     let span = tracing::info_span!(
         "request",
         request_id = %id,
@@ -86,12 +82,7 @@ pub async fn tag<F: Future<Output = Response>>(
     }
     let mut response = match &server_span {
         None => next(request).instrument(span.clone()).await,
-        Some(traced) => {
-            next(request)
-                .instrument(span.clone())
-                .with_context(traced.context())
-                .await
-        }
+        Some(traced) => next(request).instrument(span.clone()).with_context(traced.context()).await,
     };
     let status = response.status();
     if status.is_server_error() {
@@ -101,10 +92,7 @@ pub async fn tag<F: Future<Output = Response>>(
     }
     if let Some(traced) = server_span {
         let status = status.as_u16();
-        traced.set(vec![KeyValue::new(
-            "http.response.status_code",
-            status as i64,
-        )]);
+        traced.set(vec![KeyValue::new("http.response.status_code", status as i64)]);
         if status >= 500 {
             traced.fail(&status.to_string());
         }

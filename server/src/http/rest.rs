@@ -65,10 +65,8 @@ pub(super) async fn create_agent_inner(
         name
     };
     let mut metadata = request.metadata.unwrap_or(serde_json::Value::Null);
-    if let Some(budget) = request
-        .llm_config
-        .as_ref()
-        .and_then(crate::provider::anthropic::letta_thinking_budget)
+    if let Some(budget) =
+        request.llm_config.as_ref().and_then(crate::provider::anthropic::letta_thinking_budget)
     {
         if metadata.is_null() {
             metadata = serde_json::json!({});
@@ -88,10 +86,7 @@ pub(super) async fn create_agent_inner(
             ));
         }
     }
-    if metadata
-        .get("provider")
-        .is_some_and(|provider| provider.as_str().is_none())
-    {
+    if metadata.get("provider").is_some_and(|provider| provider.as_str().is_none()) {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_body",
@@ -167,9 +162,7 @@ pub async fn list_tools(
         Some(agent_id) => {
             let agent_id = parse_agent_id(agent_id)?;
             let agent = store.get_agent(agent_id).await?;
-            agent
-                .ok_or_else(|| ApiError::unknown_agent(agent_id))?
-                .metadata
+            agent.ok_or_else(|| ApiError::unknown_agent(agent_id))?.metadata
         }
         None => serde_json::json!({ "mcp_servers": runs.mcp().server_names() }),
     };
@@ -207,13 +200,8 @@ pub async fn list_agents(
     if owner.owner.is_some() {
         caller.require_operator()?;
     }
-    let mut agents = caller
-        .agents(
-            store.as_ref(),
-            owner.owner.as_deref(),
-            AGENTS_LIST_LIMIT_MAX,
-        )
-        .await?;
+    let mut agents =
+        caller.agents(store.as_ref(), owner.owner.as_deref(), AGENTS_LIST_LIMIT_MAX).await?;
     if !query.descending()? {
         agents.reverse();
     }
@@ -231,10 +219,8 @@ pub async fn get_agent(
     Path(agent_id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    let agent = store
-        .get_agent(agent_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(agent_id))?;
+    let agent =
+        store.get_agent(agent_id).await?.ok_or_else(|| ApiError::unknown_agent(agent_id))?;
     Ok(Json(agent))
 }
 
@@ -265,9 +251,7 @@ pub async fn list_events(
             events = merged;
         }
     }
-    Ok(events_page_response(
-        agent_id, &events, head_seq, next_since,
-    ))
+    Ok(events_page_response(agent_id, &events, head_seq, next_since))
 }
 
 /// An [`app::protocol::EventsPage`] as serde writes it, around events that are JSON already.
@@ -282,15 +266,9 @@ fn events_page_response(
     let _ = write!(body, r#"{{"agent_id":"{agent_id}","events":"#);
     EventJson::write_array(events, &mut body);
     let has_more = next_since < head_seq;
-    let _ = write!(
-        body,
-        r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#
-    );
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
+    let _ =
+        write!(body, r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#);
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 pub use crate::agent::cancel::CANCEL_WAIT_MS_MAX;
@@ -330,11 +308,7 @@ pub async fn readyz(State(readiness): State<Readiness>) -> Response {
         }
         Err(_) => format!("down: no answer within {READYZ_DATABASE_WAIT_MS} ms"),
     };
-    let writer = if readiness.writer.is_running() {
-        "ok"
-    } else {
-        "down: the writer has stopped"
-    };
+    let writer = if readiness.writer.is_running() { "ok" } else { "down: the writer has stopped" };
     let mut checks = serde_json::json!({ "database": database, "writer": writer });
     if let Some(cluster) = &readiness.cluster {
         checks["listener"] = serde_json::json!(if cluster.is_listening() {
@@ -343,14 +317,8 @@ pub async fn readyz(State(readiness): State<Readiness>) -> Response {
             "down: not listening for other servers' commits (reconnecting)"
         });
     }
-    let ready = checks
-        .as_object()
-        .is_some_and(|checks| checks.values().all(|state| state == "ok"));
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let ready = checks.as_object().is_some_and(|checks| checks.values().all(|state| state == "ok"));
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = serde_json::json!({ "ready": ready, "checks": checks });
     (status, Json(body)).into_response()
 }

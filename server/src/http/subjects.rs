@@ -31,16 +31,11 @@ pub struct SubjectSlot {
 
 impl SubjectSlots {
     pub fn new(max: usize) -> Arc<SubjectSlots> {
-        Arc::new(SubjectSlots {
-            held: Mutex::new(HashMap::new()),
-            max,
-        })
+        Arc::new(SubjectSlots { held: Mutex::new(HashMap::new()), max })
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.held
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A slot of `subject`, or `None` when it holds its limit already.
@@ -51,10 +46,7 @@ impl SubjectSlots {
             return None;
         }
         *count += 1;
-        Some(SubjectSlot {
-            slots: self.clone(),
-            subject: subject.to_owned(),
-        })
+        Some(SubjectSlot { slots: self.clone(), subject: subject.to_owned() })
     }
 
     /// Subjects holding anything now (for `/v1/stats`: back to zero once everyone left).

@@ -84,10 +84,8 @@ impl Scopes {
     pub fn parse(text: &str) -> Result<Scopes, String> {
         let mut scopes = Scopes::default();
         for word in text.split_ascii_whitespace() {
-            let scope = Scope::ALL
-                .into_iter()
-                .find(|scope| scope.name() == word)
-                .ok_or_else(|| {
+            let scope =
+                Scope::ALL.into_iter().find(|scope| scope.name() == word).ok_or_else(|| {
                     format!("unknown scope {word:?} (use read, write, approve, produce)")
                 })?;
             scopes.0 |= scope.bit();
@@ -101,11 +99,8 @@ impl Scopes {
 
 impl std::fmt::Display for Scopes {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = Scope::ALL
-            .into_iter()
-            .filter(|scope| self.contains(*scope))
-            .map(Scope::name)
-            .collect();
+        let names: Vec<&str> =
+            Scope::ALL.into_iter().filter(|scope| self.contains(*scope)).map(Scope::name).collect();
         formatter.write_str(&names.join(" "))
     }
 }
@@ -200,21 +195,14 @@ impl TokenKeys {
                 secrets.len()
             ));
         }
-        if let Some(short) = secrets
-            .iter()
-            .position(|s| s.len() < TOKEN_SECRET_BYTES_MIN)
-        {
+        if let Some(short) = secrets.iter().position(|s| s.len() < TOKEN_SECRET_BYTES_MIN) {
             return Err(format!(
                 "AGENTSTREAM_TOKEN_SECRET: secret {} is shorter than {TOKEN_SECRET_BYTES_MIN} \
                  bytes (make one with `openssl rand -hex 32`)",
                 short + 1
             ));
         }
-        Ok(TokenKeys {
-            secrets,
-            ttl_seconds_max,
-            clock_skew_seconds: TOKEN_CLOCK_SKEW_SECONDS_MAX,
-        })
+        Ok(TokenKeys { secrets, ttl_seconds_max, clock_skew_seconds: TOKEN_CLOCK_SKEW_SECONDS_MAX })
     }
 
     /// The same keys with another clock skew allowance (at most the default; tests use less).
@@ -259,11 +247,7 @@ impl TokenKeys {
         else {
             return Err(TokenError::Malformed);
         };
-        let decode = |part: &str| {
-            URL_SAFE_NO_PAD
-                .decode(part)
-                .map_err(|_| TokenError::Malformed)
-        };
+        let decode = |part: &str| URL_SAFE_NO_PAD.decode(part).map_err(|_| TokenError::Malformed);
         let header: Header =
             serde_json::from_slice(&decode(header_part)?).map_err(|_| TokenError::Malformed)?;
         if header.alg != "HS256" {
@@ -276,10 +260,8 @@ impl TokenKeys {
         }
         let signature = decode(signature)?;
         let signed = &token[..header_part.len() + 1 + payload_part.len()];
-        let matches = self
-            .secrets
-            .iter()
-            .any(|secret| mac(secret, signed).verify_slice(&signature).is_ok());
+        let matches =
+            self.secrets.iter().any(|secret| mac(secret, signed).verify_slice(&signature).is_ok());
         if !matches {
             return Err(TokenError::Signature);
         }
@@ -304,16 +286,11 @@ impl TokenKeys {
         let issued = claims.iat.map_or(now, |iat| iat.floor() as i64);
         let lifetime_s = exp.saturating_sub(issued);
         if lifetime_s > self.ttl_seconds_max as i64 {
-            return Err(TokenError::TooLong {
-                lifetime_s,
-                max_s: self.ttl_seconds_max,
-            });
+            return Err(TokenError::TooLong { lifetime_s, max_s: self.ttl_seconds_max });
         }
         let sub = claims.sub.ok_or_else(|| claim("sub is required"))?;
         if sub.is_empty() || sub.chars().count() > TOKEN_SUB_CHARS_MAX {
-            return Err(claim(&format!(
-                "sub must be 1–{TOKEN_SUB_CHARS_MAX} characters"
-            )));
+            return Err(claim(&format!("sub must be 1–{TOKEN_SUB_CHARS_MAX} characters")));
         }
         let agents = claims
             .agents
@@ -321,30 +298,20 @@ impl TokenKeys {
         check_agents(&agents).map_err(TokenError::Claim)?;
         let scope = claims.scope.ok_or_else(|| claim("scope is required"))?;
         let scopes = Scopes::parse(&scope).map_err(TokenError::Claim)?;
-        Ok(Grant {
-            sub,
-            agents,
-            scopes,
-            expires_at: exp,
-        })
+        Ok(Grant { sub, agents, scopes, expires_at: exp })
     }
 }
 
 /// The `agents` list's bounds (shared with `POST /v1/tokens`).
 pub fn check_agents(agents: &[String]) -> Result<(), String> {
     if agents.len() > TOKEN_AGENTS_MAX {
-        return Err(format!(
-            "agents names {} agents: at most {TOKEN_AGENTS_MAX}",
-            agents.len()
-        ));
+        return Err(format!("agents names {} agents: at most {TOKEN_AGENTS_MAX}", agents.len()));
     }
     if let Some(bad) = agents
         .iter()
         .find(|agent| agent.is_empty() || agent.chars().count() > TOKEN_AGENT_CHARS_MAX)
     {
-        return Err(format!(
-            "agents: {bad:?} is not 1–{TOKEN_AGENT_CHARS_MAX} characters"
-        ));
+        return Err(format!("agents: {bad:?} is not 1–{TOKEN_AGENT_CHARS_MAX} characters"));
     }
     Ok(())
 }

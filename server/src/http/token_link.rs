@@ -83,10 +83,7 @@ pub fn confirm_page(continue_url: &str, linked: &Caller, current: Option<&Caller
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -130,10 +127,7 @@ mod tests {
     fn the_page_names_both_identities_and_escapes_them() {
         let page = confirm_page("/?token=x&amp;continue=1\"", &Caller::Operator, None);
         assert!(page.contains("Open agentstream as the operator?"), "{page}");
-        assert!(
-            !page.contains("continue=1\""),
-            "the address is escaped: {page}"
-        );
+        assert!(!page.contains("continue=1\""), "the address is escaped: {page}");
         assert!(!page.contains("signed in as"), "{page}");
     }
 }

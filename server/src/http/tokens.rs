@@ -44,15 +44,11 @@ pub async fn mint(
     let invalid =
         |message: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message);
     if request.sub.is_empty() || request.sub.chars().count() > TOKEN_SUB_CHARS_MAX {
-        return Err(invalid(format!(
-            "sub must be 1–{TOKEN_SUB_CHARS_MAX} characters"
-        )));
+        return Err(invalid(format!("sub must be 1–{TOKEN_SUB_CHARS_MAX} characters")));
     }
     check_agents(&request.agents).map_err(invalid)?;
     let scopes = Scopes::parse(&request.scope).map_err(invalid)?;
-    let ttl_s = request
-        .ttl_s
-        .unwrap_or(TOKEN_TTL_SECONDS_DEFAULT.min(keys.ttl_seconds_max()));
+    let ttl_s = request.ttl_s.unwrap_or(TOKEN_TTL_SECONDS_DEFAULT.min(keys.ttl_seconds_max()));
     if ttl_s == 0 || ttl_s > keys.ttl_seconds_max() {
         return Err(invalid(format!(
             "ttl_s must be 1–{} (AGENTSTREAM_TOKEN_TTL_SECONDS_MAX)",
@@ -60,12 +56,8 @@ pub async fn mint(
         )));
     }
     let now = chrono::Utc::now().timestamp();
-    let grant = Grant {
-        sub: request.sub,
-        agents: request.agents,
-        scopes,
-        expires_at: now + ttl_s as i64,
-    };
+    let grant =
+        Grant { sub: request.sub, agents: request.agents, scopes, expires_at: now + ttl_s as i64 };
     let token = keys.sign(&grant, now);
     let expires_at = chrono::DateTime::from_timestamp(grant.expires_at, 0)
         .unwrap_or_default()

@@ -17,16 +17,9 @@ pub const MCP_SERVER_NAME_CHARS_MAX: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServerConfig {
     /// A child process speaking MCP over stdin/stdout.
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-    },
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
     /// A streamable HTTP endpoint (`https://`, or `http://` on a trusted network).
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-    },
+    Http { url: String, headers: BTreeMap<String, String> },
 }
 
 /// Which tools of a server wait for a person's approval.
@@ -66,10 +59,7 @@ impl McpConfig {
             .and_then(Value::as_object)
             .ok_or("it needs \"mcpServers\": an object of servers by name")?;
         if servers.len() > MCP_SERVERS_MAX {
-            return Err(format!(
-                "{} servers: at most {MCP_SERVERS_MAX} are served",
-                servers.len()
-            ));
+            return Err(format!("{} servers: at most {MCP_SERVERS_MAX} are served", servers.len()));
         }
         let mut config = McpConfig::default();
         for (name, server) in servers {
@@ -98,13 +88,9 @@ fn read_approval(value: Option<&Value>) -> Result<Approval, String> {
     match value {
         None | Some(Value::Bool(false)) => Ok(Approval::None),
         Some(Value::Bool(true)) => Ok(Approval::All),
-        Some(Value::Array(names)) if names.iter().all(Value::is_string) => Ok(Approval::Tools(
-            names
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-        )),
+        Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
+            Ok(Approval::Tools(names.iter().filter_map(Value::as_str).map(str::to_owned).collect()))
+        }
         Some(_) => Err("requires_approval must be true, false or a list of tool names".into()),
     }
 }
@@ -137,19 +123,11 @@ fn read_server(server: &Value) -> Result<ServerConfig, String> {
                 None => Vec::new(),
                 Some(Value::Array(args)) => args
                     .iter()
-                    .map(|arg| {
-                        arg.as_str()
-                            .map(str::to_owned)
-                            .ok_or("args must be strings")
-                    })
+                    .map(|arg| arg.as_str().map(str::to_owned).ok_or("args must be strings"))
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err("args must be an array of strings".into()),
             };
-            Ok(ServerConfig::Stdio {
-                command,
-                args,
-                env: strings("env")?,
-            })
+            Ok(ServerConfig::Stdio { command, args, env: strings("env")? })
         }
         (None, Some(url)) => {
             // https is verified against the system's certificates (rustls; `SSL_CERT_FILE`
@@ -158,10 +136,7 @@ fn read_server(server: &Value) -> Result<ServerConfig, String> {
             if !url.starts_with("http://") && !url.starts_with("https://") {
                 return Err(format!("url {url:?} must start with https:// or http://"));
             }
-            Ok(ServerConfig::Http {
-                url,
-                headers: strings("headers")?,
-            })
+            Ok(ServerConfig::Http { url, headers: strings("headers")? })
         }
         (Some(_), Some(_)) => Err("give either command (stdio) or url (HTTP), not both".into()),
         (None, None) => Err("give command (stdio) or url (HTTP)".into()),
@@ -204,26 +179,11 @@ mod tests {
             (r#"{"mcpServers": {"a b": {"command": "x"}}}"#, "a name is"),
             (r#"{"mcpServers": {"a": 5}}"#, "must be an object"),
             (r#"{"mcpServers": {"a": {}}}"#, "give command"),
-            (
-                r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
-                "not both",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"command": "x", "args": "y"}}}"#,
-                "args must be",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"command": "x", "args": [1]}}}"#,
-                "args must be strings",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}"#,
-                "env.K",
-            ),
-            (
-                r#"{"mcpServers": {"a": {"url": "ftp://h"}}}"#,
-                "https:// or http://",
-            ),
+            (r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#, "not both"),
+            (r#"{"mcpServers": {"a": {"command": "x", "args": "y"}}}"#, "args must be"),
+            (r#"{"mcpServers": {"a": {"command": "x", "args": [1]}}}"#, "args must be strings"),
+            (r#"{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}"#, "env.K"),
+            (r#"{"mcpServers": {"a": {"url": "ftp://h"}}}"#, "https:// or http://"),
             (r#"{"mcpServers": {"a": {"command": " "}}}"#, "non-empty"),
         ];
         for (text, reason) in refused {
@@ -261,10 +221,7 @@ mod approval_tests {
                 r#"{{"mcpServers": {{"a": {{"command": "x", "requires_approval": {bad}}}}}}}"#
             );
             let error = McpConfig::parse(&text).unwrap_err();
-            assert!(
-                error.contains("requires_approval must be"),
-                "{bad}: {error}"
-            );
+            assert!(error.contains("requires_approval must be"), "{bad}: {error}");
         }
     }
 }

@@ -98,13 +98,7 @@ impl Connection {
         call_timeout: Duration,
         metrics: Arc<Metrics>,
     ) -> Connection {
-        Connection {
-            name,
-            config,
-            call_timeout,
-            state: Mutex::new(State::default()),
-            metrics,
-        }
+        Connection { name, config, call_timeout, state: Mutex::new(State::default()), metrics }
     }
 
     /// Lets go of the current session (the next use connects again).
@@ -148,8 +142,7 @@ impl Connection {
             Ok(service) => {
                 let service = Arc::new(service);
                 let reconnect = std::mem::replace(&mut state.connected_before, true);
-                self.metrics
-                    .mcp_session(&self.name, McpSession::Opened { reconnect });
+                self.metrics.mcp_session(&self.name, McpSession::Opened { reconnect });
                 state.service = Some(service.clone());
                 state.handler = handler.clone();
                 state.tools = None;
@@ -225,11 +218,7 @@ impl Connection {
     /// Drops `service` if it is still the current one: the next use connects again.
     async fn forget(&self, service: &Arc<RunningService<RoleClient, Handler>>) {
         let mut state = self.state.lock().await;
-        if state
-            .service
-            .as_ref()
-            .is_some_and(|current| Arc::ptr_eq(current, service))
-        {
+        if state.service.as_ref().is_some_and(|current| Arc::ptr_eq(current, service)) {
             self.drop_session(&mut state);
         }
     }
@@ -260,10 +249,7 @@ impl Connection {
         )
         .await
         .map_err(|_| {
-            Failure::Other(format!(
-                "MCP server {} did not list its tools in time",
-                self.name
-            ))
+            Failure::Other(format!("MCP server {} did not list its tools in time", self.name))
         })?;
         let listed = match listed {
             Ok(listed) => listed,
@@ -279,10 +265,7 @@ impl Connection {
             .into_iter()
             .map(|tool| ListedTool {
                 name: tool.name.to_string(),
-                description: tool
-                    .description
-                    .map(|text| text.to_string())
-                    .unwrap_or_default(),
+                description: tool.description.map(|text| text.to_string()).unwrap_or_default(),
                 input_schema: Value::Object((*tool.input_schema).clone()),
             })
             .collect();
@@ -323,10 +306,7 @@ impl Connection {
                 Err(error) => return Err(format!("MCP server {} went away: {error}", self.name)),
             }
         };
-        let mut reports = handler
-            .progress
-            .subscribe(handle.progress_token.clone())
-            .await;
+        let mut reports = handler.progress.subscribe(handle.progress_token.clone()).await;
         let deadline = tokio::time::sleep(self.call_timeout);
         tokio::pin!(deadline);
         let answer = loop {
@@ -361,21 +341,12 @@ impl Connection {
                     Ok(value)
                 }
             }
-            Ok(Ok(_)) => Err(format!(
-                "MCP server {} answered with something else",
-                self.name
-            )),
+            Ok(Ok(_)) => Err(format!("MCP server {} answered with something else", self.name)),
             Ok(Err(ServiceError::TransportClosed)) | Err(_) => {
                 self.forget(&service).await;
-                Err(format!(
-                    "MCP server {} went away during the call",
-                    self.name
-                ))
+                Err(format!("MCP server {} went away during the call", self.name))
             }
-            Ok(Err(error)) => Err(format!(
-                "{name} on MCP server {} failed: {error}",
-                self.name
-            )),
+            Ok(Err(error)) => Err(format!("{name} on MCP server {} failed: {error}", self.name)),
         }
     }
 }
@@ -440,10 +411,7 @@ mod tests {
                 report(Some("copying".into()), Some(10.0)),
                 json!({"progress": "3/10", "progress_message": "copying"}),
             ),
-            (
-                report(Some(long), None),
-                json!({"progress": "3", "progress_message": kept}),
-            ),
+            (report(Some(long), None), json!({"progress": "3", "progress_message": kept})),
         ];
         for (report, expected) in cases {
             assert_eq!(progress_report(&report), expected);

@@ -44,11 +44,7 @@ pub struct VisibleTool {
 
 impl McpHub {
     pub fn new(config: &McpConfig, call_timeout: Duration) -> McpHub {
-        McpHub::observed(
-            config,
-            call_timeout,
-            Arc::new(crate::metrics::Metrics::new()),
-        )
+        McpHub::observed(config, call_timeout, Arc::new(crate::metrics::Metrics::new()))
     }
 
     /// [`McpHub::new`], counting sessions and reconnects into the server's `metrics`.
@@ -66,10 +62,7 @@ impl McpHub {
                 (name.clone(), Arc::new(connection))
             })
             .collect();
-        McpHub {
-            connections,
-            approvals: config.approvals.clone(),
-        }
+        McpHub { connections, approvals: config.approvals.clone() }
     }
 
     /// The names of the configured servers.
@@ -93,10 +86,7 @@ impl McpHub {
         let mut visible: Vec<VisibleTool> = Vec::new();
         for tool in builtins {
             seen.insert(tool.spec().name);
-            visible.push(VisibleTool {
-                tool: tool.clone(),
-                server: None,
-            });
+            visible.push(VisibleTool { tool: tool.clone(), server: None });
         }
         for name in agent_servers(metadata) {
             let Some(connection) = self.connections.get(&name) else {

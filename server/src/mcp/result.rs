@@ -7,10 +7,7 @@ use serde_json::{json, Value};
 /// by their text or address — joined by newlines (one text block stays a plain string).
 pub fn result_value(result: &impl serde::Serialize) -> Value {
     let result = serde_json::to_value(result).unwrap_or_default();
-    if let Some(structured) = result
-        .get("structuredContent")
-        .filter(|value| !value.is_null())
-    {
+    if let Some(structured) = result.get("structuredContent").filter(|value| !value.is_null()) {
         return structured.clone();
     }
     let blocks = result["content"].as_array().cloned().unwrap_or_default();
@@ -27,16 +24,8 @@ fn block_text(block: &Value) -> String {
     let size = |key: &str| block.get(key).and_then(Value::as_str).map_or(0, str::len) * 3 / 4;
     match text("type") {
         "text" => text("text").to_owned(),
-        "image" => format!(
-            "[image, {}, about {} bytes]",
-            text("mimeType"),
-            size("data")
-        ),
-        "audio" => format!(
-            "[audio, {}, about {} bytes]",
-            text("mimeType"),
-            size("data")
-        ),
+        "image" => format!("[image, {}, about {} bytes]", text("mimeType"), size("data")),
+        "audio" => format!("[audio, {}, about {} bytes]", text("mimeType"), size("data")),
         "resource" => {
             let resource = &block["resource"];
             match resource.get("text").and_then(Value::as_str) {

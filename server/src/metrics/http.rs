@@ -62,10 +62,10 @@ pub async fn observe<F: Future<Output = Response>>(
     next: impl FnOnce(Request) -> F,
 ) -> Response {
     let started = std::time::Instant::now();
-    let route: Arc<str> = request.extensions().get::<MatchedPath>().map_or_else(
-        || Arc::from(UNMATCHED_ROUTE),
-        |path| Arc::from(path.as_str()),
-    );
+    let route: Arc<str> = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| Arc::from(UNMATCHED_ROUTE), |path| Arc::from(path.as_str()));
     let method = bounded(request.method().as_str(), METHODS);
     let response = next(request).await;
     let surface = surface_of(&route);
@@ -82,13 +82,7 @@ pub async fn observe<F: Future<Output = Response>>(
         .get_or_create(&RouteLabel { route })
         .observe(started.elapsed().as_secs_f64());
     let (parts, body) = response.into_parts();
-    Response::from_parts(
-        parts,
-        Body::new(Counted {
-            inner: body,
-            sent: metrics.sent_on(surface),
-        }),
-    )
+    Response::from_parts(parts, Body::new(Counted { inner: body, sent: metrics.sent_on(surface) }))
 }
 
 /// A response body that counts the bytes it sends.
@@ -153,13 +147,9 @@ mod tests {
 
     #[test]
     fn statuses_fall_in_classes() {
-        for (status, class) in [
-            (101, "1xx"),
-            (200, "2xx"),
-            (304, "3xx"),
-            (404, "4xx"),
-            (503, "5xx"),
-        ] {
+        for (status, class) in
+            [(101, "1xx"), (200, "2xx"), (304, "3xx"), (404, "4xx"), (503, "5xx")]
+        {
             assert_eq!(status_class(status), class);
         }
     }

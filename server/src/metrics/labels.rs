@@ -7,11 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 /// `value` when it is one of `known`, else `"other"`: a label's value from outside cut to a set
 /// known when the server was built.
 pub fn bounded(value: &str, known: &[&'static str]) -> &'static str {
-    known
-        .iter()
-        .find(|candidate| **candidate == value)
-        .copied()
-        .unwrap_or("other")
+    known.iter().find(|candidate| **candidate == value).copied().unwrap_or("other")
 }
 
 /// A label with one name.

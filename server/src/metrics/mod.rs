@@ -366,10 +366,7 @@ impl Metrics {
     /// A live subscriber on `surface`, counted until the guard is dropped (however the
     /// subscription ends).
     pub fn subscriber(&self, surface: &'static str) -> SubscriberGuard {
-        let gauge = self
-            .subscribers
-            .get_or_create(&SurfaceLabel { surface })
-            .clone();
+        let gauge = self.subscribers.get_or_create(&SurfaceLabel { surface }).clone();
         gauge.inc();
         SubscriberGuard { gauge }
     }
@@ -391,16 +388,12 @@ impl Metrics {
             gen_ai_tool_name: self.tool_names.bounded(name),
             outcome: if ok { "ok" } else { "error" },
         };
-        self.tool_call_duration
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
+        self.tool_call_duration.get_or_create(&labels).observe(took.as_secs_f64());
     }
 
     /// An MCP server's session opened (`reconnect`: after one was lost) or closed.
     pub fn mcp_session(&self, server: &str, change: McpSession) {
-        let label = McpServerLabel {
-            server: self.mcp_names.bounded(server),
-        };
+        let label = McpServerLabel { server: self.mcp_names.bounded(server) };
         match change {
             McpSession::Opened { reconnect } => {
                 self.mcp_connections.get_or_create(&label).inc();

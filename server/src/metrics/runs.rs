@@ -71,10 +71,7 @@ impl RunTimes {
             }
             kind if kind.is_run_end() => {
                 let seconds = self.started.remove(&run_id).map(|started| {
-                    (event.created_at - started)
-                        .to_std()
-                        .unwrap_or_default()
-                        .as_secs_f64()
+                    (event.created_at - started).to_std().unwrap_or_default().as_secs_f64()
                 });
                 // Ended runs leave the order lazily: a forgotten id only costs its slot until
                 // it reaches the front.
@@ -112,10 +109,7 @@ pub struct Names {
 
 impl Names {
     pub fn bounded(&self, name: &str) -> Arc<str> {
-        let mut known = self
-            .known
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut known = self.known.lock().unwrap_or_else(|poison| poison.into_inner());
         if let Some(value) = known.get(name) {
             return value.clone();
         }
@@ -150,12 +144,7 @@ mod tests {
                 vec![
                     event(1, EventKind::RunStarted, 1_000, json!({})),
                     event(1, EventKind::Text, 1_200, json!({})),
-                    event(
-                        1,
-                        EventKind::RunCompleted,
-                        3_500,
-                        json!({"stop_reason": "end_turn"}),
-                    ),
+                    event(1, EventKind::RunCompleted, 3_500, json!({"stop_reason": "end_turn"})),
                 ],
                 vec![
                     RunObservation::Started,
@@ -168,12 +157,7 @@ mod tests {
             ),
             (
                 "an end whose start this server never saw (another server's run, recovery)",
-                vec![event(
-                    2,
-                    EventKind::RunFailed,
-                    9,
-                    json!({"stop_reason": "error"}),
-                )],
+                vec![event(2, EventKind::RunFailed, 9, json!({"stop_reason": "error"}))],
                 vec![RunObservation::Ended {
                     outcome: "failed",
                     stop_reason: "error",
@@ -184,12 +168,7 @@ mod tests {
                 "a stop reason from outside the known set is 'other'",
                 vec![
                     event(3, EventKind::RunStarted, 0, json!({})),
-                    event(
-                        3,
-                        EventKind::RunCancelled,
-                        0,
-                        json!({"stop_reason": "x".repeat(300)}),
-                    ),
+                    event(3, EventKind::RunCancelled, 0, json!({"stop_reason": "x".repeat(300)})),
                 ],
                 vec![
                     RunObservation::Started,
@@ -204,10 +183,7 @@ mod tests {
                 "an end without a stop reason, and events without a run",
                 vec![
                     event(4, EventKind::RunCompleted, 0, json!(null)),
-                    AgentEvent {
-                        run_id: None,
-                        ..event(5, EventKind::RunStarted, 0, json!({}))
-                    },
+                    AgentEvent { run_id: None, ..event(5, EventKind::RunStarted, 0, json!({})) },
                 ],
                 vec![RunObservation::Ended {
                     outcome: "completed",
@@ -231,15 +207,9 @@ mod tests {
             times.observe(&event(run, EventKind::RunStarted, 0, json!({})));
         }
         assert_eq!(times.started.len(), RUNS_TIMED_MAX);
-        assert!(
-            !times.started.contains_key(&Uuid::from_u128(0)),
-            "the oldest forgotten"
-        );
+        assert!(!times.started.contains_key(&Uuid::from_u128(0)), "the oldest forgotten");
         let ended = times.observe(&event(0, EventKind::RunCompleted, 5, json!({})));
-        assert!(matches!(
-            ended,
-            Some(RunObservation::Ended { seconds: None, .. })
-        ));
+        assert!(matches!(ended, Some(RunObservation::Ended { seconds: None, .. })));
         // Ending them all keeps the order list from growing past what is open.
         for run in 10..(RUNS_TIMED_MAX as u128 + 10) {
             times.observe(&event(run, EventKind::RunCompleted, 5, json!({})));
@@ -255,11 +225,7 @@ mod tests {
         for index in 0..LABEL_VALUES_MAX * 2 {
             names.bounded(&format!("tool-{index}"));
         }
-        assert_eq!(
-            &*names.bounded("clock"),
-            "clock",
-            "known names keep their label"
-        );
+        assert_eq!(&*names.bounded("clock"), "clock", "known names keep their label");
         assert_eq!(&*names.bounded("a-new-one"), "other");
     }
 }

@@ -47,18 +47,13 @@ fn the_exposition_speaks_prometheus_names_and_units() {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
     drop(guard);
-    assert!(metrics
-        .encode()
-        .contains("agentstream_subscribers{surface=\"websocket\"} 0"));
+    assert!(metrics.encode().contains("agentstream_subscribers{surface=\"websocket\"} 0"));
     // Counters end in _total, and nothing else does.
     for line in text.lines().filter(|line| line.starts_with("# TYPE")) {
         let words: Vec<&str> = line.split(' ').collect();
         let (name, kind) = (words[2], words[3]);
         assert_eq!(name.ends_with("_total"), kind == "counter", "{line}");
-        assert!(
-            name.starts_with("agentstream_") || name.starts_with("gen_ai_client_"),
-            "{line}"
-        );
+        assert!(name.starts_with("agentstream_") || name.starts_with("gen_ai_client_"), "{line}");
     }
 }
 
@@ -69,14 +64,8 @@ fn mcp_sessions_are_counted_open_and_again() {
     metrics.mcp_session("files", McpSession::Closed);
     metrics.mcp_session("files", McpSession::Opened { reconnect: true });
     let text = metrics.encode();
-    assert!(
-        text.contains("agentstream_mcp_connections{server=\"files\"} 1"),
-        "{text}"
-    );
-    assert!(
-        text.contains("agentstream_mcp_reconnects_total{server=\"files\"} 1"),
-        "{text}"
-    );
+    assert!(text.contains("agentstream_mcp_connections{server=\"files\"} 1"), "{text}");
+    assert!(text.contains("agentstream_mcp_reconnects_total{server=\"files\"} 1"), "{text}");
 }
 
 #[test]

@@ -44,10 +44,7 @@ pub fn letta_thinking_budget(llm_config: &Value) -> Option<u64> {
     if llm_config.get("enable_reasoner").and_then(Value::as_bool) != Some(true) {
         return None;
     }
-    let asked = llm_config
-        .get("max_reasoning_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let asked = llm_config.get("max_reasoning_tokens").and_then(Value::as_u64).unwrap_or(0);
     Some(asked.max(u64::from(THINKING_BUDGET_TOKENS_MIN)))
 }
 
@@ -78,10 +75,7 @@ pub struct AnthropicProvider {
 
 impl AnthropicProvider {
     pub fn new(config: AnthropicConfig) -> AnthropicProvider {
-        AnthropicProvider {
-            config,
-            client: http::client(),
-        }
+        AnthropicProvider { config, client: http::client() }
     }
 }
 
@@ -94,11 +88,7 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
             ConversationMessage::User { text } => {
                 messages.push(json!({ "role": "user", "content": text }))
             }
-            ConversationMessage::Assistant {
-                text,
-                tool_calls,
-                thinking,
-            } => {
+            ConversationMessage::Assistant { text, tool_calls, thinking } => {
                 // Signed thinking first, unchanged: with thinking on, Anthropic refuses a tool
                 // loop's follow-up whose last assistant turn does not start with it. (Without
                 // thinking on, none is sent back.)
@@ -126,11 +116,7 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
                 }
                 messages.push(json!({ "role": "assistant", "content": content }));
             }
-            ConversationMessage::ToolResult {
-                tool_call_id,
-                content,
-                is_error,
-            } => {
+            ConversationMessage::ToolResult { tool_call_id, content, is_error } => {
                 let block = json!({
                     "type": "tool_result",
                     "tool_use_id": tool_call_id,
@@ -144,10 +130,7 @@ pub fn request_body(request: &ProviderRequest, default_model: &str) -> Value {
                                 blocks.iter().all(|block| block["type"] == "tool_result")
                             }) =>
                     {
-                        last["content"]
-                            .as_array_mut()
-                            .expect("checked above")
-                            .push(block.clone());
+                        last["content"].as_array_mut().expect("checked above").push(block.clone());
                         true
                     }
                     _ => false,
@@ -229,10 +212,7 @@ impl AnthropicParser {
 fn api_error(error: &Value) -> ProviderError {
     let kind = error["type"].as_str().unwrap_or("api_error").to_owned();
     ProviderError {
-        retryable: matches!(
-            kind.as_str(),
-            "overloaded_error" | "rate_limit_error" | "api_error"
-        ),
+        retryable: matches!(kind.as_str(), "overloaded_error" | "rate_limit_error" | "api_error"),
         message: error["message"].as_str().unwrap_or("").to_owned(),
         kind,
         retry_after_ms: None,
@@ -246,9 +226,7 @@ impl SseParser for AnthropicParser {
         let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
         Ok(match kind {
             "message_start" => {
-                self.input_tokens = value["message"]["usage"]["input_tokens"]
-                    .as_u64()
-                    .unwrap_or(0);
+                self.input_tokens = value["message"]["usage"]["input_tokens"].as_u64().unwrap_or(0);
                 vec![]
             }
             "content_block_start" => {
@@ -296,10 +274,7 @@ impl SseParser for AnthropicParser {
             "message_stop" => {
                 self.stopped = true;
                 vec![ProviderEvent::Stop {
-                    reason: self
-                        .stop_reason
-                        .clone()
-                        .unwrap_or_else(|| "end_turn".to_owned()),
+                    reason: self.stop_reason.clone().unwrap_or_else(|| "end_turn".to_owned()),
                 }]
             }
             "error" => return Err(api_error(&value["error"])),
@@ -312,9 +287,7 @@ impl SseParser for AnthropicParser {
         if self.stopped {
             Ok(vec![])
         } else {
-            Err(ProviderError::connection(
-                "the stream ended before message_stop",
-            ))
+            Err(ProviderError::connection("the stream ended before message_stop"))
         }
     }
 }

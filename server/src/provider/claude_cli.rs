@@ -136,10 +136,7 @@ fn whole_message(message: &Value) -> Vec<ProviderEvent> {
             Some("thinking") => events.push(ProviderEvent::ThinkingDelta(text("thinking"))),
             Some("tool_use") => {
                 let id = text("id");
-                events.push(ProviderEvent::ToolCallStart {
-                    id: id.clone(),
-                    name: text("name"),
-                });
+                events.push(ProviderEvent::ToolCallStart { id: id.clone(), name: text("name") });
                 events.push(ProviderEvent::ToolCallInputDelta {
                     id: id.clone(),
                     json: block["input"].to_string(),
@@ -158,10 +155,7 @@ fn result(value: &Value) -> Result<Vec<ProviderEvent>, ProviderError> {
     if value["is_error"].as_bool() == Some(true) && subtype != "error_max_turns" {
         return Err(ProviderError {
             kind: subtype.to_owned(),
-            message: value["result"]
-                .as_str()
-                .unwrap_or("the CLI reported an error")
-                .to_owned(),
+            message: value["result"].as_str().unwrap_or("the CLI reported an error").to_owned(),
             retryable: false,
             retry_after_ms: None,
         });
@@ -170,19 +164,13 @@ fn result(value: &Value) -> Result<Vec<ProviderEvent>, ProviderError> {
     let input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
         + usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
         + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
-    let reason = if subtype == "error_max_turns" {
-        "max_iterations"
-    } else {
-        "end_turn"
-    };
+    let reason = if subtype == "error_max_turns" { "max_iterations" } else { "end_turn" };
     Ok(vec![
         ProviderEvent::Usage {
             input_tokens,
             output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
         },
-        ProviderEvent::Stop {
-            reason: reason.to_owned(),
-        },
+        ProviderEvent::Stop { reason: reason.to_owned() },
     ])
 }
 
@@ -222,12 +210,7 @@ fn prompt(request: &ProviderRequest) -> String {
 }
 
 fn failure(kind: &str, message: String) -> ProviderError {
-    ProviderError {
-        kind: kind.to_owned(),
-        message,
-        retryable: false,
-        retry_after_ms: None,
-    }
+    ProviderError { kind: kind.to_owned(), message, retryable: false, retry_after_ms: None }
 }
 
 impl Provider for ClaudeCliProvider {
@@ -261,10 +244,7 @@ async fn drive(
         Ok(child) => child,
         Err(error) => {
             let _ = sender
-                .send(Err(failure(
-                    "cli_not_started",
-                    format!("cannot start {program:?}: {error}"),
-                )))
+                .send(Err(failure("cli_not_started", format!("cannot start {program:?}: {error}"))))
                 .await;
             return;
         }
@@ -286,16 +266,12 @@ async fn drive(
     let stderr = stderr_tail.await.unwrap_or_default();
     let succeeded = status.as_ref().is_ok_and(|status| status.success());
     if !succeeded || !parser.saw_result {
-        let status = status
-            .map(|status| status.to_string())
-            .unwrap_or_else(|error| error.to_string());
+        let status =
+            status.map(|status| status.to_string()).unwrap_or_else(|error| error.to_string());
         let _ = sender
             .send(Err(failure(
                 "cli_error",
-                format!(
-                    "{program} ended ({status}) without a result: {}",
-                    stderr.trim()
-                ),
+                format!("{program} ended ({status}) without a result: {}", stderr.trim()),
             )))
             .await;
     }

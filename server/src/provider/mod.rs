@@ -81,13 +81,10 @@ pub struct ProviderRequest {
 impl ProviderRequest {
     /// The newest user message, if any.
     pub fn last_user_text(&self) -> Option<&str> {
-        self.messages
-            .iter()
-            .rev()
-            .find_map(|message| match message {
-                ConversationMessage::User { text } => Some(text.as_str()),
-                _ => None,
-            })
+        self.messages.iter().rev().find_map(|message| match message {
+            ConversationMessage::User { text } => Some(text.as_str()),
+            _ => None,
+        })
     }
 }
 

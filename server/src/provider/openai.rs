@@ -33,10 +33,7 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     pub fn new(config: OpenAiConfig) -> OpenAiProvider {
-        OpenAiProvider {
-            config,
-            client: http::client(),
-        }
+        OpenAiProvider { config, client: http::client() }
     }
 }
 
@@ -137,30 +134,20 @@ impl SseParser for OpenAiParser {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|error| ProviderError::invalid(format!("unreadable chunk: {error}")))?;
         if let Some(error) = chunk.get("error") {
-            let kind = error["type"]
-                .as_str()
-                .or(error["code"].as_str())
-                .unwrap_or("api_error");
+            let kind = error["type"].as_str().or(error["code"].as_str()).unwrap_or("api_error");
             return Err(ProviderError {
-                retryable: matches!(
-                    kind,
-                    "rate_limit_error" | "server_error" | "overloaded_error"
-                ),
+                retryable: matches!(kind, "rate_limit_error" | "server_error" | "overloaded_error"),
                 kind: kind.to_owned(),
                 message: error["message"].as_str().unwrap_or("").to_owned(),
                 retry_after_ms: None,
             });
         }
         let mut events = Vec::new();
-        if let Some(choice) = chunk["choices"]
-            .as_array()
-            .and_then(|choices| choices.first())
-        {
+        if let Some(choice) = chunk["choices"].as_array().and_then(|choices| choices.first()) {
             let delta = &choice["delta"];
             // Reasoning text of servers that stream it separately (e.g. DeepSeek, vLLM).
-            if let Some(reasoning) = delta["reasoning_content"]
-                .as_str()
-                .filter(|text| !text.is_empty())
+            if let Some(reasoning) =
+                delta["reasoning_content"].as_str().filter(|text| !text.is_empty())
             {
                 events.push(ProviderEvent::ThinkingDelta(reasoning.to_owned()));
             }
@@ -171,19 +158,12 @@ impl SseParser for OpenAiParser {
                 let index = piece["index"].as_u64().unwrap_or(0);
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.calls.entry(index) {
                     let id = piece["id"].as_str().unwrap_or_default().to_owned();
-                    let name = piece["function"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    events.push(ProviderEvent::ToolCallStart {
-                        id: id.clone(),
-                        name,
-                    });
+                    let name = piece["function"]["name"].as_str().unwrap_or_default().to_owned();
+                    events.push(ProviderEvent::ToolCallStart { id: id.clone(), name });
                     slot.insert(id);
                 }
-                if let Some(arguments) = piece["function"]["arguments"]
-                    .as_str()
-                    .filter(|text| !text.is_empty())
+                if let Some(arguments) =
+                    piece["function"]["arguments"].as_str().filter(|text| !text.is_empty())
                 {
                     let id = self.calls.get(&index).expect("inserted above");
                     events.push(ProviderEvent::ToolCallInputDelta {
@@ -222,18 +202,12 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ProviderRequest) -> Events {
         let body = request_body(&request, &self.config.model);
-        let url = format!(
-            "{}/chat/completions",
-            self.config.base_url.trim_end_matches('/')
-        );
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let client = match &self.client {
             Ok(client) => client,
             Err(why) => return http::unsendable(why),
         };
-        let mut http_request = client
-            .post(url)
-            .header("accept", "text/event-stream")
-            .json(&body);
+        let mut http_request = client.post(url).header("accept", "text/event-stream").json(&body);
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }

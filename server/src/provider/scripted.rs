@@ -22,11 +22,7 @@ pub struct ScriptedConfig {
 
 impl Default for ScriptedConfig {
     fn default() -> ScriptedConfig {
-        ScriptedConfig {
-            seed: 7,
-            token_delay_ms: 30,
-            reply_tokens: 60,
-        }
+        ScriptedConfig { seed: 7, token_delay_ms: 30, reply_tokens: 60 }
     }
 }
 
@@ -106,10 +102,7 @@ fn scripted_tool_call(invocation: &str) -> (String, Value) {
 
 /// Streams a tool call the way providers do: start, the input's JSON in pieces, end.
 fn tool_call_events(events: &mut Vec<Step>, id: String, name: String, input: Value) {
-    events.push(Ok(ProviderEvent::ToolCallStart {
-        id: id.clone(),
-        name,
-    }));
+    events.push(Ok(ProviderEvent::ToolCallStart { id: id.clone(), name }));
     let json_text = input.to_string();
     let characters: Vec<char> = json_text.chars().collect();
     for piece in characters.chunks(8) {
@@ -143,10 +136,8 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
             .into_iter()
             .map(|token| Ok(ProviderEvent::ThinkingDelta(token))),
     );
-    let after_tools = matches!(
-        request.messages.last(),
-        Some(ConversationMessage::ToolResult { .. })
-    );
+    let after_tools =
+        matches!(request.messages.last(), Some(ConversationMessage::ToolResult { .. }));
     let wants_tools = |text: &str| text.starts_with(TOOLS_COMMAND) || text == LOOP_COMMAND;
     let mut output_tokens = SCRIPTED_THINKING_TOKENS as u64;
     let stop_reason;
@@ -179,13 +170,8 @@ pub fn script(config: &ScriptedConfig, request: &ProviderRequest) -> Vec<Step> {
         output_tokens += texts(&mut events, reply);
         stop_reason = "end_turn";
     }
-    events.push(Ok(ProviderEvent::Usage {
-        input_tokens: input_words(request),
-        output_tokens,
-    }));
-    events.push(Ok(ProviderEvent::Stop {
-        reason: stop_reason.to_owned(),
-    }));
+    events.push(Ok(ProviderEvent::Usage { input_tokens: input_words(request), output_tokens }));
+    events.push(Ok(ProviderEvent::Stop { reason: stop_reason.to_owned() }));
     events
 }
 
@@ -206,26 +192,17 @@ fn recall(request: &ProviderRequest) -> String {
 /// Text deltas, one per token; returns how many.
 fn texts(events: &mut Vec<Step>, tokens: Vec<String>) -> u64 {
     let count = tokens.len() as u64;
-    events.extend(
-        tokens
-            .into_iter()
-            .map(|token| Ok(ProviderEvent::TextDelta(token))),
-    );
+    events.extend(tokens.into_iter().map(|token| Ok(ProviderEvent::TextDelta(token))));
     count
 }
 
 /// `/tools a; b …` (or `/loop`'s clock): a line of text, then the calls. Returns the tokens.
 fn tool_calls(events: &mut Vec<Step>, random: &mut Random, user_text: &str, step: usize) -> u64 {
     let invocations: Vec<&str> = match user_text.strip_prefix(TOOLS_COMMAND) {
-        Some(spec) => spec
-            .split(';')
-            .filter(|part| !part.trim().is_empty())
-            .collect(),
+        Some(spec) => spec.split(';').filter(|part| !part.trim().is_empty()).collect(),
         None => vec!["clock"],
     };
-    events.push(Ok(ProviderEvent::TextDelta(
-        "Let me use my tools.".to_owned(),
-    )));
+    events.push(Ok(ProviderEvent::TextDelta("Let me use my tools.".to_owned())));
     let mut output_tokens = 0;
     for (index, invocation) in invocations.into_iter().enumerate() {
         let (name, input) = scripted_tool_call(invocation);
@@ -240,10 +217,7 @@ fn tool_calls(events: &mut Vec<Step>, random: &mut Random, user_text: &str, step
 fn tools_summary(request: &ProviderRequest) -> String {
     let mut summary = String::from("The tools answered:");
     for message in &request.messages {
-        if let ConversationMessage::ToolResult {
-            content, is_error, ..
-        } = message
-        {
+        if let ConversationMessage::ToolResult { content, is_error, .. } = message {
             let marker = if *is_error { " (error)" } else { "" };
             summary.push_str(&format!(" {content}{marker};"));
         }
@@ -263,10 +237,7 @@ fn input_words(request: &ProviderRequest) -> u64 {
             ConversationMessage::ToolResult { content, .. } => content.split_whitespace().count(),
         })
         .sum();
-    let system = request
-        .system
-        .as_deref()
-        .map_or(0, |system| system.split_whitespace().count());
+    let system = request.system.as_deref().map_or(0, |system| system.split_whitespace().count());
     (words + system) as u64
 }
 

@@ -100,9 +100,7 @@ where
         return Ok(Err(ForkRefusal::UnknownLog));
     };
     if after_seq > asked.head_seq {
-        return Ok(Err(ForkRefusal::PastHead {
-            head_seq: asked.head_seq,
-        }));
+        return Ok(Err(ForkRefusal::PastHead { head_seq: asked.head_seq }));
     }
     let root = asked.branch.map_or(asked.id, |origin| origin.root);
     let mut source = asked;
@@ -172,9 +170,7 @@ impl ForkChains {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<[Segment]>>> {
         // A panic while holding this lock leaves a map that is still whole.
-        self.known
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.known.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -186,9 +182,7 @@ async fn load_chain<S: Branches + ?Sized>(
     let mut at = log;
     while let Some((parent, fork_seq)) = store.fork_origin(at).await? {
         if chain.len() >= BRANCH_DEPTH_MAX {
-            return Err(corrupt(format!(
-                "branch {log}: a chain past {BRANCH_DEPTH_MAX} logs"
-            )));
+            return Err(corrupt(format!("branch {log}: a chain past {BRANCH_DEPTH_MAX} logs")));
         }
         if let Some(Segment { upto, .. }) = chain.last() {
             if fork_seq >= *upto {
@@ -197,10 +191,7 @@ async fn load_chain<S: Branches + ?Sized>(
                 )));
             }
         }
-        chain.push(Segment {
-            log: parent,
-            upto: fork_seq,
-        });
+        chain.push(Segment { log: parent, upto: fork_seq });
         at = parent;
     }
     chain.reverse();
@@ -254,9 +245,7 @@ where
         if since >= segment.upto {
             continue;
         }
-        let wanted = u32::try_from(segment.upto - since)
-            .unwrap_or(u32::MAX)
-            .min(left);
+        let wanted = u32::try_from(segment.upto - since).unwrap_or(u32::MAX).min(left);
         let got = read(segment.log, since, wanted).await?;
         if got.len() != wanted as usize {
             return Err(corrupt(format!(

@@ -86,10 +86,8 @@ fn trouble(error: &sqlx::Error) -> Trouble {
 /// (6); PostgreSQL's serialization failure and deadlock (class 40), connection trouble (class
 /// 08) and server shutdown or start-up (57P01–57P03).
 fn is_transient_code(code: &str) -> bool {
-    matches!(
-        code,
-        "5" | "6" | "40001" | "40P01" | "57P01" | "57P02" | "57P03"
-    ) || code.starts_with("08")
+    matches!(code, "5" | "6" | "40001" | "40P01" | "57P01" | "57P02" | "57P03")
+        || code.starts_with("08")
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -138,10 +136,7 @@ mod tests {
                 sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
                 Trouble::Passing,
             ),
-            (
-                sqlx::Error::ColumnNotFound("seq".into()),
-                Trouble::Unreadable,
-            ),
+            (sqlx::Error::ColumnNotFound("seq".into()), Trouble::Unreadable),
             (sqlx::Error::Decode("bad".into()), Trouble::Unreadable),
             (sqlx::Error::RowNotFound, Trouble::Refused),
             (sqlx::Error::Protocol("garbage".into()), Trouble::Refused),
@@ -150,15 +145,8 @@ mod tests {
             let text = error.to_string();
             assert_eq!(trouble(&error), expected, "{text}");
             let converted = StoreError::from(error);
-            assert_eq!(
-                converted.is_transient(),
-                expected == Trouble::Passing,
-                "{text}"
-            );
-            assert!(
-                converted.to_string().contains(&text),
-                "{converted} names {text}"
-            );
+            assert_eq!(converted.is_transient(), expected == Trouble::Passing, "{text}");
+            assert!(converted.to_string().contains(&text), "{converted} names {text}");
         }
     }
 
@@ -217,10 +205,7 @@ mod redact_tests {
     #[test]
     fn passwords_are_redacted_and_the_rest_stays() {
         let cases = [
-            (
-                "postgres://app:s3cret@db:5432/log",
-                "postgres://app:***@db:5432/log",
-            ),
+            ("postgres://app:s3cret@db:5432/log", "postgres://app:***@db:5432/log"),
             ("postgres://app@db/log", "postgres://app@db/log"),
             (
                 "postgresql://app:p%40ss@db/log?sslmode=require",
@@ -230,14 +215,8 @@ mod redact_tests {
                 "postgres://db/log?user=app&password=s3cret",
                 "postgres://db/log?user=app&password=***",
             ),
-            (
-                "postgres://a:b@db/log?PASSWORD=x&x=1",
-                "postgres://a:***@db/log?PASSWORD=***&x=1",
-            ),
-            (
-                "sqlite://data/agentstream.db",
-                "sqlite://data/agentstream.db",
-            ),
+            ("postgres://a:b@db/log?PASSWORD=x&x=1", "postgres://a:***@db/log?PASSWORD=***&x=1"),
+            ("sqlite://data/agentstream.db", "sqlite://data/agentstream.db"),
             ("sqlite:data.db", "sqlite:data.db"),
             ("mysql://root:pw@host", "mysql://root:***@host"),
             ("", ""),

@@ -95,9 +95,7 @@ pub trait EventLog: Send + Sync + 'static {
     /// The run's `run_started` event (from its outline); `None` for a run not started (yet).
     async fn run_start(&self, run_id: Uuid) -> Result<Option<AgentEvent>, StoreError> {
         let outline = self.run_outline(run_id).await?;
-        Ok(outline
-            .into_iter()
-            .find(|event| event.kind == app::EventKind::RunStarted))
+        Ok(outline.into_iter().find(|event| event.kind == app::EventKind::RunStarted))
     }
     /// The `run_started` events of runs with no terminal event and no live process executing
     /// them: cut off by a crash. (With one process, every run without an end at start-up; with
@@ -217,11 +215,7 @@ pub const RUN_OUTLINE_KINDS: &str =
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Notice {
     /// Some process committed `first_seq..=last_seq` of the agent's log.
-    Committed {
-        agent_id: Uuid,
-        first_seq: u64,
-        last_seq: u64,
-    },
+    Committed { agent_id: Uuid, first_seq: u64, last_seq: u64 },
     /// Someone asked to cancel this run, wherever it executes.
     Cancel { agent_id: Uuid, run_id: Uuid },
 }

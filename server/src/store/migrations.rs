@@ -13,134 +13,38 @@ use std::borrow::Cow;
 type Source = (i64, &'static str, &'static str);
 
 const SQLITE: &[Source] = &[
-    (
-        1,
-        "event log",
-        include_str!("../../migrations/0001_event_log.sql"),
-    ),
-    (
-        2,
-        "run keys",
-        include_str!("../../migrations/0002_run_keys.sql"),
-    ),
-    (
-        3,
-        "run started index",
-        include_str!("../../migrations/0003_run_started_index.sql"),
-    ),
-    (
-        4,
-        "run outline index",
-        include_str!("../../migrations/0004_run_outline_index.sql"),
-    ),
-    (
-        5,
-        "open runs",
-        include_str!("../../migrations/0005_open_runs.sql"),
-    ),
-    (
-        6,
-        "chat agents",
-        include_str!("../../migrations/0006_chat_agents.sql"),
-    ),
-    (
-        7,
-        "compact log",
-        include_str!("../../migrations/0007_compact_log.sql"),
-    ),
-    (
-        8,
-        "timeline snapshots",
-        include_str!("../../migrations/0008_timeline_snapshots.sql"),
-    ),
-    (
-        9,
-        "agent owner",
-        include_str!("../../migrations/0009_agent_owner.sql"),
-    ),
-    (
-        10,
-        "open approvals",
-        include_str!("../../migrations/0010_open_approvals.sql"),
-    ),
-    (
-        11,
-        "producers",
-        include_str!("../../migrations/0011_producers.sql"),
-    ),
-    (
-        12,
-        "streams",
-        include_str!("../../migrations/0012_streams.sql"),
-    ),
-    (
-        13,
-        "recent",
-        include_str!("../../migrations/0013_recent.sql"),
-    ),
-    (
-        14,
-        "branches",
-        include_str!("../../migrations/0014_branches.sql"),
-    ),
+    (1, "event log", include_str!("../../migrations/0001_event_log.sql")),
+    (2, "run keys", include_str!("../../migrations/0002_run_keys.sql")),
+    (3, "run started index", include_str!("../../migrations/0003_run_started_index.sql")),
+    (4, "run outline index", include_str!("../../migrations/0004_run_outline_index.sql")),
+    (5, "open runs", include_str!("../../migrations/0005_open_runs.sql")),
+    (6, "chat agents", include_str!("../../migrations/0006_chat_agents.sql")),
+    (7, "compact log", include_str!("../../migrations/0007_compact_log.sql")),
+    (8, "timeline snapshots", include_str!("../../migrations/0008_timeline_snapshots.sql")),
+    (9, "agent owner", include_str!("../../migrations/0009_agent_owner.sql")),
+    (10, "open approvals", include_str!("../../migrations/0010_open_approvals.sql")),
+    (11, "producers", include_str!("../../migrations/0011_producers.sql")),
+    (12, "streams", include_str!("../../migrations/0012_streams.sql")),
+    (13, "recent", include_str!("../../migrations/0013_recent.sql")),
+    (14, "branches", include_str!("../../migrations/0014_branches.sql")),
 ];
 
 const POSTGRES: &[Source] = &[
-    (
-        1,
-        "event log",
-        include_str!("../../migrations_postgres/0001_event_log.sql"),
-    ),
-    (
-        2,
-        "run outline index",
-        include_str!("../../migrations_postgres/0002_run_outline_index.sql"),
-    ),
-    (
-        3,
-        "open runs",
-        include_str!("../../migrations_postgres/0003_open_runs.sql"),
-    ),
-    (
-        4,
-        "chat agents",
-        include_str!("../../migrations_postgres/0004_chat_agents.sql"),
-    ),
+    (1, "event log", include_str!("../../migrations_postgres/0001_event_log.sql")),
+    (2, "run outline index", include_str!("../../migrations_postgres/0002_run_outline_index.sql")),
+    (3, "open runs", include_str!("../../migrations_postgres/0003_open_runs.sql")),
+    (4, "chat agents", include_str!("../../migrations_postgres/0004_chat_agents.sql")),
     (
         5,
         "timeline snapshots",
         include_str!("../../migrations_postgres/0005_timeline_snapshots.sql"),
     ),
-    (
-        6,
-        "compact log",
-        include_str!("../../migrations_postgres/0006_compact_log.sql"),
-    ),
-    (
-        7,
-        "agent owner",
-        include_str!("../../migrations_postgres/0007_agent_owner.sql"),
-    ),
-    (
-        8,
-        "open approvals",
-        include_str!("../../migrations_postgres/0008_open_approvals.sql"),
-    ),
-    (
-        9,
-        "producers",
-        include_str!("../../migrations_postgres/0009_producers.sql"),
-    ),
-    (
-        10,
-        "streams",
-        include_str!("../../migrations_postgres/0010_streams.sql"),
-    ),
-    (
-        11,
-        "branches",
-        include_str!("../../migrations_postgres/0011_branches.sql"),
-    ),
+    (6, "compact log", include_str!("../../migrations_postgres/0006_compact_log.sql")),
+    (7, "agent owner", include_str!("../../migrations_postgres/0007_agent_owner.sql")),
+    (8, "open approvals", include_str!("../../migrations_postgres/0008_open_approvals.sql")),
+    (9, "producers", include_str!("../../migrations_postgres/0009_producers.sql")),
+    (10, "streams", include_str!("../../migrations_postgres/0010_streams.sql")),
+    (11, "branches", include_str!("../../migrations_postgres/0011_branches.sql")),
 ];
 
 /// The SQLite schema (`server/migrations/`).
@@ -155,10 +59,7 @@ pub fn postgres() -> Migrator {
 
 /// The PostgreSQL schema up to and including `version`.
 pub fn postgres_through(version: i64) -> Migrator {
-    let through = POSTGRES
-        .iter()
-        .take_while(|(v, _, _)| *v <= version)
-        .count();
+    let through = POSTGRES.iter().take_while(|(v, _, _)| *v <= version).count();
     migrator(&POSTGRES[..through])
 }
 
@@ -193,10 +94,7 @@ fn migrator(sources: &[Source]) -> Migrator {
             migration
         })
         .collect::<Vec<_>>();
-    Migrator {
-        migrations: Cow::Owned(migrations),
-        ..Migrator::DEFAULT
-    }
+    Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
 }
 
 #[cfg(test)]
@@ -223,10 +121,8 @@ mod tests {
         for (file, (_, _, sql)) in files.iter().zip(sources) {
             assert_eq!(std::fs::read_to_string(path.join(file)).unwrap(), *sql);
         }
-        let versions: Vec<i64> = migrator(sources)
-            .iter()
-            .map(|migration| migration.version)
-            .collect();
+        let versions: Vec<i64> =
+            migrator(sources).iter().map(|migration| migration.version).collect();
         assert!(versions.windows(2).all(|pair| pair[0] < pair[1]));
     }
 

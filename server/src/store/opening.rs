@@ -27,16 +27,10 @@ pub fn postgres_migrations_through(version: i64) -> sqlx::migrate::Migrator {
 pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreError> {
     if url.starts_with("sqlite:") {
         let store = Arc::new(sqlite::SqliteStore::open(url).await?);
-        Ok(Opened {
-            store,
-            cluster: None,
-        })
+        Ok(Opened { store, cluster: None })
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = Arc::new(postgres::PgStore::open(url, cluster).await?);
-        Ok(Opened {
-            store: store.clone(),
-            cluster: Some(store),
-        })
+        Ok(Opened { store: store.clone(), cluster: Some(store) })
     } else {
         Err(StoreError::UnsupportedUrl(redact_url(url)))
     }

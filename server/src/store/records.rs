@@ -170,9 +170,7 @@ impl EventJson {
     pub fn of(event: &AgentEvent) -> EventJson {
         EventJson {
             seq: event.seq,
-            json: serde_json::to_string(event)
-                .expect("events serialize")
-                .into(),
+            json: serde_json::to_string(event).expect("events serialize").into(),
         }
     }
 
@@ -190,10 +188,7 @@ impl EventJson {
 
     /// The bytes of `events` as a JSON array.
     pub fn array_len(events: &[EventJson]) -> usize {
-        2 + events
-            .iter()
-            .map(|event| event.json.len() + 1)
-            .sum::<usize>()
+        2 + events.iter().map(|event| event.json.len() + 1).sum::<usize>()
     }
 }
 
@@ -219,11 +214,7 @@ pub struct AppendBatch {
 impl AppendBatch {
     /// A batch of our own (no producer position).
     pub fn new(agent_id: Uuid, drafts: Vec<EventDraft>) -> AppendBatch {
-        AppendBatch {
-            agent_id,
-            drafts,
-            producer: None,
-        }
+        AppendBatch { agent_id, drafts, producer: None }
     }
 }
 

@@ -67,11 +67,9 @@ impl AgentRow<'_> {
             owner: self.owner.map(str::to_owned),
             branch: match (self.root_id, self.parent_id, self.fork_seq) {
                 (None, None, None) => None,
-                (Some(root), Some(parent), Some(fork_seq)) => Some(BranchOrigin {
-                    root,
-                    parent,
-                    fork_seq: seq_from_column(fork_seq)?,
-                }),
+                (Some(root), Some(parent), Some(fork_seq)) => {
+                    Some(BranchOrigin { root, parent, fork_seq: seq_from_column(fork_seq)? })
+                }
                 _ => return Err(corrupt(format!("agent {}: half a branch origin", self.id))),
             },
             current_branch: self.current_branch,
@@ -87,9 +85,7 @@ pub fn check_contiguous(
 ) -> Result<(), StoreError> {
     for (expected, seq) in (since + 1..).zip(seqs) {
         if seq != expected {
-            return Err(corrupt(format!(
-                "agent {agent_id}: expected seq {expected}, found {seq}"
-            )));
+            return Err(corrupt(format!("agent {agent_id}: expected seq {expected}, found {seq}")));
         }
     }
     Ok(())
@@ -221,16 +217,9 @@ impl EventRow<'_> {
         push_json_text(&mut json, self.metadata)?;
         // serde's form of a `DateTime<Utc>` (RFC 3339, `Z`).
         json.push_str(",\"created_at\":\"");
-        json.push_str(
-            &self
-                .created_at
-                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        );
+        json.push_str(&self.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
         json.push_str("\"}");
-        Ok(EventJson {
-            seq: self.seq,
-            json: json.into_boxed_str(),
-        })
+        Ok(EventJson { seq: self.seq, json: json.into_boxed_str() })
     }
 }
 
@@ -256,10 +245,7 @@ pub fn checked_json(text: &str) -> Result<&str, StoreError> {
 pub fn totals(batches: &[AppendBatch]) -> Vec<(Uuid, u64)> {
     let mut totals: Vec<(Uuid, u64)> = Vec::new();
     for batch in batches {
-        match totals
-            .iter_mut()
-            .find(|(agent_id, _)| *agent_id == batch.agent_id)
-        {
+        match totals.iter_mut().find(|(agent_id, _)| *agent_id == batch.agent_id) {
             Some((_, total)) => *total += batch.drafts.len() as u64,
             None => totals.push((batch.agent_id, batch.drafts.len() as u64)),
         }
@@ -286,10 +272,7 @@ impl SeqCursors {
 
     /// The seq of the agent's next event, then moves on.
     pub fn take(&mut self, agent_id: Uuid) -> u64 {
-        let next = self
-            .0
-            .get_mut(&agent_id)
-            .expect("every agent of the group has a cursor");
+        let next = self.0.get_mut(&agent_id).expect("every agent of the group has a cursor");
         let seq = *next;
         *next += 1;
         seq

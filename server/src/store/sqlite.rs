@@ -83,11 +83,7 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`] with other [`Tuning`] (tests use small figures).
     pub(crate) async fn open_tuned(url: &str, tuning: Tuning) -> Result<SqliteStore, StoreError> {
-        let Tuning {
-            wal_reset_pages,
-            busy_timeout_ms,
-            fold_when_idle_ms,
-        } = tuning;
+        let Tuning { wal_reset_pages, busy_timeout_ms, fold_when_idle_ms } = tuning;
         let options = SqliteConnectOptions::from_str(url)?;
         let options = options
             .create_if_missing(true)
@@ -102,10 +98,7 @@ impl SqliteStore {
         super::migrations::sqlite().run(&pool).await?;
         let path = options.get_filename().to_owned();
         let reader = reader::Reader::new(path.clone(), busy_timeout_ms);
-        let wal = appender::WalRestart {
-            reset_pages: wal_reset_pages,
-            reads: reader.gate(),
-        };
+        let wal = appender::WalRestart { reset_pages: wal_reset_pages, reads: reader.gate() };
         let recent = recent::RecentIndex::default();
         let turns = turns::WriteTurns::default();
         let appender = appender::Appender::start(appender::Setup {
@@ -116,14 +109,7 @@ impl SqliteStore {
             index: recent.clone(),
             turns: turns.clone(),
         })?;
-        Ok(SqliteStore {
-            pool,
-            appender,
-            reader,
-            recent,
-            forks: ForkChains::default(),
-            turns,
-        })
+        Ok(SqliteStore { pool, appender, reader, recent, forks: ForkChains::default(), turns })
     }
 
     /// A place in line for a write on the pool, held until it ended (see [`turns`]).
@@ -175,8 +161,7 @@ impl SqliteStore {
         let decode = move |row: &rusqlite::Row<'_>, pick, out: &mut Vec<T>| {
             reader::expand(row, pick, make, out)
         };
-        self.read_range(agent_id, since, limit, EVENT_COLUMNS, decode)
-            .await
+        self.read_range(agent_id, since, limit, EVENT_COLUMNS, decode).await
     }
 
     /// The pool, for tests that look at the file directly.
@@ -201,8 +186,7 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.read_made(agent_id, since, limit, |row| row.to_event())
-            .await
+        self.read_made(agent_id, since, limit, |row| row.to_event()).await
     }
 
     async fn read_events_json(
@@ -211,8 +195,7 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<EventJson>, StoreError> {
-        self.read_made(agent_id, since, limit, |row| row.to_json())
-            .await
+        self.read_made(agent_id, since, limit, |row| row.to_json()).await
     }
 
     async fn read_contents(
@@ -221,26 +204,15 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> Result<Vec<ContentJson>, StoreError> {
-        self.read_range(
-            agent_id,
-            since,
-            limit,
-            CONTENT_COLUMNS,
-            reader::expand_contents,
-        )
-        .await
+        self.read_range(agent_id, since, limit, CONTENT_COLUMNS, reader::expand_contents).await
     }
 
     async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
-        self.reader
-            .events(run_outline_sql(), vec![(vec![blob_of(run_id)], Pick::All)])
-            .await
+        self.reader.events(run_outline_sql(), vec![(vec![blob_of(run_id)], Pick::All)]).await
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
-        self.reader
-            .events(unfinished_runs_sql(), vec![(Vec::new(), Pick::All)])
-            .await
+        self.reader.events(unfinished_runs_sql(), vec![(Vec::new(), Pick::All)]).await
     }
 
     async fn producer_position(
@@ -351,10 +323,7 @@ impl EventLog for SqliteStore {
         let mut events = Vec::new();
         // One statement per id (a seek each); bounded reads: the ids of one commit go in parts.
         for part in ids.chunks(IDS_PER_READ_MAX) {
-            let queries = part
-                .iter()
-                .map(|id| (vec![blob_of(*id)], Pick::Id(*id)))
-                .collect();
+            let queries = part.iter().map(|id| (vec![blob_of(*id)], Pick::Id(*id))).collect();
             events.extend(self.reader.events(by_id_sql(), queries).await?);
         }
         Ok(events)

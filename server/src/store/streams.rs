@@ -57,9 +57,7 @@ impl StreamRow {
         for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     {
         let count = |name: &str| -> Result<Option<u64>, StoreError> {
-            Ok(row
-                .try_get::<Option<i64>, _>(name)?
-                .map(|n| n.max(0) as u64))
+            Ok(row.try_get::<Option<i64>, _>(name)?.map(|n| n.max(0) as u64))
         };
         let closed_by: Option<String> = row.try_get("closed_by")?;
         Ok(StreamRow {

@@ -50,19 +50,15 @@ pub async fn chat_agent(
 ) -> Result<Option<Uuid>, ApiError> {
     let store = state.store.as_ref();
     match chat {
-        ChatId::Agent(agent_id) => caller
-            .reach_id(store, *agent_id)
-            .await
-            .map(|agent| Some(agent.id)),
+        ChatId::Agent(agent_id) => {
+            caller.reach_id(store, *agent_id).await.map(|agent| Some(agent.id))
+        }
         ChatId::Named(name) => {
             let hidden = || unknown_chat(name);
             if let Some(agent_id) = store.chat_agent(name).await? {
                 // The operator reaches every chat: no need to read the agent's row.
                 if let Caller::User(..) = caller {
-                    caller
-                        .reach_id(store, agent_id)
-                        .await
-                        .map_err(|_| hidden())?;
+                    caller.reach_id(store, agent_id).await.map_err(|_| hidden())?;
                 }
                 return Ok(Some(agent_id));
             }
@@ -96,9 +92,7 @@ pub async fn chat_log(
     let Some(conversation) = chat_agent(state, caller, chat, create).await? else {
         return Ok(None);
     };
-    Ok(Some(
-        followed_log(state.store.as_ref(), conversation).await?,
-    ))
+    Ok(Some(followed_log(state.store.as_ref(), conversation).await?))
 }
 
 /// The id the client gave a user message (kept as its `otid`), or ours when it gave none.
@@ -118,15 +112,8 @@ pub async fn cancel_in_flight(
 ) -> Result<serde_json::Value, ApiError> {
     let cluster = state.cluster.as_ref().map(|cluster| cluster.store.as_ref());
     let wait = std::time::Duration::from_millis(CANCEL_WAIT_MS_MAX);
-    let cancelled = cancel_and_wait(
-        &state.runs,
-        cluster,
-        state.store.as_ref(),
-        agent_id,
-        None,
-        wait,
-    )
-    .await?;
+    let cancelled =
+        cancel_and_wait(&state.runs, cluster, state.store.as_ref(), agent_id, None, wait).await?;
     let cancelled: Vec<Uuid> = cancelled.into_iter().collect();
     Ok(json!({ "agent_id": agent_id, "cancelled_run_ids": cancelled }))
 }

@@ -52,9 +52,7 @@ mod test_log;
 pub fn finished_as_ended(finished: bool, ended: bool) -> Result<(), String> {
     match finished == ended {
         true => Ok(()),
-        false => Err(format!(
-            "finished: {finished}, but the stream ended: {ended}"
-        )),
+        false => Err(format!("finished: {finished}, but the stream ended: {ended}")),
     }
 }
 

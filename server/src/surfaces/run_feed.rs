@@ -46,10 +46,7 @@ impl FrameId {
             Some((seq, index)) => (seq, Some(index.parse().ok()?)),
             None => (text, None),
         };
-        Some(FrameId {
-            seq: seq.parse().ok()?,
-            index,
-        })
+        Some(FrameId { seq: seq.parse().ok()?, index })
     }
 
     /// True when a client at this position already has chunk `index` of event `seq`.
@@ -73,17 +70,12 @@ pub fn last_event_id(headers: &axum::http::HeaderMap) -> Result<Option<FrameId>,
     let Some(value) = headers.get("last-event-id") else {
         return Ok(None);
     };
-    value
-        .to_str()
-        .ok()
-        .and_then(FrameId::parse)
-        .map(Some)
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_cursor",
-                "Last-Event-ID must be the id of a frame this stream sent (<seq> or <seq>:<k>)",
-            )
-        })
+    value.to_str().ok().and_then(FrameId::parse).map(Some).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_cursor",
+            "Last-Event-ID must be the id of a frame this stream sent (<seq> or <seq>:<k>)",
+        )
+    })
 }
 
 /// One event's items (each with the event's seq) as frames with their ids, less those a client
@@ -121,12 +113,7 @@ impl ForegroundGuard {
 
 impl Drop for ForegroundGuard {
     fn drop(&mut self) {
-        if self.armed
-            && self
-                .runs
-                .cancel(self.agent_id, Some(&[self.run_id]))
-                .is_some()
-        {
+        if self.armed && self.runs.cancel(self.agent_id, Some(&[self.run_id])).is_some() {
             tracing::info!(agent_id = %self.agent_id, run_id = %self.run_id, "client left a foreground run: cancelled");
         }
     }
@@ -153,11 +140,7 @@ pub struct RunCursor {
 
 impl RunCursor {
     pub fn new(agent_id: Uuid, run_id: Uuid, after_seq: u64) -> RunCursor {
-        RunCursor {
-            agent_id,
-            run_id,
-            after_seq,
-        }
+        RunCursor { agent_id, run_id, after_seq }
     }
 }
 
@@ -177,11 +160,7 @@ where
     T: Send + 'static,
     M: FnMut(&AgentEvent) -> Vec<T> + Send + 'static,
 {
-    let RunCursor {
-        agent_id,
-        run_id,
-        after_seq,
-    } = at;
+    let RunCursor { agent_id, run_id, after_seq } = at;
     let (items, receiver) = mpsc::channel(items_max);
     tokio::spawn(async move {
         let (log_out, mut log) = mpsc::channel::<Outbound>(FEED_LOG_MESSAGES_MAX);

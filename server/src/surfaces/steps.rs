@@ -36,11 +36,7 @@ pub fn text_piece(event: &AgentEvent) -> Option<String> {
     match &event.delta {
         Some(Value::String(piece)) if path == "text" => Some(piece.clone()),
         Some(_) => None,
-        None => event
-            .content
-            .get("text")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        None => event.content.get("text").and_then(Value::as_str).map(str::to_owned),
     }
 }
 
@@ -92,11 +88,7 @@ impl Steps {
 /// A string field of an event's content, empty when it is missing or not a string: the
 /// surfaces show a call's name or id as the log has it and never fail a stream over one.
 pub fn text_of(content: &Value, key: &str) -> String {
-    content
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    content.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
 #[cfg(test)]

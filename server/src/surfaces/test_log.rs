@@ -128,10 +128,7 @@ pub fn text_run() -> Log {
         .piece(EventKind::Thinking, 1, 1, "hm")
         .piece(EventKind::Text, 1, 2, "Hello")
         .piece(EventKind::Text, 1, 2, " there")
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
+        .end(EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }));
     log
 }
 
@@ -143,25 +140,14 @@ pub fn tool_run() -> Log {
         .call(2, 2, "c1", "clock")
         .input_piece(2, 2, "{\"zone\":")
         .input_piece(2, 2, "\"UTC\"}")
-        .merge(
-            2,
-            2,
-            json!({ "input": { "zone": "UTC" }, "status": "ready" }),
-        )
+        .merge(2, 2, json!({ "input": { "zone": "UTC" }, "status": "ready" }))
         .call(3, 3, "c2", "calculator")
-        .merge(
-            3,
-            3,
-            json!({ "input": { "expression": "1/0" }, "status": "ready" }),
-        )
+        .merge(3, 3, json!({ "input": { "expression": "1/0" }, "status": "ready" }))
         .merge(2, 2, json!({ "status": "done" }))
         .result(2, "c1", json!("noon"), false)
         .result(3, "c2", json!("division by zero"), true)
         .piece(EventKind::Text, 4, 4, "It is noon.")
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
+        .end(EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }));
     log
 }
 
@@ -189,18 +175,10 @@ pub fn approval_turn() -> Log {
     log.start_continuation(0x21, 0x20)
         .approval_response(1, "c1", true, None)
         .approval_response(2, "c2", false, Some("one is enough"))
-        .result(
-            2,
-            "c2",
-            json!("a person denied this call: one is enough"),
-            true,
-        )
+        .result(2, "c2", json!("a person denied this call: one is enough"), true)
         .merge(1, 1, json!({ "status": "approved" }))
         .result(1, "c1", json!(42), false)
         .piece(EventKind::Text, 3, 3, "It is 42.")
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
+        .end(EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }));
     log
 }

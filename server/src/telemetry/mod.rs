@@ -86,11 +86,7 @@ pub struct Telemetry {
 impl Telemetry {
     /// Tracing off: every span is a no-op.
     pub fn off() -> Telemetry {
-        Telemetry {
-            tracer: None,
-            provider: None,
-            queue: None,
-        }
+        Telemetry { tracer: None, provider: None, queue: None }
     }
 
     /// Exports to `endpoint` (the full URL of the traces path). Must run inside the runtime:
@@ -100,10 +96,7 @@ impl Telemetry {
             .timeout(Duration::from_millis(EXPORT_TIMEOUT_MS))
             .build()
             .map_err(|error| {
-                format!(
-                    "cannot set up the OTLP client: {}",
-                    crate::http_client::describe(&error)
-                )
+                format!("cannot set up the OTLP client: {}", crate::http_client::describe(&error))
             })?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -125,11 +118,7 @@ impl Telemetry {
             .build();
         let tracer = provider.tracer("agentstream");
         tracing::info!(%endpoint, "exporting traces over OTLP");
-        Ok(Telemetry {
-            tracer: Some(tracer),
-            provider: Some(provider),
-            queue: Some(queue),
-        })
+        Ok(Telemetry { tracer: Some(tracer), provider: Some(provider), queue: Some(queue) })
     }
 
     pub fn tracer(&self) -> Option<&SdkTracer> {
@@ -158,10 +147,7 @@ mod tests {
     use super::*;
 
     /// The variables set, and the endpoint (or a piece of the error) expected.
-    type Case = (
-        Vec<(&'static str, &'static str)>,
-        Result<Option<&'static str>, &'static str>,
-    );
+    type Case = (Vec<(&'static str, &'static str)>, Result<Option<&'static str>, &'static str>);
 
     #[test]
     fn the_endpoint_follows_the_standard_variables() {
@@ -207,10 +193,7 @@ mod tests {
         ];
         for (variables, expected) in cases {
             let lookup = |name: &str| {
-                variables
-                    .iter()
-                    .find(|(key, _)| *key == name)
-                    .map(|(_, value)| value.to_string())
+                variables.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string())
             };
             match (endpoint_from(&lookup), expected) {
                 (Ok(found), Ok(wanted)) => {

@@ -61,13 +61,7 @@ impl QueueProcessor {
     ) -> (QueueProcessor, Flusher) {
         let (queue, commands) = mpsc::channel(SPANS_QUEUED_MAX);
         tokio::spawn(export(exporter, commands, metrics.clone()));
-        (
-            QueueProcessor {
-                queue: queue.clone(),
-                metrics,
-            },
-            Flusher { queue },
-        )
+        (QueueProcessor { queue: queue.clone(), metrics }, Flusher { queue })
     }
 }
 
@@ -166,9 +160,7 @@ mod tests {
     async fn a_stuck_collector_costs_the_queue_and_drops_the_rest() {
         let metrics = Arc::new(Metrics::new());
         let (processor, _flusher) = QueueProcessor::spawn(Stuck, metrics.clone());
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(processor)
-            .build();
+        let provider = SdkTracerProvider::builder().with_span_processor(processor).build();
         let tracer = provider.tracer("test");
         let beyond = 1_000;
         for _ in 0..SPANS_QUEUED_MAX + EXPORT_BATCH_SPANS_MAX + beyond {

@@ -40,9 +40,7 @@ impl Traced {
             .with_kind(kind)
             .with_attributes(attributes)
             .start_with_context(tracer, parent);
-        Traced {
-            inner: Some((tracer.clone(), parent.with_span(span))),
-        }
+        Traced { inner: Some((tracer.clone(), parent.with_span(span))) }
     }
 
     /// A child span of this one (nothing when this is nothing).
@@ -92,19 +90,13 @@ impl Traced {
         let (_, context) = self.inner.as_ref()?;
         let span = context.span();
         let span_context = span.span_context();
-        (span_context.is_valid() && span_context.is_sampled()).then(|| {
-            (
-                span_context.trace_id().to_string(),
-                span_context.span_id().to_string(),
-            )
-        })
+        (span_context.is_valid() && span_context.is_sampled())
+            .then(|| (span_context.trace_id().to_string(), span_context.span_id().to_string()))
     }
 
     /// The context to run code under, so what it starts is this span's child.
     pub fn context(&self) -> Context {
-        self.inner
-            .as_ref()
-            .map_or_else(Context::new, |(_, context)| context.clone())
+        self.inner.as_ref().map_or_else(Context::new, |(_, context)| context.clone())
     }
 }
 
@@ -181,10 +173,7 @@ mod tests {
                 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                 Some("4bf92f3577b34da6a3ce929d0e0e4736"),
             ),
-            (
-                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-                None,
-            ),
+            ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", None),
             ("garbage", None),
         ];
         for (header, trace_id) in cases {
@@ -194,10 +183,7 @@ mod tests {
             let span = context.span();
             let found = span.span_context();
             assert_eq!(
-                found
-                    .is_valid()
-                    .then(|| found.trace_id().to_string())
-                    .as_deref(),
+                found.is_valid().then(|| found.trace_id().to_string()).as_deref(),
                 trace_id,
                 "{header}"
             );

@@ -44,10 +44,8 @@ async fn server_with(adjust: impl FnOnce(&mut agentstream_server::config::Config
         header::AUTHORIZATION,
         HeaderValue::from_str(&format!("Bearer {OPERATOR}")).unwrap(),
     );
-    server.http = agentstream_server::http_client::builder()
-        .default_headers(headers)
-        .build()
-        .unwrap();
+    server.http =
+        agentstream_server::http_client::builder().default_headers(headers).build().unwrap();
     server
 }
 
@@ -91,10 +89,7 @@ async fn call(
         .is_some_and(|value| value.to_str().unwrap().starts_with("application/json"));
     let code = if status >= 400 && is_json {
         let body: Value = response.json().await.unwrap();
-        body["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        body["error"]["code"].as_str().unwrap_or_default().to_owned()
     } else {
         String::new()
     };
@@ -136,13 +131,8 @@ async fn slow_run_and_short_token() -> (TestServer, Uuid, String) {
     })
     .await;
     let agent = create_agent(&server, json!({ "owner": "alice" })).await;
-    let short = token_signed(
-        SECRET,
-        "alice",
-        &[&agent.to_string()],
-        &[Scope::Read, Scope::Write],
-        2,
-    );
+    let short =
+        token_signed(SECRET, "alice", &[&agent.to_string()], &[Scope::Read, Scope::Write], 2);
     (server, agent, short)
 }
 
@@ -165,15 +155,7 @@ fn user_message(text: &str) -> Value {
 }
 
 /// (surface, token, method, path, body, expected status, expected error code)
-type Case<'a> = (
-    &'a str,
-    &'a str,
-    Method,
-    String,
-    Option<Value>,
-    u16,
-    &'a str,
-);
+type Case<'a> = (&'a str, &'a str, Method, String, Option<Value>, u16, &'a str);
 
 #[tokio::test]
 async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
@@ -332,29 +314,19 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
     ];
     for (surface, token, method, path, body, status, code) in cases {
         let got = call(&server, token, method.clone(), &path, body.clone()).await;
-        assert_eq!(
-            got,
-            (status, code.to_owned()),
-            "{surface}: {method} {path} {body:?}"
-        );
+        assert_eq!(got, (status, code.to_owned()), "{surface}: {method} {path} {body:?}");
     }
     // What the allowed writes did: alice's chat and thread exist now, owned by her.
     let listed = get_as(&server, &read, "/v1/agents").await;
     let listed = listed.as_array().unwrap();
-    let mut names: Vec<&str> = listed
-        .iter()
-        .map(|agent| agent["name"].as_str().unwrap())
-        .collect();
+    let mut names: Vec<&str> = listed.iter().map(|agent| agent["name"].as_str().unwrap()).collect();
     names.sort();
     assert_eq!(
         names,
         ["alice's", "chat alice-chat", "chat alice-thread"],
         "only the token's agents"
     );
-    assert!(
-        listed.iter().all(|agent| agent["owner"] == "alice"),
-        "{listed:?}"
-    );
+    assert!(listed.iter().all(|agent| agent["owner"] == "alice"), "{listed:?}");
     // The operator lists by owner; bob has one agent, and the refused requests made none.
     let bobs = get_as(&server, OPERATOR, "/v1/agents?owner=bob").await;
     assert_eq!(bobs.as_array().unwrap().len(), 1);
@@ -374,14 +346,8 @@ async fn each_surface_allows_each_scope_on_the_tokens_agents_only() {
         .text()
         .await
         .unwrap();
-    assert!(
-        page.contains("alice&#x27;s") || page.contains("alice's"),
-        "{page}"
-    );
-    assert!(
-        !page.contains("bob"),
-        "another user's agent is listed on the page"
-    );
+    assert!(page.contains("alice&#x27;s") || page.contains("alice's"), "{page}");
+    assert!(!page.contains("bob"), "another user's agent is listed on the page");
 }
 
 #[tokio::test]
@@ -391,21 +357,11 @@ async fn a_websocket_with_a_scoped_token_reaches_its_agents_only() {
     let theirs = create_agent(&server, json!({ "owner": "bob" })).await;
     let read = token("alice", &[&mine.to_string()], &[Scope::Read]);
     let mut request = server.ws_url.as_str().into_client_request().unwrap();
-    request.headers_mut().insert(
-        header::AUTHORIZATION,
-        format!("Bearer {read}").parse().unwrap(),
-    );
+    request.headers_mut().insert(header::AUTHORIZATION, format!("Bearer {read}").parse().unwrap());
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     let mut ask = async |message: Value| -> Value {
-        socket
-            .send(Message::Text(message.to_string().into()))
-            .await
-            .unwrap();
-        let frame = tokio::time::timeout(WAIT_MAX, socket.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        socket.send(Message::Text(message.to_string().into())).await.unwrap();
+        let frame = tokio::time::timeout(WAIT_MAX, socket.next()).await.unwrap().unwrap().unwrap();
         serde_json::from_str(frame.to_text().unwrap()).unwrap()
     };
     let subscribed = ask(json!({"type": "subscribe", "agent_id": mine, "since": 0})).await;

@@ -22,32 +22,16 @@ async fn another_origin_gets_cors_only_when_listed() {
     assert!(allowed.status().is_success(), "{}", allowed.status());
     let headers = allowed.headers();
     assert_eq!(headers["access-control-allow-origin"], APP_ORIGIN);
-    let allow_headers = headers["access-control-allow-headers"]
-        .to_str()
-        .unwrap()
-        .to_ascii_lowercase();
-    for wanted in [
-        "authorization",
-        "content-type",
-        "last-event-id",
-        "idempotency-key",
-    ] {
+    let allow_headers =
+        headers["access-control-allow-headers"].to_str().unwrap().to_ascii_lowercase();
+    for wanted in ["authorization", "content-type", "last-event-id", "idempotency-key"] {
         assert!(allow_headers.contains(wanted), "{allow_headers}");
     }
-    assert!(headers["access-control-allow-methods"]
-        .to_str()
-        .unwrap()
-        .contains("POST"));
-    assert!(
-        headers.get("access-control-allow-credentials").is_none(),
-        "never credentials"
-    );
+    assert!(headers["access-control-allow-methods"].to_str().unwrap().contains("POST"));
+    assert!(headers.get("access-control-allow-credentials").is_none(), "never credentials");
 
     let refused = preflight("http://evil.example").await.unwrap();
-    assert!(refused
-        .headers()
-        .get("access-control-allow-origin")
-        .is_none());
+    assert!(refused.headers().get("access-control-allow-origin").is_none());
 
     // The actual request: the origin echoed, the stream marker readable by the script.
     let agent = create_agent(&server, json!({})).await;
@@ -58,14 +42,8 @@ async fn another_origin_gets_cors_only_when_listed() {
         .sent()
         .await;
     assert_eq!(response.status(), 200);
-    assert_eq!(
-        response.headers()["access-control-allow-origin"],
-        APP_ORIGIN
-    );
-    let exposed = response.headers()["access-control-expose-headers"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    assert_eq!(response.headers()["access-control-allow-origin"], APP_ORIGIN);
+    let exposed = response.headers()["access-control-expose-headers"].to_str().unwrap().to_owned();
     assert!(
         exposed.contains("x-vercel-ai-ui-message-stream") && exposed.contains("location"),
         "{exposed}"
@@ -77,10 +55,7 @@ async fn another_origin_gets_cors_only_when_listed() {
         .sent()
         .await;
     assert_eq!(unauthorized.status(), 401);
-    assert_eq!(
-        unauthorized.headers()["access-control-allow-origin"],
-        APP_ORIGIN
-    );
+    assert_eq!(unauthorized.headers()["access-control-allow-origin"], APP_ORIGIN);
 }
 
 /// Without a token (a server on localhost), a page of another site could still make a browser
@@ -103,26 +78,15 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
         }
     };
     let before = agents(&server).await;
-    let evil = [
-        ("origin", "https://evil.example"),
-        ("sec-fetch-site", "cross-site"),
-    ];
+    let evil = [("origin", "https://evil.example"), ("sec-fetch-site", "cross-site")];
     let posts = [
-        (
-            "/agents",
-            "application/x-www-form-urlencoded",
-            "name=x".to_owned(),
-        ),
+        ("/agents", "application/x-www-form-urlencoded", "name=x".to_owned()),
         (
             &*format!("/agents/{agent_id}/runs"),
             "application/x-www-form-urlencoded",
             "content=hello".to_owned(),
         ),
-        (
-            &*format!("/v1/agents/{agent_id}/messages/cancel"),
-            "text/plain",
-            String::new(),
-        ),
+        (&*format!("/v1/agents/{agent_id}/messages/cancel"), "text/plain", String::new()),
         ("/v1/agents", "text/plain", "{}".to_owned()),
     ];
     for (path, content_type, body) in &posts {
@@ -140,10 +104,7 @@ async fn cross_site_posts_change_nothing_on_a_server_without_a_token() {
         assert_eq!(error["error"]["code"], "cross_site_request", "{path}");
     }
     assert_eq!(agents(&server).await, before, "nothing was created");
-    assert!(
-        server.all_events(agent_id).await.is_empty(),
-        "no message was sent"
-    );
+    assert!(server.all_events(agent_id).await.is_empty(), "no message was sent");
 
     // The same requests from this server's own page, a listed origin, or a client that is not a
     // browser go through.
@@ -176,75 +137,45 @@ async fn a_token_link_from_elsewhere_asks_before_it_swaps_the_identity() {
     let alice = token("alice", &["chat-a"], &[Scope::Read, Scope::Write]);
     let mallory = token("mallory", &["chat-m"], &[Scope::Read, Scope::Write]);
     let open = |link: String, site: &'static str, cookie: Option<String>| {
-        let mut request = browser
-            .get(server.url(&link))
-            .header("sec-fetch-site", site);
+        let mut request = browser.get(server.url(&link)).header("sec-fetch-site", site);
         if let Some(cookie) = cookie {
             request = request.header(header::COOKIE, format!("agentstream_token={cookie}"));
         }
         request.send()
     };
     let sets_cookie = |response: &reqwest::Response| {
-        response
-            .headers()
-            .get(header::SET_COOKIE)
-            .map(|value| value.to_str().unwrap().to_owned())
+        response.headers().get(header::SET_COOKIE).map(|value| value.to_str().unwrap().to_owned())
     };
     // Another site's link, alice signed in: a page that names mallory and alice; nothing set.
-    let attacked = open(
-        format!("/?token={mallory}"),
-        "cross-site",
-        Some(alice.clone()),
-    )
-    .await
-    .unwrap();
+    let attacked =
+        open(format!("/?token={mallory}"), "cross-site", Some(alice.clone())).await.unwrap();
     assert_eq!(attacked.status(), 200);
     assert_eq!(sets_cookie(&attacked), None);
     let page = attacked.text().await.unwrap();
     assert!(page.contains("Open agentstream as user mallory?"), "{page}");
-    assert!(
-        page.contains("signed in as <strong>user alice</strong>"),
-        "{page}"
-    );
+    assert!(page.contains("signed in as <strong>user alice</strong>"), "{page}");
     // Typed into the address bar while alice is signed in: asked too.
-    let typed = open(format!("/?token={mallory}"), "none", Some(alice.clone()))
-        .await
-        .unwrap();
+    let typed = open(format!("/?token={mallory}"), "none", Some(alice.clone())).await.unwrap();
     assert_eq!(sets_cookie(&typed), None);
     // A forged "continue" from another site is still a question.
-    let forged = open(
-        format!("/?token={mallory}&continue=1"),
-        "cross-site",
-        Some(alice.clone()),
-    )
-    .await
-    .unwrap();
+    let forged = open(format!("/?token={mallory}&continue=1"), "cross-site", Some(alice.clone()))
+        .await
+        .unwrap();
     assert_eq!(sets_cookie(&forged), None);
     // The person clicks Continue on the page (a same-origin navigation): mallory's now.
-    let continued = open(
-        format!("/?token={mallory}&continue=1"),
-        "same-origin",
-        Some(alice.clone()),
-    )
-    .await
-    .unwrap();
+    let continued =
+        open(format!("/?token={mallory}&continue=1"), "same-origin", Some(alice.clone()))
+            .await
+            .unwrap();
     assert!(continued.status().is_redirection());
     assert_eq!(continued.headers()[header::LOCATION], "/");
     assert!(sets_cookie(&continued).unwrap().contains(&mallory));
     // Nobody signed in, a link the person opened: at once; from another site: asked.
-    let fresh = open(format!("/?token={alice}"), "none", None)
-        .await
-        .unwrap();
+    let fresh = open(format!("/?token={alice}"), "none", None).await.unwrap();
     assert!(sets_cookie(&fresh).unwrap().contains(&alice));
-    let cross = open(format!("/?token={alice}"), "cross-site", None)
-        .await
-        .unwrap();
+    let cross = open(format!("/?token={alice}"), "cross-site", None).await.unwrap();
     assert_eq!(sets_cookie(&cross), None);
-    assert!(cross
-        .text()
-        .await
-        .unwrap()
-        .contains("Continue as user alice"));
+    assert!(cross.text().await.unwrap().contains("Continue as user alice"));
 }
 
 /// One user's token cannot take every slot: its requests in flight (SSE streams, Durable
@@ -266,18 +197,13 @@ async fn one_users_token_holds_at_most_its_share_of_streams() {
     };
     let long_poll = |token: &str| {
         reader
-            .get(server.url(&format!(
-                "/v1/streams/agents/{agent}?offset=now&live=long-poll"
-            )))
+            .get(server.url(&format!("/v1/streams/agents/{agent}?offset=now&live=long-poll")))
             .bearer_auth(token)
             .send()
     };
     let first = stream(&alice).await.unwrap();
     let second = stream(&alice).await.unwrap();
-    assert_eq!(
-        (first.status().as_u16(), second.status().as_u16()),
-        (200, 200)
-    );
+    assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
     // The third: a long-poll that waits. (Probing with a stream of hers before it holds its slot
     // would take the slot itself and refuse the long-poll: watch the server's count instead.)
     let waiting = tokio::spawn(long_poll(&alice));
@@ -288,13 +214,8 @@ async fn one_users_token_holds_at_most_its_share_of_streams() {
     .await;
     // Her share is taken: another stream, a WebSocket, even a plain read.
     let body: Value = stream(&alice).await.unwrap().json().await.unwrap();
-    assert_eq!(
-        body["error"]["code"], "too_many_requests_for_token",
-        "{body}"
-    );
-    let mut socket = format!("{}?token={alice}", server.ws_url)
-        .into_client_request()
-        .unwrap();
+    assert_eq!(body["error"]["code"], "too_many_requests_for_token", "{body}");
+    let mut socket = format!("{}?token={alice}", server.ws_url).into_client_request().unwrap();
     socket.headers_mut().remove("origin");
     let refused = tokio_tungstenite::connect_async(socket).await;
     assert!(refused.is_err(), "a WebSocket past her share is refused");

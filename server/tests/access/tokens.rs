@@ -24,14 +24,7 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
     assert!((55..=61).contains(&lives), "{minted}");
     let minted = minted["token"].as_str().unwrap().to_owned();
     assert_eq!(
-        call(
-            &server,
-            &minted,
-            Method::GET,
-            &format!("/v1/agents/{agent}"),
-            None
-        )
-        .await,
+        call(&server, &minted, Method::GET, &format!("/v1/agents/{agent}"), None).await,
         (200, String::new())
     );
     // Bad mint requests: clear 422s, nothing minted.
@@ -40,14 +33,8 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
             json!({ "sub": "alice", "agents": [], "scope": "read", "ttl_s": 601 }),
             "ttl_s must be 1–600",
         ),
-        (
-            json!({ "sub": "alice", "agents": [], "scope": "read admin" }),
-            "unknown scope \"admin\"",
-        ),
-        (
-            json!({ "sub": "", "agents": [], "scope": "read" }),
-            "sub must be",
-        ),
+        (json!({ "sub": "alice", "agents": [], "scope": "read admin" }), "unknown scope \"admin\""),
+        (json!({ "sub": "", "agents": [], "scope": "read" }), "sub must be"),
         (
             json!({ "sub": "alice", "agents": ["x".repeat(129)], "scope": "read" }),
             "is not 1–128 characters",
@@ -56,10 +43,7 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
         let response = server.post("/v1/tokens", &body).await;
         assert_eq!(response.status(), 422, "{body}");
         let error: Value = response.json().await.unwrap();
-        assert!(
-            error["error"]["message"].as_str().unwrap().contains(says),
-            "{error}"
-        );
+        assert!(error["error"]["message"].as_str().unwrap().contains(says), "{error}");
     }
     let unknown_field = server
         .post(
@@ -69,25 +53,8 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
         .await;
     assert_eq!(unknown_field.status(), 422);
     // Rotation: a token signed with the older secret still verifies.
-    let old = token_signed(
-        OLD_SECRET,
-        "alice",
-        &[&agent.to_string()],
-        &[Scope::Read],
-        60,
-    );
-    assert_eq!(
-        call(
-            &server,
-            &old,
-            Method::GET,
-            &format!("/v1/agents/{agent}"),
-            None
-        )
-        .await
-        .0,
-        200
-    );
+    let old = token_signed(OLD_SECRET, "alice", &[&agent.to_string()], &[Scope::Read], 60);
+    assert_eq!(call(&server, &old, Method::GET, &format!("/v1/agents/{agent}"), None).await.0, 200);
     // Refused outright: another secret, alg none, expired, living too long. 401 with a reason.
     let other = token_signed(
         "another-secret-another-secret-xxx",
@@ -117,10 +84,7 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
             .sent()
             .await;
         assert_eq!(response.status(), 401, "{what}");
-        let challenge = response.headers()[header::WWW_AUTHENTICATE]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let challenge = response.headers()[header::WWW_AUTHENTICATE].to_str().unwrap().to_owned();
         assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], code, "{what}: {body}");
@@ -130,12 +94,8 @@ async fn tokens_are_minted_by_the_operator_and_refused_when_forged_or_stale() {
 #[tokio::test]
 async fn a_server_without_a_secret_mints_nothing() {
     let server = server_with(|config| config.token_keys = None).await;
-    let response = server
-        .post(
-            "/v1/tokens",
-            &json!({ "sub": "alice", "agents": [], "scope": "read" }),
-        )
-        .await;
+    let response =
+        server.post("/v1/tokens", &json!({ "sub": "alice", "agents": [], "scope": "read" })).await;
     assert_eq!(response.status(), 501);
     // And a JWT is just a wrong operator token there.
     let jwt = token("alice", &[], &[Scope::Read]);
@@ -154,9 +114,7 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
     // token's expiry, not at the run's end.
     let client = agentstream_server::http_client::client();
     let native = client
-        .get(server.url(&format!(
-            "/v1/agents/{agent}/events/stream?since=0&token={short}"
-        )))
+        .get(server.url(&format!("/v1/agents/{agent}/events/stream?since=0&token={short}")))
         .send();
     let ai_sdk = client
         .get(server.url(&format!("/v1/ai-sdk/chat/{agent}/stream")))
@@ -178,18 +136,12 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
         "the AI SDK stream ended before the answer did"
     );
     assert!(
-        ag_ui
-            .iter()
-            .all(|event| !event.data.contains("RUN_FINISHED")),
+        ag_ui.iter().all(|event| !event.data.contains("RUN_FINISHED")),
         "the AG-UI stream ended before the run did"
     );
     let seen: Vec<u64> = native
         .iter()
-        .map(|event| {
-            serde_json::from_str::<Value>(&event.data).unwrap()["seq"]
-                .as_u64()
-                .unwrap()
-        })
+        .map(|event| serde_json::from_str::<Value>(&event.data).unwrap()["seq"].as_u64().unwrap())
         .collect();
     assert!(!seen.is_empty());
     let cursor = *seen.last().unwrap();
@@ -198,11 +150,7 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
         cursor < log.last().unwrap().seq,
         "the stream ended at the token's expiry, before the run's end (seq {cursor})"
     );
-    assert_eq!(
-        seen,
-        (1..=cursor).collect::<Vec<_>>(),
-        "every event once, in order"
-    );
+    assert_eq!(seen, (1..=cursor).collect::<Vec<_>>(), "every event once, in order");
     // The expired token is refused now; a fresh one reads exactly what came after the cursor.
     assert_eq!(
         call(
@@ -217,22 +165,13 @@ async fn an_expiring_token_ends_its_streams_and_a_fresh_one_resumes_from_the_cur
     );
     let fresh = token("alice", &[&agent.to_string()], &[Scope::Read]);
     let page: Value = agentstream_server::http_client::client()
-        .get(server.url(&format!(
-            "/v1/agents/{agent}/events?since={cursor}&limit=1000"
-        )))
+        .get(server.url(&format!("/v1/agents/{agent}/events?since={cursor}&limit=1000")))
         .bearer_auth(&fresh)
         .answer()
         .await;
-    let rest: Vec<u64> = page["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
-    assert_eq!(
-        rest,
-        ((cursor + 1)..=log.last().unwrap().seq).collect::<Vec<_>>()
-    );
+    let rest: Vec<u64> =
+        page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(rest, ((cursor + 1)..=log.last().unwrap().seq).collect::<Vec<_>>());
 }
 
 #[tokio::test]
@@ -240,9 +179,7 @@ async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_
     let (server, agent, short) = slow_run_and_short_token().await;
 
     // WebSocket: closed with 4401 at expiry.
-    let mut request = format!("{}?token={short}", server.ws_url)
-        .into_client_request()
-        .unwrap();
+    let mut request = format!("{}?token={short}", server.ws_url).into_client_request().unwrap();
     request.headers_mut().remove(header::AUTHORIZATION);
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     let closed = tokio::time::timeout(WAIT_MAX, async {
@@ -259,13 +196,8 @@ async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_
     assert_eq!(u16::from(closed.code), 4401, "{closed:?}");
 
     // Letta, foreground: the stream ends with `token_expired`, and the run goes on to its end.
-    let short = token_signed(
-        SECRET,
-        "alice",
-        &[&agent.to_string()],
-        &[Scope::Read, Scope::Write],
-        2,
-    );
+    let short =
+        token_signed(SECRET, "alice", &[&agent.to_string()], &[Scope::Read, Scope::Write], 2);
     let response = agentstream_server::http_client::client()
         .post(server.url(&format!("/v1/agents/{agent}/messages/stream")))
         .bearer_auth(&short)
@@ -287,14 +219,6 @@ async fn an_expiring_token_closes_its_websocket_and_ends_a_letta_stream_without_
     let run_id: Uuid = body["run_id"].as_str().unwrap().parse().unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let log = server.wait_for_run_end(agent, run_id).await;
-    let end = log
-        .iter()
-        .rev()
-        .find(|event| event.kind.is_run_end())
-        .unwrap();
-    assert_eq!(
-        end.kind,
-        app::EventKind::RunCompleted,
-        "the run was not cancelled by the expiry"
-    );
+    let end = log.iter().rev().find(|event| event.kind.is_run_end()).unwrap();
+    assert_eq!(end.kind, app::EventKind::RunCompleted, "the run was not cancelled by the expiry");
 }

@@ -15,9 +15,7 @@ async fn an_unanswered_request_is_denied_when_its_timeout_passes() {
 
     let (run_id, events) = common::wait_until("the timeout's answer", || async {
         let events = server.all_events(agent_id).await;
-        let response = events
-            .iter()
-            .find(|event| event.kind == EventKind::ApprovalResponse)?;
+        let response = events.iter().find(|event| event.kind == EventKind::ApprovalResponse)?;
         let run_id = response.run_id?;
         events
             .iter()
@@ -29,35 +27,23 @@ async fn an_unanswered_request_is_denied_when_its_timeout_passes() {
     assert_eq!(responses.len(), 1, "{responses:?}");
     assert_eq!(responses[0]["tool_call_id"], call_id.as_str());
     assert_eq!(responses[0]["approve"], false);
-    assert_eq!(
-        responses[0]["reason"],
-        "timed out: nobody answered within 300 ms"
-    );
+    assert_eq!(responses[0]["reason"], "timed out: nobody answered within 300 ms");
     let results = of_kind(&events, run_id, EventKind::ToolResult);
     assert_eq!(results.len(), 1, "{results:?}");
-    assert!(
-        results[0].to_string().contains("timed out"),
-        "the model reads why: {}",
-        results[0]
-    );
+    assert!(results[0].to_string().contains("timed out"), "the model reads why: {}", results[0]);
     assert_eq!(events.last().unwrap().content["stop_reason"], "end_turn");
 
     let head = server.all_events(agent_id).await.len();
-    let (status, error) = server
-        .answer(agent_id, &json!({ "call_id": call_id, "approve": true }))
-        .await;
+    let (status, error) =
+        server.answer(agent_id, &json!({ "call_id": call_id, "approve": true })).await;
     assert_eq!(status, 409, "{error}");
     assert_eq!(error["error"]["code"], "already_answered");
     server.assert_nothing_written(agent_id, head).await;
     server.run_to_end(agent_id, "hello again").await;
 
     // A timeout that is not a whole number of milliseconds is refused at creation.
-    let response = server
-        .post(
-            "/v1/agents",
-            &json!({ "metadata": { "approval_timeout_ms": "soon" } }),
-        )
-        .await;
+    let response =
+        server.post("/v1/agents", &json!({ "metadata": { "approval_timeout_ms": "soon" } })).await;
     assert_eq!(response.status(), 422);
 }
 
@@ -69,38 +55,28 @@ async fn a_request_that_expired_while_the_server_was_down_is_denied_at_the_next_
     let node = Restartable::new();
     let http = agentstream_server::http_client::client();
     let mut server = node.start().await;
-    let agent_id = server
-        .create_agent(json!({ "metadata": { "requires_approval": ["calculator"] } }))
-        .await;
+    let agent_id =
+        server.create_agent(json!({ "metadata": { "requires_approval": ["calculator"] } })).await;
     server.start_run(agent_id, "/tools calculator 6*7").await;
     common::wait_until("the approval request", || async {
         let log = log_of(&http, &server.base, agent_id).await;
-        log.iter()
-            .any(|event| event.kind.is_run_end())
-            .then_some(())
+        log.iter().any(|event| event.kind.is_run_end()).then_some(())
     })
     .await;
     server.kill().await;
     tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
 
-    let server = node
-        .start_with(&[("AGENTSTREAM_APPROVAL_TIMEOUT_MS", "1000".into())])
-        .await;
+    let server = node.start_with(&[("AGENTSTREAM_APPROVAL_TIMEOUT_MS", "1000".into())]).await;
     let log = common::wait_until("the expired request's answer", || async {
         let log = log_of(&http, &server.base, agent_id).await;
         (log.last()?.kind == EventKind::RunCompleted
-            && log
-                .iter()
-                .any(|event| event.kind == EventKind::ApprovalResponse))
+            && log.iter().any(|event| event.kind == EventKind::ApprovalResponse))
         .then_some(log)
     })
     .await;
     let response = common::first_of(&log, EventKind::ApprovalResponse);
     assert_eq!(response.content["approve"], false);
-    assert_eq!(
-        response.content["reason"],
-        "timed out: nobody answered within 1 s"
-    );
+    assert_eq!(response.content["reason"], "timed out: nobody answered within 1 s");
     assert!(app::approvals::pending(&common::fold(&log)).is_empty());
 }
 
@@ -113,9 +89,7 @@ async fn requests_that_never_time_out_do_not_hold_up_the_others() {
     let server = TestServer::start().await;
     let patient = server.new_agent(&json!({ "metadata": { "requires_approval": ["calculator"], "approval_timeout_ms": 0 } })).await;
     // Older requests than any sweep reads at once, written straight into the log.
-    let opened = store::open(&server.database_url, &ClusterOptions::default())
-        .await
-        .unwrap();
+    let opened = store::open(&server.database_url, &ClusterOptions::default()).await.unwrap();
     let past = chrono::Utc::now() - chrono::Duration::hours(1);
     let drafts = (0..WAITING_FOR_EVER)
         .map(|index| {
@@ -126,11 +100,7 @@ async fn requests_that_never_time_out_do_not_hold_up_the_others() {
             draft
         })
         .collect();
-    opened
-        .store
-        .append(&[AppendBatch::new(patient, drafts)])
-        .await
-        .unwrap();
+    opened.store.append(&[AppendBatch::new(patient, drafts)]).await.unwrap();
     let body = json!({ "metadata": {
         "requires_approval": ["calculator"], "approval_timeout_ms": 300 } });
     let agent = server.post_json("/v1/agents", &body).await;

@@ -27,14 +27,7 @@ impl Case {
 }
 
 fn case(method: Method, path: String, status: u16, code: &'static str) -> Case {
-    Case {
-        method,
-        path,
-        body: None,
-        header: None,
-        status,
-        code,
-    }
+    Case { method, path, body: None, header: None, status, code }
 }
 
 fn with_body(
@@ -45,14 +38,7 @@ fn with_body(
     status: u16,
     code: &'static str,
 ) -> Case {
-    Case {
-        method,
-        path,
-        body: Some((content_type, body)),
-        header: None,
-        status,
-        code,
-    }
+    Case { method, path, body: Some((content_type, body)), header: None, status, code }
 }
 
 /// A JSON POST refused with `status` and `code`.
@@ -62,22 +48,12 @@ fn post_json(
     status: u16,
     code: &'static str,
 ) -> Case {
-    with_body(
-        Method::POST,
-        path.into(),
-        "application/json",
-        body.into(),
-        status,
-        code,
-    )
+    with_body(Method::POST, path.into(), "application/json", body.into(), status, code)
 }
 
 async fn row_counts(server: &TestServer) -> (i64, i64) {
     let database = server.database().await;
-    (
-        database.count_rows("agents").await,
-        database.count_events().await,
-    )
+    (database.count_rows("agents").await, database.count_events().await)
 }
 
 #[tokio::test]
@@ -89,26 +65,15 @@ async fn bad_websocket_messages_get_error_frames_and_the_socket_stays_open() {
     let text_cases: Vec<(String, &str)> = vec![
         ("garbage".into(), "malformed_json"),
         (r#"{"type":"dance"}"#.into(), "invalid_message"),
-        (
-            r#"{"type":"subscribe","agent_id":"not-a-uuid","since":0}"#.into(),
-            "invalid_message",
-        ),
-        (
-            format!(r#"{{"type":"subscribe","agent_id":"{agent}","since":-1}}"#),
-            "invalid_message",
-        ),
-        (
-            format!(r#"{{"type":"subscribe","agent_id":"{agent}","since":"x"}}"#),
-            "invalid_message",
-        ),
+        (r#"{"type":"subscribe","agent_id":"not-a-uuid","since":0}"#.into(), "invalid_message"),
+        (format!(r#"{{"type":"subscribe","agent_id":"{agent}","since":-1}}"#), "invalid_message"),
+        (format!(r#"{{"type":"subscribe","agent_id":"{agent}","since":"x"}}"#), "invalid_message"),
         (r#"[1,2,3]"#.into(), "invalid_message"),
     ];
     for (text, code) in text_cases {
         client.send_raw(Message::Text(text.clone().into())).await;
         match client.receive().await {
-            ServerMessage::Error {
-                code: got, message, ..
-            } => {
+            ServerMessage::Error { code: got, message, .. } => {
                 assert_eq!(got, code, "{text}: {message}");
                 assert!(!message.is_empty());
             }
@@ -132,22 +97,9 @@ async fn bad_websocket_messages_get_error_frames_and_the_socket_stays_open() {
     ));
 
     // Still open and answering.
-    client
-        .send(&ClientMessage::Ping {
-            nonce: Some(json!(42)),
-        })
-        .await;
-    assert_eq!(
-        client.receive().await,
-        ServerMessage::Pong {
-            nonce: Some(json!(42))
-        }
-    );
-    assert_eq!(
-        row_counts(&server).await,
-        (1, 0),
-        "bad input wrote something"
-    );
+    client.send(&ClientMessage::Ping { nonce: Some(json!(42)) }).await;
+    assert_eq!(client.receive().await, ServerMessage::Pong { nonce: Some(json!(42)) });
+    assert_eq!(row_counts(&server).await, (1, 0), "bad input wrote something");
 }
 
 #[tokio::test]
@@ -157,12 +109,10 @@ async fn an_oversized_websocket_frame_closes_only_that_socket() {
     let mut bystander = server.connect().await;
     let big = format!(r#"{{"type":"ping","nonce":"{}"}}"#, "x".repeat(200 * 1024));
     let _ = futures::SinkExt::send(&mut reckless.stream, Message::Text(big.into())).await;
-    let next = tokio::time::timeout(
-        common::WAIT_MAX,
-        futures::StreamExt::next(&mut reckless.stream),
-    )
-    .await
-    .expect("the server neither answered nor closed");
+    let next =
+        tokio::time::timeout(common::WAIT_MAX, futures::StreamExt::next(&mut reckless.stream))
+            .await
+            .expect("the server neither answered nor closed");
     // Closed with 1009 (message too big) and a reason that names the limit.
     match next {
         Some(Ok(Message::Close(Some(frame)))) => {
@@ -172,10 +122,7 @@ async fn an_oversized_websocket_frame_closes_only_that_socket() {
         other => panic!("expected a close frame with code 1009, got {other:?}"),
     }
     bystander.send(&ClientMessage::Ping { nonce: None }).await;
-    assert_eq!(
-        bystander.receive().await,
-        ServerMessage::Pong { nonce: None }
-    );
+    assert_eq!(bystander.receive().await, ServerMessage::Pong { nonce: None });
 }
 
 /// A number the client sends comes back as the same number, even one with more digits than a
@@ -195,9 +142,5 @@ async fn a_ping_nonce_comes_back_as_the_number_sent() {
         .and_then(|rest| rest.split([',', '}']).next())
         .unwrap_or_else(|| panic!("no nonce in {pong}"));
     // `str::parse` rounds correctly: both sides name the same double only if nothing drifted.
-    assert_eq!(
-        nonce.parse::<f64>().unwrap(),
-        sent.parse::<f64>().unwrap(),
-        "pong: {pong}"
-    );
+    assert_eq!(nonce.parse::<f64>().unwrap(), sent.parse::<f64>().unwrap(), "pong: {pong}");
 }

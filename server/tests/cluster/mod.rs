@@ -36,14 +36,8 @@ async fn server(database: &str, reply_tokens: u32, token_delay_ms: u64, lease_ms
         free_port(),
         &[
             ("DATABASE_URL", database.to_owned()),
-            (
-                "AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS",
-                token_delay_ms.to_string(),
-            ),
-            (
-                "AGENTSTREAM_SCRIPTED_REPLY_TOKENS",
-                reply_tokens.to_string(),
-            ),
+            ("AGENTSTREAM_SCRIPTED_TOKEN_DELAY_MS", token_delay_ms.to_string()),
+            ("AGENTSTREAM_SCRIPTED_REPLY_TOKENS", reply_tokens.to_string()),
             ("AGENTSTREAM_RUN_LEASE_MS", lease_ms.to_string()),
         ],
     )
@@ -66,11 +60,8 @@ async fn pair(
 }
 
 async fn create_agent(http: &reqwest::Client, base: &str) -> Uuid {
-    let agent: Value = http
-        .post(format!("{base}/v1/agents"))
-        .json(&json!({ "name": "cluster" }))
-        .answer()
-        .await;
+    let agent: Value =
+        http.post(format!("{base}/v1/agents")).json(&json!({ "name": "cluster" })).answer().await;
     Uuid::parse_str(agent["id"].as_str().unwrap()).unwrap()
 }
 
@@ -98,9 +89,7 @@ async fn run(http: &reqwest::Client, base: &str, agent_id: Uuid, content: &str) 
 
 fn has_ended(seen: &Seen, agent_id: Uuid, run_id: Uuid) -> bool {
     seen.events.get(&agent_id).is_some_and(|events| {
-        events
-            .iter()
-            .any(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
+        events.iter().any(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
     })
 }
 
@@ -127,24 +116,14 @@ async fn two_servers_a_subscriber_on_b_sees_a_run_on_a_gap_free_and_in_order() {
     read(&mut socket, &mut seen, |seen| seen.last_seq(agent_id) >= 50).await;
     let mut late = Seen::default();
     let mut late_socket = subscribe_all(&b.base, &[agent_id], &late).await;
-    read(&mut socket, &mut seen, |seen| {
-        has_ended(seen, agent_id, run_id)
-    })
-    .await;
-    read(&mut late_socket, &mut late, |late| {
-        has_ended(late, agent_id, run_id)
-    })
-    .await;
+    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, run_id)).await;
+    read(&mut late_socket, &mut late, |late| has_ended(late, agent_id, run_id)).await;
 
     let log_a = log_of(&http, &a.base, agent_id).await;
     let log_b = log_of(&http, &b.base, agent_id).await;
     assert_eq!(log_a, log_b, "both servers read the same log");
     assert_contiguous(&log_a, 1);
-    assert!(
-        log_a.len() > 400,
-        "the whole reply is in the log: {} events",
-        log_a.len()
-    );
+    assert!(log_a.len() > 400, "the whole reply is in the log: {} events", log_a.len());
     // `read` asserted once-and-in-order; here: all of it, and exactly the log.
     seen.assert_saw(agent_id, &log_a, "the client on B got A's run exactly");
     late.assert_saw(agent_id, &log_a, "the late client on B got A's run exactly");
@@ -159,13 +138,7 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
     let (status, body) = try_run(&http, &b.base, agent_id, "hello").await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "run_in_progress");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains(&slow.to_string()),
-        "{body}"
-    );
+    assert!(body["error"]["message"].as_str().unwrap().contains(&slow.to_string()), "{body}");
 
     // Then both servers race to start runs on the agent, back to back, while a subscriber on
     // each follows it.
@@ -180,10 +153,7 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
             let mut started = Vec::new();
             let deadline = tokio::time::Instant::now() + WAIT_MAX;
             while started.len() < RUNS_PER_SERVER {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{base} never got its runs in"
-                );
+                assert!(tokio::time::Instant::now() < deadline, "{base} never got its runs in");
                 match try_run(&http, &base, agent_id, "/echo one two three four five").await {
                     (202, body) => {
                         started.push(Uuid::parse_str(body["run_id"].as_str().unwrap()).unwrap())
@@ -221,11 +191,7 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
                 current = event.run_id;
             }
             kind if kind.is_run_end() => {
-                assert_eq!(
-                    current, event.run_id,
-                    "seq {} ends a run that is not going",
-                    event.seq
-                );
+                assert_eq!(current, event.run_id, "seq {} ends a run that is not going", event.seq);
                 current = None;
             }
             _ if event.run_id.is_some() => {
@@ -246,14 +212,8 @@ async fn two_servers_writing_to_one_agent_keep_its_log_gapless() {
             .count();
         assert_eq!(starts, 1, "run {run_id} started once");
     }
-    read(&mut socket_a, &mut seen_a, |seen| {
-        seen.last_seq(agent_id) >= head
-    })
-    .await;
-    read(&mut socket_b, &mut seen_b, |seen| {
-        seen.last_seq(agent_id) >= head
-    })
-    .await;
+    read(&mut socket_a, &mut seen_a, |seen| seen.last_seq(agent_id) >= head).await;
+    read(&mut socket_b, &mut seen_b, |seen| seen.last_seq(agent_id) >= head).await;
     seen_a.assert_saw(agent_id, &log, "the subscriber on A saw the log");
     seen_b.assert_saw(agent_id, &log, "the subscriber on B saw the log");
 }
@@ -310,11 +270,7 @@ impl OwnPostgres {
                 .unwrap()
                 .success());
         }
-        let own = OwnPostgres {
-            directory,
-            bin: postgres_bin(),
-            port: free_port(),
-        };
+        let own = OwnPostgres { directory, bin: postgres_bin(), port: free_port() };
         let data = own.data();
         must(as_owner(
             &own.bin.join("initdb"),
@@ -337,16 +293,7 @@ impl OwnPostgres {
         let log = self.directory.join("log").display().to_string();
         must(as_owner(
             &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                &self.data(),
-                "-l",
-                &log,
-                "-w",
-                "-o",
-                &options,
-                "start",
-            ],
+            &["-D", &self.data(), "-l", &log, "-w", "-o", &options, "start"],
         ));
     }
 
@@ -365,12 +312,10 @@ impl OwnPostgres {
 
 impl Drop for OwnPostgres {
     fn drop(&mut self) {
-        let _ = as_owner(
-            &self.bin.join("pg_ctl"),
-            &["-D", &self.data(), "-m", "immediate", "stop"],
-        )
-        .stderr(std::process::Stdio::null())
-        .status();
+        let _ =
+            as_owner(&self.bin.join("pg_ctl"), &["-D", &self.data(), "-m", "immediate", "stop"])
+                .stderr(std::process::Stdio::null())
+                .status();
         let _ = std::fs::remove_dir_all(&self.directory);
     }
 }
@@ -394,14 +339,8 @@ async fn two_servers_survive_a_postgres_restart_mid_stream() {
 
     // The run ends one way or another (finished, failed on the store, or interrupted), exactly
     // once; B's client hears it, so B's notices came back.
-    read(&mut socket, &mut seen, |seen| {
-        has_ended(seen, agent_id, run_id)
-    })
-    .await;
-    assert!(
-        has_ended(&seen, agent_id, run_id),
-        "B's client never saw the run end"
-    );
+    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, run_id)).await;
+    assert!(has_ended(&seen, agent_id, run_id), "B's client never saw the run end");
     let log = log_of(&http, &b.base, agent_id).await;
     assert_contiguous(&log, 1);
     assert_seen_is_committed(&seen, agent_id, &log);
@@ -421,15 +360,8 @@ async fn two_servers_survive_a_postgres_restart_mid_stream() {
             (status, body) => panic!("{status}: {body}"),
         }
     };
-    read(&mut socket, &mut seen, |seen| {
-        has_ended(seen, agent_id, again)
-    })
-    .await;
+    read(&mut socket, &mut seen, |seen| has_ended(seen, agent_id, again)).await;
     let log = log_of(&http, &a.base, agent_id).await;
     assert_contiguous(&log, 1);
-    seen.assert_saw(
-        agent_id,
-        &log,
-        "B's client has the whole log, once, in order",
-    );
+    seen.assert_saw(agent_id, &log, "B's client has the whole log, once, in order");
 }

@@ -38,10 +38,8 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
                         vec![EventDraft::new(EventKind::Text); 1 + index % 3],
                     )];
                     if index % 2 == 0 && a != b {
-                        batches.push(AppendBatch::new(
-                            b,
-                            vec![EventDraft::new(EventKind::Text); 2],
-                        ));
+                        batches
+                            .push(AppendBatch::new(b, vec![EventDraft::new(EventKind::Text); 2]));
                     }
                     for batch in &mut batches {
                         for draft in &mut batch.drafts {
@@ -61,11 +59,8 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
     for task in tasks {
         let mine = task.await.unwrap();
         for &agent in &agents {
-            let seqs: Vec<u64> = mine
-                .iter()
-                .filter(|(a, _)| *a == agent)
-                .map(|(_, seq)| *seq)
-                .collect();
+            let seqs: Vec<u64> =
+                mine.iter().filter(|(a, _)| *a == agent).map(|(_, seq)| *seq).collect();
             assert!(
                 seqs.windows(2).all(|pair| pair[0] < pair[1]),
                 "a writer's appends commit in its order"
@@ -74,20 +69,14 @@ async fn two_servers_worth_of_writers_on_shared_agents_never_gap_or_repeat_a_seq
         handed_out.extend(mine);
     }
     for &agent in &agents {
-        let mut seqs: Vec<u64> = handed_out
-            .iter()
-            .filter(|(a, _)| *a == agent)
-            .map(|(_, seq)| *seq)
-            .collect();
+        let mut seqs: Vec<u64> =
+            handed_out.iter().filter(|(a, _)| *a == agent).map(|(_, seq)| *seq).collect();
         seqs.sort_unstable();
         let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
         assert_eq!(seqs, expected, "agent {agent}: every seq once, no hole");
         let log = second.read_events(agent, 0, 100_000).await.unwrap();
         assert_eq!(log.len(), seqs.len());
-        assert_eq!(
-            first.head_seq(agent).await.unwrap(),
-            Some(seqs.len() as u64)
-        );
+        assert_eq!(first.head_seq(agent).await.unwrap(), Some(seqs.len() as u64));
     }
 }
 
@@ -183,11 +172,7 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
     let http = agentstream_server::http_client::client();
     let bases = [a.base.clone(), b.base.clone()];
     let url = |base: &str| format!("{base}/v1/streams/shared/resident");
-    let created = http
-        .put(url(&bases[0]))
-        .header("content-type", "application/json")
-        .sent()
-        .await;
+    let created = http.put(url(&bases[0])).header("content-type", "application/json").sent().await;
     assert_eq!(created.status(), 201);
     let mut expected: Vec<Value> = Vec::new();
     // A fixed pattern of which server appends: runs on one, then switches.
@@ -206,17 +191,11 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
         expected.extend(batch);
         // Read everything from a few offsets on both servers.
         for since in [0, expected.len() / 2, expected.len() - 1] {
-            let offset = if since == 0 {
-                "-1".to_owned()
-            } else {
-                format!("{:016}_{since:016}", 0)
-            };
+            let offset =
+                if since == 0 { "-1".to_owned() } else { format!("{:016}_{since:016}", 0) };
             let mut bodies = Vec::new();
             for base in &bases {
-                let response = http
-                    .get(format!("{}?offset={offset}", url(base)))
-                    .sent()
-                    .await;
+                let response = http.get(format!("{}?offset={offset}", url(base))).sent().await;
                 assert_eq!(response.status(), 200);
                 assert!(response.headers().contains_key("stream-up-to-date"));
                 bodies.push(response.bytes().await.unwrap());
@@ -227,11 +206,7 @@ async fn two_servers_appending_to_one_stream_serve_the_same_bytes() {
                 "A and B read different bytes after append {index} from {offset}"
             );
             let messages: Vec<Value> = serde_json::from_slice(&bodies[0]).unwrap();
-            assert_eq!(
-                messages,
-                expected[since..],
-                "after append {index} from {offset}"
-            );
+            assert_eq!(messages, expected[since..], "after append {index} from {offset}");
         }
     }
 }

@@ -17,17 +17,14 @@ const SQLITE_LIVE: &str = "first_seq > COALESCE((SELECT moved.last_seq FROM even
 /// processes on one database): `AGENTSTREAM_TEST_POSTGRES_URL`, else
 /// `AGENTSTREAM_TEST_DATABASE_URL`. `scripts/test.sh` starts a throwaway one and sets both.
 pub fn postgres_admin_url() -> String {
-    [
-        "AGENTSTREAM_TEST_POSTGRES_URL",
-        "AGENTSTREAM_TEST_DATABASE_URL",
-    ]
-    .iter()
-    .filter_map(|name| std::env::var(name).ok())
-    .find(|url| !url.trim().is_empty())
-    .expect(
-        "this test needs PostgreSQL: run scripts/test.sh (it starts one), or set \
+    ["AGENTSTREAM_TEST_POSTGRES_URL", "AGENTSTREAM_TEST_DATABASE_URL"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|url| !url.trim().is_empty())
+        .expect(
+            "this test needs PostgreSQL: run scripts/test.sh (it starts one), or set \
              AGENTSTREAM_TEST_POSTGRES_URL=postgres://user@host:port/postgres",
-    )
+        )
 }
 
 /// A database for one test server: a new PostgreSQL database when the suite runs against
@@ -74,17 +71,13 @@ impl TestDatabase {
         };
         match self {
             TestDatabase::Sqlite(pool) => {
-                let sql = format!(
-                    "SELECT ({}) + ({} WHERE {SQLITE_LIVE})",
-                    sum("events"),
-                    sum("recent")
-                );
+                let sql =
+                    format!("SELECT ({}) + ({} WHERE {SQLITE_LIVE})", sum("events"), sum("recent"));
                 sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap()
             }
-            TestDatabase::Postgres(pool) => sqlx::query_scalar(&sum("events"))
-                .fetch_one(pool)
-                .await
-                .unwrap(),
+            TestDatabase::Postgres(pool) => {
+                sqlx::query_scalar(&sum("events")).fetch_one(pool).await.unwrap()
+            }
         }
     }
 
@@ -119,10 +112,7 @@ impl TestDatabase {
             .unwrap(),
         };
         let seq = seq as i64;
-        let count = rows
-            .iter()
-            .map(|(first, last, _)| (*last).min(seq) - first + 1)
-            .sum();
+        let count = rows.iter().map(|(first, last, _)| (*last).min(seq) - first + 1).sum();
         let id = rows
             .iter()
             .find(|(first, last, _)| (*first..=*last).contains(&seq))

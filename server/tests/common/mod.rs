@@ -48,10 +48,7 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "waited {WAIT_MAX:?} for {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "waited {WAIT_MAX:?} for {what}");
         tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await;
     }
 }
@@ -76,10 +73,8 @@ impl TestServer {
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestServer {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let db_path = directory.path().join("agentstream.db");
-        let mut config = Config {
-            database_url: fresh_database_url(&db_path).await,
-            ..Config::default()
-        };
+        let mut config =
+            Config { database_url: fresh_database_url(&db_path).await, ..Config::default() };
         config.scripted.token_delay_ms = 0;
         config.scripted.reply_tokens = 40;
         adjust(&mut config);
@@ -88,14 +83,9 @@ impl TestServer {
         let address = listener.local_addr().unwrap();
         let leptos_options = get_configuration(None).unwrap().leptos_options;
         let (shutdown, stop) = oneshot::channel::<()>();
-        tokio::spawn(agentstream_server::serve(
-            listener,
-            config,
-            leptos_options,
-            async {
-                let _ = stop.await;
-            },
-        ));
+        tokio::spawn(agentstream_server::serve(listener, config, leptos_options, async {
+            let _ = stop.await;
+        }));
         let server = TestServer {
             base: format!("http://{address}"),
             ws_url: format!("ws://{address}/v1/ws"),
@@ -107,9 +97,7 @@ impl TestServer {
         };
         wait_until("the server to come up", || async {
             let response = server.http.get(server.url("/healthz")).send().await;
-            response
-                .is_ok_and(|response| response.status().is_success())
-                .then_some(())
+            response.is_ok_and(|response| response.status().is_success()).then_some(())
         })
         .await;
         server
@@ -135,21 +123,12 @@ impl TestServer {
 
     /// POSTs `body` as JSON to `path`.
     pub async fn post(&self, path: &str, body: &impl serde::Serialize) -> reqwest::Response {
-        self.http
-            .post(self.url(path))
-            .json(body)
-            .send()
-            .await
-            .unwrap()
+        self.http.post(self.url(path)).json(body).send().await.unwrap()
     }
 
     /// POSTs `body` as JSON to `path`: the status and the answer's JSON (null when it has none).
     pub async fn post_status(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.http
-            .post(self.url(path))
-            .json(body)
-            .status_json()
-            .await
+        self.http.post(self.url(path)).json(body).status_json().await
     }
 
     /// GETs `path`.
@@ -216,10 +195,8 @@ impl TestServer {
     /// open a second connection when a request starts before the last one is back in the pool,
     /// and keep it for 90 s.
     pub fn without_pooled_connections(mut self) -> TestServer {
-        self.http = agentstream_server::http_client::builder()
-            .pool_max_idle_per_host(0)
-            .build()
-            .unwrap();
+        self.http =
+            agentstream_server::http_client::builder().pool_max_idle_per_host(0).build().unwrap();
         self
     }
 
@@ -230,21 +207,12 @@ impl TestServer {
     /// A second, independent connection to the server's database, as an operator would open.
     pub async fn database(&self) -> TestDatabase {
         if self.database_url.starts_with("postgres") {
-            let pool = PgPoolOptions::new()
-                .max_connections(2)
-                .connect(&self.database_url)
-                .await
-                .unwrap();
+            let pool =
+                PgPoolOptions::new().max_connections(2).connect(&self.database_url).await.unwrap();
             return TestDatabase::Postgres(pool);
         }
-        let options = SqliteConnectOptions::new()
-            .filename(&self.db_path)
-            .read_only(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(options)
-            .await
-            .unwrap();
+        let options = SqliteConnectOptions::new().filename(&self.db_path).read_only(true);
+        let pool = SqlitePoolOptions::new().max_connections(2).connect_with(options).await.unwrap();
         TestDatabase::Sqlite(pool)
     }
 
@@ -320,9 +288,7 @@ impl TestServer {
     pub async fn events_page(&self, agent_id: Uuid, since: u64, limit: u32) -> EventsPage {
         let response = self
             .http
-            .get(self.url(&format!(
-                "/v1/agents/{agent_id}/events?since={since}&limit={limit}"
-            )))
+            .get(self.url(&format!("/v1/agents/{agent_id}/events?since={since}&limit={limit}")))
             .send()
             .await
             .unwrap();
@@ -360,9 +326,7 @@ impl TestServer {
     }
 
     pub async fn connect(&self) -> WsClient {
-        let (stream, _) = tokio_tungstenite::connect_async(&self.ws_url)
-            .await
-            .unwrap();
+        let (stream, _) = tokio_tungstenite::connect_async(&self.ws_url).await.unwrap();
         WsClient { stream }
     }
 
@@ -387,10 +351,7 @@ pub async fn whole_log(
 ) -> Vec<AgentEvent> {
     let mut log = Vec::new();
     loop {
-        let page = store
-            .read_events(agent_id, log.len() as u64, 1000)
-            .await
-            .unwrap();
+        let page = store.read_events(agent_id, log.len() as u64, 1000).await.unwrap();
         if page.is_empty() {
             return log;
         }
@@ -497,10 +458,7 @@ pub fn fold(events: &[AgentEvent]) -> app::timeline::Timeline {
 /// The messages of `kind` in the timeline `events` fold to, in order.
 pub fn messages_of(events: &[AgentEvent], kind: EventKind) -> Vec<app::timeline::TimelineMessage> {
     let timeline = fold(events);
-    let of_kind = timeline
-        .messages()
-        .iter()
-        .filter(|message| message.kind == kind);
+    let of_kind = timeline.messages().iter().filter(|message| message.kind == kind);
     of_kind.cloned().collect()
 }
 
@@ -515,10 +473,8 @@ pub fn reply_text(events: &[AgentEvent], run_id: Uuid) -> String {
 
 /// A request body the test writes as it goes: each string sent goes out at once; dropping the
 /// sender ends the body.
-pub fn streamed_body() -> (
-    tokio::sync::mpsc::Sender<Result<String, std::io::Error>>,
-    reqwest::Body,
-) {
+pub fn streamed_body() -> (tokio::sync::mpsc::Sender<Result<String, std::io::Error>>, reqwest::Body)
+{
     let (lines, receiver) = tokio::sync::mpsc::channel(8);
     let stream = futures::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|line| (line, receiver))

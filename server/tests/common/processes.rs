@@ -110,16 +110,10 @@ impl Process {
         let http = agentstream_server::http_client::client();
         super::wait_until("the server to come up", || async {
             let response = http.get(format!("{base}/healthz")).send().await;
-            response
-                .is_ok_and(|response| response.status().is_success())
-                .then_some(())
+            response.is_ok_and(|response| response.status().is_success()).then_some(())
         })
         .await;
-        Process {
-            child,
-            base,
-            _database_directory: database_directory,
-        }
+        Process { child, base, _database_directory: database_directory }
     }
 
     /// `POST /v1/agents` with `body`: the new agent's id.
@@ -146,10 +140,8 @@ impl Process {
     /// SIGTERM (what a service manager sends to stop it).
     pub fn sigterm(&self) {
         let pid = self.child.id().expect("the server is running");
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
+        let status =
+            std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
         assert!(status.success());
     }
 
@@ -161,11 +153,7 @@ impl Process {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A client subscribed to several agents: everything it was delivered, per agent.
@@ -182,10 +170,7 @@ impl Seen {
     }
 
     pub fn last_seq(&self, agent_id: Uuid) -> u64 {
-        self.events
-            .get(&agent_id)
-            .and_then(|events| events.last())
-            .map_or(0, |event| event.seq)
+        self.events.get(&agent_id).and_then(|events| events.last()).map_or(0, |event| event.seq)
     }
 }
 
@@ -197,17 +182,9 @@ pub async fn subscribe_all(base: &str, agents: &[Uuid], seen: &Seen) -> Socket {
     let url = format!("{}/v1/ws", base.replace("http://", "ws://"));
     let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     for &agent_id in agents {
-        let message = ClientMessage::Subscribe {
-            agent_id,
-            since: seen.last_seq(agent_id),
-            coalesce: false,
-        };
-        socket
-            .send(Message::Text(
-                serde_json::to_string(&message).unwrap().into(),
-            ))
-            .await
-            .unwrap();
+        let message =
+            ClientMessage::Subscribe { agent_id, since: seen.last_seq(agent_id), coalesce: false };
+        socket.send(Message::Text(serde_json::to_string(&message).unwrap().into())).await.unwrap();
     }
     socket
 }
@@ -241,10 +218,7 @@ pub async fn log_of(http: &reqwest::Client, base: &str, agent_id: Uuid) -> Vec<A
     let mut events = Vec::new();
     loop {
         let page: Value = http
-            .get(format!(
-                "{base}/v1/agents/{agent_id}/events?since={}&limit=1000",
-                events.len()
-            ))
+            .get(format!("{base}/v1/agents/{agent_id}/events?since={}&limit=1000", events.len()))
             .answer()
             .await;
         events.extend(serde_json::from_value::<Vec<AgentEvent>>(page["events"].clone()).unwrap());
@@ -293,9 +267,7 @@ pub async fn log_after_run(
 
 /// The ends of `run_id` in `log` (a run that ended once has one).
 pub fn ends_of(log: &[AgentEvent], run_id: Uuid) -> Vec<&AgentEvent> {
-    log.iter()
-        .filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end())
-        .collect()
+    log.iter().filter(|e| e.run_id == Some(run_id) && e.kind.is_run_end()).collect()
 }
 
 /// Every tool call in the log has exactly one result.

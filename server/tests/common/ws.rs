@@ -30,12 +30,7 @@ impl WsClient {
 
     /// Subscribes as the live view does, asking for runs of appends merged (`coalesce`).
     pub async fn subscribe_with(&mut self, agent_id: Uuid, since: u64, coalesce: bool) {
-        self.send(&ClientMessage::Subscribe {
-            agent_id,
-            since,
-            coalesce,
-        })
-        .await;
+        self.send(&ClientMessage::Subscribe { agent_id, since, coalesce }).await;
     }
 
     /// Subscribes and reads the `subscribed` answer; the head seq it names.

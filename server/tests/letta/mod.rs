@@ -34,20 +34,13 @@ impl LettaStream {
             } else {
                 serde_json::from_str(&event.data).expect("every data line is JSON or [DONE]")
             };
-            Frame {
-                event: event.event,
-                data,
-            }
+            Frame { event: event.event, data }
         });
-        LettaStream {
-            frames: Box::pin(frames),
-        }
+        LettaStream { frames: Box::pin(frames) }
     }
 
     async fn next(&mut self) -> Option<Frame> {
-        tokio::time::timeout(WAIT_MAX, self.frames.next())
-            .await
-            .expect("the stream went quiet")
+        tokio::time::timeout(WAIT_MAX, self.frames.next()).await.expect("the stream went quiet")
     }
 
     /// Every frame up to and including `[DONE]`; asserts the stream ends right after it.
@@ -80,9 +73,7 @@ fn assistant_text(frames: &[Frame]) -> String {
 
 impl TestServer {
     async fn letta_stream(&self, agent_id: Uuid, body: Value) -> LettaStream {
-        let response = self
-            .post(&format!("/v1/agents/{agent_id}/messages/stream"), &body)
-            .await;
+        let response = self.post(&format!("/v1/agents/{agent_id}/messages/stream"), &body).await;
         LettaStream::new(response)
     }
 
@@ -127,21 +118,11 @@ async fn token_stream_fragments_join_to_the_logged_reply_and_carry_letta_fields(
     let types: Vec<&str> = frames.iter().map(message_type).collect();
     assert_eq!(types.first(), Some(&"user_message"));
     let tail = &types[types.len() - 3..];
-    assert_eq!(
-        tail,
-        ["stop_reason", "usage_statistics", ""],
-        "stop_reason, usage, then [DONE]"
-    );
+    assert_eq!(tail, ["stop_reason", "usage_statistics", ""], "stop_reason, usage, then [DONE]");
     assert_eq!(frames[frames.len() - 3].data["stop_reason"], "end_turn");
-    let fragments: Vec<&Frame> = frames
-        .iter()
-        .filter(|f| message_type(f) == "assistant_message")
-        .collect();
-    assert!(
-        fragments.len() >= 4,
-        "one fragment per token, got {}",
-        fragments.len()
-    );
+    let fragments: Vec<&Frame> =
+        frames.iter().filter(|f| message_type(f) == "assistant_message").collect();
+    assert!(fragments.len() >= 4, "one fragment per token, got {}", fragments.len());
     let id = &fragments[0].data["id"];
     assert!(
         fragments.iter().all(|f| &f.data["id"] == id),
@@ -151,37 +132,20 @@ async fn token_stream_fragments_join_to_the_logged_reply_and_carry_letta_fields(
     let run_id = frames[0].data["run_id"].as_str().unwrap().to_owned();
     let log = server.all_events(agent_id).await;
     let run = Uuid::parse_str(&run_id).unwrap();
-    assert_eq!(
-        assistant_text(&frames),
-        reply_text(&log, run),
-        "the stream says what the log says"
-    );
+    assert_eq!(assistant_text(&frames), reply_text(&log, run), "the stream says what the log says");
     assert_eq!(assistant_text(&frames), "one two three four");
 
     let mut last_seq = 0;
-    for frame in frames
-        .iter()
-        .filter(|f| !f.data["id"].is_null() && message_type(f) != "ping")
-    {
+    for frame in frames.iter().filter(|f| !f.data["id"].is_null() && message_type(f) != "ping") {
         for field in ["id", "date", "message_type", "otid", "run_id", "seq_id"] {
-            assert!(
-                !frame.data[field].is_null(),
-                "{field} missing in {}",
-                frame.data
-            );
+            assert!(!frame.data[field].is_null(), "{field} missing in {}", frame.data);
         }
         let seq_id = frame.data["seq_id"].as_u64().unwrap();
         assert!(seq_id > last_seq, "seq_id only goes up");
         last_seq = seq_id;
-        assert!(
-            log.iter().any(|event| event.seq == seq_id),
-            "seq_id is a seq of the log"
-        );
+        assert!(log.iter().any(|event| event.seq == seq_id), "seq_id is a seq of the log");
     }
-    assert!(
-        frames.iter().all(|f| f.event == "message"),
-        "no named events on a good stream"
-    );
+    assert!(frames.iter().all(|f| f.event == "message"), "no named events on a good stream");
 }
 
 #[tokio::test]
@@ -200,35 +164,20 @@ async fn step_stream_sends_one_whole_message_per_step() {
         1,
         "one whole tool call: {types:?}"
     );
-    let call = frames
-        .iter()
-        .find(|f| message_type(f) == "tool_call_message")
-        .unwrap();
+    let call = frames.iter().find(|f| message_type(f) == "tool_call_message").unwrap();
     assert_eq!(call.data["tool_call"]["name"], "calculator");
     let arguments: Value =
         serde_json::from_str(call.data["tool_call"]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(arguments["expression"], "6*7");
-    let result = frames
-        .iter()
-        .find(|f| message_type(f) == "tool_return_message")
-        .unwrap();
+    let result = frames.iter().find(|f| message_type(f) == "tool_return_message").unwrap();
     assert_eq!(result.data["status"], "success");
     assert_eq!(result.data["tool_return"], "42");
-    assert_eq!(
-        result.data["tool_call_id"],
-        call.data["tool_call"]["tool_call_id"]
-    );
-    let texts: Vec<&Frame> = frames
-        .iter()
-        .filter(|f| message_type(f) == "assistant_message")
-        .collect();
+    assert_eq!(result.data["tool_call_id"], call.data["tool_call"]["tool_call_id"]);
+    let texts: Vec<&Frame> =
+        frames.iter().filter(|f| message_type(f) == "assistant_message").collect();
     let ids: std::collections::HashSet<_> =
         texts.iter().map(|f| f.data["id"].to_string()).collect();
-    assert_eq!(
-        ids.len(),
-        texts.len(),
-        "each assistant message comes whole, once"
-    );
+    assert_eq!(ids.len(), texts.len(), "each assistant message comes whole, once");
 }
 
 #[tokio::test]
@@ -285,15 +234,10 @@ async fn a_background_run_survives_disconnect_and_resumes_with_no_gap_and_no_dup
                 assert!(seen.insert(seq_id), "seq_id {seq_id} delivered twice");
             }
         }
-        assert!(rest
-            .iter()
-            .filter_map(|f| f.data["seq_id"].as_u64())
-            .all(|seq| seq > cursor));
+        assert!(rest.iter().filter_map(|f| f.data["seq_id"].as_u64()).all(|seq| seq > cursor));
         let mut joined = first;
         joined.extend(rest);
-        let log = server
-            .wait_for_run_end(agent_id, Uuid::parse_str(&run_id).unwrap())
-            .await;
+        let log = server.wait_for_run_end(agent_id, Uuid::parse_str(&run_id).unwrap()).await;
         let run = Uuid::parse_str(&run_id).unwrap();
         assert_eq!(
             assistant_text(&joined),
@@ -305,10 +249,7 @@ async fn a_background_run_survives_disconnect_and_resumes_with_no_gap_and_no_dup
             "completed",
             "disconnect did not cancel it"
         );
-        let stop = joined
-            .iter()
-            .find(|f| message_type(f) == "stop_reason")
-            .unwrap();
+        let stop = joined.iter().find(|f| message_type(f) == "stop_reason").unwrap();
         assert_eq!(stop.data["stop_reason"], "end_turn");
     }
 }
@@ -324,32 +265,16 @@ async fn a_retried_send_with_the_same_otid_reattaches_to_the_one_run() {
     let (mut first, mut second) = (first, second);
     let (first, second) = tokio::join!(first.until_done(), second.until_done());
     let run_of = |frames: &[Frame]| frames[0].data["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        run_of(&first),
-        run_of(&second),
-        "both requests see the same run"
-    );
+    assert_eq!(run_of(&first), run_of(&second), "both requests see the same run");
     assert_eq!(assistant_text(&first), "only once");
     assert_eq!(assistant_text(&second), "only once");
     // A third, after the run ended, replays it rather than running again.
     let third = server.letta_stream(agent_id, body).await.until_done().await;
     assert_eq!(run_of(&third), run_of(&first));
     let log = server.all_events(agent_id).await;
-    assert_eq!(
-        log.iter()
-            .filter(|e| e.kind == EventKind::RunStarted)
-            .count(),
-        1
-    );
-    assert_eq!(
-        log.iter().filter(|e| e.kind == EventKind::User).count(),
-        1,
-        "one user message"
-    );
-    let user = first
-        .iter()
-        .find(|f| message_type(f) == "user_message")
-        .unwrap();
+    assert_eq!(log.iter().filter(|e| e.kind == EventKind::RunStarted).count(), 1);
+    assert_eq!(log.iter().filter(|e| e.kind == EventKind::User).count(), 1, "one user message");
+    let user = first.iter().find(|f| message_type(f) == "user_message").unwrap();
     assert_eq!(user.data["otid"], "otid-7", "the client's otid is echoed");
 }
 
@@ -358,29 +283,14 @@ async fn pings_arrive_while_a_slow_tool_runs() {
     let server = TestServer::start_with(|config| config.letta_ping_interval_ms = 100).await;
     let agent_id = server.create_agent().await;
     let frames = server
-        .letta_stream(
-            agent_id,
-            json!({ "messages": user("/tools slow 1"), "include_pings": true }),
-        )
+        .letta_stream(agent_id, json!({ "messages": user("/tools slow 1"), "include_pings": true }))
         .await
         .until_done()
         .await;
-    let call = frames
-        .iter()
-        .position(|f| message_type(f) == "tool_call_message")
-        .unwrap();
-    let result = frames
-        .iter()
-        .position(|f| message_type(f) == "tool_return_message")
-        .unwrap();
-    let pings = frames[call..result]
-        .iter()
-        .filter(|f| message_type(f) == "ping")
-        .count();
-    assert!(
-        pings >= 3,
-        "a 1 s tool with 100 ms pings: {pings} pings between call and result"
-    );
+    let call = frames.iter().position(|f| message_type(f) == "tool_call_message").unwrap();
+    let result = frames.iter().position(|f| message_type(f) == "tool_return_message").unwrap();
+    let pings = frames[call..result].iter().filter(|f| message_type(f) == "ping").count();
+    assert!(pings >= 3, "a 1 s tool with 100 ms pings: {pings} pings between call and result");
     let ping = frames.iter().find(|f| message_type(f) == "ping").unwrap();
     assert!(ping.data["id"].is_string() && ping.data["date"].is_string());
     // Without pings asked for, none come.

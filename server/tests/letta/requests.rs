@@ -13,30 +13,18 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
         )
         .await;
     let messages = response["messages"].as_array().unwrap();
-    let types: Vec<&str> = messages
-        .iter()
-        .map(|m| m["message_type"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        types,
-        ["reasoning_message", "assistant_message"],
-        "{response}"
-    );
+    let types: Vec<&str> = messages.iter().map(|m| m["message_type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["reasoning_message", "assistant_message"], "{response}");
     assert_eq!(messages[1]["content"], "hello there");
     assert_eq!(response["stop_reason"]["stop_reason"], "end_turn");
     assert!(response["usage"]["total_tokens"].as_u64().is_some());
 
     server
-        .post(
-            &format!("/v1/agents/{agent_id}/messages"),
-            &json!({ "input": "/echo second turn" }),
-        )
+        .post(&format!("/v1/agents/{agent_id}/messages"), &json!({ "input": "/echo second turn" }))
         .await;
     let server = &server;
     let list = |query: String| async move {
-        let messages = server
-            .get_json(&format!("/v1/agents/{agent_id}/messages{query}"))
-            .await;
+        let messages = server.get_json(&format!("/v1/agents/{agent_id}/messages{query}")).await;
         messages.as_array().unwrap().clone()
     };
     // What a reader of the conversation sees: user and assistant messages (reasoning aside).
@@ -50,12 +38,7 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
     let newest_first = list(String::new()).await;
     assert_eq!(
         said(&newest_first),
-        [
-            "second turn",
-            "/echo second turn",
-            "hello there",
-            "/echo hello there"
-        ]
+        ["second turn", "/echo second turn", "hello there", "/echo hello there"]
     );
     let oldest_first = list("?order=asc&limit=3".into()).await;
     assert_eq!(oldest_first[0]["message_type"], "user_message");
@@ -66,11 +49,7 @@ async fn non_streaming_send_answers_when_the_run_ends_and_the_list_reads_it_back
     let before = list(format!("?order=asc&before={after}")).await;
     assert_eq!(before.len(), 2);
     let everything = list("?limit=1000".into()).await;
-    assert_eq!(
-        everything.len(),
-        6,
-        "two turns: user, reasoning, assistant each"
-    );
+    assert_eq!(everything.len(), 6, "two turns: user, reasoning, assistant each");
 }
 
 #[tokio::test]
@@ -92,10 +71,7 @@ async fn cancel_ends_a_streaming_run_with_stop_reason_cancelled() {
         .await;
     assert_eq!(response["cancelled_run_ids"][0], run_id.as_str());
     let rest = stream.until_done().await;
-    let stop = rest
-        .iter()
-        .find(|f| message_type(f) == "stop_reason")
-        .unwrap();
+    let stop = rest.iter().find(|f| message_type(f) == "stop_reason").unwrap();
     assert_eq!(stop.data["stop_reason"], "cancelled");
 }
 
@@ -112,39 +88,19 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
         async move { request.sent().await }
     };
     let cases = [
+        (post(format!("/v1/runs/{unknown}/stream"), "{}").await, 404, "unknown_run"),
+        (post("/v1/runs/not-a-run/stream".into(), "{}").await, 400, "invalid_id"),
         (
-            post(format!("/v1/runs/{unknown}/stream"), "{}").await,
-            404,
-            "unknown_run",
-        ),
-        (
-            post("/v1/runs/not-a-run/stream".into(), "{}").await,
-            400,
-            "invalid_id",
-        ),
-        (
-            post(
-                format!("/v1/agents/{agent_id}/messages/stream"),
-                "{\"messages\": [",
-            )
-            .await,
+            post(format!("/v1/agents/{agent_id}/messages/stream"), "{\"messages\": [").await,
             400,
             "malformed_json",
         ),
         (
-            post(
-                format!("/v1/agents/{agent_id}/messages/stream"),
-                "{\"messages\": 5}",
-            )
-            .await,
+            post(format!("/v1/agents/{agent_id}/messages/stream"), "{\"messages\": 5}").await,
             422,
             "invalid_body",
         ),
-        (
-            post(format!("/v1/agents/{agent_id}/messages"), "{}").await,
-            422,
-            "invalid_body",
-        ),
+        (post(format!("/v1/agents/{agent_id}/messages"), "{}").await, 422, "invalid_body"),
         (
             post(
                 format!("/v1/agents/{agent_id}/messages"),
@@ -164,27 +120,17 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
             "invalid_body",
         ),
         (
-            post(
-                format!("/v1/agents/{unknown}/messages/stream"),
-                r#"{"input":"hi"}"#,
-            )
-            .await,
+            post(format!("/v1/agents/{unknown}/messages/stream"), r#"{"input":"hi"}"#).await,
             404,
             "unknown_agent",
         ),
         (
-            server
-                .get(&format!(
-                    "/v1/agents/{agent_id}/messages?after=message-nope"
-                ))
-                .await,
+            server.get(&format!("/v1/agents/{agent_id}/messages?after=message-nope")).await,
             400,
             "invalid_cursor",
         ),
         (
-            server
-                .get(&format!("/v1/agents/{agent_id}/messages?order=sideways"))
-                .await,
+            server.get(&format!("/v1/agents/{agent_id}/messages?order=sideways")).await,
             400,
             "invalid_query",
         ),
@@ -194,39 +140,21 @@ async fn bad_letta_requests_get_letta_style_errors_and_change_nothing() {
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], code, "{body}");
         assert!(
-            body["detail"]
-                .as_str()
-                .is_some_and(|detail| !detail.is_empty()),
+            body["detail"].as_str().is_some_and(|detail| !detail.is_empty()),
             "Letta clients read `detail`: {body}"
         );
     }
     // A bad cursor on a real run.
-    let frames = server
-        .letta_stream(agent_id, json!({ "input": "/echo ok" }))
-        .await
-        .until_done()
-        .await;
+    let frames =
+        server.letta_stream(agent_id, json!({ "input": "/echo ok" })).await.until_done().await;
     let run_id = frames[0].data["run_id"].as_str().unwrap();
-    let response = post(
-        format!("/v1/runs/{run_id}/stream"),
-        r#"{"starting_after": 999999}"#,
-    )
-    .await;
+    let response = post(format!("/v1/runs/{run_id}/stream"), r#"{"starting_after": 999999}"#).await;
     assert_eq!(response.status(), 400);
-    let response = post(
-        format!("/v1/runs/{run_id}/stream"),
-        r#"{"starting_after": -1}"#,
-    )
-    .await;
+    let response = post(format!("/v1/runs/{run_id}/stream"), r#"{"starting_after": -1}"#).await;
     assert_eq!(response.status(), 422);
     // Nothing was written by the bad requests: one run only.
     let log = server.all_events(agent_id).await;
-    assert_eq!(
-        log.iter()
-            .filter(|e| e.kind == EventKind::RunStarted)
-            .count(),
-        1
-    );
+    assert_eq!(log.iter().filter(|e| e.kind == EventKind::RunStarted).count(), 1);
 }
 
 #[tokio::test]
@@ -259,39 +187,17 @@ async fn letta_create_agent_body_and_trailing_slash_paths_work() {
 #[tokio::test]
 async fn a_model_handle_picks_its_provider_or_is_refused() {
     let server = TestServer::start().await;
-    let create = |body: Value| {
-        server
-            .http
-            .post(server.url("/v1/agents"))
-            .json(&body)
-            .status_json()
-    };
+    let create = |body: Value| server.http.post(server.url("/v1/agents")).json(&body).status_json();
     // (body, status, error code)
     let cases = [
-        (
-            json!({"model": "openai/gpt-4o"}),
-            400,
-            Some("unknown_provider"),
-        ),
-        (
-            json!({"model": "anthropic/claude-sonnet-4"}),
-            400,
-            Some("unknown_provider"),
-        ),
+        (json!({"model": "openai/gpt-4o"}), 400, Some("unknown_provider")),
+        (json!({"model": "anthropic/claude-sonnet-4"}), 400, Some("unknown_provider")),
         (json!({"model": "gpt-4o"}), 400, Some("model_not_served")),
         (json!({"model": "scripted/demo"}), 201, None),
         (json!({"model": "scripted"}), 201, None),
         (json!({}), 201, None),
-        (
-            json!({"model": "gpt-4o", "metadata": {"provider": "scripted"}}),
-            201,
-            None,
-        ),
-        (
-            json!({"metadata": {"provider": "openai"}}),
-            400,
-            Some("unknown_provider"),
-        ),
+        (json!({"model": "gpt-4o", "metadata": {"provider": "scripted"}}), 201, None),
+        (json!({"metadata": {"provider": "openai"}}), 400, Some("unknown_provider")),
     ];
     for (body, status, code) in cases {
         let (got, answer) = create(body.clone()).await;
@@ -330,11 +236,7 @@ async fn a_long_log_is_listed_and_shown_within_bounds() {
     let page: Vec<Value> = response.json().await.unwrap();
     assert_eq!(page.len(), 1);
     assert_eq!(page[0]["message_type"], "assistant_message");
-    let words = page[0]["content"]
-        .as_str()
-        .unwrap()
-        .split_whitespace()
-        .count();
+    let words = page[0]["content"].as_str().unwrap().split_whitespace().count();
     assert!(words >= REPLY_TOKENS as usize - 10, "{words} words");
 
     let oldest = server.url(&format!("/v1/agents/{agent_id}/messages?order=asc&limit=1"));
@@ -345,15 +247,9 @@ async fn a_long_log_is_listed_and_shown_within_bounds() {
     // run, and a line saying what was left out (it used to fold and render the whole log).
     let history = server.url(&format!("/agents/{agent_id}/history"));
     let html = server.http.get(history).sent().await.text().await.unwrap();
-    let first_run_end = events
-        .iter()
-        .find(|event| event.kind.is_run_end())
-        .unwrap()
-        .seq;
+    let first_run_end = events.iter().find(|event| event.kind.is_run_end()).unwrap().seq;
     assert!(
-        html.contains(&format!(
-            "Events 1–{first_run_end} (the earlier runs) are not shown"
-        )),
+        html.contains(&format!("Events 1–{first_run_end} (the earlier runs) are not shown")),
         "{:.300}",
         html
     );

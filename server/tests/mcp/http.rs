@@ -3,11 +3,7 @@
 use super::*;
 
 async fn http_everything() -> HttpEverything {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = std::process::Command::new("node")
         .args([everything().display().to_string(), "streamableHttp".into()])
         .env("PORT", port.to_string())
@@ -17,10 +13,7 @@ async fn http_everything() -> HttpEverything {
         .expect("node starts");
     let url = format!("http://127.0.0.1:{port}/mcp");
     wait_until("the MCP server to listen", || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-            .map(|_| ())
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok().map(|_| ())
     })
     .await;
     HttpEverything { child, url }
@@ -31,14 +24,8 @@ async fn a_server_over_streamable_http_serves_the_same_tools() {
     let everything = http_everything().await;
     let server = server_with(json!({ "remote": { "url": everything.url } })).await;
     let agent_id = server.mcp_agent(json!(["remote"])).await;
-    let tools = server
-        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
-        .await;
-    let sum = tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|tool| tool["name"] == "get-sum");
+    let tools = server.get_json(&format!("/v1/tools?agent_id={agent_id}")).await;
+    let sum = tools.as_array().unwrap().iter().find(|tool| tool["name"] == "get-sum");
     assert_eq!(sum.expect("listed over HTTP")["mcp_server_name"], "remote");
     let run_id = server
         .start_run(agent_id, r#"/tools get-sum {"a": 4, "b": 5}; trigger-long-running-operation {"duration": 1, "steps": 4}"#)
@@ -46,10 +33,7 @@ async fn a_server_over_streamable_http_serves_the_same_tools() {
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let called = results(&events, run_id);
     assert_eq!(called.len(), 2, "{called:?}");
-    assert!(
-        called.iter().all(|(_, _, is_error)| !is_error),
-        "{called:?}"
-    );
+    assert!(called.iter().all(|(_, _, is_error)| !is_error), "{called:?}");
     assert!(called
         .iter()
         .any(|(name, result, _)| name == "get-sum" && result.to_string().contains('9')));
@@ -64,14 +48,7 @@ async fn tls_front(directory: &std::path::Path, backend_port: u16) -> (u16, Path
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let (cert, key) = (directory.join("cert.pem"), directory.join("key.pem"));
     let made = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
         .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
         .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
         // A server's certificate, not an authority's (verifiers refuse a CA as the end entity).
@@ -154,23 +131,15 @@ async fn an_https_server_is_reached_over_verified_tls() {
         let env = [
             ("AGENTSTREAM_MCP_CONFIG", config.display().to_string()),
             ("SSL_CERT_FILE", certificates.display().to_string()),
-            (
-                "SSL_CERT_DIR",
-                directory.path().join("no-dir").display().to_string(),
-            ),
+            ("SSL_CERT_DIR", directory.path().join("no-dir").display().to_string()),
         ];
         let server = Process::start(free_port(), &env).await;
-        let agent_id = server
-            .create_agent(json!({ "metadata": { "mcp_servers": ["secure"] } }))
-            .await;
-        server
-            .start_run(agent_id, r#"/tools get-sum {"a": 4, "b": 5}"#)
-            .await;
+        let agent_id =
+            server.create_agent(json!({ "metadata": { "mcp_servers": ["secure"] } })).await;
+        server.start_run(agent_id, r#"/tools get-sum {"a": 4, "b": 5}"#).await;
         let log = wait_until("the run's end", || async {
             let log = log_of(&http, &server.base, agent_id).await;
-            log.iter()
-                .any(|event| event.kind.is_run_end())
-                .then_some(log)
+            log.iter().any(|event| event.kind.is_run_end()).then_some(log)
         })
         .await;
         let result = log
@@ -182,14 +151,8 @@ async fn an_https_server_is_reached_over_verified_tls() {
             assert_eq!(result["is_error"], false, "{result}");
             assert!(result["result"].to_string().contains('9'), "{result}");
         } else {
-            assert_eq!(
-                result["is_error"], true,
-                "an untrusted certificate: {result}"
-            );
-            assert!(
-                log.iter().all(|event| event.kind != EventKind::Error),
-                "no panic"
-            );
+            assert_eq!(result["is_error"], true, "an untrusted certificate: {result}");
+            assert!(log.iter().all(|event| event.kind != EventKind::Error), "no panic");
         }
     }
 }

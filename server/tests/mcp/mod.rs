@@ -26,14 +26,9 @@ fn everything() -> PathBuf {
 
 /// The agent's tools are the built-in ones alone.
 async fn assert_builtins_only(server: &TestServer, agent_id: Uuid) {
-    let tools = server
-        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
-        .await;
+    let tools = server.get_json(&format!("/v1/tools?agent_id={agent_id}")).await;
     let tools = tools.as_array().unwrap();
-    assert!(
-        tools.iter().all(|tool| tool["tool_type"] == "builtin"),
-        "{tools:?}"
-    );
+    assert!(tools.iter().all(|tool| tool["tool_type"] == "builtin"), "{tools:?}");
 }
 
 async fn server_with(servers: Value) -> TestServer {
@@ -94,10 +89,7 @@ impl TestServer {
 /// A progress report merged on a tool call's card.
 fn is_progress(event: &app::AgentEvent) -> bool {
     event.kind == EventKind::ToolCall
-        && event
-            .delta
-            .as_ref()
-            .is_some_and(|delta| delta.get("progress").is_some())
+        && event.delta.as_ref().is_some_and(|delta| delta.get("progress").is_some())
 }
 
 /// The results of a run's tool calls, by tool name: (result, is_error).
@@ -107,10 +99,7 @@ fn results(events: &[app::AgentEvent], run_id: Uuid) -> Vec<(String, Value, bool
         .filter(|event| event.run_id == Some(run_id) && event.kind == EventKind::ToolResult)
         .map(|event| {
             (
-                event.content["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
+                event.content["name"].as_str().unwrap_or_default().to_owned(),
                 event.content["result"].clone(),
                 event.content["is_error"] == true,
             )
@@ -122,9 +111,7 @@ fn results(events: &[app::AgentEvent], run_id: Uuid) -> Vec<(String, Value, bool
 async fn an_agent_lists_and_calls_its_mcp_servers_tools() {
     let server = everything_server().await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
-    let tools = server
-        .get_json(&format!("/v1/tools?agent_id={agent_id}"))
-        .await;
+    let tools = server.get_json(&format!("/v1/tools?agent_id={agent_id}")).await;
     let tools = tools.as_array().unwrap();
     let find = |name: &str| tools.iter().find(|tool| tool["name"] == name);
     assert_eq!(find("clock").unwrap()["tool_type"], "builtin");
@@ -133,9 +120,7 @@ async fn an_agent_lists_and_calls_its_mcp_servers_tools() {
     assert_eq!(sum["mcp_server_name"], "everything");
     assert!(sum["json_schema"]["parameters"]["properties"]["a"].is_object());
 
-    let run_id = server
-        .start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}"#)
-        .await;
+    let run_id = server.start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}"#).await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let called = results(&events, run_id);
     assert_eq!(called.len(), 1, "{called:?}");
@@ -149,14 +134,9 @@ async fn an_agent_lists_and_calls_its_mcp_servers_tools() {
     // An agent that did not name the server has the built-ins only.
     let plain = server.create_agent().await;
     assert_builtins_only(&server, plain).await;
-    let run_id = server
-        .start_run(plain, r#"/tools get-sum {"a": 2, "b": 3}"#)
-        .await;
+    let run_id = server.start_run(plain, r#"/tools get-sum {"a": 2, "b": 3}"#).await;
     let events = server.wait_for_run_end(plain, run_id).await;
-    assert!(
-        results(&events, run_id)[0].2,
-        "an unknown tool is an error result"
-    );
+    assert!(results(&events, run_id)[0].2, "an unknown tool is an error result");
 }
 
 #[tokio::test]
@@ -177,31 +157,19 @@ async fn servers_that_are_not_configured_or_cannot_start_never_fail_a_run() {
     let refused = server.agent_with(json!({ "mcp_servers": ["nope"] })).await;
     assert_eq!(refused.status(), 422);
     let error: Value = refused.json().await.unwrap();
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("\"nope\""),
-        "{error}"
-    );
+    assert!(error["error"]["message"].as_str().unwrap().contains("\"nope\""), "{error}");
     let refused = server.agent_with(json!({ "mcp_servers": "broken" })).await;
     assert_eq!(refused.status(), 422);
 
     let agent_id = server.mcp_agent(json!(["broken"])).await;
     assert_builtins_only(&server, agent_id).await;
-    let run_id = server
-        .start_run(agent_id, r#"/tools echo {"message": "hi"}; clock"#)
-        .await;
+    let run_id = server.start_run(agent_id, r#"/tools echo {"message": "hi"}; clock"#).await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
     let called = results(&events, run_id);
     assert_eq!(called.len(), 2, "{called:?}");
-    assert!(called
-        .iter()
-        .any(|(name, _, is_error)| name == "echo" && *is_error));
-    assert!(called
-        .iter()
-        .any(|(name, _, is_error)| name == "clock" && !*is_error));
+    assert!(called.iter().any(|(name, _, is_error)| name == "echo" && *is_error));
+    assert!(called.iter().any(|(name, _, is_error)| name == "clock" && !*is_error));
 }
 
 #[tokio::test]
@@ -215,28 +183,17 @@ async fn a_server_killed_mid_call_gives_an_error_result_and_the_next_call_reconn
     .await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
     let run_id = server.long_operation(agent_id, 20, 40).await;
-    let killed = std::process::Command::new("pkill")
-        .args(["-9", "-f", &marker])
-        .status()
-        .unwrap();
-    assert!(
-        killed.success(),
-        "the MCP server process was found and killed"
-    );
+    let killed = std::process::Command::new("pkill").args(["-9", "-f", &marker]).status().unwrap();
+    assert!(killed.success(), "the MCP server process was found and killed");
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
     let called = results(&events, run_id);
     assert!(called[0].2, "the cut call is an error result: {called:?}");
 
-    let run_id = server
-        .start_run(agent_id, r#"/tools get-sum {"a": 20, "b": 22}"#)
-        .await;
+    let run_id = server.start_run(agent_id, r#"/tools get-sum {"a": 20, "b": 22}"#).await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let called = results(&events, run_id);
-    assert!(
-        !called[0].2 && called[0].1.to_string().contains("42"),
-        "{called:?}"
-    );
+    assert!(!called[0].2 && called[0].1.to_string().contains("42"), "{called:?}");
 }
 
 /// The reference server over streamable HTTP, on a free port; killed when dropped.
@@ -304,10 +261,7 @@ async fn a_hung_server_holds_back_neither_the_runs_start_nor_its_cancel() {
     );
     let events = server.cancel_run(agent_id, run_id).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
-    assert!(
-        asked.elapsed() < connect_timeout,
-        "the cancel waited for the tool listing"
-    );
+    assert!(asked.elapsed() < connect_timeout, "the cancel waited for the tool listing");
 }
 
 /// The witness server (end2end/fixtures/mcp-witness.mjs, on the official MCP SDK) writes down
@@ -326,34 +280,19 @@ async fn a_cancel_reaches_the_mcp_server_as_notifications_cancelled() {
     } }))
     .await;
     let agent_id = server.mcp_agent(json!(["witness"])).await;
-    let run_id = server
-        .start_run(agent_id, r#"/tools wait {"seconds": 30}"#)
-        .await;
+    let run_id = server.start_run(agent_id, r#"/tools wait {"seconds": 30}"#).await;
     server.wait_for_progress(agent_id).await;
     assert!(!witness_file.exists(), "nothing cancelled yet");
-    server
-        .post_json(
-            &format!("/v1/agents/{agent_id}/messages/cancel"),
-            &json!({}),
-        )
-        .await;
+    server.post_json(&format!("/v1/agents/{agent_id}/messages/cancel"), &json!({})).await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_eq!(events.last().unwrap().kind, EventKind::RunCancelled);
     let seen = wait_until("the MCP server to see the cancellation", || async {
-        std::fs::read_to_string(&witness_file)
-            .ok()
-            .filter(|text| !text.is_empty())
+        std::fs::read_to_string(&witness_file).ok().filter(|text| !text.is_empty())
     })
     .await;
-    let lines: Vec<Value> = seen
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let lines: Vec<Value> = seen.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     assert_eq!(lines.len(), 1, "one call, one cancellation: {seen}");
-    assert!(
-        lines[0]["cancelled"].is_number(),
-        "the request's id: {seen}"
-    );
+    assert!(lines[0]["cancelled"].is_number(), "the request's id: {seen}");
 }
 
 /// `requires_approval` in the config file: the server's tool waits for a person whichever agent
@@ -367,16 +306,10 @@ async fn a_configured_server_can_require_approval_for_its_tools() {
     .await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
     let run_id = server
-        .start_run(
-            agent_id,
-            r#"/tools get-sum {"a": 2, "b": 3}; echo {"message": "hi"}"#,
-        )
+        .start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}; echo {"message": "hi"}"#)
         .await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
-    assert_eq!(
-        events.last().unwrap().content["stop_reason"],
-        "requires_approval"
-    );
+    assert_eq!(events.last().unwrap().content["stop_reason"], "requires_approval");
     let called = results(&events, run_id);
     assert_eq!(called.len(), 1, "echo ran, get-sum waits: {called:?}");
     assert_eq!(called[0].0, "echo");
@@ -411,16 +344,12 @@ async fn a_stdio_server_gets_only_path_home_and_its_configured_env() {
     } }))
     .await;
     let agent_id = server.mcp_agent(json!(["everything"])).await;
-    let run_id = server
-        .start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}"#)
-        .await;
+    let run_id = server.start_run(agent_id, r#"/tools get-sum {"a": 2, "b": 3}"#).await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     assert_eq!(results(&events, run_id).len(), 1);
     let text = std::fs::read_to_string(&dump).unwrap();
-    let names: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
-        .collect();
+    let names: Vec<&str> =
+        text.lines().filter_map(|line| line.split_once('=').map(|(name, _)| name)).collect();
     // Cargo gives this test process CARGO_* variables: a child that inherited the server's
     // environment would list them.
     assert!(std::env::var("CARGO_PKG_NAME").is_ok());

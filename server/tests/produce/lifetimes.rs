@@ -46,51 +46,23 @@ async fn the_produce_scope_allows_producing_and_nothing_else() {
     };
     let produce_path = format!("/v1/agents/{agent_id}/produce");
     let producer = token(&[Scope::Produce]);
-    assert_eq!(
-        call(
-            producer.clone(),
-            reqwest::Method::POST,
-            produce_path.clone(),
-            0
-        )
-        .await,
-        200
-    );
+    assert_eq!(call(producer.clone(), reqwest::Method::POST, produce_path.clone(), 0).await, 200);
     let position = format!("/v1/agents/{agent_id}/producers/w");
-    assert_eq!(
-        call(producer.clone(), reqwest::Method::GET, position, 0).await,
-        200
-    );
+    assert_eq!(call(producer.clone(), reqwest::Method::GET, position, 0).await, 200);
     // A producer's token reads nothing and starts nothing of ours.
     for (method, path) in [
-        (
-            reqwest::Method::GET,
-            format!("/v1/agents/{agent_id}/events"),
-        ),
+        (reqwest::Method::GET, format!("/v1/agents/{agent_id}/events")),
         (reqwest::Method::GET, format!("/v1/agents/{agent_id}")),
         (reqwest::Method::POST, format!("/v1/agents/{agent_id}/runs")),
-        (
-            reqwest::Method::POST,
-            format!("/v1/agents/{agent_id}/messages/cancel"),
-        ),
+        (reqwest::Method::POST, format!("/v1/agents/{agent_id}/messages/cancel")),
     ] {
-        assert_eq!(
-            call(producer.clone(), method, path.clone(), 0).await,
-            403,
-            "{path}"
-        );
+        assert_eq!(call(producer.clone(), method, path.clone(), 0).await, 403, "{path}");
     }
     // Reading and writing do not allow producing; the operator may (and is told that the
     // producer's run is still open).
     let reader = token(&[Scope::Read, Scope::Write, Scope::Approve]);
-    assert_eq!(
-        call(reader, reqwest::Method::POST, produce_path.clone(), 1).await,
-        403
-    );
-    assert_eq!(
-        call("operator".into(), reqwest::Method::POST, produce_path, 1).await,
-        422
-    );
+    assert_eq!(call(reader, reqwest::Method::POST, produce_path.clone(), 1).await, 403);
+    assert_eq!(call("operator".into(), reqwest::Method::POST, produce_path, 1).await, 422);
 }
 
 /// The server restarts while a producer's run is open: recovery ends the run, and the producer's
@@ -119,32 +91,16 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     assert_eq!(status, 200, "{body}");
     let run_id = body["run_id"].as_str().unwrap().to_owned();
     let short = json!([{ "kind": "run_started", "metadata": { "lease_ms": 3_000 } }, text("x")]);
-    assert_eq!(
-        append(server.base.clone(), silent_agent, "s", 0, short)
-            .await
-            .0,
-        200
-    );
+    assert_eq!(append(server.base.clone(), silent_agent, "s", 0, short).await.0, 200);
     // Killed as if before its answer went out.
     server.kill().await;
     let mut server = node.start().await;
-    let position: Value = http
-        .get(format!("{}/v1/agents/{agent_id}/producers/p", server.base))
-        .answer()
-        .await;
+    let position: Value =
+        http.get(format!("{}/v1/agents/{agent_id}/producers/p", server.base)).answer().await;
     assert_eq!(position["run_open"], json!(true), "{position}");
-    assert_eq!(
-        append(server.base.clone(), agent_id, "p", 0, opened)
-            .await
-            .0,
-        204
-    );
+    assert_eq!(append(server.base.clone(), agent_id, "p", 0, opened).await.0, 204);
     let (status, body) = append(server.base.clone(), agent_id, "p", 1, json!([text("rest")])).await;
-    assert_eq!(
-        (status, body["run_open"].clone()),
-        (200, json!(true)),
-        "{body}"
-    );
+    assert_eq!((status, body["run_open"].clone()), (200, json!(true)), "{body}");
     assert_eq!(body["run_id"], run_id.as_str());
     // Our own run is refused while the restarted server holds the producer's.
     let ours = http
@@ -165,11 +121,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
         json!([text("!"), { "kind": "run_completed" }]),
     )
     .await;
-    assert_eq!(
-        (status, body["run_open"].clone()),
-        (200, json!(false)),
-        "{body}"
-    );
+    assert_eq!((status, body["run_open"].clone()), (200, json!(false)), "{body}");
     let log = common::processes::log_of(&http, &server.base, agent_id).await;
     let kinds: Vec<&str> = log.iter().map(|event| event.kind.as_str()).collect();
     assert_eq!(
@@ -184,11 +136,7 @@ async fn a_produced_run_outlives_our_restarts_while_its_lease_has_time() {
     })
     .await;
     assert_eq!(silent.kind, EventKind::RunFailed, "{:?}", silent.content);
-    assert!(
-        silent.content.to_string().contains("lease"),
-        "{}",
-        silent.content
-    );
+    assert!(silent.content.to_string().contains("lease"), "{}", silent.content);
 }
 
 #[tokio::test]
@@ -222,11 +170,7 @@ async fn a_whole_run_in_one_batch_is_written_and_frees_the_agent() {
         json!([{ "kind": "run_started" }, { "kind": "run_cancelled" }]),
     )
     .await;
-    assert_eq!(
-        (status, body["run_open"].clone()),
-        (200, json!(false)),
-        "{body}"
-    );
+    assert_eq!((status, body["run_open"].clone()), (200, json!(false)), "{body}");
     server.run_to_end(agent_id, "/echo next").await;
 }
 
@@ -256,11 +200,7 @@ async fn a_producer_waits_like_everyone_while_a_call_waits_for_a_person() {
         { "kind": "tool_result", "content": { "tool_call_id": call_id, "result": "approved by nobody" } },
     ]);
     let (status, _, body) = produce(&server, agent_id, ("p", 0, 0), sneaky.clone()).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("call_waiting")),
-        "{body}"
-    );
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("call_waiting")), "{body}");
     assert_eq!(head(&server, agent_id).await, before, "nothing written");
     let answered = server
         .post(
@@ -269,11 +209,8 @@ async fn a_producer_waits_like_everyone_while_a_call_waits_for_a_person() {
         )
         .await;
     assert_eq!(answered.status(), 202);
-    let continuation: Uuid = answered.json::<Value>().await.unwrap()["run_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let continuation: Uuid =
+        answered.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().parse().unwrap();
     server.wait_for_run_end(agent_id, continuation).await;
     let (status, _, body) = produce(
         &server,
@@ -338,11 +275,7 @@ async fn a_request_dropped_midway_leaves_the_run_to_its_producer_and_its_lease()
             .filter(|event| event.kind == EventKind::Text)
             .filter_map(|event| event.delta.as_ref()?.as_str())
             .collect();
-        let expected: &[&str] = if ends {
-            &["a ", "b ", "c "]
-        } else {
-            &["a ", "b "]
-        };
+        let expected: &[&str] = if ends { &["a ", "b ", "c "] } else { &["a ", "b "] };
         assert_eq!(texts, expected, "each batch once");
         let end = events.last().unwrap();
         assert_eq!(end.kind, EventKind::RunFailed, "{}", end.content);

@@ -25,15 +25,10 @@ async fn produce(
     (producer, epoch, seq): (&str, u64, u64),
     batch: Value,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let response = produce_request(
-        &server.http,
-        &server.base,
-        agent_id,
-        (producer, epoch, seq),
-        &batch,
-    )
-    .sent()
-    .await;
+    let response =
+        produce_request(&server.http, &server.base, agent_id, (producer, epoch, seq), &batch)
+            .sent()
+            .await;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let body = response.json().await.unwrap_or(Value::Null);
@@ -42,29 +37,15 @@ async fn produce(
 
 /// A `run_started` from producer `q` while a run is in progress: refused, 409 `run_in_progress`.
 async fn assert_open_refused(server: &TestServer, agent_id: Uuid) {
-    let (status, _, body) = produce(
-        server,
-        agent_id,
-        ("q", 0, 0),
-        json!([{ "kind": "run_started" }]),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("run_in_progress")),
-        "{body}"
-    );
+    let (status, _, body) =
+        produce(server, agent_id, ("q", 0, 0), json!([{ "kind": "run_started" }])).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("run_in_progress")), "{body}");
 }
 
 /// Opens a run as `producer` (`run_started` alone), which must be accepted.
 async fn open_run(server: &TestServer, agent_id: Uuid, producer: (&str, u64, u64)) {
-    let (status, _, body) = produce(
-        server,
-        agent_id,
-        producer,
-        json!([{ "kind": "run_started" }]),
-    )
-    .await;
+    let (status, _, body) =
+        produce(server, agent_id, producer, json!([{ "kind": "run_started" }])).await;
     assert_eq!(status, 200, "{body}");
 }
 
@@ -73,18 +54,11 @@ fn text(piece: &str) -> Value {
 }
 
 fn header(headers: &reqwest::header::HeaderMap, name: &str) -> String {
-    headers
-        .get(name)
-        .map(|value| value.to_str().unwrap().to_owned())
-        .unwrap_or_default()
+    headers.get(name).map(|value| value.to_str().unwrap().to_owned()).unwrap_or_default()
 }
 
 async fn head(server: &TestServer, agent_id: Uuid) -> u64 {
-    server
-        .all_events(agent_id)
-        .await
-        .last()
-        .map_or(0, |event| event.seq)
+    server.all_events(agent_id).await.last().map_or(0, |event| event.seq)
 }
 
 #[tokio::test]
@@ -137,10 +111,7 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         "every batch once, the result's card status merged as our loop does"
     );
     assert!(events.iter().all(|event| event.run_id == Some(run_id)));
-    assert_eq!(
-        events[0].metadata["producer"],
-        json!({ "id": "worker-1", "epoch": 0 })
-    );
+    assert_eq!(events[0].metadata["producer"], json!({ "id": "worker-1", "epoch": 0 }));
 
     // The live subscriber saw the same events, in order, once.
     let (live, _) = socket.receive_until_run_end().await;
@@ -149,30 +120,17 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
     // The reducer, the REST run outline, Letta's messages, the history page and the
     // inspector serve it as they serve ours.
     let timeline = common::fold(&events);
-    let run = timeline
-        .runs()
-        .iter()
-        .find(|run| run.run_id == run_id)
-        .unwrap();
+    let run = timeline.runs().iter().find(|run| run.run_id == run_id).unwrap();
     assert_eq!(run.status.as_str(), "completed");
     assert_eq!(common::reply_text(&events, run_id), "Hello, world");
     let outline = server.get_json(&format!("/v1/runs/{run_id}")).await;
     assert_eq!(outline["status"], "completed", "{outline}");
-    let letta = server
-        .get_json(&format!("/v1/agents/{agent_id}/messages"))
-        .await;
+    let letta = server.get_json(&format!("/v1/agents/{agent_id}/messages")).await;
     let letta = letta.to_string();
-    assert!(
-        letta.contains("Hello, world") && letta.contains("say hello"),
-        "{letta}"
-    );
+    assert!(letta.contains("Hello, world") && letta.contains("say hello"), "{letta}");
     // AG-UI's connect: the thread's messages, the produced run's among them.
-    let connected = server
-        .post(
-            "/v1/ag-ui/connect",
-            &json!({ "threadId": agent_id.to_string() }),
-        )
-        .await;
+    let connected =
+        server.post("/v1/ag-ui/connect", &json!({ "threadId": agent_id.to_string() })).await;
     assert_eq!(connected.status(), 200);
     let connected = tokio::time::timeout(Duration::from_secs(10), connected.text())
         .await
@@ -183,9 +141,7 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         "{connected}"
     );
     // The native SSE tail from seq 0: every event, with its seq as the id.
-    let mut tail = server
-        .get(&format!("/v1/agents/{agent_id}/events/stream?since=0"))
-        .await;
+    let mut tail = server.get(&format!("/v1/agents/{agent_id}/events/stream?since=0")).await;
     let mut text = String::new();
     while !text.contains(&format!("id: {}\n", events.len())) {
         let chunk = tokio::time::timeout(Duration::from_secs(10), tail.chunk())
@@ -200,10 +156,8 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         events.len(),
         "{text}"
     );
-    for page in [
-        format!("/agents/{agent_id}/history"),
-        format!("/agents/{agent_id}/runs/{run_id}"),
-    ] {
+    for page in [format!("/agents/{agent_id}/history"), format!("/agents/{agent_id}/runs/{run_id}")]
+    {
         let html = server.get(&page).await;
         assert_eq!(html.status(), 200, "{page}");
         let html = html.text().await.unwrap();
@@ -218,9 +172,7 @@ async fn a_produced_run_is_written_once_across_retries_and_served_like_ours() {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
     // The producer's position says where it is.
-    let position = server
-        .get_json(&format!("/v1/agents/{agent_id}/producers/worker-1"))
-        .await;
+    let position = server.get_json(&format!("/v1/agents/{agent_id}/producers/worker-1")).await;
     assert_eq!(position["epoch"], 0);
     assert_eq!(position["seq"], 2);
     assert_eq!(position["run_open"], false);
@@ -265,13 +217,8 @@ async fn the_fence_refuses_stale_epochs_gaps_and_bad_headers_and_writes_nothing(
         .unwrap()
         .contains("missing: Producer-Epoch, Producer-Seq"));
 
-    let (status, _, _) = produce(
-        &server,
-        Uuid::new_v4(),
-        ("p", 0, 0),
-        json!([{ "kind": "run_started" }]),
-    )
-    .await;
+    let (status, _, _) =
+        produce(&server, Uuid::new_v4(), ("p", 0, 0), json!([{ "kind": "run_started" }])).await;
     assert_eq!(status, 404);
     // Only the new epoch's one batch was written.
     assert_eq!(head(&server, agent_id).await, before + 1);
@@ -298,11 +245,7 @@ async fn a_malformed_batch_is_refused_whole_naming_the_event() {
             422,
             "names no tool call",
         ),
-        (
-            json!({ "not": "an event" }),
-            422,
-            "event 0: unknown field `not`",
-        ),
+        (json!({ "not": "an event" }), 422, "event 0: unknown field `not`"),
         (json!([]), 422, "no events"),
     ];
     for (batch, status, says) in cases {
@@ -323,10 +266,5 @@ async fn a_malformed_batch_is_refused_whole_naming_the_event() {
     assert_eq!(status, 413);
     // Nothing of any of them was written, and the seq they used is still the next one.
     assert_eq!(head(&server, agent_id).await, before);
-    assert_eq!(
-        produce(&server, agent_id, ("p", 0, 1), json!([text("fine")]))
-            .await
-            .0,
-        200
-    );
+    assert_eq!(produce(&server, agent_id, ("p", 0, 1), json!([text("fine")])).await.0, 200);
 }

@@ -8,24 +8,13 @@ async fn one_run_at_a_time_whoever_writes_it() {
     let (server, agent_id) = TestServer::start_paced(200, 20).await.with_agent().await;
     open_run(&server, agent_id, ("p", 0, 0)).await;
     // Our own run is refused while the producer's is open …
-    let response = server
-        .post(
-            &format!("/v1/agents/{agent_id}/runs"),
-            &json!({ "content": "hi" }),
-        )
-        .await;
+    let response =
+        server.post(&format!("/v1/agents/{agent_id}/runs"), &json!({ "content": "hi" })).await;
     assert_eq!(response.status(), 409);
     // … and so is another producer's.
     assert_open_refused(&server, agent_id).await;
     assert_eq!(
-        produce(
-            &server,
-            agent_id,
-            ("p", 0, 1),
-            json!([{ "kind": "run_completed" }])
-        )
-        .await
-        .0,
+        produce(&server, agent_id, ("p", 0, 1), json!([{ "kind": "run_completed" }])).await.0,
         200
     );
 
@@ -53,27 +42,11 @@ async fn a_cancelled_run_ends_at_once_and_its_producer_learns_it() {
     server.cancel(agent_id, &run_id).await;
     let events = server.all_events(agent_id).await;
     let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
-    assert_eq!(
-        kinds,
-        [
-            "run_started",
-            "tool_call",
-            "tool_call",
-            "tool_result",
-            "run_cancelled"
-        ]
-    );
+    assert_eq!(kinds, ["run_started", "tool_call", "tool_call", "tool_result", "run_cancelled"]);
     assert_eq!(events[3].content["is_error"], true);
     let (status, _, body) = produce(&server, agent_id, ("p", 0, 1), json!([text("late")])).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("run_ended")),
-        "{body}"
-    );
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("cancelled"));
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("run_ended")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("cancelled"));
     // The refused request changed nothing: the producer opens its next run with that seq.
     open_run(&server, agent_id, ("p", 0, 1)).await;
 }
@@ -83,22 +56,13 @@ async fn a_silent_producer_has_its_run_ended_at_its_lease() {
     let (server, agent_id) = TestServer::start().await.with_agent().await;
     let opened = json!([{ "kind": "run_started", "metadata": { "lease_ms": 1000 } }, text("half")]);
     assert_eq!(produce(&server, agent_id, ("p", 0, 0), opened).await.0, 200);
-    let events = server
-        .log_once_a_run_ended(agent_id, "the lease to end the run")
-        .await;
+    let events = server.log_once_a_run_ended(agent_id, "the lease to end the run").await;
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunFailed);
     assert_eq!(end.content["error"]["type"], "interrupted");
-    assert!(end.content["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("1000 ms"));
+    assert!(end.content["error"]["message"].as_str().unwrap().contains("1000 ms"));
     let (status, _, body) = produce(&server, agent_id, ("p", 0, 1), json!([text("back")])).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("run_ended")),
-        "{body}"
-    );
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("run_ended")), "{body}");
     // The agent is free for the next run.
     server.run_to_end(agent_id, "hello").await;
 }
@@ -116,10 +80,7 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
         .send();
     let answer = tokio::spawn(request);
     lines
-        .send(Ok(format!(
-            "{}\n",
-            json!([{ "kind": "run_started" }, text("one ")])
-        )))
+        .send(Ok(format!("{}\n", json!([{ "kind": "run_started" }, text("one ")]))))
         .await
         .unwrap();
     // The first line is in the log (and on the socket) before the second is sent.
@@ -132,10 +93,7 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
         }
     }
     lines.send(Ok(format!("{}\n", text("two ")))).await.unwrap();
-    lines
-        .send(Ok(format!("{}", json!({ "kind": "run_completed" }))))
-        .await
-        .unwrap();
+    lines.send(Ok(format!("{}", json!({ "kind": "run_completed" })))).await.unwrap();
     drop(lines);
     let response = answer.await.unwrap().unwrap();
     assert_eq!(response.status(), 200);
@@ -150,11 +108,7 @@ async fn a_streamed_body_commits_each_line_as_it_arrives() {
     let again = server
         .producer(agent_id, ("streamer", 0, 1))
         .header("Content-Type", "application/x-ndjson")
-        .body(format!(
-            "{}\n{}\n",
-            json!([text("two ")]),
-            json!([{ "kind": "run_completed" }])
-        ))
+        .body(format!("{}\n{}\n", json!([text("two ")]), json!([{ "kind": "run_completed" }])))
         .sent()
         .await;
     let body: Value = again.json().await.unwrap();

@@ -52,11 +52,8 @@ struct Replay {
 fn thinking_refusal(request: &Value) -> Option<Recorded> {
     request.get("thinking")?;
     let messages = request["messages"].as_array()?;
-    let (index, last) = messages
-        .iter()
-        .enumerate()
-        .rev()
-        .find(|(_, message)| message["role"] == "assistant")?;
+    let (index, last) =
+        messages.iter().enumerate().rev().find(|(_, message)| message["role"] == "assistant")?;
     let blocks = last["content"].as_array()?;
     if !blocks.iter().any(|block| block["type"] == "tool_use") {
         return None;
@@ -90,18 +87,11 @@ async fn replay(State(replay): State<Arc<Replay>>, headers: HeaderMap, body: Byt
             .body(Body::from(refusal.body))
             .unwrap();
     }
-    let answer = replay
-        .answers
-        .lock()
-        .unwrap()
-        .pop_front()
-        .expect("no recorded answer left");
+    let answer = replay.answers.lock().unwrap().pop_front().expect("no recorded answer left");
     let chunk_bytes = replay.chunk_bytes.max(1);
     let bytes = answer.body.into_bytes();
-    let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
-        .chunks(chunk_bytes)
-        .map(|chunk| Ok(Bytes::copy_from_slice(chunk)))
-        .collect();
+    let chunks: Vec<Result<Bytes, std::io::Error>> =
+        bytes.chunks(chunk_bytes).map(|chunk| Ok(Bytes::copy_from_slice(chunk))).collect();
     // Each piece goes out on its own, so the client really sees split events.
     let body = Body::from_stream(futures::stream::iter(chunks).then(|chunk| async {
         tokio::time::sleep(Duration::from_micros(200)).await;
@@ -144,10 +134,7 @@ async fn server_on_anthropic(base_url: String) -> common::TestServer {
 fn overloaded(retry_after: &'static str) -> Recorded {
     Recorded {
         status: 529,
-        headers: vec![
-            ("content-type", "application/json"),
-            ("retry-after", retry_after),
-        ],
+        headers: vec![("content-type", "application/json"), ("retry-after", retry_after)],
         body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
             .into(),
     }
@@ -157,9 +144,7 @@ fn request() -> ProviderRequest {
     ProviderRequest {
         system: Some("Be brief.".into()),
         model: None,
-        messages: vec![ConversationMessage::User {
-            text: "What is 6*7?".into(),
-        }],
+        messages: vec![ConversationMessage::User { text: "What is 6*7?".into() }],
         tools: vec![ToolSpec {
             name: "calculator".into(),
             description: "math".into(),
@@ -192,36 +177,14 @@ fn expected_anthropic_events() -> Vec<ProviderEvent> {
         ProviderEvent::ThinkingSignature("EqQBsig==".into()),
         ProviderEvent::TextDelta("Let me ".into()),
         ProviderEvent::TextDelta("calculate.".into()),
-        ProviderEvent::ToolCallStart {
-            id: "toolu_01".into(),
-            name: "calculator".into(),
-        },
-        ProviderEvent::ToolCallInputDelta {
-            id: "toolu_01".into(),
-            json: "".into(),
-        },
-        ProviderEvent::ToolCallInputDelta {
-            id: "toolu_01".into(),
-            json: "{\"expre".into(),
-        },
-        ProviderEvent::ToolCallInputDelta {
-            id: "toolu_01".into(),
-            json: "ssion\": \"6".into(),
-        },
-        ProviderEvent::ToolCallInputDelta {
-            id: "toolu_01".into(),
-            json: "*7\"}".into(),
-        },
-        ProviderEvent::ToolCallEnd {
-            id: "toolu_01".into(),
-        },
-        ProviderEvent::Usage {
-            input_tokens: 25,
-            output_tokens: 42,
-        },
-        ProviderEvent::Stop {
-            reason: "tool_use".into(),
-        },
+        ProviderEvent::ToolCallStart { id: "toolu_01".into(), name: "calculator".into() },
+        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "".into() },
+        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "{\"expre".into() },
+        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "ssion\": \"6".into() },
+        ProviderEvent::ToolCallInputDelta { id: "toolu_01".into(), json: "*7\"}".into() },
+        ProviderEvent::ToolCallEnd { id: "toolu_01".into() },
+        ProviderEvent::Usage { input_tokens: 25, output_tokens: 42 },
+        ProviderEvent::Stop { reason: "tool_use".into() },
     ]
 }
 
@@ -231,11 +194,7 @@ async fn anthropic_stream_parses_the_same_however_it_is_split() {
         let (base_url, replay) = replay_server(vec![sse(ANTHROPIC_TOOL_STREAM)], chunk_bytes).await;
         let events = collect(&anthropic(base_url)).await;
         let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
-        assert_eq!(
-            events,
-            expected_anthropic_events(),
-            "split every {chunk_bytes} bytes"
-        );
+        assert_eq!(events, expected_anthropic_events(), "split every {chunk_bytes} bytes");
         let (headers, body) = replay.requests.lock().unwrap()[0].clone();
         assert_eq!(headers["x-api-key"], "test-key");
         assert_eq!(headers["anthropic-version"], "2023-06-01");
@@ -243,10 +202,7 @@ async fn anthropic_stream_parses_the_same_however_it_is_split() {
         assert_eq!(body["system"], "Be brief.");
         assert_eq!(body["model"], "claude-test");
         assert_eq!(body["tools"][0]["name"], "calculator");
-        assert_eq!(
-            body["messages"][0],
-            json!({"role": "user", "content": "What is 6*7?"})
-        );
+        assert_eq!(body["messages"][0], json!({"role": "user", "content": "What is 6*7?"}));
     }
 }
 
@@ -261,15 +217,9 @@ event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"
     let provider = anthropic(base_url);
 
     let events = collect(&provider).await;
-    assert_eq!(
-        events[0].as_ref().unwrap(),
-        &ProviderEvent::TextDelta("Hi".into())
-    );
+    assert_eq!(events[0].as_ref().unwrap(), &ProviderEvent::TextDelta("Hi".into()));
     let error = events[1].as_ref().unwrap_err();
-    assert_eq!(
-        (error.kind.as_str(), error.retryable),
-        ("overloaded_error", true)
-    );
+    assert_eq!((error.kind.as_str(), error.retryable), ("overloaded_error", true));
     assert_eq!(events.len(), 2);
 
     let events = collect(&provider).await;
@@ -280,10 +230,7 @@ event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"
 
     let events = collect(&provider).await;
     let error = events.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(
-        error.kind, "connection_error",
-        "a stream cut before message_stop is an error"
-    );
+    assert_eq!(error.kind, "connection_error", "a stream cut before message_stop is an error");
 }
 
 const OPENAI_TOOL_STREAM: &str = include_str!("streams/openai_tool.sse");
@@ -297,48 +244,29 @@ async fn openai_stream_merges_tool_call_pieces_by_index_however_it_is_split() {
             base_url,
             model: "m".into(),
         });
-        let events: Vec<ProviderEvent> = collect(&provider)
-            .await
-            .into_iter()
-            .map(Result::unwrap)
-            .collect();
+        let events: Vec<ProviderEvent> =
+            collect(&provider).await.into_iter().map(Result::unwrap).collect();
         assert_eq!(
             events,
             vec![
                 ProviderEvent::TextDelta("Let me ".into()),
                 ProviderEvent::TextDelta("calculate.".into()),
-                ProviderEvent::ToolCallStart {
-                    id: "call_1".into(),
-                    name: "calculator".into()
-                },
-                ProviderEvent::ToolCallInputDelta {
-                    id: "call_1".into(),
-                    json: "{\"expr".into()
-                },
+                ProviderEvent::ToolCallStart { id: "call_1".into(), name: "calculator".into() },
+                ProviderEvent::ToolCallInputDelta { id: "call_1".into(), json: "{\"expr".into() },
                 ProviderEvent::ToolCallInputDelta {
                     id: "call_1".into(),
                     json: "ession\": \"6*7\"}".into()
                 },
-                ProviderEvent::ToolCallEnd {
-                    id: "call_1".into(),
-                },
-                ProviderEvent::Usage {
-                    input_tokens: 10,
-                    output_tokens: 5
-                },
-                ProviderEvent::Stop {
-                    reason: "tool_use".into()
-                },
+                ProviderEvent::ToolCallEnd { id: "call_1".into() },
+                ProviderEvent::Usage { input_tokens: 10, output_tokens: 5 },
+                ProviderEvent::Stop { reason: "tool_use".into() },
             ],
             "split every {chunk_bytes} bytes"
         );
         let (headers, body) = replay.requests.lock().unwrap()[0].clone();
         assert_eq!(headers["authorization"], "Bearer sk-test");
         assert_eq!(body["stream_options"]["include_usage"], true);
-        assert_eq!(
-            body["messages"][0],
-            json!({"role": "system", "content": "Be brief."})
-        );
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "Be brief."}));
         assert_eq!(body["tools"][0]["function"]["name"], "calculator");
     }
 }
@@ -351,11 +279,7 @@ async fn openai_rate_limit_is_retryable_with_its_retry_after() {
         body: r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#.into(),
     };
     let (base_url, _) = replay_server(vec![limited], 4096).await;
-    let provider = OpenAiProvider::new(OpenAiConfig {
-        api_key: None,
-        base_url,
-        model: "m".into(),
-    });
+    let provider = OpenAiProvider::new(OpenAiConfig { api_key: None, base_url, model: "m".into() });
     let events = collect(&provider).await;
     let error = events[0].as_ref().unwrap_err();
     assert_eq!(error.kind, "rate_limit_error");

@@ -7,33 +7,20 @@ use super::*;
 /// log.
 #[tokio::test]
 async fn an_anthropic_run_uses_tools_end_to_end() {
-    let (base_url, replay) = replay_server(
-        vec![sse(ANTHROPIC_TOOL_STREAM), sse(ANTHROPIC_TEXT_STREAM)],
-        11,
-    )
-    .await;
+    let (base_url, replay) =
+        replay_server(vec![sse(ANTHROPIC_TOOL_STREAM), sse(ANTHROPIC_TEXT_STREAM)], 11).await;
     let server = server_on_anthropic(base_url).await;
     let (_, _, events) = server.finished_run("What is 6*7?").await;
     common::assert_contiguous(&events, 1);
     let end = events.last().unwrap();
     assert_eq!(end.kind, EventKind::RunCompleted);
     assert_eq!(end.content["stop_reason"], "end_turn");
-    assert_eq!(
-        end.content["usage"],
-        json!({"input_tokens": 85, "output_tokens": 47})
-    );
+    assert_eq!(end.content["usage"], json!({"input_tokens": 85, "output_tokens": 47}));
     let timeline = common::fold(&events);
     let thinking = &common::messages_of(&events, EventKind::Thinking)[0];
-    assert_eq!(
-        thinking.content,
-        json!({"text": "Six times seven.", "signature": "EqQBsig=="})
-    );
+    assert_eq!(thinking.content, json!({"text": "Six times seven.", "signature": "EqQBsig=="}));
     // The call has the server's id; the provider's is kept beside it.
-    let call = timeline
-        .messages()
-        .iter()
-        .find(|m| m.kind == EventKind::ToolCall)
-        .unwrap();
+    let call = timeline.messages().iter().find(|m| m.kind == EventKind::ToolCall).unwrap();
     assert_eq!(call.content["provider_call_id"], "toolu_01");
     let call_id = call.content["tool_call_id"].as_str().unwrap().to_owned();
     assert!(call_id.starts_with("call_"), "{call_id}");
@@ -52,10 +39,7 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
     let messages = &requests[1].1["messages"];
     assert_eq!(messages[1]["role"], "assistant");
     assert_eq!(messages[1]["content"][1]["type"], "tool_use");
-    assert_eq!(
-        messages[1]["content"][1]["input"],
-        json!({"expression": "6*7"})
-    );
+    assert_eq!(messages[1]["content"][1]["input"], json!({"expression": "6*7"}));
     assert_eq!(messages[2]["content"][0]["type"], "tool_result");
     assert_eq!(messages[1]["content"][1]["id"], call_id.as_str());
     assert_eq!(messages[2]["content"][0]["tool_use_id"], call_id.as_str());
@@ -67,18 +51,12 @@ async fn an_anthropic_run_uses_tools_end_to_end() {
 #[tokio::test]
 async fn an_overloaded_provider_is_retried_and_the_run_completes() {
     let overloaded = overloaded("0.2");
-    let (base_url, replay) = replay_server(
-        vec![overloaded.clone(), overloaded, sse(ANTHROPIC_TEXT_STREAM)],
-        64,
-    )
-    .await;
+    let (base_url, replay) =
+        replay_server(vec![overloaded.clone(), overloaded, sse(ANTHROPIC_TEXT_STREAM)], 64).await;
     let server = server_on_anthropic(base_url).await;
     let (_, _, events) = server.finished_run("hi").await;
     assert_eq!(replay.requests.lock().unwrap().len(), 3);
-    let notices: Vec<_> = events
-        .iter()
-        .filter(|event| event.kind == EventKind::Loading)
-        .collect();
+    let notices: Vec<_> = events.iter().filter(|event| event.kind == EventKind::Loading).collect();
     assert_eq!(notices.len(), 2);
     assert_eq!(notices[0].content["retry_in_ms"], 200);
     assert_eq!(events.last().unwrap().kind, EventKind::RunCompleted);
@@ -116,10 +94,7 @@ async fn an_agent_chooses_its_provider() {
     })
     .await;
     let response = server
-        .post(
-            "/v1/agents",
-            &json!({ "name": "claude", "metadata": { "provider": "anthropic" } }),
-        )
+        .post("/v1/agents", &json!({ "name": "claude", "metadata": { "provider": "anthropic" } }))
         .await;
     assert_eq!(response.status(), 201);
     let agent: Value = response.json().await.unwrap();
@@ -133,12 +108,7 @@ async fn an_agent_chooses_its_provider() {
     let (_, _, events) = server.finished_run("hi").await;
     assert_eq!(events[0].metadata["provider"], "scripted");
 
-    let refused = server
-        .post(
-            "/v1/agents",
-            &json!({ "metadata": { "provider": "openai" } }),
-        )
-        .await;
+    let refused = server.post("/v1/agents", &json!({ "metadata": { "provider": "openai" } })).await;
     assert_eq!(refused.status(), 400);
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unknown_provider");
@@ -203,11 +173,7 @@ async fn empty_and_repeated_provider_call_ids_cannot_wedge_an_agent() {
     let run_id = server.start_run(agent_id, "What is 6*7 and 1+1?").await;
     let events = server.wait_for_run_end(agent_id, run_id).await;
     let end = events.last().unwrap();
-    assert_eq!(
-        end.content["stop_reason"], "requires_approval",
-        "{}",
-        end.content
-    );
+    assert_eq!(end.content["stop_reason"], "requires_approval", "{}", end.content);
     let awaiting: Vec<String> = end.content["awaiting"]
         .as_array()
         .unwrap()
@@ -246,12 +212,8 @@ async fn empty_and_repeated_provider_call_ids_cannot_wedge_an_agent() {
     {
         let requests = replay.requests.lock().unwrap();
         let messages = &requests[1].1["messages"];
-        let uses: Vec<&Value> = messages[1]["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|block| &block["id"])
-            .collect();
+        let uses: Vec<&Value> =
+            messages[1]["content"].as_array().unwrap().iter().map(|block| &block["id"]).collect();
         let answered: Vec<&Value> = messages[2]["content"]
             .as_array()
             .unwrap()
@@ -283,10 +245,7 @@ async fn extended_thinking_goes_back_signed_and_unchanged_through_a_tool_loop() 
             ANTHROPIC_TOOL_STREAM.to_owned(),
             json!({ "type": "thinking", "thinking": "Six times seven.", "signature": "EqQBsig==" }),
         ),
-        (
-            redacted_stream,
-            json!({ "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix" }),
-        ),
+        (redacted_stream, json!({ "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix" })),
     ] {
         let (base_url, replay) =
             replay_server(vec![sse(&first), sse(ANTHROPIC_TEXT_STREAM)], 64).await;
@@ -304,10 +263,7 @@ async fn extended_thinking_goes_back_signed_and_unchanged_through_a_tool_loop() 
         assert_eq!(end.kind, EventKind::RunCompleted, "{}", end.content);
         let requests = replay.requests.lock().unwrap();
         assert_eq!(requests.len(), 2);
-        assert_eq!(
-            requests[0].1["thinking"],
-            json!({ "type": "enabled", "budget_tokens": 2048 })
-        );
+        assert_eq!(requests[0].1["thinking"], json!({ "type": "enabled", "budget_tokens": 2048 }));
         assert_eq!(requests[0].1["max_tokens"], json!(2048 + 4096));
         let follow_up = &requests[1].1["messages"][1];
         assert_eq!(follow_up["role"], "assistant");
@@ -319,10 +275,7 @@ async fn extended_thinking_goes_back_signed_and_unchanged_through_a_tool_loop() 
     let server = server_on_anthropic(base_url).await;
     for budget in [json!(10), json!(1_000_000), json!("lots")] {
         let response = server
-            .post(
-                "/v1/agents",
-                &json!({ "metadata": { "thinking_budget_tokens": budget } }),
-            )
+            .post("/v1/agents", &json!({ "metadata": { "thinking_budget_tokens": budget } }))
             .await;
         assert_eq!(response.status(), 422, "{budget}");
     }
@@ -333,9 +286,5 @@ async fn extended_thinking_goes_back_signed_and_unchanged_through_a_tool_loop() 
             &json!({ "name": "letta", "llm_config": { "enable_reasoner": true, "max_reasoning_tokens": 3000 } }),
         )
         .await;
-    assert_eq!(
-        agent["metadata"]["thinking_budget_tokens"],
-        json!(3000),
-        "{agent}"
-    );
+    assert_eq!(agent["metadata"]["thinking_budget_tokens"], json!(3000), "{agent}");
 }

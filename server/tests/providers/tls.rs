@@ -22,15 +22,10 @@ async fn without_ca_certificates_the_server_starts_and_an_unreachable_provider_n
     let http = agentstream_server::http_client::client();
     let log = common::wait_until("the run to end", || async {
         let log = log_of(&http, &server.base, agent_id).await;
-        log.last()
-            .is_some_and(|event| event.kind == EventKind::RunFailed)
-            .then_some(log)
+        log.last().is_some_and(|event| event.kind == EventKind::RunFailed).then_some(log)
     })
     .await;
     let failed = &log.last().unwrap().content;
     let message = failed["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("Connection refused"),
-        "the error names the cause: {message}"
-    );
+    assert!(message.contains("Connection refused"), "the error names the cause: {message}");
 }

@@ -107,9 +107,7 @@ pub(super) async fn subscriber(
         let follower = {
             let state = state.clone();
             tokio::spawn(async move {
-                let form = Form::Json {
-                    coalesce: spec.coalesce,
-                };
+                let form = Form::Json { coalesce: spec.coalesce };
                 let _ = subscription::follow(
                     state.store.as_ref(),
                     &state.hub,
@@ -202,10 +200,7 @@ pub(super) async fn life(
         if behind.is_empty() {
             return LifeEnd::Finished;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "subscribers never caught up: {behind:?}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "subscribers never caught up: {behind:?}");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -219,22 +214,16 @@ pub(super) async fn life(
 /// runs of the suite, before the append thread dropped abandoned groups).
 pub(super) fn wait_for_a_commit_in_progress(database_url: &str) {
     use sqlx::Connection;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async {
-        let mut connection = sqlx::SqliteConnection::connect(database_url)
-            .await
-            .expect("the database opens");
+        let mut connection =
+            sqlx::SqliteConnection::connect(database_url).await.expect("the database opens");
         sqlx::query("BEGIN IMMEDIATE")
             .execute(&mut connection)
             .await
             .expect("the write lock is taken");
-        sqlx::query("COMMIT")
-            .execute(&mut connection)
-            .await
-            .expect("the write lock is given back");
+        sqlx::query("COMMIT").execute(&mut connection).await.expect("the write lock is given back");
         connection.close().await.expect("the connection closes");
     });
 }

@@ -22,10 +22,7 @@ pub(super) fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64
         }
     }
     if log.len() as u64 != head {
-        fail(
-            seed,
-            format!("agent {agent_id}: head_seq {head} but {} events", log.len()),
-        );
+        fail(seed, format!("agent {agent_id}: head_seq {head} but {} events", log.len()));
     }
     let mut runs: HashMap<Uuid, (usize, Vec<&AgentEvent>)> = HashMap::new();
     for event in log {
@@ -57,10 +54,7 @@ pub(super) fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64
                 ),
             );
         }
-        let error_type = ends[0]
-            .content
-            .pointer("/error/type")
-            .and_then(Value::as_str);
+        let error_type = ends[0].content.pointer("/error/type").and_then(Value::as_str);
         let interrupted = error_type == Some("interrupted");
         let outcome = match (ends[0].kind, error_type) {
             (EventKind::RunCompleted, _) => 0,
@@ -71,20 +65,13 @@ pub(super) fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64
         };
         RUN_ENDS[outcome].fetch_add(1, Ordering::Relaxed);
         if interrupted && !crashed {
-            fail(
-                seed,
-                format!("run {run_id} marked interrupted without a crash"),
-            );
+            fail(seed, format!("run {run_id} marked interrupted without a crash"));
         }
     }
     // Every tool call has exactly one result.
     let mut timeline = Timeline::new();
     timeline.apply_all(log.iter().cloned());
-    for message in timeline
-        .messages()
-        .iter()
-        .filter(|m| m.kind == EventKind::ToolCall)
-    {
+    for message in timeline.messages().iter().filter(|m| m.kind == EventKind::ToolCall) {
         let Some(call_id) = message.content.get("tool_call_id").and_then(Value::as_str) else {
             continue;
         };
@@ -110,12 +97,8 @@ pub(super) fn check_client(seed: u64, client: &Client, log: &[AgentEvent]) {
             None => fail(seed, format!("delivered seq {seq}, which was never committed")),
         }
     }
-    let mut seen: Vec<u64> = client
-        .delivered
-        .iter()
-        .map(|(seq, _)| *seq)
-        .chain(client.merged.iter().copied())
-        .collect();
+    let mut seen: Vec<u64> =
+        client.delivered.iter().map(|(seq, _)| *seq).chain(client.merged.iter().copied()).collect();
     seen.sort_unstable();
     seen.dedup();
     if seen.len() != log.len() {
@@ -154,18 +137,9 @@ pub(super) fn check_prefix(
 ) {
     let shared = fork_seq as usize;
     if parent.len() < shared || branch.len() < shared || parent[..shared] != branch[..shared] {
-        fail(
-            seed,
-            format!("a branch forked at {fork_seq} does not share its parent's events"),
-        );
+        fail(seed, format!("a branch forked at {fork_seq} does not share its parent's events"));
     }
-    if let Some(other) = branch[shared..]
-        .iter()
-        .find(|event| event.agent_id != branch_id)
-    {
-        fail(
-            seed,
-            format!("the branch's own seq {} is another log's event", other.seq),
-        );
+    if let Some(other) = branch[shared..].iter().find(|event| event.agent_id != branch_id) {
+        fail(seed, format!("the branch's own seq {} is another log's event", other.seq));
     }
 }

@@ -81,13 +81,8 @@ const SEED_WALL_TIME_MAX: Duration = Duration::from_secs(60);
 /// What the seeds did, summed, so a run shows that its faults really happened.
 static RUN_ENDS: [std::sync::atomic::AtomicU64; 5] =
     [const { std::sync::atomic::AtomicU64::new(0) }; 5];
-const RUN_END_NAMES: [&str; 5] = [
-    "completed",
-    "cancelled",
-    "failed (provider)",
-    "failed (store)",
-    "interrupted by a crash",
-];
+const RUN_END_NAMES: [&str; 5] =
+    ["completed", "cancelled", "failed (provider)", "failed (store)", "interrupted by a crash"];
 /// Branches forked mid-life.
 static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static CRASHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -196,13 +191,8 @@ struct World {
 /// trying again while injected faults make start-up fail.
 async fn open(plan: &Plan, database_url: &str, faults: &Arc<Faults>) -> AppState {
     for _ in 0..50 {
-        let inner = SqliteStore::open(database_url)
-            .await
-            .expect("the database opens");
-        let store: Arc<dyn Store> = Arc::new(FaultyStore {
-            inner,
-            hooks: faults.clone(),
-        });
+        let inner = SqliteStore::open(database_url).await.expect("the database opens");
+        let store: Arc<dyn Store> = Arc::new(FaultyStore { inner, hooks: faults.clone() });
         match AppState::open_with_store(&config(plan, database_url), store).await {
             Ok(state) => return state,
             Err(error) => {
@@ -223,10 +213,7 @@ enum LifeEnd {
 fn simulate(seed: u64, directory: &std::path::Path) {
     let plan = Arc::new(plan(seed));
     static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let file = directory.join(format!(
-        "sim-{seed}-{}.db",
-        RUN.fetch_add(1, Ordering::Relaxed)
-    ));
+    let file = directory.join(format!("sim-{seed}-{}.db", RUN.fetch_add(1, Ordering::Relaxed)));
     let database_url = format!("sqlite://{}", file.display());
     let faults = Arc::new(Faults {
         append_fail_per_mille: plan.append_fail_per_mille,
@@ -236,12 +223,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         rng: Mutex::new(Rng(seed ^ 0xfa17)),
         enabled: AtomicBool::new(true),
     });
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    };
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 
     // The agents exist before the first life.
     let agent_ids: Vec<Uuid> = runtime().block_on(async {
@@ -249,10 +231,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         let mut ids = Vec::new();
         for index in 0..plan.agents {
             let agent = store
-                .create_agent(NewAgent {
-                    name: format!("sim-{index}"),
-                    ..NewAgent::default()
-                })
+                .create_agent(NewAgent { name: format!("sim-{index}"), ..NewAgent::default() })
                 .await
                 .unwrap();
             ids.push(agent.id);
@@ -286,12 +265,7 @@ fn simulate(seed: u64, directory: &std::path::Path) {
         clients,
     }));
 
-    let mut lives = plan
-        .crashes_ms
-        .iter()
-        .copied()
-        .map(Some)
-        .collect::<Vec<_>>();
+    let mut lives = plan.crashes_ms.iter().copied().map(Some).collect::<Vec<_>>();
     lives.push(None);
     let crashed = lives.len() > 1;
     for crash_ms in lives {
@@ -380,11 +354,7 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
         }
     };
     // tmpfs when there is one: a crash here is a process crash, which fsync does not change.
-    let root = if std::path::Path::new("/dev/shm").is_dir() {
-        Some("/dev/shm")
-    } else {
-        None
-    };
+    let root = if std::path::Path::new("/dev/shm").is_dir() { Some("/dev/shm") } else { None };
     let directory = match root {
         Some(root) => tempfile::tempdir_in(root).unwrap(),
         None => tempfile::tempdir().unwrap(),
@@ -392,10 +362,8 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
     let started = std::time::Instant::now();
     // A seed waits about half its time (its lives' crash timers, the store's fsyncs), so three
     // seeds per core keep the cores busy: 1 000 seeds took 128 s with one per core on 2 cores.
-    let threads = std::env::var("SIM_THREADS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| {
+    let threads =
+        std::env::var("SIM_THREADS").ok().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(2, |n| n.get() * SIM_SEEDS_PER_CORE)
                 .min(SIM_THREADS_MAX)
@@ -437,11 +405,7 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
             std::panic::resume_unwind(panic);
         }
     }
-    println!(
-        "simulation: {} seeds in {:.1} s",
-        seeds.len(),
-        started.elapsed().as_secs_f64()
-    );
+    println!("simulation: {} seeds in {:.1} s", seeds.len(), started.elapsed().as_secs_f64());
     let ends: Vec<String> = RUN_END_NAMES
         .iter()
         .zip(&RUN_ENDS)

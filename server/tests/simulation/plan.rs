@@ -13,10 +13,7 @@ pub(super) fn plan(seed: u64) -> Plan {
             3 => "/stall 0.05".into(),
             4 => format!(
                 "/echo {}",
-                (0..rng.range(1, 30))
-                    .map(|i| format!("w{i}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                (0..rng.range(1, 30)).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
             ),
             _ => "tell me something".into(),
         }
@@ -42,11 +39,7 @@ pub(super) fn plan(seed: u64) -> Plan {
             agent: rng.below(slots as u64) as usize,
             queue: rng.range(1, 8) as usize,
             batches_per_connection: if rng.chance(500) { 0 } else { rng.range(1, 30) },
-            pause_us: if rng.chance(300) {
-                rng.range(100, 2000)
-            } else {
-                0
-            },
+            pause_us: if rng.chance(300) { rng.range(100, 2000) } else { 0 },
             duplicate_per_mille: rng.below(200),
             reorder_per_mille: rng.below(200),
             coalesce: rng.chance(500),

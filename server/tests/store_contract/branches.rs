@@ -42,42 +42,25 @@ async fn current_branch(subject: &Subject, root: Uuid) -> Option<Uuid> {
 pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
     let store = subject.store.as_ref();
     let root = store
-        .create_agent(NewAgent {
-            name: "branching".into(),
-            ..NewAgent::default()
-        })
+        .create_agent(NewAgent { name: "branching".into(), ..NewAgent::default() })
         .await
         .unwrap();
     store.append(&[batch(root.id, texts(10))]).await.unwrap();
     let main = read_all(subject, root.id, 10).await;
 
     let b = fork(store, root.id, 4).await.unwrap().unwrap();
-    let origin = |parent, fork_seq| {
-        Some(BranchOrigin {
-            root: root.id,
-            parent,
-            fork_seq,
-        })
-    };
+    let origin = |parent, fork_seq| Some(BranchOrigin { root: root.id, parent, fork_seq });
     assert_eq!(b.branch, origin(root.id, 4));
     assert_eq!(b.head_seq, 4);
     assert_eq!(store.get_agent(b.id).await.unwrap(), Some(b.clone()));
     assert!(
-        !store
-            .list_agents(None, 1_000)
-            .await
-            .unwrap()
-            .iter()
-            .any(|agent| agent.id == b.id),
+        !store.list_agents(None, 1_000).await.unwrap().iter().any(|agent| agent.id == b.id),
         "a branch lists under its conversation, not as an agent"
     );
     // Before it writes anything, a branch is its parent's prefix, event for event.
     assert_eq!(read_all(subject, b.id, 4).await, main[..4]);
     let written = store.append(&[batch(b.id, texts(3))]).await.unwrap();
-    assert_eq!(
-        written[0].iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [5, 6, 7]
-    );
+    assert_eq!(written[0].iter().map(|e| e.seq).collect::<Vec<_>>(), [5, 6, 7]);
     let b_path = read_all(subject, b.id, 7).await;
     assert_eq!(b_path[..4], main[..4]);
     assert!(b_path[4..].iter().all(|(log, ..)| *log == b.id));
@@ -97,52 +80,26 @@ pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
         fork(store, root.id, 11).await.unwrap(),
         Err(ForkRefusal::PastHead { head_seq: 10 })
     );
-    assert_eq!(
-        fork(store, Uuid::new_v4(), 0).await.unwrap(),
-        Err(ForkRefusal::UnknownLog)
-    );
-    let listed: Vec<Uuid> = store
-        .list_branches(root.id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|agent| agent.id)
-        .collect();
+    assert_eq!(fork(store, Uuid::new_v4(), 0).await.unwrap(), Err(ForkRefusal::UnknownLog));
+    let listed: Vec<Uuid> =
+        store.list_branches(root.id).await.unwrap().iter().map(|agent| agent.id).collect();
     assert_eq!(listed, [b.id, c.id, flattened.id]);
 
     // The current branch: one of the conversation's, or its own log.
     assert!(store.set_current_branch(root.id, Some(c.id)).await.unwrap());
     assert_eq!(current_branch(subject, root.id).await, Some(c.id));
-    assert!(!store
-        .set_current_branch(root.id, Some(Uuid::new_v4()))
-        .await
-        .unwrap());
-    assert!(
-        !store.set_current_branch(b.id, None).await.unwrap(),
-        "a branch is no conversation"
-    );
+    assert!(!store.set_current_branch(root.id, Some(Uuid::new_v4())).await.unwrap());
+    assert!(!store.set_current_branch(b.id, None).await.unwrap(), "a branch is no conversation");
 
     // Deleting: refused while a branch reads it; the current branch falls back to the parent.
-    assert_eq!(
-        store.delete_branch(b.id).await.unwrap(),
-        BranchDeletion::HasBranches
-    );
-    assert_eq!(
-        store.delete_branch(c.id).await.unwrap(),
-        BranchDeletion::Deleted
-    );
+    assert_eq!(store.delete_branch(b.id).await.unwrap(), BranchDeletion::HasBranches);
+    assert_eq!(store.delete_branch(c.id).await.unwrap(), BranchDeletion::Deleted);
     assert_eq!(current_branch(subject, root.id).await, Some(b.id));
     assert_eq!(store.get_agent(c.id).await.unwrap(), None);
     assert_eq!(read_all(subject, b.id, 7).await, b_path);
-    assert_eq!(
-        store.delete_branch(b.id).await.unwrap(),
-        BranchDeletion::Deleted
-    );
+    assert_eq!(store.delete_branch(b.id).await.unwrap(), BranchDeletion::Deleted);
     assert_eq!(current_branch(subject, root.id).await, None);
-    assert_eq!(
-        store.delete_branch(root.id).await.unwrap(),
-        BranchDeletion::Unknown
-    );
+    assert_eq!(store.delete_branch(root.id).await.unwrap(), BranchDeletion::Unknown);
     assert_eq!(read_all(subject, root.id, 10).await, main);
     assert_eq!(read_all(subject, flattened.id, 3).await, main[..3]);
 

@@ -61,10 +61,7 @@ async fn agents_round_trip(subject: &Subject) {
         .unwrap();
     assert_eq!(created.head_seq, 0);
     // What create returns equals what a read returns, time included (PostgreSQL keeps µs).
-    assert_eq!(
-        store.get_agent(created.id).await.unwrap(),
-        Some(created.clone())
-    );
+    assert_eq!(store.get_agent(created.id).await.unwrap(), Some(created.clone()));
     let listed = store.list_agents(None, 1_000).await.unwrap();
     assert!(listed.contains(&created), "list_agents shows the new agent");
     assert_eq!(store.list_agents(None, 1).await.unwrap().len(), 1);
@@ -78,20 +75,10 @@ async fn agents_round_trip(subject: &Subject) {
         .await
         .unwrap();
     assert_eq!(owned.owner.as_deref(), Some("alice"));
-    assert_eq!(
-        store.get_agent(owned.id).await.unwrap(),
-        Some(owned.clone())
-    );
-    assert_eq!(
-        store.list_agents(Some("alice"), 1_000).await.unwrap(),
-        vec![owned.clone()]
-    );
+    assert_eq!(store.get_agent(owned.id).await.unwrap(), Some(owned.clone()));
+    assert_eq!(store.list_agents(Some("alice"), 1_000).await.unwrap(), vec![owned.clone()]);
     assert_eq!(store.list_agents(Some("bob"), 1_000).await.unwrap(), vec![]);
-    assert!(store
-        .list_agents(None, 1_000)
-        .await
-        .unwrap()
-        .contains(&owned));
+    assert!(store.list_agents(None, 1_000).await.unwrap().contains(&owned));
     assert_eq!(store.get_agent(Uuid::new_v4()).await.unwrap(), None);
     assert_eq!(store.head_seq(Uuid::new_v4()).await.unwrap(), None);
 }
@@ -101,30 +88,18 @@ async fn appends_are_gapless_per_agent_and_read_back_equal(subject: &Subject) {
     let first = store.create_agent(NewAgent::default()).await.unwrap();
     let second = store.create_agent(NewAgent::default()).await.unwrap();
     let committed = store
-        .append(&[
-            batch(first.id, texts(3)),
-            batch(second.id, texts(2)),
-            batch(first.id, texts(2)),
-        ])
+        .append(&[batch(first.id, texts(3)), batch(second.id, texts(2)), batch(first.id, texts(2))])
         .await
         .unwrap();
-    let seqs: Vec<Vec<u64>> = committed
-        .iter()
-        .map(|events| events.iter().map(|event| event.seq).collect())
-        .collect();
+    let seqs: Vec<Vec<u64>> =
+        committed.iter().map(|events| events.iter().map(|event| event.seq).collect()).collect();
     assert_eq!(seqs, vec![vec![1, 2, 3], vec![1, 2], vec![4, 5]]);
     assert_eq!(store.head_seq(first.id).await.unwrap(), Some(5));
     assert_eq!(store.head_seq(second.id).await.unwrap(), Some(2));
 
     let read = store.read_events(first.id, 2, 10).await.unwrap();
-    assert_eq!(
-        read.iter().map(|event| event.seq).collect::<Vec<_>>(),
-        vec![3, 4, 5]
-    );
-    assert_eq!(
-        read[0], committed[0][2],
-        "a read returns what the append returned"
-    );
+    assert_eq!(read.iter().map(|event| event.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+    assert_eq!(read[0], committed[0][2], "a read returns what the append returned");
     assert_eq!(read[1], committed[2][0]);
     assert_eq!(store.read_events(first.id, 3, 1).await.unwrap().len(), 1);
     assert!(store.read_events(first.id, 5, 10).await.unwrap().is_empty());
@@ -139,14 +114,9 @@ async fn an_unknown_agent_fails_the_whole_append(subject: &Subject) {
     let store = subject.store.as_ref();
     let known = store.create_agent(NewAgent::default()).await.unwrap();
     let stranger = Uuid::new_v4();
-    let error = store
-        .append(&[batch(known.id, texts(2)), batch(stranger, texts(1))])
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(error, StoreError::UnknownAgent(id) if id == stranger),
-        "{error}"
-    );
+    let error =
+        store.append(&[batch(known.id, texts(2)), batch(stranger, texts(1))]).await.unwrap_err();
+    assert!(matches!(error, StoreError::UnknownAgent(id) if id == stranger), "{error}");
     assert_eq!(store.head_seq(known.id).await.unwrap(), Some(0));
     assert!(store.read_events(known.id, 0, 10).await.unwrap().is_empty());
 }
@@ -174,31 +144,16 @@ async fn run_keys_hold_one_run_per_key(subject: &Subject) {
     let store = subject.store.as_ref();
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let (first, second) = (Uuid::new_v4(), Uuid::new_v4());
-    assert_eq!(
-        store.claim_run_key(agent.id, "k", first).await.unwrap(),
-        first
-    );
-    assert_eq!(
-        store.claim_run_key(agent.id, "k", second).await.unwrap(),
-        first
-    );
+    assert_eq!(store.claim_run_key(agent.id, "k", first).await.unwrap(), first);
+    assert_eq!(store.claim_run_key(agent.id, "k", second).await.unwrap(), first);
     // Keys are per agent.
     let other = store.create_agent(NewAgent::default()).await.unwrap();
-    assert_eq!(
-        store.claim_run_key(other.id, "k", second).await.unwrap(),
-        second
-    );
+    assert_eq!(store.claim_run_key(other.id, "k", second).await.unwrap(), second);
     store.release_run_key(agent.id, "k").await.unwrap();
-    assert_eq!(
-        store.claim_run_key(agent.id, "k", second).await.unwrap(),
-        second
-    );
+    assert_eq!(store.claim_run_key(agent.id, "k", second).await.unwrap(), second);
     let stranger = Uuid::new_v4();
     let error = store.claim_run_key(stranger, "k", first).await.unwrap_err();
-    assert!(
-        matches!(error, StoreError::UnknownAgent(id) if id == stranger),
-        "{error}"
-    );
+    assert!(matches!(error, StoreError::UnknownAgent(id) if id == stranger), "{error}");
 }
 
 async fn a_run_outline_is_its_start_usage_and_end(subject: &Subject) {
@@ -206,10 +161,7 @@ async fn a_run_outline_is_its_start_usage_and_end(subject: &Subject) {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let run_id = Uuid::new_v4();
     if let Some(cluster) = &subject.cluster {
-        assert_eq!(
-            cluster.claim_agent_run(agent.id, run_id).await.unwrap(),
-            None
-        );
+        assert_eq!(cluster.claim_agent_run(agent.id, run_id).await.unwrap(), None);
     }
     let mut drafts = vec![EventDraft::new(EventKind::RunStarted)];
     drafts.extend(texts(3));
@@ -221,14 +173,7 @@ async fn a_run_outline_is_its_start_usage_and_end(subject: &Subject) {
     let committed = store.append(&[batch(agent.id, drafts)]).await.unwrap();
     let outline = store.run_outline(run_id).await.unwrap();
     let kinds: Vec<EventKind> = outline.iter().map(|event| event.kind).collect();
-    assert_eq!(
-        kinds,
-        vec![
-            EventKind::RunStarted,
-            EventKind::Usage,
-            EventKind::RunCompleted
-        ]
-    );
+    assert_eq!(kinds, vec![EventKind::RunStarted, EventKind::Usage, EventKind::RunCompleted]);
     assert_eq!(outline[0], committed[0][0]);
     assert!(store.run_outline(Uuid::new_v4()).await.unwrap().is_empty());
     let unfinished = store.unfinished_runs().await.unwrap();
@@ -241,10 +186,7 @@ async fn a_run_outline_is_its_start_usage_and_end(subject: &Subject) {
     let wanted = [committed[0][1].id, Uuid::new_v4(), committed[0][5].id];
     let mut found = store.events_by_id(&wanted).await.unwrap();
     found.sort_by_key(|event| event.seq);
-    assert_eq!(
-        found,
-        vec![committed[0][1].clone(), committed[0][5].clone()]
-    );
+    assert_eq!(found, vec![committed[0][1].clone(), committed[0][5].clone()]);
 }
 
 /// A run whose start is in the log and whose end is not is unfinished (what recovery ends), and
@@ -270,26 +212,16 @@ async fn a_started_run_is_unfinished_until_its_end(subject: &Subject) {
     if let Some(cluster) = &subject.cluster {
         cluster.claim_agent_run(agent.id, run_id).await.unwrap();
     }
-    store
-        .append(&[batch(agent.id, vec![draft(EventKind::RunStarted)])])
-        .await
-        .unwrap();
+    store.append(&[batch(agent.id, vec![draft(EventKind::RunStarted)])]).await.unwrap();
     if let Some(cluster) = &subject.cluster {
-        assert_eq!(
-            unfinished().await,
-            0,
-            "a run its server holds is not recovery's"
-        );
+        assert_eq!(unfinished().await, 0, "a run its server holds is not recovery's");
         cluster.release_agent_run(agent.id, run_id).await.unwrap();
     }
     assert_eq!(unfinished().await, 1, "started, not ended");
     if let Some(cluster) = &subject.cluster {
         cluster.claim_agent_run(agent.id, run_id).await.unwrap();
     }
-    store
-        .append(&[batch(agent.id, vec![draft(EventKind::RunFailed)])])
-        .await
-        .unwrap();
+    store.append(&[batch(agent.id, vec![draft(EventKind::RunFailed)])]).await.unwrap();
     assert_eq!(unfinished().await, 0, "ended");
 }
 
@@ -297,10 +229,7 @@ async fn a_started_run_is_unfinished_until_its_end(subject: &Subject) {
 /// its agent.
 async fn a_chat_id_keeps_its_agent(subject: &Subject) {
     let store = subject.store.as_ref();
-    let template = || NewAgent {
-        name: "chat".into(),
-        ..NewAgent::default()
-    };
+    let template = || NewAgent { name: "chat".into(), ..NewAgent::default() };
     assert_eq!(store.chat_agent("chat-1").await.unwrap(), None);
     let (first, racing) = tokio::join!(
         agent_for_chat(store, "chat-1", template()),
@@ -317,11 +246,7 @@ async fn a_chat_id_keeps_its_agent(subject: &Subject) {
     assert_eq!(chats.iter().filter(|agent| agent.name == "chat").count(), 2);
 
     assert!(store.delete_agent(first.id).await.unwrap());
-    assert_eq!(
-        store.chat_agent("chat-1").await.unwrap(),
-        None,
-        "gone with its agent"
-    );
+    assert_eq!(store.chat_agent("chat-1").await.unwrap(), None, "gone with its agent");
     let fresh = agent_for_chat(store, "chat-1", template()).await.unwrap();
     assert_ne!(fresh.id, first.id);
 }
@@ -352,12 +277,9 @@ async fn new_sqlite() -> (tempfile::TempDir, SqliteStore) {
 
 /// A PostgreSQL store on a new database of the test server.
 async fn new_postgres() -> PgStore {
-    let url = PgStore::create_database(&common::postgres_admin_url(), "agentstream_test")
-        .await
-        .unwrap();
-    PgStore::open(&url, &ClusterOptions::default())
-        .await
-        .unwrap()
+    let url =
+        PgStore::create_database(&common::postgres_admin_url(), "agentstream_test").await.unwrap();
+    PgStore::open(&url, &ClusterOptions::default()).await.unwrap()
 }
 
 const COUNT_ROWS: &str = "SELECT count(*) FROM events";
@@ -365,19 +287,11 @@ const COUNT_ROWS: &str = "SELECT count(*) FROM events";
 #[tokio::test]
 async fn sqlite_keeps_the_store_contract() {
     let (_directory, store) = new_sqlite().await;
-    run_cases(Subject {
-        store: Arc::new(store),
-        cluster: None,
-    })
-    .await;
+    run_cases(Subject { store: Arc::new(store), cluster: None }).await;
 }
 
 #[tokio::test]
 async fn postgres_keeps_the_store_contract() {
     let store = Arc::new(new_postgres().await);
-    run_cases(Subject {
-        store: store.clone(),
-        cluster: Some(store),
-    })
-    .await;
+    run_cases(Subject { store: store.clone(), cluster: Some(store) }).await;
 }

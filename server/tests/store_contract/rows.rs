@@ -15,23 +15,14 @@ async fn sqlite_rows(store: &SqliteStore) -> i64 {
         if recent == 0 {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{recent} rows never left recent"
-        );
+        assert!(std::time::Instant::now() < deadline, "{recent} rows never left recent");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    sqlx::query_scalar(COUNT_ROWS)
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
+    sqlx::query_scalar(COUNT_ROWS).fetch_one(store.pool()).await.unwrap()
 }
 
 async fn postgres_rows(store: &PgStore) -> i64 {
-    sqlx::query_scalar(COUNT_ROWS)
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
+    sqlx::query_scalar(COUNT_ROWS).fetch_one(store.pool()).await.unwrap()
 }
 
 /// Writes the plain stream (`streamed_groups(_, false)`) for two new agents; the events written.
@@ -42,23 +33,14 @@ async fn write_plain_stream(store: &dyn Store) -> usize {
     ];
     let mut events = 0;
     for group in streamed_groups(agents, false) {
-        events += store
-            .append(&group)
-            .await
-            .unwrap()
-            .iter()
-            .map(Vec::len)
-            .sum::<usize>();
+        events += store.append(&group).await.unwrap().iter().map(Vec::len).sum::<usize>();
     }
     events
 }
 
 /// ~7 bytes of text and varints per token, rows of at most 640: ~90 tokens a row.
 fn assert_shared_rows(rows: i64, events: usize) {
-    assert!(
-        rows > 0 && (rows as usize) * 40 < events,
-        "{rows} rows for {events} events"
-    );
+    assert!(rows > 0 && (rows as usize) * 40 < events, "{rows} rows for {events} events");
 }
 
 /// Both stores keep a streamed log in few rows: runs of appends share one.
@@ -100,10 +82,7 @@ async fn write_three_appends_of_messages(store: &dyn Store) -> usize {
     }
     let read = store.read_events(log, 100, 1_000).await.unwrap();
     assert_eq!(read.len(), 92, "read from inside a row");
-    assert_eq!(
-        read[0].content,
-        json!(r#"{"append":1,"k":36,"text":"a token"}"#)
-    );
+    assert_eq!(read[0].content, json!(r#"{"append":1,"k":36,"text":"a token"}"#));
     events
 }
 

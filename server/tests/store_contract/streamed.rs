@@ -11,9 +11,7 @@ pub(super) fn streamed_groups(agents: [Uuid; 2], mixed: bool) -> Vec<Vec<AppendB
     let mut chains = IdChains::default();
     let mut state = 7u64;
     let mut next = move |below: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (state >> 33) % below
     };
     let messages = [Uuid::new_v4(), Uuid::new_v4()];
@@ -91,12 +89,8 @@ pub(super) async fn streamed_appends_read_back_at_every_cursor(subject: &Subject
         for since in 0..=committed.len() as u64 {
             for limit in [1, 7, 1_000] {
                 let read = store.read_events(*agent_id, since, limit).await.unwrap();
-                let want: Vec<_> = committed
-                    .iter()
-                    .skip(since as usize)
-                    .take(limit as usize)
-                    .cloned()
-                    .collect();
+                let want: Vec<_> =
+                    committed.iter().skip(since as usize).take(limit as usize).cloned().collect();
                 assert_eq!(read, want, "since {since}, limit {limit}");
                 // Contents alone (what a stream read serves), from rows of every shape.
                 let contents = store.read_contents(*agent_id, since, limit).await.unwrap();
@@ -105,10 +99,7 @@ pub(super) async fn streamed_appends_read_back_at_every_cursor(subject: &Subject
             }
         }
         let json = store.read_events_json(*agent_id, 0, 1_000).await.unwrap();
-        assert_eq!(
-            json,
-            committed.iter().map(EventJson::of).collect::<Vec<_>>()
-        );
+        assert_eq!(json, committed.iter().map(EventJson::of).collect::<Vec<_>>());
         let ids: Vec<Uuid> = committed.iter().map(|event| event.id).collect();
         let unique: std::collections::HashSet<Uuid> = ids.iter().copied().collect();
         assert_eq!(unique.len(), ids.len(), "ids are unique");
@@ -131,22 +122,13 @@ pub(super) async fn a_snapshot_is_kept_until_a_newer_one(subject: &Subject) {
     };
     let saved = snapshot(10, 1);
     store.save_snapshot(agent.id, &saved).await.unwrap();
-    assert_eq!(
-        store.load_snapshot(agent.id).await.unwrap(),
-        Some(saved.clone())
-    );
-    store
-        .save_snapshot(agent.id, &snapshot(9, 2))
-        .await
-        .unwrap();
+    assert_eq!(store.load_snapshot(agent.id).await.unwrap(), Some(saved.clone()));
+    store.save_snapshot(agent.id, &snapshot(9, 2)).await.unwrap();
     assert_eq!(store.load_snapshot(agent.id).await.unwrap(), Some(saved));
     let same_seq = snapshot(10, 3);
     store.save_snapshot(agent.id, &same_seq).await.unwrap();
     assert_eq!(store.load_snapshot(agent.id).await.unwrap(), Some(same_seq));
-    let error = store
-        .save_snapshot(Uuid::new_v4(), &snapshot(1, 4))
-        .await
-        .unwrap_err();
+    let error = store.save_snapshot(Uuid::new_v4(), &snapshot(1, 4)).await.unwrap_err();
     assert!(matches!(error, StoreError::UnknownAgent(_)), "{error}");
     assert!(store.delete_agent(agent.id).await.unwrap());
     assert_eq!(store.load_snapshot(agent.id).await.unwrap(), None);
@@ -174,18 +156,11 @@ pub(super) async fn a_producers_position_commits_with_its_batch(subject: &Subjec
             .unwrap()
             .map(|position| (position.stamp.epoch, position.stamp.seq))
     };
-    let with = |agent_id, stamp| AppendBatch {
-        producer: Some(stamp),
-        ..batch(agent_id, texts(2))
-    };
+    let with = |agent_id, stamp| AppendBatch { producer: Some(stamp), ..batch(agent_id, texts(2)) };
     store.append(&[with(agent.id, stamp(3, 0))]).await.unwrap();
     let before = chrono::Utc::now();
     store.append(&[with(agent.id, stamp(3, 1))]).await.unwrap();
-    let position = store
-        .producer_position(agent.id, "p")
-        .await
-        .unwrap()
-        .unwrap();
+    let position = store.producer_position(agent.id, "p").await.unwrap().unwrap();
     assert_eq!((position.stamp.epoch, position.stamp.seq), (3, 1));
     assert!(
         position.updated_at >= before - chrono::Duration::seconds(1),
@@ -197,14 +172,8 @@ pub(super) async fn a_producers_position_commits_with_its_batch(subject: &Subjec
     // writes nothing.
     let head = store.head_seq(agent.id).await.unwrap();
     let raced = store.append(&[with(agent.id, stamp(3, 1))]).await;
-    assert!(
-        matches!(raced, Err(StoreError::ProducerMoved { .. })),
-        "{raced:?}"
-    );
-    let fresh = ProducerStamp {
-        fenced_at: Some((3, 0)),
-        ..stamp(9, 0)
-    };
+    assert!(matches!(raced, Err(StoreError::ProducerMoved { .. })), "{raced:?}");
+    let fresh = ProducerStamp { fenced_at: Some((3, 0)), ..stamp(9, 0) };
     let raced = store.append(&[with(other.id, fresh)]).await;
     assert!(
         matches!(raced, Err(StoreError::ProducerMoved { .. })),
@@ -213,9 +182,8 @@ pub(super) async fn a_producers_position_commits_with_its_batch(subject: &Subjec
     assert_eq!(store.head_seq(agent.id).await.unwrap(), head);
     assert_eq!(at(agent.id, "p").await, Some((3, 1)));
     // A batch that fails (an unknown agent beside it) leaves the position where it was.
-    let failed = store
-        .append(&[with(agent.id, stamp(3, 2)), batch(Uuid::new_v4(), texts(1))])
-        .await;
+    let failed =
+        store.append(&[with(agent.id, stamp(3, 2)), batch(Uuid::new_v4(), texts(1))]).await;
     assert!(failed.is_err());
     assert_eq!(at(agent.id, "p").await, Some((3, 1)));
     // Past the bound, a producer's first batch forgets the least recently written others.
@@ -232,11 +200,8 @@ pub(super) async fn a_producers_position_commits_with_its_batch(subject: &Subjec
     }
     store.append(&[with(other.id, stamp(0, 0))]).await.unwrap();
     assert_eq!(at(other.id, "q0").await, None);
-    let newest = store
-        .producer_position(other.id, &format!("q{}", bound - 1))
-        .await
-        .unwrap()
-        .unwrap();
+    let newest =
+        store.producer_position(other.id, &format!("q{}", bound - 1)).await.unwrap().unwrap();
     assert!(newest.stamp.run_id.is_some());
     assert!(store.delete_agent(agent.id).await.unwrap());
     assert_eq!(store.producer_position(agent.id, "p").await.unwrap(), None);

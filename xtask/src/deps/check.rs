@@ -18,15 +18,7 @@ const SERVER_FLOORS: Floors = Floors(&[
     &["agent", "cluster"],
     &["delivery", "provider", "tools", "mcp"],
     &["store"],
-    &[
-        "limits",
-        "metrics",
-        "telemetry",
-        "redact",
-        "child_env",
-        "backoff",
-        "http_client",
-    ],
+    &["limits", "metrics", "telemetry", "redact", "child_env", "backoff", "http_client"],
 ]);
 
 /// The app's floors: the pages; the browser's hook and calls, and history; the pure folds;
@@ -34,15 +26,7 @@ const SERVER_FLOORS: Floors = Floors(&[
 const APP_FLOORS: Floors = Floors(&[
     &["", "pages"],
     &["hook", "api_client", "history"],
-    &[
-        "timeline",
-        "inspect",
-        "approvals",
-        "coalesce",
-        "testing",
-        "markdown",
-        "branches",
-    ],
+    &["timeline", "inspect", "approvals", "coalesce", "testing", "markdown", "branches"],
     &["protocol", "event"],
 ]);
 

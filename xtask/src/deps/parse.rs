@@ -92,9 +92,8 @@ fn raw_string_len(rest: &[u8]) -> Option<usize> {
     let mut closing = vec![b'"'];
     closing.extend(std::iter::repeat_n(b'#', hashes));
     let body = start + hashes + 1;
-    let end = rest[body..]
-        .windows(closing.len())
-        .position(|window| window == closing.as_slice())?;
+    let end =
+        rest[body..].windows(closing.len()).position(|window| window == closing.as_slice())?;
     Some(body + end + closing.len())
 }
 
@@ -154,11 +153,8 @@ fn expand(tree: &str, prefix: &mut Vec<String>, public: bool, out: &mut Vec<UseP
     if let Some(open) = tree.find('{') {
         let head = &tree[..open];
         let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
-        let pushed: Vec<String> = head
-            .split("::")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let pushed: Vec<String> =
+            head.split("::").filter(|s| !s.is_empty()).map(str::to_owned).collect();
         let depth = prefix.len();
         prefix.extend(pushed);
         for part in split_top(inner) {
@@ -174,23 +170,14 @@ fn expand(tree: &str, prefix: &mut Vec<String>, public: bool, out: &mut Vec<UseP
         None => (tree, None),
     };
     let mut segments = prefix.clone();
-    segments.extend(
-        path.split("::")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
-    );
+    segments.extend(path.split("::").filter(|s| !s.is_empty()).map(str::to_owned));
     if segments.last().is_some_and(|last| last == "self") {
         segments.pop();
     }
     let Some(last) = segments.last().cloned() else {
         return;
     };
-    out.push(UsePath {
-        bound: alias.unwrap_or(last),
-        segments,
-        public,
-        at: 0,
-    });
+    out.push(UsePath { bound: alias.unwrap_or(last), segments, public, at: 0 });
 }
 
 /// A `use` tree with its whitespace collapsed: single spaces, none around `::`, braces and
@@ -311,10 +298,7 @@ pub fn inline_modules(code: &str) -> Vec<std::ops::Range<usize>> {
 /// `path` as the file's module sees it, when it is named at `at` inside `depth` inline modules:
 /// the first `depth` `super`s stay in the file (then it names the file's own items: `self`).
 pub fn out_of_inline(path: &[String], depth: usize) -> Vec<String> {
-    let supers = path
-        .iter()
-        .take_while(|segment| *segment == "super")
-        .count();
+    let supers = path.iter().take_while(|segment| *segment == "super").count();
     if depth == 0 || supers == 0 {
         return path.to_vec();
     }

@@ -1,9 +1,7 @@
 use super::*;
 
 fn files(list: &[(&str, &str)]) -> Files {
-    list.iter()
-        .map(|(file, text)| (file.to_string(), text.to_string()))
-        .collect()
+    list.iter().map(|(file, text)| (file.to_string(), text.to_string())).collect()
 }
 
 fn arrows(graph: &Graph) -> Vec<String> {
@@ -29,10 +27,8 @@ fn use_trees_expand_to_paths_and_bound_names() {
     let uses = parse::use_paths(
         "use crate::a::{b, c::{d as e, self}};\npub use super::f::G;\npub(crate) use x::*;\nfn g() { let used = 1; }",
     );
-    let seen: Vec<(String, String, bool)> = uses
-        .iter()
-        .map(|u| (u.segments.join("::"), u.bound.clone(), u.public))
-        .collect();
+    let seen: Vec<(String, String, bool)> =
+        uses.iter().map(|u| (u.segments.join("::"), u.bound.clone(), u.public)).collect();
     assert_eq!(
         seen,
         [
@@ -53,10 +49,7 @@ fn arrows_lead_through_re_exports_to_where_an_item_lives() {
         ("agent/run.rs", "use crate::store::Store; pub struct Runs;"),
         ("store/mod.rs", "pub trait Store {}"),
         // Names `Runs` through the re-export, and the store through a bound module name.
-        (
-            "state.rs",
-            "use crate::agent::Runs; use crate::store; fn f(s: &dyn store::Store) {}",
-        ),
+        ("state.rs", "use crate::agent::Runs; use crate::store; fn f(s: &dyn store::Store) {}"),
         ("main.rs", "use crate::state::X;"),
     ]));
     assert_eq!(
@@ -75,41 +68,26 @@ fn circles_and_upward_arrows_are_found() {
     let graph = graph(&files(&[
         ("lib.rs", ""),
         ("config.rs", "use crate::http::DEFAULT;"),
-        (
-            "http/mod.rs",
-            "pub const DEFAULT: u32 = 1; use crate::http::rest::f;",
-        ),
-        (
-            "http/rest.rs",
-            "pub fn f() { super::DEFAULT; crate::config::g(); }",
-        ),
+        ("http/mod.rs", "pub const DEFAULT: u32 = 1; use crate::http::rest::f;"),
+        ("http/rest.rs", "pub fn f() { super::DEFAULT; crate::config::g(); }"),
         ("store.rs", "fn h() { crate::config::g(); }"),
     ]));
     assert_eq!(
         circles(&graph),
-        [vec![
-            "config.rs".to_owned(),
-            "http/mod.rs".to_owned(),
-            "http/rest.rs".to_owned()
-        ]]
+        [vec!["config.rs".to_owned(), "http/mod.rs".to_owned(), "http/rest.rs".to_owned()]]
     );
     let floors = Floors(&[&["", "http"], &["store"], &["config"]]);
     assert_eq!(floors.upward(&graph), ["config.rs -> http/mod.rs"]);
     assert!(floors.unplaced(&graph).is_empty());
     assert_eq!(
         Floors(&[&["http"]]).unplaced(&graph),
-        ["config".to_owned(), "store".to_owned()]
-            .into_iter()
-            .collect()
+        ["config".to_owned(), "store".to_owned()].into_iter().collect()
     );
 }
 
 #[test]
 fn only_what_the_known_list_does_not_allow_is_new() {
-    let known = [
-        "circle server: a.rs b.rs c.rs".to_owned(),
-        "up server: a.rs -> b.rs".to_owned(),
-    ];
+    let known = ["circle server: a.rs b.rs c.rs".to_owned(), "up server: a.rs -> b.rs".to_owned()];
     let found = [
         // Smaller than a known circle: allowed (it is being taken apart).
         "circle server: a.rs b.rs".to_owned(),
@@ -120,11 +98,7 @@ fn only_what_the_known_list_does_not_allow_is_new() {
     ];
     assert_eq!(
         new_findings(&found, &known),
-        [
-            "circle server: a.rs d.rs",
-            "circle app: a.rs b.rs",
-            "up server: b.rs -> a.rs"
-        ]
+        ["circle server: a.rs d.rs", "circle app: a.rs b.rs", "up server: b.rs -> a.rs"]
     );
 }
 
@@ -146,8 +120,5 @@ fn naming_a_module_is_no_arrow_but_naming_through_it_is() {
         ("store/open.rs", "pub fn open() {}"),
         ("state.rs", "use crate::store; fn f() { store::open(); }"),
     ]));
-    assert_eq!(
-        arrows(&graph),
-        ["state.rs -> store/open.rs", "store/mod.rs -> store/open.rs"]
-    );
+    assert_eq!(arrows(&graph), ["state.rs -> store/open.rs", "store/mod.rs -> store/open.rs"]);
 }

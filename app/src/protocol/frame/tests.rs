@@ -13,35 +13,19 @@ fn events() -> Vec<AgentEvent> {
     let mut text = AgentEvent::bare(Uuid::from_u128(8), AGENT, 8, EventKind::Text, text);
     text.run_id = Some(Uuid::from_u128(2));
     let user = json!({ "text": "hi" });
-    vec![
-        AgentEvent::bare(Uuid::from_u128(7), AGENT, 7, EventKind::User, user),
-        text,
-    ]
+    vec![AgentEvent::bare(Uuid::from_u128(7), AGENT, 7, EventKind::User, user), text]
 }
 
 /// Every kind the server sends, as it writes them, beside what a reader takes from each.
 fn cases() -> Vec<(ServerMessage, LogFrame)> {
     vec![
         (
-            ServerMessage::Subscribed {
-                agent_id: AGENT,
-                since: 3,
-                head_seq: 9,
-            },
+            ServerMessage::Subscribed { agent_id: AGENT, since: 3, head_seq: 9 },
             LogFrame::Subscribed { head_seq: 9 },
         ),
+        (ServerMessage::Events { agent_id: AGENT, events: events() }, LogFrame::Events(events())),
         (
-            ServerMessage::Events {
-                agent_id: AGENT,
-                events: events(),
-            },
-            LogFrame::Events(events()),
-        ),
-        (
-            ServerMessage::Events {
-                agent_id: AGENT,
-                events: Vec::new(),
-            },
+            ServerMessage::Events { agent_id: AGENT, events: Vec::new() },
             LogFrame::Events(Vec::new()),
         ),
         (
@@ -50,10 +34,7 @@ fn cases() -> Vec<(ServerMessage, LogFrame)> {
                 message: "no agent".into(),
                 agent_id: None,
             },
-            LogFrame::Error {
-                code: "not_found".into(),
-                message: "no agent".into(),
-            },
+            LogFrame::Error { code: "not_found".into(), message: "no agent".into() },
         ),
         (
             ServerMessage::Lagged {
@@ -64,16 +45,11 @@ fn cases() -> Vec<(ServerMessage, LogFrame)> {
             LogFrame::Other("lagged".into()),
         ),
         (
-            ServerMessage::Pong {
-                nonce: Some(json!(12345678901234567890u64)),
-            },
+            ServerMessage::Pong { nonce: Some(json!(12345678901234567890u64)) },
             LogFrame::Other("pong".into()),
         ),
         (
-            ServerMessage::CancelRequested {
-                agent_id: AGENT,
-                run_ids: vec![Uuid::from_u128(5)],
-            },
+            ServerMessage::CancelRequested { agent_id: AGENT, run_ids: vec![Uuid::from_u128(5)] },
             LogFrame::Other("cancel_requested".into()),
         ),
     ]
@@ -93,15 +69,11 @@ fn each_kind_as_the_server_writes_it_reads_as_that_kind() {
 fn the_tag_anywhere_in_the_object_reads_the_same() {
     for (message, expected) in cases() {
         let value = serde_json::to_value(&message).unwrap();
-        let Value::Object(map) = value else {
-            panic!("an object")
-        };
+        let Value::Object(map) = value else { panic!("an object") };
         let mut entries: Vec<(String, Value)> = map.into_iter().collect();
         entries.rotate_left(1);
-        let body: Vec<String> = entries
-            .iter()
-            .map(|(key, value)| format!("{}: {value}", json!(key)))
-            .collect();
+        let body: Vec<String> =
+            entries.iter().map(|(key, value)| format!("{}: {value}", json!(key))).collect();
         let text = format!("{{ {} }}", body.join(", "));
         assert_eq!(LogFrame::parse(&text).unwrap(), expected, "{text}");
     }

@@ -5,9 +5,8 @@ use super::*;
 
 #[test]
 fn gaps_are_reported_as_ranges_until_filled() {
-    let events: Vec<AgentEvent> = (1..=10)
-        .map(|seq| at(seq, Text).message(1).append(&seq.to_string()).0)
-        .collect();
+    let events: Vec<AgentEvent> =
+        (1..=10).map(|seq| at(seq, Text).message(1).append(&seq.to_string()).0).collect();
     let mut timeline = Timeline::new();
     timeline.apply(events[0].clone());
     timeline.apply(events[4].clone());
@@ -48,22 +47,12 @@ fn a_serialized_timeline_carries_on_folding() {
 
 #[test]
 fn a_partly_applied_merged_event_is_dropped_and_the_gap_reported() {
-    let appends: Vec<AgentEvent> = (1..=6)
-        .map(|seq| {
-            at(seq, Text)
-                .block(1)
-                .message(1)
-                .append(&format!("{seq}"))
-                .0
-        })
-        .collect();
+    let appends: Vec<AgentEvent> =
+        (1..=6).map(|seq| at(seq, Text).block(1).message(1).append(&format!("{seq}")).0).collect();
     let merged = crate::coalesce::merge(&appends[2..6]); // seqs 3..=6
     let mut timeline = Timeline::new();
     timeline.apply_all(appends[..4].iter().cloned()); // seqs 1..=4 one by one
-    assert!(
-        !timeline.apply(merged.clone()),
-        "3..=6 overlaps what is applied"
-    );
+    assert!(!timeline.apply(merged.clone()), "3..=6 overlaps what is applied");
     assert_eq!(timeline.last_seq(), 4);
     assert_eq!(timeline.messages()[0].text(), "1234");
     // Held behind a gap, a merged event reports the gap before its first seq.
@@ -87,18 +76,8 @@ fn forgetting_before_a_run_start_equals_folding_from_it() {
             let n = index as u128 + 1;
             [
                 at(first, EventKind::RunStarted).run(n).0,
-                at(first + 1, EventKind::Text)
-                    .run(n)
-                    .block(n)
-                    .message(n)
-                    .text("a")
-                    .0,
-                at(first + 2, EventKind::Text)
-                    .run(n)
-                    .block(n)
-                    .message(n)
-                    .text("b")
-                    .0,
+                at(first + 1, EventKind::Text).run(n).block(n).message(n).text("a").0,
+                at(first + 2, EventKind::Text).run(n).block(n).message(n).text("b").0,
                 at(first + 3, EventKind::RunCompleted).run(n).0,
             ]
         })

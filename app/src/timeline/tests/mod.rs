@@ -110,10 +110,7 @@ fn render(timeline: &Timeline) -> String {
         lines.push(format!(
             "{}{}",
             name(block.block_id),
-            block
-                .thread_id
-                .map(|id| format!(" ({})", name(id)))
-                .unwrap_or_default()
+            block.thread_id.map(|id| format!(" ({})", name(id))).unwrap_or_default()
         ));
         for message_id in &block.message_ids {
             let message = timeline.message(*message_id).unwrap();
@@ -205,10 +202,7 @@ fn scenario_4_sequential_operations_are_separate_blocks_in_order() {
         vec![
             at(1, Text).block(1).message(1).append("Checking"),
             at(2, Text).block(1).message(1).append("…"),
-            at(3, Loading)
-                .block(2)
-                .message(2)
-                .content(json!({"label": "calling tool"})),
+            at(3, Loading).block(2).message(2).content(json!({"label": "calling tool"})),
             at(4, Text).block(2).message(3).text("tool said yes"),
             at(5, Text).block(3).message(4).append("So"),
             at(6, Text).block(3).message(4).append(" yes."),
@@ -230,33 +224,11 @@ fn scenario_5_concurrent_threads_interleave_and_merge_per_message() {
     check(
         vec![
             at(1, RunStarted).run(1),
-            at(2, Text)
-                .run(1)
-                .block(1)
-                .thread(1)
-                .message(1)
-                .append("Weather: Sunny"),
-            at(3, Text)
-                .run(1)
-                .block(2)
-                .thread(2)
-                .message(2)
-                .append("News: ..."),
-            at(4, Text)
-                .run(1)
-                .block(1)
-                .thread(1)
-                .message(1)
-                .append(", 25°C"),
-            at(5, Text)
-                .run(1)
-                .block(3)
-                .thread(3)
-                .message(3)
-                .append("Summary..."),
-            at(6, RunCompleted)
-                .run(1)
-                .content(json!({"stop_reason": "end_turn"})),
+            at(2, Text).run(1).block(1).thread(1).message(1).append("Weather: Sunny"),
+            at(3, Text).run(1).block(2).thread(2).message(2).append("News: ..."),
+            at(4, Text).run(1).block(1).thread(1).message(1).append(", 25°C"),
+            at(5, Text).run(1).block(3).thread(3).message(3).append("Summary..."),
+            at(6, RunCompleted).run(1).content(json!({"stop_reason": "end_turn"})),
         ],
         r#"
         run R1 completed stop=end_turn threads=T1,T2,T3
@@ -318,15 +290,9 @@ fn run_outcomes_usage_and_errors_come_from_the_log() {
         vec![
             at(1, RunStarted).run(1),
             at(2, User).run(1).block(1).message(1).text("hi"),
-            at(3, Usage)
-                .run(1)
-                .content(json!({"input_tokens": 3, "output_tokens": 1})),
-            at(4, Usage)
-                .run(1)
-                .content(json!({"input_tokens": 3, "output_tokens": 9})),
-            at(5, RunCompleted)
-                .run(1)
-                .content(json!({"stop_reason": "end_turn", "usage": null})),
+            at(3, Usage).run(1).content(json!({"input_tokens": 3, "output_tokens": 1})),
+            at(4, Usage).run(1).content(json!({"input_tokens": 3, "output_tokens": 9})),
+            at(5, RunCompleted).run(1).content(json!({"stop_reason": "end_turn", "usage": null})),
             at(6, RunStarted).run(2),
             at(7, Error)
                 .run(2)
@@ -336,9 +302,7 @@ fn run_outcomes_usage_and_errors_come_from_the_log() {
                 json!({"stop_reason": "llm_api_error", "error": {"type": "overloaded_error"}}),
             ),
             at(9, RunStarted).run(3),
-            at(10, RunCancelled)
-                .run(3)
-                .content(json!({"stop_reason": "cancelled"})),
+            at(10, RunCancelled).run(3).content(json!({"stop_reason": "cancelled"})),
         ],
         r#"
         run R1 completed stop=end_turn usage={"input_tokens":3,"output_tokens":9}
@@ -357,12 +321,8 @@ fn the_tool_result_is_found_by_its_call_id() {
     let mut timeline = Timeline::new();
     timeline.apply_all(
         [
-            at(1, ToolCall)
-                .message(1)
-                .content(json!({"name": "a", "tool_call_id": "x"})),
-            at(2, ToolResult)
-                .message(2)
-                .content(json!({"tool_call_id": "x", "result": 1})),
+            at(1, ToolCall).message(1).content(json!({"name": "a", "tool_call_id": "x"})),
+            at(2, ToolResult).message(2).content(json!({"tool_call_id": "x", "result": 1})),
         ]
         .map(|ev| ev.0),
     );
@@ -373,13 +333,9 @@ fn the_tool_result_is_found_by_its_call_id() {
 #[test]
 fn only_the_newest_raw_event_is_kept() {
     let mut timeline = Timeline::new();
-    timeline.apply_all((1..=100).map(|seq| {
-        at(seq, Text)
-            .message(1)
-            .append("x")
-            .raw(json!({ "n": seq }))
-            .0
-    }));
+    timeline.apply_all(
+        (1..=100).map(|seq| at(seq, Text).message(1).append("x").raw(json!({ "n": seq })).0),
+    );
     let message = timeline.message(message(1)).unwrap();
     assert_eq!(message.raw, Some(json!({"n": 100})));
     assert_eq!(message.text().len(), 100);
@@ -388,23 +344,10 @@ fn only_the_newest_raw_event_is_kept() {
 #[test]
 fn delta_actions_at_paths() {
     let mut content = Value::Null;
-    apply_delta(
-        &mut content,
-        "input.city",
-        DeltaAction::Append,
-        json!("Par"),
-    );
+    apply_delta(&mut content, "input.city", DeltaAction::Append, json!("Par"));
     apply_delta(&mut content, "input.city", DeltaAction::Append, json!("is"));
-    apply_delta(
-        &mut content,
-        "",
-        DeltaAction::Merge,
-        json!({"status": "running"}),
-    );
+    apply_delta(&mut content, "", DeltaAction::Merge, json!({"status": "running"}));
     apply_delta(&mut content, "status", DeltaAction::Replace, json!("done"));
     apply_delta(&mut content, "status.deep", DeltaAction::Append, json!("x"));
-    assert_eq!(
-        content,
-        json!({"input": {"city": "Paris"}, "status": {"deep": "x"}})
-    );
+    assert_eq!(content, json!({"input": {"city": "Paris"}, "status": {"deep": "x"}}));
 }

@@ -25,12 +25,10 @@ fn arbitrary_log() -> impl Strategy<Value = Vec<AgentEvent>> {
                 };
                 let ev = match choice {
                     0 => at(seq, RunStarted).run(run_n),
-                    1 => at(seq, RunCompleted)
-                        .run(run_n)
-                        .content(json!({"stop_reason": "end_turn"})),
-                    2 => at(seq, Usage)
-                        .run(run_n)
-                        .content(json!({"output_tokens": seq})),
+                    1 => {
+                        at(seq, RunCompleted).run(run_n).content(json!({"stop_reason": "end_turn"}))
+                    }
+                    2 => at(seq, Usage).run(run_n).content(json!({"output_tokens": seq})),
                     3 => base(Text).append(&text),
                     4 => base(Thinking).append(&text).raw(json!({ "seq": seq })),
                     5 => base(ToolCall).delta(
@@ -105,14 +103,7 @@ proptest! {
 /// A log shaped like streaming: runs of appends to one message (what coalescing merges), between
 /// the other kinds of events of [`arbitrary_log`].
 fn streaming_log() -> impl Strategy<Value = Vec<AgentEvent>> {
-    let step = (
-        0u8..6,
-        0u128..2,
-        0u128..3,
-        0u128..4,
-        1usize..8,
-        "[a-z ]{0,3}",
-    );
+    let step = (0u8..6, 0u128..2, 0u128..3, 0u128..4, 1usize..8, "[a-z ]{0,3}");
     prop::collection::vec(step, 1..40).prop_map(|steps| {
         let mut log: Vec<AgentEvent> = Vec::new();
         for (choice, run_n, block_n, message_n, repeat, text) in steps {
@@ -131,9 +122,7 @@ fn streaming_log() -> impl Strategy<Value = Vec<AgentEvent>> {
                     0 | 1 => base(seq, Text).append(&piece).raw(json!({ "seq": seq })),
                     2 => base(seq, Thinking).append(&piece),
                     3 => base(seq, ToolCall).delta("status", DeltaAction::Replace, json!(text)),
-                    4 => at(seq, Usage)
-                        .run(run_n)
-                        .content(json!({"output_tokens": seq})),
+                    4 => at(seq, Usage).run(run_n).content(json!({"output_tokens": seq})),
                     _ => at(seq, User).text(&text),
                 };
                 log.push(ev.0);

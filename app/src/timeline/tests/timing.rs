@@ -14,12 +14,7 @@ fn calls_made_together_are_grouped_per_step() {
             .0
     };
     let text = |seq: u64, run_id: u128, n: u128| {
-        at(seq, EventKind::Text)
-            .run(run_id)
-            .block(n)
-            .message(n)
-            .text("hi")
-            .0
+        at(seq, EventKind::Text).run(run_id).block(n).message(n).text("hi").0
     };
     let mut timeline = Timeline::new();
     timeline.apply_all([
@@ -36,10 +31,7 @@ fn calls_made_together_are_grouped_per_step() {
     let groups = timeline.call_groups();
     let place = |n: u128| groups.get(&block(n)).copied();
     assert_eq!(place(1), None, "text is no call");
-    assert_eq!(
-        [place(2), place(3), place(4)],
-        [Some((0, 3)), Some((1, 3)), Some((2, 3))]
-    );
+    assert_eq!([place(2), place(3), place(4)], [Some((0, 3)), Some((1, 3)), Some((2, 3))]);
     assert_eq!(place(5), None);
     assert_eq!(place(6), None, "a call on its own is no group");
     assert_eq!([place(7), place(8)], [Some((0, 2)), Some((1, 2))]);
@@ -60,32 +52,12 @@ fn runs_and_blocks_keep_when_they_began_and_ended() {
     let mut timeline = Timeline::new();
     timeline.apply_all([
         timed(at(1, EventKind::RunStarted).run(1), 1),
-        timed(
-            at(2, EventKind::Text)
-                .run(1)
-                .block(1)
-                .message(1)
-                .append("a"),
-            2,
-        ),
-        timed(
-            at(3, EventKind::Text)
-                .run(1)
-                .block(1)
-                .message(1)
-                .append("b"),
-            5,
-        ),
+        timed(at(2, EventKind::Text).run(1).block(1).message(1).append("a"), 2),
+        timed(at(3, EventKind::Text).run(1).block(1).message(1).append("b"), 5),
         timed(at(4, EventKind::RunCompleted).run(1), 9),
     ]);
     let run = timeline.run(run(1)).unwrap();
-    assert_eq!(
-        (run.started_at, run.ended_at),
-        (Some(time(1)), Some(time(9)))
-    );
+    assert_eq!((run.started_at, run.ended_at), (Some(time(1)), Some(time(9))));
     let block = timeline.block(block(1)).unwrap();
-    assert_eq!(
-        (block.first_at, block.last_at),
-        (Some(time(2)), Some(time(5)))
-    );
+    assert_eq!((block.first_at, block.last_at), (Some(time(2)), Some(time(5))));
 }

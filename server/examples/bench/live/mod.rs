@@ -47,18 +47,11 @@ impl Server {
         config.limits.ws_connections_max = 20_000;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let options = leptos::prelude::get_configuration(None)
-            .unwrap()
-            .leptos_options;
+        let options = leptos::prelude::get_configuration(None).unwrap().leptos_options;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(agentstream_server::serve(
-            listener,
-            config,
-            options,
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(agentstream_server::serve(listener, config, options, async {
+            let _ = stopped.await;
+        }));
         let http = agentstream_server::http_client::client();
         while http.get(format!("{base}/healthz")).send().await.is_err() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -112,21 +105,14 @@ impl Server {
 
 /// The frame that subscribes to `agent_id` from seq 0.
 pub fn subscribe_frame(agent_id: Uuid, coalesce: bool) -> Message {
-    let subscribe = ClientMessage::Subscribe {
-        agent_id,
-        since: 0,
-        coalesce,
-    };
+    let subscribe = ClientMessage::Subscribe { agent_id, since: 0, coalesce };
     Message::Text(serde_json::to_string(&subscribe).unwrap().into())
 }
 
 pub fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |p: f64| {
-        samples
-            .get(((samples.len() as f64 - 1.0) * p).round() as usize)
-            .copied()
-            .unwrap_or(0.0)
+        samples.get(((samples.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0)
     };
     (at(0.5), at(0.99), at(1.0))
 }
@@ -158,9 +144,7 @@ pub type Socket =
 /// A WebSocket to `server` and the frame that subscribes it to `agent_id` from seq 0, not sent
 /// yet (a caller may time from the send).
 pub async fn subscription(server: &Server, agent_id: Uuid, coalesce: bool) -> (Socket, Message) {
-    let (socket, _) = tokio_tungstenite::connect_async(server.ws_url())
-        .await
-        .unwrap();
+    let (socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
     (socket, subscribe_frame(agent_id, coalesce))
 }
 

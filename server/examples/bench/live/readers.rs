@@ -30,9 +30,7 @@ pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool)
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let tcp = socket.connect(address).await.unwrap();
-    let (mut socket, _) = tokio_tungstenite::client_async(server.ws_url(), tcp)
-        .await
-        .unwrap();
+    let (mut socket, _) = tokio_tungstenite::client_async(server.ws_url(), tcp).await.unwrap();
     let subscribe = super::subscribe_frame(agent_id, coalesce);
     socket.send(subscribe).await.unwrap();
     server.run(agent_id, "a fast answer").await;
@@ -42,10 +40,8 @@ pub async fn slow_reader(server: &Server, bytes_per_second: u64, coalesce: bool)
             panic!("the slow reader's socket ended early")
         };
         // The link's pace: this frame's bytes take this long to arrive.
-        tokio::time::sleep(Duration::from_secs_f64(
-            text.len() as f64 / bytes_per_second as f64,
-        ))
-        .await;
+        tokio::time::sleep(Duration::from_secs_f64(text.len() as f64 / bytes_per_second as f64))
+            .await;
         bytes += text.len();
         frames += 1;
         let Ok(LogFrame::Events(batch)) = LogFrame::parse(text.as_str()) else {
@@ -70,14 +66,10 @@ pub(super) async fn wait_for_run_end(server: &Server, agent_id: Uuid, after: u64
     let http = agentstream_server::http_client::client();
     loop {
         let events = format!("/v1/agents/{agent_id}/events");
-        let first: Value = server
-            .get_json(&http, &format!("{events}?since=0&limit=1"))
-            .await;
+        let first: Value = server.get_json(&http, &format!("{events}?since=0&limit=1")).await;
         let head = first["head_seq"].as_u64().unwrap();
         let since = head.saturating_sub(1);
-        let last: Value = server
-            .get_json(&http, &format!("{events}?since={since}&limit=1"))
-            .await;
+        let last: Value = server.get_json(&http, &format!("{events}?since={since}&limit=1")).await;
         let kind = last["events"][0]["kind"].as_str().unwrap_or("");
         if head > after && kind.starts_with("run_") && kind != "run_started" {
             return head;
@@ -99,16 +91,9 @@ pub async fn history_page(server: &Server) -> (u64, f64, f64) {
     let mut times = Vec::new();
     for _ in 0..4 {
         let started = Instant::now();
-        let response = http
-            .get(format!("{}/agents/{agent_id}/history", server.base))
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "history page: {}",
-            response.status()
-        );
+        let response =
+            http.get(format!("{}/agents/{agent_id}/history", server.base)).send().await.unwrap();
+        assert!(response.status().is_success(), "history page: {}", response.status());
         let _body = response.bytes().await.unwrap();
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
@@ -131,9 +116,7 @@ fn rss_bytes(pid: u32) -> Option<f64> {
 /// growth per socket.
 pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64)> {
     let target = std::env::var("CARGO_TARGET_DIR").ok().or_else(|| {
-        std::env::var("HOME")
-            .ok()
-            .map(|home| format!("{home}/.cache/agentstream/target"))
+        std::env::var("HOME").ok().map(|home| format!("{home}/.cache/agentstream/target"))
     })?;
     let binary =
         std::env::var("AGENTSTREAM_SERVER_BIN").unwrap_or(format!("{target}/release/server"));
@@ -142,11 +125,7 @@ pub async fn idle_memory(directory: &Path, sockets: usize) -> Option<(usize, f64
     }
     let path = directory.join("idle.db");
     crate::baseline::remove_database(&path);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
     let mut child = tokio::process::Command::new(&binary)
         .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
         .env("DATABASE_URL", format!("sqlite://{}", path.display()))

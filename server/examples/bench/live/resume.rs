@@ -40,15 +40,7 @@ async fn rest_pages_in_flight(
             server.base,
             if coalesce { "&coalesce=true" } else { "" }
         );
-        async move {
-            http.get(url)
-                .send()
-                .await
-                .unwrap()
-                .json::<EventsPage>()
-                .await
-                .unwrap()
-        }
+        async move { http.get(url).send().await.unwrap().json::<EventsPage>().await.unwrap() }
     };
     let started = Instant::now();
     let first = page(0).await;
@@ -56,9 +48,7 @@ async fn rest_pages_in_flight(
     let (mut newest, head, mut events) = (first.next_since, first.head_seq, first.events.len());
     if first.has_more {
         let cursors: Vec<u64> = (newest..head).step_by(1000).collect();
-        let mut pages = futures::stream::iter(cursors)
-            .map(page)
-            .buffered(PAGES_IN_FLIGHT);
+        let mut pages = futures::stream::iter(cursors).map(page).buffered(PAGES_IN_FLIGHT);
         while let Some(page) = pages.next().await {
             newest = page.next_since;
             events += page.events.len();
@@ -93,11 +83,7 @@ async fn ws_resume(server: &Server, agent_id: Uuid, head: u64, coalesce: bool) -
             events_read += events.len();
         }
     }
-    WsResume {
-        first: first.unwrap_or_default(),
-        all: started.elapsed(),
-        events: events_read,
-    }
+    WsResume { first: first.unwrap_or_default(), all: started.elapsed(), events: events_read }
 }
 
 struct WsResume {
@@ -116,10 +102,7 @@ pub async fn resume_gap(server: &Server) -> Gap {
     loop {
         // Read into the page type, as the live view's client does.
         let page: EventsPage = server
-            .get_json(
-                &http,
-                &format!("/v1/agents/{agent_id}/events?since={since}&limit=1000"),
-            )
+            .get_json(&http, &format!("/v1/agents/{agent_id}/events?since={since}&limit=1000"))
             .await;
         rest_first.get_or_insert_with(|| started.elapsed());
         since = page.next_since;

@@ -139,9 +139,7 @@ impl Producer {
                 // Half a line, then the connection breaks.
                 let half = batch.events.to_string();
                 let _ = lines.send(Ok(half[..half.len() / 2].to_owned())).await;
-                let _ = lines
-                    .send(Err(std::io::Error::other("the producer crashed")))
-                    .await;
+                let _ = lines.send(Err(std::io::Error::other("the producer crashed"))).await;
                 break;
             }
             if lines.send(Ok(format!("{}\n", batch.events))).await.is_err() {

@@ -180,9 +180,8 @@ fn script(ordinal: u64, lease_ms: u64, random: &mut Random) -> Vec<Batch> {
     let text_batches = 3 + random.below(10);
     let tool_at = (random.below(5) == 0).then(|| random.below(text_batches));
     for number in 0..text_batches {
-        let texts: Vec<String> = (0..1 + random.below(6))
-            .map(|index| format!("{ordinal}.{number}.{index} "))
-            .collect();
+        let texts: Vec<String> =
+            (0..1 + random.below(6)).map(|index| format!("{ordinal}.{number}.{index} ")).collect();
         let mut events: Vec<Value> = texts
             .iter()
             .map(|delta| json!({ "kind": "text", "message_id": message_id, "delta": delta, "delta_action": "append" }))
@@ -192,10 +191,7 @@ fn script(ordinal: u64, lease_ms: u64, random: &mut Random) -> Vec<Batch> {
             events.push(json!({ "kind": "tool_call", "content": { "tool_call_id": call, "name": "lookup", "input": { "q": ordinal } } }));
             events.push(json!({ "kind": "tool_result", "content": { "tool_call_id": call, "result": "42" } }));
         }
-        batches.push(Batch {
-            events: Value::Array(events),
-            texts,
-        });
+        batches.push(Batch { events: Value::Array(events), texts });
     }
     batches.push(Batch {
         events: json!([
@@ -209,10 +205,7 @@ fn script(ordinal: u64, lease_ms: u64, random: &mut Random) -> Vec<Batch> {
 
 impl Producer {
     fn fail(&self, what: String) {
-        self.metrics.fail(format!(
-            "producer {} of agent {}: {what}",
-            self.id, self.agent_id
-        ));
+        self.metrics.fail(format!("producer {} of agent {}: {what}", self.id, self.agent_id));
     }
 
     /// A new producer process with a new id: what comes after one that vanished or failed.
@@ -343,10 +336,7 @@ impl Producer {
                 Err(_) => sleep(Duration::from_millis(200)).await,
             }
         }
-        self.fail(format!(
-            "seq {} unanswered {SEND_ATTEMPTS_MAX} times",
-            self.next_seq
-        ));
+        self.fail(format!("seq {} unanswered {SEND_ATTEMPTS_MAX} times", self.next_seq));
         None
     }
 
@@ -399,10 +389,7 @@ impl Producer {
     }
 
     async fn position(&self) -> Option<Option<Position>> {
-        let url = format!(
-            "{}/v1/agents/{}/producers/{}",
-            self.base, self.agent_id, self.id
-        );
+        let url = format!("{}/v1/agents/{}/producers/{}", self.base, self.agent_id, self.id);
         let response = match self.http.get(url).send().await {
             Ok(response) => response,
             Err(error) => {

@@ -11,12 +11,7 @@ fn event(seq: u64, kind: EventKind, message: u128, content: Value) -> AgentEvent
 }
 
 fn decision(call: &str, approve: bool) -> ApprovalDecision {
-    ApprovalDecision {
-        tool_call_id: call.into(),
-        approve,
-        reason: Some("  ".into()),
-        output: None,
-    }
+    ApprovalDecision { tool_call_id: call.into(), approve, reason: Some("  ".into()), output: None }
 }
 
 fn log() -> Timeline {
@@ -55,30 +50,16 @@ fn an_answer_is_taken_only_for_a_pending_request() {
     let timeline = log();
     let turn = answer_from_timeline(&timeline, &[decision(" a ", true)], false).unwrap();
     assert!(turn.still_pending.is_empty());
-    assert_eq!(
-        turn.continues,
-        Some(Uuid::from_u128(2)),
-        "the run that asked"
-    );
+    assert_eq!(turn.continues, Some(Uuid::from_u128(2)), "the run that asked");
     let answer = &turn.answers[0];
     assert_eq!(answer.call.call_id, "a");
     assert_eq!(answer.call.input, Some(json!({"a": 1})));
     assert!(answer.call.approved);
-    assert_eq!(
-        answer.call.message_id,
-        Uuid::from_u128(10),
-        "the call's card"
-    );
+    assert_eq!(answer.call.message_id, Uuid::from_u128(10), "the call's card");
     assert_eq!(answer.reason, None, "a blank reason is none");
     let refusals = [
-        (
-            decision("b", true),
-            "tool call b was already answered: denied (no)",
-        ),
-        (
-            decision("zzz", true),
-            "no approval was asked for tool call zzz",
-        ),
+        (decision("b", true), "tool call b was already answered: denied (no)"),
+        (decision("zzz", true), "no approval was asked for tool call zzz"),
     ];
     for (decision, expected) in refusals {
         let error = answer_from_timeline(&timeline, &[decision], false).unwrap_err();
@@ -102,14 +83,8 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
         })
     };
     let returned = ApprovalDecision::returned("c".into(), Ok(json!({"ok": true})));
-    assert_eq!(
-        answer(returned).unwrap(),
-        (true, Some(Ok(json!({"ok": true}))))
-    );
-    let declined = ApprovalDecision {
-        reason: Some("not now".into()),
-        ..decision("c", false)
-    };
+    assert_eq!(answer(returned).unwrap(), (true, Some(Ok(json!({"ok": true})))));
+    let declined = ApprovalDecision { reason: Some("not now".into()), ..decision("c", false) };
     // A person's "deny" does not answer a client's call (an approve-only caller cannot close
     // it); the server's timeout does.
     let by_server =
@@ -119,16 +94,10 @@ fn a_client_tools_call_takes_its_result_and_nothing_else() {
         });
     assert_eq!(
         by_server.unwrap(),
-        (
-            false,
-            Some(Err("the client did not run this call: not now".into()))
-        )
+        (false, Some(Err("the client did not run this call: not now".into())))
     );
     let failed = ApprovalDecision::returned("c".into(), Err("no camera".into()));
-    assert_eq!(
-        answer(failed).unwrap(),
-        (true, Some(Err("no camera".into())))
-    );
+    assert_eq!(answer(failed).unwrap(), (true, Some(Err("no camera".into()))));
     let refusals = [
         (
             declined,
@@ -173,23 +142,13 @@ fn answers_to_several_calls_leave_the_rest_pending() {
         turn.still_pending,
         [json!({"tool_call_id": "a", "name": "get-sum", "input": {"a": 1}})]
     );
-    let turn = answer_from_timeline(
-        &timeline,
-        &[decision("c", false), decision("a", true)],
-        false,
-    )
-    .unwrap();
+    let turn = answer_from_timeline(&timeline, &[decision("c", false), decision("a", true)], false)
+        .unwrap();
     assert!(turn.still_pending.is_empty());
     assert_eq!(turn.answers.len(), 2);
-    let twice = answer_from_timeline(
-        &timeline,
-        &[decision("a", false), decision("a", true)],
-        false,
-    );
-    assert_eq!(
-        twice.unwrap_err().to_string(),
-        "tool call a is answered twice in one request"
-    );
+    let twice =
+        answer_from_timeline(&timeline, &[decision("a", false), decision("a", true)], false);
+    assert_eq!(twice.unwrap_err().to_string(), "tool call a is answered twice in one request");
 }
 
 #[test]
@@ -201,15 +160,9 @@ fn bad_answers_are_refused_before_the_log_is_read() {
     let cases = [
         (decision("a", true), true),
         (decision("", true), false),
-        (
-            decision(&"c".repeat(APPROVAL_CALL_ID_CHARS_MAX + 1), true),
-            false,
-        ),
+        (decision(&"c".repeat(APPROVAL_CALL_ID_CHARS_MAX + 1), true), false),
         (long_reason, false),
-        (
-            ApprovalDecision::returned("a".into(), Ok(json!("x".repeat(1024)))),
-            true,
-        ),
+        (ApprovalDecision::returned("a".into(), Ok(json!("x".repeat(1024)))), true),
         (
             ApprovalDecision::returned("a".into(), Ok(json!("x".repeat(CLIENT_OUTPUT_BYTES_MAX)))),
             false,
@@ -245,10 +198,7 @@ fn agents_name_their_tools_as_a_list() {
 
 #[test]
 fn a_request_marks_the_card_and_names_the_call() {
-    let ids = RunIds {
-        run_id: Uuid::from_u128(1),
-        thread_id: Uuid::from_u128(2),
-    };
+    let ids = RunIds { run_id: Uuid::from_u128(1), thread_id: Uuid::from_u128(2) };
     let call = PendingCall::resumed(
         "c".into(),
         "echo".into(),
@@ -261,17 +211,10 @@ fn a_request_marks_the_card_and_names_the_call() {
     assert_eq!(status.message_id, Some(Uuid::from_u128(7)));
     assert_eq!(request.kind, EventKind::ApprovalRequested);
     assert_eq!(request.block_id, Some(Uuid::from_u128(6)), "on the card");
-    assert_ne!(
-        request.message_id,
-        Some(Uuid::from_u128(7)),
-        "its own message"
-    );
+    assert_ne!(request.message_id, Some(Uuid::from_u128(7)), "its own message");
     assert_eq!(
         request.content,
         json!({"tool_call_id": "c", "name": "echo", "input": {"message": "hi"}})
     );
-    assert_eq!(
-        denial(Some("too risky")),
-        "a person denied this call: too risky"
-    );
+    assert_eq!(denial(Some("too risky")), "a person denied this call: too risky");
 }

@@ -21,32 +21,14 @@ fn the_oldest_messages_go_first_when_the_conversation_is_too_long() {
         (vec![user("aaaa"), user("bbbb")], 4, 1, 1),
         (vec![user("aaaa"), user("bbbb")], 3, 0, 2),
         // A result whose call was dropped goes too: the model never sees an orphan.
-        (
-            vec![call("c"), result("c", "xxxxxxxx"), user("q")],
-            10,
-            1,
-            2,
-        ),
-        (
-            vec![user("a"), call("c"), result("c", "r"), user("q")],
-            100,
-            4,
-            0,
-        ),
+        (vec![call("c"), result("c", "xxxxxxxx"), user("q")], 10, 1, 2),
+        (vec![user("a"), call("c"), result("c", "r"), user("q")], 100, 4, 0),
     ];
     for (mut conversation, max, left, dropped) in cases {
         let before = conversation.clone();
-        assert_eq!(
-            keep_within_chars(&mut conversation, max),
-            dropped,
-            "{before:?}"
-        );
+        assert_eq!(keep_within_chars(&mut conversation, max), dropped, "{before:?}");
         assert_eq!(conversation.len(), left, "{before:?}");
-        assert_eq!(
-            conversation[..],
-            before[before.len() - left..],
-            "the newest stay"
-        );
+        assert_eq!(conversation[..], before[before.len() - left..], "the newest stay");
     }
 }
 use super::*;
@@ -67,12 +49,7 @@ fn signed_and_redacted_thinking_open_their_steps_turn_and_unsigned_is_left_out()
     let mut timeline = Timeline::new();
     timeline.apply_all([
         event(1, EventKind::User, 1, json!({"text": "hi"})),
-        event(
-            2,
-            EventKind::Thinking,
-            2,
-            json!({"text": "Hmm.", "signature": "sig"}),
-        ),
+        event(2, EventKind::Thinking, 2, json!({"text": "Hmm.", "signature": "sig"})),
         event(3, EventKind::Thinking, 3, json!({"redacted": "opaque"})),
         event(4, EventKind::Text, 4, json!({"text": "Checking."})),
         event(
@@ -81,18 +58,8 @@ fn signed_and_redacted_thinking_open_their_steps_turn_and_unsigned_is_left_out()
             5,
             json!({"tool_call_id": "a", "name": "clock", "input": {}}),
         ),
-        event(
-            6,
-            EventKind::ToolResult,
-            6,
-            json!({"tool_call_id": "a", "result": "noon"}),
-        ),
-        event(
-            7,
-            EventKind::Thinking,
-            7,
-            json!({"text": "notes without a signature"}),
-        ),
+        event(6, EventKind::ToolResult, 6, json!({"tool_call_id": "a", "result": "noon"})),
+        event(7, EventKind::Thinking, 7, json!({"text": "notes without a signature"})),
         event(8, EventKind::Text, 8, json!({"text": "Noon."})),
     ]);
     let (conversation, _) = conversation_from_timeline(&timeline);
@@ -107,21 +74,13 @@ fn signed_and_redacted_thinking_open_their_steps_turn_and_unsigned_is_left_out()
         thinking,
         [
             &vec![
-                ThinkingBlock::Signed {
-                    thinking: "Hmm.".into(),
-                    signature: "sig".into()
-                },
-                ThinkingBlock::Redacted {
-                    data: "opaque".into()
-                },
+                ThinkingBlock::Signed { thinking: "Hmm.".into(), signature: "sig".into() },
+                ThinkingBlock::Redacted { data: "opaque".into() },
             ],
             &vec![],
         ]
     );
-    let ConversationMessage::Assistant {
-        text, tool_calls, ..
-    } = &conversation[1]
-    else {
+    let ConversationMessage::Assistant { text, tool_calls, .. } = &conversation[1] else {
         panic!("{conversation:?}");
     };
     assert_eq!((text.as_str(), tool_calls.len()), ("Checking.", 1));
@@ -139,31 +98,11 @@ fn calls_pair_with_results_and_orphans_are_dropped_with_a_warning() {
             3,
             json!({"tool_call_id": "a", "name": "clock", "input": {}}),
         ),
-        event(
-            4,
-            EventKind::ToolCall,
-            4,
-            json!({"tool_call_id": "b", "name": "clock"}),
-        ),
+        event(4, EventKind::ToolCall, 4, json!({"tool_call_id": "b", "name": "clock"})),
         event(5, EventKind::ToolCall, 5, json!({"garbage": true})),
-        event(
-            6,
-            EventKind::ToolResult,
-            6,
-            json!({"tool_call_id": "a", "result": "noon"}),
-        ),
-        event(
-            7,
-            EventKind::ToolResult,
-            7,
-            json!({"tool_call_id": "a", "result": "again"}),
-        ),
-        event(
-            8,
-            EventKind::ToolResult,
-            8,
-            json!({"tool_call_id": "zzz", "result": "?"}),
-        ),
+        event(6, EventKind::ToolResult, 6, json!({"tool_call_id": "a", "result": "noon"})),
+        event(7, EventKind::ToolResult, 7, json!({"tool_call_id": "a", "result": "again"})),
+        event(8, EventKind::ToolResult, 8, json!({"tool_call_id": "zzz", "result": "?"})),
         event(9, EventKind::Text, 9, json!({"text": "It is noon."})),
     ]);
     let (conversation, warnings) = conversation_from_timeline(&timeline);
@@ -195,10 +134,7 @@ fn calls_pair_with_results_and_orphans_are_dropped_with_a_warning() {
     let warnings = warnings.join("\n");
     assert!(warnings.contains("tool call b has no result"), "{warnings}");
     assert!(warnings.contains("unusable tool call"), "{warnings}");
-    assert!(
-        warnings.contains("second result for tool call a"),
-        "{warnings}"
-    );
+    assert!(warnings.contains("second result for tool call a"), "{warnings}");
     assert!(warnings.contains("unknown tool call zzz"), "{warnings}");
 }
 
@@ -207,24 +143,14 @@ fn the_call_a_person_answered_is_kept_for_its_result_to_follow() {
     let mut timeline = Timeline::new();
     timeline.apply_all([
         event(1, EventKind::User, 1, json!({"text": "add"})),
-        event(
-            2,
-            EventKind::ToolCall,
-            2,
-            json!({"tool_call_id": "a", "name": "clock"}),
-        ),
+        event(2, EventKind::ToolCall, 2, json!({"tool_call_id": "a", "name": "clock"})),
         event(
             3,
             EventKind::ToolCall,
             3,
             json!({"tool_call_id": "b", "name": "calculator", "input": {"expression": "1"}}),
         ),
-        event(
-            4,
-            EventKind::ToolResult,
-            4,
-            json!({"tool_call_id": "a", "result": "noon"}),
-        ),
+        event(4, EventKind::ToolResult, 4, json!({"tool_call_id": "a", "result": "noon"})),
         event(
             5,
             EventKind::ApprovalRequested,
@@ -282,11 +208,9 @@ fn results_are_bounded_in_count_and_size() {
     let results: Vec<_> = conversation
         .iter()
         .filter_map(|message| match message {
-            ConversationMessage::ToolResult {
-                tool_call_id,
-                content,
-                ..
-            } => Some((tool_call_id, content)),
+            ConversationMessage::ToolResult { tool_call_id, content, .. } => {
+                Some((tool_call_id, content))
+            }
             _ => None,
         })
         .collect();
@@ -300,8 +224,5 @@ fn results_are_bounded_in_count_and_size() {
             _ => 0,
         })
         .sum();
-    assert_eq!(
-        calls, HISTORY_TOOL_RESULTS_MAX,
-        "calls and results stay paired"
-    );
+    assert_eq!(calls, HISTORY_TOOL_RESULTS_MAX, "calls and results stay paired");
 }

@@ -58,16 +58,11 @@ struct Kept {
 impl Snapshots {
     /// Snapshots within `bytes_max` (estimated) in all.
     pub fn with_bytes_max(bytes_max: usize) -> Snapshots {
-        Snapshots {
-            kept: Mutex::default(),
-            bytes_max,
-        }
+        Snapshots { kept: Mutex::default(), bytes_max }
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The newest snapshot of the agent's log, if one is kept.
@@ -98,11 +93,7 @@ impl Snapshots {
             return;
         }
         while kept.map.len() >= TIMELINE_SNAPSHOTS_MAX || kept.bytes + size > self.bytes_max {
-            let oldest = kept
-                .map
-                .iter()
-                .min_by_key(|(_, (_, used, _))| *used)
-                .map(|(id, _)| *id);
+            let oldest = kept.map.iter().min_by_key(|(_, (_, used, _))| *used).map(|(id, _)| *id);
             let Some((_, _, freed)) = oldest.and_then(|oldest| kept.map.remove(&oldest)) else {
                 break;
             };
@@ -185,9 +176,7 @@ pub async fn fold_log_within(
 ) -> Result<Timeline, StoreError> {
     let head = store.head_seq(agent_id).await?.unwrap_or(0);
     let window_start = head.saturating_sub(events_max);
-    let start = snapshots
-        .get(agent_id)
-        .filter(|snapshot| snapshot.last_seq() >= window_start);
+    let start = snapshots.get(agent_id).filter(|snapshot| snapshot.last_seq() >= window_start);
     let from = start.as_ref().map_or(0, |snapshot| snapshot.last_seq());
     let mut timeline = match start {
         Some(snapshot) => (*snapshot).clone(),
@@ -200,9 +189,7 @@ pub async fn fold_log_within(
     let read_from = timeline.last_seq();
     let mut last_id = None;
     loop {
-        let events = store
-            .read_events(agent_id, timeline.last_seq(), FOLD_PAGE_EVENTS)
-            .await?;
+        let events = store.read_events(agent_id, timeline.last_seq(), FOLD_PAGE_EVENTS).await?;
         let full_page = events.len() as u32 == FOLD_PAGE_EVENTS;
         last_id = events.last().map(|event| event.id).or(last_id);
         timeline.apply_all(events);
@@ -305,9 +292,8 @@ async fn tail_from_run_start(
     loop {
         let mut events = store.read_events(agent_id, since, FOLD_PAGE_EVENTS).await?;
         let full_page = events.len() as u32 == FOLD_PAGE_EVENTS;
-        if let Some(start) = events
-            .iter()
-            .position(|event| event.kind == app::EventKind::RunStarted)
+        if let Some(start) =
+            events.iter().position(|event| event.kind == app::EventKind::RunStarted)
         {
             let mut timeline = Timeline::starting_after(events[start].seq - 1);
             timeline.apply_all(events.drain(start..));

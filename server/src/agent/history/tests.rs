@@ -39,10 +39,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
     let (_directory, store) = SqliteStore::temporary().await;
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let (first, second) = (Uuid::now_v7(), Uuid::now_v7());
-    store
-        .append(&[AppendBatch::new(agent.id, deltas(first, 0, 1_200))])
-        .await
-        .unwrap();
+    store.append(&[AppendBatch::new(agent.id, deltas(first, 0, 1_200))]).await.unwrap();
     let snapshots = Snapshots::default();
     let folded = fold_log(&store, &snapshots, agent.id).await.unwrap();
     assert_eq!(folded.last_seq(), 1_200);
@@ -50,30 +47,17 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
 
     let mut more = deltas(first, 1_200, 30);
     more.extend(deltas(second, 0, 20));
-    store
-        .append(&[AppendBatch::new(agent.id, more)])
-        .await
-        .unwrap();
-    let whole = fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .unwrap();
+    store.append(&[AppendBatch::new(agent.id, more)]).await.unwrap();
+    let whole = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
 
     forget_the_first_600(&store).await;
-    assert!(fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .is_err());
+    assert!(fold_log(&store, &Snapshots::default(), agent.id).await.is_err());
     let from_snapshot = fold_log(&store, &snapshots, agent.id).await.unwrap();
     assert_eq!(from_snapshot, whole);
     assert_eq!(from_snapshot.last_seq(), 1_250);
     assert_eq!(snapshots.get(agent.id).unwrap().last_seq(), 1_250);
-    let text = from_snapshot.messages()[0].content["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        text.starts_with("w0 w1 ") && text.ends_with("w1228 w1229 "),
-        "{text:.40}"
-    );
+    let text = from_snapshot.messages()[0].content["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("w0 w1 ") && text.ends_with("w1228 w1229 "), "{text:.40}");
 }
 
 /// The kept snapshots are bounded; the least recently used goes first, and a snapshot never
@@ -81,9 +65,7 @@ async fn a_fold_starts_from_the_snapshot_and_equals_the_whole_fold() {
 #[test]
 fn snapshots_are_bounded_and_only_move_forward() {
     let snapshots = Snapshots::default();
-    let agents: Vec<Uuid> = (0..=TIMELINE_SNAPSHOTS_MAX as u128)
-        .map(Uuid::from_u128)
-        .collect();
+    let agents: Vec<Uuid> = (0..=TIMELINE_SNAPSHOTS_MAX as u128).map(Uuid::from_u128).collect();
     let folded = |seq: u64| {
         let mut timeline = Timeline::new();
         for seq in 1..=seq {
@@ -130,19 +112,12 @@ async fn a_long_log_is_folded_from_a_run_start_within_the_window() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     for _ in 0..5 {
         // 22 events each: run starts at seqs 1, 23, 45, 67, 89; the log ends at 110.
-        store
-            .append(&[AppendBatch::new(agent.id, run(20))])
-            .await
-            .unwrap();
+        store.append(&[AppendBatch::new(agent.id, run(20))]).await.unwrap();
     }
-    let whole = fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .unwrap();
+    let whole = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
     assert_eq!((whole.messages().len(), whole.omitted_through()), (5, 0));
 
-    let tail = fold_log_within(&store, &Snapshots::default(), agent.id, 50)
-        .await
-        .unwrap();
+    let tail = fold_log_within(&store, &Snapshots::default(), agent.id, 50).await.unwrap();
     assert_eq!(tail.omitted_through(), 66, "the window starts after 60");
     assert_eq!(tail.last_seq(), 110);
     assert_eq!(tail.messages(), &whole.messages()[3..]);
@@ -152,9 +127,7 @@ async fn a_long_log_is_folded_from_a_run_start_within_the_window() {
     // From a snapshot of the whole log, the fold leaves out the runs before the window too.
     let snapshots = Snapshots::default();
     snapshots.put(agent.id, Arc::new(whole.clone()));
-    let from_snapshot = fold_log_within(&store, &snapshots, agent.id, 50)
-        .await
-        .unwrap();
+    let from_snapshot = fold_log_within(&store, &snapshots, agent.id, 50).await.unwrap();
     assert_eq!(from_snapshot, tail);
 }
 
@@ -202,23 +175,16 @@ async fn the_first_fold_after_a_restart_starts_from_the_saved_snapshot() {
     let total = SNAPSHOT_PERSIST_EVENTS_MIN as usize + 500;
     for from in (0..total).step_by(1_000) {
         store
-            .append(&[AppendBatch::new(
-                agent.id,
-                deltas(message, from, 1_000.min(total - from)),
-            )])
+            .append(&[AppendBatch::new(agent.id, deltas(message, from, 1_000.min(total - from)))])
             .await
             .unwrap();
     }
-    let whole = fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .unwrap();
+    let whole = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
     let saved = store.load_snapshot(agent.id).await.unwrap().unwrap();
     assert_eq!(saved.last_seq, total as u64);
 
     forget_the_first_600(&store).await;
-    let after_restart = fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .unwrap();
+    let after_restart = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
     assert_eq!(after_restart, whole);
 }
 
@@ -230,10 +196,7 @@ async fn a_saved_snapshot_the_log_disagrees_with_is_rebuilt() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let message = Uuid::now_v7();
     let total = SNAPSHOT_PERSIST_EVENTS_MIN as usize;
-    store
-        .append(&[AppendBatch::new(agent.id, deltas(message, 0, total))])
-        .await
-        .unwrap();
+    store.append(&[AppendBatch::new(agent.id, deltas(message, 0, total))]).await.unwrap();
     // A snapshot of other text, claiming to be the fold through the log's last seq.
     let mut other = Timeline::default();
     let mut events = store.read_events(agent.id, 0, total as u32).await.unwrap();
@@ -249,31 +212,15 @@ async fn a_saved_snapshot_the_log_disagrees_with_is_rebuilt() {
         body: miniz_oxide::deflate::compress_to_vec(&json, 1),
     };
     store.save_snapshot(agent.id, &forged).await.unwrap();
-    let folded = fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .unwrap();
+    let folded = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
     let text = folded.messages()[0].content["text"].as_str().unwrap();
     assert!(text.starts_with("w0 w1 "), "{text:.20}");
     let rebuilt = store.load_snapshot(agent.id).await.unwrap().unwrap();
-    assert_eq!(
-        rebuilt.event_id, last.id,
-        "the fold's snapshot replaced the forged one"
-    );
+    assert_eq!(rebuilt.event_id, last.id, "the fold's snapshot replaced the forged one");
     // The same forged body with the right event id is believed: the check is what refused it.
-    let believed = StoredSnapshot {
-        event_id: last.id,
-        ..forged
-    };
-    sqlx::query("DELETE FROM timeline_snapshots")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    let believed = StoredSnapshot { event_id: last.id, ..forged };
+    sqlx::query("DELETE FROM timeline_snapshots").execute(store.pool()).await.unwrap();
     store.save_snapshot(agent.id, &believed).await.unwrap();
-    let folded = fold_log(&store, &Snapshots::default(), agent.id)
-        .await
-        .unwrap();
-    assert_eq!(
-        folded.messages()[0].content["text"].as_str(),
-        Some(&*"x".repeat(total))
-    );
+    let folded = fold_log(&store, &Snapshots::default(), agent.id).await.unwrap();
+    assert_eq!(folded.messages()[0].content["text"].as_str(), Some(&*"x".repeat(total)));
 }

@@ -119,12 +119,7 @@ impl Refusal {
     }
 
     fn batch(message: impl Into<String>) -> Refusal {
-        Refusal {
-            index: None,
-            message: message.into(),
-            over_limit: false,
-            no_open_run: false,
-        }
+        Refusal { index: None, message: message.into(), over_limit: false, no_open_run: false }
     }
 }
 
@@ -243,10 +238,7 @@ pub fn check_batch(
             });
         };
         if item.run_id.is_some_and(|run_id| run_id != current.run_id) {
-            return Err(refuse(format!(
-                "run_id must be the open run's, {}",
-                current.run_id
-            )));
+            return Err(refuse(format!("run_id must be the open run's, {}", current.run_id)));
         }
         let made = current.event(kind, item).map_err(refuse)?;
         ended = kind.is_run_end();
@@ -264,12 +256,7 @@ pub fn check_batch(
     let Some(run_id) = run_id else {
         return Err(Refusal::batch("the batch has no events"));
     };
-    Ok(Checked {
-        run_id,
-        drafts,
-        run: if ended { None } else { run },
-        opened,
-    })
+    Ok(Checked { run_id, drafts, run: if ended { None } else { run }, opened })
 }
 
 /// `run_started`: a new run, its main thread, its lease.
@@ -338,9 +325,7 @@ fn name_field<'a>(content: &'a Value, field: &str, kind: &str) -> Result<&'a str
         .filter(|text| !text.is_empty())
         .ok_or_else(|| format!("{kind} needs content.{field}, a non-empty string"))?;
     if text.chars().count() > PRODUCED_NAME_CHARS_MAX {
-        return Err(format!(
-            "content.{field} is longer than {PRODUCED_NAME_CHARS_MAX} characters"
-        ));
+        return Err(format!("content.{field} is longer than {PRODUCED_NAME_CHARS_MAX} characters"));
     }
     Ok(text)
 }

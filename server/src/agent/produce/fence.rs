@@ -43,9 +43,7 @@ impl ProducerHeaders {
             return Err("Producer-Id must not be empty".into());
         }
         if id.chars().count() > PRODUCER_ID_CHARS_MAX {
-            return Err(format!(
-                "Producer-Id is longer than {PRODUCER_ID_CHARS_MAX} characters"
-            ));
+            return Err(format!("Producer-Id is longer than {PRODUCER_ID_CHARS_MAX} characters"));
         }
         if id.chars().any(char::is_control) {
             return Err("Producer-Id must not contain control characters".into());
@@ -88,19 +86,13 @@ pub enum Fence {
 pub fn fence(position: Option<(u64, u64)>, epoch: u64, seq: u64) -> Fence {
     match position {
         None if seq == 0 => Fence::Append,
-        None => Fence::Gap {
-            expected: 0,
-            received: seq,
-        },
+        None => Fence::Gap { expected: 0, received: seq },
         Some((current, _)) if epoch < current => Fence::StaleEpoch { current },
         Some((current, _)) if epoch > current && seq == 0 => Fence::Append,
         Some((current, _)) if epoch > current => Fence::EpochNotAtZero { epoch, seq },
         Some((_, last)) if seq <= last => Fence::Duplicate,
         Some((_, last)) if seq == last + 1 => Fence::Append,
-        Some((_, last)) => Fence::Gap {
-            expected: last + 1,
-            received: seq,
-        },
+        Some((_, last)) => Fence::Gap { expected: last + 1, received: seq },
     }
 }
 
@@ -124,12 +116,7 @@ mod tests {
             (Some((2, 4)), 1, 5, Fence::StaleEpoch { current: 2 }),
             (Some((2, 4)), 1, 0, Fence::StaleEpoch { current: 2 }),
             (Some((2, 4)), 3, 0, Fence::Append),
-            (
-                Some((2, 4)),
-                3,
-                5,
-                Fence::EpochNotAtZero { epoch: 3, seq: 5 },
-            ),
+            (Some((2, 4)), 3, 5, Fence::EpochNotAtZero { epoch: 3, seq: 5 }),
         ];
         for (position, epoch, seq, expected) in cases {
             assert_eq!(
@@ -143,35 +130,13 @@ mod tests {
     #[test]
     fn headers() {
         let ok = ProducerHeaders::parse(Some(" worker-1 "), Some("3"), Some("0")).unwrap();
-        assert_eq!(
-            ok,
-            ProducerHeaders {
-                id: "worker-1".into(),
-                epoch: 3,
-                seq: 0
-            }
-        );
+        assert_eq!(ok, ProducerHeaders { id: "worker-1".into(), epoch: 3, seq: 0 });
         let refused = [
             (None, Some("0"), Some("0"), "missing: Producer-Id"),
-            (
-                Some("p"),
-                None,
-                None,
-                "missing: Producer-Epoch, Producer-Seq",
-            ),
+            (Some("p"), None, None, "missing: Producer-Epoch, Producer-Seq"),
             (Some(" "), Some("0"), Some("0"), "must not be empty"),
-            (
-                Some("p"),
-                Some("-1"),
-                Some("0"),
-                "Producer-Epoch must be a whole number",
-            ),
-            (
-                Some("p"),
-                Some("0"),
-                Some("1.5"),
-                "Producer-Seq must be a whole number",
-            ),
+            (Some("p"), Some("-1"), Some("0"), "Producer-Epoch must be a whole number"),
+            (Some("p"), Some("0"), Some("1.5"), "Producer-Seq must be a whole number"),
             (Some("p"), Some("9007199254740992"), Some("0"), "above"),
             (Some("a\u{7}b"), Some("0"), Some("0"), "control characters"),
         ];

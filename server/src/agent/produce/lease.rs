@@ -30,16 +30,10 @@ impl Producers {
         position: &ProducerPosition,
     ) -> Result<Option<OpenRun>, ProduceError> {
         let outline = self.store.run_outline(run_id).await?;
-        let Some(started) = outline
-            .iter()
-            .find(|event| event.kind == EventKind::RunStarted)
-        else {
+        let Some(started) = outline.iter().find(|event| event.kind == EventKind::RunStarted) else {
             return Ok(None);
         };
-        let producer = started
-            .metadata
-            .pointer("/producer/id")
-            .and_then(Value::as_str);
+        let producer = started.metadata.pointer("/producer/id").and_then(Value::as_str);
         if outline.iter().any(|event| event.kind.is_run_end())
             || producer != Some(position.stamp.producer_id.as_str())
         {
@@ -56,18 +50,12 @@ impl Producers {
         if let Some(cluster) = &self.cluster {
             if let Some(holder) = cluster.adopt_agent_run(agent_id, run_id).await? {
                 self.unmoved(agent_id, position).await?;
-                return Err(ProduceError::RunInProgress {
-                    agent_id,
-                    run_id: holder,
-                });
+                return Err(ProduceError::RunInProgress { agent_id, run_id: holder });
             }
         }
         // What is left of the lease, counted from the producer's last accepted batch.
         let lease_end = position.updated_at + chrono::Duration::milliseconds(run.lease_ms as i64);
-        let left = (lease_end - Utc::now())
-            .to_std()
-            .unwrap_or_default()
-            .min(lease(&run));
+        let left = (lease_end - Utc::now()).to_std().unwrap_or_default().min(lease(&run));
         tracing::info!(%agent_id, %run_id, left_ms = left.as_millis() as u64, "took over a produced run");
         Ok(Some(OpenRun {
             agent_id,
@@ -86,10 +74,7 @@ impl Producers {
         agent_id: Uuid,
         position: &ProducerPosition,
     ) -> Result<(), ProduceError> {
-        let now = self
-            .store
-            .producer_position(agent_id, &position.stamp.producer_id)
-            .await?;
+        let now = self.store.producer_position(agent_id, &position.stamp.producer_id).await?;
         if now.is_some_and(|now| {
             (now.stamp.epoch, now.stamp.seq) == (position.stamp.epoch, position.stamp.seq)
         }) {
@@ -168,10 +153,7 @@ impl Producers {
             return;
         };
         let (stop, how) = if reason == Some(Stop::Abandoned) {
-            (
-                Stop::Abandoned,
-                "interrupted: the producer's stream ended first",
-            )
+            (Stop::Abandoned, "interrupted: the producer's stream ended first")
         } else if open.slot.is_interrupted() {
             tracing::info!(agent_id = %open.agent_id, run_id = %open.run.run_id, "the server stops: its produced run stays open for its producer");
             self.let_go(producing);
@@ -179,10 +161,7 @@ impl Producers {
         } else if open.slot.is_cancelled() {
             (Stop::Cancelled, "cancelled")
         } else {
-            (
-                Stop::LeaseExpired,
-                "interrupted: the producer's lease ran out",
-            )
+            (Stop::LeaseExpired, "interrupted: the producer's lease ran out")
         };
         let Some(mut open) = producing.open.take() else {
             return;
@@ -197,11 +176,7 @@ impl Producers {
             run_id: Some(run_id),
             fenced_at: Some((open.epoch, open.seq)),
         };
-        match self
-            .writer
-            .append_produced_closing(agent_id, drafts, stamp)
-            .await
-        {
+        match self.writer.append_produced_closing(agent_id, drafts, stamp).await {
             Ok(_) => {
                 producing.stopped = Some((open.producer_id.clone(), run_id, how));
                 tracing::info!(%agent_id, %run_id, how, "a produced run ended without its producer");

@@ -105,9 +105,7 @@ impl Producers {
     }
 
     fn agents(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<Mutex<Producing>>>> {
-        self.agents
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.agents.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Entries of agents with nothing open and nobody waiting go (but `keep`'s): the map holds
@@ -116,9 +114,7 @@ impl Producers {
         agents.retain(|id, entry| {
             Some(*id) == keep
                 || Arc::strong_count(entry) > 1
-                || entry
-                    .try_lock()
-                    .map_or(true, |producing| producing.open.is_some())
+                || entry.try_lock().map_or(true, |producing| producing.open.is_some())
         });
     }
 
@@ -152,10 +148,7 @@ impl Producers {
     /// How the run ended (its end's kind), `None` while it is open.
     async fn run_end(&self, run_id: Uuid) -> Result<Option<&'static str>, StoreError> {
         let outline = self.store.run_outline(run_id).await?;
-        Ok(outline
-            .iter()
-            .find(|event| event.kind.is_run_end())
-            .map(|end| end.kind.as_str()))
+        Ok(outline.iter().find(|event| event.kind.is_run_end()).map(|end| end.kind.as_str()))
     }
 
     /// One batch of a producer's events: fenced, checked, committed with its position; counted
@@ -248,9 +241,7 @@ impl Producers {
         let stored = if trust_cache {
             cached
         } else {
-            position
-                .as_ref()
-                .map(|position| (position.stamp.epoch, position.stamp.seq))
+            position.as_ref().map(|position| (position.stamp.epoch, position.stamp.seq))
         };
         let stored_run = position.as_ref().and_then(|position| position.stamp.run_id);
         if producing.open.as_ref().is_some_and(|open| {
@@ -259,10 +250,7 @@ impl Producers {
             // Our copy of the run is behind the log: another server wrote to it.
             self.let_go(&mut producing);
         }
-        let mine = producing
-            .open
-            .as_ref()
-            .is_some_and(|open| open.producer_id == headers.id);
+        let mine = producing.open.as_ref().is_some_and(|open| open.producer_id == headers.id);
         match fence(stored, headers.epoch, headers.seq) {
             Fence::Append => {}
             Fence::Duplicate => {
@@ -272,10 +260,7 @@ impl Producers {
                 return Ok(Produced::Duplicate);
             }
             Fence::StaleEpoch { current } => {
-                return Err(ProduceError::StaleEpoch {
-                    current,
-                    received: headers.epoch,
-                })
+                return Err(ProduceError::StaleEpoch { current, received: headers.epoch })
             }
             Fence::Gap { expected, received } => {
                 return Err(ProduceError::Gap { expected, received })
@@ -285,23 +270,11 @@ impl Producers {
             }
         }
         // A run someone cancelled is ended before anything else is written to it.
-        if mine
-            && producing
-                .open
-                .as_ref()
-                .is_some_and(|open| open.slot.is_cancelled())
-        {
+        if mine && producing.open.as_ref().is_some_and(|open| open.slot.is_cancelled()) {
             self.stop(&mut producing).await;
         }
-        if let Some(open) = producing
-            .open
-            .as_ref()
-            .filter(|open| open.producer_id != headers.id)
-        {
-            return Err(ProduceError::RunInProgress {
-                agent_id,
-                run_id: open.run.run_id,
-            });
+        if let Some(open) = producing.open.as_ref().filter(|open| open.producer_id != headers.id) {
+            return Err(ProduceError::RunInProgress { agent_id, run_id: open.run.run_id });
         }
         // The producer's run may be open in the log without this server holding it (a restart,
         // or its last batch went to another server): this server takes it over.
@@ -314,10 +287,7 @@ impl Producers {
                 }
             }
         }
-        let producer = Producer {
-            id: &headers.id,
-            epoch: headers.epoch,
-        };
+        let producer = Producer { id: &headers.id, epoch: headers.epoch };
         let open_run = producing.open.as_ref().map(|open| &open.run);
         let checked = match check_batch(open_run, items, producer, self.limits) {
             Ok(checked) => checked,
@@ -333,10 +303,7 @@ impl Producers {
                     }
                     if let Some((id, run_id, how)) = &producing.stopped {
                         if *id == headers.id {
-                            return Err(ProduceError::RunEnded {
-                                run_id: *run_id,
-                                how,
-                            });
+                            return Err(ProduceError::RunEnded { run_id: *run_id, how });
                         }
                     }
                     if let Some(run_id) = stored_run {
@@ -350,11 +317,7 @@ impl Producers {
         };
         let run_id = checked.run_id;
         let opening = if checked.opened {
-            Some(
-                self.slots()
-                    .take_slot(agent_id, run_id, &headers.id, stored)
-                    .await?,
-            )
+            Some(self.slots().take_slot(agent_id, run_id, &headers.id, stored).await?)
         } else {
             None
         };
@@ -376,10 +339,7 @@ impl Producers {
                 slot.ending();
             }
         }
-        let committed = self
-            .writer
-            .append_produced(agent_id, checked.drafts, stamp)
-            .await;
+        let committed = self.writer.append_produced(agent_id, checked.drafts, stamp).await;
         let events = match committed {
             Ok(events) => events,
             Err(error) => {

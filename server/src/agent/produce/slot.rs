@@ -33,22 +33,15 @@ impl Slots<'_> {
         stored: Option<(u64, u64)>,
     ) -> Result<ProducedSlot, ProduceError> {
         if let Some(running) = self.runs.active_run_after_ending(agent_id).await {
-            return Err(ProduceError::RunInProgress {
-                agent_id,
-                run_id: running,
-            });
+            return Err(ProduceError::RunInProgress { agent_id, run_id: running });
         }
         if let Some(tool_call_id) = self.store.waiting_call(agent_id).await? {
             return Err(ProduceError::CallWaiting { tool_call_id });
         }
         if let Some(cluster) = self.cluster {
             if let Some(running) = cluster.claim_agent_run(agent_id, run_id).await? {
-                self.opened_elsewhere(agent_id, running, producer_id, stored)
-                    .await?;
-                return Err(ProduceError::RunInProgress {
-                    agent_id,
-                    run_id: running,
-                });
+                self.opened_elsewhere(agent_id, running, producer_id, stored).await?;
+                return Err(ProduceError::RunInProgress { agent_id, run_id: running });
             }
         }
         match self.runs.reserve_produced(agent_id, run_id) {

@@ -23,15 +23,8 @@ impl Providers {
     /// default cannot serve is refused rather than faked: the scripted provider serves no model
     /// but its own (`scripted`, `scripted/…`) unless the agent chose it by name.
     pub fn for_agent(&self, agent: &Agent) -> Result<Arc<dyn Provider>, StartRunError> {
-        let chosen = agent
-            .metadata
-            .get("provider")
-            .and_then(serde_json::Value::as_str);
-        let model = agent
-            .model
-            .as_deref()
-            .map(str::trim)
-            .filter(|model| !model.is_empty());
+        let chosen = agent.metadata.get("provider").and_then(serde_json::Value::as_str);
+        let model = agent.model.as_deref().map(str::trim).filter(|model| !model.is_empty());
         let named = chosen.or_else(|| model.and_then(provider_of_handle));
         let provider = match named {
             None => self.default.clone(),

@@ -51,14 +51,8 @@ pub(super) struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         {
-            let mut active = self
-                .active
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if active
-                .get(&self.agent_id)
-                .is_some_and(|run| run.run_id == self.run_id)
-            {
+            let mut active = self.active.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if active.get(&self.agent_id).is_some_and(|run| run.run_id == self.run_id) {
                 active.remove(&self.agent_id);
             }
         }

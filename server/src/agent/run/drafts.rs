@@ -20,10 +20,7 @@ pub(super) fn closes_a_run(draft: &EventDraft) -> bool {
         || draft.kind.is_run_end()
         || (draft.kind == EventKind::ToolCall
             && draft.delta_path.as_deref() == Some("")
-            && draft
-                .delta
-                .as_ref()
-                .is_some_and(|delta| delta.get("status").is_some()))
+            && draft.delta.as_ref().is_some_and(|delta| delta.get("status").is_some()))
 }
 
 /// `run_started` (how the run was asked for) and what the run answers: the user's message, or a
@@ -54,11 +51,7 @@ pub(super) fn opening_drafts(
     }
     let mut drafts = vec![started];
     if let Some(turn) = answer {
-        for answer in turn
-            .answers
-            .iter()
-            .filter(|answer| answer.returned.is_none())
-        {
+        for answer in turn.answers.iter().filter(|answer| answer.returned.is_none()) {
             drafts.push(crate::agent::approval::response_draft(ids, answer));
         }
         return drafts;
@@ -79,13 +72,8 @@ pub(super) fn opening_drafts(
 /// An event's size as the log keeps it: its delta, content and raw provider event as JSON.
 pub(crate) fn draft_bytes(draft: &EventDraft) -> usize {
     let mut counted = CountingWriter(0);
-    for value in [
-        draft.delta.as_ref(),
-        Some(&draft.content),
-        draft.raw.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
+    for value in
+        [draft.delta.as_ref(), Some(&draft.content), draft.raw.as_ref()].into_iter().flatten()
     {
         // Writing into a counter cannot fail.
         let _ = serde_json::to_writer(&mut counted, value);

@@ -1,18 +1,12 @@
 use super::*;
 
 fn ids() -> RunIds {
-    RunIds {
-        run_id: Uuid::from_u128(1),
-        thread_id: Uuid::from_u128(2),
-    }
+    RunIds { run_id: Uuid::from_u128(1), thread_id: Uuid::from_u128(2) }
 }
 
 #[test]
 fn each_outcome_closes_the_run_once() {
-    let usage = Usage {
-        input_tokens: 3,
-        output_tokens: 4,
-    };
+    let usage = Usage { input_tokens: 3, output_tokens: 4 };
     let failure = ProviderError {
         kind: "overloaded_error".into(),
         message: "busy".into(),
@@ -110,11 +104,7 @@ fn a_run_opens_with_how_it_was_asked_for_and_the_message() {
         tools: vec![],
         thinking_budget_tokens: None,
     };
-    let options = RunOptions {
-        background: true,
-        otid: Some("o1".into()),
-        ..RunOptions::default()
-    };
+    let options = RunOptions { background: true, otid: Some("o1".into()), ..RunOptions::default() };
     let drafts = opening_drafts(ids(), "scripted", &request, &options, None);
     assert_eq!(drafts[0].kind, EventKind::RunStarted);
     assert_eq!(
@@ -124,10 +114,7 @@ fn a_run_opens_with_how_it_was_asked_for_and_the_message() {
     assert_eq!(drafts[1].kind, EventKind::User);
     assert_eq!(drafts[1].content, json!({"text": "hi", "otid": "o1"}));
     let client = json!({ "run_id": "r1", "state": { "step": 1 } });
-    let options = RunOptions {
-        client: Some(client.clone()),
-        ..options
-    };
+    let options = RunOptions { client: Some(client.clone()), ..options };
     let drafts = opening_drafts(ids(), "scripted", &request, &options, None);
     assert_eq!(drafts[0].metadata["client"], client);
 }

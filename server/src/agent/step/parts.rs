@@ -158,10 +158,7 @@ impl PendingCall {
         if !self.ended {
             Some("the model's input for this call never completed".to_owned())
         } else if self.input.is_none() {
-            Some(format!(
-                "the input is not valid JSON: {:?}",
-                self.input_json
-            ))
+            Some(format!("the input is not valid JSON: {:?}", self.input_json))
         } else {
             None
         }

@@ -6,10 +6,7 @@ use crate::limits::TOOL_CALLS_PER_STEP_MAX;
 use crate::provider::ProviderEvent as P;
 
 fn ids() -> RunIds {
-    RunIds {
-        run_id: Uuid::from_u128(1),
-        thread_id: Uuid::from_u128(2),
-    }
+    RunIds { run_id: Uuid::from_u128(1), thread_id: Uuid::from_u128(2) }
 }
 
 /// One output as a line: `kind path action delta` for deltas, `kind content` otherwise.
@@ -45,35 +42,18 @@ fn line(output: &Output, step: &Step) -> String {
 fn call_line(call: &PendingCall) -> String {
     let input = match call.input_problem() {
         Some(problem) => format!("({problem})"),
-        None => call
-            .input
-            .as_ref()
-            .expect("no problem: an input")
-            .to_string(),
+        None => call.input.as_ref().expect("no problem: an input").to_string(),
     };
-    let by_provider = if call.answered_by_provider {
-        " [provider]"
-    } else {
-        ""
-    };
-    format!(
-        "{}({}) {} {input}{by_provider}",
-        call.call_id, call.provider_call_id, call.name
-    )
+    let by_provider = if call.answered_by_provider { " [provider]" } else { "" };
+    format!("{}({}) {} {input}{by_provider}", call.call_id, call.provider_call_id, call.name)
 }
 
 fn start(id: &str, name: &str) -> P {
-    P::ToolCallStart {
-        id: id.into(),
-        name: name.into(),
-    }
+    P::ToolCallStart { id: id.into(), name: name.into() }
 }
 
 fn input(id: &str, json: &str) -> P {
-    P::ToolCallInputDelta {
-        id: id.into(),
-        json: json.into(),
-    }
+    P::ToolCallInputDelta { id: id.into(), json: json.into() }
 }
 
 fn end(id: &str) -> P {
@@ -107,9 +87,7 @@ fn provider_events_become_drafts_and_calls() {
                 P::TextDelta(String::new()),
                 P::TextDelta("Hel".into()),
                 P::TextDelta("lo".into()),
-                P::Stop {
-                    reason: "end_turn".into(),
-                },
+                P::Stop { reason: "end_turn".into() },
             ],
             outputs: &[
                 r#"thinking text:append "hm""#,
@@ -187,12 +165,7 @@ fn provider_events_become_drafts_and_calls() {
         },
         Case {
             name: "a reused provider id opens a call of its own; its pieces go to the newest",
-            events: vec![
-                start("a", "clock"),
-                start("a", "calculator"),
-                input("a", "{}"),
-                end("a"),
-            ],
+            events: vec![start("a", "clock"), start("a", "calculator"), input("a", "{}"), end("a")],
             outputs: &[
                 r#"open tool_call #call_1 {"input":{},"name":"clock","provider_call_id":"a","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
                 r#"open tool_call #call_2 {"input":{},"name":"calculator","provider_call_id":"a","status":"streaming","tool_call_id":"call_2"} (#call_2)"#,
@@ -233,14 +206,8 @@ fn provider_events_become_drafts_and_calls() {
         Case {
             name: "usage is cumulative within a call and reported as the run's total",
             events: vec![
-                P::Usage {
-                    input_tokens: 10,
-                    output_tokens: 1,
-                },
-                P::Usage {
-                    input_tokens: 10,
-                    output_tokens: 5,
-                },
+                P::Usage { input_tokens: 10, output_tokens: 1 },
+                P::Usage { input_tokens: 10, output_tokens: 5 },
             ],
             outputs: &[
                 r#"usage {"input_tokens":110,"output_tokens":21}"#,
@@ -255,21 +222,9 @@ fn provider_events_become_drafts_and_calls() {
                 start("t", "Bash"),
                 input("t", r#"{"command":"date"}"#),
                 end("t"),
-                P::ToolResult {
-                    id: "t".into(),
-                    content: json!("12:00"),
-                    is_error: false,
-                },
-                P::ToolResult {
-                    id: "t".into(),
-                    content: json!("again"),
-                    is_error: false,
-                },
-                P::ToolResult {
-                    id: "nope".into(),
-                    content: json!("x"),
-                    is_error: true,
-                },
+                P::ToolResult { id: "t".into(), content: json!("12:00"), is_error: false },
+                P::ToolResult { id: "t".into(), content: json!("again"), is_error: false },
+                P::ToolResult { id: "nope".into(), content: json!("x"), is_error: true },
             ],
             outputs: &[
                 r#"open tool_call #call_1 {"input":{},"name":"Bash","provider_call_id":"t","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
@@ -285,11 +240,7 @@ fn provider_events_become_drafts_and_calls() {
             events: vec![
                 start("t", "Bash"),
                 end("t"),
-                P::ToolResult {
-                    id: "t".into(),
-                    content: json!({"code": 1}),
-                    is_error: true,
-                },
+                P::ToolResult { id: "t".into(), content: json!({"code": 1}), is_error: true },
             ],
             outputs: &[
                 r#"open tool_call #call_1 {"input":{},"name":"Bash","provider_call_id":"t","status":"streaming","tool_call_id":"call_1"} (#call_1)"#,
@@ -301,14 +252,8 @@ fn provider_events_become_drafts_and_calls() {
         },
     ];
     for case in cases {
-        let mut step = Step::new(
-            ids(),
-            Usage {
-                input_tokens: 100,
-                output_tokens: 20,
-            },
-        )
-        .with_call_ids(CallIds::Counting(0));
+        let mut step = Step::new(ids(), Usage { input_tokens: 100, output_tokens: 20 })
+            .with_call_ids(CallIds::Counting(0));
         let mut outputs = Vec::new();
         for event in case.events {
             if let Some(output) = step.apply(event) {
@@ -328,10 +273,7 @@ fn calls_past_the_step_limit_are_recorded_as_refused() {
     let mut step = Step::new(ids(), Usage::default()).with_call_ids(CallIds::Counting(0));
     for index in 0..TOOL_CALLS_PER_STEP_MAX + 2 {
         let id = format!("c{index}");
-        assert!(matches!(
-            step.apply(start(&id, "clock")),
-            Some(Output::OpenCall { .. })
-        ));
+        assert!(matches!(step.apply(start(&id, "clock")), Some(Output::OpenCall { .. })));
         step.apply(end(&id));
     }
     let refused: Vec<&str> = step
@@ -364,37 +306,24 @@ fn error(retryable: bool, retry_after_ms: Option<u64>) -> ProviderError {
 #[test]
 fn retries_back_off_until_output_starts_or_they_run_out() {
     let mut step = Step::new(ids(), Usage::default());
-    let delays: Vec<Option<u64>> = (0..5)
-        .map(|_| step.retry(&error(true, None)).map(|(delay, _)| delay))
-        .collect();
+    let delays: Vec<Option<u64>> =
+        (0..5).map(|_| step.retry(&error(true, None)).map(|(delay, _)| delay)).collect();
     assert_eq!(delays, [Some(500), Some(1000), Some(2000), None, None]);
 
     let mut step = Step::new(ids(), Usage::default());
     let (delay, notice) = step.retry(&error(true, Some(120_000))).unwrap();
     assert_eq!(delay, PROVIDER_RETRY_DELAY_MAX_MS, "retry-after is capped");
     assert_eq!(notice.kind, EventKind::Loading);
-    assert_eq!(
-        notice.content["label"],
-        "overloaded_error: retrying in 30.0 s (attempt 2 of 4)"
-    );
+    assert_eq!(notice.content["label"], "overloaded_error: retrying in 30.0 s (attempt 2 of 4)");
 
     let mut step = Step::new(ids(), Usage::default());
     assert!(step.retry(&error(false, None)).is_none(), "not retryable");
 
     let mut step = Step::new(ids(), Usage::default());
-    step.apply(P::Usage {
-        input_tokens: 1,
-        output_tokens: 1,
-    });
-    assert!(
-        step.retry(&error(true, None)).is_some(),
-        "usage is not output"
-    );
+    step.apply(P::Usage { input_tokens: 1, output_tokens: 1 });
+    assert!(step.retry(&error(true, None)).is_some(), "usage is not output");
     step.apply(P::TextDelta("x".into()));
-    assert!(
-        step.retry(&error(true, None)).is_none(),
-        "text in the log: a retry would repeat it"
-    );
+    assert!(step.retry(&error(true, None)).is_none(), "text in the log: a retry would repeat it");
 }
 
 #[test]
@@ -409,18 +338,12 @@ fn server_ids_are_unique_and_fit_every_provider() {
         step.apply(start("same", "clock"));
         step.apply(end("same"));
     }
-    let ids: std::collections::HashSet<&str> = step
-        .calls()
-        .iter()
-        .map(|call| call.call_id.as_str())
-        .collect();
+    let ids: std::collections::HashSet<&str> =
+        step.calls().iter().map(|call| call.call_id.as_str()).collect();
     assert_eq!(ids.len(), 3);
     for id in ids {
         assert!(id.len() <= 40, "{id}");
-        assert!(
-            id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-            "{id}"
-        );
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{id}");
     }
 }
 
@@ -430,10 +353,7 @@ fn an_input_past_its_limit_is_cut_and_the_call_refused() {
     step.apply(start("a", "echo"));
     let piece = "x".repeat(TOOL_CALL_INPUT_BYTES_MAX / 2);
     assert!(step.apply(input("a", &piece)).is_some());
-    assert!(
-        step.apply(input("a", &piece)).is_some(),
-        "exactly the limit"
-    );
+    assert!(step.apply(input("a", &piece)).is_some(), "exactly the limit");
     assert!(step.apply(input("a", "y")).is_none(), "one byte past it");
     assert!(step.apply(input("a", "z")).is_none());
     assert!(step.apply(end("a")).is_none(), "no ready merge");

@@ -43,10 +43,7 @@ pub(super) async fn catch_up(
             };
             page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
             reads.push_back(async move {
-                (
-                    wanted,
-                    read_retrying(store, agent_id, cursor, wanted, form).await,
-                )
+                (wanted, read_retrying(store, agent_id, cursor, wanted, form).await)
             });
             cursor += wanted as u64;
         }
@@ -98,22 +95,17 @@ async fn read_retrying(
 ) -> Result<Outbound, StoreError> {
     let mut attempt = 0;
     loop {
-        let read =
-            match form {
-                Form::Json { coalesce } => store
-                    .read_events_json(agent_id, after, limit)
-                    .await
-                    .map(|events| Outbound::Events {
-                        agent_id,
-                        events: Arc::from(events),
-                        from: 0,
-                        coalesce,
-                    }),
-                Form::Values => store
-                    .read_events(agent_id, after, limit)
-                    .await
-                    .map(|events| Outbound::Values { agent_id, events }),
-            };
+        let read = match form {
+            Form::Json { coalesce } => {
+                store.read_events_json(agent_id, after, limit).await.map(|events| {
+                    Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce }
+                })
+            }
+            Form::Values => store
+                .read_events(agent_id, after, limit)
+                .await
+                .map(|events| Outbound::Values { agent_id, events }),
+        };
         match read {
             Err(error) if error.is_transient() && attempt < CATCHUP_READ_RETRIES_MAX => {
                 tracing::warn!(%agent_id, %error, attempt, "catch-up read failed; trying again");
@@ -136,11 +128,7 @@ pub enum FollowError {
     #[error("agent {0} does not exist")]
     UnknownAgent(Uuid),
     #[error("since={since} is beyond the newest event of agent {agent_id} (seq {head_seq})")]
-    SinceBeyondHead {
-        agent_id: Uuid,
-        since: u64,
-        head_seq: u64,
-    },
+    SinceBeyondHead { agent_id: Uuid, since: u64, head_seq: u64 },
     #[error("agent {0} was deleted")]
     AgentDeleted(Uuid),
     #[error(transparent)]
@@ -154,7 +142,5 @@ pub(super) async fn send(
     out: &mpsc::Sender<Outbound>,
     outbound: impl Into<Outbound>,
 ) -> Result<(), FollowError> {
-    out.send(outbound.into())
-        .await
-        .map_err(|_| FollowError::SubscriberGone)
+    out.send(outbound.into()).await.map_err(|_| FollowError::SubscriberGone)
 }

@@ -27,22 +27,16 @@ pub fn coalesce_waiting(waiting: Vec<Outbound>) -> Vec<Outbound> {
         merge_group(std::mem::take(group), ready);
     };
     for message in waiting {
-        let Outbound::Events {
-            agent_id,
-            coalesce: true,
-            ..
-        } = &message
-        else {
+        let Outbound::Events { agent_id, coalesce: true, .. } = &message else {
             flush(&mut group, &mut group_events, &mut ready);
             ready.push(message);
             continue;
         };
         let count = message.events().len();
         let joins = match group.first() {
-            Some(Outbound::Events {
-                agent_id: group_agent,
-                ..
-            }) => group_agent == agent_id && group_events + count <= COALESCED_FRAME_EVENTS_MAX,
+            Some(Outbound::Events { agent_id: group_agent, .. }) => {
+                group_agent == agent_id && group_events + count <= COALESCED_FRAME_EVENTS_MAX
+            }
             _ => true,
         };
         if !joins {
@@ -219,10 +213,7 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for MergeDelta<'a> {
                 self,
                 mut map: A,
             ) -> Result<Self::Value, A::Error> {
-                while map
-                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-                    .is_some()
-                {}
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
                 Ok(MergeDelta::Other)
             }
         }
@@ -276,10 +267,8 @@ mod tests {
     #[test]
     fn coalescing_json_agrees_with_coalescing_events() {
         let agent_id = Uuid::now_v7();
-        let (messages, blocks) = (
-            [Uuid::now_v7(), Uuid::now_v7()],
-            [Uuid::now_v7(), Uuid::now_v7()],
-        );
+        let (messages, blocks) =
+            ([Uuid::now_v7(), Uuid::now_v7()], [Uuid::now_v7(), Uuid::now_v7()]);
         let pieces = ["tok", " \"quoted\"\n", "ünï", "", "a\\b", "\u{1F600}"];
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = |below: u64| {
@@ -297,28 +286,16 @@ mod tests {
             seq += if next(20) == 0 { 2 } else { 1 }; // now and then a hole
                                                       // Each changes on its own, so a run also breaks on one difference alone.
             if next(12) == 0 {
-                kind = if kind == EventKind::Text {
-                    EventKind::Thinking
-                } else {
-                    EventKind::Text
-                };
+                kind = if kind == EventKind::Text { EventKind::Thinking } else { EventKind::Text };
             }
             if next(12) == 0 {
-                message = if next(6) == 0 {
-                    None
-                } else {
-                    Some(messages[next(2) as usize])
-                };
+                message = if next(6) == 0 { None } else { Some(messages[next(2) as usize]) };
             }
             if next(12) == 0 {
                 block = blocks[next(2) as usize];
             }
             if next(12) == 0 {
-                path = if path == "text" {
-                    "title.\"x\""
-                } else {
-                    "text"
-                };
+                path = if path == "text" { "title.\"x\"" } else { "text" };
             }
             let mut draft = EventDraft::new(kind);
             draft.message_id = message;
@@ -396,16 +373,11 @@ mod tests {
         );
         let merged: app::AgentEvent = serde_json::from_str(&ready[0].events()[0].json).unwrap();
         assert_eq!(merged.delta, Some(serde_json::json!("1 2 3 4 5 ")));
-        assert!(matches!(
-            ready[3],
-            Outbound::Message(ServerMessage::Pong { .. })
-        ));
+        assert!(matches!(ready[3], Outbound::Message(ServerMessage::Pong { .. })));
 
         // A backlog larger than one frame may hold is cut into frames of at most that many.
         let page = CATCHUP_PAGE_EVENTS as u64;
-        let pages = (0..10)
-            .map(|n| events(a, n * page + 1..=(n + 1) * page, true))
-            .collect();
+        let pages = (0..10).map(|n| events(a, n * page + 1..=(n + 1) * page, true)).collect();
         let ready = coalesce_waiting(pages);
         let per_frame = COALESCED_FRAME_EVENTS_MAX as u64 / page;
         assert_eq!(ready.len() as u64, 10_u64.div_ceil(per_frame));

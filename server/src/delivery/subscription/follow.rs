@@ -41,11 +41,7 @@ pub async fn follow(
     form: Form,
     out: &mpsc::Sender<Outbound>,
 ) -> Result<(), FollowError> {
-    let mut membership = Membership {
-        hub,
-        agent_id,
-        live: Some(hub.subscribe(agent_id)),
-    };
+    let mut membership = Membership { hub, agent_id, live: Some(hub.subscribe(agent_id)) };
     let live = membership.live.as_mut().expect("joined above");
     tokio::select! {
         result = follow_with(store, hub.metrics(), agent_id, since, form, out, live) => result,
@@ -77,31 +73,14 @@ async fn follow_with(
     out: &mpsc::Sender<Outbound>,
     live: &mut broadcast::Receiver<EventBatch>,
 ) -> Result<(), FollowError> {
-    let head_seq = store
-        .head_seq(agent_id)
-        .await?
-        .ok_or(FollowError::UnknownAgent(agent_id))?;
+    let head_seq = store.head_seq(agent_id).await?.ok_or(FollowError::UnknownAgent(agent_id))?;
     if since > head_seq {
-        return Err(FollowError::SinceBeyondHead {
-            agent_id,
-            since,
-            head_seq,
-        });
+        return Err(FollowError::SinceBeyondHead { agent_id, since, head_seq });
     }
-    send(
-        out,
-        ServerMessage::Subscribed {
-            agent_id,
-            since,
-            head_seq,
-        },
-    )
-    .await?;
+    send(out, ServerMessage::Subscribed { agent_id, since, head_seq }).await?;
     metrics.catch_up_reads.inc();
     let mut last_delivered = catch_up(store, agent_id, since, None, form, out).await?;
-    metrics
-        .events_delivered
-        .inc_by(last_delivered.saturating_sub(since));
+    metrics.events_delivered.inc_by(last_delivered.saturating_sub(since));
     loop {
         match live.recv().await {
             Ok(batch) => {
@@ -109,18 +88,10 @@ async fn follow_with(
                 if first.seq > last_delivered + 1 {
                     metrics.catch_up_reads.inc();
                     let before = last_delivered;
-                    last_delivered = catch_up(
-                        store,
-                        agent_id,
-                        last_delivered,
-                        Some(first.seq - 1),
-                        form,
-                        out,
-                    )
-                    .await?;
-                    metrics
-                        .events_delivered
-                        .inc_by(last_delivered.saturating_sub(before));
+                    last_delivered =
+                        catch_up(store, agent_id, last_delivered, Some(first.seq - 1), form, out)
+                            .await?;
+                    metrics.events_delivered.inc_by(last_delivered.saturating_sub(before));
                 }
                 // Seqs go up within a batch: what is fresh is a suffix of it.
                 let from = batch.partition_point(|event| event.seq <= last_delivered);
@@ -145,9 +116,7 @@ async fn follow_with(
                 metrics.catch_up_reads.inc();
                 let before = last_delivered;
                 last_delivered = catch_up(store, agent_id, last_delivered, None, form, out).await?;
-                metrics
-                    .events_delivered
-                    .inc_by(last_delivered.saturating_sub(before));
+                metrics.events_delivered.inc_by(last_delivered.saturating_sub(before));
             }
             Err(broadcast::error::RecvError::Closed) => {
                 return Err(FollowError::AgentDeleted(agent_id));
@@ -159,16 +128,10 @@ async fn follow_with(
 /// The events of a live batch from index `from` on, in the form the subscriber asked for.
 fn fresh_part(form: Form, agent_id: Uuid, batch: &EventBatch, from: usize) -> Outbound {
     match form {
-        Form::Json { coalesce } => Outbound::Events {
-            agent_id,
-            events: batch.json(),
-            from,
-            coalesce,
-        },
-        Form::Values => Outbound::Values {
-            agent_id,
-            events: batch[from..].to_vec(),
-        },
+        Form::Json { coalesce } => {
+            Outbound::Events { agent_id, events: batch.json(), from, coalesce }
+        }
+        Form::Values => Outbound::Values { agent_id, events: batch[from..].to_vec() },
     }
 }
 
@@ -193,10 +156,7 @@ mod tests {
         let writer = Writer::spawn(store.clone(), hub.clone());
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         writer
-            .append(
-                agent.id,
-                (0..3).map(|_| EventDraft::new(EventKind::Text)).collect(),
-            )
+            .append(agent.id, (0..3).map(|_| EventDraft::new(EventKind::Text)).collect())
             .await
             .unwrap();
 
@@ -205,32 +165,18 @@ mod tests {
         let follower = {
             let (store, hub) = (store.clone(), hub.clone());
             tokio::spawn(async move {
-                follow(
-                    store.as_ref(),
-                    &hub,
-                    agent.id,
-                    1,
-                    Form::Json { coalesce: false },
-                    &out,
-                )
-                .await
+                follow(store.as_ref(), &hub, agent.id, 1, Form::Json { coalesce: false }, &out)
+                    .await
             })
         };
         // Let it subscribe, then stall it while 50 separate commits happen.
         let subscribed = inbox.recv().await.unwrap();
         assert!(matches!(
             subscribed,
-            Outbound::Message(ServerMessage::Subscribed {
-                since: 1,
-                head_seq: 3,
-                ..
-            })
+            Outbound::Message(ServerMessage::Subscribed { since: 1, head_seq: 3, .. })
         ));
         for _ in 0..50 {
-            writer
-                .append(agent.id, vec![EventDraft::new(EventKind::Text)])
-                .await
-                .unwrap();
+            writer.append(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
         }
 
         let mut delivered = Vec::new();

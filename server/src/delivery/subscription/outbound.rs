@@ -43,10 +43,7 @@ impl Outbound {
     pub(super) fn count_and_last_seq(&self) -> (usize, Option<u64>) {
         match self {
             Outbound::Values { events, .. } => (events.len(), events.last().map(|event| event.seq)),
-            _ => (
-                self.events().len(),
-                self.events().last().map(|event| event.seq),
-            ),
+            _ => (self.events().len(), self.events().last().map(|event| event.seq)),
         }
     }
 
@@ -90,11 +87,7 @@ pub fn events_frame(agent_id: Uuid, events: &[EventJson]) -> String {
     let mut frame =
         String::with_capacity(HEAD.len() + 36 + MIDDLE.len() + EventJson::array_len(events) + 1);
     frame.push_str(HEAD);
-    frame.push_str(
-        agent_id
-            .hyphenated()
-            .encode_lower(&mut Uuid::encode_buffer()),
-    );
+    frame.push_str(agent_id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
     frame.push_str(MIDDLE);
     EventJson::write_array(events, &mut frame);
     frame.push('}');
@@ -125,22 +118,10 @@ mod tests {
             })
             .collect();
         let json: Vec<EventJson> = events.iter().map(EventJson::of).collect();
-        let message = ServerMessage::Events {
-            agent_id,
-            events: events.clone(),
-        };
-        assert_eq!(
-            events_frame(agent_id, &json),
-            serde_json::to_string(&message).unwrap()
-        );
-        let empty = ServerMessage::Events {
-            agent_id,
-            events: Vec::new(),
-        };
-        assert_eq!(
-            events_frame(agent_id, &[]),
-            serde_json::to_string(&empty).unwrap()
-        );
+        let message = ServerMessage::Events { agent_id, events: events.clone() };
+        assert_eq!(events_frame(agent_id, &json), serde_json::to_string(&message).unwrap());
+        let empty = ServerMessage::Events { agent_id, events: Vec::new() };
+        assert_eq!(events_frame(agent_id, &[]), serde_json::to_string(&empty).unwrap());
         let values = Outbound::Values { agent_id, events };
         assert_eq!(values.frame(), serde_json::to_string(&message).unwrap());
     }

@@ -113,13 +113,7 @@ impl Writer {
     /// [`Writer::spawn`] with another retry budget (see [`WRITER_COMMIT_RETRIES_MAX_DEFAULT`]).
     /// Counts nothing (the benchmark measures the cost of counting against it).
     pub fn spawn_with(store: Arc<dyn EventLog>, hub: Arc<Hub>, commit_retries_max: u32) -> Writer {
-        Writer::start(
-            store,
-            hub,
-            commit_retries_max,
-            Arc::new(Metrics::new()),
-            false,
-        )
+        Writer::start(store, hub, commit_retries_max, Arc::new(Metrics::new()), false)
     }
 
     /// [`Writer::spawn_with`], counting into the server's `metrics` (commits, events, store
@@ -191,18 +185,11 @@ impl Writer {
     ) -> Result<AppendReceipt, AppendError> {
         let (reply, receipt) = oneshot::channel();
         let request = WriteRequest {
-            batch: AppendBatch {
-                agent_id,
-                drafts,
-                producer,
-            },
+            batch: AppendBatch { agent_id, drafts, producer },
             continues_run,
             reply,
         };
-        self.sender
-            .send(request)
-            .await
-            .map_err(|_| AppendError::WriterStopped)?;
+        self.sender.send(request).await.map_err(|_| AppendError::WriterStopped)?;
         Ok(receipt)
     }
 
@@ -302,16 +289,12 @@ async fn run(
         // Requests with no events are barriers: answered once everything queued before them
         // has committed (or been refused), which is now, after this group.
         // (Rare: only a group that holds one is taken apart.)
-        let (barriers, requests): (Vec<_>, Vec<_>) = if requests
-            .iter()
-            .any(|request| request.batch.drafts.is_empty())
-        {
-            requests
-                .into_iter()
-                .partition(|request| request.batch.drafts.is_empty())
-        } else {
-            (Vec::new(), requests)
-        };
+        let (barriers, requests): (Vec<_>, Vec<_>) =
+            if requests.iter().any(|request| request.batch.drafts.is_empty()) {
+                requests.into_iter().partition(|request| request.batch.drafts.is_empty())
+            } else {
+                (Vec::new(), requests)
+            };
         if !requests.is_empty() {
             // Before the first attempt, so a retry and the look-up after a refused commit ask
             // for the ids that were written.
@@ -319,15 +302,7 @@ async fn run(
             for request in &mut requests {
                 chains.assign(&mut request.batch);
             }
-            commit(
-                &store,
-                &hub,
-                requests,
-                &mut refused,
-                retries_max,
-                &mut observed,
-            )
-            .await;
+            commit(&store, &hub, requests, &mut refused, retries_max, &mut observed).await;
         }
         for barrier in barriers {
             let _ = barrier.reply.send(Ok(Vec::new()));
@@ -349,13 +324,7 @@ async fn commit(
     let (batches, requests): (Vec<AppendBatch>, Vec<Reply>) = requests
         .into_iter()
         .map(|request| {
-            (
-                request.batch,
-                Reply {
-                    continues_run: request.continues_run,
-                    reply: request.reply,
-                },
-            )
+            (request.batch, Reply { continues_run: request.continues_run, reply: request.reply })
         })
         .unzip();
     // Requests whose events may have committed although the writer could not learn it.
@@ -378,9 +347,7 @@ async fn commit(
                     retries_max,
                     metrics: &observed.metrics,
                 };
-                one_by_one
-                    .commit(&requests, &batches, &mut maybe_committed)
-                    .await
+                one_by_one.commit(&requests, &batches, &mut maybe_committed).await
             }
         };
     observed.group(&outcomes, started.elapsed());
@@ -396,10 +363,7 @@ async fn commit(
             }
         } else if let Err(error) = &outcome {
             if batch.producer.is_some()
-                && matches!(
-                    **error,
-                    StoreError::ProducerMoved { .. } | StoreError::RunNotOwned(_)
-                )
+                && matches!(**error, StoreError::ProducerMoved { .. } | StoreError::RunNotOwned(_))
             {
                 // Two servers taking one producer's retry: the loser fences again.
                 tracing::debug!(agent_id = %batch.agent_id, %error, "a producer's batch lost its race");
@@ -441,9 +405,7 @@ fn refusal_for_all(error: StoreError, count: usize) -> Vec<Outcome> {
     let mut first = Some(error);
     (0..count)
         .map(|_| {
-            Err(Arc::new(first.take().unwrap_or_else(|| {
-                StoreError::Unavailable(message.clone())
-            })))
+            Err(Arc::new(first.take().unwrap_or_else(|| StoreError::Unavailable(message.clone()))))
         })
         .collect()
 }

@@ -17,11 +17,7 @@ pub(super) struct Observed {
 
 impl Observed {
     pub(super) fn new(metrics: Arc<Metrics>, counting: bool) -> Observed {
-        Observed {
-            metrics,
-            runs: RunTimes::default(),
-            counting,
-        }
+        Observed { metrics, runs: RunTimes::default(), counting }
     }
 
     /// A group's outcomes: one transaction when all committed together, else one per request
@@ -35,23 +31,16 @@ impl Observed {
             return;
         }
         let committed = || outcomes.iter().filter_map(|outcome| outcome.as_ref().ok());
-        let (requests, events) = committed().fold((0, 0), |(requests, events), committed| {
-            (requests + 1, events + committed.len())
-        });
+        let (requests, events) = committed()
+            .fold((0, 0), |(requests, events), committed| (requests + 1, events + committed.len()));
         if requests == 0 {
             return;
         }
-        let transactions = if requests == outcomes.len() {
-            1
-        } else {
-            requests
-        };
+        let transactions = if requests == outcomes.len() { 1 } else { requests };
         let metrics = &self.metrics;
         metrics.commits.inc_by(transactions as u64);
         metrics.events_appended.inc_by(events as u64);
-        metrics
-            .commit_events
-            .observe((events / transactions) as f64);
+        metrics.commit_events.observe((events / transactions) as f64);
         metrics.commit_duration.observe(took.as_secs_f64());
         for event in committed().flatten() {
             match self.runs.observe(event) {
@@ -59,17 +48,10 @@ impl Observed {
                 Some(RunObservation::Started) => {
                     metrics.runs_started.inc();
                 }
-                Some(RunObservation::Ended {
-                    outcome,
-                    stop_reason,
-                    seconds,
-                }) => {
+                Some(RunObservation::Ended { outcome, stop_reason, seconds }) => {
                     metrics
                         .runs_ended
-                        .get_or_create(&crate::metrics::RunEndLabels {
-                            outcome,
-                            stop_reason,
-                        })
+                        .get_or_create(&crate::metrics::RunEndLabels { outcome, stop_reason })
                         .inc();
                     if let Some(seconds) = seconds {
                         metrics.run_duration.observe(seconds);

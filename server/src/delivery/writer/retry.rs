@@ -53,23 +53,14 @@ pub(super) async fn append_retrying(
                 outcome_unknown = true;
             }
             Ok(committed) => return Ok(committed),
-            Err(error) => {
-                return Err(Refused {
-                    error,
-                    maybe_committed: outcome_unknown,
-                })
-            }
+            Err(error) => return Err(Refused { error, maybe_committed: outcome_unknown }),
         }
     }
 }
 
 /// The wait before retry `attempt` (from 0) of a commit or of a reconcile.
 pub(super) fn retry_delay(attempt: u32) -> std::time::Duration {
-    crate::backoff::backoff(
-        WRITER_RETRY_DELAY_INITIAL_MS,
-        WRITER_RETRY_DELAY_MAX_MS,
-        attempt,
-    )
+    crate::backoff::backoff(WRITER_RETRY_DELAY_INITIAL_MS, WRITER_RETRY_DELAY_MAX_MS, attempt)
 }
 
 /// An append that did not go through, as far as the writer knows.
@@ -110,10 +101,8 @@ pub(super) async fn committed_already(
     store: &dyn EventLog,
     batches: &[AppendBatch],
 ) -> Result<Option<Vec<Vec<AgentEvent>>>, StoreError> {
-    let ids: Vec<Uuid> = batches
-        .iter()
-        .flat_map(|batch| batch.drafts.iter().map(|draft| draft.id))
-        .collect();
+    let ids: Vec<Uuid> =
+        batches.iter().flat_map(|batch| batch.drafts.iter().map(|draft| draft.id)).collect();
     let found = store.events_by_id(&ids).await?;
     if found.is_empty() {
         return Ok(None);
@@ -130,13 +119,7 @@ pub(super) async fn committed_already(
     Ok(Some(
         batches
             .iter()
-            .map(|batch| {
-                batch
-                    .drafts
-                    .iter()
-                    .filter_map(|draft| by_id.remove(&draft.id))
-                    .collect()
-            })
+            .map(|batch| batch.drafts.iter().filter_map(|draft| by_id.remove(&draft.id)).collect())
             .collect(),
     ))
 }

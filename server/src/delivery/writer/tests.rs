@@ -16,10 +16,8 @@ async fn a_published_event_is_already_in_the_store() {
 
     let mut receipts = Vec::new();
     for _ in 0..200 {
-        let receipt = writer
-            .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
-            .await
-            .unwrap();
+        let receipt =
+            writer.submit(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
         receipts.push(receipt);
     }
     let mut seen = 0;
@@ -28,11 +26,7 @@ async fn a_published_event_is_already_in_the_store() {
         let last = batch.last().unwrap().seq;
         // Read the store the moment the batch is seen: it must be there already.
         let stored = store.read_events(agent.id, last - 1, 1).await.unwrap();
-        assert_eq!(
-            stored.len(),
-            1,
-            "seq {last} was published before it was committed"
-        );
+        assert_eq!(stored.len(), 1, "seq {last} was published before it was committed");
         for event in batch.iter() {
             seen += 1;
             assert_eq!(event.seq, seen as u64);
@@ -51,22 +45,10 @@ async fn a_bad_request_does_not_fail_its_neighbours() {
     let hub = Arc::new(Hub::new(16));
     let writer = Writer::spawn(store.clone(), hub);
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
-    let good = writer
-        .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
-        .await
-        .unwrap();
-    let bad = writer
-        .submit(Uuid::new_v4(), vec![EventDraft::new(EventKind::Text)])
-        .await
-        .unwrap();
-    let also_good = writer
-        .submit(agent.id, vec![EventDraft::new(EventKind::Text)])
-        .await
-        .unwrap();
-    assert!(matches!(
-        wait(bad).await,
-        Err(AppendError::Store(StoreError::UnknownAgent(_)))
-    ));
+    let good = writer.submit(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+    let bad = writer.submit(Uuid::new_v4(), vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+    let also_good = writer.submit(agent.id, vec![EventDraft::new(EventKind::Text)]).await.unwrap();
+    assert!(matches!(wait(bad).await, Err(AppendError::Store(StoreError::UnknownAgent(_)))));
     assert_eq!(wait(good).await.unwrap()[0].seq, 1);
     assert_eq!(wait(also_good).await.unwrap()[0].seq, 2);
 }

@@ -43,17 +43,12 @@ pub(super) fn host_name(host: &str) -> String {
 /// access control: a remote client can send any `Host`; that is why a server without a token
 /// listens on loopback only, see `serve`.) A request without `Host` is refused too.
 pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(host) = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-    else {
+    let Some(host) = headers.get(header::HOST).and_then(|value| value.to_str().ok()) else {
         return false;
     };
     let name = host_name(host);
     let loopback = name == "localhost"
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|address| address.is_loopback());
+        || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback());
     loopback
         || allowed
             .iter()
@@ -64,22 +59,14 @@ pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
 /// `cross-site`/`same-site`, or an `Origin` whose host is not the request's `Host`. A form of
 /// another site must not start runs here. Requests without either header are not a browser's.
 pub fn same_origin_request(headers: &HeaderMap) -> bool {
-    if let Some(site) = headers
-        .get("sec-fetch-site")
-        .and_then(|value| value.to_str().ok())
-    {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|value| value.to_str().ok()) {
         return matches!(site, "same-origin" | "none");
     }
     origin_allowed(headers, &[])
 }
 
 pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
+    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
 
 pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -111,9 +98,9 @@ pub(super) fn percent_decode(text: &str) -> String {
     let mut index = 0;
     while index < bytes.len() {
         let decoded = match bytes[index] {
-            b'%' if index + 2 < bytes.len() => hex(bytes[index + 1])
-                .zip(hex(bytes[index + 2]))
-                .map(|(high, low)| high << 4 | low),
+            b'%' if index + 2 < bytes.len() => {
+                hex(bytes[index + 1]).zip(hex(bytes[index + 2])).map(|(high, low)| high << 4 | low)
+            }
             _ => None,
         };
         match (decoded, bytes[index]) {
@@ -133,18 +120,13 @@ pub(super) fn percent_decode(text: &str) -> String {
 /// True when a WebSocket upgrade may proceed: no `Origin` (not a browser), the server's own
 /// origin (same host and port as `Host`), or one the operator allowed.
 pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(origin) = headers
-        .get(header::ORIGIN)
-        .and_then(|value| value.to_str().ok())
-    else {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok()) else {
         return true;
     };
     if allowed.iter().any(|allowed| allowed == origin) {
         return true;
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok());
+    let host = headers.get(header::HOST).and_then(|value| value.to_str().ok());
     let origin_host = origin.split_once("://").map(|(_, rest)| rest);
     matches!((origin_host, host), (Some(origin_host), Some(host)) if origin_host == host)
 }

@@ -14,11 +14,7 @@ fn hosts_are_loopback_or_allowed() {
         (Some("evil.example"), &[], false),
         (Some("192.168.1.5:3000"), &[], false),
         (Some("agents.example.com"), &["agents.example.com"], true),
-        (
-            Some("Agents.Example.com:443"),
-            &["agents.example.com"],
-            true,
-        ),
+        (Some("Agents.Example.com:443"), &["agents.example.com"], true),
         (Some("other.example.com"), &["agents.example.com"], false),
     ];
     for (host, allowed, passes) in cases {
@@ -27,11 +23,7 @@ fn hosts_are_loopback_or_allowed() {
             headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
         }
         let allowed: Vec<String> = allowed.iter().map(|host| host.to_string()).collect();
-        assert_eq!(
-            host_allowed(&headers, &allowed),
-            passes,
-            "{host:?} {allowed:?}"
-        );
+        assert_eq!(host_allowed(&headers, &allowed), passes, "{host:?} {allowed:?}");
     }
 }
 
@@ -71,20 +63,11 @@ fn tokens_compare_whole() {
 #[test]
 fn credentials_are_found_where_clients_put_them() {
     let mut headers = HeaderMap::new();
-    headers.insert(
-        header::AUTHORIZATION,
-        HeaderValue::from_static("Bearer abc"),
-    );
-    headers.insert(
-        header::COOKIE,
-        HeaderValue::from_static("a=1; agentstream_token=xyz; b=2"),
-    );
+    headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
+    headers.insert(header::COOKIE, HeaderValue::from_static("a=1; agentstream_token=xyz; b=2"));
     assert_eq!(bearer(&headers), Some("abc"));
     assert_eq!(cookie(&headers, TOKEN_COOKIE), Some("xyz"));
-    assert_eq!(
-        query_token(Some("since=3&token=a%2Bb+c")),
-        Some("a+b c".to_owned())
-    );
+    assert_eq!(query_token(Some("since=3&token=a%2Bb+c")), Some("a+b c".to_owned()));
     assert_eq!(query_token(Some("since=3")), None);
 }
 
@@ -93,18 +76,9 @@ fn origins_must_match_the_host_or_be_allowed() {
     let mut headers = HeaderMap::new();
     headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:3000"));
     assert!(origin_allowed(&headers, &[]), "no Origin: not a browser");
-    headers.insert(
-        header::ORIGIN,
-        HeaderValue::from_static("http://127.0.0.1:3000"),
-    );
+    headers.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:3000"));
     assert!(origin_allowed(&headers, &[]));
-    headers.insert(
-        header::ORIGIN,
-        HeaderValue::from_static("https://evil.example"),
-    );
+    headers.insert(header::ORIGIN, HeaderValue::from_static("https://evil.example"));
     assert!(!origin_allowed(&headers, &[]));
-    assert!(origin_allowed(
-        &headers,
-        &["https://evil.example".to_owned()]
-    ));
+    assert!(origin_allowed(&headers, &["https://evil.example".to_owned()]));
 }

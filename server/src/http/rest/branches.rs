@@ -40,9 +40,7 @@ pub async fn fork_branch(
     let branch = fork_at(store.as_ref(), log, request.after_seq).await?;
     if request.current {
         if let Some(origin) = branch.branch {
-            store
-                .set_current_branch(origin.root, Some(branch.id))
-                .await?;
+            store.set_current_branch(origin.root, Some(branch.id)).await?;
         }
     }
     Ok((StatusCode::CREATED, Json(branch)))
@@ -72,9 +70,7 @@ pub async fn switch_branch(
         return Err(unknown_branch(branch.unwrap_or(conversation.id)));
     }
     let now = store.get_agent(conversation.id).await?;
-    Ok(Json(
-        now.ok_or_else(|| ApiError::unknown_agent(conversation.id))?,
-    ))
+    Ok(Json(now.ok_or_else(|| ApiError::unknown_agent(conversation.id))?))
 }
 
 /// `DELETE /v1/agents/{id}/branches/{branch}`: 204; its parent and siblings stay whole.
@@ -85,11 +81,7 @@ pub async fn delete_branch(
     let conversation = conversation_row(state.store.as_ref(), &log).await?;
     let branch = parse_agent_id(&branch)?;
     match state.store.get_agent(branch).await? {
-        Some(agent)
-            if agent
-                .branch
-                .is_some_and(|origin| origin.root == conversation.id) =>
-        {
+        Some(agent) if agent.branch.is_some_and(|origin| origin.root == conversation.id) => {
             remove_branch(&state, branch).await
         }
         _ => Err(unknown_branch(branch)),
@@ -98,10 +90,7 @@ pub async fn delete_branch(
 
 async fn conversation_row(store: &dyn Store, log: &str) -> Result<Agent, ApiError> {
     let log = parse_agent_id(log)?;
-    let agent = store
-        .get_agent(log)
-        .await?
-        .ok_or_else(|| ApiError::unknown_agent(log))?;
+    let agent = store.get_agent(log).await?.ok_or_else(|| ApiError::unknown_agent(log))?;
     let conversation = conversation_of(&agent);
     if conversation == agent.id {
         return Ok(agent);

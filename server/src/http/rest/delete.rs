@@ -33,14 +33,7 @@ pub async fn delete_agent(
         return remove_branch(&state, agent_id).await;
     }
     let mut logs = vec![agent_id];
-    logs.extend(
-        state
-            .store
-            .list_branches(agent_id)
-            .await?
-            .iter()
-            .map(|branch| branch.id),
-    );
+    logs.extend(state.store.list_branches(agent_id).await?.iter().map(|branch| branch.id));
     for log in &logs {
         stop_run(&state, *log).await?;
     }

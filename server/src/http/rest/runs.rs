@@ -48,11 +48,7 @@ pub(crate) async fn create_run_inner(
     request: CreateRunRequest,
 ) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
     // Prefixed: a native key never names another surface's message or an approval.
-    let key = request
-        .idempotency_key
-        .as_deref()
-        .map(str::trim)
-        .filter(|key| !key.is_empty());
+    let key = request.idempotency_key.as_deref().map(str::trim).filter(|key| !key.is_empty());
     if key.is_some_and(|key| key.chars().count() > CLIENT_IDEMPOTENCY_KEY_CHARS_MAX) {
         return Err(crate::agent::start::StartError::KeyTooLong.into());
     }
@@ -62,13 +58,8 @@ pub(crate) async fn create_run_inner(
             .map_err(|why| ApiError::bad_request("invalid_client_tools", why))?,
         None => Vec::new(),
     };
-    let options = RunOptions {
-        client_tools,
-        ..RunOptions::default()
-    };
-    let started = starter
-        .start_run(agent_id, request.content, key.as_deref(), options)
-        .await?;
+    let options = RunOptions { client_tools, ..RunOptions::default() };
+    let started = starter.start_run(agent_id, request.content, key.as_deref(), options).await?;
     Ok(accepted(agent_id, started.run_id))
 }
 
@@ -93,9 +84,7 @@ pub async fn answer_approval(
         reason: request.reason,
         output: None,
     };
-    let started = starter
-        .answer_approval(agent_id, decision, RunOptions::default())
-        .await?;
+    let started = starter.answer_approval(agent_id, decision, RunOptions::default()).await?;
     Ok(accepted(agent_id, started.run_id))
 }
 
@@ -121,9 +110,7 @@ pub async fn answer_tool_result(
         }
     };
     let decision = crate::agent::approval::ApprovalDecision::returned(request.call_id, output);
-    let started = starter
-        .answer_approval(agent_id, decision, RunOptions::default())
-        .await?;
+    let started = starter.answer_approval(agent_id, decision, RunOptions::default()).await?;
     Ok(accepted(agent_id, started.run_id))
 }
 
@@ -151,10 +138,7 @@ pub async fn cancel_run(
     )
     .await?;
     let cancelled_run_ids: Vec<Uuid> = cancelled.into_iter().collect();
-    Ok(Json(CancelResponse {
-        agent_id,
-        cancelled_run_ids,
-    }))
+    Ok(Json(CancelResponse { agent_id, cancelled_run_ids }))
 }
 
 pub async fn get_run(
@@ -176,11 +160,7 @@ pub async fn get_run(
         .rev()
         .find_map(|event| match event.kind {
             app::EventKind::Usage => Some(event.content.clone()),
-            _ => event
-                .content
-                .get("usage")
-                .filter(|usage| !usage.is_null())
-                .cloned(),
+            _ => event.content.get("usage").filter(|usage| !usage.is_null()).cloned(),
         })
         .unwrap_or(serde_json::Value::Null);
     let mut metadata = serde_json::json!({ "usage": usage });

@@ -33,28 +33,9 @@ const CODE_BLOCKS: &[(&str, &[&str])] = &[
             "for (const event of (await events.json()).events) render(event);",
         ],
     ),
-    (
-        "json",
-        &[
-            "{",
-            "  \"kind\": \"text\",",
-            "  \"seq\": 42,",
-            "  \"delta\": \"hello\"",
-            "}",
-        ],
-    ),
-    (
-        "sh",
-        &["curl -N \"$BASE/v1/agents/$ID/events/stream?since=0\" | head -n 20"],
-    ),
-    (
-        "sql",
-        &[
-            "SELECT seq, kind FROM events",
-            "WHERE agent_id = ?1 AND seq > ?2",
-            "ORDER BY seq;",
-        ],
-    ),
+    ("json", &["{", "  \"kind\": \"text\",", "  \"seq\": 42,", "  \"delta\": \"hello\"", "}"]),
+    ("sh", &["curl -N \"$BASE/v1/agents/$ID/events/stream?since=0\" | head -n 20"]),
+    ("sql", &["SELECT seq, kind FROM events", "WHERE agent_id = ?1 AND seq > ?2", "ORDER BY seq;"]),
 ];
 
 /// About `count` tokens of Markdown (the block that reaches `count` is finished, so the answer
@@ -92,10 +73,7 @@ fn word(random: &mut Random) -> &'static str {
 }
 
 fn words(random: &mut Random, count: u64) -> String {
-    (0..count)
-        .map(|_| word(random))
-        .collect::<Vec<_>>()
-        .join(" ")
+    (0..count).map(|_| word(random)).collect::<Vec<_>>().join(" ")
 }
 
 fn title(random: &mut Random) -> String {
@@ -129,10 +107,7 @@ fn sentence(random: &mut Random) -> String {
 
 fn paragraph(random: &mut Random) -> String {
     let count = 2 + random.below(3);
-    (0..count)
-        .map(|_| sentence(random))
-        .collect::<Vec<_>>()
-        .join(" ")
+    (0..count).map(|_| sentence(random)).collect::<Vec<_>>().join(" ")
 }
 
 /// A list of 2 to 5 items, each after the marker `marker(n)` gives the n-th (from 1).
@@ -170,11 +145,7 @@ mod tests {
     fn a_markdown_reply_is_about_as_long_as_asked_and_closes_what_it_opens() {
         for (seed, count) in [(1, 1), (7, 60), (42, 2_000), (9, 20_000)] {
             let tokens = markdown_tokens(&mut Random(seed), count);
-            assert!(
-                tokens.len() >= count as usize,
-                "{seed}: {} tokens",
-                tokens.len()
-            );
+            assert!(tokens.len() >= count as usize, "{seed}: {} tokens", tokens.len());
             assert!(
                 tokens.len() < count as usize + 200,
                 "{seed}: {} tokens for {count}",
@@ -182,11 +153,7 @@ mod tests {
             );
             let text = tokens.concat();
             assert!(text.starts_with("## "), "{seed}: {text:.40}");
-            assert_eq!(
-                text.matches("```").count() % 2,
-                0,
-                "{seed}: a fence left open"
-            );
+            assert_eq!(text.matches("```").count() % 2, 0, "{seed}: a fence left open");
             assert_eq!(text, text.trim_end(), "{seed}: trailing blank lines");
         }
     }
@@ -194,16 +161,7 @@ mod tests {
     #[test]
     fn a_long_markdown_reply_holds_every_kind_of_block() {
         let text = markdown_tokens(&mut Random(7), 2_000).concat();
-        for wanted in [
-            "\n## ",
-            "\n- ",
-            "\n1. ",
-            "- [x] ",
-            "|---|",
-            "```rust",
-            "**",
-            "](https://",
-        ] {
+        for wanted in ["\n## ", "\n- ", "\n1. ", "- [x] ", "|---|", "```rust", "**", "](https://"] {
             assert!(text.contains(wanted), "no {wanted:?} in the reply");
         }
     }

@@ -22,10 +22,7 @@ impl Sequenced for Read {
 
 /// Logs by id, each holding seqs `from..=to`.
 fn logs(spans: &[(Uuid, u64, u64)]) -> HashMap<Uuid, (u64, u64)> {
-    spans
-        .iter()
-        .map(|&(log, from, to)| (log, (from, to)))
-        .collect()
+    spans.iter().map(|&(log, from, to)| (log, (from, to))).collect()
 }
 
 async fn read(
@@ -38,10 +35,8 @@ async fn read(
     read_along(chain, log, since, limit, |at, since, limit| {
         let (from, to) = logs[&at];
         let first = (since + 1).max(from);
-        let reads: Vec<Read> = (first..=to)
-            .take(limit as usize)
-            .map(|seq| Read { log: at, seq })
-            .collect();
+        let reads: Vec<Read> =
+            (first..=to).take(limit as usize).map(|seq| Read { log: at, seq }).collect();
         async move { Ok(reads) }
     })
     .await
@@ -53,13 +48,7 @@ async fn every_cursor_and_limit_reads_the_branch_path() {
     // root holds 1..=10; middle forked root after 4 and holds 5..=7; leaf forked middle after 6
     // and holds 7..=9.
     let logs = logs(&[(root, 1, 10), (middle, 5, 7), (leaf, 7, 9)]);
-    let chain = [
-        Segment { log: root, upto: 4 },
-        Segment {
-            log: middle,
-            upto: 6,
-        },
-    ];
+    let chain = [Segment { log: root, upto: 4 }, Segment { log: middle, upto: 6 }];
     let owner = |seq: u64| match seq {
         1..=4 => root,
         5..=6 => middle,
@@ -70,10 +59,7 @@ async fn every_cursor_and_limit_reads_the_branch_path() {
             let got = read(&logs, &chain, leaf, since, limit).await.unwrap();
             let want: Vec<Read> = (since + 1..=9)
                 .take(limit as usize)
-                .map(|seq| Read {
-                    log: owner(seq),
-                    seq,
-                })
+                .map(|seq| Read { log: owner(seq), seq })
                 .collect();
             assert_eq!(got, want, "since {since}, limit {limit}");
         }

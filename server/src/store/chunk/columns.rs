@@ -28,10 +28,7 @@ pub fn raws(column: &[u8], count: u64) -> Result<Vec<Option<String>>, StoreError
         at = end;
     }
     if out.len() as u64 != count {
-        return Err(corrupt(format!(
-            "a run row holds {} raw events, not {count}",
-            out.len()
-        )));
+        return Err(corrupt(format!("a run row holds {} raw events, not {count}", out.len())));
     }
     Ok(out)
 }
@@ -94,10 +91,7 @@ fn cut<'a>(
             .checked_add(length)
             .filter(|end| *end <= text.len() && text.is_char_boundary(*end))
             .ok_or_else(|| corrupt("a run row's lengths do not cut its text"))?;
-        out.push(Piece {
-            text: &text[offset..end],
-            nanos,
-        });
+        out.push(Piece { text: &text[offset..end], nanos });
         offset = end;
     }
     if offset != text.len() || out.len() as u64 != count {
@@ -124,9 +118,7 @@ pub(super) fn push_varint(out: &mut Vec<u8>, mut value: u64) {
 fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u64, StoreError> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
-        let byte = *bytes
-            .get(*at)
-            .ok_or_else(|| corrupt("a run row's varint is cut short"))?;
+        let byte = *bytes.get(*at).ok_or_else(|| corrupt("a run row's varint is cut short"))?;
         *at += 1;
         value |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {

@@ -100,14 +100,7 @@ impl StoredRow<'_> {
                 continue;
             }
             let delta = serde_json::to_string(piece.text).expect("strings serialize");
-            out.push(make(&EventRow {
-                id,
-                seq,
-                delta: Some(&delta),
-                raw,
-                created_at,
-                ..*event
-            })?);
+            out.push(make(&EventRow { id, seq, delta: Some(&delta), raw, created_at, ..*event })?);
         }
         Ok(full(out))
     }

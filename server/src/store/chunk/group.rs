@@ -36,15 +36,7 @@ impl OpenChunks {
         let staged = agents
             .into_iter()
             .filter_map(|agent_id| self.0.remove(&agent_id).map(|chunk| (agent_id, chunk)))
-            .map(|(agent_id, chunk)| {
-                (
-                    agent_id,
-                    Staged {
-                        chunk,
-                        dirty: false,
-                    },
-                )
-            })
+            .map(|(agent_id, chunk)| (agent_id, Staged { chunk, dirty: false }))
             .collect();
         GroupRows { staged }
     }
@@ -109,10 +101,6 @@ impl GroupRows {
                 write(Written::Chunk(&open.chunk))?;
             }
         }
-        Ok(self
-            .staged
-            .into_iter()
-            .map(|(agent_id, open)| (agent_id, open.chunk))
-            .collect())
+        Ok(self.staged.into_iter().map(|(agent_id, open)| (agent_id, open.chunk)).collect())
     }
 }

@@ -92,34 +92,17 @@ fn a_row_of_messages_gives_back_every_message() {
     assert_eq!(chunk.delta_column(), None);
     assert_eq!(chunk.raws_column(), None, "messages carry no raw events");
     let column: Value = serde_json::from_str(&chunk.content_column()).unwrap();
-    assert_eq!(
-        column,
-        Value::Array(contents()),
-        "the column is their array"
-    );
+    assert_eq!(column, Value::Array(contents()), "the column is their array");
     assert_eq!(read_back(&chunk, Pick::All), events);
     for since in 19..=28 {
         for limit in [1, 3, 100] {
-            let want: Vec<_> = events
-                .iter()
-                .filter(|event| event.seq > since)
-                .take(limit)
-                .cloned()
-                .collect();
-            let read = read_back(
-                &chunk,
-                Pick::Range {
-                    since,
-                    limit: limit as u32,
-                },
-            );
+            let want: Vec<_> =
+                events.iter().filter(|event| event.seq > since).take(limit).cloned().collect();
+            let read = read_back(&chunk, Pick::Range { since, limit: limit as u32 });
             assert_eq!(read, want, "since {since}, limit {limit}");
         }
     }
-    assert_eq!(
-        read_back(&chunk, Pick::Id(events[5].id)),
-        vec![events[5].clone()]
-    );
+    assert_eq!(read_back(&chunk, Pick::Id(events[5].id)), vec![events[5].clone()]);
 }
 
 /// What ends a row of messages: each case changes one thing of the message that would have
@@ -130,40 +113,22 @@ fn a_row_of_messages_ends_where_a_message_does_not_continue_it() {
     let next = || message(11, 1, json!(2), 5);
     let cases: Vec<(&str, Change)> = vec![
         ("continues", Box::new(|_| {})),
-        (
-            "continues with other content",
-            Box::new(|event| event.content = json!({"a": [1]})),
-        ),
+        ("continues with other content", Box::new(|event| event.content = json!({"a": [1]}))),
         ("seq skips", Box::new(|event| event.seq = 12)),
-        (
-            "id not the next",
-            Box::new(|event| event.id = Uuid::from_u128(99)),
-        ),
-        (
-            "another append",
-            Box::new(|event| event.block_id = Some(Uuid::nil())),
-        ),
+        ("id not the next", Box::new(|event| event.id = Uuid::from_u128(99))),
+        ("another append", Box::new(|event| event.block_id = Some(Uuid::nil()))),
         ("other kind", Box::new(|event| event.kind = EventKind::Text)),
         ("a delta", Box::new(|event| event.delta = Some(json!("x")))),
         ("a raw", Box::new(|event| event.raw = Some(json!({"t": 1})))),
-        (
-            "metadata",
-            Box::new(|event| event.metadata = json!({"m": 1})),
-        ),
+        ("metadata", Box::new(|event| event.metadata = json!({"m": 1}))),
         ("a run", Box::new(|event| event.run_id = Some(Uuid::nil()))),
-        (
-            "too long",
-            Box::new(|event| event.content = json!("x".repeat(MESSAGE_ROW_BYTES_MAX))),
-        ),
+        ("too long", Box::new(|event| event.content = json!("x".repeat(MESSAGE_ROW_BYTES_MAX)))),
     ];
     continues_only_where_named(&first, next, cases, |chunk, name| {
         assert_eq!(chunk.content_column(), "[1]", "{name}")
     });
     let huge = message(10, 0, json!("x".repeat(MESSAGE_ROW_BYTES_MAX)), 0);
-    assert!(
-        Chunk::start(&huge).unwrap().is_none(),
-        "a huge message is a row of its own"
-    );
+    assert!(Chunk::start(&huge).unwrap().is_none(), "a huge message is a row of its own");
 }
 
 #[test]
@@ -175,9 +140,7 @@ fn a_row_of_messages_is_bounded_in_messages_and_bytes() {
     }
     assert_eq!(seq, CHUNK_EVENTS_MAX);
     let text = json!("m".repeat(1_000));
-    let mut chunk = Chunk::start(&message(1, 0, text.clone(), 0))
-        .unwrap()
-        .unwrap();
+    let mut chunk = Chunk::start(&message(1, 0, text.clone(), 0)).unwrap().unwrap();
     let mut seq = 1;
     while chunk.extend(&message(seq + 1, seq, text.clone(), 1_000_000)) {
         seq += 1;
@@ -203,10 +166,7 @@ fn damaged_rows_of_messages_are_refused() {
         let result = message_pieces(content, encoded, 0, count);
         assert_eq!(result.is_ok(), index == 0, "case {index}: {result:?}");
     }
-    assert!(
-        message_pieces("[1,22]", &[1, 0, 2, 0], 0, 3).is_err(),
-        "count differs"
-    );
+    assert!(message_pieces("[1,22]", &[1, 0, 2, 0], 0, 3).is_err(), "count differs");
 }
 
 /// The writer chains the ids of one append's messages, and only those.
@@ -227,19 +187,13 @@ fn ids_chain_within_one_append_of_messages() {
     let mut second = AppendBatch::new(Uuid::from_u128(1), vec![draft(8)]);
     let own = second.drafts[0].id;
     chains.assign(&mut second);
-    assert_eq!(
-        second.drafts[0].id, own,
-        "the next append starts its own row"
-    );
+    assert_eq!(second.drafts[0].id, own, "the next append starts its own row");
 }
 
 /// A single message at `seq`: an append by itself, its block its own id.
 fn single(seq: u64, k: u64, content: Value) -> AgentEvent {
     let event = message(seq, k, content, k as i64 * 1_000);
-    AgentEvent {
-        block_id: Some(event.id),
-        ..event
-    }
+    AgentEvent { block_id: Some(event.id), ..event }
 }
 
 /// Appends of one message each share a row (the fold joins their rows), and each message comes
@@ -258,16 +212,7 @@ fn single_message_appends_share_a_row_and_keep_their_own_blocks() {
     let read = read_back(&chunk, Pick::All);
     assert_eq!(read, events);
     assert!(read.iter().all(|event| event.block_id == Some(event.id)));
-    assert_eq!(
-        read_back(
-            &chunk,
-            Pick::Range {
-                since: 44,
-                limit: 2
-            }
-        ),
-        events[5..7]
-    );
+    assert_eq!(read_back(&chunk, Pick::Range { since: 44, limit: 2 }), events[5..7]);
 
     // Singles and the messages of an append of several never share a row.
     let several = message(48, 8, json!(1), 0);
@@ -324,16 +269,10 @@ fn ids_chain_across_single_message_appends() {
     let mut several = batch(2);
     let own = several.drafts[0].id;
     chains.assign(&mut several);
-    assert_eq!(
-        several.drafts[0].id, own,
-        "an append of several starts its own row"
-    );
+    assert_eq!(several.drafts[0].id, own, "an append of several starts its own row");
     let mut after = batch(1);
     let own = after.drafts[0].id;
     chains.assign(&mut after);
-    assert_eq!(
-        after.drafts[0].id, own,
-        "a single after several starts its own row"
-    );
+    assert_eq!(after.drafts[0].id, own, "a single after several starts its own row");
     assert_eq!(after.drafts[0].block_id, Some(own));
 }

@@ -50,22 +50,12 @@ fn is_single(place: app::Place<'_>, id: Uuid, delta: Option<&Value>, raw: Option
 
 /// [`is_single`] of an event.
 fn single_message(event: &AgentEvent) -> bool {
-    is_single(
-        event.place(),
-        event.id,
-        event.delta.as_ref(),
-        event.raw.as_ref(),
-    )
+    is_single(event.place(), event.id, event.delta.as_ref(), event.raw.as_ref())
 }
 
 /// [`is_single`] of a draft.
 fn single_draft(draft: &EventDraft) -> bool {
-    is_single(
-        draft.place(),
-        draft.id,
-        draft.delta.as_ref(),
-        draft.raw.as_ref(),
-    )
+    is_single(draft.place(), draft.id, draft.delta.as_ref(), draft.raw.as_ref())
 }
 
 /// Where an event sits, its block left out when it is a single message ([`is_single`]: each
@@ -78,10 +68,7 @@ fn place_of(event: &AgentEvent) -> app::Place<'_> {
 }
 
 fn without_block(place: app::Place<'_>) -> app::Place<'_> {
-    app::Place {
-        block_id: None,
-        ..place
-    }
+    app::Place { block_id: None, ..place }
 }
 
 /// True when `next` may follow `head` in one row: everything but id, seq, the text (a message's
@@ -292,10 +279,7 @@ impl Chunk {
     /// One event's text length and its time after the previous event's.
     fn push_piece(&mut self, length: usize, nanos: i64) {
         push_varint(&mut self.pieces, length as u64);
-        push_varint(
-            &mut self.pieces,
-            zigzag(nanos.wrapping_sub(self.last_nanos)),
-        );
+        push_varint(&mut self.pieces, zigzag(nanos.wrapping_sub(self.last_nanos)));
         self.last_nanos = nanos;
     }
 
@@ -314,8 +298,7 @@ impl Chunk {
     /// the row has one. Provider events of one stream repeat themselves (the same names, ids and
     /// structure around each token): deflated they take a fraction of their size.
     pub fn raws_column(&self) -> Option<Vec<u8>> {
-        self.has_raw
-            .then(|| miniz_oxide::deflate::compress_to_vec(&self.raws, RAWS_DEFLATE_LEVEL))
+        self.has_raw.then(|| miniz_oxide::deflate::compress_to_vec(&self.raws, RAWS_DEFLATE_LEVEL))
     }
 }
 

@@ -28,14 +28,7 @@ fn a_run_row_gives_back_every_event() {
     let texts = ["Hel", "lo, ", "wörld", "", "🙂", " \"q\"\n"];
     let times = [0, 1_000, 999, 25_000_000_000, -3, 7];
     let events: Vec<AgentEvent> = (0..texts.len())
-        .map(|k| {
-            append(
-                10 + k as u64,
-                nth_id(head, k as u64).unwrap(),
-                texts[k],
-                times[k],
-            )
-        })
+        .map(|k| append(10 + k as u64, nth_id(head, k as u64).unwrap(), texts[k], times[k]))
         .collect();
     let mut chunk = Chunk::start(&events[0]).unwrap().unwrap();
     for event in &events[1..] {
@@ -74,17 +67,11 @@ fn raw_events_come_back_with_their_events() {
     let column = chunk.raws_column().unwrap();
     let back = raws(&column, 40).unwrap();
     for (k, text) in back.iter().enumerate() {
-        let parsed = text
-            .as_deref()
-            .map(|text| serde_json::from_str::<Value>(text).unwrap());
+        let parsed = text.as_deref().map(|text| serde_json::from_str::<Value>(text).unwrap());
         assert_eq!(parsed, raw(k as u64), "event {k}");
     }
     let plain: usize = back.iter().flatten().map(String::len).sum();
-    assert!(
-        column.len() * 4 < plain,
-        "{} deflated of {plain}",
-        column.len()
-    );
+    assert!(column.len() * 4 < plain, "{} deflated of {plain}", column.len());
     assert!(raws(&column, 41).is_err(), "count differs");
     assert!(raws(&column[..column.len() / 2], 40).is_err(), "cut short");
 }
@@ -98,49 +85,22 @@ fn a_run_ends_where_an_event_does_not_continue_it() {
     let cases: Vec<(&str, Change)> = vec![
         ("continues", Box::new(|_| {})),
         ("seq skips", Box::new(|event| event.seq = 12)),
-        (
-            "id not the next",
-            Box::new(|event| event.id = Uuid::from_u128(99)),
-        ),
-        (
-            "other message",
-            Box::new(|event| event.message_id = Some(Uuid::nil())),
-        ),
+        ("id not the next", Box::new(|event| event.id = Uuid::from_u128(99))),
+        ("other message", Box::new(|event| event.message_id = Some(Uuid::nil()))),
         ("other block", Box::new(|event| event.block_id = None)),
-        (
-            "other kind",
-            Box::new(|event| event.kind = EventKind::Thinking),
-        ),
-        (
-            "other path",
-            Box::new(|event| event.delta_path = Some("x".into())),
-        ),
-        (
-            "replace",
-            Box::new(|event| event.delta_action = Some(DeltaAction::Replace)),
-        ),
-        (
-            "not a string",
-            Box::new(|event| event.delta = Some(json!(1))),
-        ),
-        (
-            "continues with a raw",
-            Box::new(|event| event.raw = Some(json!({"t": 1}))),
-        ),
+        ("other kind", Box::new(|event| event.kind = EventKind::Thinking)),
+        ("other path", Box::new(|event| event.delta_path = Some("x".into()))),
+        ("replace", Box::new(|event| event.delta_action = Some(DeltaAction::Replace))),
+        ("not a string", Box::new(|event| event.delta = Some(json!(1)))),
+        ("continues with a raw", Box::new(|event| event.raw = Some(json!({"t": 1})))),
         (
             "raw too long",
             Box::new(|event| event.raw = Some(json!("r".repeat(CHUNK_RAW_BYTES_MAX)))),
         ),
-        (
-            "metadata",
-            Box::new(|event| event.metadata = json!({"m": 1})),
-        ),
+        ("metadata", Box::new(|event| event.metadata = json!({"m": 1}))),
         ("content", Box::new(|event| event.content = json!("c"))),
         ("other run", Box::new(|event| event.run_id = None)),
-        (
-            "too long",
-            Box::new(|event| event.delta = Some(json!("x".repeat(CHUNK_BYTES_MAX)))),
-        ),
+        ("too long", Box::new(|event| event.delta = Some(json!("x".repeat(CHUNK_BYTES_MAX))))),
     ];
     continues_only_where_named(&first, next, cases, |chunk, name| {
         assert_eq!(chunk.text, "a", "{name}")
@@ -183,12 +143,7 @@ fn a_row_is_bounded_in_events_and_bytes() {
     assert_eq!(seq, CHUNK_EVENTS_MAX);
     let mut chunk = Chunk::start(&append(1, head, "abc", 0)).unwrap().unwrap();
     let mut seq = 1;
-    while chunk.extend(&append(
-        seq + 1,
-        nth_id(head, seq).unwrap(),
-        "abcdefgh",
-        1_000_000,
-    )) {
+    while chunk.extend(&append(seq + 1, nth_id(head, seq).unwrap(), "abcdefgh", 1_000_000)) {
         seq += 1;
     }
     assert!(chunk.text.len() + chunk.pieces.len() <= CHUNK_BYTES_MAX);
@@ -240,17 +195,10 @@ fn ids_chain_across_batches_and_break_where_the_part_changes() {
     let mut elsewhere = AppendBatch::new(other_agent, vec![token(EventKind::Text)]);
     let own = elsewhere.drafts[0].id;
     chains.assign(&mut elsewhere);
-    assert_eq!(
-        elsewhere.drafts[0].id, own,
-        "another agent's chain is its own"
-    );
+    assert_eq!(elsewhere.drafts[0].id, own, "another agent's chain is its own");
     let mut second = AppendBatch {
         agent_id: agent,
-        drafts: vec![
-            token(EventKind::Text),
-            token(EventKind::Thinking),
-            token(EventKind::Text),
-        ],
+        drafts: vec![token(EventKind::Text), token(EventKind::Thinking), token(EventKind::Text)],
         producer: None,
     };
     let (thinking, text) = (second.drafts[1].id, second.drafts[2].id);

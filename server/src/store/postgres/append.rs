@@ -48,8 +48,7 @@ impl Columns {
         self.message_id.push(event.message_id);
         self.kind.push(event.kind.as_str());
         self.delta_path.push(event.delta_path.clone());
-        self.delta_action
-            .push(event.delta_action.map(DeltaAction::as_str));
+        self.delta_action.push(event.delta_action.map(DeltaAction::as_str));
         self.content.push(content);
         self.metadata.push(json_text(&event.metadata));
         self.created_at.push(event.created_at);
@@ -257,9 +256,7 @@ impl PgStore {
 
         let mut committed = Vec::with_capacity(batches.len());
         let mut columns = Columns::default();
-        let mut rows = self
-            .open_chunks()
-            .take(totals.iter().map(|(agent_id, _)| *agent_id));
+        let mut rows = self.open_chunks().take(totals.iter().map(|(agent_id, _)| *agent_id));
         let mut write = |row: Written<'_>| {
             columns.push(row);
             Ok(())
@@ -272,9 +269,8 @@ impl PgStore {
                 .drafts
                 .iter()
                 .map(|draft| {
-                    let mut event = draft
-                        .clone()
-                        .into_event(batch.agent_id, cursors.take(batch.agent_id));
+                    let mut event =
+                        draft.clone().into_event(batch.agent_id, cursors.take(batch.agent_id));
                     event.created_at = micros(event.created_at);
                     event
                 })
@@ -391,9 +387,6 @@ async fn bump_heads(
     .fetch_all(&mut **transaction)
     .await?;
     SeqCursors::new(totals, |agent_id| {
-        heads
-            .iter()
-            .find(|row| row.get::<Uuid, _>(0) == agent_id)
-            .map(|row| row.get(1))
+        heads.iter().find(|row| row.get::<Uuid, _>(0) == agent_id).map(|row| row.get(1))
     })
 }

@@ -20,13 +20,8 @@ impl Branches for PgStore {
         .bind(log)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| {
-            Ok((
-                row.try_get("parent_id")?,
-                seq_from_column(row.try_get("fork_seq")?)?,
-            ))
-        })
-        .transpose()
+        row.map(|row| Ok((row.try_get("parent_id")?, seq_from_column(row.try_get("fork_seq")?)?)))
+            .transpose()
     }
 
     async fn insert_branch(
@@ -39,11 +34,7 @@ impl Branches for PgStore {
             id: Uuid::new_v4(),
             head_seq: fork_seq,
             created_at: micros(Utc::now()),
-            branch: Some(BranchOrigin {
-                root,
-                parent: source.id,
-                fork_seq,
-            }),
+            branch: Some(BranchOrigin { root, parent: source.id, fork_seq }),
             current_branch: None,
             ..source.clone()
         };

@@ -83,12 +83,10 @@ impl ClusterStore for PgStore {
     }
 
     async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT run_id FROM active_runs WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        Ok(sqlx::query_scalar("SELECT run_id FROM active_runs WHERE agent_id = $1")
+            .bind(agent_id)
+            .fetch_optional(&self.pool)
+            .await?)
     }
 
     async fn renew_leases(&self, run_ids: &[Uuid]) -> Result<(), StoreError> {
@@ -121,9 +119,7 @@ impl ClusterStore for PgStore {
         // A lost connection is reported, not silently re-made: the caller catches up from the
         // log before it trusts the notices again.
         listener.eager_reconnect(false);
-        listener
-            .listen_all([EVENTS_CHANNEL, CONTROL_CHANNEL])
-            .await?;
+        listener.listen_all([EVENTS_CHANNEL, CONTROL_CHANNEL]).await?;
         Ok(Box::new(PgNotices { listener }))
     }
 }
@@ -172,11 +168,7 @@ fn parse_notice(channel: &str, payload: &str) -> Option<Notice> {
             if first_seq == 0 || first_seq > last_seq || words.next().is_some() {
                 return None;
             }
-            Some(Notice::Committed {
-                agent_id,
-                first_seq,
-                last_seq,
-            })
+            Some(Notice::Committed { agent_id, first_seq, last_seq })
         }
         CONTROL_CHANNEL => {
             if words.next()? != "cancel" {
@@ -220,33 +212,20 @@ mod tests {
         let run = Uuid::new_v4();
         assert_eq!(
             parse_notice(EVENTS_CHANNEL, &format!("{agent} 3 7")),
-            Some(Notice::Committed {
-                agent_id: agent,
-                first_seq: 3,
-                last_seq: 7
-            })
+            Some(Notice::Committed { agent_id: agent, first_seq: 3, last_seq: 7 })
         );
         assert_eq!(
             parse_notice(CONTROL_CHANNEL, &format!("cancel {agent} {run}")),
-            Some(Notice::Cancel {
-                agent_id: agent,
-                run_id: run
-            })
+            Some(Notice::Cancel { agent_id: agent, run_id: run })
         );
         assert_eq!(parse_notice(EVENTS_CHANNEL, "x 1 2"), None);
         // Ranges that go down, start at 0 or carry more words are not ours.
         assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 7 3")), None);
         assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 0 3")), None);
-        assert_eq!(
-            parse_notice(EVENTS_CHANNEL, &format!("{agent} 1 3 9")),
-            None
-        );
+        assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 1 3 9")), None);
         assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} -1 3")), None);
         assert_eq!(parse_notice(EVENTS_CHANNEL, &format!("{agent} 1")), None);
-        assert_eq!(
-            parse_notice(CONTROL_CHANNEL, &format!("stop {agent} {run}")),
-            None
-        );
+        assert_eq!(parse_notice(CONTROL_CHANNEL, &format!("stop {agent} {run}")), None);
         assert_eq!(parse_notice("other", "anything"), None);
     }
 }

@@ -67,11 +67,7 @@ impl PgStore {
     /// test server or a benchmark. `prefix` is letters, digits and `_`.
     pub async fn create_database(admin: &str, prefix: &str) -> Result<String, StoreError> {
         use sqlx::Connection;
-        if prefix.is_empty()
-            || !prefix
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
+        if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(StoreError::Failed(format!(
                 "{prefix:?} is not a database name prefix (letters, digits, _)"
             )));
@@ -81,9 +77,7 @@ impl PgStore {
             .ok_or_else(|| StoreError::UnsupportedUrl(super::redact_url(admin)))?;
         let name = format!("{prefix}_{}", Uuid::new_v4().simple());
         let mut connection = sqlx::PgConnection::connect(admin).await?;
-        connection
-            .execute(format!("CREATE DATABASE {name}").as_str())
-            .await?;
+        connection.execute(format!("CREATE DATABASE {name}").as_str()).await?;
         connection.close().await?;
         Ok(format!("{server}/{name}"))
     }
@@ -109,9 +103,7 @@ impl PgStore {
     }
 
     fn open_chunks(&self) -> std::sync::MutexGuard<'_, OpenChunks> {
-        self.open_chunks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.open_chunks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The pool, for tests that look at the database directly.
@@ -168,8 +160,7 @@ const EVENT_COLUMNS: &str = "events.id, agent_id, first_seq, last_seq, run_id, t
 /// PostgreSQL keeps microseconds: times are cut to that before they are stored, so what the
 /// writer publishes equals what a later read returns.
 fn micros(time: DateTime<Utc>) -> DateTime<Utc> {
-    time.duration_trunc(chrono::TimeDelta::microseconds(1))
-        .unwrap_or(time)
+    time.duration_trunc(chrono::TimeDelta::microseconds(1)).unwrap_or(time)
 }
 
 fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
@@ -327,18 +318,16 @@ impl EventLog for PgStore {
         .bind(producer_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(
-            |(epoch, seq, run_id, updated_at)| crate::store::ProducerPosition {
-                stamp: crate::store::ProducerStamp {
-                    producer_id: producer_id.to_owned(),
-                    epoch: epoch as u64,
-                    seq: seq as u64,
-                    run_id,
-                    fenced_at: None,
-                },
-                updated_at,
+        Ok(row.map(|(epoch, seq, run_id, updated_at)| crate::store::ProducerPosition {
+            stamp: crate::store::ProducerStamp {
+                producer_id: producer_id.to_owned(),
+                epoch: epoch as u64,
+                seq: seq as u64,
+                run_id,
+                fenced_at: None,
             },
-        ))
+            updated_at,
+        }))
     }
 
     async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
@@ -381,11 +370,7 @@ impl EventLog for PgStore {
         Ok(rows
             .into_iter()
             .map(|(agent_id, tool_call_id, requested_at, timeout_ms)| {
-                let approval = OpenApproval {
-                    agent_id,
-                    tool_call_id,
-                    requested_at,
-                };
+                let approval = OpenApproval { agent_id, tool_call_id, requested_at };
                 (approval, timeout_ms.max(0) as u64)
             })
             .collect())
@@ -439,11 +424,7 @@ impl EventLog for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         row.map(|(last_seq, event_id, body)| {
-            Ok(StoredSnapshot {
-                last_seq: seq_from_column(last_seq)?,
-                event_id,
-                body,
-            })
+            Ok(StoredSnapshot { last_seq: seq_from_column(last_seq)?, event_id, body })
         })
         .transpose()
     }

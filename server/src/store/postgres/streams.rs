@@ -15,12 +15,10 @@ fn from_row(row: &sqlx::postgres::PgRow) -> Result<StreamRow, StoreError> {
 #[async_trait]
 impl Streams for PgStore {
     async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {STREAM_COLUMNS} FROM streams WHERE path = $1"
-        ))
-        .bind(path)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(&format!("SELECT {STREAM_COLUMNS} FROM streams WHERE path = $1"))
+            .bind(path)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(from_row).transpose()
     }
 

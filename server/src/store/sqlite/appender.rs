@@ -74,18 +74,9 @@ pub(super) struct Setup {
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
     pub(super) fn start(setup: Setup) -> Result<Appender, StoreError> {
-        let Setup {
-            path,
-            busy_timeout_ms,
-            fold_when_idle_ms,
-            wal,
-            index,
-            turns,
-        } = setup;
+        let Setup { path, busy_timeout_ms, fold_when_idle_ms, wal, index, turns } = setup;
         let connection = Connection::open(&path).map_err(sqlite_error)?;
-        connection
-            .busy_timeout(Duration::from_millis(busy_timeout_ms))
-            .map_err(sqlite_error)?;
+        connection.busy_timeout(Duration::from_millis(busy_timeout_ms)).map_err(sqlite_error)?;
         // `temp_store = MEMORY`: a fold's `INSERT … SELECT` keeps a statement journal (to undo
         // the statement alone), which went to a temporary file, a `write` per page.
         connection
@@ -98,12 +89,8 @@ impl Appender {
             .map_err(sqlite_error)?;
         connection.set_prepared_statement_cache_capacity(16);
         let reset_wanted = Arc::new(AtomicBool::new(false));
-        let checkpointer = start_checkpointer(
-            &path,
-            busy_timeout_ms,
-            wal.reset_pages,
-            reset_wanted.clone(),
-        )?;
+        let checkpointer =
+            start_checkpointer(&path, busy_timeout_ms, wal.reset_pages, reset_wanted.clone())?;
         // The rows a stop left in `recent`, listed before the store answers its first read.
         let mut recent = Recent::new(index);
         recent.catch_up(&connection)?;
@@ -157,10 +144,7 @@ impl Appender {
             .map_err(|error| {
                 StoreError::Unavailable(format!("cannot start the append thread: {error}"))
             })?;
-        Ok(Appender {
-            jobs,
-            queue_room: Arc::new(Semaphore::new(APPEND_QUEUE_GROUPS_MAX)),
-        })
+        Ok(Appender { jobs, queue_room: Arc::new(Semaphore::new(APPEND_QUEUE_GROUPS_MAX)) })
     }
 
     pub(super) async fn append(
@@ -168,20 +152,9 @@ impl Appender {
         batches: Vec<AppendBatch>,
     ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
         let stopped = || StoreError::Unavailable("the append thread has stopped".into());
-        let queued = self
-            .queue_room
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| stopped())?;
+        let queued = self.queue_room.clone().acquire_owned().await.map_err(|_| stopped())?;
         let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job {
-                batches,
-                reply,
-                _queued: queued,
-            })
-            .map_err(|_| stopped())?;
+        self.jobs.send(Job { batches, reply, _queued: queued }).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -252,31 +225,23 @@ fn append(
             .map_err(sqlite_error)?;
         for (agent_id, total) in &totals {
             let head: Option<i64> = bump
-                .query_row(params![agent_id.to_string(), *total as i64], |row| {
-                    row.get(0)
-                })
+                .query_row(params![agent_id.to_string(), *total as i64], |row| row.get(0))
                 .optional()
                 .map_err(sqlite_error)?;
             heads.extend(head.map(|head| (*agent_id, head)));
         }
     }
     let mut cursors = SeqCursors::new(&totals, |agent_id| {
-        heads
-            .iter()
-            .find(|(id, _)| *id == agent_id)
-            .map(|(_, head)| *head)
+        heads.iter().find(|(id, _)| *id == agent_id).map(|(_, head)| *head)
     })?;
     let mut rows = OpenChunks::default().take([]);
     let mut committed = Vec::with_capacity(batches.len());
     // Rows this group inserts into `recent`.
     let mut added_rows = 0usize;
     {
-        let mut insert = transaction
-            .prepare_cached(&recent_insert_sql())
-            .map_err(sqlite_error)?;
-        let mut insert_direct = transaction
-            .prepare_cached(&events_upsert_sql())
-            .map_err(sqlite_error)?;
+        let mut insert = transaction.prepare_cached(&recent_insert_sql()).map_err(sqlite_error)?;
+        let mut insert_direct =
+            transaction.prepare_cached(&events_upsert_sql()).map_err(sqlite_error)?;
         let mut write = |row: Written<'_>| {
             let agent_id = match row {
                 Written::Event(event) => event.agent_id,
@@ -354,9 +319,7 @@ fn append(
                             .map_err(sqlite_error)?;
                     }
                     (kind, Some(run_id)) if kind.is_run_end() => {
-                        close
-                            .execute(params![run_id.to_string()])
-                            .map_err(sqlite_error)?;
+                        close.execute(params![run_id.to_string()]).map_err(sqlite_error)?;
                     }
                     _ => {}
                 }
@@ -367,9 +330,7 @@ fn append(
                             .map_err(sqlite_error)?;
                     }
                     (EventKind::ApprovalResponse | EventKind::ToolResult, Some(call_id)) => {
-                        answer
-                            .execute(params![agent_text, call_id])
-                            .map_err(sqlite_error)?;
+                        answer.execute(params![agent_text, call_id]).map_err(sqlite_error)?;
                     }
                     _ => {}
                 }
@@ -437,9 +398,7 @@ fn append(
     recent.seal(&transaction)?;
     if abandoned() {
         // Dropping the transaction rolls it back.
-        return Err(StoreError::Unavailable(
-            "the writer went away before the commit".into(),
-        ));
+        return Err(StoreError::Unavailable("the writer went away before the commit".into()));
     }
     transaction.commit().map_err(sqlite_error)?;
     recent.sealed();

@@ -40,11 +40,7 @@ impl Branches for SqliteStore {
             id: Uuid::new_v4(),
             head_seq: fork_seq,
             created_at: Utc::now(),
-            branch: Some(BranchOrigin {
-                root,
-                parent: source.id,
-                fork_seq,
-            }),
+            branch: Some(BranchOrigin { root, parent: source.id, fork_seq }),
             current_branch: None,
             ..source.clone()
         };

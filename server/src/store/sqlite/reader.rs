@@ -56,10 +56,8 @@ impl Reader {
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        self.decoded(sql, queries, |row, pick, out| {
-            expand(row, pick, |row| row.to_event(), out)
-        })
-        .await
+        self.decoded(sql, queries, |row, pick, out| expand(row, pick, |row| row.to_event(), out))
+            .await
     }
 
     /// Runs `sql` once per set of `queries` on a read connection, `decode` turning each row into
@@ -82,10 +80,7 @@ impl Reader {
         let path = self.path.clone();
         let busy_timeout = Duration::from_millis(self.busy_timeout_ms);
         tokio::task::spawn_blocking(move || {
-            let kept = idle
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .pop();
+            let kept = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
             let connection = match kept {
                 Some(connection) => connection,
                 None => open(&path, busy_timeout)?,
@@ -116,9 +111,7 @@ fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, St
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(sqlite_error)?;
-    connection
-        .busy_timeout(busy_timeout)
-        .map_err(sqlite_error)?;
+    connection.busy_timeout(busy_timeout).map_err(sqlite_error)?;
     connection.set_prepared_statement_cache_capacity(16);
     Ok(connection)
 }
@@ -132,9 +125,7 @@ fn query<T>(
     out: &mut Vec<T>,
 ) -> Result<(), StoreError> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
-    let mut rows = statement
-        .query(params_from_iter(params))
-        .map_err(sqlite_error)?;
+    let mut rows = statement.query(params_from_iter(params)).map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
         if decode(row, pick, out)? {
             break;
@@ -168,8 +159,7 @@ fn blob<'row>(
 }
 
 fn integer(row: &rusqlite::Row<'_>, index: usize) -> Result<i64, StoreError> {
-    row.get(index)
-        .map_err(|error| corrupt(format!("column {index}: {error}")))
+    row.get(index).map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
 fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
@@ -234,9 +224,7 @@ pub(super) fn expand_contents(
         return Err(corrupt("a run row ends before it starts"));
     }
     let from = first_seq.max(since + 1);
-    let wanted = (last_seq + 1)
-        .saturating_sub(from)
-        .min((limit - out.len().min(limit)) as u64);
+    let wanted = (last_seq + 1).saturating_sub(from).min((limit - out.len().min(limit)) as u64);
     match blob(row, 4)? {
         Some(encoded) if stream_message => {
             let count = last_seq - first_seq + 1;

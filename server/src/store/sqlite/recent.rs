@@ -82,9 +82,7 @@ impl RecentIndex {
     /// An `n` at or below the log's first row in `recent` (a rowid range that holds them all).
     pub(super) fn first_row(&self, agent_id: Uuid) -> i64 {
         let committed = self.0.committed.load(Ordering::Acquire);
-        self.lock()
-            .get(&agent_id)
-            .map_or(committed, |first| (*first).min(committed))
+        self.lock().get(&agent_id).map_or(committed, |first| (*first).min(committed))
     }
 
     /// Rows not yet moved into `events`, as of the last commit or step: the backlog that reaches
@@ -106,10 +104,7 @@ impl RecentIndex {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, i64>> {
-        self.0
-            .firsts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0.firsts.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -195,10 +190,7 @@ impl Recent {
     /// A `Recent` that is full at `rows` rows, for tests of what comes then.
     #[cfg(test)]
     pub(super) fn full_at(index: RecentIndex, rows: usize) -> Recent {
-        Recent {
-            hard_rows_max: rows,
-            ..Recent::new(index)
-        }
+        Recent { hard_rows_max: rows, ..Recent::new(index) }
     }
 
     /// Lists the rows of `recent` that are not listed yet: at start, the rows a stop left there;
@@ -281,10 +273,7 @@ impl Recent {
 
     /// Tells the index how many rows are live (for the metrics).
     fn publish(&self) {
-        self.index
-            .0
-            .live_rows
-            .store(self.live_rows, Ordering::Relaxed);
+        self.index.0.live_rows.store(self.live_rows, Ordering::Relaxed);
     }
 
     /// The `n` of the next row a commit inserts for `agent_id`, noted in the index (before the
@@ -311,9 +300,7 @@ impl Recent {
 
     /// Whether the log has rows in `recent` not moved yet (listed ones, failed commits' too).
     pub(super) fn has_live(&self, agent_id: Uuid) -> bool {
-        self.logs
-            .get(&agent_id)
-            .is_some_and(|log| !log.live.is_empty())
+        self.logs.get(&agent_id).is_some_and(|log| !log.live.is_empty())
     }
 
     /// Whether `recent` holds more than it should: a commit then takes a step.
@@ -333,8 +320,7 @@ impl Recent {
 
     /// Whether a step may be taken now (none for a while after one failed).
     pub(super) fn may_step(&self) -> bool {
-        self.retry_at
-            .is_none_or(|at| std::time::Instant::now() >= at)
+        self.retry_at.is_none_or(|at| std::time::Instant::now() >= at)
     }
 
     /// A step failed (its transaction or savepoint rolled back).
@@ -388,19 +374,12 @@ impl Recent {
                 .or_else(|| self.logs.get(agent_id).map(|log| log.moved_through))
                 .unwrap_or(i64::MAX)
         };
-        let deleted = self
-            .listed
-            .iter()
-            .take_while(|(n, agent_id)| *n <= moved_through(agent_id))
-            .count();
+        let deleted =
+            self.listed.iter().take_while(|(n, agent_id)| *n <= moved_through(agent_id)).count();
         if let Some((through, _)) = deleted.checked_sub(1).and_then(|at| self.listed.get(at)) {
             fold::delete_through(connection, *through)?;
         }
-        Ok(Step {
-            moves,
-            deleted,
-            open_after,
-        })
+        Ok(Step { moves, deleted, open_after })
     }
 
     /// A step's transaction committed: its rows are in `events` now, the dead front deleted.

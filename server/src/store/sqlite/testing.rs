@@ -10,9 +10,7 @@ use crate::store::EventLog;
 pub(super) async fn open() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("log.db");
-    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap();
     (directory, path, store)
 }
 
@@ -22,13 +20,9 @@ pub(super) async fn open() -> (tempfile::TempDir, std::path::PathBuf, SqliteStor
 pub(super) async fn open_folding_by_hand() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("log.db");
-    let tuning = Tuning {
-        fold_when_idle_ms: 3_600_000,
-        ..Tuning::default()
-    };
-    let store = SqliteStore::open_tuned(&format!("sqlite://{}", path.display()), tuning)
-        .await
-        .unwrap();
+    let tuning = Tuning { fold_when_idle_ms: 3_600_000, ..Tuning::default() };
+    let store =
+        SqliteStore::open_tuned(&format!("sqlite://{}", path.display()), tuning).await.unwrap();
     (directory, path, store)
 }
 

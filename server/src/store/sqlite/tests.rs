@@ -26,24 +26,16 @@ async fn range_reads_use_the_agent_seq_index() {
         .fetch_all(store.pool())
         .await
         .unwrap();
-    let plan: Vec<String> = rows
-        .iter()
-        .map(|row| row.try_get::<String, _>("detail").unwrap())
-        .collect();
+    let plan: Vec<String> =
+        rows.iter().map(|row| row.try_get::<String, _>("detail").unwrap()).collect();
     let plan = plan.join(" | ");
     assert!(!plan.contains("SCAN"), "{plan}");
     // The log's part walks its key in order (no sort of up to a page of rows); the newest rows'
     // part is a rowid range of the bounded `recent` table, sorted.
     let (log, newest) = plan.split_once("RIGHT").unwrap();
     assert!(log.contains("SEARCH events USING PRIMARY KEY"), "{plan}");
-    assert!(
-        !log.contains("TEMP B-TREE"),
-        "range reads must not sort: {plan}"
-    );
-    assert!(
-        newest.contains("SEARCH recent USING INTEGER PRIMARY KEY (rowid>?)"),
-        "{plan}"
-    );
+    assert!(!log.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
+    assert!(newest.contains("SEARCH recent USING INTEGER PRIMARY KEY (rowid>?)"), "{plan}");
 }
 
 /// The plan SQLite picks for `sql` (with `?1` bound to a run id), as one line.
@@ -66,16 +58,10 @@ async fn plan_of(store: &SqliteStore, sql: &str) -> String {
 async fn run_look_ups_use_the_outline_index_and_the_open_runs() {
     let (_directory, store) = SqliteStore::temporary().await;
     let outline = plan_of(&store, &run_outline_sql()).await;
-    assert!(
-        outline.contains("USING INDEX events_run_outline"),
-        "{outline}"
-    );
+    assert!(outline.contains("USING INDEX events_run_outline"), "{outline}");
     let unfinished = plan_of(&store, &unfinished_runs_sql()).await;
     assert!(unfinished.contains("open_runs"), "{unfinished}");
-    assert!(
-        !unfinished.contains("SCAN events"),
-        "recovery must not walk the log: {unfinished}"
-    );
+    assert!(!unfinished.contains("SCAN events"), "recovery must not walk the log: {unfinished}");
 }
 
 /// The WAL restarts also while reads never stop: subscribers catching up, pages being read.
@@ -91,15 +77,9 @@ async fn the_wal_restarts_while_reads_never_stop() {
     let path = directory.path().join("test.db");
     let url = format!("sqlite://{}", path.display());
     let store = Arc::new(
-        SqliteStore::open_tuned(
-            &url,
-            Tuning {
-                wal_reset_pages: RESET_PAGES,
-                ..Tuning::default()
-            },
-        )
-        .await
-        .unwrap(),
+        SqliteStore::open_tuned(&url, Tuning { wal_reset_pages: RESET_PAGES, ..Tuning::default() })
+            .await
+            .unwrap(),
     );
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let draft = || {
@@ -126,16 +106,11 @@ async fn the_wal_restarts_while_reads_never_stop() {
     for reader in readers {
         reader.await.unwrap();
     }
-    let wal_bytes = std::fs::metadata(directory.path().join("test.db-wal"))
-        .unwrap()
-        .len();
+    let wal_bytes = std::fs::metadata(directory.path().join("test.db-wal")).unwrap().len();
     // 20 000 events went through the WAL, ~50 MB with its index pages: it grew to that
     // before; restarted every RESET_PAGES it stays near its size at the first restart
     // (~7 MB: the checkpointer looks every 200 ms, and this append loop is fast).
-    assert!(
-        wal_bytes < 16 * 1024 * 1024,
-        "the WAL grew to {wal_bytes} bytes"
-    );
+    assert!(wal_bytes < 16 * 1024 * 1024, "the WAL grew to {wal_bytes} bytes");
 }
 
 /// Writes beside the log (a new agent, a fork, a run's key: statements on the pool) get their
@@ -149,10 +124,7 @@ async fn writes_beside_the_log_get_their_turn_while_appends_never_pause() {
     use std::sync::Arc;
     let directory = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", directory.path().join("test.db").display());
-    let tuning = Tuning {
-        busy_timeout_ms: 1_000,
-        ..Tuning::default()
-    };
+    let tuning = Tuning { busy_timeout_ms: 1_000, ..Tuning::default() };
     let store = Arc::new(SqliteStore::open_tuned(&url, tuning).await.unwrap());
     let mut agents = Vec::new();
     for _ in 0..16 {
@@ -194,11 +166,7 @@ async fn writes_beside_the_log_get_their_turn_while_appends_never_pause() {
             refused.push(error.to_string());
         }
     }
-    assert_eq!(
-        refused,
-        Vec::<String>::new(),
-        "agents not created beside the appends"
-    );
+    assert_eq!(refused, Vec::<String>::new(), "agents not created beside the appends");
 }
 
 /// Stream messages as one append makes them: consecutive ids, one block, JSON texts.
@@ -242,10 +210,7 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        assert!(
-            !moved || store.backlog_rows() == Some(0),
-            "the rows were moved"
-        );
+        assert!(!moved || store.backlog_rows() == Some(0), "the rows were moved");
         let read = store.read_contents(agent.id, 0, 10).await.unwrap();
         assert_eq!(read.len(), 4);
         assert_eq!(&*read[1].json, r#"{"b":2}"#);
@@ -261,10 +226,7 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
         for since in [0, 3] {
             let error = store.read_contents(agent.id, since, 10).await.unwrap_err();
             assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
-            let error = store
-                .read_events_json(agent.id, since, 10)
-                .await
-                .unwrap_err();
+            let error = store.read_events_json(agent.id, since, 10).await.unwrap_err();
             assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
         }
         // The messages before the damage still read.

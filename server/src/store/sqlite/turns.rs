@@ -46,11 +46,7 @@ impl WriteTurns {
         if self.0.waiting.load(Ordering::Acquire) == 0 {
             return;
         }
-        let guard = self
-            .0
-            .lock
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let guard = self.0.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let _ = self.0.done.wait_timeout_while(
             guard,
             Duration::from_millis(POOL_WRITE_TURN_MS_MAX),
@@ -63,11 +59,7 @@ impl Drop for Turn<'_> {
     fn drop(&mut self) {
         if self.0.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Under the lock, so the append thread cannot miss it between its look and its wait.
-            let _guard = self
-                .0
-                .lock
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let _guard = self.0.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             self.0.done.notify_all();
         }
     }

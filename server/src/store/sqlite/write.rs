@@ -47,9 +47,7 @@ fn execute(
     n: Option<i64>,
 ) -> Result<(), StoreError> {
     for (index, value) in columns.into_iter().enumerate() {
-        insert
-            .raw_bind_parameter(index + 1, value)
-            .map_err(sqlite_error)?;
+        insert.raw_bind_parameter(index + 1, value).map_err(sqlite_error)?;
     }
     if let Some(n) = n {
         insert.raw_bind_parameter(19, n).map_err(sqlite_error)?;
@@ -69,10 +67,7 @@ pub(super) fn write_event(
     let bytes = content.len() + delta.as_ref().map_or(0, String::len);
     let agent_id = event.agent_id.to_string();
     let (seq, created_at) = (event.seq as i64, chunk::time_nanos(event.created_at)?);
-    let (raw, metadata) = (
-        event.raw.as_ref().map(json_text),
-        json_text(&event.metadata),
-    );
+    let (raw, metadata) = (event.raw.as_ref().map(json_text), json_text(&event.metadata));
     let none: Option<&[u8]> = None;
     execute(
         insert,
@@ -113,10 +108,7 @@ pub(super) fn write_chunk(
     let bytes = content.len() + chunk.delta_column().map_or(0, str::len) + chunk.pieces.len();
     let agent_id = head.agent_id.to_string();
     let (first_seq, last_seq) = (head.seq as i64, chunk.last_seq as i64);
-    let (metadata, created_at) = (
-        json_text(&head.metadata),
-        chunk::time_nanos(head.created_at)?,
-    );
+    let (metadata, created_at) = (json_text(&head.metadata), chunk::time_nanos(head.created_at)?);
     let none: Option<&str> = None;
     execute(
         insert,

@@ -22,10 +22,8 @@ pub fn snapshot(timeline: &Timeline) -> Vec<Value> {
     for run in timeline.runs() {
         let in_flight = run.status == RunStatus::Running;
         let mut run_messages = Builder::default();
-        for message in timeline
-            .messages()
-            .iter()
-            .filter(|message| message.run_id == Some(run.run_id))
+        for message in
+            timeline.messages().iter().filter(|message| message.run_id == Some(run.run_id))
         {
             if message.kind == EventKind::User {
                 let id = client_message_id(message);
@@ -91,17 +89,14 @@ impl Builder {
                     (None, Some(input)) if finished => input.to_string(),
                     _ => String::new(),
                 };
-                self.complete
-                    .insert(tool_call_id.to_owned(), streamed.is_some() || finished);
+                self.complete.insert(tool_call_id.to_owned(), streamed.is_some() || finished);
                 let call = json!({
                     "id": tool_call_id,
                     "type": "function",
                     "function": { "name": text_of(content, "name"), "arguments": arguments },
                 });
-                let parent = self
-                    .step_parent
-                    .get_or_insert_with(|| tool_call_id.to_owned())
-                    .clone();
+                let parent =
+                    self.step_parent.get_or_insert_with(|| tool_call_id.to_owned()).clone();
                 let holder = out
                     .iter()
                     .position(|held| held["id"] == parent.as_str() && held["role"] == "assistant");

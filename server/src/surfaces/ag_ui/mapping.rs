@@ -104,18 +104,12 @@ impl EventMapper {
             EventKind::ToolCall => self.tool_call(event, &mut out),
             EventKind::ToolResult => self.tool_result(event, &mut out),
             EventKind::ApprovalResponse => {
-                self.answered
-                    .insert(text_of(&event.content, "tool_call_id"));
+                self.answered.insert(text_of(&event.content, "tool_call_id"));
             }
             EventKind::Usage => self.usage = Some(event.content.clone()),
             EventKind::Error => {
-                let text = |key: &str| {
-                    event
-                        .content
-                        .get(key)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                };
+                let text =
+                    |key: &str| event.content.get(key).and_then(Value::as_str).map(str::to_owned);
                 if let Some(message) = text("message") {
                     self.error = Some((message, text("type")));
                 }
@@ -138,12 +132,7 @@ impl EventMapper {
             self.steps += 1;
             self.step.begin();
             self.step_parent = None;
-            out.push((
-                event.seq,
-                AgUiEvent::StepStarted {
-                    step_name: self.step_name(),
-                },
-            ));
+            out.push((event.seq, AgUiEvent::StepStarted { step_name: self.step_name() }));
         }
         self.step.notes_text(is_text, event.block_id);
     }
@@ -154,12 +143,7 @@ impl EventMapper {
                 out.push((seq, AgUiEvent::TextMessageEnd { message_id }));
             }
             Some(Open::Reasoning(message_id)) => {
-                out.push((
-                    seq,
-                    AgUiEvent::ReasoningMessageEnd {
-                        message_id: message_id.clone(),
-                    },
-                ));
+                out.push((seq, AgUiEvent::ReasoningMessageEnd { message_id: message_id.clone() }));
                 out.push((seq, AgUiEvent::ReasoningEnd { message_id }));
             }
             None => {}
@@ -172,24 +156,14 @@ impl EventMapper {
         open.sort_by(|a, b| a.tool_call_id.cmp(&b.tool_call_id));
         for call in open {
             call.ended = true;
-            out.push((
-                seq,
-                AgUiEvent::ToolCallEnd {
-                    tool_call_id: call.tool_call_id.clone(),
-                },
-            ));
+            out.push((seq, AgUiEvent::ToolCallEnd { tool_call_id: call.tool_call_id.clone() }));
         }
     }
 
     fn close_step(&mut self, seq: u64, out: &mut Vec<Tagged>) {
         self.close_part(seq, out);
         if self.step.close() {
-            out.push((
-                seq,
-                AgUiEvent::StepFinished {
-                    step_name: self.step_name(),
-                },
-            ));
+            out.push((seq, AgUiEvent::StepFinished { step_name: self.step_name() }));
         }
     }
 
@@ -218,9 +192,7 @@ impl EventMapper {
                 Open::Reasoning(_) => {
                     out.push((
                         event.seq,
-                        AgUiEvent::ReasoningStart {
-                            message_id: message_id.clone(),
-                        },
+                        AgUiEvent::ReasoningStart { message_id: message_id.clone() },
                     ));
                     out.push((
                         event.seq,
@@ -239,14 +211,10 @@ impl EventMapper {
         out.push((
             event.seq,
             match wanted {
-                Open::Text(_) => AgUiEvent::TextMessageContent {
-                    message_id,
-                    delta: piece,
-                },
-                Open::Reasoning(_) => AgUiEvent::ReasoningMessageContent {
-                    message_id,
-                    delta: piece,
-                },
+                Open::Text(_) => AgUiEvent::TextMessageContent { message_id, delta: piece },
+                Open::Reasoning(_) => {
+                    AgUiEvent::ReasoningMessageContent { message_id, delta: piece }
+                }
             },
         ));
     }
@@ -275,11 +243,7 @@ impl EventMapper {
                 }
                 self.calls.insert(
                     message,
-                    Call {
-                        tool_call_id: tool_call_id.clone(),
-                        args_sent: false,
-                        ended: false,
-                    },
+                    Call { tool_call_id: tool_call_id.clone(), args_sent: false, ended: false },
                 );
                 out.push((
                     event.seq,
@@ -335,12 +299,7 @@ impl EventMapper {
                 },
             ));
         }
-        out.push((
-            seq,
-            AgUiEvent::ToolCallEnd {
-                tool_call_id: call.tool_call_id.clone(),
-            },
-        ));
+        out.push((seq, AgUiEvent::ToolCallEnd { tool_call_id: call.tool_call_id.clone() }));
     }
 
     fn tool_result(&mut self, event: &AgentEvent, out: &mut Vec<Tagged>) {
@@ -389,15 +348,10 @@ impl EventMapper {
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                let code = event
-                    .content
-                    .pointer("/error/type")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let (fallback, fallback_code) = self
-                    .error
-                    .take()
-                    .unwrap_or_else(|| ("the run failed".to_owned(), None));
+                let code =
+                    event.content.pointer("/error/type").and_then(Value::as_str).map(str::to_owned);
+                let (fallback, fallback_code) =
+                    self.error.take().unwrap_or_else(|| ("the run failed".to_owned(), None));
                 out.push((
                     seq,
                     AgUiEvent::RunError {

@@ -77,16 +77,14 @@ fn cursor(headers: &HeaderMap, query: &CursorQuery) -> Result<Option<FrameId>, A
     }
     match &query.after_seq {
         None => Ok(None),
-        Some(text) => text
-            .trim()
-            .parse::<u64>()
-            .map(|seq| Some(FrameId { seq, index: None }))
-            .map_err(|_| {
+        Some(text) => {
+            text.trim().parse::<u64>().map(|seq| Some(FrameId { seq, index: None })).map_err(|_| {
                 ApiError::bad_request(
                     "invalid_cursor",
                     "after_seq must be a seq (a whole number) this stream sent",
                 )
-            }),
+            })
+        }
     }
 }
 
@@ -126,21 +124,16 @@ pub async fn run(
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let agent_id = match answering {
         // Only a thread that has run can have an interrupt (or a tool call) to answer.
-        true => chat_log(&state, &caller, &request.thread, false)
-            .await?
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "unknown_thread",
-                    format!(
-                        "thread {} has no runs: there is no interrupt to answer",
-                        request.thread
-                    ),
-                )
-            })?,
-        false => chat_log(&state, &caller, &request.thread, true)
-            .await?
-            .expect("created when missing"),
+        true => chat_log(&state, &caller, &request.thread, false).await?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_thread",
+                format!("thread {} has no runs: there is no interrupt to answer", request.thread),
+            )
+        })?,
+        false => {
+            chat_log(&state, &caller, &request.thread, true).await?.expect("created when missing")
+        }
     };
     let mut client = request.recorded.clone().unwrap_or_else(|| json!({}));
     if let Some(client_run_id) = &request.client_run_id {
@@ -177,10 +170,7 @@ pub async fn run(
                     output: None,
                 })
                 .collect();
-            state
-                .starter
-                .answer_approvals(agent_id, decisions, options)
-                .await
+            state.starter.answer_approvals(agent_id, decisions, options).await
         }
         // The client's tools' results: the run that goes on with them.
         None if !request.tool_results.is_empty() => {
@@ -193,26 +183,17 @@ pub async fn run(
                     "the tool messages answer no call that waits for the client",
                 ));
             }
-            state
-                .starter
-                .answer_approvals(agent_id, decisions, options)
-                .await
+            state.starter.answer_approvals(agent_id, decisions, options).await
         }
         None => {
             let key = format!("{MESSAGE_KEY_PREFIX}{}", request.message_id);
-            state
-                .starter
-                .start_run(agent_id, request.text, Some(&key), options)
-                .await
+            state.starter.start_run(agent_id, request.text, Some(&key), options).await
         }
     };
     if let Some(alias) = &alias {
         // The alias was claimed for a run that did not start (refused, or the message's first
         // request had started another): give it back.
-        if started
-            .as_ref()
-            .map_or(true, |started| started.run_id != run_id)
-        {
+        if started.as_ref().map_or(true, |started| started.run_id != run_id) {
             state.store.release_run_key(agent_id, alias).await?;
         }
     }
@@ -235,14 +216,7 @@ pub async fn run(
         replay_through: None,
     };
     let events = stream::feed(&state, agent_id, started.run_id, after_seq, plan);
-    Ok(stream::sse_response(
-        &state,
-        Some(agent_id),
-        Some(started.run_id),
-        &thread_id,
-        events,
-        slot,
-    ))
+    Ok(stream::sse_response(&state, Some(agent_id), Some(started.run_id), &thread_id, events, slot))
 }
 
 /// Ties the client's run id to run `run_id` (an idempotency key of its own). Refused with 409
@@ -346,14 +320,7 @@ pub async fn connect(
         snapshot,
     };
     let events = stream::feed(&state, agent_id, run_id, start - 1, plan);
-    Ok(stream::sse_response(
-        &state,
-        Some(agent_id),
-        Some(run_id),
-        &thread_id,
-        events,
-        slot,
-    ))
+    Ok(stream::sse_response(&state, Some(agent_id), Some(run_id), &thread_id, events, slot))
 }
 
 /// The newest run of the agent's log, if any.
@@ -369,10 +336,8 @@ fn idle(
     head: u64,
     snapshot: Option<Vec<Value>>,
 ) -> Vec<stream::Framed> {
-    let mut events = vec![AgUiEvent::RunStarted {
-        thread_id: thread_id.to_owned(),
-        run_id: run_id.clone(),
-    }];
+    let mut events =
+        vec![AgUiEvent::RunStarted { thread_id: thread_id.to_owned(), run_id: run_id.clone() }];
     if let Some(messages) = snapshot {
         events.push(AgUiEvent::MessagesSnapshot { messages });
     }

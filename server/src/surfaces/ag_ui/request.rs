@@ -79,9 +79,7 @@ pub struct ResumeAnswer {
 fn resume_answers(resume: &Value) -> Result<Vec<ResumeAnswer>, ApiError> {
     match resume.as_array() {
         Some(entries) if !entries.is_empty() => entries.iter().map(resume_answer).collect(),
-        _ => Err(refused(
-            "resume must be a list of answers to the thread's interrupts",
-        )),
+        _ => Err(refused("resume must be a list of answers to the thread's interrupts")),
     }
 }
 
@@ -99,23 +97,13 @@ fn resume_answer(entry: &Value) -> Result<ResumeAnswer, ApiError> {
             None | Some(Value::Null) => true,
             Some(Value::Bool(approved)) => *approved,
             Some(other) => {
-                return Err(refused(format!(
-                    "payload.approved must be true or false, not {other}"
-                )))
+                return Err(refused(format!("payload.approved must be true or false, not {other}")))
             }
         },
         Some("cancelled") => false,
-        _ => {
-            return Err(refused(
-                "a resume entry's status must be \"resolved\" or \"cancelled\"",
-            ))
-        }
+        _ => return Err(refused("a resume entry's status must be \"resolved\" or \"cancelled\"")),
     };
-    Ok(ResumeAnswer {
-        interrupt_id: interrupt_id.to_owned(),
-        approve,
-        reason,
-    })
+    Ok(ResumeAnswer { interrupt_id: interrupt_id.to_owned(), approve, reason })
 }
 
 fn refused(message: impl Into<String>) -> ApiError {
@@ -277,10 +265,7 @@ fn tool_results(messages: &[&RawValue]) -> Result<Vec<ToolOutput>, ApiError> {
             (_, Some(content @ Value::String(_))) => Ok(content.clone()),
             _ => return Err(refused("a tool message needs its content as a string")),
         };
-        results.push(ToolOutput {
-            tool_call_id: id.to_owned(),
-            output,
-        });
+        results.push(ToolOutput { tool_call_id: id.to_owned(), output });
     }
     results.reverse();
     Ok(results)
@@ -307,9 +292,7 @@ fn user_text(message: &Value) -> Result<String, ApiError> {
             }
             Ok(texts.join("\n"))
         }
-        _ => Err(refused(
-            "a user message needs content: a string or text parts",
-        )),
+        _ => Err(refused("a user message needs content: a string or text parts")),
     }
 }
 
@@ -322,9 +305,7 @@ mod resume_tests {
 
     fn read(body: Value) -> Result<Option<Vec<ResumeAnswer>>, String> {
         let body: RunBody = serde_json::from_value(body).map_err(|error| error.to_string())?;
-        body.read()
-            .map(|request| request.resume)
-            .map_err(|error| error.message)
+        body.read().map(|request| request.resume).map_err(|error| error.message)
     }
 
     #[test]
@@ -355,14 +336,8 @@ mod resume_tests {
         let refusals = [
             (json!([]), "resume must be a list"),
             (json!({ "interruptId": "c1" }), "resume must be a list"),
-            (
-                json!([{ "status": "resolved" }]),
-                "a resume entry needs its interruptId",
-            ),
-            (
-                json!([{ "interruptId": "c1", "status": "maybe" }]),
-                "a resume entry's status",
-            ),
+            (json!([{ "status": "resolved" }]), "a resume entry needs its interruptId"),
+            (json!([{ "interruptId": "c1", "status": "maybe" }]), "a resume entry's status"),
             (
                 json!([{ "interruptId": "c1", "status": "resolved", "payload": { "approved": "yes" } }]),
                 "payload.approved must be true or false",

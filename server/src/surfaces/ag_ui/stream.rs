@@ -52,12 +52,7 @@ pub(super) fn feed(
     plan: Plan,
 ) -> mpsc::Receiver<Result<Framed, FollowError>> {
     let mut mapper = EventMapper::new(plan.thread_id, plan.client_run_id);
-    let Plan {
-        cursor,
-        mut snapshot,
-        replay_through,
-        ..
-    } = plan;
+    let Plan { cursor, mut snapshot, replay_through, .. } = plan;
     let mut replayed: Vec<Framed> = Vec::new();
     let at = RunCursor::new(agent_id, run_id, after_seq);
     let log = (state.store.clone(), state.hub.clone());
@@ -79,9 +74,7 @@ pub(super) fn feed(
             // Merged as they come: the catch-up holds about one event per message, however
             // long the run was.
             Some(through) if event.seq < through && !event.kind.is_run_end() => {
-                framed
-                    .into_iter()
-                    .for_each(|item| compact_into(&mut replayed, item));
+                framed.into_iter().for_each(|item| compact_into(&mut replayed, item));
                 Vec::new()
             }
             _ => {
@@ -164,10 +157,7 @@ pub(super) fn sse_response(
         }
         let broken = |streaming: &mut Streaming, message: String, code: &str| {
             streaming.finished = true;
-            let event = AgUiEvent::RunError {
-                message,
-                code: Some(code.to_owned()),
-            };
+            let event = AgUiEvent::RunError { message, code: Some(code.to_owned()) };
             let value = serde_json::to_value(&event).expect("events serialize");
             Event::default().data(value.to_string())
         };
@@ -205,10 +195,7 @@ mod tests {
 
     fn mapped(events: &[app::AgentEvent]) -> Vec<Framed> {
         let mut mapper = EventMapper::new("t".into(), "r".into());
-        events
-            .iter()
-            .flat_map(|event| frames(mapper.push(event), FrameId::default()))
-            .collect()
+        events.iter().flat_map(|event| frames(mapper.push(event), FrameId::default())).collect()
     }
 
     /// A replay shows each message's text so far at once, in the same order, and ends where
@@ -217,10 +204,7 @@ mod tests {
     fn a_compacted_replay_says_the_same_in_fewer_events() {
         let whole = mapped(&tool_run().0);
         let mut compacted = Vec::new();
-        whole
-            .iter()
-            .cloned()
-            .for_each(|item| compact_into(&mut compacted, item));
+        whole.iter().cloned().for_each(|item| compact_into(&mut compacted, item));
         assert!(compacted.len() < whole.len());
         assert_eq!(compacted.last().unwrap().0, whole.last().unwrap().0);
         let text = |framed: &[Framed]| -> String {

@@ -12,13 +12,8 @@ use super::mapping::AgUiEvent;
 /// CONTENT, ARGS and END only inside an open START of the same id; no START twice while open;
 /// `RUN_FINISHED` only with nothing open; nothing after `RUN_FINISHED` or `RUN_ERROR`.
 pub fn verify(events: &[AgUiEvent], ended: bool) -> Result<(), String> {
-    let (mut text, mut reasoning, mut spans, mut calls, mut steps) = (
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-    );
+    let (mut text, mut reasoning, mut spans, mut calls, mut steps) =
+        (HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new());
     let mut finished = false;
     for (index, event) in events.iter().enumerate() {
         let json = serde_json::to_value(event).map_err(|error| error.to_string())?;
@@ -52,9 +47,7 @@ pub fn verify(events: &[AgUiEvent], ended: bool) -> Result<(), String> {
             AgUiEvent::StepFinished { step_name } => steps.remove(step_name.as_str()),
             AgUiEvent::RunFinished { .. } => {
                 finished = true;
-                [&text, &reasoning, &spans, &calls, &steps]
-                    .iter()
-                    .all(|open| open.is_empty())
+                [&text, &reasoning, &spans, &calls, &steps].iter().all(|open| open.is_empty())
             }
             AgUiEvent::RunError { .. } => {
                 finished = true;

@@ -38,9 +38,8 @@ struct Turn {
 pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
     let mut turns: Vec<Turn> = Vec::new();
     for run in timeline.runs() {
-        let continued = run
-            .continues
-            .filter(|root| turns.last().is_some_and(|turn| turn.root == *root));
+        let continued =
+            run.continues.filter(|root| turns.last().is_some_and(|turn| turn.root == *root));
         let (mut builder, mut user, root) = match continued {
             Some(root) => {
                 let turn = turns.pop().expect("the turn continued");
@@ -52,10 +51,8 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
             None => (Assistant::default(), None, run.run_id),
         };
         let new_user = continued.is_none();
-        for message in timeline
-            .messages()
-            .iter()
-            .filter(|message| message.run_id == Some(run.run_id))
+        for message in
+            timeline.messages().iter().filter(|message| message.run_id == Some(run.run_id))
         {
             match message.kind {
                 EventKind::User if new_user && user.is_none() => user = Some(user_message(message)),
@@ -94,42 +91,21 @@ pub fn ui_messages(agent_id: Uuid, timeline: &Timeline) -> Vec<Value> {
             })
         });
         if continued.is_some() {
-            turns.push(Turn {
-                user,
-                assistant,
-                root,
-                builder,
-            });
+            turns.push(Turn { user, assistant, root, builder });
             continue;
         }
         let regenerates = match (&user, turns.last()) {
-            (
-                Some((id, _)),
-                Some(Turn {
-                    user: Some((previous, _)),
-                    ..
-                }),
-            ) => id == previous,
+            (Some((id, _)), Some(Turn { user: Some((previous, _)), .. })) => id == previous,
             _ => false,
         };
         if regenerates {
             turns.pop();
         }
-        turns.push(Turn {
-            user,
-            assistant,
-            root,
-            builder,
-        });
+        turns.push(Turn { user, assistant, root, builder });
     }
     turns
         .into_iter()
-        .flat_map(|turn| {
-            turn.user
-                .map(|(_, message)| message)
-                .into_iter()
-                .chain(turn.assistant)
-        })
+        .flat_map(|turn| turn.user.map(|(_, message)| message).into_iter().chain(turn.assistant))
         .collect()
 }
 
@@ -237,10 +213,7 @@ impl Assistant {
         };
         self.steps.result();
         let part = self.parts[index].as_object_mut().expect("a tool part");
-        if part
-            .get("approval")
-            .and_then(|approval| approval.get("approved"))
-            == Some(&json!(false))
+        if part.get("approval").and_then(|approval| approval.get("approved")) == Some(&json!(false))
         {
             part.insert("state".into(), json!("output-denied"));
             return;

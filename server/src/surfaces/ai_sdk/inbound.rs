@@ -105,10 +105,7 @@ impl Inbound {
         if !chunk.is_object() {
             return Err("a chunk must be a JSON object".into());
         }
-        let kind = chunk
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or("a chunk needs a type")?;
+        let kind = chunk.get("type").and_then(Value::as_str).ok_or("a chunk needs a type")?;
         if self.ended {
             return Err(format!("{kind} after the stream's finish"));
         }
@@ -158,11 +155,7 @@ impl Inbound {
                     return Ok(out);
                 }
                 let block = *self.step_block.get_or_insert_with(Uuid::new_v4);
-                let mut piece = event(if kind == "text-delta" {
-                    "text"
-                } else {
-                    "thinking"
-                });
+                let mut piece = event(if kind == "text-delta" { "text" } else { "thinking" });
                 piece.message_id = Some(message);
                 piece.block_id = Some(block);
                 piece.delta = Some(json!(delta));
@@ -179,9 +172,7 @@ impl Inbound {
                 let call = id_field(chunk, "toolCallId")?;
                 let piece = text_field(chunk, "inputTextDelta")?;
                 if !self.calls.contains_key(call) {
-                    return Err(format!(
-                        "tool-input-delta of call {call:?}, which did not start"
-                    ));
+                    return Err(format!("tool-input-delta of call {call:?}, which did not start"));
                 }
                 if !piece.is_empty() {
                     let mut delta = event("tool_call");
@@ -231,9 +222,8 @@ impl Inbound {
             }
             "finish" => {
                 self.ended = true;
-                let usage = chunk
-                    .pointer("/messageMetadata/usage")
-                    .filter(|usage| usage.is_object());
+                let usage =
+                    chunk.pointer("/messageMetadata/usage").filter(|usage| usage.is_object());
                 if let Some(usage) = usage {
                     let mut reported = event("usage");
                     reported.content = Some(usage.clone());
@@ -249,10 +239,8 @@ impl Inbound {
                         end
                     }
                     None => {
-                        let reason = chunk
-                            .get("finishReason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("end_turn");
+                        let reason =
+                            chunk.get("finishReason").and_then(Value::as_str).unwrap_or("end_turn");
                         let mut end = event("run_completed");
                         end.content = Some(json!({ "stop_reason": reason }));
                         end
@@ -291,10 +279,7 @@ impl Inbound {
     fn known_call<'a>(&self, chunk: &'a Value) -> Result<&'a str, String> {
         let call = id_field(chunk, "toolCallId")?;
         if !self.calls.contains_key(call) {
-            return Err(format!(
-                "{} of call {call:?}, which did not start",
-                chunk_type(chunk)
-            ));
+            return Err(format!("{} of call {call:?}, which did not start", chunk_type(chunk)));
         }
         Ok(call)
     }

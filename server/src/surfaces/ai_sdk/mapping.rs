@@ -170,13 +170,7 @@ impl ChunkMapper {
                 .unwrap_or_default();
             let metadata =
                 json!({ "agent_id": event.agent_id, "run_id": event.run_id, "seq": seq });
-            out.push((
-                seq,
-                Chunk::Start {
-                    message_id,
-                    message_metadata: Some(metadata),
-                },
-            ));
+            out.push((seq, Chunk::Start { message_id, message_metadata: Some(metadata) }));
             return out;
         }
         match event.kind {
@@ -186,18 +180,14 @@ impl ChunkMapper {
             EventKind::ApprovalRequested => self.approval_request(event, &mut out),
             EventKind::ApprovalResponse => {
                 let approved = event.content.get("approve").and_then(Value::as_bool) == Some(true);
-                self.answered
-                    .insert(text_of(&event.content, "tool_call_id"), approved);
+                self.answered.insert(text_of(&event.content, "tool_call_id"), approved);
             }
             EventKind::Usage => {
                 self.usage = Some(event.content.clone());
             }
             EventKind::Error => {
-                self.error = event
-                    .content
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
+                self.error =
+                    event.content.get("message").and_then(Value::as_str).map(str::to_owned);
             }
             kind if kind.is_run_end() => self.run_end(event, &mut out),
             _ => {}
@@ -277,8 +267,7 @@ impl ChunkMapper {
                 self.enter_step(event, out);
                 self.close_part(event.seq, out);
                 self.calls_started.insert(tool_call_id.clone());
-                self.call_names
-                    .insert(message, (tool_call_id.clone(), tool_name.clone()));
+                self.call_names.insert(message, (tool_call_id.clone(), tool_name.clone()));
                 if event.content.get("client").and_then(Value::as_bool) == Some(true) {
                     self.client_calls.insert(tool_call_id.clone());
                 }
@@ -349,10 +338,7 @@ impl ChunkMapper {
         }
         out.push((
             event.seq,
-            Chunk::ToolApprovalRequest {
-                approval_id: tool_call_id.clone(),
-                tool_call_id,
-            },
+            Chunk::ToolApprovalRequest { approval_id: tool_call_id.clone(), tool_call_id },
         ));
     }
 
@@ -385,10 +371,7 @@ impl ChunkMapper {
                 self.close_part(event.seq, out);
                 self.outputs.insert(tool_call_id.clone());
                 let dynamic = self.dynamic(&tool_call_id);
-                out.push((
-                    event.seq,
-                    output_chunk(event, tool_call_id, approved, dynamic),
-                ));
+                out.push((event.seq, output_chunk(event, tool_call_id, approved, dynamic)));
             }
             return; // otherwise the client would reject an output for a part it does not hold
         }
@@ -422,19 +405,9 @@ impl ChunkMapper {
                 .map(str::to_owned)
                 .or(self.error.take())
                 .unwrap_or_else(|| "the run failed".to_owned());
-            out.push((
-                event.seq,
-                Chunk::Error {
-                    error_text: message,
-                },
-            ));
+            out.push((event.seq, Chunk::Error { error_text: message }));
         }
-        out.push((
-            event.seq,
-            Chunk::Finish {
-                message_metadata: metadata,
-            },
-        ));
+        out.push((event.seq, Chunk::Finish { message_metadata: metadata }));
     }
 }
 
@@ -452,11 +425,7 @@ fn output_chunk(event: &AgentEvent, tool_call_id: String, approved: bool, dynami
             },
             dynamic,
         },
-        (true, false) => Chunk::ToolOutputAvailable {
-            tool_call_id,
-            output: result,
-            dynamic,
-        },
+        (true, false) => Chunk::ToolOutputAvailable { tool_call_id, output: result, dynamic },
     }
 }
 

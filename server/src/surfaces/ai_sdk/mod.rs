@@ -98,14 +98,9 @@ pub async fn chat(
         return answer_approvals(state, &caller, request, slot).await;
     }
     // Only a submit gives a new chat its agent: a regenerate of nothing writes nothing.
-    let log = chat_log(
-        &state,
-        &caller,
-        &request.chat,
-        request.trigger == Trigger::Submit,
-    )
-    .await?
-    .ok_or_else(nothing_to_regenerate)?;
+    let log = chat_log(&state, &caller, &request.chat, request.trigger == Trigger::Submit)
+        .await?
+        .ok_or_else(nothing_to_regenerate)?;
     let timeline = fold_log(state.store.as_ref(), &state.snapshots, log).await?;
     // An edit or a regenerate replaces a turn: its run goes on a branch forked just before
     // that turn, and the turn as it was stays on its own line.
@@ -158,13 +153,7 @@ fn stream_run(
     at: RunCursor,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Response {
-    let chunks = stream::feed(
-        state,
-        at.agent_id,
-        at.run_id,
-        at.after_seq,
-        Default::default(),
-    );
+    let chunks = stream::feed(state, at.agent_id, at.run_id, at.after_seq, Default::default());
     stream::sse_response(state, &chat.to_string(), chunks, slot)
 }
 
@@ -177,18 +166,13 @@ async fn answer_approvals(
     request: request::ChatRequest,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Response, ApiError> {
-    let agent_id = chat_log(&state, caller, &request.chat, false)
-        .await?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown_chat",
-                format!(
-                    "chat {} has no messages: there is no approval to answer",
-                    request.chat
-                ),
-            )
-        })?;
+    let agent_id = chat_log(&state, caller, &request.chat, false).await?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_chat",
+            format!("chat {} has no messages: there is no approval to answer", request.chat),
+        )
+    })?;
     let mut decisions: Vec<ApprovalDecision> = request
         .approvals
         .iter()
@@ -217,10 +201,7 @@ async fn answer_approvals(
         client_tools: request.client_tools,
         ..RunOptions::default()
     };
-    let started = state
-        .starter
-        .answer_approvals(agent_id, decisions, options)
-        .await?;
+    let started = state.starter.answer_approvals(agent_id, decisions, options).await?;
     let after_seq = started.after_seq.unwrap_or_default();
     let at = RunCursor::new(agent_id, started.run_id, after_seq);
     Ok(stream_run(&state, &request.chat, at, slot))

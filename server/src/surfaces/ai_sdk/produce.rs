@@ -50,9 +50,7 @@ fn user_text(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         )
     };
     let encoded = value.to_str().map_err(|_| bad())?;
-    let text = percent_encoding::percent_decode_str(encoded)
-        .decode_utf8()
-        .map_err(|_| bad())?;
+    let text = percent_encoding::percent_decode_str(encoded).decode_utf8().map_err(|_| bad())?;
     if text.len() > RUN_CONTENT_BYTES_MAX {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -70,12 +68,9 @@ fn producer_of(headers: &HeaderMap) -> Result<(ProducerHeaders, bool), ApiError>
         .iter()
         .any(|name| headers.contains_key(*name));
     if given {
-        let parsed = ProducerHeaders::parse(
-            get("producer-id"),
-            get("producer-epoch"),
-            get("producer-seq"),
-        )
-        .map_err(|message| ApiError::bad_request("invalid_producer_headers", message))?;
+        let parsed =
+            ProducerHeaders::parse(get("producer-id"), get("producer-epoch"), get("producer-seq"))
+                .map_err(|message| ApiError::bad_request("invalid_producer_headers", message))?;
         return Ok((parsed, true));
     }
     // Milliseconds since the epoch, and above the last one this process gave: each request has
@@ -84,15 +79,9 @@ fn producer_of(headers: &HeaderMap) -> Result<(ProducerHeaders, bool), ApiError>
     static LAST_EPOCH: AtomicU64 = AtomicU64::new(0);
     let now = chrono::Utc::now().timestamp_millis().max(0) as u64;
     let epoch = LAST_EPOCH
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-            Some(now.max(last + 1))
-        })
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(now.max(last + 1)))
         .map_or(now, |last| now.max(last + 1));
-    let implicit = ProducerHeaders {
-        id: IMPLICIT_PRODUCER_ID.to_owned(),
-        epoch,
-        seq: 0,
-    };
+    let implicit = ProducerHeaders { id: IMPLICIT_PRODUCER_ID.to_owned(), epoch, seq: 0 };
     Ok((implicit, false))
 }
 
@@ -102,9 +91,7 @@ fn chunk_of(data: &[u8]) -> Result<Option<Value>, String> {
     if text.trim() == "[DONE]" {
         return Ok(None);
     }
-    serde_json::from_str(text)
-        .map(Some)
-        .map_err(|error| format!("a chunk is not JSON: {error}"))
+    serde_json::from_str(text).map(Some).map_err(|error| format!("a chunk is not JSON: {error}"))
 }
 
 pub async fn produce(
@@ -154,12 +141,8 @@ async fn pipe(
                     LineError::Idle | LineError::OpenTooLong => StatusCode::REQUEST_TIMEOUT,
                     LineError::Broken(_) => StatusCode::BAD_REQUEST,
                 };
-                ApiError::new(
-                    status,
-                    "stream_broken",
-                    format!("after {chunks} chunks: {error}"),
-                )
-                .into_response()
+                ApiError::new(status, "stream_broken", format!("after {chunks} chunks: {error}"))
+                    .into_response()
             })?;
             // One chunk's data: an NDJSON line, or an SSE frame's `data:` lines up to its blank
             // line (or the body's end).
@@ -213,10 +196,7 @@ async fn pipe(
                 }
                 continue;
             }
-            let batch = ProducerHeaders {
-                seq: producer.seq + batches,
-                ..producer.clone()
-            };
+            let batch = ProducerHeaders { seq: producer.seq + batches, ..producer.clone() };
             events += produced.len() as u64;
             match producers.append(agent_id, &batch, produced).await {
                 Ok(Produced::Appended(appended)) => run_id = Some(appended.run_id),

@@ -81,10 +81,7 @@ fn tool_outputs(message: &Value) -> Vec<ToolOutput> {
                 .to_owned()),
             _ => continue,
         };
-        outputs.push(ToolOutput {
-            tool_call_id: id.to_owned(),
-            output,
-        });
+        outputs.push(ToolOutput { tool_call_id: id.to_owned(), output });
     }
     outputs
 }
@@ -136,9 +133,7 @@ impl ChatBody {
         let chat = match &self.id {
             Value::String(text) => chat_id(text)?,
             other => {
-                return Err(refused(format!(
-                    "id must be the chat's id as a string, not {other}"
-                )))
+                return Err(refused(format!("id must be the chat's id as a string, not {other}")))
             }
         };
         let trigger = match self.trigger.as_ref().and_then(Value::as_str) {
@@ -219,9 +214,7 @@ impl ChatBody {
 /// The text of a user message's parts, joined; a file part is refused until files are taken.
 fn user_text(message: &Value) -> Result<String, ApiError> {
     let Some(parts) = message.get("parts").and_then(Value::as_array) else {
-        return Err(refused(
-            "the user message needs parts: [{\"type\": \"text\", \"text\": …}]",
-        ));
+        return Err(refused("the user message needs parts: [{\"type\": \"text\", \"text\": …}]"));
     };
     let mut texts = Vec::new();
     for part in parts {
@@ -332,14 +325,8 @@ mod tests {
                     text: String::new(),
                     approvals: Vec::new(),
                     tool_outputs: vec![
-                        ToolOutput {
-                            tool_call_id: "c1".into(),
-                            output: Ok(json!({ "ok": true })),
-                        },
-                        ToolOutput {
-                            tool_call_id: "c2".into(),
-                            output: Err("no".into()),
-                        },
+                        ToolOutput { tool_call_id: "c1".into(), output: Ok(json!({ "ok": true })) },
+                        ToolOutput { tool_call_id: "c2".into(), output: Err("no".into()) },
                     ],
                     client_tools: crate::agent::client_tools::parse(
                         &json!([{ "name": "confirm" }]),
@@ -352,28 +339,16 @@ mod tests {
             assert_eq!(read(body.clone()).as_ref(), Ok(expected), "{body}");
         }
         let refused: &[(Value, &str)] = &[
-            (
-                json!({ "id": "has space", "messages": [user("u1", "a")] }),
-                "invalid_chat_id",
-            ),
+            (json!({ "id": "has space", "messages": [user("u1", "a")] }), "invalid_chat_id"),
             (
                 json!({ "id": "x".repeat(CHAT_ID_CHARS_MAX + 1), "messages": [user("u1", "a")] }),
                 "invalid_chat_id",
             ),
-            (
-                json!({ "id": "", "messages": [user("u1", "a")] }),
-                "invalid_chat_id",
-            ),
-            (
-                json!({ "id": 5, "messages": [user("u1", "a")] }),
-                "as a string",
-            ),
+            (json!({ "id": "", "messages": [user("u1", "a")] }), "invalid_chat_id"),
+            (json!({ "id": 5, "messages": [user("u1", "a")] }), "as a string"),
             (json!({ "id": "c", "messages": [] }), "non-empty array"),
             (json!({ "id": "c", "messages": "hello" }), "non-empty array"),
-            (
-                json!({ "id": "c", "messages": [user("u1", "a")], "trigger": "resubmit" }),
-                "trigger",
-            ),
+            (json!({ "id": "c", "messages": [user("u1", "a")], "trigger": "resubmit" }), "trigger"),
             (
                 json!({ "id": "c", "messages": [user("u1", "a"), assistant.clone()] }),
                 "must be the user's",
@@ -382,31 +357,19 @@ mod tests {
                 json!({ "id": "c", "messages": [assistant.clone()], "trigger": "regenerate-message" }),
                 "no user message",
             ),
-            (
-                json!({ "id": "c", "messages": [user("", "a")] }),
-                "needs an id",
-            ),
+            (json!({ "id": "c", "messages": [user("", "a")] }), "needs an id"),
             (
                 json!({ "id": "c", "messages": [user(&"m".repeat(MESSAGE_ID_CHARS_MAX + 1), "a")] }),
                 "needs an id",
             ),
-            (
-                json!({ "id": "c", "messages": [user("u1", "  ")] }),
-                "no text",
-            ),
-            (
-                json!({ "id": "c", "messages": [{ "id": "u1", "role": "user" }] }),
-                "needs parts",
-            ),
+            (json!({ "id": "c", "messages": [user("u1", "  ")] }), "no text"),
+            (json!({ "id": "c", "messages": [{ "id": "u1", "role": "user" }] }), "needs parts"),
             (
                 json!({ "id": "c", "messages": [{ "id": "u1", "role": "user", "parts": [
                 { "type": "file", "mediaType": "image/png", "url": "data:," }] }] }),
                 "file parts are not supported",
             ),
-            (
-                json!({ "messages": [user("u1", "a")] }),
-                "missing field `id`",
-            ),
+            (json!({ "messages": [user("u1", "a")] }), "missing field `id`"),
             (
                 json!({ "id": "c", "messages": [user("u1", "a")], "clientTools": [{ "name": "bad name" }] }),
                 "client tool 0: name",

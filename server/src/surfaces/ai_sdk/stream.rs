@@ -90,10 +90,7 @@ pub(super) fn sse_response(
         }
         if streaming.done {
             streaming.finished = true;
-            return Some((
-                Ok::<Event, Infallible>(Event::default().data("[DONE]")),
-                streaming,
-            ));
+            return Some((Ok::<Event, Infallible>(Event::default().data("[DONE]")), streaming));
         }
         let error = |text: String| Chunk::Error { error_text: text };
         let event = tokio::select! {
@@ -128,10 +125,7 @@ pub(super) fn sse_response(
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)))
         .into_response();
     let headers = response.headers_mut();
-    headers.insert(
-        "x-vercel-ai-ui-message-stream",
-        HeaderValue::from_static("v1"),
-    );
+    headers.insert("x-vercel-ai-ui-message-stream", HeaderValue::from_static("v1"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
@@ -143,10 +137,7 @@ mod tests {
 
     fn framed(events: &[app::AgentEvent], cursor: FrameId) -> Vec<Framed> {
         let mut mapper = ChunkMapper::new();
-        events
-            .iter()
-            .flat_map(|event| frames(mapper.push(event), cursor))
-            .collect()
+        events.iter().flat_map(|event| frames(mapper.push(event), cursor)).collect()
     }
 
     /// A client cut off after any frame resumes with that frame's id as its `Last-Event-ID`
@@ -161,10 +152,8 @@ mod tests {
             for (index, (id, _)) in whole.iter().enumerate() {
                 let cursor = FrameId::parse(&id.to_string()).expect("ids read back");
                 assert_eq!(cursor, *id);
-                let mut joined: Vec<Chunk> = whole[..=index]
-                    .iter()
-                    .map(|(_, chunk)| chunk.clone())
-                    .collect();
+                let mut joined: Vec<Chunk> =
+                    whole[..=index].iter().map(|(_, chunk)| chunk.clone()).collect();
                 joined.extend(framed(&log.0, cursor).into_iter().map(|(_, chunk)| chunk));
                 assert_eq!(joined, expected, "resumed after {id}");
                 inside_an_event += usize::from(id.index.is_some());

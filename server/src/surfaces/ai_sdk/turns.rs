@@ -22,20 +22,14 @@ pub struct TurnAt {
 
 /// The user turns of the conversation, oldest first.
 fn turns(timeline: &Timeline) -> Vec<TurnAt> {
-    let users: Vec<_> = timeline
-        .messages()
-        .iter()
-        .filter(|message| message.kind == EventKind::User)
-        .collect();
+    let users: Vec<_> =
+        timeline.messages().iter().filter(|message| message.kind == EventKind::User).collect();
     let count = users.len();
     users
         .into_iter()
         .enumerate()
         .filter_map(|(index, message)| {
-            let run = timeline
-                .runs()
-                .iter()
-                .find(|run| Some(run.run_id) == message.run_id)?;
+            let run = timeline.runs().iter().find(|run| Some(run.run_id) == message.run_id)?;
             Some(TurnAt {
                 after_seq: run.first_seq.saturating_sub(1),
                 text: message.text().to_owned(),
@@ -67,9 +61,7 @@ pub fn submit(timeline: &Timeline, otid: &str, text: &str) -> Submit {
     match turns.iter().rev().find(|turn| turn.otid == otid) {
         None => Submit::Append,
         Some(turn) if turn.last && turn.text == text => Submit::Append,
-        Some(turn) => Submit::Edit {
-            after_seq: turn.after_seq,
-        },
+        Some(turn) => Submit::Edit { after_seq: turn.after_seq },
     }
 }
 
@@ -87,16 +79,8 @@ mod tests {
         let run_id = Uuid::new_v4();
         let mut events = vec![
             event(first, EventKind::RunStarted, json!({})),
-            event(
-                first + 1,
-                EventKind::User,
-                json!({ "text": text, "otid": otid }),
-            ),
-            event(
-                first + 2,
-                EventKind::RunCompleted,
-                json!({ "stop_reason": "end_turn" }),
-            ),
+            event(first + 1, EventKind::User, json!({ "text": text, "otid": otid })),
+            event(first + 2, EventKind::RunCompleted, json!({ "stop_reason": "end_turn" })),
         ];
         for event in &mut events {
             event.run_id = Some(run_id);
@@ -131,15 +115,9 @@ mod tests {
     fn a_regenerate_answers_the_named_turn_or_the_newest() {
         let timeline = timeline();
         let first = turn_to_answer_again(&timeline, "u1").unwrap();
-        assert_eq!(
-            (first.after_seq, first.text.as_str(), first.last),
-            (0, "one", false)
-        );
+        assert_eq!((first.after_seq, first.text.as_str(), first.last), (0, "one", false));
         let newest = turn_to_answer_again(&timeline, "unknown").unwrap();
-        assert_eq!(
-            (newest.after_seq, newest.otid.as_str(), newest.last),
-            (3, "u2", true)
-        );
+        assert_eq!((newest.after_seq, newest.otid.as_str(), newest.last), (3, "u2", true));
         assert_eq!(turn_to_answer_again(&Timeline::new(), "u1"), None);
     }
 }

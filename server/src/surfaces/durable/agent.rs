@@ -53,17 +53,10 @@ async fn read_stream(
 }
 
 async fn head(state: &DurableState, agent_id: Uuid) -> Result<Response, Refusal> {
-    let tail = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or(Refusal::NotFound)?;
+    let tail = state.store.head_seq(agent_id).await?.ok_or(Refusal::NotFound)?;
     let response = (
         StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
+        [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")],
     )
         .into_response();
     Ok(with(response, STREAM_NEXT_OFFSET, format_offset(tail)))

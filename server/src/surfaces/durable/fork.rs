@@ -53,9 +53,7 @@ pub(super) async fn plan(
     let source = match service.get(&fork.from).await? {
         None => return Err(Refusal::NotFoundSource),
         Some(source) if source.soft_deleted => {
-            return Err(Refusal::Conflict(
-                "source stream was deleted but still has active forks",
-            ))
+            return Err(Refusal::Conflict("source stream was deleted but still has active forks"))
         }
         Some(source) => source,
     };
@@ -63,17 +61,13 @@ pub(super) async fn plan(
         Some(given)
             if protocol::media_type(given) != protocol::media_type(&source.content_type) =>
         {
-            return Err(Refusal::Conflict(
-                "Content type mismatch with source stream",
-            ))
+            return Err(Refusal::Conflict("Content type mismatch with source stream"))
         }
         Some(_) => {}
         None => row.content_type = source.content_type.clone(),
     }
     if chain_depth(service, &source).await? >= FORK_CHAIN_DEPTH_MAX {
-        return Err(Refusal::Bad(
-            "Fork chain too deep: a stream may sit under at most 64 forks",
-        ));
+        return Err(Refusal::Bad("Fork chain too deep: a stream may sit under at most 64 forks"));
     }
     if settings.ttl_seconds.is_none() && settings.expires_at.is_none() {
         row.ttl_seconds = source.ttl_seconds;
@@ -125,10 +119,7 @@ async fn chain_depth(service: &impl Chain, row: &StreamRow) -> Result<usize, Sto
         if depth > FORK_CHAIN_DEPTH_MAX {
             break;
         }
-        from = service
-            .store_stream(&path)
-            .await?
-            .and_then(|source| source.forked_from);
+        from = service.store_stream(&path).await?.and_then(|source| source.forked_from);
     }
     Ok(depth)
 }
@@ -164,10 +155,8 @@ pub(super) async fn read_chain(
 ) -> Result<(), StoreError> {
     // The chain from the oldest source to `row`, each with the offset it is read up to.
     let mut chain = vec![(row.clone(), cap)];
-    while let Some((current, current_cap)) = chain
-        .last()
-        .filter(|_| chain.len() <= FORK_CHAIN_DEPTH_MAX)
-        .cloned()
+    while let Some((current, current_cap)) =
+        chain.last().filter(|_| chain.len() <= FORK_CHAIN_DEPTH_MAX).cloned()
     {
         let Some(from) = current.forked_from.clone() else {
             break;

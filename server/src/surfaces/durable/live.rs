@@ -44,11 +44,7 @@ struct Room<'a> {
 
 impl<'a> Room<'a> {
     fn join(hub: &'a Hub, log_id: Uuid) -> Room<'a> {
-        Room {
-            hub,
-            log_id,
-            live: Some(hub.subscribe(log_id)),
-        }
+        Room { hub, log_id, live: Some(hub.subscribe(log_id)) }
     }
 
     /// Returns when something was committed to the log (or the room lagged: read anyway).
@@ -123,11 +119,7 @@ pub(crate) async fn long_poll(
         let (messages, tail) = source.read(state, since).await?;
         if !messages.is_empty() {
             let response = messages_response(&source, &messages, tail, &start_text, None);
-            return Ok(with(
-                response,
-                STREAM_CURSOR,
-                cursor(query.cursor.as_deref()),
-            ));
+            return Ok(with(response, STREAM_CURSOR, cursor(query.cursor.as_deref())));
         }
         if source.closed() && since >= tail {
             let response = with(
@@ -188,10 +180,7 @@ pub(crate) async fn sse(state: &DurableState, source: Source, query: ReadQuery) 
     });
     let mut response = (
         StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
         Body::from_stream(stream),
     )
         .into_response();

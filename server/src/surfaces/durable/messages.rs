@@ -150,10 +150,7 @@ impl Tails {
     ) {
         self.clock += 1;
         let clock = self.clock;
-        let before = self
-            .tails
-            .get(&log_id)
-            .map_or(0, |tail| tail.messages.bytes());
+        let before = self.tails.get(&log_id).map_or(0, |tail| tail.messages.bytes());
         let tail = self.tails.entry(log_id).or_insert_with(|| Tail {
             first_seq,
             messages: Messages::default(),
@@ -171,10 +168,7 @@ impl Tails {
         if tail.messages.is_empty() {
             self.tails.remove(&log_id);
         }
-        let after = self
-            .tails
-            .get(&log_id)
-            .map_or(0, |tail| tail.messages.bytes());
+        let after = self.tails.get(&log_id).map_or(0, |tail| tail.messages.bytes());
         self.bytes = self.bytes + after - before;
         if self.bytes > TAILS_BYTES_MAX {
             self.evict();
@@ -195,9 +189,7 @@ impl Tails {
     /// Whether `log_id`'s tail reaches the log's head `head` (a read then has nothing to give
     /// it, and need not copy its page).
     pub fn reaches(&self, log_id: Uuid, head: u64) -> bool {
-        self.tails
-            .get(&log_id)
-            .is_some_and(|tail| tail.last_seq() >= head)
+        self.tails.get(&log_id).is_some_and(|tail| tail.last_seq() >= head)
     }
 
     /// The part of a read's `messages` (each at `base + seq`) that may become a tail: its own
@@ -239,11 +231,7 @@ impl Tails {
             None => 0,
         };
         self.clock += 1;
-        let mut tail = Tail {
-            first_seq,
-            messages: run,
-            touched: self.clock,
-        };
+        let mut tail = Tail { first_seq, messages: run, touched: self.clock };
         tail.trim();
         let after = tail.messages.bytes();
         self.tails.insert(log_id, tail);
@@ -278,25 +266,16 @@ impl Tails {
         }
         let from = (since + 1 - tail.first_seq) as usize;
         let to = ((head - tail.first_seq) as usize + 1).min(from + limit.max(1));
-        let start = if from == 0 {
-            0
-        } else {
-            tail.messages.ends[from - 1] + 1
-        };
+        let start = if from == 0 { 0 } else { tail.messages.ends[from - 1] + 1 };
         // At least one message; then as many as fit in `bytes_max`.
         let mut end_index = from + 1;
         while end_index < to && tail.messages.ends[end_index] + 1 - start <= bytes_max {
             end_index += 1;
         }
         let cut = tail.messages.ends[end_index - 1] + 1;
-        let ends = tail.messages.ends[from..end_index]
-            .iter()
-            .map(|end| end - start)
-            .collect();
+        let ends = tail.messages.ends[from..end_index].iter().map(|end| end - start).collect();
         Some(Messages {
-            offsets: (from..end_index)
-                .map(|index| base + tail.first_seq + index as u64)
-                .collect(),
+            offsets: (from..end_index).map(|index| base + tail.first_seq + index as u64).collect(),
             ends,
             joined: tail.messages.joined[start..cut].to_owned(),
         })
@@ -304,11 +283,8 @@ impl Tails {
 
     /// Drops the least recently appended tails until a quarter of the bound is free.
     fn evict(&mut self) {
-        let mut order: Vec<(u64, Uuid)> = self
-            .tails
-            .iter()
-            .map(|(log_id, tail)| (tail.touched, *log_id))
-            .collect();
+        let mut order: Vec<(u64, Uuid)> =
+            self.tails.iter().map(|(log_id, tail)| (tail.touched, *log_id)).collect();
         order.sort_unstable();
         for (_, log_id) in order {
             if self.bytes <= TAILS_BYTES_MAX / 4 * 3 {

@@ -77,14 +77,9 @@ async fn create(
     let ttl = header_text(headers, "stream-ttl");
     let expires_at = header_text(headers, "stream-expires-at");
     if ttl.is_some() && expires_at.is_some() {
-        return Err(Refusal::Bad(
-            "Cannot specify both Stream-TTL and Stream-Expires-At",
-        ));
+        return Err(Refusal::Bad("Cannot specify both Stream-TTL and Stream-Expires-At"));
     }
-    let ttl_seconds = ttl
-        .map(protocol::parse_ttl)
-        .transpose()
-        .map_err(Refusal::Bad)?;
+    let ttl_seconds = ttl.map(protocol::parse_ttl).transpose().map_err(Refusal::Bad)?;
     if let Some(expires_at) = expires_at {
         protocol::parse_expires_at(expires_at).map_err(Refusal::Bad)?;
     }
@@ -103,22 +98,14 @@ async fn create(
     };
     let (row, made) = state.service.create(path, settings, body).await?;
     let tail = state.service.tail(&row).await?;
-    let status = if made {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
+    let status = if made { StatusCode::CREATED } else { StatusCode::OK };
     let mut response = (status, [(header::CONTENT_TYPE, row.content_type.clone())]).into_response();
     response = with(response, STREAM_NEXT_OFFSET, format_offset(tail));
     if made {
         // Absolute, as the protocol asks: where the client reached this server.
         let scheme = header_text(headers, "x-forwarded-proto").unwrap_or("http");
         let host = header_text(headers, "host").unwrap_or("localhost");
-        response = with(
-            response,
-            "location",
-            format!("{scheme}://{host}/v1/streams/{path}"),
-        );
+        response = with(response, "location", format!("{scheme}://{host}/v1/streams/{path}"));
     }
     if row.closed {
         response = with(response, STREAM_CLOSED, "true".into());
@@ -163,10 +150,9 @@ async fn append(
     if appended.closed {
         response = with(response, STREAM_CLOSED, "true".into());
     }
-    if let (Some(epoch), Some(seq)) = (
-        header_text(headers, "producer-epoch").filter(|_| by_producer),
-        appended.producer_seq,
-    ) {
+    if let (Some(epoch), Some(seq)) =
+        (header_text(headers, "producer-epoch").filter(|_| by_producer), appended.producer_seq)
+    {
         response = with(response, "producer-epoch", epoch.to_owned());
         response = with(response, "producer-seq", seq.to_string());
     }

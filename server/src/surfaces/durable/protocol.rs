@@ -47,9 +47,7 @@ impl Offset {
                     // Not an offset this server made: it would sort after every one of ours.
                     return Err("Invalid offset format");
                 }
-                low.parse()
-                    .map(Offset::After)
-                    .map_err(|_| "Invalid offset format")
+                low.parse().map(Offset::After).map_err(|_| "Invalid offset format")
             }
         }
     }
@@ -63,12 +61,7 @@ pub fn format_offset(seq: u64) -> String {
 /// A content type without parameters, lower case (`application/json; charset=utf-8` →
 /// `application/json`).
 pub fn media_type(content_type: &str) -> String {
-    content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+    content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
 
 /// True for a JSON-mode stream.
@@ -90,9 +83,7 @@ pub fn create_content_type(given: Option<&str>) -> Option<String> {
         let (kind, sub) = media.split_once('/').unwrap_or(("", ""));
         let token = |part: &str| {
             !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         };
         token(kind)
             && sub
@@ -162,11 +153,7 @@ pub fn producer_headers(
     };
     let epoch = number(epoch).ok_or("Invalid Producer-Epoch: must be a non-negative integer")?;
     let seq = number(seq).ok_or("Invalid Producer-Seq: must be a non-negative integer")?;
-    Ok(Some(ProducerHeaders {
-        id: id.to_owned(),
-        epoch,
-        seq,
-    }))
+    Ok(Some(ProducerHeaders { id: id.to_owned(), epoch, seq }))
 }
 
 /// A JSON-mode body as its messages, each its JSON text exactly as the body has it (checked,
@@ -175,10 +162,8 @@ pub fn producer_headers(
 /// allowed on create, refused on append), anything else one message.
 pub fn json_messages(body: &[u8], create: bool) -> Result<Vec<String>, &'static str> {
     let invalid = |_| "Invalid JSON";
-    let starts_an_array = body
-        .iter()
-        .find(|byte| !byte.is_ascii_whitespace())
-        .is_some_and(|byte| *byte == b'[');
+    let starts_an_array =
+        body.iter().find(|byte| !byte.is_ascii_whitespace()).is_some_and(|byte| *byte == b'[');
     if !starts_an_array {
         let one: &RawValue = serde_json::from_slice(body).map_err(invalid)?;
         return Ok(vec![one.get().to_owned()]);
@@ -187,10 +172,7 @@ pub fn json_messages(body: &[u8], create: bool) -> Result<Vec<String>, &'static 
     if items.is_empty() && !create {
         return Err("Empty arrays are not allowed");
     }
-    Ok(items
-        .into_iter()
-        .map(|item| item.get().to_owned())
-        .collect())
+    Ok(items.into_iter().map(|item| item.get().to_owned()).collect())
 }
 
 /// How a message is kept in the log's event `content`: its JSON text as a JSON string (a stream
@@ -226,9 +208,7 @@ pub fn message_bytes(content: &str) -> Vec<u8> {
     serde_json::from_str::<Stored>(content)
         .ok()
         .and_then(|stored| {
-            base64::engine::general_purpose::STANDARD
-                .decode(stored.bytes.as_bytes())
-                .ok()
+            base64::engine::general_purpose::STANDARD.decode(stored.bytes.as_bytes()).ok()
         })
         .unwrap_or_default()
 }
@@ -239,10 +219,7 @@ pub fn body(content_type: &str, messages: &super::messages::Messages) -> Vec<u8>
     if is_json(content_type) {
         messages.json_array()
     } else {
-        messages
-            .iter()
-            .flat_map(|(_, content)| message_bytes(content))
-            .collect()
+        messages.iter().flat_map(|(_, content)| message_bytes(content)).collect()
     }
 }
 
@@ -361,9 +338,7 @@ pub fn read_query(query: Option<&str>) -> Result<ReadQuery, &'static str> {
 
 /// The agent a stream path names (`agents/<uuid>`), if it names one.
 pub fn agent_of(path: &str) -> Option<Uuid> {
-    path.strip_prefix("agents/")
-        .filter(|id| !id.contains('/'))
-        .and_then(|id| id.parse().ok())
+    path.strip_prefix("agents/").filter(|id| !id.contains('/')).and_then(|id| id.parse().ok())
 }
 
 /// A create's settings.
@@ -396,9 +371,7 @@ pub fn fork_request(
 ) -> Result<Option<ForkRequest>, &'static str> {
     let offset = offset
         .map(|text| {
-            let (high, low) = text
-                .split_once('_')
-                .ok_or("Invalid Stream-Fork-Offset format")?;
+            let (high, low) = text.split_once('_').ok_or("Invalid Stream-Fork-Offset format")?;
             let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
             if !digits(high) || !digits(low) {
                 return Err("Invalid Stream-Fork-Offset format");
@@ -427,19 +400,12 @@ pub fn fork_request(
             if !canonical {
                 return Err("Invalid Stream-Fork-Sub-Offset format");
             }
-            text.parse::<u64>()
-                .map_err(|_| "Invalid Stream-Fork-Sub-Offset format")
+            text.parse::<u64>().map_err(|_| "Invalid Stream-Fork-Sub-Offset format")
         })
         .transpose()?;
     let from = from.trim();
-    let from = from
-        .strip_prefix("/v1/streams/")
-        .unwrap_or_else(|| from.trim_start_matches('/'));
-    Ok(Some(ForkRequest {
-        from: from.to_owned(),
-        offset,
-        sub_offset,
-    }))
+    let from = from.strip_prefix("/v1/streams/").unwrap_or_else(|| from.trim_start_matches('/'));
+    Ok(Some(ForkRequest { from: from.to_owned(), offset, sub_offset }))
 }
 
 /// Whether a create asks for the stream that is there.
@@ -455,9 +421,7 @@ pub fn same_settings(existing: &crate::store::StreamRow, settings: &Settings) ->
         (None, None) => true,
         (Some(fork), Some(from)) => {
             *from == fork.from
-                && fork
-                    .offset
-                    .is_none_or(|offset| Some(offset) == existing.fork_offset)
+                && fork.offset.is_none_or(|offset| Some(offset) == existing.fork_offset)
                 && fork.sub_offset.unwrap_or(0) == existing.fork_sub_offset.unwrap_or(0)
         }
         _ => false,

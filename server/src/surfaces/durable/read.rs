@@ -35,11 +35,7 @@ async fn catch_up(
 ) -> Result<Response, Refusal> {
     if query.offset == Some(Offset::Now) {
         let (_, tail) = source.read(state, u64::MAX).await?;
-        let body = if protocol::is_json(source.content_type()) {
-            "[]"
-        } else {
-            ""
-        };
+        let body = if protocol::is_json(source.content_type()) { "[]" } else { "" };
         let mut response = (
             StatusCode::OK,
             [
@@ -63,11 +59,5 @@ async fn catch_up(
     let (messages, tail) = source.read(state, since).await?;
     let start = query.offset_text.as_deref().unwrap_or("-1");
     let if_none_match = header_text(headers, "if-none-match");
-    Ok(messages_response(
-        source,
-        &messages,
-        tail,
-        start,
-        if_none_match,
-    ))
+    Ok(messages_response(source, &messages, tail, start, if_none_match))
 }

@@ -20,25 +20,14 @@ pub const STREAM_CURSOR: &str = "stream-cursor";
 /// The browser security headers every answer carries.
 pub fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    headers.insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("cross-origin"),
-    );
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
     response
 }
 
 /// A plain-text answer.
 pub fn text(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain")],
-        message.to_owned(),
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, "text/plain")], message.to_owned()).into_response()
 }
 
 pub fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -48,9 +37,7 @@ pub fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// Adds `name: value` to a response's headers.
 pub fn with(mut response: Response, name: &'static str, value: String) -> Response {
     if let Ok(value) = HeaderValue::from_str(&value) {
-        response
-            .headers_mut()
-            .insert(HeaderName::from_static(name), value);
+        response.headers_mut().insert(HeaderName::from_static(name), value);
     }
     response
 }
@@ -73,10 +60,9 @@ pub fn refused(refusal: Refusal) -> Response {
             "producer-epoch",
             current.to_string(),
         ),
-        Refusal::Fenced(Fence::EpochNotAtZero { .. }) => text(
-            StatusCode::BAD_REQUEST,
-            "New epoch must start with sequence 0",
-        ),
+        Refusal::Fenced(Fence::EpochNotAtZero { .. }) => {
+            text(StatusCode::BAD_REQUEST, "New epoch must start with sequence 0")
+        }
         Refusal::Fenced(Fence::Gap { expected, received }) => {
             let response = text(StatusCode::CONFLICT, "Producer sequence gap");
             let response = with(response, "producer-expected-seq", expected.to_string());
@@ -85,10 +71,7 @@ pub fn refused(refusal: Refusal) -> Response {
         Refusal::Fenced(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "unexpected fence"),
         Refusal::Store(error) => {
             tracing::warn!(%error, "a durable stream's store operation failed");
-            text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store is unavailable; retry",
-            )
+            text(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable; retry")
         }
     }
 }
@@ -112,12 +95,9 @@ pub(super) fn messages_response(
         return with(StatusCode::NOT_MODIFIED.into_response(), "etag", etag);
     }
     let body = protocol::body(content_type, messages);
-    let mut response = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, content_type.to_owned())],
-        Body::from(body),
-    )
-        .into_response();
+    let mut response =
+        (StatusCode::OK, [(header::CONTENT_TYPE, content_type.to_owned())], Body::from(body))
+            .into_response();
     response = with(response, STREAM_NEXT_OFFSET, format_offset(next));
     if at_tail {
         response = with(response, STREAM_UP_TO_DATE, "true".into());

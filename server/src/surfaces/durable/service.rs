@@ -59,10 +59,7 @@ struct PathState {
 
 impl Default for PathState {
     fn default() -> PathState {
-        PathState {
-            writing: tokio::sync::Mutex::new(()),
-            changed: watch::channel(0).0,
-        }
+        PathState { writing: tokio::sync::Mutex::new(()), changed: watch::channel(0).0 }
     }
 }
 
@@ -127,11 +124,7 @@ impl Service {
 
     fn hold(&self, path: &str) -> Held<'_> {
         let state = self.path_state(path);
-        Held {
-            service: self,
-            path: path.to_owned(),
-            state,
-        }
+        Held { service: self, path: path.to_owned(), state }
     }
 
     /// Paths held now (by writers and waiting readers): what `/v1/stats` watches.
@@ -146,12 +139,8 @@ impl Service {
             return Ok(None);
         };
         let now = now_ms();
-        let expired = protocol::expired(
-            row.ttl_seconds,
-            row.expires_at.as_deref(),
-            row.accessed_at,
-            now,
-        );
+        let expired =
+            protocol::expired(row.ttl_seconds, row.expires_at.as_deref(), row.accessed_at, now);
         if expired && !row.soft_deleted {
             if self.store.forks_of(path).await? > 0 {
                 row.soft_deleted = true;
@@ -213,10 +202,7 @@ impl Service {
     pub async fn touch(&self, row: &mut StreamRow) -> Result<(), StoreError> {
         if row.ttl_seconds.is_some() {
             row.accessed_at = now_ms();
-            let written = self
-                .store
-                .touch_stream(&row.path, row.log_id, row.accessed_at)
-                .await;
+            let written = self.store.touch_stream(&row.path, row.log_id, row.accessed_at).await;
             self.forget_row(&row.path);
             written?;
         }
@@ -277,11 +263,8 @@ impl Service {
         if let Some(fork) = &settings.fork {
             prefix = super::fork::plan(self, fork, &settings, &mut row).await?;
         }
-        let messages = if body.is_empty() {
-            Vec::new()
-        } else {
-            messages_of(&row.content_type, body, true)?
-        };
+        let messages =
+            if body.is_empty() { Vec::new() } else { messages_of(&row.content_type, body, true)? };
         let created = streams::create_stream(self.store.as_ref(), row).await;
         self.forget_row(path);
         let (mut row, made) = created?;
@@ -305,12 +288,7 @@ impl Service {
     pub fn watch(self: &Arc<Self>, path: &str) -> PathWatch {
         let state = self.path_state(path);
         let changes = state.changed.subscribe();
-        PathWatch {
-            service: self.clone(),
-            path: path.to_owned(),
-            state,
-            changes,
-        }
+        PathWatch { service: self.clone(), path: path.to_owned(), state, changes }
     }
 
     /// Deletes the stream — soft, while forks still read it.
@@ -377,11 +355,7 @@ fn messages_of(content_type: &str, body: &[u8], create: bool) -> Result<Vec<Mess
 /// keeps them in shared rows (`store::chunk`).
 fn drafts(messages: Vec<Message>) -> Vec<EventDraft> {
     let (first, now) = (uuid::Uuid::now_v7(), chrono::Utc::now());
-    let batch = if messages.len() == 1 {
-        first
-    } else {
-        uuid::Uuid::now_v7()
-    };
+    let batch = if messages.len() == 1 { first } else { uuid::Uuid::now_v7() };
     messages
         .into_iter()
         .enumerate()

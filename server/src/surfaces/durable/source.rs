@@ -79,19 +79,12 @@ async fn read_agent(
     agent_id: Uuid,
     since: u64,
 ) -> Result<(Messages, u64), Refusal> {
-    let tail = state
-        .store
-        .head_seq(agent_id)
-        .await?
-        .ok_or(Refusal::NotFound)?;
+    let tail = state.store.head_seq(agent_id).await?.ok_or(Refusal::NotFound)?;
     if since >= tail {
         return Ok((Messages::default(), tail));
     }
     // Each event as the native API sends it, written from the row (no tree in between).
-    let events = state
-        .store
-        .read_events_json(agent_id, since, AGENT_READ_EVENTS_MAX)
-        .await?;
+    let events = state.store.read_events_json(agent_id, since, AGENT_READ_EVENTS_MAX).await?;
     let mut messages = Messages::default();
     for event in &events {
         messages.push(event.seq, &event.json);

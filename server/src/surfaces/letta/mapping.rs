@@ -145,11 +145,7 @@ impl LettaMapper {
             }
             EventKind::ApprovalResponse => {
                 let approve = event.content.get("approve").and_then(Value::as_bool) == Some(true);
-                let reason = event
-                    .content
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
+                let reason = event.content.get("reason").and_then(Value::as_str).map(str::to_owned);
                 let body = Body::ApprovalResponseMessage {
                     approve,
                     approval_request_id: event
@@ -177,11 +173,7 @@ impl LettaMapper {
 
     fn user_message(&self, event: &AgentEvent) -> LettaMessage {
         let content = text_of(&event.content, "text");
-        let otid = event
-            .content
-            .get("otid")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let otid = event.content.get("otid").and_then(Value::as_str).map(str::to_owned);
         let mut message = self.message(event, Body::UserMessage { content });
         message.otid = otid.or(message.otid);
         message
@@ -192,10 +184,7 @@ impl LettaMapper {
         if let Some(usage) = event.content.get("usage").and_then(usage_of) {
             self.usage = usage;
         }
-        out.push(LettaItem::StopReason {
-            stop_reason: stop_reason(event),
-            seq_id: event.seq,
-        });
+        out.push(LettaItem::StopReason { stop_reason: stop_reason(event), seq_id: event.seq });
         let (prompt_tokens, completion_tokens) = self.usage;
         out.push(LettaItem::Usage(UsageStatistics {
             message_type: "usage_statistics",
@@ -337,10 +326,7 @@ impl LettaMapper {
     fn release_held(&mut self, out: &mut Vec<LettaItem>) {
         let mut held = std::mem::take(&mut self.held);
         held.sort_by_key(|held| held.message.seq_id);
-        out.extend(
-            held.into_iter()
-                .map(|held| LettaItem::Message(held.message)),
-        );
+        out.extend(held.into_iter().map(|held| LettaItem::Message(held.message)));
     }
 
     /// The common fields of the message an event starts (or is a fragment of).
@@ -378,9 +364,9 @@ fn text_body(event: &AgentEvent) -> Option<Body> {
     };
     match (event.kind, path, piece) {
         (EventKind::Text, "text", Some(piece)) => Some(Body::AssistantMessage { content: piece }),
-        (EventKind::Text, _, None) => Some(Body::AssistantMessage {
-            content: text_of(&event.content, "text"),
-        }),
+        (EventKind::Text, _, None) => {
+            Some(Body::AssistantMessage { content: text_of(&event.content, "text") })
+        }
         (EventKind::Thinking, "text", Some(piece)) => Some(reasoning(piece, None)),
         (EventKind::Thinking, "signature", Some(piece)) => {
             Some(reasoning(String::new(), Some(piece)))
@@ -408,10 +394,8 @@ fn usage_of(usage: &Value) -> Option<(u64, u64)> {
 /// Maps a finite list of events (a run, a log) to items, releasing whatever is held at the end.
 pub fn map_all<'a>(cut: Cut, events: impl IntoIterator<Item = &'a AgentEvent>) -> Vec<LettaItem> {
     let mut mapper = LettaMapper::new(cut);
-    let mut items: Vec<LettaItem> = events
-        .into_iter()
-        .flat_map(|event| mapper.push(event))
-        .collect();
+    let mut items: Vec<LettaItem> =
+        events.into_iter().flat_map(|event| mapper.push(event)).collect();
     items.extend(mapper.finish());
     items
 }

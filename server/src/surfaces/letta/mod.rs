@@ -71,14 +71,8 @@ pub async fn send_message(
     let attached = attach(&state, &caller, agent_id, &request).await?;
     // Dropped if the client goes away before the run ends: a foreground run is then cancelled.
     let mut guard = attached.guard;
-    let mut items = feed(
-        state.clone(),
-        agent_id,
-        attached.run_id,
-        attached.after_seq,
-        Cut::Steps,
-        0,
-    );
+    let mut items =
+        feed(state.clone(), agent_id, attached.run_id, attached.after_seq, Cut::Steps, 0);
     let mut messages = Vec::new();
     let mut stop_reason = json!({ "message_type": "stop_reason", "stop_reason": "error" });
     let mut usage = json!({ "message_type": "usage_statistics" });
@@ -97,10 +91,8 @@ pub async fn send_message(
         }
     }
     ForegroundGuard::disarm(&mut guard);
-    Ok(
-        Json(json!({ "messages": messages, "stop_reason": stop_reason, "usage": usage }))
-            .into_response(),
-    )
+    Ok(Json(json!({ "messages": messages, "stop_reason": stop_reason, "usage": usage }))
+        .into_response())
 }
 
 /// `POST /v1/agents/{id}/messages/stream`.
@@ -123,14 +115,8 @@ async fn stream_run_request(
     // The stream's slot first: refused, nothing starts.
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
     let attached = attach(&state, caller, agent_id, &request).await?;
-    let items = feed(
-        state.clone(),
-        agent_id,
-        attached.run_id,
-        attached.after_seq,
-        request.cut(),
-        0,
-    );
+    let items =
+        feed(state.clone(), agent_id, attached.run_id, attached.after_seq, request.cut(), 0);
     Ok(sse_response(
         &state,
         items,
@@ -174,10 +160,7 @@ async fn attach(
         }
         _ => caller.require(Scope::Write)?,
     }
-    if let LettaAsked::Message {
-        otid: Some(otid), ..
-    } = &asked
-    {
+    if let LettaAsked::Message { otid: Some(otid), .. } = &asked {
         if otid.chars().count() > CLIENT_IDEMPOTENCY_KEY_CHARS_MAX {
             return Err(ApiError::bad_request("invalid_otid", "otid is too long"));
         }
@@ -204,10 +187,7 @@ async fn attach(
     let started = match asked {
         LettaAsked::Message { text, .. } => {
             let key = otid.as_ref().map(|otid| format!("{OTID_KEY_PREFIX}{otid}"));
-            state
-                .starter
-                .start_run(agent_id, text, key.as_deref(), options)
-                .await?
+            state.starter.start_run(agent_id, text, key.as_deref(), options).await?
         }
         LettaAsked::Approvals(answers) => {
             let mut decisions = Vec::with_capacity(answers.len());
@@ -223,10 +203,7 @@ async fn attach(
                     output: answer.returned,
                 });
             }
-            state
-                .starter
-                .answer_approvals(agent_id, decisions, options)
-                .await?
+            state.starter.answer_approvals(agent_id, decisions, options).await?
         }
     };
     let after_seq = match started.after_seq {
@@ -285,39 +262,22 @@ pub async fn resume_run(
         ApiError::bad_request("invalid_id", format!("run id {run_id:?} is not a UUID"))
     })?;
     let request: ResumeRequest = crate::http::params::optional_json_body(&body, "resume request")?;
-    let started = state
-        .store
-        .run_start(run_id)
-        .await?
-        .ok_or_else(|| ApiError::unknown_run(run_id))?;
+    let started =
+        state.store.run_start(run_id).await?.ok_or_else(|| ApiError::unknown_run(run_id))?;
     let agent_id = started.agent_id;
     let starting_after = request.starting_after.unwrap_or(0);
     crate::http::params::head_for_cursor(state.store.as_ref(), agent_id, starting_after).await?;
-    let cut = match started
-        .metadata
-        .get("stream_tokens")
-        .and_then(Value::as_bool)
-    {
+    let cut = match started.metadata.get("stream_tokens").and_then(Value::as_bool) {
         Some(false) => Cut::Steps,
         _ => Cut::Tokens,
     };
     let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
-    let items = feed(
-        state.clone(),
-        agent_id,
-        run_id,
-        started.seq - 1,
-        cut,
-        starting_after,
-    );
+    let items = feed(state.clone(), agent_id, run_id, started.seq - 1, cut, starting_after);
     Ok(sse_response(
         &state,
         items,
         run_id,
-        Shape {
-            include_pings: request.include_pings.unwrap_or(true),
-            types: None,
-        },
+        Shape { include_pings: request.include_pings.unwrap_or(true), types: None },
         None,
         slot,
         caller.expires_at(),
@@ -341,21 +301,15 @@ pub async fn list_messages(
     }
     let mut mapper = mapping::LettaMapper::new(Cut::Steps);
     let mut offer = |items: Vec<LettaItem>| {
-        items
-            .into_iter()
-            .filter(|item| matches!(item, LettaItem::Message(_)))
-            .all(|item| {
-                let message = item.to_json();
-                let id = message["id"].as_str().unwrap_or_default().to_owned();
-                pager.offer(&id, message)
-            })
+        items.into_iter().filter(|item| matches!(item, LettaItem::Message(_))).all(|item| {
+            let message = item.to_json();
+            let id = message["id"].as_str().unwrap_or_default().to_owned();
+            pager.offer(&id, message)
+        })
     };
     let mut since = 0;
     let read_all = loop {
-        let events = state
-            .store
-            .read_events(agent_id, since, PAGE_EVENTS)
-            .await?;
+        let events = state.store.read_events(agent_id, since, PAGE_EVENTS).await?;
         if !events.iter().all(|event| offer(mapper.push(event))) {
             break false;
         }

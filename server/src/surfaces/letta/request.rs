@@ -158,14 +158,10 @@ impl MessageCreate {
         };
         if let Some(items) = list {
             if items.is_empty() {
-                return Err(unprocessable(format!(
-                    "{field}: answer at least one request"
-                )));
+                return Err(unprocessable(format!("{field}: answer at least one request")));
             }
-            let answers = items
-                .iter()
-                .map(|item| item.answer(field))
-                .collect::<Result<Vec<_>, _>>()?;
+            let answers =
+                items.iter().map(|item| item.answer(field)).collect::<Result<Vec<_>, _>>()?;
             return Ok(LettaAsked::Approvals(answers));
         }
         match (&self.approval_request_id, self.approve) {
@@ -186,9 +182,7 @@ impl ApprovalItem {
     /// One entry of `field` (`approvals` or `tool_returns`) as an answer.
     fn answer(&self, field: &str) -> Result<LettaApproval, ApiError> {
         let Some(tool_call_id) = &self.tool_call_id else {
-            return Err(unprocessable(format!(
-                "{field}: each answer needs its tool_call_id"
-            )));
+            return Err(unprocessable(format!("{field}: each answer needs its tool_call_id")));
         };
         let target = ApprovalTarget::CallId(tool_call_id.clone());
         match self.kind.as_deref() {
@@ -241,12 +235,7 @@ impl LettaAsked {
         approve: bool,
         reason: Option<String>,
     ) -> LettaApproval {
-        LettaApproval {
-            target,
-            approve,
-            reason,
-            returned: None,
-        }
+        LettaApproval { target, approve, reason, returned: None }
     }
 }
 
@@ -262,11 +251,7 @@ impl LettaRequest {
     /// What the request asks for: a user message (the texts of its messages, joined) or one
     /// answer to an approval request.
     pub(super) fn asked(&self) -> Result<LettaAsked, ApiError> {
-        if let Some(messages) = self
-            .messages
-            .as_ref()
-            .filter(|messages| !messages.is_empty())
-        {
+        if let Some(messages) = self.messages.as_ref().filter(|messages| !messages.is_empty()) {
             if let Some(approval) = messages.iter().find(|message| message.is_approval()) {
                 if messages.len() > 1 {
                     return Err(unprocessable(
@@ -289,16 +274,10 @@ impl LettaRequest {
                 texts.push(content.text()?);
             }
             let otid = messages.iter().find_map(|message| message.otid.clone());
-            return Ok(LettaAsked::Message {
-                text: texts.join("\n\n"),
-                otid,
-            });
+            return Ok(LettaAsked::Message { text: texts.join("\n\n"), otid });
         }
         match &self.input {
-            Some(input) => Ok(LettaAsked::Message {
-                text: input.text()?,
-                otid: None,
-            }),
+            Some(input) => Ok(LettaAsked::Message { text: input.text()?, otid: None }),
             None => Err(unprocessable("messages (or input) is required")),
         }
     }
@@ -326,10 +305,7 @@ mod tests {
 
     #[test]
     fn a_send_is_a_message_or_one_answer() {
-        let message = |text: &str| LettaAsked::Message {
-            text: text.into(),
-            otid: None,
-        };
+        let message = |text: &str| LettaAsked::Message { text: text.into(), otid: None };
         let answer = |target, approve, reason: Option<&str>| {
             LettaAsked::Approvals(vec![LettaApproval {
                 target,
@@ -353,32 +329,15 @@ mod tests {
             ),
             (
                 r#"{"messages": [{"type": "approval", "approvals": [{"type": "approval", "tool_call_id": "c1", "approve": false, "reason": "no"}]}]}"#,
-                Ok(answer(
-                    ApprovalTarget::CallId("c1".into()),
-                    false,
-                    Some("no"),
-                )),
+                Ok(answer(ApprovalTarget::CallId("c1".into()), false, Some("no"))),
             ),
             (
                 r#"{"messages": [{"type": "approval", "approve": true, "approval_request_id": "message-x"}]}"#,
-                Ok(answer(
-                    ApprovalTarget::RequestId("message-x".into()),
-                    true,
-                    None,
-                )),
+                Ok(answer(ApprovalTarget::RequestId("message-x".into()), true, None)),
             ),
-            (
-                r#"{"messages": [{"role": "assistant", "content": "x"}]}"#,
-                Err("role"),
-            ),
-            (
-                r#"{"messages": [{"role": "user"}]}"#,
-                Err("a user message needs"),
-            ),
-            (
-                r#"{"messages": [{"type": "approval"}]}"#,
-                Err("an approval message needs"),
-            ),
+            (r#"{"messages": [{"role": "assistant", "content": "x"}]}"#, Err("role")),
+            (r#"{"messages": [{"role": "user"}]}"#, Err("a user message needs")),
+            (r#"{"messages": [{"type": "approval"}]}"#, Err("an approval message needs")),
             (
                 r#"{"messages": [{"type": "approval", "approvals": []}]}"#,
                 Err("approvals: answer at least one"),
@@ -393,10 +352,7 @@ mod tests {
             ),
             (
                 r#"{"messages": [{"type": "tool_return", "tool_returns": [{"type": "tool", "tool_call_id": "c", "tool_return": "x"}]}]}"#,
-                Ok(LettaAsked::Approvals(vec![returned(
-                    "c",
-                    Ok(serde_json::json!("x")),
-                )])),
+                Ok(LettaAsked::Approvals(vec![returned("c", Ok(serde_json::json!("x")))])),
             ),
             (
                 r#"{"messages": [{"type": "approval", "approvals": [{"type": "tool", "tool_call_id": "c"}]}]}"#,
@@ -425,11 +381,7 @@ mod tests {
                 (Ok(asked), Ok(expected)) => assert_eq!(asked, expected, "{body}"),
                 (Err(error), Err(start)) => {
                     assert_eq!(error.status, 422, "{body}");
-                    assert!(
-                        error.message.starts_with(start),
-                        "{body}: {}",
-                        error.message
-                    );
+                    assert!(error.message.starts_with(start), "{body}: {}", error.message);
                 }
                 (got, expected) => panic!("{body}: got {got:?}, expected {expected:?}"),
             }

@@ -41,9 +41,7 @@ pub(super) fn feed(
 }
 
 pub(super) fn wanted(types: &Option<Vec<String>>, message_type: &str) -> bool {
-    types
-        .as_ref()
-        .is_none_or(|types| types.iter().any(|wanted| wanted == message_type))
+    types.as_ref().is_none_or(|types| types.iter().any(|wanted| wanted == message_type))
 }
 
 /// What the client asked the stream to carry: pings, and which message types.
@@ -78,15 +76,9 @@ pub(super) fn sse_response(
     slot: tokio::sync::OwnedSemaphorePermit,
     expires_at: Option<i64>,
 ) -> Response {
-    let Shape {
-        include_pings,
-        types,
-    } = shape;
-    let expiry = expires_at.map(|expires_at| {
-        Box::pin(tokio::time::sleep(crate::http::auth::until_unix(
-            expires_at,
-        )))
-    });
+    let Shape { include_pings, types } = shape;
+    let expiry = expires_at
+        .map(|expires_at| Box::pin(tokio::time::sleep(crate::http::auth::until_unix(expires_at))));
     let ping = include_pings.then(|| {
         let period = state.ping_interval;
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -179,9 +171,7 @@ pub(super) fn sse_response(
     let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)))
         .into_response();
-    response
-        .extensions_mut()
-        .insert(crate::http::auth::EndsAtExpiry);
+    response.extensions_mut().insert(crate::http::auth::EndsAtExpiry);
     response
 }
 

@@ -114,10 +114,7 @@ pub struct UsageStatistics {
 #[derive(Clone, Debug, PartialEq)]
 pub enum LettaItem {
     Message(LettaMessage),
-    StopReason {
-        stop_reason: &'static str,
-        seq_id: u64,
-    },
+    StopReason { stop_reason: &'static str, seq_id: u64 },
     Usage(UsageStatistics),
 }
 
@@ -153,11 +150,7 @@ pub fn message_id(id: Uuid) -> String {
 
 /// Letta's stop reason for the event that ended a run.
 pub fn stop_reason(end: &AgentEvent) -> &'static str {
-    let ours = end
-        .content
-        .get("stop_reason")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let ours = end.content.get("stop_reason").and_then(Value::as_str).unwrap_or("");
     match end.kind {
         EventKind::RunCancelled => "cancelled",
         EventKind::RunFailed => match end.content.pointer("/error/type").and_then(Value::as_str) {

@@ -22,15 +22,9 @@ pub(super) fn spawn_follow(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let _subscriber = feeds.metrics.subscriber(surface);
-        let result = subscription::follow(
-            feeds.store.as_ref(),
-            &feeds.hub,
-            agent_id,
-            since,
-            form,
-            &out,
-        )
-        .await;
+        let result =
+            subscription::follow(feeds.store.as_ref(), &feeds.hub, agent_id, since, form, &out)
+                .await;
         match result {
             Ok(()) | Err(FollowError::SubscriberGone) => {}
             Err(error) => {

@@ -34,9 +34,8 @@ pub async fn stream_events(
     headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
     let agent_id = parse_agent_id(&agent_id)?;
-    let last_event_id = headers
-        .get("last-event-id")
-        .map(|value| value.to_str().unwrap_or("").trim().to_owned());
+    let last_event_id =
+        headers.get("last-event-id").map(|value| value.to_str().unwrap_or("").trim().to_owned());
     let since = match last_event_id {
         Some(text) => text.parse::<u64>().map_err(|_| {
             ApiError::bad_request(
@@ -53,25 +52,14 @@ pub async fn stream_events(
 
     let (out, receiver) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     let shutdown = feeds.shutdown.clone();
-    super::follow::spawn_follow(
-        feeds,
-        "native_sse",
-        agent_id,
-        since,
-        Form::Json { coalesce },
-        out,
-    );
+    super::follow::spawn_follow(feeds, "native_sse", agent_id, since, Form::Json { coalesce }, out);
     let events = stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|message| (message, receiver))
     })
     // What waits while the client is slow goes out together, coalesced where it asked for it.
     .ready_chunks(subscription::OUTBOUND_DRAIN_MESSAGES_MAX)
     .flat_map(|waiting| {
-        stream::iter(
-            subscription::coalesce_waiting(waiting)
-                .into_iter()
-                .flat_map(sse_events),
-        )
+        stream::iter(subscription::coalesce_waiting(waiting).into_iter().flat_map(sse_events))
     })
     // At shutdown the response ends cleanly; EventSource reconnects with Last-Event-ID.
     .take_until(shutdown.cancelled_owned())
@@ -90,23 +78,16 @@ fn sse_events(message: Outbound) -> Vec<Result<Event, Infallible>> {
         Outbound::Events { .. } => message
             .events()
             .iter()
-            .map(|event| {
-                Ok(Event::default()
-                    .id(event.seq.to_string())
-                    .data(&*event.json))
-            })
+            .map(|event| Ok(Event::default().id(event.seq.to_string()).data(&*event.json)))
             .collect(),
         Outbound::Message(
             message @ (ServerMessage::Lagged { .. } | ServerMessage::Error { .. }),
         ) => {
-            let name = if matches!(message, ServerMessage::Lagged { .. }) {
-                "lagged"
-            } else {
-                "error"
-            };
-            vec![Ok(Event::default().event(name).data(
-                serde_json::to_string(&message).expect("messages serialize"),
-            ))]
+            let name =
+                if matches!(message, ServerMessage::Lagged { .. }) { "lagged" } else { "error" };
+            vec![Ok(Event::default()
+                .event(name)
+                .data(serde_json::to_string(&message).expect("messages serialize")))]
         }
         Outbound::Values { events, .. } => events
             .iter()

@@ -112,13 +112,8 @@ pub async fn serve_socket<W, R>(
     let (out, outbound) = mpsc::channel::<Outbound>(feeds.limits.subscriber_outbound_frames_max);
     let (close_sender, close_frame) = oneshot::channel::<CloseFrame>();
     let ping_every = Duration::from_millis(feeds.limits.ws_ping_interval_ms);
-    let socket_writer = tokio::spawn(write_socket(
-        sink,
-        outbound,
-        close_frame,
-        ping_every,
-        feeds.metrics.clone(),
-    ));
+    let socket_writer =
+        tokio::spawn(write_socket(sink, outbound, close_frame, ping_every, feeds.metrics.clone()));
     let idle_max = Duration::from_millis(feeds.limits.ws_idle_timeout_ms);
     let mut idle_deadline = tokio::time::Instant::now() + idle_max;
     let message_bytes_max = feeds.limits.ws_message_bytes_max;
@@ -131,14 +126,8 @@ pub async fn serve_socket<W, R>(
         None => Duration::from_secs(u32::MAX.into()),
     });
     tokio::pin!(expiry);
-    let mut connection = Connection {
-        feeds,
-        starter,
-        cluster,
-        caller,
-        out,
-        subscriptions: HashMap::new(),
-    };
+    let mut connection =
+        Connection { feeds, starter, cluster, caller, out, subscriptions: HashMap::new() };
     loop {
         let frame = tokio::select! {
             _ = &mut expiry => {
@@ -170,11 +159,7 @@ pub async fn serve_socket<W, R>(
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
                 connection
-                    .reply_error(
-                        "unsupported_frame",
-                        "send JSON text frames, not binary",
-                        None,
-                    )
+                    .reply_error("unsupported_frame", "send JSON text frames, not binary", None)
                     .await;
                 continue;
             }
@@ -196,9 +181,7 @@ pub async fn serve_socket<W, R>(
             connection.handle(message).await;
         }
     }
-    let Connection {
-        out, subscriptions, ..
-    } = connection;
+    let Connection { out, subscriptions, .. } = connection;
     if let Some(frame) = close {
         let _ = close_sender.send(frame);
     }
@@ -282,8 +265,7 @@ impl Connection {
                 } else {
                     "malformed_json"
                 };
-                self.reply_error(code, &format!("cannot read that message: {error}"), None)
-                    .await;
+                self.reply_error(code, &format!("cannot read that message: {error}"), None).await;
                 None
             }
         }
@@ -293,18 +275,13 @@ impl Connection {
     /// sent (the same codes as the REST API's: 403 `insufficient_scope`, 404 `unknown_agent`).
     async fn allowed(&self, agent_id: Uuid, scope: Scope) -> bool {
         let checked = match self.caller.require(scope) {
-            Ok(()) => self
-                .caller
-                .reach_id(self.feeds.store.as_ref(), agent_id)
-                .await
-                .map(drop),
+            Ok(()) => self.caller.reach_id(self.feeds.store.as_ref(), agent_id).await.map(drop),
             Err(error) => Err(error),
         };
         match checked {
             Ok(()) => true,
             Err(error) => {
-                self.reply_error(error.code, &error.message, Some(agent_id))
-                    .await;
+                self.reply_error(error.code, &error.message, Some(agent_id)).await;
                 false
             }
         }
@@ -325,13 +302,8 @@ impl Connection {
             }
         }
         let reply = match message {
-            ClientMessage::Subscribe {
-                agent_id,
-                since,
-                coalesce,
-            } => {
-                self.subscribe(agent_id, since, Form::Json { coalesce })
-                    .await;
+            ClientMessage::Subscribe { agent_id, since, coalesce } => {
+                self.subscribe(agent_id, since, Form::Json { coalesce }).await;
                 return;
             }
             ClientMessage::Unsubscribe { agent_id } => {
@@ -366,12 +338,7 @@ impl Connection {
                 }
             }
             ClientMessage::Ping { nonce } => ServerMessage::Pong { nonce },
-            ClientMessage::Approve {
-                agent_id,
-                call_id,
-                approve,
-                reason,
-            } => {
+            ClientMessage::Approve { agent_id, call_id, approve, reason } => {
                 let decision = ApprovalDecision {
                     tool_call_id: call_id.clone(),
                     approve,
@@ -380,12 +347,8 @@ impl Connection {
                 };
                 self.answer(agent_id, call_id, decision).await
             }
-            ClientMessage::ToolResult {
-                agent_id,
-                call_id,
-                output,
-                error,
-            } => match (output, error) {
+            ClientMessage::ToolResult { agent_id, call_id, output, error } => match (output, error)
+            {
                 (Some(output), None) => {
                     let decision = ApprovalDecision::returned(call_id.clone(), Ok(output));
                     self.answer(agent_id, call_id, decision).await
@@ -411,16 +374,10 @@ impl Connection {
         call_id: String,
         decision: ApprovalDecision,
     ) -> ServerMessage {
-        match self
-            .starter
-            .answer_approval(agent_id, decision, RunOptions::default())
-            .await
-        {
-            Ok(started) => ServerMessage::ApprovalAccepted {
-                agent_id,
-                call_id,
-                run_id: started.run_id,
-            },
+        match self.starter.answer_approval(agent_id, decision, RunOptions::default()).await {
+            Ok(started) => {
+                ServerMessage::ApprovalAccepted { agent_id, call_id, run_id: started.run_id }
+            }
             Err(error) => {
                 let error = ApiError::from(error);
                 ServerMessage::Error {
@@ -446,14 +403,8 @@ impl Connection {
             .await;
             return;
         }
-        let task = spawn_follow(
-            self.feeds.clone(),
-            "websocket",
-            agent_id,
-            since,
-            form,
-            self.out.clone(),
-        );
+        let task =
+            spawn_follow(self.feeds.clone(), "websocket", agent_id, since, form, self.out.clone());
         self.subscriptions.insert(agent_id, task);
     }
 

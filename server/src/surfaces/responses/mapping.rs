@@ -153,8 +153,7 @@ impl ResponseMapper {
             })),
             EventKind::ApprovalResponse => {
                 let call_id = text_of(&event.content, "tool_call_id");
-                self.approved
-                    .insert(call_id, text_of(&event.content, "name"));
+                self.approved.insert(call_id, text_of(&event.content, "name"));
             }
             EventKind::Usage => self.usage = Some(event.content.clone()),
             EventKind::Error => {
@@ -193,11 +192,7 @@ impl ResponseMapper {
             created_at: event.created_at.timestamp(),
             echo,
         });
-        let first = if queued {
-            Status::Queued
-        } else {
-            Status::InProgress
-        };
+        let first = if queued { Status::Queued } else { Status::InProgress };
         self.lifecycle(out, "response.created", first);
         self.lifecycle(out, "response.in_progress", Status::InProgress);
     }
@@ -223,10 +218,7 @@ impl ResponseMapper {
 
     /// The id of the item at `index`.
     fn id_at(&self, index: usize) -> String {
-        self.output[index]["id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        self.output[index]["id"].as_str().unwrap_or_default().to_owned()
     }
 
     fn finish_item(&mut self, out: &mut Vec<Value>, index: usize, status: &str) {
@@ -235,11 +227,7 @@ impl ResponseMapper {
         };
         item["status"] = json!(status);
         let item = item.clone();
-        self.emit(
-            out,
-            "response.output_item.done",
-            json!({ "output_index": index, "item": item }),
-        );
+        self.emit(out, "response.output_item.done", json!({ "output_index": index, "item": item }));
     }
 
     fn text(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
@@ -321,13 +309,8 @@ impl ResponseMapper {
                 json!({ "item_id": id, "output_index": index, "content_index": 0, "part": part }),
             );
         }
-        self.open = Some(OpenText {
-            index,
-            reasoning,
-            message_id,
-            item_id: id,
-            text: String::new(),
-        });
+        self.open =
+            Some(OpenText { index, reasoning, message_id, item_id: id, text: String::new() });
     }
 
     fn close_text(&mut self, out: &mut Vec<Value>, status: &str) {
@@ -378,11 +361,7 @@ impl ResponseMapper {
             _ if stop_reason.starts_with("max_") => (Status::Incomplete, "response.incomplete"),
             _ => (Status::Completed, "response.completed"),
         };
-        let item_status = if status == Status::Completed {
-            "completed"
-        } else {
-            "incomplete"
-        };
+        let item_status = if status == Status::Completed { "completed" } else { "incomplete" };
         self.close_text(out, item_status);
         let unfinished: Vec<Uuid> = self
             .calls
@@ -396,9 +375,7 @@ impl ResponseMapper {
         match status {
             Status::Failed => {
                 let detail = event.content.get("error");
-                let code = detail
-                    .and_then(|error| error.get("type"))
-                    .and_then(Value::as_str);
+                let code = detail.and_then(|error| error.get("type")).and_then(Value::as_str);
                 let message = detail.and_then(|error| error.get("message"));
                 if code.is_some() || self.error.is_none() {
                     self.error = Some(json!({

@@ -89,10 +89,7 @@ pub async fn create(
         return Err(nothing_waits().into());
     }
     let slot = match request.stream {
-        true => Some(crate::surfaces::stream_slot(
-            &state.sse_streams,
-            state.sse_streams_max,
-        )?),
+        true => Some(crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?),
         false => None,
     };
     let agent_id = agent_of(&state, &caller, &request).await?;
@@ -114,10 +111,7 @@ pub async fn create(
     };
     let started = match asked {
         Asked::Message { text, system } => {
-            let started = state
-                .starter
-                .start_run(agent_id, text, None, options(system))
-                .await;
+            let started = state.starter.start_run(agent_id, text, None, options(system)).await;
             match started {
                 Ok(started) => started,
                 Err(refused) => {
@@ -135,10 +129,7 @@ pub async fn create(
             if answers.is_empty() {
                 return Err(nothing_waits().into());
             }
-            state
-                .starter
-                .answer_approvals(agent_id, answers, options(Vec::new()))
-                .await?
+            state.starter.answer_approvals(agent_id, answers, options(Vec::new())).await?
         }
     };
     let run_id = started.run_id;
@@ -154,13 +145,7 @@ pub async fn create(
     });
     let mut events = stream::feed(&state, agent_id, run_id, after_seq, None);
     if let Some(slot) = slot {
-        return Ok(stream::sse_response(
-            &state,
-            events,
-            guard,
-            slot,
-            caller.expires_at(),
-        ));
+        return Ok(stream::sse_response(&state, events, guard, slot, caller.expires_at()));
     }
     let response = if request.background {
         // At once: the response as it was created (queued).
@@ -170,9 +155,7 @@ pub async fn create(
             None => Value::Null,
         }
     } else {
-        let response = stream::final_response(events)
-            .await
-            .map_err(ApiError::internal)?;
+        let response = stream::final_response(events).await.map_err(ApiError::internal)?;
         ForegroundGuard::disarm(&mut guard);
         response.unwrap_or(Value::Null)
     };
@@ -194,12 +177,8 @@ async fn agent_of(
     }
     let ours = request.ours();
     if !ours.is_empty() {
-        let mut agents: Vec<Uuid> = store
-            .events_by_id(&ours)
-            .await?
-            .iter()
-            .map(|event| event.agent_id)
-            .collect();
+        let mut agents: Vec<Uuid> =
+            store.events_by_id(&ours).await?.iter().map(|event| event.agent_id).collect();
         agents.sort_unstable();
         agents.dedup();
         return match agents.as_slice() {
@@ -265,16 +244,11 @@ async fn agent_of_run(
     id: &str,
 ) -> Result<(Uuid, u64), ResponsesError> {
     let outline = state.store.run_outline(run_id).await?;
-    let Some(started) = outline
-        .iter()
-        .find(|event| event.kind == app::EventKind::RunStarted)
+    let Some(started) = outline.iter().find(|event| event.kind == app::EventKind::RunStarted)
     else {
         return Err(not_found(id).into());
     };
-    caller
-        .reach_id(state.store.as_ref(), started.agent_id)
-        .await
-        .map_err(|_| not_found(id))?;
+    caller.reach_id(state.store.as_ref(), started.agent_id).await.map_err(|_| not_found(id))?;
     Ok((started.agent_id, started.seq))
 }
 
@@ -305,13 +279,7 @@ pub async fn retrieve(
     if query.stream == Some(true) {
         let slot = crate::surfaces::stream_slot(&state.sse_streams, state.sse_streams_max)?;
         let events = stream::feed(&state, agent_id, run_id, start - 1, query.starting_after);
-        return Ok(stream::sse_response(
-            &state,
-            events,
-            None,
-            slot,
-            caller.expires_at(),
-        ));
+        return Ok(stream::sse_response(&state, events, None, slot, caller.expires_at()));
     }
     response_now(&state, agent_id, run_id, start).await
 }
@@ -360,24 +328,17 @@ pub async fn delete(
     caller.require(Scope::Write)?;
     let (run_id, agent_id, start) = located(&state, &caller, &id).await?;
     let store = state.store.as_ref();
-    let agent = store
-        .get_agent(agent_id)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    let agent = store.get_agent(agent_id).await?.ok_or_else(|| not_found(&id))?;
     let made_for_it = agent.metadata.get("made_by").and_then(Value::as_str) == Some(MADE_BY);
     if made_for_it && start == 1 {
         cancel_run(&state, agent_id, run_id).await?;
-        let end = store
-            .run_outline(run_id)
-            .await?
-            .last()
-            .map(|event| event.seq);
+        let end = store.run_outline(run_id).await?.last().map(|event| event.seq);
         let head = store.head_seq(agent_id).await?;
         if end.is_some() && end == head && store.delete_agent(agent_id).await? {
             state.hub.close(agent_id);
             state.snapshots.remove(agent_id);
             return Ok(
-                Json(json!({ "id": id, "object": "response", "deleted": true })).into_response(),
+                Json(json!({ "id": id, "object": "response", "deleted": true })).into_response()
             );
         }
     }
@@ -437,10 +398,8 @@ pub async fn input_items(
         items.reverse();
     }
     if let Some(after) = &query.after {
-        let position = items
-            .iter()
-            .position(|item| item["id"].as_str() == Some(after))
-            .ok_or_else(|| {
+        let position =
+            items.iter().position(|item| item["id"].as_str() == Some(after)).ok_or_else(|| {
                 ApiError::bad_request(
                     "invalid_request",
                     format!("after: {after:?} is not an input item of this response"),

@@ -142,16 +142,10 @@ impl CreateBody {
     pub fn read(&self) -> Result<CreateRequest, ApiError> {
         let model = match &self.model {
             Value::String(model) if !model.trim().is_empty() => model.trim(),
-            _ => {
-                return Err(invalid(
-                    "model must name an agent (its id) or a model handle",
-                ))
-            }
+            _ => return Err(invalid("model must name an agent (its id) or a model handle")),
         };
         if model.chars().count() > MODEL_CHARS_MAX {
-            return Err(invalid(format!(
-                "model is over {MODEL_CHARS_MAX} characters"
-            )));
+            return Err(invalid(format!("model is over {MODEL_CHARS_MAX} characters")));
         }
         if !self.conversation.is_null() {
             return Err(invalid(
@@ -253,14 +247,11 @@ fn check_metadata(metadata: &Value) -> Result<(), ApiError> {
         _ => return Err(invalid("metadata must be an object of strings")),
     };
     if fields.len() > METADATA_KEYS_MAX {
-        return Err(invalid(format!(
-            "metadata has over {METADATA_KEYS_MAX} keys"
-        )));
+        return Err(invalid(format!("metadata has over {METADATA_KEYS_MAX} keys")));
     }
     for (key, value) in fields {
-        let fits = value
-            .as_str()
-            .is_some_and(|text| text.chars().count() <= METADATA_VALUE_CHARS_MAX);
+        let fits =
+            value.as_str().is_some_and(|text| text.chars().count() <= METADATA_VALUE_CHARS_MAX);
         if !fits || key.chars().count() > 64 {
             return Err(invalid(format!(
                 "metadata.{key}: keys are at most 64 characters and values strings of at most \
@@ -281,11 +272,7 @@ fn read_input(input: &Value) -> Result<Vec<Item>, ApiError> {
             }])
         }
         Value::Array(items) => items,
-        Value::Null => {
-            return Err(invalid(
-                "input is missing: give a string or a list of items",
-            ))
-        }
+        Value::Null => return Err(invalid("input is missing: give a string or a list of items")),
         _ => return Err(invalid("input must be a string or a list of items")),
     };
     if items.len() > INPUT_ITEMS_MAX {
@@ -304,21 +291,13 @@ fn read_input(input: &Value) -> Result<Vec<Item>, ApiError> {
 }
 
 fn read_item(item: &Value) -> Result<Item, String> {
-    let ours = item
-        .get("id")
-        .and_then(Value::as_str)
-        .and_then(event_of_item);
+    let ours = item.get("id").and_then(Value::as_str).and_then(event_of_item);
     let kind = item.get("type").and_then(Value::as_str);
     match kind {
         None | Some("message") => {
-            let role = item
-                .get("role")
-                .and_then(Value::as_str)
-                .ok_or("a message needs a role")?;
+            let role = item.get("role").and_then(Value::as_str).ok_or("a message needs a role")?;
             if !["user", "assistant", "system", "developer"].contains(&role) {
-                return Err(format!(
-                    "role {role:?} is not user, assistant, system or developer"
-                ));
+                return Err(format!("role {role:?} is not user, assistant, system or developer"));
             }
             Ok(Item::Message {
                 role: role.to_owned(),
@@ -364,9 +343,7 @@ fn content_text(content: &Value) -> Result<String, String> {
     for part in parts {
         match part.get("type").and_then(Value::as_str) {
             Some("input_text" | "output_text" | "text" | "summary_text") => texts.push(
-                part.get("text")
-                    .and_then(Value::as_str)
-                    .ok_or("a text part needs its text")?,
+                part.get("text").and_then(Value::as_str).ok_or("a text part needs its text")?,
             ),
             Some("refusal") => {
                 texts.push(part.get("refusal").and_then(Value::as_str).unwrap_or(""))
@@ -404,11 +381,9 @@ impl CreateRequest {
     pub fn asked(&self) -> Result<Asked, ApiError> {
         let new_from = match self.previous {
             Some(_) => 0,
-            None => self
-                .items
-                .iter()
-                .rposition(|item| item.ours().is_some())
-                .map_or(0, |last| last + 1),
+            None => {
+                self.items.iter().rposition(|item| item.ours().is_some()).map_or(0, |last| last + 1)
+            }
         };
         let new = &self.items[new_from..];
         // Every output the input holds: calls of one response answered in any order, those
@@ -421,9 +396,7 @@ impl CreateRequest {
                 _ => None,
             })
             .collect();
-        let last_output = new
-            .iter()
-            .rposition(|item| matches!(item, Item::FunctionCallOutput(_)));
+        let last_output = new.iter().rposition(|item| matches!(item, Item::FunctionCallOutput(_)));
         let user_after = |from: usize| {
             new[from..]
                 .iter()

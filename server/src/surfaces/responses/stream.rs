@@ -72,9 +72,8 @@ pub async fn read(
     let mut mapper = ResponseMapper::new();
     let mut since = start_seq.saturating_sub(1);
     for _ in 0..READ_PAGES_MAX {
-        let page: Vec<AgentEvent> = store
-            .read_events(agent_id, since, READ_PAGE_EVENTS_MAX)
-            .await?;
+        let page: Vec<AgentEvent> =
+            store.read_events(agent_id, since, READ_PAGE_EVENTS_MAX).await?;
         let Some(last) = page.last() else {
             return Ok(mapper);
         };
@@ -120,11 +119,8 @@ pub fn sse_response(
     slot: tokio::sync::OwnedSemaphorePermit,
     expires_at: Option<i64>,
 ) -> Response {
-    let expiry = expires_at.map(|expires_at| {
-        Box::pin(tokio::time::sleep(crate::http::auth::until_unix(
-            expires_at,
-        )))
-    });
+    let expiry = expires_at
+        .map(|expires_at| Box::pin(tokio::time::sleep(crate::http::auth::until_unix(expires_at))));
     let streaming = Streaming {
         events,
         finished: false,
@@ -168,9 +164,7 @@ pub fn sse_response(
     let mut response = Sse::new(body)
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(SSE_KEEPALIVE_INTERVAL_MS)))
         .into_response();
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
 

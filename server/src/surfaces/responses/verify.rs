@@ -133,12 +133,7 @@ pub fn check(events: &[Value], ended: bool) -> Result<(), String> {
     }
     let output: Vec<&str> = response["output"]
         .as_array()
-        .map(|output| {
-            output
-                .iter()
-                .filter_map(|item| item["id"].as_str())
-                .collect()
-        })
+        .map(|output| output.iter().filter_map(|item| item["id"].as_str()).collect())
         .unwrap_or_default();
     let streamed: Vec<&str> = items.iter().map(|(id, _, _)| id.as_str()).collect();
     if output != streamed {

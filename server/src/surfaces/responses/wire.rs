@@ -30,9 +30,7 @@ pub fn item_id(prefix: &str, event_id: Uuid) -> String {
 
 /// The event an item id of ours names (`msg_`, `rs_`, `fc_`, `tc_`, `fco_` + 32 hex digits).
 pub fn event_of_item(id: &str) -> Option<Uuid> {
-    ["msg_", "rs_", "fc_", "tc_", "fco_"]
-        .iter()
-        .find_map(|prefix| parse_prefixed(id, prefix))
+    ["msg_", "rs_", "fc_", "tc_", "fco_"].iter().find_map(|prefix| parse_prefixed(id, prefix))
 }
 
 fn parse_prefixed(id: &str, prefix: &str) -> Option<Uuid> {
@@ -209,11 +207,7 @@ impl From<crate::agent::start::StartError> for ResponsesError {
 
 impl IntoResponse for ResponsesError {
     fn into_response(self) -> Response {
-        let ApiError {
-            status,
-            code,
-            message,
-        } = self.0;
+        let ApiError { status, code, message } = self.0;
         let kind = match status {
             StatusCode::UNAUTHORIZED => "authentication_error",
             StatusCode::FORBIDDEN => "permission_error",
@@ -229,9 +223,7 @@ impl IntoResponse for ResponsesError {
         let mut response = (status, axum::Json(body)).into_response();
         // A conflict (an answer given twice, a run in the way) stays one whatever the retry.
         if status == StatusCode::CONFLICT {
-            response
-                .headers_mut()
-                .insert("x-should-retry", HeaderValue::from_static("false"));
+            response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
         }
         response
     }

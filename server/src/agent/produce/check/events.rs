@@ -125,9 +125,8 @@ impl ProducedRun {
 
     /// `user`, `text`, `thinking`: a delta of a message, or its whole content.
     fn message(&mut self, kind: EventKind, item: ProducedEvent) -> Result<Vec<EventDraft>, String> {
-        let message_id = item
-            .message_id
-            .ok_or_else(|| format!("{} needs message_id", kind.as_str()))?;
+        let message_id =
+            item.message_id.ok_or_else(|| format!("{} needs message_id", kind.as_str()))?;
         let content = object_or_null(item.content, "content")?;
         if item.delta.is_none() {
             if kind == EventKind::User {
@@ -157,9 +156,7 @@ impl ProducedRun {
         message_id: Option<Uuid>,
         content: Option<&Value>,
     ) -> Result<usize, String> {
-        let by_id = content
-            .and_then(|content| content.get("tool_call_id"))
-            .and_then(Value::as_str);
+        let by_id = content.and_then(|content| content.get("tool_call_id")).and_then(Value::as_str);
         self.calls
             .iter()
             .position(|call| match (message_id, by_id) {
@@ -177,10 +174,7 @@ impl ProducedRun {
             let index = self.call_named(item.message_id, item.content.as_ref())?;
             let call = &self.calls[index];
             if call.answered {
-                return Err(format!(
-                    "tool call {} has its result already",
-                    call.tool_call_id
-                ));
+                return Err(format!("tool call {} has its result already", call.tool_call_id));
             }
             let mut draft = self.draft(EventKind::ToolCall, Some(call.thread_id));
             draft.block_id = Some(call.block_id);
@@ -196,19 +190,11 @@ impl ProducedRun {
         let mut content = object_or_null(item.content, "content")?;
         let tool_call_id = name_field(&content, "tool_call_id", "a tool call")?.to_owned();
         let name = name_field(&content, "name", "a tool call")?.to_owned();
-        if self
-            .calls
-            .iter()
-            .any(|call| call.tool_call_id == tool_call_id)
-        {
-            return Err(format!(
-                "tool call {tool_call_id:?} was opened already in this run"
-            ));
+        if self.calls.iter().any(|call| call.tool_call_id == tool_call_id) {
+            return Err(format!("tool call {tool_call_id:?} was opened already in this run"));
         }
         if self.calls.len() >= PRODUCED_CALLS_PER_RUN_MAX {
-            return Err(format!(
-                "a run makes at most {PRODUCED_CALLS_PER_RUN_MAX} tool calls"
-            ));
+            return Err(format!("a run makes at most {PRODUCED_CALLS_PER_RUN_MAX} tool calls"));
         }
         if content.get("input").is_none() {
             content["input"] = json!({});
@@ -344,10 +330,9 @@ impl ProducedRun {
     pub fn stopped(&mut self, stop: Stop) -> Vec<EventDraft> {
         let why = match stop {
             Stop::Cancelled => "the run was cancelled".to_owned(),
-            Stop::LeaseExpired => format!(
-                "the producer sent nothing for {} ms (its lease)",
-                self.lease_ms
-            ),
+            Stop::LeaseExpired => {
+                format!("the producer sent nothing for {} ms (its lease)", self.lease_ms)
+            }
             Stop::Shutdown => "the server shut down while the producer's run was open".to_owned(),
             Stop::Abandoned => "the producer's stream ended before the run did".to_owned(),
         };

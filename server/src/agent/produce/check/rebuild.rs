@@ -52,12 +52,7 @@ impl ProducedRun {
         self.events += 1;
         self.bytes += crate::agent::run::draft_bytes(&counted) as u64;
         let text = |field: &str| {
-            event
-                .content
-                .get(field)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .map(str::to_owned)
+            event.content.get(field).and_then(Value::as_str).map(str::trim).map(str::to_owned)
         };
         match event.kind {
             EventKind::User | EventKind::Text | EventKind::Thinking => {
@@ -83,10 +78,8 @@ impl ProducedRun {
             }
             EventKind::ToolResult => {
                 let id = text("tool_call_id");
-                if let Some(call) = self
-                    .calls
-                    .iter_mut()
-                    .find(|call| Some(&call.tool_call_id) == id.as_ref())
+                if let Some(call) =
+                    self.calls.iter_mut().find(|call| Some(&call.tool_call_id) == id.as_ref())
                 {
                     call.answered = true;
                 }

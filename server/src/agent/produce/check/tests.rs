@@ -5,10 +5,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
-const PRODUCER: Producer<'static> = Producer {
-    id: "worker",
-    epoch: 2,
-};
+const PRODUCER: Producer<'static> = Producer { id: "worker", epoch: 2 };
 
 fn items(batch: Value) -> Vec<ProducedEvent> {
     parse_batch(batch).expect("the case's batch parses")
@@ -67,14 +64,7 @@ fn accepted_batches_and_what_they_write() {
                 { "kind": "usage", "content": { "input_tokens": 3, "output_tokens": 2 } },
                 { "kind": "run_completed" },
             ])],
-            vec![vec![
-                "run_started",
-                "user",
-                "text",
-                "text",
-                "usage",
-                "run_completed",
-            ]],
+            vec![vec!["run_started", "user", "text", "text", "usage", "run_completed"]],
         ),
         (
             "a tool call: opened, input streamed and merged, answered (its status merged first)",
@@ -102,10 +92,7 @@ fn accepted_batches_and_what_they_write() {
                     { "kind": "tool_result", "content": { "tool_call_id": "c1", "result": "boom", "is_error": true } },
                 ]),
             ],
-            vec![
-                vec!["run_started"],
-                vec!["tool_call", "tool_call:error", "tool_result"],
-            ],
+            vec![vec!["run_started"], vec!["tool_call", "tool_call:error", "tool_result"]],
         ),
         (
             "an end with a call still open answers it first",
@@ -123,10 +110,7 @@ fn accepted_batches_and_what_they_write() {
         ),
         (
             "after an end, the next batch opens a new run",
-            vec![
-                json!([{ "kind": "run_started" }, { "kind": "run_completed" }]),
-                start(),
-            ],
+            vec![json!([{ "kind": "run_started" }, { "kind": "run_completed" }]), start()],
             vec![vec!["run_started", "run_completed"], vec!["run_started"]],
         ),
     ];
@@ -158,21 +142,13 @@ fn refused_batches_name_the_event() {
             vec![json!([{ "kind": "run_started", "id": MESSAGE }])],
             "event 0: unknown field `id`",
         ),
-        (
-            "seq",
-            vec![json!([{ "kind": "run_started", "seq": 4 }])],
-            "unknown field `seq`",
-        ),
+        ("seq", vec![json!([{ "kind": "run_started", "seq": 4 }])], "unknown field `seq`"),
         (
             "run id chosen",
             vec![json!([{ "kind": "run_started", "run_id": MESSAGE }])],
             "run_id is the server's",
         ),
-        (
-            "wrong type",
-            vec![json!([{ "kind": 3 }])],
-            "event 0: invalid type",
-        ),
+        ("wrong type", vec![json!([{ "kind": 3 }])], "event 0: invalid type"),
         (
             "unknown kind",
             vec![start(), json!([{ "kind": "telepathy" }])],
@@ -180,18 +156,12 @@ fn refused_batches_name_the_event() {
         ),
         (
             "approvals",
-            vec![
-                start(),
-                json!([{ "kind": "approval_requested", "content": {} }]),
-            ],
+            vec![start(), json!([{ "kind": "approval_requested", "content": {} }])],
             "approvals are asked and answered through the server",
         ),
         (
             "text without message",
-            vec![
-                start(),
-                json!([{ "kind": "text", "delta": "x", "delta_action": "append" }]),
-            ],
+            vec![start(), json!([{ "kind": "text", "delta": "x", "delta_action": "append" }])],
             "text needs message_id",
         ),
         (
@@ -204,10 +174,7 @@ fn refused_batches_name_the_event() {
         ),
         (
             "delta without action",
-            vec![
-                start(),
-                json!([{ "kind": "text", "message_id": MESSAGE, "delta": "x" }]),
-            ],
+            vec![start(), json!([{ "kind": "text", "message_id": MESSAGE, "delta": "x" }])],
             "a delta needs delta_action",
         ),
         (
@@ -239,10 +206,7 @@ fn refused_batches_name_the_event() {
         ),
         (
             "call without id",
-            vec![
-                start(),
-                json!([{ "kind": "tool_call", "content": { "name": "x" } }]),
-            ],
+            vec![start(), json!([{ "kind": "tool_call", "content": { "name": "x" } }])],
             "needs content.tool_call_id",
         ),
         (
@@ -305,10 +269,7 @@ fn refused_batches_name_the_event() {
         ),
         (
             "usage not a number",
-            vec![
-                start(),
-                json!([{ "kind": "usage", "content": { "input_tokens": "many" } }]),
-            ],
+            vec![start(), json!([{ "kind": "usage", "content": { "input_tokens": "many" } }])],
             "must be a whole number",
         ),
         (
@@ -334,31 +295,19 @@ fn refused_batches_name_the_event() {
     for (name, batches, says) in cases {
         let refused = match batches.last().map(|batch| parse_batch(batch.clone())) {
             Some(Err(refusal)) => refusal.to_string(),
-            _ => run(&batches, RunLimits::default())
-                .map(|_| ())
-                .expect_err(name),
+            _ => run(&batches, RunLimits::default()).map(|_| ()).expect_err(name),
         };
-        assert!(
-            refused.contains(says),
-            "{name}: {refused:?} should say {says:?}"
-        );
+        assert!(refused.contains(says), "{name}: {refused:?} should say {says:?}");
     }
 }
 
 #[test]
 fn run_limits_refuse_the_batch_as_over_limit() {
-    let limits = RunLimits {
-        events_max: 3,
-        ..RunLimits::default()
-    };
-    let mut open = check_batch(None, items(start()), PRODUCER, limits)
-        .unwrap()
-        .run;
+    let limits = RunLimits { events_max: 3, ..RunLimits::default() };
+    let mut open = check_batch(None, items(start()), PRODUCER, limits).unwrap().run;
     let text = |text: &str| json!([{ "kind": "text", "message_id": MESSAGE, "delta": text, "delta_action": "append" }]);
     for _ in 0..2 {
-        open = check_batch(open.as_ref(), items(text("x")), PRODUCER, limits)
-            .unwrap()
-            .run;
+        open = check_batch(open.as_ref(), items(text("x")), PRODUCER, limits).unwrap().run;
     }
     let refusal = check_batch(open.as_ref(), items(text("x")), PRODUCER, limits).unwrap_err();
     assert!(refusal.over_limit, "{refusal:?}");
@@ -388,18 +337,9 @@ fn run_started_records_the_producer_and_the_lease() {
 #[test]
 fn a_run_stopped_without_its_producer_is_closed_like_ours() {
     let cases = [
-        (
-            Stop::Cancelled,
-            vec!["tool_call", "tool_result", "run_cancelled"],
-        ),
-        (
-            Stop::LeaseExpired,
-            vec!["tool_call", "tool_result", "error", "run_failed"],
-        ),
-        (
-            Stop::Shutdown,
-            vec!["tool_call", "tool_result", "error", "run_failed"],
-        ),
+        (Stop::Cancelled, vec!["tool_call", "tool_result", "run_cancelled"]),
+        (Stop::LeaseExpired, vec!["tool_call", "tool_result", "error", "run_failed"]),
+        (Stop::Shutdown, vec!["tool_call", "tool_result", "error", "run_failed"]),
     ];
     for (stop, expected) in cases {
         let opened = check_batch(None, items(start()), PRODUCER, RunLimits::default()).unwrap();
@@ -418,10 +358,7 @@ fn a_run_stopped_without_its_producer_is_closed_like_ours() {
         let kinds: Vec<&str> = drafts.iter().map(|draft| draft.kind.as_str()).collect();
         assert_eq!(kinds, expected, "{stop:?}");
         let end = drafts.last().unwrap();
-        assert_eq!(
-            end.content["usage"],
-            json!({ "input_tokens": 1, "output_tokens": 2 })
-        );
+        assert_eq!(end.content["usage"], json!({ "input_tokens": 1, "output_tokens": 2 }));
         if stop != Stop::Cancelled {
             assert_eq!(end.content["error"]["type"], "interrupted", "{stop:?}");
         }
@@ -466,13 +403,9 @@ fn a_run_rebuilt_from_its_events_is_the_run_the_checks_left() {
         let mut open: Option<ProducedRun> = None;
         let mut log = Vec::new();
         for batch in &batches {
-            let checked = check_batch(
-                open.as_ref(),
-                items(batch.clone()),
-                PRODUCER,
-                RunLimits::default(),
-            )
-            .unwrap_or_else(|refusal| panic!("{name}: {refusal}"));
+            let checked =
+                check_batch(open.as_ref(), items(batch.clone()), PRODUCER, RunLimits::default())
+                    .unwrap_or_else(|refusal| panic!("{name}: {refusal}"));
             for draft in checked.drafts {
                 let seq = log.len() as u64 + 1;
                 log.push(draft.into_event(agent, seq));
@@ -482,13 +415,9 @@ fn a_run_rebuilt_from_its_events_is_the_run_the_checks_left() {
         let open = open.unwrap_or_else(|| panic!("{name}: the run is open"));
         let rebuilt = ProducedRun::rebuild(&log[0], &log).expect("a run_started");
         assert_eq!(rebuilt, open, "{name}");
-        let original = check_batch(
-            Some(&open),
-            items(next.clone()),
-            PRODUCER,
-            RunLimits::default(),
-        )
-        .map(|checked| checked.drafts.len());
+        let original =
+            check_batch(Some(&open), items(next.clone()), PRODUCER, RunLimits::default())
+                .map(|checked| checked.drafts.len());
         let again = check_batch(Some(&rebuilt), items(next), PRODUCER, RunLimits::default())
             .map(|checked| checked.drafts.len());
         assert_eq!(again, original, "{name}");

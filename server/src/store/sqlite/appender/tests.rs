@@ -4,10 +4,7 @@ use crate::store::{Agents, EventDraft, EventLog, NewAgent};
 
 /// A group of one event of `kind` for each of `agents`.
 fn group(agents: &[Uuid], kind: app::EventKind) -> Vec<AppendBatch> {
-    agents
-        .iter()
-        .map(|agent_id| AppendBatch::new(*agent_id, vec![EventDraft::new(kind)]))
-        .collect()
+    agents.iter().map(|agent_id| AppendBatch::new(*agent_id, vec![EventDraft::new(kind)])).collect()
 }
 
 /// A second connection to the store's file, with this process's view of `recent` caught up.
@@ -83,9 +80,7 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
     }
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(8));
     assert_eq!(index.live_rows(), 8, "the backlog the metrics show");
-    connection
-        .execute_batch("DROP TRIGGER refuse_moves")
-        .unwrap();
+    connection.execute_batch("DROP TRIGGER refuse_moves").unwrap();
     append(&mut connection, group(), || false, &mut recent).unwrap();
     assert_eq!(seqs(&store, agent, 20).await, (1..=9).collect::<Vec<u64>>());
     assert!(index.live_rows() < 8, "{} rows left", index.live_rows());
@@ -104,9 +99,7 @@ async fn groups_of_thousands_of_rows_keep_recent_near_its_bound() {
     let group = || {
         vec![AppendBatch {
             agent_id: agent,
-            drafts: (0..GROUP_ROWS)
-                .map(|_| EventDraft::new(app::EventKind::Usage))
-                .collect(),
+            drafts: (0..GROUP_ROWS).map(|_| EventDraft::new(app::EventKind::Usage)).collect(),
             producer: None,
         }]
     };
@@ -129,9 +122,7 @@ async fn groups_of_thousands_of_rows_keep_recent_near_its_bound() {
 fn commit_rows(connection: &Connection, rows: usize) {
     connection.execute_batch("BEGIN IMMEDIATE").unwrap();
     for _ in 0..rows {
-        connection
-            .execute("INSERT INTO t (body) VALUES (?1)", [&"x".repeat(300)])
-            .unwrap();
+        connection.execute("INSERT INTO t (body) VALUES (?1)", [&"x".repeat(300)]).unwrap();
     }
     connection.execute_batch("COMMIT").unwrap();
 }
@@ -151,33 +142,22 @@ fn a_restarted_wal_is_written_from_its_start() {
         .unwrap();
     let checkpointer = Connection::open(&path).unwrap();
     let reader = Connection::open(&path).unwrap();
-    let wal_bytes = || {
-        std::fs::metadata(directory.path().join("wal.db-wal"))
-            .unwrap()
-            .len()
-    };
+    let wal_bytes = || std::fs::metadata(directory.path().join("wal.db-wal")).unwrap().len();
 
     // Steady writes: a reader's snapshot (or the next commit) is always a little ahead of
     // each passive checkpoint, so no write ever begins with the whole WAL checkpointed and
     // SQLite keeps appending.
     let mut pages = Vec::new();
     for _ in 0..5 {
-        reader
-            .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
-            .unwrap();
+        reader.execute_batch("BEGIN; SELECT COUNT(*) FROM t;").unwrap();
         commit_rows(&connection, 20);
         pages.push(passive_checkpoint(&checkpointer).unwrap());
         reader.execute_batch("COMMIT").unwrap();
         commit_rows(&connection, 20);
     }
-    assert!(
-        pages.windows(2).all(|pair| pair[1] > pair[0]),
-        "the WAL grows: {pages:?}"
-    );
+    assert!(pages.windows(2).all(|pair| pair[1] > pair[0]), "the WAL grows: {pages:?}");
     // Once more, and the checkpoint is again behind when the next write would begin.
-    reader
-        .execute_batch("BEGIN; SELECT COUNT(*) FROM t;")
-        .unwrap();
+    reader.execute_batch("BEGIN; SELECT COUNT(*) FROM t;").unwrap();
     commit_rows(&connection, 20);
     let pages_before = passive_checkpoint(&checkpointer).unwrap();
     reader.execute_batch("COMMIT").unwrap();
@@ -190,13 +170,7 @@ fn a_restarted_wal_is_written_from_its_start() {
         pages_after < pages_before / 2,
         "{pages_after} pages after the restart, {pages_before} before"
     );
-    assert_eq!(
-        wal_bytes(),
-        grown,
-        "the restarted WAL is overwritten, not extended"
-    );
-    let rows: i64 = connection
-        .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
-        .unwrap();
+    assert_eq!(wal_bytes(), grown, "the restarted WAL is overwritten, not extended");
+    let rows: i64 = connection.query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0)).unwrap();
     assert_eq!(rows, 12 * 20);
 }

@@ -80,9 +80,7 @@ pub(super) fn start_checkpointer(
     reset_wanted: Arc<AtomicBool>,
 ) -> Result<std::sync::mpsc::Sender<()>, StoreError> {
     let connection = Connection::open(path).map_err(sqlite_error)?;
-    connection
-        .busy_timeout(Duration::from_millis(busy_timeout_ms))
-        .map_err(sqlite_error)?;
+    connection.busy_timeout(Duration::from_millis(busy_timeout_ms)).map_err(sqlite_error)?;
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("sqlite-checkpoint".into())
@@ -127,9 +125,7 @@ pub(super) fn restart_wal(connection: &Connection, busy_timeout: Duration) {
         tracing::debug!(%error, "WAL restart deferred");
         return;
     }
-    match connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
-        row.get::<_, i64>(0)
-    }) {
+    match connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0)) {
         Ok(0) => {}
         Ok(_) => tracing::debug!("WAL restart deferred: a reader is on the old WAL"),
         Err(error) => tracing::debug!(%error, "WAL restart deferred"),

@@ -71,9 +71,7 @@ fn join_runs(
              ORDER BY agent_id, first_seq"
         ))
         .map_err(sqlite_error)?;
-    let mut insert = connection
-        .prepare_cached(&events_upsert_sql())
-        .map_err(sqlite_error)?;
+    let mut insert = connection.prepare_cached(&events_upsert_sql()).map_err(sqlite_error)?;
     let mut write = |row: Written<'_>| match row {
         Written::Event(event) => write_event(&mut insert, event, None).map(drop),
         Written::Chunk(chunk) => write_chunk(&mut insert, chunk, None).map(drop),

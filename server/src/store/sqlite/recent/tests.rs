@@ -12,11 +12,7 @@ use crate::store::sqlite::SqliteStore;
 use crate::store::{Agents, AppendBatch, EventDraft, EventLog, NewAgent};
 
 async fn count(store: &SqliteStore, sql: &str) -> i64 {
-    sqlx::query(sql)
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
-        .get(0)
+    sqlx::query(sql).fetch_one(store.pool()).await.unwrap().get(0)
 }
 
 /// Lists what the store appended since and moves all of it into `events`, a step at a time;
@@ -75,10 +71,7 @@ async fn a_fold_moves_every_row_and_joins_the_pieces_of_a_run() {
     assert_eq!(store.read_events(agent.id, 0, 1_000).await.unwrap(), before);
     assert_eq!(store.read_events(agent.id, 57, 10).await.unwrap(), middle);
     // The next fold continues the open run row.
-    store
-        .append(&[AppendBatch::new(agent.id, deltas(message, first, 120, 3))])
-        .await
-        .unwrap();
+    store.append(&[AppendBatch::new(agent.id, deltas(message, first, 120, 3))]).await.unwrap();
     assert_eq!(fold_all(&mut recent, &mut connection), 1);
     assert_eq!(count(&store, "SELECT count(*) FROM events").await, rows);
     let after = store.read_events(agent.id, 0, 1_000).await.unwrap();
@@ -158,20 +151,13 @@ async fn reads_beside_folds_see_the_log_whole() {
     // Past the bound, commits moved the oldest rows as they went (moved rows stay in `recent`,
     // dead, until the table's front is all dead). One statement: the store may take a step
     // between two.
-    let live = format!(
-        "SELECT count(*) FROM recent WHERE {}",
-        super::super::sql::LIVE
-    );
-    let (left, both): (i64, i64) = sqlx::query_as(&format!(
-        "SELECT ({live}), ({live}) + (SELECT count(*) FROM events)"
-    ))
-    .fetch_one(store.pool())
-    .await
-    .unwrap();
-    assert!(
-        left <= (RECENT_ROWS_MAX + 64) as i64,
-        "{left} rows left in recent"
-    );
+    let live = format!("SELECT count(*) FROM recent WHERE {}", super::super::sql::LIVE);
+    let (left, both): (i64, i64) =
+        sqlx::query_as(&format!("SELECT ({live}), ({live}) + (SELECT count(*) FROM events)"))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert!(left <= (RECENT_ROWS_MAX + 64) as i64, "{left} rows left in recent");
     assert_eq!(both, appends as i64);
 }
 
@@ -204,17 +190,12 @@ async fn a_fold_keeps_what_cannot_be_joined_as_it_was() {
                 draft
             })
             .collect();
-        let batches = [
-            AppendBatch::new(tokens.id, drafts),
-            AppendBatch::new(stream.id, messages),
-        ];
+        let batches = [AppendBatch::new(tokens.id, drafts), AppendBatch::new(stream.id, messages)];
         store.append(&batches).await.unwrap();
     }
     let read = |agent_id| store.read_events(agent_id, 0, 1_000);
-    let (tokens_before, stream_before) = (
-        read(tokens.id).await.unwrap(),
-        read(stream.id).await.unwrap(),
-    );
+    let (tokens_before, stream_before) =
+        (read(tokens.id).await.unwrap(), read(stream.id).await.unwrap());
     assert_eq!((tokens_before.len(), stream_before.len()), (41, 40));
 
     let mut connection = Connection::open(&path).unwrap();
@@ -248,17 +229,12 @@ async fn a_page_is_full_wherever_it_starts() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap();
     let append = |count: u64| AppendBatch {
         agent_id: agent.id,
-        drafts: (0..count)
-            .map(|_| EventDraft::new(EventKind::Text))
-            .collect(),
+        drafts: (0..count).map(|_| EventDraft::new(EventKind::Text)).collect(),
         producer: None,
     };
     store.append(&[append(10)]).await.unwrap();
     let mut connection = Connection::open(&path).unwrap();
-    assert_eq!(
-        fold_all(&mut Recent::new(RecentIndex::default()), &mut connection),
-        10
-    );
+    assert_eq!(fold_all(&mut Recent::new(RecentIndex::default()), &mut connection), 10);
     store.append(&[append(10)]).await.unwrap();
     for since in [0, 5, 9, 10, 11, 15] {
         let page = store.read_events(agent.id, since, 3).await.unwrap();
@@ -273,15 +249,11 @@ async fn a_page_is_full_wherever_it_starts() {
 #[tokio::test]
 async fn two_stores_on_one_file_append_to_one_log() {
     let (_directory, path, first) = open().await;
-    let second = SqliteStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let second = SqliteStore::open(&format!("sqlite://{}", path.display())).await.unwrap();
     let agent = first.create_agent(NewAgent::default()).await.unwrap();
     let batch = |count: u64| AppendBatch {
         agent_id: agent.id,
-        drafts: (0..count)
-            .map(|_| EventDraft::new(EventKind::Text))
-            .collect(),
+        drafts: (0..count).map(|_| EventDraft::new(EventKind::Text)).collect(),
         producer: None,
     };
     first.append(&[batch(5)]).await.unwrap();
@@ -291,26 +263,14 @@ async fn two_stores_on_one_file_append_to_one_log() {
         events.iter().map(|event| event.seq).collect()
     };
     let all: Vec<u64> = (1..=10).collect();
-    assert_eq!(
-        seqs(second.read_events(agent.id, 0, 100).await.unwrap()),
-        all
-    );
+    assert_eq!(seqs(second.read_events(agent.id, 0, 100).await.unwrap()), all);
     // The first store reads the second's rows (above what it committed through) at once, and
     // lists them with its next commit.
-    assert_eq!(
-        seqs(first.read_events(agent.id, 0, 100).await.unwrap()),
-        all
-    );
+    assert_eq!(seqs(first.read_events(agent.id, 0, 100).await.unwrap()), all);
     first.append(&[batch(1)]).await.unwrap();
     let all: Vec<u64> = (1..=11).collect();
-    assert_eq!(
-        seqs(first.read_events(agent.id, 0, 100).await.unwrap()),
-        all
-    );
-    assert_eq!(
-        seqs(second.read_events(agent.id, 0, 100).await.unwrap()),
-        all
-    );
+    assert_eq!(seqs(first.read_events(agent.id, 0, 100).await.unwrap()), all);
+    assert_eq!(seqs(second.read_events(agent.id, 0, 100).await.unwrap()), all);
 }
 
 /// An append of many messages (a row of 1 KiB or more) goes straight into `events` when its log
@@ -348,10 +308,7 @@ async fn large_rows_of_messages_skip_recent_unless_the_log_has_live_rows_there()
     // gone into `events`, the small one would read as moved and the log would have a hole.
     store.append(&[messages(1)]).await.unwrap();
     store.append(&[messages(64)]).await.unwrap();
-    assert_eq!(
-        seqs(&store, agent.id, 1_000).await,
-        (1..=129).collect::<Vec<u64>>()
-    );
+    assert_eq!(seqs(&store, agent.id, 1_000).await, (1..=129).collect::<Vec<u64>>());
 }
 
 /// A hundred appends of one message each (chained by the writer, each message its own block)
@@ -385,13 +342,7 @@ async fn a_fold_joins_single_message_appends_into_shared_rows() {
     assert_eq!(store.read_events(agent.id, 0, 1_000).await.unwrap(), before);
     for since in [0, 1, 39, 40, 41, 99] {
         let page = store.read_events(agent.id, since, 7).await.unwrap();
-        assert_eq!(
-            page[..],
-            before[since as usize..(since as usize + 7).min(100)]
-        );
+        assert_eq!(page[..], before[since as usize..(since as usize + 7).min(100)]);
     }
-    assert_eq!(
-        store.read_contents(agent.id, 37, 20).await.unwrap(),
-        contents_before
-    );
+    assert_eq!(store.read_contents(agent.id, 37, 20).await.unwrap(), contents_before);
 }

@@ -28,40 +28,24 @@ fn apply(messages: &mut Vec<Value>, event: &AgUiEvent) {
         {
             messages.push(json!({ "id": message_id, "role": "reasoning", "content": "" }));
         }
-        AgUiEvent::ToolCallStart {
-            tool_call_id,
-            tool_call_name,
-            parent_message_id,
-        } => {
+        AgUiEvent::ToolCallStart { tool_call_id, tool_call_name, parent_message_id } => {
             let call = json!({ "id": tool_call_id, "type": "function",
                                "function": { "name": tool_call_name, "arguments": "" } });
             let parent = parent_message_id.as_ref().and_then(|parent| {
                 find(messages, parent).filter(|at| messages[*at]["role"] == "assistant")
             });
             let at = parent.unwrap_or_else(|| {
-                let id = parent_message_id
-                    .clone()
-                    .unwrap_or_else(|| tool_call_id.clone());
+                let id = parent_message_id.clone().unwrap_or_else(|| tool_call_id.clone());
                 messages.push(json!({ "id": id, "role": "assistant", "toolCalls": [] }));
                 messages.len() - 1
             });
             let held = messages[at].as_object_mut().unwrap();
-            held.entry("toolCalls")
-                .or_insert_with(|| json!([]))
-                .as_array_mut()
-                .unwrap()
-                .push(call);
+            held.entry("toolCalls").or_insert_with(|| json!([])).as_array_mut().unwrap().push(call);
         }
-        AgUiEvent::ToolCallArgs {
-            tool_call_id,
-            delta,
-        } => {
+        AgUiEvent::ToolCallArgs { tool_call_id, delta } => {
             for message in messages.iter_mut() {
-                for call in message
-                    .get_mut("toolCalls")
-                    .and_then(Value::as_array_mut)
-                    .into_iter()
-                    .flatten()
+                for call in
+                    message.get_mut("toolCalls").and_then(Value::as_array_mut).into_iter().flatten()
                 {
                     if call["id"] == tool_call_id.as_str() {
                         let text =
@@ -71,12 +55,7 @@ fn apply(messages: &mut Vec<Value>, event: &AgUiEvent) {
                 }
             }
         }
-        AgUiEvent::ToolCallResult {
-            message_id,
-            tool_call_id,
-            content,
-            role,
-        } => {
+        AgUiEvent::ToolCallResult { message_id, tool_call_id, content, role } => {
             let result = json!({ "id": message_id, "toolCallId": tool_call_id, "role": role, "content": content });
             let holder = messages.iter().position(|m| {
                 m["role"] == "assistant"
@@ -165,11 +144,7 @@ fn conversation() -> Log {
         .call(1, 1, "a", "clock")
         .call(2, 2, "b", "calculator")
         .merge(1, 1, json!({ "input": {}, "status": "ready" }))
-        .merge(
-            2,
-            2,
-            json!({ "input": { "expression": "1+1" }, "status": "ready" }),
-        )
+        .merge(2, 2, json!({ "input": { "expression": "1+1" }, "status": "ready" }))
         .result(2, "b", json!(2), false)
         .result(1, "a", json!("noon"), false)
         .call(3, 3, "c", "clock")
@@ -220,10 +195,7 @@ fn the_snapshot_is_what_a_client_holds_after_applying_the_same_runs() {
     // Both calls of the first step on the text message, with their arguments.
     let calls = held[4]["toolCalls"].as_array().unwrap();
     assert_eq!(calls.len(), 2);
-    assert_eq!(
-        calls[0]["function"],
-        json!({ "name": "clock", "arguments": "{\"zone\":\"UTC\"}" })
-    );
+    assert_eq!(calls[0]["function"], json!({ "name": "clock", "arguments": "{\"zone\":\"UTC\"}" }));
     // A step without text: one assistant message named after its first call holds both.
     assert_eq!(held[9]["id"], "a-12");
     assert_eq!(held[9]["toolCalls"].as_array().unwrap().len(), 2);
@@ -243,8 +215,5 @@ fn a_run_in_flight_gives_its_user_message_only() {
         messages.last().unwrap(),
         &json!({ "id": "u5", "role": "user", "content": "one more" })
     );
-    assert_eq!(
-        messages.len(),
-        client_conversation(&conversation()).len() + 1
-    );
+    assert_eq!(messages.len(), client_conversation(&conversation()).len() + 1);
 }

@@ -6,11 +6,7 @@ use crate::surfaces::test_log::{text_run, tool_run, Log};
 
 fn map(events: &[AgentEvent]) -> Vec<AgUiEvent> {
     let mut mapper = EventMapper::new("thread-1".into(), "run-1".into());
-    events
-        .iter()
-        .flat_map(|event| mapper.push(event))
-        .map(|(_, event)| event)
-        .collect()
+    events.iter().flat_map(|event| mapper.push(event)).map(|(_, event)| event).collect()
 }
 
 fn json_of(event: &AgUiEvent) -> Value {
@@ -45,10 +41,7 @@ fn failed() -> Log {
     let mut log = Log::default();
     log.start()
         .piece(EventKind::Text, 1, 1, "Partial")
-        .end(
-            EventKind::Error,
-            json!({ "type": "api_error", "message": "overloaded" }),
-        )
+        .end(EventKind::Error, json!({ "type": "api_error", "message": "overloaded" }))
         .end(
             EventKind::RunFailed,
             json!({ "error": { "type": "api_error", "message": "the provider is overloaded" } }),
@@ -121,10 +114,7 @@ fn the_wire_has_the_protocol_fields_and_omits_what_is_absent() {
         events[0],
         json!({ "type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-1" })
     );
-    assert_eq!(
-        events[1],
-        json!({ "type": "STEP_STARTED", "stepName": "step-1" })
-    );
+    assert_eq!(events[1], json!({ "type": "STEP_STARTED", "stepName": "step-1" }));
     let m1 = id(1).to_string();
     assert_eq!(
         events[2],
@@ -175,10 +165,8 @@ fn calls_of_a_step_without_text_share_the_first_calls_message() {
             json!({ "usage": { "input_tokens": 3, "output_tokens": 4 } }),
         );
     let events: Vec<Value> = map(&log.0).iter().map(json_of).collect();
-    let starts: Vec<&Value> = events
-        .iter()
-        .filter(|event| event["type"] == "TOOL_CALL_START")
-        .collect();
+    let starts: Vec<&Value> =
+        events.iter().filter(|event| event["type"] == "TOOL_CALL_START").collect();
     assert!(starts[0].get("parentMessageId").is_none());
     assert_eq!(starts[1]["parentMessageId"], "a");
     assert_eq!(
@@ -189,28 +177,15 @@ fn calls_of_a_step_without_text_share_the_first_calls_message() {
 
 #[test]
 fn replayed_deltas_merge_only_within_one_message() {
-    let mut first = AgUiEvent::TextMessageContent {
-        message_id: "m".into(),
-        delta: "a".into(),
-    };
-    assert!(first.merge(&AgUiEvent::TextMessageContent {
-        message_id: "m".into(),
-        delta: "b".into()
-    }));
-    assert!(!first.merge(&AgUiEvent::TextMessageContent {
-        message_id: "n".into(),
-        delta: "c".into()
-    }));
-    assert!(!first.merge(&AgUiEvent::TextMessageEnd {
-        message_id: "m".into()
-    }));
-    assert_eq!(
-        first,
-        AgUiEvent::TextMessageContent {
-            message_id: "m".into(),
-            delta: "ab".into()
-        }
+    let mut first = AgUiEvent::TextMessageContent { message_id: "m".into(), delta: "a".into() };
+    assert!(
+        first.merge(&AgUiEvent::TextMessageContent { message_id: "m".into(), delta: "b".into() })
     );
+    assert!(
+        !first.merge(&AgUiEvent::TextMessageContent { message_id: "n".into(), delta: "c".into() })
+    );
+    assert!(!first.merge(&AgUiEvent::TextMessageEnd { message_id: "m".into() }));
+    assert_eq!(first, AgUiEvent::TextMessageContent { message_id: "m".into(), delta: "ab".into() });
 }
 
 use crate::surfaces::test_log::id;
@@ -226,10 +201,7 @@ fn a_second_call_on_one_message_is_not_a_call() {
         .call(1, 1, "c1", "clock")
         .call(1, 1, "c2", "clock")
         .merge(1, 1, json!({ "input": {}, "status": "ready" }))
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
+        .end(EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }));
     let events = map(&log.0);
     assert_eq!(
         outline(&events),

@@ -6,11 +6,7 @@ use serde_json::Value;
 
 /// One AG-UI event, serialized as the protocol has it (fields that are absent are left out).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(
-    tag = "type",
-    rename_all = "SCREAMING_SNAKE_CASE",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE", rename_all_fields = "camelCase")]
 pub enum AgUiEvent {
     RunStarted {
         thread_id: String,
@@ -93,27 +89,15 @@ impl AgUiEvent {
         match (self, next) {
             (
                 AgUiEvent::TextMessageContent { message_id, delta },
-                AgUiEvent::TextMessageContent {
-                    message_id: next_id,
-                    delta: more,
-                },
+                AgUiEvent::TextMessageContent { message_id: next_id, delta: more },
             )
             | (
                 AgUiEvent::ReasoningMessageContent { message_id, delta },
-                AgUiEvent::ReasoningMessageContent {
-                    message_id: next_id,
-                    delta: more,
-                },
+                AgUiEvent::ReasoningMessageContent { message_id: next_id, delta: more },
             )
             | (
-                AgUiEvent::ToolCallArgs {
-                    tool_call_id: message_id,
-                    delta,
-                },
-                AgUiEvent::ToolCallArgs {
-                    tool_call_id: next_id,
-                    delta: more,
-                },
+                AgUiEvent::ToolCallArgs { tool_call_id: message_id, delta },
+                AgUiEvent::ToolCallArgs { tool_call_id: next_id, delta: more },
             ) if message_id == next_id => {
                 delta.push_str(more);
                 true

@@ -72,51 +72,24 @@ fn run_inputs_are_read_or_refused_with_the_reason() {
         assert_eq!(read(body.clone()).as_ref(), Ok(expected), "{body}");
     }
     let refusals: &[(Value, &str)] = &[
-        (
-            json!({ "messages": [user("u1", json!("a"))] }),
-            "threadId is missing",
-        ),
-        (
-            json!({ "threadId": 7, "messages": [user("u1", json!("a"))] }),
-            "must be a string",
-        ),
-        (
-            json!({ "threadId": "a b", "messages": [user("u1", json!("a"))] }),
-            "invalid_chat_id",
-        ),
+        (json!({ "messages": [user("u1", json!("a"))] }), "threadId is missing"),
+        (json!({ "threadId": 7, "messages": [user("u1", json!("a"))] }), "must be a string"),
+        (json!({ "threadId": "a b", "messages": [user("u1", json!("a"))] }), "invalid_chat_id"),
         (json!({ "threadId": "t" }), "messages must be an array"),
-        (
-            json!({ "threadId": "t", "messages": {} }),
-            "messages must be an array",
-        ),
-        (
-            json!({ "threadId": "t", "messages": [] }),
-            "no new user message",
-        ),
+        (json!({ "threadId": "t", "messages": {} }), "messages must be an array"),
+        (json!({ "threadId": "t", "messages": [] }), "no new user message"),
         (
             json!({ "threadId": "t", "messages": [user("u1", json!("a")), assistant] }),
             "no new user message",
         ),
-        (
-            json!({ "threadId": "t", "runId": 5, "messages": [user("u1", json!("a"))] }),
-            "runId",
-        ),
-        (
-            json!({ "threadId": "t", "messages": [user("", json!("a"))] }),
-            "needs an id",
-        ),
+        (json!({ "threadId": "t", "runId": 5, "messages": [user("u1", json!("a"))] }), "runId"),
+        (json!({ "threadId": "t", "messages": [user("", json!("a"))] }), "needs an id"),
         (
             json!({ "threadId": "t", "messages": [user(&"m".repeat(MESSAGE_ID_CHARS_MAX + 1), json!("a"))] }),
             "needs an id",
         ),
-        (
-            json!({ "threadId": "t", "messages": [user("u1", json!("  "))] }),
-            "no text",
-        ),
-        (
-            json!({ "threadId": "t", "messages": [user("u1", json!(null))] }),
-            "needs content",
-        ),
+        (json!({ "threadId": "t", "messages": [user("u1", json!("  "))] }), "no text"),
+        (json!({ "threadId": "t", "messages": [user("u1", json!(null))] }), "needs content"),
         (
             json!({ "threadId": "t", "messages": [user("u1", json!([{ "type": "image", "source": {} }]))] }),
             "type image are not supported",

@@ -26,16 +26,11 @@ fn client_message(chunks: &[Chunk], going_on: Option<Value>) -> Value {
     };
     for chunk in chunks {
         match chunk {
-            Chunk::Start {
-                message_id,
-                message_metadata,
-            } => {
+            Chunk::Start { message_id, message_metadata } => {
                 message["id"] = json!(message_id);
                 merge(message_metadata);
             }
-            Chunk::Finish {
-                message_metadata, ..
-            } => merge(&Some(message_metadata.clone())),
+            Chunk::Finish { message_metadata, .. } => merge(&Some(message_metadata.clone())),
             Chunk::StartStep => list.push(json!({ "type": "step-start" })),
             Chunk::TextStart { id } => {
                 list.push(json!({ "type": "text", "text": "", "state": "streaming", "_id": id }));
@@ -53,55 +48,32 @@ fn client_message(chunks: &[Chunk], going_on: Option<Value>) -> Value {
                 let at = find(&mut list, "_id", id);
                 list[at]["state"] = json!("done");
             }
-            Chunk::ToolInputStart {
-                tool_call_id,
-                tool_name,
-                dynamic: true,
-            } => list.push(json!({
+            Chunk::ToolInputStart { tool_call_id, tool_name, dynamic: true } => list.push(json!({
                 "type": "dynamic-tool", "toolName": tool_name, "toolCallId": tool_call_id,
                 "state": "input-streaming",
             })),
             // A static tool (the client's): its name is in the part's type.
-            Chunk::ToolInputStart {
-                tool_call_id,
-                tool_name,
-                dynamic: false,
-            } => list.push(json!({
+            Chunk::ToolInputStart { tool_call_id, tool_name, dynamic: false } => list.push(json!({
                 "type": format!("tool-{tool_name}"), "toolCallId": tool_call_id,
                 "state": "input-streaming",
             })),
             Chunk::ToolInputDelta { .. } => {}
-            Chunk::ToolInputAvailable {
-                tool_call_id,
-                input,
-                ..
-            } => {
+            Chunk::ToolInputAvailable { tool_call_id, input, .. } => {
                 let at = find(&mut list, "toolCallId", tool_call_id);
                 list[at]["state"] = json!("input-available");
                 list[at]["input"] = input.clone();
             }
-            Chunk::ToolOutputAvailable {
-                tool_call_id,
-                output,
-                ..
-            } => {
+            Chunk::ToolOutputAvailable { tool_call_id, output, .. } => {
                 let at = find(&mut list, "toolCallId", tool_call_id);
                 list[at]["state"] = json!("output-available");
                 list[at]["output"] = output.clone();
             }
-            Chunk::ToolOutputError {
-                tool_call_id,
-                error_text,
-                ..
-            } => {
+            Chunk::ToolOutputError { tool_call_id, error_text, .. } => {
                 let at = find(&mut list, "toolCallId", tool_call_id);
                 list[at]["state"] = json!("output-error");
                 list[at]["errorText"] = json!(error_text);
             }
-            Chunk::ToolApprovalRequest {
-                approval_id,
-                tool_call_id,
-            } => {
+            Chunk::ToolApprovalRequest { approval_id, tool_call_id } => {
                 let at = find(&mut list, "toolCallId", tool_call_id);
                 list[at]["state"] = json!("approval-requested");
                 list[at]["approval"] = json!({ "id": approval_id });
@@ -134,11 +106,8 @@ fn client_conversation(log: &Log) -> Vec<Value> {
         }
     }
     for run in runs {
-        let events: Vec<&AgentEvent> = log
-            .0
-            .iter()
-            .filter(|event| event.run_id == Some(run))
-            .collect();
+        let events: Vec<&AgentEvent> =
+            log.0.iter().filter(|event| event.run_id == Some(run)).collect();
         if let Some(user) = events.iter().find(|event| event.kind == EventKind::User) {
             let id = user.content["otid"].as_str().unwrap();
             let regenerate = held.len() >= 2 && held[held.len() - 2]["id"] == id;
@@ -158,9 +127,8 @@ fn client_conversation(log: &Log) -> Vec<Value> {
             .filter(|root| held.last().is_some_and(|last| &last["id"] == root))
             .map(|_| {
                 let mut message = held.pop().unwrap();
-                for answer in events
-                    .iter()
-                    .filter(|event| event.kind == EventKind::ApprovalResponse)
+                for answer in
+                    events.iter().filter(|event| event.kind == EventKind::ApprovalResponse)
                 {
                     let call = &answer.content["tool_call_id"];
                     for part in message["parts"].as_array_mut().unwrap() {
@@ -176,11 +144,8 @@ fn client_conversation(log: &Log) -> Vec<Value> {
                 message
             });
         let mut mapper = ChunkMapper::new();
-        let chunks: Vec<Chunk> = events
-            .iter()
-            .flat_map(|event| mapper.push(event))
-            .map(|(_, chunk)| chunk)
-            .collect();
+        let chunks: Vec<Chunk> =
+            events.iter().flat_map(|event| mapper.push(event)).map(|(_, chunk)| chunk).collect();
         if mapper.ended() {
             held.push(client_message(&chunks, going_on));
         }
@@ -243,10 +208,7 @@ fn conversation() -> Log {
         .call(2, 2, "c2", "clock")
         .merge(2, 2, json!({ "input": {}, "status": "ready" }))
         .result(2, "c2", json!("one"), false)
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "max_iterations" }),
-        );
+        .end(EventKind::RunCompleted, json!({ "stop_reason": "max_iterations" }));
     with_user(&mut log, twice, 15, "u6", "twice");
     log
 }
@@ -273,14 +235,7 @@ fn the_history_is_what_a_client_holds_after_streaming_the_same_runs() {
             vec!["text"],
             vec!["step-start", "reasoning", "text"],
             vec!["text"],
-            vec![
-                "step-start",
-                "text",
-                "dynamic-tool",
-                "dynamic-tool",
-                "step-start",
-                "text"
-            ],
+            vec!["step-start", "text", "dynamic-tool", "dynamic-tool", "step-start", "text"],
             vec!["text"],
             vec!["step-start", "text"],
             vec!["text"],
@@ -298,10 +253,7 @@ fn the_history_is_what_a_client_holds_after_streaming_the_same_runs() {
     assert_eq!(tools[3]["errorText"], "division by zero");
     assert_eq!(held[1]["id"], Uuid::from_u128(10).to_string());
     assert_eq!(held[1]["metadata"]["run_id"], json!(Uuid::from_u128(10)));
-    assert_eq!(
-        held[1]["metadata"]["seq"], 1,
-        "where the message starts in the log"
-    );
+    assert_eq!(held[1]["metadata"]["seq"], 1, "where the message starts in the log");
 }
 
 #[test]
@@ -315,9 +267,7 @@ fn a_run_in_flight_gives_its_user_message_only() {
     assert_eq!(last["id"], "u5");
     assert_eq!(last["role"], "user");
     assert_eq!(messages.len(), 11);
-    assert!(messages
-        .iter()
-        .all(|message| message["id"] != Uuid::from_u128(14).to_string()));
+    assert!(messages.iter().all(|message| message["id"] != Uuid::from_u128(14).to_string()));
 }
 
 #[test]
@@ -326,10 +276,7 @@ fn a_regenerated_answer_replaces_the_one_before() {
     with_user(&mut log, text_run(), 20, "u6", "twice");
     let messages = history(&log);
     assert_eq!(messages, client_conversation(&log));
-    let ids: Vec<&str> = messages
-        .iter()
-        .map(|message| message["id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = messages.iter().map(|message| message["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 10);
     assert_eq!(ids[8], "u6");
     assert_eq!(ids[9], Uuid::from_u128(20).to_string());
@@ -341,11 +288,7 @@ fn a_turn_with_approvals_is_one_message_as_the_client_holds_it() {
     let held = client_conversation(&log);
     assert_eq!(history(&log), held);
     let answer = &held[1];
-    assert_eq!(
-        answer["id"],
-        Uuid::from_u128(0x20).to_string(),
-        "the turn's first run"
-    );
+    assert_eq!(answer["id"], Uuid::from_u128(0x20).to_string(), "the turn's first run");
     assert_eq!(answer["metadata"]["run_id"], json!(Uuid::from_u128(0x21)));
     let tools: Vec<&Value> = answer["parts"]
         .as_array()
@@ -363,12 +306,7 @@ fn a_turn_with_approvals_is_one_message_as_the_client_holds_it() {
     // Before the answers: the requests, as the first stream left them.
     let mut asked = Log::default();
     let first = Some(Uuid::from_u128(0x20));
-    asked.0 = log
-        .0
-        .iter()
-        .take_while(|event| event.run_id == first)
-        .cloned()
-        .collect();
+    asked.0 = log.0.iter().take_while(|event| event.run_id == first).cloned().collect();
     let held = client_conversation(&asked);
     assert_eq!(history(&asked), held);
     assert_eq!(held[1]["parts"][1]["state"], "approval-requested");

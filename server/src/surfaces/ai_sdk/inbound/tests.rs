@@ -71,11 +71,7 @@ fn normalized_chunks(chunks: &[Value]) -> Vec<Value> {
             if let Some(id) = chunk.get("id").and_then(Value::as_str).map(str::to_owned) {
                 chunk["id"] = json!(rename(&mut parts, "p", &id));
             }
-            if let Some(id) = chunk
-                .get("toolCallId")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-            {
+            if let Some(id) = chunk.get("toolCallId").and_then(Value::as_str).map(str::to_owned) {
                 chunk["toolCallId"] = json!(rename(&mut calls, "c", &id));
             }
             chunk
@@ -91,13 +87,10 @@ fn normalized_log(events: &[AgentEvent]) -> Vec<Value> {
     let mut calls: Vec<String> = Vec::new();
     let index = |names: &mut Vec<Uuid>, id: Option<Uuid>| {
         id.map(|id| {
-            names
-                .iter()
-                .position(|name| *name == id)
-                .unwrap_or_else(|| {
-                    names.push(id);
-                    names.len() - 1
-                })
+            names.iter().position(|name| *name == id).unwrap_or_else(|| {
+                names.push(id);
+                names.len() - 1
+            })
         })
     };
     events
@@ -106,13 +99,10 @@ fn normalized_log(events: &[AgentEvent]) -> Vec<Value> {
             let mut content = event.content.clone();
             if let Some(call) = content.get("tool_call_id").and_then(Value::as_str) {
                 let call = call.to_owned();
-                let at = calls
-                    .iter()
-                    .position(|name| *name == call)
-                    .unwrap_or_else(|| {
-                        calls.push(call);
-                        calls.len() - 1
-                    });
+                let at = calls.iter().position(|name| *name == call).unwrap_or_else(|| {
+                    calls.push(call);
+                    calls.len() - 1
+                });
                 content["tool_call_id"] = json!(format!("c{at}"));
             }
             if event.kind == EventKind::RunStarted {
@@ -196,15 +186,9 @@ fn streams_that_break_the_protocol_are_refused_by_chunk() {
         ),
         (vec![json!("text")], "must be a JSON object"),
         (vec![json!({ "no": "type" })], "needs a type"),
+        (vec![json!({ "type": "start" }), json!({ "type": "start" })], "a second start"),
         (
-            vec![json!({ "type": "start" }), json!({ "type": "start" })],
-            "a second start",
-        ),
-        (
-            vec![
-                json!({ "type": "finish" }),
-                json!({ "type": "text-start", "id": "a" }),
-            ],
+            vec![json!({ "type": "finish" }), json!({ "type": "text-start", "id": "a" })],
             "after the stream's finish",
         ),
         (
@@ -231,10 +215,7 @@ fn streams_that_break_the_protocol_are_refused_by_chunk() {
     // A newer SDK's chunk is skipped and counted, not refused.
     let mut mapper = Inbound::new();
     mapper.push(&json!({ "type": "start" }), None).unwrap();
-    assert!(mapper
-        .push(&json!({ "type": "tool-approval-response-v9" }), None)
-        .unwrap()
-        .is_empty());
+    assert!(mapper.push(&json!({ "type": "tool-approval-response-v9" }), None).unwrap().is_empty());
     assert_eq!(mapper.skipped, 1);
 }
 
@@ -264,11 +245,7 @@ fn step(last: bool) -> impl Strategy<Value = Step> {
             calls,
         ),
     )
-        .prop_map(|(reasoning, text, calls)| Step {
-            reasoning,
-            text,
-            calls,
-        })
+        .prop_map(|(reasoning, text, calls)| Step { reasoning, text, calls })
 }
 
 /// A run: some steps that call tools, a last one that may not, and how it ends.
@@ -373,11 +350,7 @@ fn our_loops_runs_go_out_and_back_in_unchanged() {
         let original = log.0;
         let chunks = outbound(&original);
         let piped = to_log(inbound(&chunks, None));
-        assert_eq!(
-            normalized_chunks(&outbound(&piped)),
-            normalized_chunks(&chunks),
-            "{name}"
-        );
+        assert_eq!(normalized_chunks(&outbound(&piped)), normalized_chunks(&chunks), "{name}");
         let fold = |events: &[AgentEvent]| {
             let mut timeline = app::timeline::Timeline::new();
             timeline.apply_all(events.iter().cloned());

@@ -7,11 +7,7 @@ use crate::surfaces::test_log::{id, text_run, tool_run, Log, AGENT, RUN};
 
 fn map(events: &[AgentEvent]) -> Vec<Chunk> {
     let mut mapper = ChunkMapper::new();
-    events
-        .iter()
-        .flat_map(|event| mapper.push(event))
-        .map(|(_, chunk)| chunk)
-        .collect()
+    events.iter().flat_map(|event| mapper.push(event)).map(|(_, chunk)| chunk).collect()
 }
 
 /// The chunks' types, with the part they name where they name one (`text-delta:M1`).
@@ -99,10 +95,8 @@ fn assert_well_formed_prefix(events: &[AgentEvent], whole: bool) {
 #[test]
 fn the_wire_has_the_schema_fields_and_nothing_else() {
     let chunks = map(&tool_run().0);
-    let json: Vec<Value> = chunks
-        .iter()
-        .map(|chunk| serde_json::to_value(chunk).unwrap())
-        .collect();
+    let json: Vec<Value> =
+        chunks.iter().map(|chunk| serde_json::to_value(chunk).unwrap()).collect();
     assert_eq!(
         json[0],
         json!({
@@ -152,11 +146,7 @@ fn only_the_run_from_its_start_to_its_end_is_mapped() {
     assert!(mapper.push(&earlier).is_empty());
     let chunks: Vec<Tagged> = run.0.iter().flat_map(|event| mapper.push(event)).collect();
     assert!(mapper.ended());
-    assert_eq!(
-        chunks.first().unwrap().0,
-        1,
-        "tagged with the seq of the event it came from"
-    );
+    assert_eq!(chunks.first().unwrap().0, 1, "tagged with the seq of the event it came from");
     assert_eq!(chunks.last().unwrap().0, run.0.len() as u64);
     assert!(mapper.push(&run.0[1]).is_empty());
 }
@@ -167,11 +157,7 @@ fn only_the_run_from_its_start_to_its_end_is_mapped() {
 fn approvals_map_to_requests_and_the_answers_outputs() {
     let log = crate::surfaces::test_log::approval_turn();
     let first = Some(Uuid::from_u128(0x20));
-    let split = log
-        .0
-        .iter()
-        .take_while(|event| event.run_id == first)
-        .count();
+    let split = log.0.iter().take_while(|event| event.run_id == first).count();
     let (asking, answering) = log.0.split_at(split);
     assert_eq!(
         outline(&map(asking))[3..],
@@ -201,11 +187,7 @@ fn approvals_map_to_requests_and_the_answers_outputs() {
         ]
     );
     let json = serde_json::to_value(&chunks[0]).unwrap();
-    assert_eq!(
-        json["messageId"],
-        Uuid::from_u128(0x20).to_string(),
-        "the turn's message"
-    );
+    assert_eq!(json["messageId"], Uuid::from_u128(0x20).to_string(), "the turn's message");
     let finish = serde_json::to_value(map(asking).last().unwrap()).unwrap();
     assert_eq!(finish.get("finishReason"), None, "ai < 5.0.92 refuses it");
     for run in [asking, answering] {
@@ -227,17 +209,10 @@ fn client_tools_calls_are_static_parts_that_wait_for_the_client() {
         json!({ "status": "awaiting_client" }),
     );
     log.0[1].content["client"] = json!(true);
-    log.merge(
-        1,
-        0x10,
-        json!({ "input": { "question": "ok?" }, "status": "ready" }),
-    );
+    log.merge(1, 0x10, json!({ "input": { "question": "ok?" }, "status": "ready" }));
     let request = log.approval_request(1, "c1");
     request.0.last_mut().unwrap().content["client"] = json!(true);
-    log.end(
-        EventKind::RunCompleted,
-        json!({ "stop_reason": "requires_client_tool" }),
-    );
+    log.end(EventKind::RunCompleted, json!({ "stop_reason": "requires_client_tool" }));
     let chunks = map(&log.0);
     assert_eq!(
         outline(&chunks),
@@ -260,10 +235,7 @@ fn client_tools_calls_are_static_parts_that_wait_for_the_client() {
     answered
         .start_continuation(0x21, RUN)
         .result(1, "c1", json!("yes"), false)
-        .end(
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-        );
+        .end(EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }));
     assert_eq!(outline(&map(&answered.0)), ["start", "finish"]);
     for cut in 0..=log.0.len() {
         assert_well_formed_prefix(&log.0[..cut], cut == log.0.len());

@@ -1,10 +1,7 @@
 use super::*;
 
 fn texts(messages: &Messages) -> Vec<(u64, String)> {
-    messages
-        .iter()
-        .map(|(offset, text)| (offset, text.to_owned()))
-        .collect()
+    messages.iter().map(|(offset, text)| (offset, text.to_owned())).collect()
 }
 
 fn log() -> Uuid {
@@ -18,10 +15,7 @@ fn a_page_is_one_array_of_the_texts_as_kept() {
     messages.push(3, r#"{"a":1}"#);
     messages.push(4, r#""two""#);
     assert_eq!(messages.json_array(), br#"[{"a":1},"two"]"#);
-    assert_eq!(
-        texts(&messages),
-        [(3, r#"{"a":1}"#.to_owned()), (4, r#""two""#.to_owned())]
-    );
+    assert_eq!(texts(&messages), [(3, r#"{"a":1}"#.to_owned()), (4, r#""two""#.to_owned())]);
     assert_eq!(messages.last_offset(), Some(4));
 }
 
@@ -30,19 +24,8 @@ fn a_tail_serves_only_ranges_it_holds_up_to_the_head() {
     let mut tails = Tails::default();
     tails.committed(log(), 5, ["5", "6", "7"]);
     // Seqs 5..=7 are held: reads from 4 (after seq 4) up to a head of 7 come from it.
-    let read = |since, head| {
-        tails
-            .read(log(), since, head, 100, 1000, 1 << 20)
-            .map(|m| texts(&m))
-    };
-    assert_eq!(
-        read(4, 7),
-        Some(vec![
-            (105, "5".into()),
-            (106, "6".into()),
-            (107, "7".into())
-        ])
-    );
+    let read = |since, head| tails.read(log(), since, head, 100, 1000, 1 << 20).map(|m| texts(&m));
+    assert_eq!(read(4, 7), Some(vec![(105, "5".into()), (106, "6".into()), (107, "7".into())]));
     assert_eq!(read(6, 7), Some(vec![(107, "7".into())]));
     // A head below the tail's end (read before a later commit): up to the head only.
     assert_eq!(read(4, 5), Some(vec![(105, "5".into())]));
@@ -58,17 +41,11 @@ fn commits_that_do_not_follow_the_tail_start_it_over() {
     let mut tails = Tails::default();
     tails.committed(log(), 1, ["1", "2"]);
     tails.committed(log(), 3, ["3"]);
-    assert_eq!(
-        tails.read(log(), 0, 3, 0, 10, 1 << 20).map(|m| m.len()),
-        Some(3)
-    );
+    assert_eq!(tails.read(log(), 0, 3, 0, 10, 1 << 20).map(|m| m.len()), Some(3));
     // Seq 4 was written elsewhere (another server, or an append whose answer was lost).
     tails.committed(log(), 5, ["5"]);
     assert_eq!(tails.read(log(), 0, 5, 0, 10, 1 << 20), None);
-    assert_eq!(
-        tails.read(log(), 4, 5, 0, 10, 1 << 20).map(|m| m.len()),
-        Some(1)
-    );
+    assert_eq!(tails.read(log(), 4, 5, 0, 10, 1 << 20).map(|m| m.len()), Some(1));
     tails.forget(log());
     assert_eq!(tails.held(), (0, 0));
 }
@@ -109,12 +86,8 @@ fn a_tail_keeps_its_newest_half_past_its_bound_and_all_tails_stay_bounded() {
     }
     let (_, bytes) = tails.held();
     assert!(bytes <= TAILS_BYTES_MAX, "{bytes}");
-    assert!(tails
-        .read(Uuid::from_u128(299), 0, 1, 0, 1, 1 << 20)
-        .is_some());
-    assert!(tails
-        .read(Uuid::from_u128(0), 0, 1, 0, 1, 1 << 20)
-        .is_none());
+    assert!(tails.read(Uuid::from_u128(299), 0, 1, 0, 1, 1 << 20).is_some());
+    assert!(tails.read(Uuid::from_u128(0), 0, 1, 0, 1, 1 << 20).is_none());
 }
 
 fn page(messages: &[(u64, &str)]) -> Messages {
@@ -137,25 +110,16 @@ fn a_read_that_reaches_the_head_fills_the_tail_and_only_then() {
     assert_eq!(tails.held(), (0, 0));
     // A fork's source's messages (at or before the base) are left out; the own ones up to the
     // head become the tail, and the next read of that range is served from it.
-    tails.read_back(
-        log(),
-        2,
-        100,
-        &page(&[(99, "s"), (100, "t"), (101, "1"), (102, "2")]),
-    );
+    tails.read_back(log(), 2, 100, &page(&[(99, "s"), (100, "t"), (101, "1"), (102, "2")]));
     assert_eq!(
-        tails
-            .read(log(), 0, 2, 100, 1000, 1 << 20)
-            .map(|m| texts(&m)),
+        tails.read(log(), 0, 2, 100, 1000, 1 << 20).map(|m| texts(&m)),
         Some(vec![(101, "1".into()), (102, "2".into())])
     );
     assert!(tails.reaches(log(), 2) && !tails.reaches(log(), 3));
     // A commit that follows extends it as usual.
     tails.committed(log(), 3, ["3"]);
     assert_eq!(
-        tails
-            .read(log(), 1, 3, 100, 1000, 1 << 20)
-            .map(|m| texts(&m)),
+        tails.read(log(), 1, 3, 100, 1000, 1 << 20).map(|m| texts(&m)),
         Some(vec![(102, "2".into()), (103, "3".into())])
     );
 }

@@ -12,10 +12,7 @@ fn offsets_read_and_sort_as_the_seqs_they_name() {
         ("abc", Err("Invalid offset format")),
         ("1_2_3", Err("Invalid offset format")),
         ("_5", Err("Invalid offset format")),
-        (
-            "0000000000000001_0000000000000000",
-            Err("Invalid offset format"),
-        ),
+        ("0000000000000001_0000000000000000", Err("Invalid offset format")),
         ("0_99999999999999999999999", Err("Invalid offset format")),
         ("-2", Err("Invalid offset format")),
         ("../etc", Err("Invalid offset format")),
@@ -60,23 +57,14 @@ fn headers_are_taken_or_refused_with_the_reason() {
     assert_eq!(headers(None, None, None), Ok(None));
     assert_eq!(
         headers(Some("p"), Some("1"), Some("2")),
-        Ok(Some(ProducerHeaders {
-            id: "p".into(),
-            epoch: 1,
-            seq: 2
-        }))
+        Ok(Some(ProducerHeaders { id: "p".into(), epoch: 1, seq: 2 }))
     );
     let refused = [
         (Some("p"), Some("1"), None, "All producer headers"),
         (Some(""), Some("1"), Some("2"), "Invalid Producer-Id"),
         (Some("p"), Some("1e3"), Some("2"), "Invalid Producer-Epoch"),
         (Some("p"), Some("1"), Some("-1"), "Invalid Producer-Seq"),
-        (
-            Some("p"),
-            Some("9007199254740992"),
-            Some("0"),
-            "Invalid Producer-Epoch",
-        ),
+        (Some("p"), Some("9007199254740992"), Some("0"), "Invalid Producer-Epoch"),
     ];
     for (id, epoch, seq, reason) in refused {
         let error = headers(id, epoch, seq).unwrap_err();
@@ -84,10 +72,7 @@ fn headers_are_taken_or_refused_with_the_reason() {
     }
     let types = [
         (Some("text/plain"), Some("text/plain")),
-        (
-            Some("application/json; charset=utf-8"),
-            Some("application/json; charset=utf-8"),
-        ),
+        (Some("application/json; charset=utf-8"), Some("application/json; charset=utf-8")),
         (Some(""), None),
         (Some("nonsense"), None),
         (None, None),
@@ -103,33 +88,18 @@ fn headers_are_taken_or_refused_with_the_reason() {
 fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
     let texts = |texts: &[&str]| Ok(texts.iter().map(|text| text.to_string()).collect());
     assert_eq!(json_messages(br#"{"a":1}"#, false), texts(&[r#"{"a":1}"#]));
-    assert_eq!(
-        json_messages(b"[1,[2],3]", false),
-        texts(&["1", "[2]", "3"])
-    );
+    assert_eq!(json_messages(b"[1,[2],3]", false), texts(&["1", "[2]", "3"]));
     // Each message exactly as the body has it, without the whitespace around it.
     assert_eq!(
         json_messages(b" \n[ {\"a\" : [1, 2]} ,\t\"x\" ]\n", false),
         texts(&[r#"{"a" : [1, 2]}"#, r#""x""#])
     );
     assert_eq!(json_messages(b" \"one\"\r\n", false), texts(&[r#""one""#]));
-    for bad in [
-        &b"[1,]"[..],
-        b"[1] 2",
-        b"{\"a\":}",
-        b"",
-        b"  ",
-        b"[\"\xff\"]",
-        b"01",
-        b"[1",
-    ] {
+    for bad in [&b"[1,]"[..], b"[1] 2", b"{\"a\":}", b"", b"  ", b"[\"\xff\"]", b"01", b"[1"] {
         assert_eq!(json_messages(bad, false), Err("Invalid JSON"), "{bad:?}");
     }
     assert_eq!(json_messages(b"[]", true), Ok(vec![]));
-    assert_eq!(
-        json_messages(b"[]", false),
-        Err("Empty arrays are not allowed")
-    );
+    assert_eq!(json_messages(b"[]", false), Err("Empty arrays are not allowed"));
     assert_eq!(json_messages(b"{oops", false), Err("Invalid JSON"));
     let page = |contents: &[String]| {
         let mut messages = crate::surfaces::durable::messages::Messages::default();
@@ -139,37 +109,17 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
         messages
     };
     let contents = [json!({"a": 1}).to_string(), json!("two").to_string()];
-    assert_eq!(
-        body("application/json", &page(&contents)),
-        br#"[{"a":1},"two"]"#
-    );
-    assert_eq!(
-        body("application/json", &page(&contents[..1])),
-        br#"[{"a":1}]"#
-    );
+    assert_eq!(body("application/json", &page(&contents)), br#"[{"a":1},"two"]"#);
+    assert_eq!(body("application/json", &page(&contents[..1])), br#"[{"a":1}]"#);
     assert_eq!(body("application/json", &page(&[])), b"[]");
-    let bytes = [
-        stored(Message::Bytes(b"hello ".to_vec())),
-        stored(Message::Bytes(vec![0, 255, 10])),
-    ];
-    let bytes: Vec<String> = bytes
-        .iter()
-        .map(|text| text.as_str().unwrap().to_owned())
-        .collect();
+    let bytes =
+        [stored(Message::Bytes(b"hello ".to_vec())), stored(Message::Bytes(vec![0, 255, 10]))];
+    let bytes: Vec<String> = bytes.iter().map(|text| text.as_str().unwrap().to_owned()).collect();
     assert_eq!(body("text/plain", &page(&bytes)), b"hello \x00\xff\n");
-    assert_eq!(
-        sse_payload("application/octet-stream", &page(&bytes[1..])),
-        "AP8K"
-    );
-    assert_eq!(
-        sse_payload("application/octet-stream", &page(&bytes)),
-        "aGVsbG8gAP8K"
-    );
+    assert_eq!(sse_payload("application/octet-stream", &page(&bytes[1..])), "AP8K");
+    assert_eq!(sse_payload("application/octet-stream", &page(&bytes)), "aGVsbG8gAP8K");
     assert_eq!(sse_payload("text/plain", &page(&bytes[..1])), "hello ");
-    assert_eq!(
-        sse_payload("application/json", &page(&contents)),
-        r#"[{"a":1},"two"]"#
-    );
+    assert_eq!(sse_payload("application/json", &page(&contents)), r#"[{"a":1},"two"]"#);
     // A damaged byte-mode content reads as no bytes, never a panic.
     assert_eq!(message_bytes("{\"bytes\": 7}"), b"");
     assert_eq!(message_bytes("not json"), b"");
@@ -201,21 +151,11 @@ fn etags_cursors_and_expiry() {
     assert!(!expired(None, None, 0, minute));
     assert!(expired(Some(60), None, 0, minute));
     assert!(!expired(Some(61), None, 0, minute));
-    assert!(expired(
-        None,
-        Some("2000-01-01T00:00:00Z"),
-        0,
-        minute * 60 * 24 * 365 * 40
-    ));
+    assert!(expired(None, Some("2000-01-01T00:00:00Z"), 0, minute * 60 * 24 * 365 * 40));
     assert!(!expired(None, Some("2999-01-01T00:00:00Z"), 0, minute));
     // Arithmetic that would wrap means "never idle long enough".
     assert!(!expired(Some(u64::MAX), None, 0, minute));
-    assert!(!expired(
-        Some(STREAM_TTL_SECONDS_MAX),
-        None,
-        i64::MAX - 5,
-        i64::MAX
-    ));
+    assert!(!expired(Some(STREAM_TTL_SECONDS_MAX), None, i64::MAX - 5, i64::MAX));
 }
 
 #[test]
@@ -253,18 +193,12 @@ fn read_queries_are_taken_or_refused_with_the_reason() {
         assert_eq!(read_query(query), Ok(expected), "{query:?}");
     }
     let refused = [
-        (
-            "offset=-1&offset=now",
-            "Multiple offset parameters not allowed",
-        ),
+        ("offset=-1&offset=now", "Multiple offset parameters not allowed"),
         ("offset=", "Empty offset parameter"),
         ("offset=abc", "Invalid offset format"),
         ("live=sse", "SSE requires offset parameter"),
         ("live=long-poll", "Long-poll requires offset parameter"),
-        (
-            "offset=-1&live=websocket",
-            "Invalid live parameter: use long-poll or sse",
-        ),
+        ("offset=-1&live=websocket", "Invalid live parameter: use long-poll or sse"),
     ];
     for (query, reason) in refused {
         assert_eq!(read_query(Some(query)), Err(reason), "{query}");

@@ -47,18 +47,15 @@ impl Service {
                     producer_seq: append.producer.map(|producer| producer.seq),
                 });
             }
-            return Err(Refusal::Closed {
-                tail: self.tail(&row).await?,
-            });
+            return Err(Refusal::Closed { tail: self.tail(&row).await? });
         }
         let close_only = append.body.is_empty() && append.close;
         if !close_only {
             if append.body.is_empty() {
                 return Err(Refusal::Bad("Empty body"));
             }
-            let given = append
-                .content_type
-                .ok_or(Refusal::Bad("Content-Type header is required"))?;
+            let given =
+                append.content_type.ok_or(Refusal::Bad("Content-Type header is required"))?;
             if protocol::media_type(given) != protocol::media_type(&row.content_type) {
                 return Err(Refusal::Conflict("Content-type mismatch"));
             }

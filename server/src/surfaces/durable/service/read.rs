@@ -64,14 +64,8 @@ impl Service {
         }
         let own_since = since.saturating_sub(row.base_offset);
         // The contents as the log keeps them (JSON text): served as they are, no tree built.
-        let contents = self
-            .store
-            .read_contents(row.log_id, own_since, room)
-            .await?;
-        out.reserve(
-            contents.len(),
-            contents.iter().map(|content| content.json.len()).sum(),
-        );
+        let contents = self.store.read_contents(row.log_id, own_since, room).await?;
+        out.reserve(contents.len(), contents.iter().map(|content| content.json.len()).sum());
         for content in contents {
             let offset = row.base_offset + content.seq;
             if cap.is_some_and(|cap| offset > cap) || !content.stream_message {
@@ -93,10 +87,8 @@ impl Service {
         since: u64,
     ) -> Result<Vec<(Option<uuid::Uuid>, Value)>, StoreError> {
         let own_since = since.saturating_sub(row.base_offset);
-        let events = self
-            .store
-            .read_events(row.log_id, own_since, APPEND_MESSAGES_MAX as u32)
-            .await?;
+        let events =
+            self.store.read_events(row.log_id, own_since, APPEND_MESSAGES_MAX as u32).await?;
         let batch = events.first().and_then(|event| event.block_id);
         Ok(events
             .into_iter()

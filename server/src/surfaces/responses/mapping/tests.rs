@@ -16,10 +16,7 @@ fn outline(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .map(|event| {
-            let kind = event["type"]
-                .as_str()
-                .unwrap()
-                .trim_start_matches("response.");
+            let kind = event["type"].as_str().unwrap().trim_start_matches("response.");
             match event["output_index"].as_u64() {
                 Some(index) => format!("{kind}[{index}]"),
                 None => kind.to_owned(),
@@ -149,10 +146,7 @@ fn items_carry_what_the_log_says() {
     assert!(call["id"].as_str().unwrap().starts_with("fc_"));
     let response = mapper.response().unwrap();
     assert_eq!(response["usage"]["total_tokens"], 7);
-    assert_eq!(
-        mapper.input_items()[0]["content"][0]["text"],
-        "what time is it?"
-    );
+    assert_eq!(mapper.input_items()[0]["content"][0]["text"], "what time is it?");
 }
 
 #[test]
@@ -189,15 +183,9 @@ fn a_failed_or_cancelled_run_ends_with_its_terminal_event_and_every_item_done() 
         assert_eq!(last["type"], terminal);
         assert_eq!(last["response"]["status"], status);
         let output = &last["response"]["output"];
-        assert_eq!(
-            output[0]["status"], "incomplete",
-            "{kind:?}: a call cut off"
-        );
+        assert_eq!(output[0]["status"], "incomplete", "{kind:?}: a call cut off");
         assert_eq!(output[0]["arguments"], "{}");
-        assert_eq!(
-            output[1]["status"], "incomplete",
-            "{kind:?}: a message cut off"
-        );
+        assert_eq!(output[1]["status"], "incomplete", "{kind:?}: a message cut off");
         assert_eq!(output[1]["content"][0]["text"], "half a sen");
         assert!(mapper.ended());
         if status == "failed" {
@@ -212,33 +200,19 @@ fn a_failed_or_cancelled_run_ends_with_its_terminal_event_and_every_item_done() 
 #[test]
 fn an_answered_turn_shows_the_approved_calls_and_the_callers_outputs() {
     let log = approval_turn();
-    let continuation: Vec<AgentEvent> = log
-        .0
-        .iter()
-        .filter(|event| event.run_id == Some(Uuid::from_u128(0x21)))
-        .cloned()
-        .collect();
+    let continuation: Vec<AgentEvent> =
+        log.0.iter().filter(|event| event.run_id == Some(Uuid::from_u128(0x21))).cloned().collect();
     let (events, mapper) = map(&continuation);
     verify::check(&events, true).unwrap();
     let output = &events.last().unwrap()["response"]["output"];
-    let kinds: Vec<&str> = output
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| item["type"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        kinds,
-        ["agentstream:tool_call", "agentstream:tool_call", "message"]
-    );
+    let kinds: Vec<&str> =
+        output.as_array().unwrap().iter().map(|item| item["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["agentstream:tool_call", "agentstream:tool_call", "message"]);
     assert!(mapper.input_items().is_empty());
     // A client's outputs, by contrast, are the response's input.
     let mut log = Log::default();
     log.start().result(1, "call_1", json!("yes"), false);
-    log.end(
-        EventKind::RunCompleted,
-        json!({ "stop_reason": "end_turn" }),
-    );
+    log.end(EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }));
     let (events, mapper) = map(&log.0);
     verify::check(&events, true).unwrap();
     assert_eq!(mapper.input_items()[0]["type"], "function_call_output");
@@ -275,9 +249,7 @@ fn the_verifier_catches_what_the_sdks_refuse() {
         events.remove(2);
     }));
     assert!(broken(&|events| events[3]["sequence_number"] = json!(9)));
-    assert!(broken(
-        &|events| events[4]["type"] = json!("response.cancelled")
-    ));
+    assert!(broken(&|events| events[4]["type"] = json!("response.cancelled")));
     assert!(broken(&|events| {
         events.pop();
     }));

@@ -109,12 +109,7 @@ impl ResponseMapper {
         let Some(&message) = self.call_messages.get(&call_id) else {
             return;
         };
-        self.finish_call(
-            message,
-            event.content.get("input").cloned(),
-            "completed",
-            out,
-        );
+        self.finish_call(message, event.content.get("input").cloned(), "completed", out);
         if event.content.get("client").and_then(Value::as_bool) == Some(true) {
             return;
         }
@@ -137,10 +132,8 @@ impl ResponseMapper {
         if !self.results.insert(call_id.clone()) {
             return; // a second result of one call: the first is what the call returned
         }
-        let Some(call) = self
-            .call_messages
-            .get(&call_id)
-            .and_then(|message| self.calls.get(message))
+        let Some(call) =
+            self.call_messages.get(&call_id).and_then(|message| self.calls.get(message))
         else {
             if let Some(name) = self.approved.get(&call_id).cloned() {
                 // An earlier response's call a person answered, carried out (or refused) now.

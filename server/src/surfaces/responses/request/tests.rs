@@ -13,10 +13,7 @@ fn asked(body: Value) -> Result<Asked, String> {
 }
 
 fn message(text: &str) -> Asked {
-    Asked::Message {
-        text: text.to_owned(),
-        system: Vec::new(),
-    }
+    Asked::Message { text: text.to_owned(), system: Vec::new() }
 }
 
 #[test]
@@ -24,10 +21,7 @@ fn what_each_input_asks() {
     let ours = item_id("fc_", Uuid::from_u128(5));
     let said = item_id("msg_", Uuid::from_u128(6));
     let output = |call: &str, text: &str| {
-        Asked::Outputs(vec![ToolOutput {
-            tool_call_id: call.to_owned(),
-            output: Ok(json!(text)),
-        }])
+        Asked::Outputs(vec![ToolOutput { tool_call_id: call.to_owned(), output: Ok(json!(text)) }])
     };
     let cases: Vec<(&str, Value, Result<Asked, &str>)> = vec![
         ("a string", json!("hi"), Ok(message("hi"))),
@@ -175,9 +169,7 @@ fn the_fields_clients_send_are_read_and_echoed() {
     assert_eq!(request.echo.max_output_tokens, Some(100));
     assert_eq!(request.echo.tools.len(), 1);
     assert_eq!(
-        read(json!({ "model": "openai/gpt-4o", "input": "x" }))
-            .unwrap()
-            .model,
+        read(json!({ "model": "openai/gpt-4o", "input": "x" })).unwrap().model,
         Model::Handle("openai/gpt-4o".into())
     );
 }
@@ -187,23 +179,11 @@ fn bad_fields_are_refused_by_name() {
     let cases = [
         (json!({ "input": "x" }), "model must name"),
         (json!({ "model": "", "input": "x" }), "model must name"),
-        (
-            json!({ "model": "m".repeat(MODEL_CHARS_MAX + 1), "input": "x" }),
-            "model is over",
-        ),
+        (json!({ "model": "m".repeat(MODEL_CHARS_MAX + 1), "input": "x" }), "model is over"),
         (json!({ "model": "s" }), "input is missing"),
-        (
-            json!({ "model": "s", "input": "x", "stream": "yes" }),
-            "stream must be",
-        ),
-        (
-            json!({ "model": "s", "input": "x", "instructions": 3 }),
-            "instructions must be",
-        ),
-        (
-            json!({ "model": "s", "input": "x", "tools": {} }),
-            "tools must be a list",
-        ),
+        (json!({ "model": "s", "input": "x", "stream": "yes" }), "stream must be"),
+        (json!({ "model": "s", "input": "x", "instructions": 3 }), "instructions must be"),
+        (json!({ "model": "s", "input": "x", "tools": {} }), "tools must be a list"),
         (
             json!({ "model": "s", "input": "x", "tools": [{ "type": "web_search" }] }),
             "tools[0]: tools of type \"web_search\"",
@@ -212,31 +192,20 @@ fn bad_fields_are_refused_by_name() {
             json!({ "model": "s", "input": "x", "tools": [{ "type": "function", "name": "a b" }] }),
             "client tool 0",
         ),
-        (
-            json!({ "model": "s", "input": "x", "metadata": { "k": 1 } }),
-            "metadata.k",
-        ),
-        (
-            json!({ "model": "s", "input": "x", "max_output_tokens": -1 }),
-            "max_output_tokens",
-        ),
+        (json!({ "model": "s", "input": "x", "metadata": { "k": 1 } }), "metadata.k"),
+        (json!({ "model": "s", "input": "x", "max_output_tokens": -1 }), "max_output_tokens"),
         (
             json!({ "model": "s", "input": "x", "previous_response_id": "resp_abc" }),
             "previous response \"resp_abc\" was not found",
         ),
-        (
-            json!({ "model": "s", "input": "x", "conversation": "conv_1" }),
-            "conversation is not",
-        ),
+        (json!({ "model": "s", "input": "x", "conversation": "conv_1" }), "conversation is not"),
     ];
     for (body, expected) in cases {
         let error = read(body.clone()).expect_err(&body.to_string());
         assert!(error.contains(expected), "{body}: {error}");
     }
     let many = vec![json!("x"); INPUT_ITEMS_MAX + 1];
-    assert!(read(json!({ "model": "s", "input": many }))
-        .unwrap_err()
-        .contains("at most"));
+    assert!(read(json!({ "model": "s", "input": many })).unwrap_err().contains("at most"));
 }
 
 #[test]

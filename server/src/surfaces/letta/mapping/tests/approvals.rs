@@ -13,12 +13,7 @@ fn an_approval_request_stops_with_requires_approval_and_its_answer_names_it() {
         Some(card),
         json!({ "tool_call_id": "c1", "name": "calculator", "input": { "expression": "6*7" } }),
     );
-    log.content(
-        EventKind::RunCompleted,
-        None,
-        None,
-        json!({ "stop_reason": "requires_approval" }),
-    );
+    log.content(EventKind::RunCompleted, None, None, json!({ "stop_reason": "requires_approval" }));
     log.content(EventKind::RunStarted, None, None, Value::Null);
     log.content(
         EventKind::ApprovalResponse,
@@ -36,10 +31,8 @@ fn an_approval_request_stops_with_requires_approval_and_its_answer_names_it() {
         );
         assert_eq!(json[0]["tool_calls"][0], json[0]["tool_call"]);
         assert_eq!(json[1]["stop_reason"], "requires_approval");
-        let answer = json
-            .iter()
-            .find(|item| item["message_type"] == "approval_response_message")
-            .unwrap();
+        let answer =
+            json.iter().find(|item| item["message_type"] == "approval_response_message").unwrap();
         assert_eq!(answer["approval_request_id"], json[0]["id"]);
         assert_eq!(
             answer["approvals"],
@@ -55,14 +48,7 @@ fn an_approval_request_stops_with_requires_approval_and_its_answer_names_it() {
 fn a_client_tools_call_is_its_approval_request_alone() {
     for (client, expected) in [
         (true, vec!["approval_request_message", "stop_reason"]),
-        (
-            false,
-            vec![
-                "tool_call_message",
-                "approval_request_message",
-                "stop_reason",
-            ],
-        ),
+        (false, vec!["tool_call_message", "approval_request_message", "stop_reason"]),
     ] {
         let mut log = Log::new();
         let (card, call, request) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
@@ -104,10 +90,8 @@ fn a_client_tools_call_is_its_approval_request_alone() {
         for cut in [Cut::Steps, Cut::Tokens] {
             let mut kinds = types(&map_all(cut, &log.events));
             kinds.dedup();
-            let kinds: Vec<String> = kinds
-                .into_iter()
-                .filter(|kind| kind != "usage_statistics")
-                .collect();
+            let kinds: Vec<String> =
+                kinds.into_iter().filter(|kind| kind != "usage_statistics").collect();
             assert_eq!(kinds, expected, "client {client}, {cut:?}");
         }
     }

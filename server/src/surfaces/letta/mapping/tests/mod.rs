@@ -12,11 +12,7 @@ struct Log {
 
 impl Log {
     fn new() -> Log {
-        Log {
-            agent_id: Uuid::new_v4(),
-            run_id: Uuid::new_v4(),
-            events: Vec::new(),
-        }
+        Log { agent_id: Uuid::new_v4(), run_id: Uuid::new_v4(), events: Vec::new() }
     }
 
     fn push(
@@ -108,14 +104,7 @@ fn tool_run(end: EventKind, end_content: Value) -> (Log, Ids) {
         DeltaAction::Append,
     );
     for piece in ["I'll ", "use the ", "calculator."] {
-        log.delta(
-            EventKind::Text,
-            ids.text,
-            llm,
-            "text",
-            json!(piece),
-            DeltaAction::Append,
-        );
+        log.delta(EventKind::Text, ids.text, llm, "text", json!(piece), DeltaAction::Append);
     }
     log.content(
         EventKind::ToolCall,
@@ -176,21 +165,14 @@ fn messages(items: &[LettaItem]) -> Vec<&LettaMessage> {
 }
 
 fn types(items: &[LettaItem]) -> Vec<String> {
-    items
-        .iter()
-        .map(|item| item.to_json()["message_type"].as_str().unwrap().to_owned())
-        .collect()
+    items.iter().map(|item| item.to_json()["message_type"].as_str().unwrap().to_owned()).collect()
 }
 
 /// The text a message carries, whatever its type: content, reasoning + signature, or arguments.
 fn text(message: &LettaMessage) -> String {
     match &message.body {
         Body::UserMessage { content } | Body::AssistantMessage { content } => content.clone(),
-        Body::ReasoningMessage {
-            reasoning,
-            signature,
-            ..
-        } => {
+        Body::ReasoningMessage { reasoning, signature, .. } => {
             format!("{reasoning}|{}", signature.clone().unwrap_or_default())
         }
         Body::ToolCallMessage { tool_call } => tool_call.arguments.clone(),
@@ -223,17 +205,11 @@ fn steps_cut_is_one_whole_message_per_message_then_stop_reason_and_usage() {
     );
     let messages = messages(&items);
     assert_eq!(messages[0].id, message_id(ids.user));
-    assert_eq!(
-        messages[0].otid.as_deref(),
-        Some("client-otid-1"),
-        "the client's otid is echoed"
-    );
+    assert_eq!(messages[0].otid.as_deref(), Some("client-otid-1"), "the client's otid is echoed");
     assert_eq!(text(messages[1]), "Let me add.|sig==");
     assert_eq!(messages[2].id, message_id(ids.text));
     assert_eq!(text(messages[2]), "I'll use the calculator.");
-    let Body::ToolCallMessage { tool_call } = &messages[3].body else {
-        panic!()
-    };
+    let Body::ToolCallMessage { tool_call } = &messages[3].body else { panic!() };
     assert_eq!(tool_call.name.as_deref(), Some("calculator"));
     assert_eq!(tool_call.tool_call_id, "toolu_1");
     assert_eq!(
@@ -264,40 +240,24 @@ fn tokens_cut_sends_every_delta_as_a_fragment_of_its_message() {
     let (log, ids) = tool_run(EventKind::RunCompleted, completed());
     let items = map_all(Cut::Tokens, &log.events);
     let messages = messages(&items);
-    let text_fragments: Vec<_> = messages
-        .iter()
-        .filter(|m| m.id == message_id(ids.text))
-        .collect();
+    let text_fragments: Vec<_> = messages.iter().filter(|m| m.id == message_id(ids.text)).collect();
     assert_eq!(text_fragments.len(), 3, "one fragment per token delta");
     assert_eq!(text(text_fragments[0]), "I'll ");
-    let call: Vec<_> = messages
-        .iter()
-        .filter(|m| m.id == message_id(ids.call))
-        .collect();
+    let call: Vec<_> = messages.iter().filter(|m| m.id == message_id(ids.call)).collect();
     assert_eq!(
         call.len(),
         3,
         "the call's start and its two input pieces; the complete input is not repeated"
     );
-    let Body::ToolCallMessage { tool_call } = &call[0].body else {
-        panic!()
-    };
+    let Body::ToolCallMessage { tool_call } = &call[0].body else { panic!() };
     assert_eq!(tool_call.name.as_deref(), Some("calculator"));
-    let Body::ToolCallMessage { tool_call } = &call[1].body else {
-        panic!()
-    };
+    let Body::ToolCallMessage { tool_call } = &call[1].body else { panic!() };
     assert_eq!(
         (tool_call.name.as_deref(), tool_call.arguments.as_str()),
         (None, "{\"expression\":")
     );
-    assert_eq!(
-        tool_call.tool_call_id, "toolu_1",
-        "every piece names its call"
-    );
-    assert_eq!(
-        types(&items).last().map(String::as_str),
-        Some("usage_statistics")
-    );
+    assert_eq!(tool_call.tool_call_id, "toolu_1", "every piece names its call");
+    assert_eq!(types(&items).last().map(String::as_str), Some("usage_statistics"));
 }
 
 #[test]
@@ -326,13 +286,7 @@ fn fragments_joined_by_id_are_the_steps_cut_messages() {
         }
         let whole: Vec<(String, String, String)> = messages(&steps)
             .into_iter()
-            .map(|message| {
-                (
-                    message.id.clone(),
-                    message.body_type().to_owned(),
-                    text(message),
-                )
-            })
+            .map(|message| (message.id.clone(), message.body_type().to_owned(), text(message)))
             .collect();
         assert_eq!(joined, whole);
     }
@@ -344,21 +298,13 @@ fn seq_ids_only_go_up_so_starting_after_resumes_exactly() {
     for cut in [Cut::Tokens, Cut::Steps] {
         let items = map_all(cut, &log.events);
         let seq_ids: Vec<u64> = messages(&items).iter().map(|m| m.seq_id).collect();
-        assert!(
-            seq_ids.windows(2).all(|pair| pair[0] < pair[1]),
-            "{cut:?}: {seq_ids:?}"
-        );
+        assert!(seq_ids.windows(2).all(|pair| pair[0] < pair[1]), "{cut:?}: {seq_ids:?}");
         // Resuming after any cursor gives exactly the rest.
         for cursor in 0..=log.events.len() as u64 {
-            let resumed: Vec<_> = items
-                .iter()
-                .filter(|item| item.seq_id() > cursor)
-                .cloned()
-                .collect();
-            let position = items
-                .iter()
-                .position(|item| item.seq_id() > cursor)
-                .unwrap_or(items.len());
+            let resumed: Vec<_> =
+                items.iter().filter(|item| item.seq_id() > cursor).cloned().collect();
+            let position =
+                items.iter().position(|item| item.seq_id() > cursor).unwrap_or(items.len());
             assert_eq!(resumed, items[position..].to_vec());
         }
     }
@@ -367,26 +313,10 @@ fn seq_ids_only_go_up_so_starting_after_resumes_exactly() {
 #[test]
 fn stop_reasons_in_letta_terms() {
     let cases = [
-        (
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "end_turn" }),
-            "end_turn",
-        ),
-        (
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "max_iterations" }),
-            "max_steps",
-        ),
-        (
-            EventKind::RunCompleted,
-            json!({ "stop_reason": "max_tokens" }),
-            "max_tokens_exceeded",
-        ),
-        (
-            EventKind::RunCancelled,
-            json!({ "stop_reason": "cancelled" }),
-            "cancelled",
-        ),
+        (EventKind::RunCompleted, json!({ "stop_reason": "end_turn" }), "end_turn"),
+        (EventKind::RunCompleted, json!({ "stop_reason": "max_iterations" }), "max_steps"),
+        (EventKind::RunCompleted, json!({ "stop_reason": "max_tokens" }), "max_tokens_exceeded"),
+        (EventKind::RunCancelled, json!({ "stop_reason": "cancelled" }), "cancelled"),
         (
             EventKind::RunFailed,
             json!({ "stop_reason": "error", "error": { "type": "overloaded_error" } }),
@@ -450,10 +380,7 @@ fn a_provider_error_is_an_error_message_before_the_stop_reason() {
     );
     log.content(EventKind::RunFailed, None, None, json!({ "stop_reason": "error", "error": { "type": "overloaded_error", "message": "busy" } }));
     let items = map_all(Cut::Tokens, &log.events);
-    assert_eq!(
-        types(&items),
-        ["error_message", "stop_reason", "usage_statistics"]
-    );
+    assert_eq!(types(&items), ["error_message", "stop_reason", "usage_statistics"]);
     let error = items[0].to_json();
     assert_eq!(error["error_type"], "overloaded_error");
     assert_eq!(error["message"], "busy");
