@@ -23,7 +23,7 @@ use super::approval::ApprovalDecision;
 use super::registry::{RunOptions, StartRunError};
 use super::start::{StartError, Starter};
 use crate::limits::APPROVAL_TIMEOUT_MS_MAX;
-use crate::store::OpenApproval;
+use crate::store::{DueApprovals, OpenApproval};
 
 /// How often open approval requests are checked against their timeout.
 pub const APPROVAL_SWEEP_INTERVAL_MS: u64 = 500;
@@ -132,13 +132,13 @@ async fn sweep(
     for page in 0..DUE_APPROVAL_PAGES_PER_SWEEP_MAX {
         let rows = starter
             .store
-            .due_approvals(
+            .due_approvals(DueApprovals {
                 now,
-                server_ms,
-                APPROVAL_TIMEOUT_MS_MAX,
-                OPEN_APPROVALS_PER_SWEEP_MAX,
-                page * OPEN_APPROVALS_PER_SWEEP_MAX,
-            )
+                server_timeout_ms: server_ms,
+                timeout_ms_max: APPROVAL_TIMEOUT_MS_MAX,
+                limit: OPEN_APPROVALS_PER_SWEEP_MAX,
+                offset: page * OPEN_APPROVALS_PER_SWEEP_MAX,
+            })
             .await?;
         let full = rows.len() == OPEN_APPROVALS_PER_SWEEP_MAX as usize;
         for (request, timeout_ms) in rows {

@@ -12,6 +12,7 @@
 //! holds events of its own. A chain never changes once made, so each store keeps the chains it
 //! has read ([`ForkChains`]).
 
+use crate::store::StoreResult;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::corrupt;
-use super::{Agents, ContentJson, EventJson, StoreError};
+use super::{Agents, ContentJson, EventJson};
 
 /// Branches one conversation may have: each edit or regenerate makes one.
 pub const BRANCHES_PER_CONVERSATION_MAX: u32 = 1000;
@@ -38,7 +39,7 @@ pub const FORK_CHAINS_CACHED_MAX: usize = 65_536;
 pub trait Branches: Send + Sync + 'static {
     /// The log `log` was forked from and the seq it shares that log up to; `None` for a log
     /// that is no branch (or no log at all).
-    async fn fork_origin(&self, log: Uuid) -> Result<Option<(Uuid, u64)>, StoreError>;
+    async fn fork_origin(&self, log: Uuid) -> StoreResult<Option<(Uuid, u64)>>;
     /// Writes a branch of `source`'s conversation `root` sharing `source`'s log up to
     /// `fork_seq` (its settings copied from `source`). `None` when the conversation has
     /// [`BRANCHES_PER_CONVERSATION_MAX`] branches already.
@@ -47,19 +48,15 @@ pub trait Branches: Send + Sync + 'static {
         source: &Agent,
         root: Uuid,
         fork_seq: u64,
-    ) -> Result<Option<Agent>, StoreError>;
+    ) -> StoreResult<Option<Agent>>;
     /// The conversation's branches (not its own log), oldest first.
-    async fn list_branches(&self, root: Uuid) -> Result<Vec<Agent>, StoreError>;
+    async fn list_branches(&self, root: Uuid) -> StoreResult<Vec<Agent>>;
     /// Makes `branch` (`None`: its own log) the branch the conversation's clients follow.
     /// False when `root` is no conversation, or `branch` is none of its branches.
-    async fn set_current_branch(
-        &self,
-        root: Uuid,
-        branch: Option<Uuid>,
-    ) -> Result<bool, StoreError>;
+    async fn set_current_branch(&self, root: Uuid, branch: Option<Uuid>) -> StoreResult<bool>;
     /// Deletes a branch and its own events; the conversation's current branch, if it was this
     /// one, becomes its parent. Refused while another branch forks from it.
-    async fn delete_branch(&self, branch: Uuid) -> Result<BranchDeletion, StoreError>;
+    async fn delete_branch(&self, branch: Uuid) -> StoreResult<BranchDeletion>;
 }
 
 /// What [`Branches::delete_branch`] did.
@@ -92,7 +89,7 @@ pub async fn fork<S>(
     store: &S,
     log: Uuid,
     after_seq: u64,
-) -> Result<Result<Agent, ForkRefusal>, StoreError>
+) -> StoreResult<Result<Agent, ForkRefusal>>
 where
     S: Agents + Branches + ?Sized,
 {
@@ -126,7 +123,7 @@ where
     Ok(Err(ForkRefusal::TooDeep))
 }
 
-async fn chain_depth<S: Branches + ?Sized>(store: &S, log: Uuid) -> Result<usize, StoreError> {
+async fn chain_depth<S: Branches + ?Sized>(store: &S, log: Uuid) -> StoreResult<usize> {
     Ok(load_chain(store, log).await?.len())
 }
 
@@ -150,7 +147,7 @@ impl ForkChains {
         &self,
         store: &S,
         log: Uuid,
-    ) -> Result<Arc<[Segment]>, StoreError> {
+    ) -> StoreResult<Arc<[Segment]>> {
         if let Some(chain) = self.lock().get(&log) {
             return Ok(chain.clone());
         }
@@ -174,10 +171,7 @@ impl ForkChains {
     }
 }
 
-async fn load_chain<S: Branches + ?Sized>(
-    store: &S,
-    log: Uuid,
-) -> Result<Vec<Segment>, StoreError> {
+async fn load_chain<S: Branches + ?Sized>(store: &S, log: Uuid) -> StoreResult<Vec<Segment>> {
     let mut chain = Vec::new();
     let mut at = log;
     while let Some((parent, fork_seq)) = store.fork_origin(at).await? {
@@ -230,11 +224,11 @@ pub async fn read_along<T, F, Fut>(
     mut since: u64,
     limit: u32,
     mut read: F,
-) -> Result<Vec<T>, StoreError>
+) -> StoreResult<Vec<T>>
 where
     T: Sequenced,
     F: FnMut(Uuid, u64, u32) -> Fut,
-    Fut: Future<Output = Result<Vec<T>, StoreError>>,
+    Fut: Future<Output = StoreResult<Vec<T>>>,
 {
     let mut out = Vec::new();
     let mut left = limit;

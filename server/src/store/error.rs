@@ -5,6 +5,9 @@
 
 use uuid::Uuid;
 
+/// What the store's operations return (short, so that their signatures fit on a line).
+pub type StoreResult<T> = Result<T, StoreError>;
+
 /// Errors of the store boundary.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -1,6 +1,7 @@
 //! The store's interface: narrow traits — [`Agents`], [`EventLog`], [`RunKeys`] and, for
 //! processes sharing a database, [`ClusterStore`] with its [`Notices`] — and what they speak of.
 
+use crate::store::StoreResult;
 use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
@@ -16,16 +17,16 @@ use crate::store::StoreError;
 /// Agents: the rows each log hangs from.
 #[async_trait]
 pub trait Agents: Send + Sync + 'static {
-    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError>;
+    async fn create_agent(&self, agent: NewAgent) -> StoreResult<Agent>;
     /// Agents, newest first, at most `limit`; only `owner`'s when it is given.
-    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError>;
-    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError>;
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> StoreResult<Vec<Agent>>;
+    async fn get_agent(&self, agent_id: Uuid) -> StoreResult<Option<Agent>>;
     /// Deletes the agent and its log. False when there was no such agent.
-    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError>;
+    async fn delete_agent(&self, agent_id: Uuid) -> StoreResult<bool>;
     /// The agent a chat id (the AI SDK surface's) was given, if any.
-    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError>;
+    async fn chat_agent(&self, chat_id: &str) -> StoreResult<Option<Uuid>>;
     /// Gives `chat_id` to `agent_id` unless it has an agent already; true when it was given.
-    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError>;
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> StoreResult<bool>;
 }
 
 /// The agent `chat_id` was given on first use, or one made from `template` and given to it now.
@@ -34,7 +35,7 @@ pub async fn agent_for_chat(
     store: &dyn Agents,
     chat_id: &str,
     template: NewAgent,
-) -> Result<Agent, StoreError> {
+) -> StoreResult<Agent> {
     if let Some(agent_id) = store.chat_agent(chat_id).await? {
         if let Some(agent) = store.get_agent(agent_id).await? {
             return Ok(agent);
@@ -58,14 +59,14 @@ pub const PRODUCERS_PER_AGENT_MAX: u32 = 256;
 #[async_trait]
 pub trait EventLog: Send + Sync + 'static {
     /// The newest committed seq of the agent's log; `None` for an unknown agent.
-    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError>;
+    async fn head_seq(&self, agent_id: Uuid) -> StoreResult<Option<u64>>;
     /// Events with `seq > since`, in seq order, at most `limit`.
     async fn read_events(
         &self,
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<AgentEvent>, StoreError>;
+    ) -> StoreResult<Vec<AgentEvent>>;
     /// The same events as [`EventLog::read_events`], as the JSON clients receive. A store that
     /// keeps the JSON pieces as text (SQLite) writes it straight from the row, with no tree in
     /// between.
@@ -74,7 +75,7 @@ pub trait EventLog: Send + Sync + 'static {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<EventJson>, StoreError> {
+    ) -> StoreResult<Vec<EventJson>> {
         let events = self.read_events(agent_id, since, limit).await?;
         Ok(events.iter().map(EventJson::of).collect())
     }
@@ -85,56 +86,47 @@ pub trait EventLog: Send + Sync + 'static {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<ContentJson>, StoreError> {
+    ) -> StoreResult<Vec<ContentJson>> {
         let events = self.read_events(agent_id, since, limit).await?;
         Ok(events.iter().map(ContentJson::of).collect())
     }
     /// The lifecycle and usage events of one run (`run_started`, `usage`, the run's end), in seq
     /// order; empty for an unknown run. Reads the run index, not the agent's whole log.
-    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError>;
+    async fn run_outline(&self, run_id: Uuid) -> StoreResult<Vec<AgentEvent>>;
     /// The run's `run_started` event (from its outline); `None` for a run not started (yet).
-    async fn run_start(&self, run_id: Uuid) -> Result<Option<AgentEvent>, StoreError> {
+    async fn run_start(&self, run_id: Uuid) -> StoreResult<Option<AgentEvent>> {
         let outline = self.run_outline(run_id).await?;
         Ok(outline.into_iter().find(|event| event.kind == app::EventKind::RunStarted))
     }
     /// The `run_started` events of runs with no terminal event and no live process executing
     /// them: cut off by a crash. (With one process, every run without an end at start-up; with
     /// PostgreSQL, the runs whose lease ran out.)
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError>;
+    async fn unfinished_runs(&self) -> StoreResult<Vec<AgentEvent>>;
     /// Approval requests with no answer and no result yet, oldest first, `limit` at most (the
     /// open-approvals table, kept by each append).
-    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError>;
+    async fn open_approvals(&self, limit: u32) -> StoreResult<Vec<OpenApproval>>;
     /// One approval request (or client tool's call) of the agent that waits for its answer, if
     /// any: while one waits, no new run starts on the agent (ours or a producer's).
-    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError>;
-    /// Open approval requests whose timeout has passed at `now`, earliest deadline first,
-    /// `limit` at most after skipping `offset`, each with its timeout in milliseconds: the
-    /// agent's `metadata.approval_timeout_ms` (0: never), else `server_timeout_ms` (`None`:
-    /// never), at most `timeout_ms_max`. Selected by deadline in the query, so requests that
-    /// never time out cannot fill the page.
-    async fn due_approvals(
-        &self,
-        now: DateTime<Utc>,
-        server_timeout_ms: Option<u64>,
-        timeout_ms_max: u64,
-        limit: u32,
-        offset: u32,
-    ) -> Result<Vec<(OpenApproval, u64)>, StoreError>;
+    async fn waiting_call(&self, agent_id: Uuid) -> StoreResult<Option<String>>;
+    /// Open approval requests that are `due` (see [`DueApprovals`]), earliest deadline first,
+    /// each with its timeout in milliseconds. Selected by deadline in the query, so requests
+    /// that never time out cannot fill the page.
+    async fn due_approvals(&self, due: DueApprovals) -> StoreResult<Vec<(OpenApproval, u64)>>;
     /// The events with these ids, in any order (those not in the log are left out).
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError>;
+    async fn events_by_id(&self, ids: &[Uuid]) -> StoreResult<Vec<AgentEvent>>;
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError>;
+    async fn append(&self, batches: &[AppendBatch]) -> StoreResult<Vec<Vec<AgentEvent>>>;
     /// An external producer's position on an agent: the last batch it committed (see
     /// [`ProducerStamp`]), or `None` for a producer that never committed one.
     async fn producer_position(
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<ProducerPosition>, StoreError>;
+    ) -> StoreResult<Option<ProducerPosition>>;
     /// The database's size on disk, when the store can tell it without touching the disk
     /// itself (PostgreSQL; SQLite's file is measured where it lies).
-    async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {
+    async fn database_bytes(&self) -> StoreResult<Option<u64>> {
         Ok(None)
     }
     /// Events committed but not yet moved into the log's own index, when the store keeps such
@@ -144,18 +136,27 @@ pub trait EventLog: Send + Sync + 'static {
         None
     }
     /// The agent's saved snapshot, if any. (A store that keeps none answers `None`.)
-    async fn load_snapshot(&self, _agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+    async fn load_snapshot(&self, _agent_id: Uuid) -> StoreResult<Option<StoredSnapshot>> {
         Ok(None)
     }
     /// Saves the agent's snapshot unless one of a later seq is saved already (one of the same
     /// seq is replaced: it may be one the log disagreed with).
-    async fn save_snapshot(
-        &self,
-        _agent_id: Uuid,
-        _snapshot: &StoredSnapshot,
-    ) -> Result<(), StoreError> {
+    async fn save_snapshot(&self, _agent_id: Uuid, _snapshot: &StoredSnapshot) -> StoreResult<()> {
         Ok(())
     }
+}
+
+/// Which open approval requests [`EventLog::due_approvals`] looks for: those whose timeout has
+/// passed at `now`, `limit` at most after skipping `offset`. A request's timeout is its agent's
+/// `metadata.approval_timeout_ms` (0: never), else `server_timeout_ms` (`None`: never), at most
+/// `timeout_ms_max`.
+#[derive(Clone, Copy, Debug)]
+pub struct DueApprovals {
+    pub now: DateTime<Utc>,
+    pub server_timeout_ms: Option<u64>,
+    pub timeout_ms_max: u64,
+    pub limit: u32,
+    pub offset: u32,
 }
 
 /// An approval request nobody has answered (see [`EventLog::open_approvals`]).
@@ -172,17 +173,12 @@ pub struct OpenApproval {
 pub trait RunKeys: Send + Sync + 'static {
     /// Claims `key` for `run_id` unless the agent already used it: returns the run that holds the
     /// key (`run_id` when this call claimed it).
-    async fn claim_run_key(
-        &self,
-        agent_id: Uuid,
-        key: &str,
-        run_id: Uuid,
-    ) -> Result<Uuid, StoreError>;
+    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> StoreResult<Uuid>;
     /// Gives a key back (its run never started).
-    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError>;
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> StoreResult<()>;
     /// Gives back the idempotency keys (and, with PostgreSQL, the run slots) whose run never
     /// wrote `run_started`: its request died between claiming and starting. Returns how many.
-    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError>;
+    async fn release_unstarted_run_keys(&self) -> StoreResult<u64>;
 }
 
 /// How processes sharing a database keep track of each other's runs.
@@ -225,9 +221,9 @@ pub enum Notice {
 #[async_trait]
 pub trait Notices: Send {
     /// The next notice. An error means the connection is gone: drop this and listen anew.
-    async fn next(&mut self) -> Result<Notice, StoreError>;
+    async fn next(&mut self) -> StoreResult<Notice>;
     /// Checks the connection is alive (a quiet connection may be a dead one).
-    async fn ping(&mut self) -> Result<(), StoreError>;
+    async fn ping(&mut self) -> StoreResult<()>;
 }
 
 /// Coordination between server processes that share one database (see the module docs).
@@ -239,27 +235,19 @@ pub trait ClusterStore: Send + Sync + 'static {
     fn run_lease_ms(&self) -> u64;
     /// Takes the agent's one run slot for `run_id`, owned by this process. `Some(run)` when
     /// another run holds it (on any process).
-    async fn claim_agent_run(
-        &self,
-        agent_id: Uuid,
-        run_id: Uuid,
-    ) -> Result<Option<Uuid>, StoreError>;
+    async fn claim_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<Option<Uuid>>;
     /// Gives the slot back (the run never started).
-    async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
+    async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<()>;
     /// Makes this process the owner of the agent's run `run_id` (an external producer's run
     /// whose next batch reached this process). `Some(run)` when the run no longer holds the
     /// agent: another run does (or none, `run_id` itself, when it ended).
-    async fn adopt_agent_run(
-        &self,
-        agent_id: Uuid,
-        run_id: Uuid,
-    ) -> Result<Option<Uuid>, StoreError>;
+    async fn adopt_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<Option<Uuid>>;
     /// The run executing for the agent, on whichever process.
-    async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError>;
+    async fn active_run(&self, agent_id: Uuid) -> StoreResult<Option<Uuid>>;
     /// Extends the leases of this process's runs `run_ids`.
-    async fn renew_leases(&self, run_ids: &[Uuid]) -> Result<(), StoreError>;
+    async fn renew_leases(&self, run_ids: &[Uuid]) -> StoreResult<()>;
     /// Asks every process to cancel the run (the one executing it does).
-    async fn send_cancel(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError>;
+    async fn send_cancel(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<()>;
     /// A new connection that receives notices.
-    async fn listen(&self) -> Result<Box<dyn Notices>, StoreError>;
+    async fn listen(&self) -> StoreResult<Box<dyn Notices>>;
 }

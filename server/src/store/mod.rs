@@ -28,10 +28,10 @@ pub mod sqlite;
 pub mod streams;
 
 pub use branches::{fork, BranchDeletion, Branches, ForkRefusal};
-pub use error::{redact_url, StoreError};
+pub use error::{redact_url, StoreError, StoreResult};
 pub use interface::{
-    agent_for_chat, Agents, ClusterOptions, ClusterStore, EventLog, Notice, Notices, OpenApproval,
-    RunKeys, PRODUCERS_PER_AGENT_MAX, RUN_OUTLINE_KINDS,
+    agent_for_chat, Agents, ClusterOptions, ClusterStore, DueApprovals, EventLog, Notice, Notices,
+    OpenApproval, RunKeys, PRODUCERS_PER_AGENT_MAX, RUN_OUTLINE_KINDS,
 };
 pub use opening::{open, postgres_migrations_through, sqlite_path, Opened, Store};
 pub use records::{

@@ -1,6 +1,7 @@
 //! Opening a store by its URL's scheme: SQLite or PostgreSQL, and [`Store`], the sum of the
 //! interface's traits the server is wired with.
 
+use crate::store::StoreResult;
 use std::sync::Arc;
 
 use crate::store::branches::Branches;
@@ -24,7 +25,7 @@ pub fn postgres_migrations_through(version: i64) -> sqlx::migrate::Migrator {
 
 /// Opens the store `url` names, migrating it: `sqlite://path` (created if missing) or
 /// `postgres://…` / `postgresql://…`. PostgreSQL comes with its [`ClusterStore`].
-pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<Opened, StoreError> {
+pub async fn open(url: &str, cluster: &ClusterOptions) -> StoreResult<Opened> {
     if url.starts_with("sqlite:") {
         let store = Arc::new(sqlite::SqliteStore::open(url).await?);
         Ok(Opened { store, cluster: None })

@@ -1,6 +1,7 @@
 //! Shared by the two stores: decoding rows into agents, events and event JSON, and the checks
 //! every read and append makes. Only the SQL and the column types differ between the stores.
 
+use crate::store::StoreResult;
 use std::collections::HashMap;
 
 use app::protocol::{Agent, BranchOrigin};
@@ -16,7 +17,7 @@ pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
 }
 
-pub fn parse_json(text: &str) -> Result<Value, StoreError> {
+pub fn parse_json(text: &str) -> StoreResult<Value> {
     serde_json::from_str(text).map_err(|error| corrupt(format!("bad JSON column: {error}")))
 }
 
@@ -24,12 +25,12 @@ pub fn json_text(value: &Value) -> String {
     serde_json::to_string(value).expect("serde_json::Value always serializes")
 }
 
-pub fn seq_from_column(value: i64) -> Result<u64, StoreError> {
+pub fn seq_from_column(value: i64) -> StoreResult<u64> {
     u64::try_from(value).map_err(|_| corrupt(format!("negative seq {value}")))
 }
 
 /// A read cursor as the column type (both stores keep seqs as 64-bit signed integers).
-pub fn seq_to_column(seq: u64) -> Result<i64, StoreError> {
+pub fn seq_to_column(seq: u64) -> StoreResult<i64> {
     i64::try_from(seq).map_err(|_| corrupt(format!("seq {seq} beyond the column's range")))
 }
 
@@ -52,7 +53,7 @@ pub struct AgentRow<'a> {
 }
 
 impl AgentRow<'_> {
-    pub fn to_agent(&self) -> Result<Agent, StoreError> {
+    pub fn to_agent(&self) -> StoreResult<Agent> {
         Ok(Agent {
             id: self.id,
             name: self.name.to_owned(),
@@ -82,7 +83,7 @@ pub fn check_contiguous(
     agent_id: Uuid,
     since: u64,
     seqs: impl IntoIterator<Item = u64>,
-) -> Result<(), StoreError> {
+) -> StoreResult<()> {
     for (expected, seq) in (since + 1..).zip(seqs) {
         if seq != expected {
             return Err(corrupt(format!("agent {agent_id}: expected seq {expected}, found {seq}")));
@@ -114,7 +115,7 @@ pub struct EventRow<'a> {
 
 impl EventRow<'_> {
     /// The event, its JSON columns parsed.
-    pub fn to_event(&self) -> Result<AgentEvent, StoreError> {
+    pub fn to_event(&self) -> StoreResult<AgentEvent> {
         Ok(AgentEvent {
             id: self.id,
             agent_id: self.agent_id,
@@ -137,7 +138,7 @@ impl EventRow<'_> {
 
     /// The `content` column as the event's content: a stream message's JSON text as a string,
     /// anything else parsed.
-    fn content_value(&self) -> Result<Value, StoreError> {
+    fn content_value(&self) -> StoreResult<Value> {
         if self.kind == EventKind::StreamMessage.as_str() {
             return Ok(Value::String(self.content.to_owned()));
         }
@@ -145,7 +146,7 @@ impl EventRow<'_> {
     }
 
     /// The event's `content` JSON alone, checked and copied (what a stream read sends).
-    pub fn to_content(&self) -> Result<ContentJson, StoreError> {
+    pub fn to_content(&self) -> StoreResult<ContentJson> {
         Ok(ContentJson {
             seq: self.seq,
             stream_message: self.kind == EventKind::StreamMessage.as_str(),
@@ -156,7 +157,7 @@ impl EventRow<'_> {
     /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
     /// byte, without building the event: the JSON columns are checked without building a
     /// tree and copied. A resume sends these strings as they are.
-    pub fn to_json(&self) -> Result<EventJson, StoreError> {
+    pub fn to_json(&self) -> StoreResult<EventJson> {
         use std::fmt::Write as _;
         // Names, punctuation, six ids and the time come to about 490 bytes: with this the
         // string never grows (growing it copied every event twice).
@@ -223,19 +224,19 @@ impl EventRow<'_> {
     }
 }
 
-fn delta_action(name: &str) -> Result<DeltaAction, StoreError> {
+fn delta_action(name: &str) -> StoreResult<DeltaAction> {
     DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))
 }
 
 /// Appends a stored JSON column after checking it is one JSON value (no tree is built).
-fn push_json_text(json: &mut String, text: &str) -> Result<(), StoreError> {
+fn push_json_text(json: &mut String, text: &str) -> StoreResult<()> {
     json.push_str(checked_json(text)?);
     Ok(())
 }
 
 /// `text`, once checked to be JSON (without building a tree): a damaged row is an error, never
 /// a broken answer.
-pub fn checked_json(text: &str) -> Result<&str, StoreError> {
+pub fn checked_json(text: &str) -> StoreResult<&str> {
     serde_json::from_str::<serde::de::IgnoredAny>(text)
         .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
     Ok(text)
@@ -261,7 +262,7 @@ impl SeqCursors {
     pub fn new(
         totals: &[(Uuid, u64)],
         head_of: impl Fn(Uuid) -> Option<i64>,
-    ) -> Result<SeqCursors, StoreError> {
+    ) -> StoreResult<SeqCursors> {
         let mut next = HashMap::with_capacity(totals.len());
         for (agent_id, total) in totals {
             let head = head_of(*agent_id).ok_or(StoreError::UnknownAgent(*agent_id))?;

@@ -2,6 +2,7 @@
 //! is on disk. Readers (sqlx's pool) run beside the single writer thanks to WAL; appends run on
 //! a thread of their own ([`appender`]).
 
+use crate::store::StoreResult;
 use sql::{
     blob_of, by_id_sql, range_query, range_sql, run_outline_sql, unfinished_runs_sql,
     CONTENT_COLUMNS, EVENT_COLUMNS, IDS_PER_READ_MAX,
@@ -11,7 +12,6 @@ use std::time::Duration;
 
 use app::AgentEvent;
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 use uuid::Uuid;
@@ -21,7 +21,8 @@ use super::chunk::Pick;
 use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{
-    AppendBatch, ContentJson, EventJson, EventLog, OpenApproval, StoreError, StoredSnapshot,
+    AppendBatch, ContentJson, DueApprovals, EventJson, EventLog, OpenApproval, StoreError,
+    StoredSnapshot,
 };
 
 mod agents;
@@ -77,12 +78,12 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if missing) the database at `url` (`sqlite://path/to.db`) and migrates it.
-    pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
+    pub async fn open(url: &str) -> StoreResult<SqliteStore> {
         SqliteStore::open_tuned(url, Tuning::default()).await
     }
 
     /// [`SqliteStore::open`] with other [`Tuning`] (tests use small figures).
-    pub(crate) async fn open_tuned(url: &str, tuning: Tuning) -> Result<SqliteStore, StoreError> {
+    pub(crate) async fn open_tuned(url: &str, tuning: Tuning) -> StoreResult<SqliteStore> {
         let Tuning { wal_reset_pages, busy_timeout_ms, fold_when_idle_ms } = tuning;
         let options = SqliteConnectOptions::from_str(url)?;
         let options = options
@@ -127,13 +128,10 @@ impl SqliteStore {
         limit: u32,
         columns: &'static str,
         decode: D,
-    ) -> Result<Vec<T>, StoreError>
+    ) -> StoreResult<Vec<T>>
     where
         T: Sequenced + Send + 'static,
-        D: Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> Result<bool, StoreError>
-            + Copy
-            + Send
-            + 'static,
+        D: Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> StoreResult<bool> + Copy + Send + 'static,
     {
         let chain = self.forks.chain(self, agent_id).await?;
         let sql = range_sql(columns);
@@ -156,8 +154,8 @@ impl SqliteStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError> {
+        make: fn(&EventRow<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
         let decode = move |row: &rusqlite::Row<'_>, pick, out: &mut Vec<T>| {
             reader::expand(row, pick, make, out)
         };
@@ -172,7 +170,7 @@ impl SqliteStore {
 
 #[async_trait]
 impl EventLog for SqliteStore {
-    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
+    async fn head_seq(&self, agent_id: Uuid) -> StoreResult<Option<u64>> {
         let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
             .fetch_optional(&self.pool)
@@ -185,7 +183,7 @@ impl EventLog for SqliteStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<AgentEvent>, StoreError> {
+    ) -> StoreResult<Vec<AgentEvent>> {
         self.read_made(agent_id, since, limit, |row| row.to_event()).await
     }
 
@@ -194,7 +192,7 @@ impl EventLog for SqliteStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<EventJson>, StoreError> {
+    ) -> StoreResult<Vec<EventJson>> {
         self.read_made(agent_id, since, limit, |row| row.to_json()).await
     }
 
@@ -203,15 +201,15 @@ impl EventLog for SqliteStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<ContentJson>, StoreError> {
+    ) -> StoreResult<Vec<ContentJson>> {
         self.read_range(agent_id, since, limit, CONTENT_COLUMNS, reader::expand_contents).await
     }
 
-    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn run_outline(&self, run_id: Uuid) -> StoreResult<Vec<AgentEvent>> {
         self.reader.events(run_outline_sql(), vec![(vec![blob_of(run_id)], Pick::All)]).await
     }
 
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn unfinished_runs(&self) -> StoreResult<Vec<AgentEvent>> {
         self.reader.events(unfinished_runs_sql(), vec![(Vec::new(), Pick::All)]).await
     }
 
@@ -219,7 +217,7 @@ impl EventLog for SqliteStore {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<super::ProducerPosition>, StoreError> {
+    ) -> StoreResult<Option<super::ProducerPosition>> {
         let row: Option<(i64, i64, Option<Vec<u8>>, i64)> = sqlx::query_as(
             "SELECT epoch, seq, run_id, updated_at FROM producers \
              WHERE agent_id = ? AND producer_id = ?",
@@ -249,7 +247,7 @@ impl EventLog for SqliteStore {
         .transpose()
     }
 
-    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
+    async fn waiting_call(&self, agent_id: Uuid) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar(
             "SELECT tool_call_id FROM open_approvals WHERE agent_id = ? \
              ORDER BY requested_at LIMIT 1",
@@ -259,14 +257,7 @@ impl EventLog for SqliteStore {
         .await?)
     }
 
-    async fn due_approvals(
-        &self,
-        now: DateTime<Utc>,
-        server_timeout_ms: Option<u64>,
-        timeout_ms_max: u64,
-        limit: u32,
-        offset: u32,
-    ) -> Result<Vec<(OpenApproval, u64)>, StoreError> {
+    async fn due_approvals(&self, due: DueApprovals) -> StoreResult<Vec<(OpenApproval, u64)>> {
         let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at, timeout_ms FROM ( \
                  SELECT open.agent_id, open.tool_call_id, open.requested_at, \
@@ -277,11 +268,11 @@ impl EventLog for SqliteStore {
              WHERE timeout_ms > 0 AND requested_at + timeout_ms * 1000000 <= ?3 \
              ORDER BY requested_at + timeout_ms * 1000000 LIMIT ?4 OFFSET ?5",
         )
-        .bind(server_timeout_ms.map(|ms| ms.min(i64::MAX as u64) as i64))
-        .bind(timeout_ms_max.min(i64::MAX as u64) as i64)
-        .bind(super::chunk::time_nanos(now)?)
-        .bind(i64::from(limit))
-        .bind(i64::from(offset))
+        .bind(due.server_timeout_ms.map(|ms| ms.min(i64::MAX as u64) as i64))
+        .bind(due.timeout_ms_max.min(i64::MAX as u64) as i64)
+        .bind(super::chunk::time_nanos(due.now)?)
+        .bind(i64::from(due.limit))
+        .bind(i64::from(due.offset))
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter()
@@ -298,7 +289,7 @@ impl EventLog for SqliteStore {
             .collect()
     }
 
-    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
+    async fn open_approvals(&self, limit: u32) -> StoreResult<Vec<OpenApproval>> {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \
              ORDER BY requested_at LIMIT ?",
@@ -319,7 +310,7 @@ impl EventLog for SqliteStore {
             .collect()
     }
 
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn events_by_id(&self, ids: &[Uuid]) -> StoreResult<Vec<AgentEvent>> {
         let mut events = Vec::new();
         // One statement per id (a seek each); bounded reads: the ids of one commit go in parts.
         for part in ids.chunks(IDS_PER_READ_MAX) {
@@ -329,7 +320,7 @@ impl EventLog for SqliteStore {
         Ok(events)
     }
 
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    async fn append(&self, batches: &[AppendBatch]) -> StoreResult<Vec<Vec<AgentEvent>>> {
         self.appender.append(batches.to_vec()).await
     }
 
@@ -337,7 +328,7 @@ impl EventLog for SqliteStore {
         Some(self.recent.live_rows() as u64)
     }
 
-    async fn load_snapshot(&self, agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+    async fn load_snapshot(&self, agent_id: Uuid) -> StoreResult<Option<StoredSnapshot>> {
         let row: Option<(i64, Vec<u8>, Vec<u8>)> = sqlx::query_as(
             "SELECT last_seq, event_id, body FROM timeline_snapshots WHERE agent_id = ?",
         )
@@ -355,11 +346,7 @@ impl EventLog for SqliteStore {
         .transpose()
     }
 
-    async fn save_snapshot(
-        &self,
-        agent_id: Uuid,
-        snapshot: &StoredSnapshot,
-    ) -> Result<(), StoreError> {
+    async fn save_snapshot(&self, agent_id: Uuid, snapshot: &StoredSnapshot) -> StoreResult<()> {
         let _turn = self.pool_write();
         sqlx::query(
             "INSERT INTO timeline_snapshots (agent_id, last_seq, event_id, body) \

@@ -2,6 +2,7 @@
 //! agent list shows) its messages are in. The protocol lives in `surfaces/durable`; this is only
 //! what outlives a restart.
 
+use crate::store::StoreResult;
 use async_trait::async_trait;
 use serde_json::Value;
 use uuid::Uuid;
@@ -48,7 +49,7 @@ impl StreamRow {
     /// The row as either store returns it ([`STREAM_COLUMNS`]): the stores differ only in how
     /// they keep the log id (TEXT in SQLite, UUID in PostgreSQL), which the caller decodes.
     /// Flags decode as booleans from SQLite's INTEGER and PostgreSQL's BOOLEAN alike.
-    pub(crate) fn from_row<R>(row: &R, log_id: Uuid) -> Result<StreamRow, StoreError>
+    pub(crate) fn from_row<R>(row: &R, log_id: Uuid) -> StoreResult<StreamRow>
     where
         R: sqlx::Row,
         for<'r> &'r str: sqlx::ColumnIndex<R>,
@@ -56,7 +57,7 @@ impl StreamRow {
         for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
         for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     {
-        let count = |name: &str| -> Result<Option<u64>, StoreError> {
+        let count = |name: &str| -> StoreResult<Option<u64>> {
             Ok(row.try_get::<Option<i64>, _>(name)?.map(|n| n.max(0) as u64))
         };
         let closed_by: Option<String> = row.try_get("closed_by")?;
@@ -86,21 +87,21 @@ impl StreamRow {
 #[async_trait]
 pub trait Streams: Send + Sync + 'static {
     /// The stream at `path`, if there is one.
-    async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError>;
+    async fn stream(&self, path: &str) -> StoreResult<Option<StreamRow>>;
     /// Inserts `row` unless `path` has a stream; true when it was inserted.
-    async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError>;
+    async fn insert_stream(&self, row: &StreamRow) -> StoreResult<bool>;
     /// Saves what changes of a stream: closed (and by whom), its last `Stream-Seq`, when it
     /// was last read or written.
-    async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError>;
+    async fn update_stream(&self, row: &StreamRow) -> StoreResult<()>;
     /// Notes a read: `accessed_at` moves forward to `at_ms`, nothing else of the row changes
     /// (a reader holds no writer lock: writing its whole snapshot back could undo a close).
-    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError>;
+    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> StoreResult<()>;
     /// Marks the stream deleted while forks still read it; nothing else of the row changes.
-    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError>;
+    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> StoreResult<()>;
     /// Deletes the stream and its log. False when there was none.
-    async fn delete_stream(&self, path: &str) -> Result<bool, StoreError>;
+    async fn delete_stream(&self, path: &str) -> StoreResult<bool>;
     /// How many streams are forks of the stream at `path`.
-    async fn forks_of(&self, path: &str) -> Result<u64, StoreError>;
+    async fn forks_of(&self, path: &str) -> StoreResult<u64>;
 }
 
 /// The stream at `row.path` after the call — `row` with a new log, or the one that was there —
@@ -109,7 +110,7 @@ pub trait Streams: Send + Sync + 'static {
 pub async fn create_stream<S: Agents + Streams + ?Sized>(
     store: &S,
     mut row: StreamRow,
-) -> Result<(StreamRow, bool), StoreError> {
+) -> StoreResult<(StreamRow, bool)> {
     if let Some(existing) = store.stream(&row.path).await? {
         return Ok((existing, false));
     }

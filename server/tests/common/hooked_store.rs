@@ -2,14 +2,14 @@
 //! (failed or slow appends, lost commit answers, failed reads) and observe commits.
 
 use agentstream_server::store::sqlite::SqliteStore;
+use agentstream_server::store::StoreResult;
 use agentstream_server::store::{
-    Agents, AppendBatch, BranchDeletion, Branches, EventJson, EventLog, NewAgent, OpenApproval,
-    ProducerPosition, RunKeys, StoreError, StreamRow, Streams,
+    Agents, AppendBatch, BranchDeletion, Branches, DueApprovals, EventJson, EventLog, NewAgent,
+    OpenApproval, ProducerPosition, RunKeys, StreamRow, Streams,
 };
 use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 /// Which log read a [`Hooks::before_read`] is asked about.
@@ -24,16 +24,16 @@ pub enum Read {
 #[async_trait]
 pub trait Hooks: Send + Sync + 'static {
     /// Before a log read (head, catch-up page, look-up by id); an error fails the read.
-    fn before_read(&self, _read: Read) -> Result<(), StoreError> {
+    fn before_read(&self, _read: Read) -> StoreResult<()> {
         Ok(())
     }
     /// Before an append reaches the database; an error fails it before anything commits.
-    async fn before_append(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
+    async fn before_append(&self, _batches: &[AppendBatch]) -> StoreResult<()> {
         Ok(())
     }
     /// After an append committed; an error is what the caller hears instead of the commit's
     /// answer (as when a connection breaks after COMMIT).
-    fn after_commit(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
+    fn after_commit(&self, _batches: &[AppendBatch]) -> StoreResult<()> {
         Ok(())
     }
 }
@@ -53,7 +53,7 @@ macro_rules! forward {
     } $($written:tt)*) => {
         #[async_trait]
         impl<H: Hooks> $store_trait for HookedStore<H> {
-            $(async fn $name(&self, $($arg: $arg_type),*) -> Result<$out, StoreError> {
+            $(async fn $name(&self, $($arg: $arg_type),*) -> StoreResult<$out> {
                 $(self.hooks.before_read($read)?;)?
                 self.inner.$name($($arg),*).await
             })*
@@ -104,16 +104,10 @@ forward!(EventLog {
     fn unfinished_runs() -> Vec<AgentEvent>;
     fn producer_position(agent_id: Uuid, producer_id: &str) -> Option<ProducerPosition>;
     fn waiting_call(agent_id: Uuid) -> Option<String>;
-    fn due_approvals(
-        now: DateTime<Utc>,
-        server_timeout_ms: Option<u64>,
-        timeout_ms_max: u64,
-        limit: u32,
-        offset: u32
-    ) -> Vec<(OpenApproval, u64)>;
+    fn due_approvals(due: DueApprovals) -> Vec<(OpenApproval, u64)>;
     fn open_approvals(limit: u32) -> Vec<OpenApproval>;
 }
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    async fn append(&self, batches: &[AppendBatch]) -> StoreResult<Vec<Vec<AgentEvent>>> {
         self.hooks.before_append(batches).await?;
         let committed = self.inner.append(batches).await?;
         self.hooks.after_commit(batches)?;

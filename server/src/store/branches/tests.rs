@@ -1,6 +1,7 @@
 //! Reads along a chain, against logs kept in memory: every cursor and every limit reads
 //! exactly the seqs a branch has, each from the log that holds it.
 
+use crate::store::StoreResult;
 use std::collections::HashMap;
 
 use uuid::Uuid;
@@ -31,7 +32,7 @@ async fn read(
     log: Uuid,
     since: u64,
     limit: u32,
-) -> Result<Vec<Read>, StoreError> {
+) -> StoreResult<Vec<Read>> {
     read_along(chain, log, since, limit, |at, since, limit| {
         let (from, to) = logs[&at];
         let first = (since + 1).max(from);

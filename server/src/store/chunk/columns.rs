@@ -4,10 +4,10 @@
 
 use crate::limits::CHUNK_RAW_BYTES_MAX;
 use crate::store::rows::corrupt;
-use crate::store::StoreError;
+use crate::store::StoreResult;
 
 /// The raw provider events of a run row's `count` events, from its `raws` column.
-pub fn raws(column: &[u8], count: u64) -> Result<Vec<Option<String>>, StoreError> {
+pub fn raws(column: &[u8], count: u64) -> StoreResult<Vec<Option<String>>> {
     let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(column, CHUNK_RAW_BYTES_MAX)
         .map_err(|error| corrupt(format!("a run row's raw events do not inflate: {error}")))?;
     let mut out = Vec::with_capacity(count as usize);
@@ -48,7 +48,7 @@ pub fn pieces<'a>(
     encoded: &[u8],
     first_nanos: i64,
     count: u64,
-) -> Result<Vec<Piece<'a>>, StoreError> {
+) -> StoreResult<Vec<Piece<'a>>> {
     cut(text, encoded, first_nanos, count, None)
 }
 
@@ -60,7 +60,7 @@ pub fn message_pieces<'a>(
     encoded: &[u8],
     first_nanos: i64,
     count: u64,
-) -> Result<Vec<Piece<'a>>, StoreError> {
+) -> StoreResult<Vec<Piece<'a>>> {
     let inner = content
         .strip_prefix('[')
         .and_then(|rest| rest.strip_suffix(']'))
@@ -74,7 +74,7 @@ fn cut<'a>(
     first_nanos: i64,
     count: u64,
     separator: Option<u8>,
-) -> Result<Vec<Piece<'a>>, StoreError> {
+) -> StoreResult<Vec<Piece<'a>>> {
     let mut out = Vec::with_capacity(count as usize);
     let (mut at, mut offset, mut nanos) = (0usize, 0usize, first_nanos);
     while at < encoded.len() {
@@ -115,7 +115,7 @@ pub(super) fn push_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u64, StoreError> {
+fn read_varint(bytes: &[u8], at: &mut usize) -> StoreResult<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at).ok_or_else(|| corrupt("a run row's varint is cut short"))?;

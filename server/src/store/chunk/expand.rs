@@ -1,12 +1,12 @@
 //! A stored row (one event, or a run row) expanded into the events a read wants: shared by the
 //! two stores, which differ only in how they get the columns out of their rows.
 
+use crate::store::StoreResult;
 use uuid::Uuid;
 
 use super::columns::{message_pieces, pieces, raws};
 use super::ids::{nth_id, time_from_nanos, time_nanos};
 use crate::store::rows::{corrupt, EventRow};
-use crate::store::StoreError;
 
 /// Which events of the rows a query returns a read wants.
 #[derive(Clone, Copy, Debug)]
@@ -37,9 +37,9 @@ impl StoredRow<'_> {
     pub fn expand<T>(
         &self,
         pick: Pick,
-        make: impl Fn(&EventRow<'_>) -> Result<T, StoreError>,
+        make: impl Fn(&EventRow<'_>) -> StoreResult<T>,
         out: &mut Vec<T>,
-    ) -> Result<bool, StoreError> {
+    ) -> StoreResult<bool> {
         let event = &self.event;
         let (first_seq, first_id, last_seq) = (event.seq, event.id, self.last_seq);
         let wanted = |seq: u64, id: Uuid| match pick {

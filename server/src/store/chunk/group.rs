@@ -2,13 +2,13 @@
 //! extends it, a string append that does not starts a new one, anything else is a row of its
 //! own. Shared by the two stores' appends (which differ only in how they write a row).
 
+use crate::store::StoreResult;
 use std::collections::HashMap;
 
 use app::AgentEvent;
 use uuid::Uuid;
 
 use super::row::Chunk;
-use crate::store::StoreError;
 
 /// Agents whose open run row a store keeps, to extend it with their next appends; past it, it
 /// forgets them all (their next appends start new rows: a few bytes more, nothing wrong). A row
@@ -66,8 +66,8 @@ impl GroupRows {
     pub fn add(
         &mut self,
         event: &AgentEvent,
-        write: &mut impl FnMut(Written<'_>) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+        write: &mut impl FnMut(Written<'_>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         let agent_id = event.agent_id;
         if let Some(open) = self.staged.get_mut(&agent_id) {
             if open.chunk.extend(event) {
@@ -94,8 +94,8 @@ impl GroupRows {
     /// keep ([`OpenChunks::keep`]) once the group committed.
     pub fn finish(
         self,
-        write: &mut impl FnMut(Written<'_>) -> Result<(), StoreError>,
-    ) -> Result<HashMap<Uuid, Chunk>, StoreError> {
+        write: &mut impl FnMut(Written<'_>) -> StoreResult<()>,
+    ) -> StoreResult<HashMap<Uuid, Chunk>> {
         for open in self.staged.values() {
             if open.dirty {
                 write(Written::Chunk(&open.chunk))?;

@@ -1,6 +1,7 @@
 //! A row's ids and times: the k-th event of a row has the row's first id plus k (never carrying
 //! into the UUIDv7 time and counter above the low 32 bits), and times are kept as nanoseconds.
 
+use crate::store::StoreResult;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -20,7 +21,7 @@ pub fn nth_id(first: Uuid, k: u64) -> Option<Uuid> {
 }
 
 /// A time as the stores keep it: nanoseconds since the Unix epoch.
-pub fn time_nanos(time: DateTime<Utc>) -> Result<i64, StoreError> {
+pub fn time_nanos(time: DateTime<Utc>) -> StoreResult<i64> {
     time.timestamp_nanos_opt()
         .ok_or_else(|| StoreError::Failed(format!("time {time} is beyond what the log keeps")))
 }

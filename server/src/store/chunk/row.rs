@@ -1,6 +1,7 @@
 //! A row being built: which events continue which (same message part, or the same append's
 //! stream messages), and the [`Chunk`] the writer extends until a bound.
 
+use crate::store::StoreResult;
 use app::{AgentEvent, DeltaAction};
 use serde_json::Value;
 use uuid::Uuid;
@@ -11,7 +12,7 @@ use crate::limits::{
     CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX, MESSAGE_ROW_BYTES_MAX,
     SINGLES_ROW_BYTES_MAX,
 };
-use crate::store::{EventDraft, StoreError};
+use crate::store::EventDraft;
 
 /// What a row's pieces cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +137,7 @@ pub struct Chunk {
 impl Chunk {
     /// A run starting with `event`, when it is a string append or a stream message that fits a
     /// row.
-    pub fn start(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
+    pub fn start(event: &AgentEvent) -> StoreResult<Option<Chunk>> {
         if is_message(event.kind, event.delta.as_ref(), event.raw.as_ref()) {
             return Chunk::start_messages(event);
         }
@@ -171,7 +172,7 @@ impl Chunk {
     }
 
     /// A row of stream messages starting with `event`, when its content fits one.
-    fn start_messages(event: &AgentEvent) -> Result<Option<Chunk>, StoreError> {
+    fn start_messages(event: &AgentEvent) -> StoreResult<Option<Chunk>> {
         let content = crate::store::rows::message_text(&event.content);
         if content.len() + 2 * VARINT_BYTES_MAX + 2 > MESSAGE_ROW_BYTES_MAX {
             return Ok(None);

@@ -1,5 +1,6 @@
 //! Agents, chat names and run keys on PostgreSQL: the rows beside the log.
 
+use crate::store::StoreResult;
 use app::protocol::Agent;
 use async_trait::async_trait;
 use chrono::Utc;
@@ -8,11 +9,11 @@ use uuid::Uuid;
 use super::{agent_from_row, micros, PgStore, AGENT_COLUMNS};
 use crate::store::error::unknown_agent_or;
 use crate::store::rows::json_text;
-use crate::store::{Agents, NewAgent, RunKeys, StoreError};
+use crate::store::{Agents, NewAgent, RunKeys};
 
 #[async_trait]
 impl Agents for PgStore {
-    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+    async fn create_agent(&self, agent: NewAgent) -> StoreResult<Agent> {
         let created = agent.into_agent(micros(Utc::now()));
         sqlx::query(
             "INSERT INTO agents (id, name, system, description, model, metadata, tags, head_seq, \
@@ -32,7 +33,7 @@ impl Agents for PgStore {
         Ok(created)
     }
 
-    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> StoreResult<Vec<Agent>> {
         let rows = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE ($1::text IS NULL OR owner = $1) \
              AND root_id IS NULL AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = agents.id) \
@@ -45,7 +46,7 @@ impl Agents for PgStore {
         rows.iter().map(agent_from_row).collect()
     }
 
-    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+    async fn get_agent(&self, agent_id: Uuid) -> StoreResult<Option<Agent>> {
         // A durable stream's log is no agent.
         let row = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 \
@@ -57,7 +58,7 @@ impl Agents for PgStore {
         row.as_ref().map(agent_from_row).transpose()
     }
 
-    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+    async fn delete_agent(&self, agent_id: Uuid) -> StoreResult<bool> {
         let result = sqlx::query("DELETE FROM agents WHERE id = $1")
             .bind(agent_id)
             .execute(&self.pool)
@@ -65,7 +66,7 @@ impl Agents for PgStore {
         Ok(result.rows_affected() > 0)
     }
 
-    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError> {
+    async fn chat_agent(&self, chat_id: &str) -> StoreResult<Option<Uuid>> {
         let agent_id = sqlx::query_scalar("SELECT agent_id FROM chat_agents WHERE chat_id = $1")
             .bind(chat_id)
             .fetch_optional(&self.pool)
@@ -73,7 +74,7 @@ impl Agents for PgStore {
         Ok(agent_id)
     }
 
-    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> StoreResult<bool> {
         let result = sqlx::query(
             "INSERT INTO chat_agents (chat_id, agent_id, created_at) VALUES ($1, $2, now()) \
              ON CONFLICT (chat_id) DO NOTHING",
@@ -88,7 +89,7 @@ impl Agents for PgStore {
 
 #[async_trait]
 impl RunKeys for PgStore {
-    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+    async fn release_unstarted_run_keys(&self) -> StoreResult<u64> {
         // Another process may be between claiming and starting right now: only what is older
         // than a lease and not executing anywhere is given back.
         let lease = self.run_lease_ms as f64 / 1000.0;
@@ -111,12 +112,7 @@ impl RunKeys for PgStore {
         Ok(slots.rows_affected() + keys.rows_affected())
     }
 
-    async fn claim_run_key(
-        &self,
-        agent_id: Uuid,
-        key: &str,
-        run_id: Uuid,
-    ) -> Result<Uuid, StoreError> {
+    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> StoreResult<Uuid> {
         // Insert-or-read in one statement; a concurrent claimer of the same key on another
         // process waits on the unique index and then reads the winner.
         let inserted: Option<Uuid> = sqlx::query_scalar(
@@ -142,7 +138,7 @@ impl RunKeys for PgStore {
         Ok(holder)
     }
 
-    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> StoreResult<()> {
         sqlx::query("DELETE FROM run_keys WHERE agent_id = $1 AND idempotency_key = $2")
             .bind(agent_id)
             .bind(key)

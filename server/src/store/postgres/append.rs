@@ -2,6 +2,7 @@
 //! are this process's, inserts the whole group as column arrays and notifies the other
 //! processes at commit.
 
+use crate::store::StoreResult;
 use app::{AgentEvent, DeltaAction, EventKind};
 use chrono::{DateTime, Utc};
 use sqlx::Row;
@@ -75,7 +76,7 @@ impl Columns {
 
     /// Inserts the group's rows in one statement; a run row an earlier group wrote gets its
     /// new end, text and pieces.
-    async fn insert(&self, transaction: &mut Transaction<'_>) -> Result<(), StoreError> {
+    async fn insert(&self, transaction: &mut Transaction<'_>) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO events (id, agent_id, first_seq, last_seq, run_id, thread_id, block_id, \
                  message_id, kind, delta, delta_path, delta_action, content, raw, metadata, \
@@ -193,7 +194,7 @@ type Transaction<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 async fn write_positions(
     transaction: &mut Transaction<'_>,
     batches: &[AppendBatch],
-) -> Result<(), StoreError> {
+) -> StoreResult<()> {
     for batch in batches {
         let Some(stamp) = &batch.producer else {
             continue;
@@ -247,7 +248,7 @@ impl PgStore {
     pub(super) async fn append_group(
         &self,
         batches: &[AppendBatch],
-    ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    ) -> StoreResult<Vec<Vec<AgentEvent>>> {
         let mut totals = totals(batches);
         totals.sort_by_key(|(agent_id, _)| *agent_id);
         let mut transaction = self.pool.begin().await?;
@@ -335,7 +336,7 @@ impl PgStore {
         &self,
         transaction: &mut Transaction<'_>,
         batches: &[AppendBatch],
-    ) -> Result<(), StoreError> {
+    ) -> StoreResult<()> {
         let mut run_ids: Vec<Uuid> = batches
             .iter()
             .flat_map(|batch| batch.drafts.iter().filter_map(|draft| draft.run_id))
@@ -366,7 +367,7 @@ impl PgStore {
 async fn bump_heads(
     transaction: &mut Transaction<'_>,
     totals: &[(Uuid, u64)],
-) -> Result<SeqCursors, StoreError> {
+) -> StoreResult<SeqCursors> {
     let agent_ids: Vec<Uuid> = totals.iter().map(|(agent_id, _)| *agent_id).collect();
     let counts: Vec<i64> = totals.iter().map(|(_, total)| *total as i64).collect();
     let locked: Vec<Uuid> =

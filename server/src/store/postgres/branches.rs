@@ -1,5 +1,6 @@
 //! Branches on PostgreSQL: rows of `agents` with an origin (`store::branches`).
 
+use crate::store::StoreResult;
 use app::protocol::{Agent, BranchOrigin};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -9,11 +10,10 @@ use uuid::Uuid;
 use super::{agent_from_row, micros, PgStore, AGENT_COLUMNS};
 use crate::store::branches::{BranchDeletion, Branches, BRANCHES_PER_CONVERSATION_MAX};
 use crate::store::rows::{json_text, seq_from_column, seq_to_column};
-use crate::store::StoreError;
 
 #[async_trait]
 impl Branches for PgStore {
-    async fn fork_origin(&self, log: Uuid) -> Result<Option<(Uuid, u64)>, StoreError> {
+    async fn fork_origin(&self, log: Uuid) -> StoreResult<Option<(Uuid, u64)>> {
         let row = sqlx::query(
             "SELECT parent_id, fork_seq FROM agents WHERE id = $1 AND parent_id IS NOT NULL",
         )
@@ -29,7 +29,7 @@ impl Branches for PgStore {
         source: &Agent,
         root: Uuid,
         fork_seq: u64,
-    ) -> Result<Option<Agent>, StoreError> {
+    ) -> StoreResult<Option<Agent>> {
         let branch = Agent {
             id: Uuid::new_v4(),
             head_seq: fork_seq,
@@ -74,7 +74,7 @@ impl Branches for PgStore {
         Ok(Some(branch))
     }
 
-    async fn list_branches(&self, root: Uuid) -> Result<Vec<Agent>, StoreError> {
+    async fn list_branches(&self, root: Uuid) -> StoreResult<Vec<Agent>> {
         let rows = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE root_id = $1 ORDER BY created_at, id \
              LIMIT $2"
@@ -86,11 +86,7 @@ impl Branches for PgStore {
         rows.iter().map(agent_from_row).collect()
     }
 
-    async fn set_current_branch(
-        &self,
-        root: Uuid,
-        branch: Option<Uuid>,
-    ) -> Result<bool, StoreError> {
+    async fn set_current_branch(&self, root: Uuid, branch: Option<Uuid>) -> StoreResult<bool> {
         let updated = sqlx::query(
             "UPDATE agents SET current_branch = $2 WHERE id = $1 AND root_id IS NULL \
              AND ($2::uuid IS NULL OR EXISTS \
@@ -103,7 +99,7 @@ impl Branches for PgStore {
         Ok(updated.rows_affected() == 1)
     }
 
-    async fn delete_branch(&self, branch: Uuid) -> Result<BranchDeletion, StoreError> {
+    async fn delete_branch(&self, branch: Uuid) -> StoreResult<BranchDeletion> {
         let mut transaction = self.pool.begin().await?;
         // Its row locked first: a fork of it waits, and then finds it gone.
         let row = sqlx::query(

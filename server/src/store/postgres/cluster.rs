@@ -2,6 +2,7 @@
 //! row in `active_runs` with its owner and lease), cancel requests, and the notices that tell each
 //! process what the others committed (`LISTEN`/`NOTIFY`).
 
+use crate::store::StoreResult;
 use async_trait::async_trait;
 use sqlx::postgres::PgListener;
 use sqlx::Executor;
@@ -21,11 +22,7 @@ impl ClusterStore for PgStore {
         self.run_lease_ms
     }
 
-    async fn claim_agent_run(
-        &self,
-        agent_id: Uuid,
-        run_id: Uuid,
-    ) -> Result<Option<Uuid>, StoreError> {
+    async fn claim_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<Option<Uuid>> {
         // The holder may end between the insert and the look-up; then the slot is tried again.
         for _ in 0..CLAIM_ATTEMPTS_MAX {
             let claimed = self
@@ -49,7 +46,7 @@ impl ClusterStore for PgStore {
         )))
     }
 
-    async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
+    async fn release_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<()> {
         sqlx::query("DELETE FROM active_runs WHERE agent_id = $1 AND run_id = $2")
             .bind(agent_id)
             .bind(run_id)
@@ -58,11 +55,7 @@ impl ClusterStore for PgStore {
         Ok(())
     }
 
-    async fn adopt_agent_run(
-        &self,
-        agent_id: Uuid,
-        run_id: Uuid,
-    ) -> Result<Option<Uuid>, StoreError> {
+    async fn adopt_agent_run(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<Option<Uuid>> {
         // An update only: the claim of an open run stays until the run ends (recovery ends a
         // run whose claim ran out), so a missing row means the run ended — and an insert
         // racing the end's commit could bring its claim back for a run that is over.
@@ -82,14 +75,14 @@ impl ClusterStore for PgStore {
         Ok(Some(self.active_run(agent_id).await?.unwrap_or(run_id)))
     }
 
-    async fn active_run(&self, agent_id: Uuid) -> Result<Option<Uuid>, StoreError> {
+    async fn active_run(&self, agent_id: Uuid) -> StoreResult<Option<Uuid>> {
         Ok(sqlx::query_scalar("SELECT run_id FROM active_runs WHERE agent_id = $1")
             .bind(agent_id)
             .fetch_optional(&self.pool)
             .await?)
     }
 
-    async fn renew_leases(&self, run_ids: &[Uuid]) -> Result<(), StoreError> {
+    async fn renew_leases(&self, run_ids: &[Uuid]) -> StoreResult<()> {
         if run_ids.is_empty() {
             return Ok(());
         }
@@ -105,7 +98,7 @@ impl ClusterStore for PgStore {
         Ok(())
     }
 
-    async fn send_cancel(&self, agent_id: Uuid, run_id: Uuid) -> Result<(), StoreError> {
+    async fn send_cancel(&self, agent_id: Uuid, run_id: Uuid) -> StoreResult<()> {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(CONTROL_CHANNEL)
             .bind(format!("cancel {agent_id} {run_id}"))
@@ -114,7 +107,7 @@ impl ClusterStore for PgStore {
         Ok(())
     }
 
-    async fn listen(&self) -> Result<Box<dyn Notices>, StoreError> {
+    async fn listen(&self) -> StoreResult<Box<dyn Notices>> {
         let mut listener = PgListener::connect(&self.url).await?;
         // A lost connection is reported, not silently re-made: the caller catches up from the
         // log before it trusts the notices again.
@@ -134,7 +127,7 @@ fn lost() -> StoreError {
 
 #[async_trait]
 impl Notices for PgNotices {
-    async fn next(&mut self) -> Result<Notice, StoreError> {
+    async fn next(&mut self) -> StoreResult<Notice> {
         loop {
             let notification = self.listener.try_recv().await?.ok_or_else(lost)?;
             match parse_notice(notification.channel(), notification.payload()) {
@@ -148,7 +141,7 @@ impl Notices for PgNotices {
         }
     }
 
-    async fn ping(&mut self) -> Result<(), StoreError> {
+    async fn ping(&mut self) -> StoreResult<()> {
         (&mut self.listener).execute("SELECT 1").await?;
         Ok(())
     }
@@ -190,7 +183,7 @@ impl PgStore {
         sql: &'static str,
         agent_id: Uuid,
         run_id: Uuid,
-    ) -> Result<Option<Uuid>, StoreError> {
+    ) -> StoreResult<Option<Uuid>> {
         sqlx::query_scalar(sql)
             .bind(agent_id)
             .bind(run_id)

@@ -14,6 +14,7 @@
 //! writing process (or its lease ran out, which is how another process ends a lost run); the
 //! run's terminal event deletes the row in the same transaction.
 
+use crate::store::StoreResult;
 use std::time::Duration;
 
 use app::protocol::Agent;
@@ -30,7 +31,8 @@ use super::error::unknown_agent_or;
 use super::rows::{check_contiguous, seq_from_column, seq_to_column, AgentRow, EventRow};
 use super::StoredSnapshot;
 use super::{
-    AppendBatch, ClusterOptions, EventJson, EventLog, OpenApproval, StoreError, RUN_OUTLINE_KINDS,
+    AppendBatch, ClusterOptions, DueApprovals, EventJson, EventLog, OpenApproval, StoreError,
+    RUN_OUTLINE_KINDS,
 };
 
 mod agents;
@@ -65,7 +67,7 @@ impl PgStore {
     /// Creates an empty database named `<prefix>_<random>` on the PostgreSQL server `admin`
     /// points at (a URL to any database there) and returns its URL: a throwaway database for a
     /// test server or a benchmark. `prefix` is letters, digits and `_`.
-    pub async fn create_database(admin: &str, prefix: &str) -> Result<String, StoreError> {
+    pub async fn create_database(admin: &str, prefix: &str) -> StoreResult<String> {
         use sqlx::Connection;
         if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(StoreError::Failed(format!(
@@ -84,7 +86,7 @@ impl PgStore {
 
     /// Connects to the database at `url` and migrates it (every process may; PostgreSQL's
     /// advisory lock in sqlx's migrator lets one at a time).
-    pub async fn open(url: &str, cluster: &ClusterOptions) -> Result<PgStore, StoreError> {
+    pub async fn open(url: &str, cluster: &ClusterOptions) -> StoreResult<PgStore> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .max_connections(cluster.pool_connections_max.max(2))
@@ -119,8 +121,8 @@ impl PgStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError> {
+        make: fn(&EventRow<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
         let since_column = seq_to_column(since)?;
         let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = $1 AND first_seq >= COALESCE( \
@@ -142,8 +144,8 @@ impl PgStore {
         log: Uuid,
         since: u64,
         limit: u32,
-        make: fn(&EventRow<'_>) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError> {
+        make: fn(&EventRow<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
         let events = self.range(log, since, limit, make).await?;
         check_contiguous(log, since, events.iter().map(Sequenced::seq))?;
         Ok(events)
@@ -163,7 +165,7 @@ fn micros(time: DateTime<Utc>) -> DateTime<Utc> {
     time.duration_trunc(chrono::TimeDelta::microseconds(1)).unwrap_or(time)
 }
 
-fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
+fn agent_from_row(row: &PgRow) -> StoreResult<Agent> {
     AgentRow {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
@@ -185,7 +187,7 @@ fn agent_from_row(row: &PgRow) -> Result<Agent, StoreError> {
 
 /// A row of `EVENT_COLUMNS`; the `json` columns come back as the text that was stored.
 /// A row of `EVENT_COLUMNS` as the log stores it (one event, or a run row).
-fn stored_row(row: &PgRow) -> Result<StoredRow<'_>, StoreError> {
+fn stored_row(row: &PgRow) -> StoreResult<StoredRow<'_>> {
     Ok(StoredRow {
         event: event_row(row)?,
         last_seq: seq_from_column(row.try_get("last_seq")?)?,
@@ -197,8 +199,8 @@ fn stored_row(row: &PgRow) -> Result<StoredRow<'_>, StoreError> {
 /// The rows' events that `pick` wants (each row with its own pick), made by `make`.
 fn expand_rows<'r, T>(
     rows: impl IntoIterator<Item = (&'r PgRow, Pick)>,
-    make: fn(&EventRow<'_>) -> Result<T, StoreError>,
-) -> Result<Vec<T>, StoreError> {
+    make: fn(&EventRow<'_>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
     let mut out = Vec::new();
     for (row, pick) in rows {
         if stored_row(row)?.expand(pick, make, &mut out)? {
@@ -208,7 +210,7 @@ fn expand_rows<'r, T>(
     Ok(out)
 }
 
-fn event_row(row: &PgRow) -> Result<EventRow<'_>, StoreError> {
+fn event_row(row: &PgRow) -> StoreResult<EventRow<'_>> {
     Ok(EventRow {
         id: row.try_get("id")?,
         agent_id: row.try_get("agent_id")?,
@@ -228,24 +230,24 @@ fn event_row(row: &PgRow) -> Result<EventRow<'_>, StoreError> {
     })
 }
 
-fn to_event(row: &EventRow<'_>) -> Result<AgentEvent, StoreError> {
+fn to_event(row: &EventRow<'_>) -> StoreResult<AgentEvent> {
     row.to_event()
 }
 
-fn to_json(row: &EventRow<'_>) -> Result<EventJson, StoreError> {
+fn to_json(row: &EventRow<'_>) -> StoreResult<EventJson> {
     row.to_json()
 }
 
 #[async_trait]
 impl EventLog for PgStore {
-    async fn database_bytes(&self) -> Result<Option<u64>, StoreError> {
+    async fn database_bytes(&self) -> StoreResult<Option<u64>> {
         let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
             .fetch_one(&self.pool)
             .await?;
         Ok(Some(bytes.max(0) as u64))
     }
 
-    async fn head_seq(&self, agent_id: Uuid) -> Result<Option<u64>, StoreError> {
+    async fn head_seq(&self, agent_id: Uuid) -> StoreResult<Option<u64>> {
         let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = $1")
             .bind(agent_id)
             .fetch_optional(&self.pool)
@@ -258,7 +260,7 @@ impl EventLog for PgStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<AgentEvent>, StoreError> {
+    ) -> StoreResult<Vec<AgentEvent>> {
         let chain = self.forks.chain(self, agent_id).await?;
         read_along(&chain, agent_id, since, limit, |log, since, limit| {
             self.checked_range(log, since, limit, to_event)
@@ -271,7 +273,7 @@ impl EventLog for PgStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> Result<Vec<EventJson>, StoreError> {
+    ) -> StoreResult<Vec<EventJson>> {
         let chain = self.forks.chain(self, agent_id).await?;
         read_along(&chain, agent_id, since, limit, |log, since, limit| {
             self.checked_range(log, since, limit, to_json)
@@ -279,7 +281,7 @@ impl EventLog for PgStore {
         .await
     }
 
-    async fn run_outline(&self, run_id: Uuid) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn run_outline(&self, run_id: Uuid) -> StoreResult<Vec<AgentEvent>> {
         let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = $1 \
              AND kind IN {RUN_OUTLINE_KINDS} ORDER BY first_seq"
@@ -290,7 +292,7 @@ impl EventLog for PgStore {
         expand_rows(rows.iter().map(|row| (row, Pick::All)), to_event)
     }
 
-    async fn unfinished_runs(&self) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn unfinished_runs(&self) -> StoreResult<Vec<AgentEvent>> {
         // Runs that started and never ended (the open-runs table, kept by each append), and
         // that no live process executes: their slot is gone or its lease ran out.
         let rows = sqlx::query(&format!(
@@ -309,7 +311,7 @@ impl EventLog for PgStore {
         &self,
         agent_id: Uuid,
         producer_id: &str,
-    ) -> Result<Option<crate::store::ProducerPosition>, StoreError> {
+    ) -> StoreResult<Option<crate::store::ProducerPosition>> {
         let row: Option<(i64, i64, Option<Uuid>, DateTime<Utc>)> = sqlx::query_as(
             "SELECT epoch, seq, run_id, updated_at FROM producers \
              WHERE agent_id = $1 AND producer_id = $2",
@@ -330,7 +332,7 @@ impl EventLog for PgStore {
         }))
     }
 
-    async fn waiting_call(&self, agent_id: Uuid) -> Result<Option<String>, StoreError> {
+    async fn waiting_call(&self, agent_id: Uuid) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar(
             "SELECT tool_call_id FROM open_approvals WHERE agent_id = $1 \
              ORDER BY requested_at LIMIT 1",
@@ -340,14 +342,7 @@ impl EventLog for PgStore {
         .await?)
     }
 
-    async fn due_approvals(
-        &self,
-        now: DateTime<Utc>,
-        server_timeout_ms: Option<u64>,
-        timeout_ms_max: u64,
-        limit: u32,
-        offset: u32,
-    ) -> Result<Vec<(OpenApproval, u64)>, StoreError> {
+    async fn due_approvals(&self, due: DueApprovals) -> StoreResult<Vec<(OpenApproval, u64)>> {
         let rows: Vec<(Uuid, String, DateTime<Utc>, i64)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at, timeout_ms FROM ( \
                  SELECT open.agent_id, open.tool_call_id, open.requested_at, \
@@ -360,11 +355,11 @@ impl EventLog for PgStore {
              ORDER BY requested_at + make_interval(secs => timeout_ms / 1000.0) \
              LIMIT $4 OFFSET $5",
         )
-        .bind(server_timeout_ms.map(|ms| ms.min(i64::MAX as u64) as i64))
-        .bind(timeout_ms_max.min(i64::MAX as u64) as i64)
-        .bind(now)
-        .bind(i64::from(limit))
-        .bind(i64::from(offset))
+        .bind(due.server_timeout_ms.map(|ms| ms.min(i64::MAX as u64) as i64))
+        .bind(due.timeout_ms_max.min(i64::MAX as u64) as i64)
+        .bind(due.now)
+        .bind(i64::from(due.limit))
+        .bind(i64::from(due.offset))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -376,7 +371,7 @@ impl EventLog for PgStore {
             .collect())
     }
 
-    async fn open_approvals(&self, limit: u32) -> Result<Vec<OpenApproval>, StoreError> {
+    async fn open_approvals(&self, limit: u32) -> StoreResult<Vec<OpenApproval>> {
         let rows: Vec<(Uuid, String, DateTime<Utc>)> = sqlx::query_as(
             "SELECT agent_id, tool_call_id, requested_at FROM open_approvals \
              ORDER BY requested_at LIMIT $1",
@@ -394,7 +389,7 @@ impl EventLog for PgStore {
             .collect())
     }
 
-    async fn events_by_id(&self, ids: &[Uuid]) -> Result<Vec<AgentEvent>, StoreError> {
+    async fn events_by_id(&self, ids: &[Uuid]) -> StoreResult<Vec<AgentEvent>> {
         // Per id, the row with the greatest first id not past it (walks `events_id`); the event
         // is kept only if that row holds it.
         let rows = sqlx::query(&format!(
@@ -408,15 +403,15 @@ impl EventLog for PgStore {
         let picks = rows
             .iter()
             .map(|row| Ok((row, Pick::Id(row.try_get("wanted")?))))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+            .collect::<StoreResult<Vec<_>>>()?;
         expand_rows(picks, to_event)
     }
 
-    async fn append(&self, batches: &[AppendBatch]) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    async fn append(&self, batches: &[AppendBatch]) -> StoreResult<Vec<Vec<AgentEvent>>> {
         self.append_group(batches).await
     }
 
-    async fn load_snapshot(&self, agent_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+    async fn load_snapshot(&self, agent_id: Uuid) -> StoreResult<Option<StoredSnapshot>> {
         let row: Option<(i64, Uuid, Vec<u8>)> = sqlx::query_as(
             "SELECT last_seq, event_id, body FROM timeline_snapshots WHERE agent_id = $1",
         )
@@ -429,11 +424,7 @@ impl EventLog for PgStore {
         .transpose()
     }
 
-    async fn save_snapshot(
-        &self,
-        agent_id: Uuid,
-        snapshot: &StoredSnapshot,
-    ) -> Result<(), StoreError> {
+    async fn save_snapshot(&self, agent_id: Uuid, snapshot: &StoredSnapshot) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO timeline_snapshots (agent_id, last_seq, event_id, body) \
              VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id) DO UPDATE SET \

@@ -1,5 +1,6 @@
 //! Agents, chat names and run keys on SQLite: the rows beside the log.
 
+use crate::store::StoreResult;
 use app::protocol::Agent;
 use async_trait::async_trait;
 use chrono::Utc;
@@ -10,11 +11,11 @@ use super::sql::{agent_from_row, AGENT_COLUMNS};
 use super::SqliteStore;
 use crate::store::error::unknown_agent_or;
 use crate::store::rows::json_text;
-use crate::store::{Agents, NewAgent, RunKeys, StoreError, RUN_OUTLINE_KINDS};
+use crate::store::{Agents, NewAgent, RunKeys, RUN_OUTLINE_KINDS};
 
 #[async_trait]
 impl Agents for SqliteStore {
-    async fn create_agent(&self, agent: NewAgent) -> Result<Agent, StoreError> {
+    async fn create_agent(&self, agent: NewAgent) -> StoreResult<Agent> {
         let _turn = self.pool_write();
         let created = agent.into_agent(Utc::now());
         sqlx::query(
@@ -35,7 +36,7 @@ impl Agents for SqliteStore {
         Ok(created)
     }
 
-    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> Result<Vec<Agent>, StoreError> {
+    async fn list_agents(&self, owner: Option<&str>, limit: u32) -> StoreResult<Vec<Agent>> {
         let rows = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE (?1 IS NULL OR owner = ?1) \
              AND root_id IS NULL AND NOT EXISTS (SELECT 1 FROM streams WHERE log_id = agents.id) \
@@ -48,7 +49,7 @@ impl Agents for SqliteStore {
         rows.iter().map(agent_from_row).collect()
     }
 
-    async fn get_agent(&self, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+    async fn get_agent(&self, agent_id: Uuid) -> StoreResult<Option<Agent>> {
         // A durable stream's log is no agent.
         let row = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1 \
@@ -60,7 +61,7 @@ impl Agents for SqliteStore {
         row.as_ref().map(agent_from_row).transpose()
     }
 
-    async fn delete_agent(&self, agent_id: Uuid) -> Result<bool, StoreError> {
+    async fn delete_agent(&self, agent_id: Uuid) -> StoreResult<bool> {
         let _turn = self.pool_write();
         let result = sqlx::query("DELETE FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
@@ -69,7 +70,7 @@ impl Agents for SqliteStore {
         Ok(result.rows_affected() > 0)
     }
 
-    async fn chat_agent(&self, chat_id: &str) -> Result<Option<Uuid>, StoreError> {
+    async fn chat_agent(&self, chat_id: &str) -> StoreResult<Option<Uuid>> {
         let agent_id: Option<String> =
             sqlx::query_scalar("SELECT agent_id FROM chat_agents WHERE chat_id = ?")
                 .bind(chat_id)
@@ -78,7 +79,7 @@ impl Agents for SqliteStore {
         agent_id.map(|text| parse_uuid(&text)).transpose()
     }
 
-    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> Result<bool, StoreError> {
+    async fn claim_chat(&self, chat_id: &str, agent_id: Uuid) -> StoreResult<bool> {
         let _turn = self.pool_write();
         let result = sqlx::query(
             "INSERT INTO chat_agents (chat_id, agent_id, created_at) VALUES (?, ?, ?) \
@@ -95,7 +96,7 @@ impl Agents for SqliteStore {
 
 #[async_trait]
 impl RunKeys for SqliteStore {
-    async fn release_unstarted_run_keys(&self) -> Result<u64, StoreError> {
+    async fn release_unstarted_run_keys(&self) -> StoreResult<u64> {
         let _turn = self.pool_write();
         // `kind IN` the outline kinds as well: the look-up walks the outline index.
         let released = sqlx::query(&format!(
@@ -111,12 +112,7 @@ impl RunKeys for SqliteStore {
         Ok(released.rows_affected())
     }
 
-    async fn claim_run_key(
-        &self,
-        agent_id: Uuid,
-        key: &str,
-        run_id: Uuid,
-    ) -> Result<Uuid, StoreError> {
+    async fn claim_run_key(&self, agent_id: Uuid, key: &str, run_id: Uuid) -> StoreResult<Uuid> {
         let _turn = self.pool_write();
         let mut transaction = self.pool.begin().await?;
         let inserted = sqlx::query(
@@ -145,7 +141,7 @@ impl RunKeys for SqliteStore {
         parse_uuid(&holder)
     }
 
-    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> Result<(), StoreError> {
+    async fn release_run_key(&self, agent_id: Uuid, key: &str) -> StoreResult<()> {
         let _turn = self.pool_write();
         sqlx::query("DELETE FROM run_keys WHERE agent_id = ? AND idempotency_key = ?")
             .bind(agent_id.to_string())

@@ -7,6 +7,7 @@
 //! answers once. Reads stay on sqlx's pool; WAL lets them run beside this connection.
 
 use super::convert::sqlite_error;
+use crate::store::StoreResult;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -35,7 +36,7 @@ const APPEND_CACHE_KIB: u32 = 64 * 1024;
 
 struct Job {
     batches: Vec<AppendBatch>,
-    reply: oneshot::Sender<Result<Vec<Vec<AgentEvent>>, StoreError>>,
+    reply: oneshot::Sender<StoreResult<Vec<Vec<AgentEvent>>>>,
     /// One of [`APPEND_QUEUE_GROUPS_MAX`], given back when the thread takes the job.
     _queued: OwnedSemaphorePermit,
 }
@@ -73,7 +74,7 @@ pub(super) struct Setup {
 
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
-    pub(super) fn start(setup: Setup) -> Result<Appender, StoreError> {
+    pub(super) fn start(setup: Setup) -> StoreResult<Appender> {
         let Setup { path, busy_timeout_ms, fold_when_idle_ms, wal, index, turns } = setup;
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection.busy_timeout(Duration::from_millis(busy_timeout_ms)).map_err(sqlite_error)?;
@@ -150,7 +151,7 @@ impl Appender {
     pub(super) async fn append(
         &self,
         batches: Vec<AppendBatch>,
-    ) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+    ) -> StoreResult<Vec<Vec<AgentEvent>>> {
         let stopped = || StoreError::Unavailable("the append thread has stopped".into());
         let queued = self.queue_room.clone().acquire_owned().await.map_err(|_| stopped())?;
         let (reply, answer) = oneshot::channel();
@@ -197,7 +198,7 @@ fn append(
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
     recent: &mut Recent,
-) -> Result<Vec<Vec<AgentEvent>>, StoreError> {
+) -> StoreResult<Vec<Vec<AgentEvent>>> {
     if recent.full() {
         // Steps have kept failing (else commits would have kept `recent` near its bound): one
         // more try, whenever it was last tried, so appends come back as soon as steps do.

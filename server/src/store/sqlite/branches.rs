@@ -1,5 +1,6 @@
 //! Branches on SQLite: rows of `agents` with an origin (`store::branches`).
 
+use crate::store::StoreResult;
 use app::protocol::{Agent, BranchOrigin};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -11,11 +12,10 @@ use super::sql::{agent_from_row, AGENT_COLUMNS};
 use super::SqliteStore;
 use crate::store::branches::{BranchDeletion, Branches, BRANCHES_PER_CONVERSATION_MAX};
 use crate::store::rows::{json_text, seq_from_column, seq_to_column};
-use crate::store::StoreError;
 
 #[async_trait]
 impl Branches for SqliteStore {
-    async fn fork_origin(&self, log: Uuid) -> Result<Option<(Uuid, u64)>, StoreError> {
+    async fn fork_origin(&self, log: Uuid) -> StoreResult<Option<(Uuid, u64)>> {
         let row = sqlx::query(
             "SELECT parent_id, fork_seq FROM agents WHERE id = ? AND parent_id IS NOT NULL",
         )
@@ -34,7 +34,7 @@ impl Branches for SqliteStore {
         source: &Agent,
         root: Uuid,
         fork_seq: u64,
-    ) -> Result<Option<Agent>, StoreError> {
+    ) -> StoreResult<Option<Agent>> {
         let _turn = self.pool_write();
         let branch = Agent {
             id: Uuid::new_v4(),
@@ -68,7 +68,7 @@ impl Branches for SqliteStore {
         Ok((inserted.rows_affected() == 1).then_some(branch))
     }
 
-    async fn list_branches(&self, root: Uuid) -> Result<Vec<Agent>, StoreError> {
+    async fn list_branches(&self, root: Uuid) -> StoreResult<Vec<Agent>> {
         let rows = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE root_id = ? ORDER BY created_at, id LIMIT ?"
         ))
@@ -79,11 +79,7 @@ impl Branches for SqliteStore {
         rows.iter().map(agent_from_row).collect()
     }
 
-    async fn set_current_branch(
-        &self,
-        root: Uuid,
-        branch: Option<Uuid>,
-    ) -> Result<bool, StoreError> {
+    async fn set_current_branch(&self, root: Uuid, branch: Option<Uuid>) -> StoreResult<bool> {
         let _turn = self.pool_write();
         let updated = sqlx::query(
             "UPDATE agents SET current_branch = ?2 WHERE id = ?1 AND root_id IS NULL \
@@ -96,7 +92,7 @@ impl Branches for SqliteStore {
         Ok(updated.rows_affected() == 1)
     }
 
-    async fn delete_branch(&self, branch: Uuid) -> Result<BranchDeletion, StoreError> {
+    async fn delete_branch(&self, branch: Uuid) -> StoreResult<BranchDeletion> {
         let _turn = self.pool_write();
         let mut transaction = self.pool.begin().await?;
         let row = sqlx::query(

@@ -1,5 +1,6 @@
 //! SQLite's errors and values as the store's.
 
+use crate::store::StoreResult;
 use rusqlite::ErrorCode;
 use uuid::Uuid;
 
@@ -20,6 +21,6 @@ pub(super) fn sqlite_error(error: rusqlite::Error) -> StoreError {
     }
 }
 
-pub(super) fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
+pub(super) fn parse_uuid(text: &str) -> StoreResult<Uuid> {
     Uuid::parse_str(text).map_err(|error| corrupt(format!("bad uuid {text:?}: {error}")))
 }

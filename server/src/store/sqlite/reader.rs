@@ -5,6 +5,7 @@
 //! statement and decodes each row in place (text columns borrowed, not copied). Connections are
 //! kept for the next read (bounded); WAL lets them read beside the append thread.
 
+use crate::store::StoreResult;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,7 +56,7 @@ impl Reader {
         &self,
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
-    ) -> Result<Vec<AgentEvent>, StoreError> {
+    ) -> StoreResult<Vec<AgentEvent>> {
         self.decoded(sql, queries, |row, pick, out| expand(row, pick, |row| row.to_event(), out))
             .await
     }
@@ -66,10 +67,8 @@ impl Reader {
         &self,
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
-        decode: impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> Result<bool, StoreError>
-            + Send
-            + 'static,
-    ) -> Result<Vec<T>, StoreError> {
+        decode: impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> StoreResult<bool> + Send + 'static,
+    ) -> StoreResult<Vec<T>> {
         let permit = self
             .at_once
             .clone()
@@ -105,7 +104,7 @@ impl Reader {
     }
 }
 
-fn open(path: &std::path::Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+fn open(path: &std::path::Path, busy_timeout: Duration) -> StoreResult<Connection> {
     let connection = Connection::open_with_flags(
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -121,9 +120,9 @@ fn query<T>(
     sql: &str,
     params: Vec<SqlValue>,
     pick: Pick,
-    decode: &impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> Result<bool, StoreError>,
+    decode: &impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> StoreResult<bool>,
     out: &mut Vec<T>,
-) -> Result<(), StoreError> {
+) -> StoreResult<()> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
     let mut rows = statement.query(params_from_iter(params)).map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
@@ -134,7 +133,7 @@ fn query<T>(
     Ok(())
 }
 
-fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<&'row str, StoreError> {
+fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> StoreResult<&'row str> {
     row.get_ref(index)
         .and_then(|value| value.as_str().map_err(Into::into))
         .map_err(|error| corrupt(format!("column {index}: {error}")))
@@ -143,26 +142,23 @@ fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> Result<&'row str, S
 fn optional_text<'row>(
     row: &'row rusqlite::Row<'_>,
     index: usize,
-) -> Result<Option<&'row str>, StoreError> {
+) -> StoreResult<Option<&'row str>> {
     row.get_ref(index)
         .and_then(|value| value.as_str_or_null().map_err(Into::into))
         .map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-fn blob<'row>(
-    row: &'row rusqlite::Row<'_>,
-    index: usize,
-) -> Result<Option<&'row [u8]>, StoreError> {
+fn blob<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> StoreResult<Option<&'row [u8]>> {
     row.get_ref(index)
         .and_then(|value| value.as_blob_or_null().map_err(Into::into))
         .map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-fn integer(row: &rusqlite::Row<'_>, index: usize) -> Result<i64, StoreError> {
+fn integer(row: &rusqlite::Row<'_>, index: usize) -> StoreResult<i64> {
     row.get(index).map_err(|error| corrupt(format!("column {index}: {error}")))
 }
 
-fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
+fn uuid_of(bytes: &[u8]) -> StoreResult<Uuid> {
     Uuid::from_slice(bytes).map_err(|error| corrupt(format!("bad binary uuid: {error}")))
 }
 
@@ -172,9 +168,9 @@ fn uuid_of(bytes: &[u8]) -> Result<Uuid, StoreError> {
 pub(super) fn expand<T>(
     row: &rusqlite::Row<'_>,
     pick: Pick,
-    make: fn(&EventRow<'_>) -> Result<T, StoreError>,
+    make: fn(&EventRow<'_>) -> StoreResult<T>,
     out: &mut Vec<T>,
-) -> Result<bool, StoreError> {
+) -> StoreResult<bool> {
     let optional_uuid = |index| blob(row, index)?.map(uuid_of).transpose();
     let stored = StoredRow {
         event: EventRow {
@@ -210,7 +206,7 @@ pub(super) fn expand_contents(
     row: &rusqlite::Row<'_>,
     pick: Pick,
     out: &mut Vec<ContentJson>,
-) -> Result<bool, StoreError> {
+) -> StoreResult<bool> {
     let (since, limit) = match pick {
         Pick::Range { since, limit } => (since, limit as usize),
         Pick::All => (0, usize::MAX),

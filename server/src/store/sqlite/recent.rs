@@ -33,6 +33,7 @@
 //!   mistakes do this) is safe: each lists the other's rows when it next commits or steps
 //!   ([`Recent::catch_up`]), so either can move any row.
 
+use crate::store::StoreResult;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,7 +46,6 @@ use crate::limits::{
     RECENT_BYTES_HARD_MAX, RECENT_BYTES_MAX, RECENT_ROWS_HARD_MAX, RECENT_ROWS_MAX,
 };
 use crate::store::chunk::OpenChunks;
-use crate::store::StoreError;
 
 mod fold;
 
@@ -197,7 +197,7 @@ impl Recent {
     /// later, the rows another process wrote since this one last looked (two servers on one file).
     /// Called before a commit or a step writes, with the write lock held: one look at
     /// `recent_next` when nobody else wrote.
-    pub(super) fn catch_up(&mut self, connection: &Connection) -> Result<(), StoreError> {
+    pub(super) fn catch_up(&mut self, connection: &Connection) -> StoreResult<()> {
         self.forget_uncommitted();
         let next: i64 = connection
             .query_row("SELECT n FROM recent_next", [], |row| row.get(0))
@@ -254,7 +254,7 @@ impl Recent {
 
     /// Raises `recent_next` past the rows this transaction inserted; [`Recent::sealed`] once it
     /// committed.
-    pub(super) fn seal(&self, connection: &Connection) -> Result<(), StoreError> {
+    pub(super) fn seal(&self, connection: &Connection) -> StoreResult<()> {
         if self.next_n > self.committed {
             connection
                 .prepare_cached("UPDATE recent_next SET n = ?1 WHERE n < ?1")
@@ -340,11 +340,7 @@ impl Recent {
     /// ([`Recent::moved`]). A log's rows go together, so its leaf in `events` is written once
     /// for all of them; the moved rows are left in place (dead: reads skip them) until the front
     /// of the table is all dead, so a delete frees whole pages instead of a row in each.
-    pub(super) fn step(
-        &mut self,
-        connection: &Connection,
-        rows_max: usize,
-    ) -> Result<Step, StoreError> {
+    pub(super) fn step(&mut self, connection: &Connection, rows_max: usize) -> StoreResult<Step> {
         let mut moves: Vec<(Uuid, usize, i64)> = Vec::new();
         let mut ns: Vec<i64> = Vec::new();
         for (n, agent_id) in &self.listed {

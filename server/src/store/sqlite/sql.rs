@@ -1,5 +1,6 @@
 //! The SQLite store's SQL texts and what it decodes rows with.
 
+use crate::store::StoreResult;
 use app::protocol::Agent;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
@@ -9,7 +10,7 @@ use uuid::Uuid;
 use super::convert::parse_uuid;
 use crate::store::chunk::Pick;
 use crate::store::rows::{corrupt, seq_to_column, AgentRow};
-use crate::store::{StoreError, RUN_OUTLINE_KINDS};
+use crate::store::RUN_OUTLINE_KINDS;
 
 /// Ids one read looks up at most (one statement each, on one read connection).
 pub(super) const IDS_PER_READ_MAX: usize = 256;
@@ -54,7 +55,7 @@ pub(super) fn range_query(
     since: u64,
     limit: u32,
     first_recent_row: i64,
-) -> Result<Vec<(Vec<SqlValue>, Pick)>, StoreError> {
+) -> StoreResult<Vec<(Vec<SqlValue>, Pick)>> {
     let params = vec![
         SqlValue::Text(agent_id.to_string()),
         SqlValue::Integer(seq_to_column(since)?),
@@ -101,13 +102,13 @@ pub(super) fn by_id_sql() -> String {
     )
 }
 
-pub(super) fn parse_time(text: &str) -> Result<DateTime<Utc>, StoreError> {
+pub(super) fn parse_time(text: &str) -> StoreResult<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)
         .map(|time| time.with_timezone(&Utc))
         .map_err(|error| corrupt(format!("bad timestamp {text:?}: {error}")))
 }
 
-pub(super) fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, StoreError> {
+pub(super) fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<Agent> {
     AgentRow {
         id: parse_uuid(row.try_get("id")?)?,
         name: row.try_get("name")?,
@@ -127,6 +128,6 @@ pub(super) fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Agent, Sto
     .to_agent()
 }
 
-fn optional_uuid(text: Option<&str>) -> Result<Option<Uuid>, StoreError> {
+fn optional_uuid(text: Option<&str>) -> StoreResult<Option<Uuid>> {
     text.map(parse_uuid).transpose()
 }

@@ -1,5 +1,6 @@
 //! Durable streams' rows in SQLite (`store::streams`).
 
+use crate::store::StoreResult;
 use async_trait::async_trait;
 use sqlx::Row;
 use uuid::Uuid;
@@ -7,9 +8,9 @@ use uuid::Uuid;
 use super::SqliteStore;
 use crate::store::rows::corrupt;
 use crate::store::streams::STREAM_COLUMNS;
-use crate::store::{StoreError, StreamRow, Streams};
+use crate::store::{StreamRow, Streams};
 
-fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StreamRow, StoreError> {
+fn from_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<StreamRow> {
     let log_id: String = row.try_get("log_id")?;
     let log_id = log_id.parse().map_err(|_| corrupt("a stream's log id"))?;
     StreamRow::from_row(row, log_id)
@@ -17,7 +18,7 @@ fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StreamRow, StoreError> {
 
 #[async_trait]
 impl Streams for SqliteStore {
-    async fn stream(&self, path: &str) -> Result<Option<StreamRow>, StoreError> {
+    async fn stream(&self, path: &str) -> StoreResult<Option<StreamRow>> {
         let row = sqlx::query(&format!("SELECT {STREAM_COLUMNS} FROM streams WHERE path = ?"))
             .bind(path)
             .fetch_optional(&self.pool)
@@ -25,7 +26,7 @@ impl Streams for SqliteStore {
         row.as_ref().map(from_row).transpose()
     }
 
-    async fn insert_stream(&self, row: &StreamRow) -> Result<bool, StoreError> {
+    async fn insert_stream(&self, row: &StreamRow) -> StoreResult<bool> {
         let _turn = self.pool_write();
         let result = sqlx::query(&format!(
             "INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
@@ -51,7 +52,7 @@ impl Streams for SqliteStore {
         Ok(result.rows_affected() > 0)
     }
 
-    async fn update_stream(&self, row: &StreamRow) -> Result<(), StoreError> {
+    async fn update_stream(&self, row: &StreamRow) -> StoreResult<()> {
         let _turn = self.pool_write();
         sqlx::query(
             "UPDATE streams SET closed = ?, closed_by = ?, stream_seq = ?, accessed_at = ?, \
@@ -69,7 +70,7 @@ impl Streams for SqliteStore {
         Ok(())
     }
 
-    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> Result<(), StoreError> {
+    async fn touch_stream(&self, path: &str, log_id: Uuid, at_ms: i64) -> StoreResult<()> {
         let _turn = self.pool_write();
         sqlx::query(
             "UPDATE streams SET accessed_at = MAX(accessed_at, ?) \
@@ -83,7 +84,7 @@ impl Streams for SqliteStore {
         Ok(())
     }
 
-    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> Result<(), StoreError> {
+    async fn soft_delete_stream(&self, path: &str, log_id: Uuid) -> StoreResult<()> {
         let _turn = self.pool_write();
         sqlx::query("UPDATE streams SET soft_deleted = 1 WHERE path = ? AND log_id = ?")
             .bind(path)
@@ -93,7 +94,7 @@ impl Streams for SqliteStore {
         Ok(())
     }
 
-    async fn forks_of(&self, path: &str) -> Result<u64, StoreError> {
+    async fn forks_of(&self, path: &str) -> StoreResult<u64> {
         let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams WHERE forked_from = ?")
             .bind(path)
             .fetch_one(&self.pool)
@@ -101,7 +102,7 @@ impl Streams for SqliteStore {
         Ok(count.max(0) as u64)
     }
 
-    async fn delete_stream(&self, path: &str) -> Result<bool, StoreError> {
+    async fn delete_stream(&self, path: &str) -> StoreResult<bool> {
         let _turn = self.pool_write();
         let result = sqlx::query(
             "DELETE FROM agents WHERE id = (SELECT log_id FROM streams WHERE path = ?)",

@@ -1,6 +1,7 @@
 //! How the append thread writes a row of the log: the same 18 columns into `recent` (a commit)
 //! or into `events` (a fold, which may extend a run row written by an earlier fold).
 
+use crate::store::StoreResult;
 use app::{AgentEvent, DeltaAction};
 use rusqlite::types::ToSql;
 use uuid::Uuid;
@@ -8,7 +9,6 @@ use uuid::Uuid;
 use super::convert::sqlite_error;
 use crate::store::chunk::{self, Chunk};
 use crate::store::rows::json_text;
-use crate::store::StoreError;
 
 const COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
      message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, \
@@ -45,7 +45,7 @@ fn execute(
     insert: &mut rusqlite::CachedStatement<'_>,
     columns: [&dyn ToSql; 18],
     n: Option<i64>,
-) -> Result<(), StoreError> {
+) -> StoreResult<()> {
     for (index, value) in columns.into_iter().enumerate() {
         insert.raw_bind_parameter(index + 1, value).map_err(sqlite_error)?;
     }
@@ -61,7 +61,7 @@ pub(super) fn write_event(
     insert: &mut rusqlite::CachedStatement<'_>,
     event: &AgentEvent,
     n: Option<i64>,
-) -> Result<usize, StoreError> {
+) -> StoreResult<usize> {
     let content = crate::store::rows::content_column(event);
     let delta = event.delta.as_ref().map(json_text);
     let bytes = content.len() + delta.as_ref().map_or(0, String::len);
@@ -102,7 +102,7 @@ pub(super) fn write_chunk(
     insert: &mut rusqlite::CachedStatement<'_>,
     chunk: &Chunk,
     n: Option<i64>,
-) -> Result<usize, StoreError> {
+) -> StoreResult<usize> {
     let head = &chunk.head;
     let content = chunk.content_column();
     let bytes = content.len() + chunk.delta_column().map_or(0, str::len) + chunk.pieces.len();

@@ -1,6 +1,7 @@
 //! The WAL's upkeep beside the append thread: a checkpointer thread, and restarts of the WAL so
 //! its file stays small under steady writes.
 
+use crate::store::StoreResult;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +79,7 @@ pub(super) fn start_checkpointer(
     busy_timeout_ms: u64,
     wal_reset_pages: i64,
     reset_wanted: Arc<AtomicBool>,
-) -> Result<std::sync::mpsc::Sender<()>, StoreError> {
+) -> StoreResult<std::sync::mpsc::Sender<()>> {
     let connection = Connection::open(path).map_err(sqlite_error)?;
     connection.busy_timeout(Duration::from_millis(busy_timeout_ms)).map_err(sqlite_error)?;
     let (stop, stopped) = std::sync::mpsc::channel::<()>();

@@ -1,5 +1,6 @@
 //! One fold step's SQL: the rows of `recent` with the given `n`s moved into `events`.
 
+use crate::store::StoreResult;
 use std::collections::HashMap;
 
 use app::AgentEvent;
@@ -33,7 +34,7 @@ pub(super) fn move_rows(
     connection: &Connection,
     ns: &[i64],
     open_chunks: &mut OpenChunks,
-) -> Result<HashMap<Uuid, Chunk>, StoreError> {
+) -> StoreResult<HashMap<Uuid, Chunk>> {
     if ns.is_empty() {
         return Ok(HashMap::new());
     }
@@ -50,7 +51,7 @@ pub(super) fn move_rows(
 }
 
 /// Deletes the rows of `recent` through `n` (all moved: the table's first pages).
-pub(super) fn delete_through(connection: &Connection, n: i64) -> Result<(), StoreError> {
+pub(super) fn delete_through(connection: &Connection, n: i64) -> StoreResult<()> {
     connection
         .prepare_cached("DELETE FROM recent WHERE n <= ?1")
         .and_then(|mut delete| delete.execute([n]))
@@ -64,7 +65,7 @@ fn join_runs(
     connection: &Connection,
     picked: &str,
     open_chunks: &mut OpenChunks,
-) -> Result<HashMap<Uuid, Chunk>, StoreError> {
+) -> StoreResult<HashMap<Uuid, Chunk>> {
     let mut select = connection
         .prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM recent WHERE {PICKED} AND {RUN_ROW} \
