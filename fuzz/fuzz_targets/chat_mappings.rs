@@ -11,13 +11,10 @@ use agentstream_server::surfaces::{ag_ui, ai_sdk, responses};
 use app::{AgentEvent, EventKind};
 use libfuzzer_sys::fuzz_target;
 
+mod event_log;
+
 fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
-    let mut events: Vec<AgentEvent> =
-        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
-    for (index, event) in events.iter_mut().enumerate() {
-        event.seq = index as u64 + 1;
-    }
+    let events = event_log::log_of(data);
     let run = events
         .iter()
         .find(|event| event.kind == EventKind::RunStarted)

@@ -3,16 +3,12 @@
 #![no_main]
 
 use agentstream_server::surfaces::letta::mapping::{map_all, Cut, LettaItem};
-use app::AgentEvent;
 use libfuzzer_sys::fuzz_target;
 
+mod event_log;
+
 fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
-    let mut events: Vec<AgentEvent> =
-        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
-    for (index, event) in events.iter_mut().enumerate() {
-        event.seq = index as u64 + 1;
-    }
+    let events = event_log::log_of(data);
     for cut in [Cut::Tokens, Cut::Steps] {
         let items = map_all(cut, &events);
         let mut last = 0;

@@ -106,15 +106,7 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
     agents.dedup();
     for agent_id in &agents {
         let head = expected.iter().filter(|e| e.agent_id == *agent_id).count() as i64;
-        sqlx::query(
-            "INSERT INTO agents (id, name, metadata, tags, head_seq, created_at) \
-             VALUES ($1, 'legacy', 'null', '[]', $2, now())",
-        )
-        .bind(agent_id)
-        .bind(head)
-        .execute(&pool)
-        .await
-        .unwrap();
+        insert_old_agent(&pool, *agent_id, head).await;
     }
     let json = |value: &serde_json::Value| serde_json::to_string(value).unwrap();
     for event in &expected {
@@ -163,6 +155,19 @@ async fn a_postgres_log_of_the_previous_schema_reads_back_exactly() {
     assert_eq!(committed[0][0].seq, head + 1);
 }
 
+/// An agent row as the releases before the compact log wrote it, its head at `head_seq`.
+async fn insert_old_agent(pool: &sqlx::PgPool, agent_id: Uuid, head_seq: i64) {
+    sqlx::query(
+        "INSERT INTO agents (id, name, metadata, tags, head_seq, created_at) \
+         VALUES ($1, 'old', 'null', '[]', $2, now())",
+    )
+    .bind(agent_id)
+    .bind(head_seq)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 /// Rows in the old table before the upgrade: enough that copying them takes a while.
 const ROLLING_UPGRADE_ROWS: i64 = 100_000;
 
@@ -179,15 +184,7 @@ async fn postgres_compact_log_migration_keeps_what_an_old_writer_committed_meanw
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     postgres_migrations_through(5).run(&pool).await.unwrap();
     let agent_id = Uuid::new_v4();
-    sqlx::query(
-        "INSERT INTO agents (id, name, metadata, tags, head_seq, created_at) \
-         VALUES ($1, 'old', 'null', '[]', $2, now())",
-    )
-    .bind(agent_id)
-    .bind(ROLLING_UPGRADE_ROWS)
-    .execute(&pool)
-    .await
-    .unwrap();
+    insert_old_agent(&pool, agent_id, ROLLING_UPGRADE_ROWS).await;
     sqlx::query(
         "INSERT INTO agent_events (id, agent_id, seq, kind, content, metadata, created_at) \
          SELECT gen_random_uuid(), $1, seq, 'text', '{\"text\":\"old\"}', 'null', now() \

@@ -9,6 +9,9 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
     let stranger = Uuid::new_v4();
     let json_type = "application/json";
     let huge = json!({ "content": "x".repeat(200 * 1024) }).to_string();
+    let (runs, cancel) =
+        (format!("/v1/agents/{agent}/runs"), format!("/v1/agents/{agent}/messages/cancel"));
+    let stranger_run = format!("/v1/runs/{stranger}/stream");
     let cases = vec![
         post_json("/v1/agents", "{not json", 400, "malformed_json"),
         post_json("/v1/agents", r#"{"name": 5}"#, 422, "invalid_body"),
@@ -42,43 +45,28 @@ async fn bad_http_requests_get_json_errors_and_write_nothing() {
             "unknown_agent",
         ),
         post_json("/v1/agents/nope/runs", r#"{"content":"hi"}"#, 400, "invalid_id"),
-        post_json(format!("/v1/agents/{agent}/runs"), r#"{"content": 5}"#, 422, "invalid_body"),
-        post_json(format!("/v1/agents/{agent}/runs"), r#"{}"#, 422, "invalid_body"),
-        post_json(format!("/v1/agents/{agent}/runs"), r#"{"content": "   "}"#, 400, "invalid_body"),
-        post_json(format!("/v1/agents/{agent}/runs"), r#"{"content": "hi""#, 400, "malformed_json"),
-        post_json(format!("/v1/agents/{agent}/runs"), huge, 413, "body_too_large"),
+        post_json(&runs, r#"{"content": 5}"#, 422, "invalid_body"),
+        post_json(&runs, r#"{}"#, 422, "invalid_body"),
+        post_json(&runs, r#"{"content": "   "}"#, 400, "invalid_body"),
+        post_json(&runs, r#"{"content": "hi""#, 400, "malformed_json"),
+        post_json(&runs, huge, 413, "body_too_large"),
         case(Method::GET, "/v1/no/such/thing".into(), 404, "unknown_route"),
         case(Method::PUT, "/v1/agents".into(), 405, "method_not_allowed"),
         case(Method::PATCH, format!("/v1/agents/{agent}"), 405, "method_not_allowed"),
         case(Method::GET, "/v1/agents?after=nobody".into(), 400, "invalid_cursor"),
         case(Method::GET, "/v1/agents/?order=sideways".into(), 400, "invalid_query"),
         // Cancel.
-        post_json(format!("/v1/agents/{agent}/messages/cancel"), "{bad", 400, "malformed_json"),
-        post_json(
-            format!("/v1/agents/{agent}/messages/cancel"),
-            r#"{"run_ids":"x"}"#,
-            422,
-            "invalid_body",
-        ),
+        post_json(&cancel, "{bad", 400, "malformed_json"),
+        post_json(&cancel, r#"{"run_ids":"x"}"#, 422, "invalid_body"),
         post_json(format!("/v1/agents/{stranger}/messages/cancel"), "{}", 404, "unknown_agent"),
         post_json("/v1/agents/nope/messages/cancel", "{}", 400, "invalid_id"),
         // Runs.
         case(Method::GET, "/v1/runs/not-a-run".into(), 400, "invalid_id"),
         case(Method::GET, format!("/v1/runs/{stranger}"), 404, "unknown_run"),
-        post_json(format!("/v1/runs/{stranger}/stream"), "{}", 404, "unknown_run"),
-        post_json(
-            format!("/v1/runs/{stranger}/stream"),
-            r#"{"starting_after":"x"}"#,
-            422,
-            "invalid_body",
-        ),
-        post_json(
-            format!("/v1/agents/{agent}/runs"),
-            r#"{"content":"hi"}"#,
-            400,
-            "invalid_idempotency_key",
-        )
-        .header("idempotency-key", "k".repeat(300)),
+        post_json(&stranger_run, "{}", 404, "unknown_run"),
+        post_json(&stranger_run, r#"{"starting_after":"x"}"#, 422, "invalid_body"),
+        post_json(&runs, r#"{"content":"hi"}"#, 400, "invalid_idempotency_key")
+            .header("idempotency-key", "k".repeat(300)),
         // The SSE tail.
         case(
             Method::GET,
