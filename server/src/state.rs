@@ -246,147 +246,68 @@ fn build_provider(choice: &ProviderChoice, config: &Config) -> Arc<dyn Provider>
     }
 }
 
-impl FromRef<AppState> for crate::http::rest::Readiness {
-    fn from_ref(state: &AppState) -> Self {
-        crate::http::rest::Readiness {
-            store: state.store.clone(),
-            writer: state.writer.clone(),
-            cluster: state.cluster.clone(),
+/// The parts of [`AppState`] the handlers take (axum's `FromRef`). `Type { a, b }`: a struct
+/// whose fields are clones of the state's fields of the same names, `name = |state| …` for
+/// those computed; `Type = field`: one field's clone.
+macro_rules! parts {
+    ($($ty:path { $($field:ident),* $(; $($made:ident = $make:expr),*)? })*) => {$(
+        impl FromRef<AppState> for $ty {
+            fn from_ref(state: &AppState) -> Self {
+                Self {
+                    $($field: state.$field.clone(),)*
+                    $($($made: { let make: fn(&AppState) -> _ = $make; make(state) },)*)?
+                }
+            }
         }
+    )*};
+}
+
+macro_rules! part {
+    ($($ty:ty = $field:ident;)*) => {$(
+        impl FromRef<AppState> for $ty {
+            fn from_ref(state: &AppState) -> Self {
+                state.$field.clone()
+            }
+        }
+    )*};
+}
+
+part! {
+    Arc<dyn Store> = store;
+    Arc<Producers> = producers;
+    Starter = starter;
+    Arc<Runs> = runs;
+    Arc<crate::limits::Limits> = limits;
+    Option<Arc<Cluster>> = cluster;
+    Arc<Telemetry> = telemetry;
+    Arc<Metrics> = metrics;
+}
+
+parts! {
+    crate::http::rest::Readiness { store, writer, cluster }
+    crate::surfaces::Feeds { store, hub, shutdown, limits, sse_streams, metrics }
+    crate::http::auth::Access {
+        api_token, token_keys, allowed_origins, allowed_hosts, store, subjects
     }
+    crate::surfaces::chat::ChatState {
+        store, hub, runs, starter, cluster, snapshots, shutdown, sse_streams;
+        sse_streams_max = |state| state.limits.sse_streams_max
+    }
+    crate::surfaces::durable::DurableState {
+        store, hub, sse_streams, shutdown;
+        service = |state| state.durable.clone(),
+        sse_streams_max = |state| state.limits.sse_streams_max
+    }
+    crate::surfaces::letta::LettaState {
+        store, hub, runs, starter, shutdown, sse_streams;
+        ping_interval = |state| state.letta_ping_interval,
+        sse_streams_max = |state| state.limits.sse_streams_max
+    }
+    crate::http::rest::Deletion { store, runs, hub, snapshots }
 }
 
 impl FromRef<AppState> for crate::surfaces::native::ws::WsConnections {
     fn from_ref(state: &AppState) -> Self {
         crate::surfaces::native::ws::WsConnections(state.ws_connections.clone())
-    }
-}
-
-impl FromRef<AppState> for Arc<dyn Store> {
-    fn from_ref(state: &AppState) -> Self {
-        state.store.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Producers> {
-    fn from_ref(state: &AppState) -> Self {
-        state.producers.clone()
-    }
-}
-
-impl FromRef<AppState> for Starter {
-    fn from_ref(state: &AppState) -> Self {
-        state.starter.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Runs> {
-    fn from_ref(state: &AppState) -> Self {
-        state.runs.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<crate::limits::Limits> {
-    fn from_ref(state: &AppState) -> Self {
-        state.limits.clone()
-    }
-}
-
-impl FromRef<AppState> for Option<Arc<Cluster>> {
-    fn from_ref(state: &AppState) -> Self {
-        state.cluster.clone()
-    }
-}
-
-impl FromRef<AppState> for crate::surfaces::Feeds {
-    fn from_ref(state: &AppState) -> Self {
-        crate::surfaces::Feeds {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            shutdown: state.shutdown.clone(),
-            limits: state.limits.clone(),
-            sse_streams: state.sse_streams.clone(),
-            metrics: state.metrics.clone(),
-        }
-    }
-}
-
-impl FromRef<AppState> for Arc<Telemetry> {
-    fn from_ref(state: &AppState) -> Self {
-        state.telemetry.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Metrics> {
-    fn from_ref(state: &AppState) -> Self {
-        state.metrics.clone()
-    }
-}
-
-impl FromRef<AppState> for crate::http::auth::Access {
-    fn from_ref(state: &AppState) -> Self {
-        crate::http::auth::Access {
-            api_token: state.api_token.clone(),
-            token_keys: state.token_keys.clone(),
-            allowed_origins: state.allowed_origins.clone(),
-            allowed_hosts: state.allowed_hosts.clone(),
-            store: state.store.clone(),
-            subjects: state.subjects.clone(),
-        }
-    }
-}
-
-impl FromRef<AppState> for crate::surfaces::chat::ChatState {
-    fn from_ref(state: &AppState) -> Self {
-        crate::surfaces::chat::ChatState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            runs: state.runs.clone(),
-            starter: state.starter.clone(),
-            cluster: state.cluster.clone(),
-            snapshots: state.snapshots.clone(),
-            shutdown: state.shutdown.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-        }
-    }
-}
-
-impl FromRef<AppState> for crate::surfaces::durable::DurableState {
-    fn from_ref(state: &AppState) -> crate::surfaces::durable::DurableState {
-        crate::surfaces::durable::DurableState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            service: state.durable.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-            shutdown: state.shutdown.clone(),
-        }
-    }
-}
-
-impl FromRef<AppState> for crate::surfaces::letta::LettaState {
-    fn from_ref(state: &AppState) -> Self {
-        crate::surfaces::letta::LettaState {
-            store: state.store.clone(),
-            hub: state.hub.clone(),
-            runs: state.runs.clone(),
-            starter: state.starter.clone(),
-            ping_interval: state.letta_ping_interval,
-            shutdown: state.shutdown.clone(),
-            sse_streams: state.sse_streams.clone(),
-            sse_streams_max: state.limits.sse_streams_max,
-        }
-    }
-}
-
-impl FromRef<AppState> for crate::http::rest::Deletion {
-    fn from_ref(state: &AppState) -> Self {
-        crate::http::rest::Deletion {
-            store: state.store.clone(),
-            runs: state.runs.clone(),
-            hub: state.hub.clone(),
-            snapshots: state.snapshots.clone(),
-        }
     }
 }
