@@ -176,7 +176,7 @@ impl Producers {
             run_id: Some(run_id),
             fenced_at: Some((open.epoch, open.seq)),
         };
-        match self.writer.append_produced_closing(agent_id, drafts, stamp).await {
+        match self.writer.append_produced(agent_id, drafts, stamp, true).await {
             Ok(_) => {
                 producing.stopped = Some((open.producer_id.clone(), run_id, how));
                 tracing::info!(%agent_id, %run_id, how, "a produced run ended without its producer");

@@ -339,7 +339,7 @@ impl Producers {
                 slot.ending();
             }
         }
-        let committed = self.writer.append_produced(agent_id, checked.drafts, stamp).await;
+        let committed = self.writer.append_produced(agent_id, checked.drafts, stamp, false).await;
         let events = match committed {
             Ok(events) => events,
             Err(error) => {

@@ -158,21 +158,13 @@ impl Writer {
 
     /// Queues `drafts` for `agent_id` and returns without waiting for the commit. Requests of one
     /// caller commit in the order they were submitted; await the receipt to learn the seqs.
-    pub async fn submit(
-        &self,
-        agent_id: Uuid,
-        drafts: Vec<EventDraft>,
-    ) -> Result<AppendReceipt, AppendError> {
+    pub async fn submit(&self, agent_id: Uuid, drafts: Vec<EventDraft>) -> Submitted {
         self.send(agent_id, drafts, true, None).await
     }
 
     /// Like [`Writer::submit`], for the events that end a run after one of its events was
     /// refused (see [`REFUSED_RUNS_REMEMBERED_MAX`]).
-    pub async fn submit_closing(
-        &self,
-        agent_id: Uuid,
-        drafts: Vec<EventDraft>,
-    ) -> Result<AppendReceipt, AppendError> {
+    pub async fn submit_closing(&self, agent_id: Uuid, drafts: Vec<EventDraft>) -> Submitted {
         self.send(agent_id, drafts, false, None).await
     }
 
@@ -182,7 +174,7 @@ impl Writer {
         drafts: Vec<EventDraft>,
         continues_run: bool,
         producer: Option<ProducerStamp>,
-    ) -> Result<AppendReceipt, AppendError> {
+    ) -> Submitted {
         let (reply, receipt) = oneshot::channel();
         let request = WriteRequest {
             batch: AppendBatch { agent_id, drafts, producer },
@@ -201,52 +193,41 @@ impl Writer {
     }
 
     /// Appends closing events and waits for the commit.
-    pub async fn append_closing(
-        &self,
-        agent_id: Uuid,
-        drafts: Vec<EventDraft>,
-    ) -> Result<Vec<AgentEvent>, AppendError> {
+    pub async fn append_closing(&self, agent_id: Uuid, drafts: Vec<EventDraft>) -> Appended {
         let receipt = self.submit_closing(agent_id, drafts).await?;
         wait(receipt).await
     }
 
     /// Appends an external producer's batch with its position (`producer`), committed in the
-    /// same transaction, and waits for the commit.
+    /// same transaction, and waits for the commit. `closing`: events that end the producer's run
+    /// without it (its position guards the end as it guards a batch: a producer that moved on
+    /// elsewhere wins), taken also after one of the run's events was refused.
     pub async fn append_produced(
         &self,
         agent_id: Uuid,
         drafts: Vec<EventDraft>,
         producer: ProducerStamp,
-    ) -> Result<Vec<AgentEvent>, AppendError> {
-        let receipt = self.send(agent_id, drafts, true, Some(producer)).await?;
-        wait(receipt).await
-    }
-
-    /// [`Writer::append_produced`] for the events that end a producer's run without it (its
-    /// position guards the end as it guards a batch: a producer that moved on elsewhere wins).
-    pub async fn append_produced_closing(
-        &self,
-        agent_id: Uuid,
-        drafts: Vec<EventDraft>,
-        producer: ProducerStamp,
-    ) -> Result<Vec<AgentEvent>, AppendError> {
-        let receipt = self.send(agent_id, drafts, false, Some(producer)).await?;
+        closing: bool,
+    ) -> Appended {
+        let receipt = self.send(agent_id, drafts, !closing, Some(producer)).await?;
         wait(receipt).await
     }
 
     /// Appends and waits for the commit.
-    pub async fn append(
-        &self,
-        agent_id: Uuid,
-        drafts: Vec<EventDraft>,
-    ) -> Result<Vec<AgentEvent>, AppendError> {
+    pub async fn append(&self, agent_id: Uuid, drafts: Vec<EventDraft>) -> Appended {
         let receipt = self.submit(agent_id, drafts).await?;
         wait(receipt).await
     }
 }
 
+/// An append's answer: the committed events, or why nothing was.
+pub type Appended = Result<Vec<AgentEvent>, AppendError>;
+
+/// A submission's answer: the receipt that resolves at the commit, or why the writer refused.
+pub type Submitted = Result<AppendReceipt, AppendError>;
+
 /// Waits for a receipt.
-pub async fn wait(receipt: AppendReceipt) -> Result<Vec<AgentEvent>, AppendError> {
+pub async fn wait(receipt: AppendReceipt) -> Appended {
     match receipt.await {
         Ok(Ok(events)) => Ok(events),
         Ok(Err(error)) => Err(AppendError::Store(match Arc::try_unwrap(error) {

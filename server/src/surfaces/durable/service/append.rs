@@ -103,7 +103,7 @@ impl Service {
             let drafts = drafts(messages);
             let committed = match stamp {
                 Some(stamp) if !drafts.is_empty() => {
-                    self.writer.append_produced(row.log_id, drafts, stamp).await
+                    self.writer.append_produced(row.log_id, drafts, stamp, false).await
                 }
                 _ if drafts.is_empty() => Ok(Vec::new()),
                 _ => self.writer.append(row.log_id, drafts).await,
