@@ -63,6 +63,12 @@ struct CallInfo {
     client: bool,
 }
 
+/// A fragment of a call after its first: no name, the next `arguments` (a piece of the input, or
+/// all of it).
+fn more_arguments(arguments: String, call: &CallInfo) -> ToolCallPart {
+    ToolCallPart { name: None, arguments, tool_call_id: call.tool_call_id.clone() }
+}
+
 /// Turns a run's (or a whole log's) events, in seq order, into Letta items.
 #[derive(Debug)]
 pub struct LettaMapper {
@@ -278,13 +284,10 @@ impl LettaMapper {
                     return;
                 };
                 info.streamed = true;
-                let part = ToolCallPart {
-                    name: None,
-                    arguments: piece.clone(),
-                    tool_call_id: info.tool_call_id.clone(),
-                };
-                let message = self.message(event, Body::ToolCallMessage { tool_call: part });
-                out.push(LettaItem::Message(message));
+                let part = more_arguments(piece.clone(), info);
+                out.push(LettaItem::Message(
+                    self.message(event, Body::ToolCallMessage { tool_call: part }),
+                ));
             }
             // The input is complete: sent whole unless its pieces already went out.
             (Some(""), Some(delta)) if self.cut == Cut::Tokens => {
@@ -298,13 +301,10 @@ impl LettaMapper {
                     return;
                 }
                 info.streamed = true;
-                let part = ToolCallPart {
-                    name: None,
-                    arguments: input.to_string(),
-                    tool_call_id: info.tool_call_id.clone(),
-                };
-                let message = self.message(event, Body::ToolCallMessage { tool_call: part });
-                out.push(LettaItem::Message(message));
+                let part = more_arguments(input.to_string(), info);
+                out.push(LettaItem::Message(
+                    self.message(event, Body::ToolCallMessage { tool_call: part }),
+                ));
             }
             // Status and progress changes after the input: Letta has no message for them.
             _ => {}

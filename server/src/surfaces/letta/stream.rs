@@ -65,6 +65,23 @@ pub(super) struct Streaming {
     pub(super) _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
+impl Streaming {
+    /// Ends the response for a reason of the server's (`error_type`), not the client's: the run
+    /// goes on, and the error says `why` and where to pick the run up.
+    fn left(&mut self, error_type: &str, why: &str) -> Event {
+        self.finished = true;
+        ForegroundGuard::disarm(&mut self.guard);
+        let run_id = self.run_id;
+        let body = json!({
+            "message_type": "error_message",
+            "error_type": error_type,
+            "message": format!("{why} with POST /v1/runs/{run_id}/stream"),
+            "run_id": run_id,
+        });
+        Event::default().event("error").data(body.to_string())
+    }
+}
+
 /// The Letta SSE framing: bare `data: {json}` lines, `ping`s between them when asked, a named
 /// `error` event if the log cannot be followed, and `data: [DONE]` at the end.
 pub(super) fn sse_response(
@@ -107,35 +124,13 @@ pub(super) fn sse_response(
                 _ = streaming.shutdown.cancelled() => {
                     // The server is going away, not the client: the run is left to finish (or
                     // be interrupted by the drain), and the client told where to pick it up.
-                    streaming.finished = true;
-                    ForegroundGuard::disarm(&mut streaming.guard);
-                    let body = json!({
-                        "message_type": "error_message",
-                        "error_type": "server_shutting_down",
-                        "message": format!(
-                            "the server is shutting down; resume with POST /v1/runs/{}/stream",
-                            streaming.run_id
-                        ),
-                        "run_id": streaming.run_id,
-                    });
-                    let event = Event::default().event("error").data(body.to_string());
+                    let event = streaming.left("server_shutting_down", "the server is shutting down; resume");
                     return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
                 }
                 _ = until_expiry(&mut streaming.expiry) => {
                     // The token ran out, not the client's patience: the run goes on, and the
                     // client, with a fresh token, resumes where it was.
-                    streaming.finished = true;
-                    ForegroundGuard::disarm(&mut streaming.guard);
-                    let body = json!({
-                        "message_type": "error_message",
-                        "error_type": "token_expired",
-                        "message": format!(
-                            "the token expired; with a fresh one, resume with POST /v1/runs/{}/stream",
-                            streaming.run_id
-                        ),
-                        "run_id": streaming.run_id,
-                    });
-                    let event = Event::default().event("error").data(body.to_string());
+                    let event = streaming.left("token_expired", "the token expired; with a fresh one, resume");
                     return Some((Ok::<Event, std::convert::Infallible>(event), streaming));
                 }
             };
