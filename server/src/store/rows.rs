@@ -52,6 +52,41 @@ pub struct AgentRow<'a> {
     pub current_branch: Option<Uuid>,
 }
 
+/// A row of either store, for the columns whose types differ between them: ids (PostgreSQL's
+/// `uuid`, SQLite's text) and times (`timestamptz`, RFC 3339 text).
+pub trait KeyColumns {
+    fn uuid_column(&self, column: &str) -> StoreResult<Option<Uuid>>;
+    fn time_column(&self, column: &str) -> StoreResult<DateTime<Utc>>;
+}
+
+/// An agent from a row of `AGENT_COLUMNS`, on either store.
+pub fn agent_from_row<'r, R>(row: &'r R) -> StoreResult<Agent>
+where
+    R: sqlx::Row + KeyColumns,
+    &'r str: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+{
+    let id = row.uuid_column("id")?.ok_or_else(|| corrupt("an agent without an id"))?;
+    AgentRow {
+        id,
+        name: row.try_get("name")?,
+        system: row.try_get("system")?,
+        description: row.try_get("description")?,
+        model: row.try_get("model")?,
+        metadata: row.try_get("metadata")?,
+        tags: row.try_get("tags")?,
+        head_seq: row.try_get("head_seq")?,
+        owner: row.try_get("owner")?,
+        root_id: row.uuid_column("root_id")?,
+        parent_id: row.uuid_column("parent_id")?,
+        fork_seq: row.try_get("fork_seq")?,
+        current_branch: row.uuid_column("current_branch")?,
+        created_at: row.time_column("created_at")?,
+    }
+    .to_agent()
+}
+
 impl AgentRow<'_> {
     pub fn to_agent(&self) -> StoreResult<Agent> {
         Ok(Agent {

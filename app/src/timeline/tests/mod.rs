@@ -47,23 +47,21 @@ fn at(seq: u64, kind: EventKind) -> Ev {
     ))
 }
 
+/// The builder's id setters: `.run(1)` sets `run_id` to R1, and so on.
+macro_rules! id_setters {
+    ($($name:ident => $field:ident),*) => {
+        impl Ev {$(
+            fn $name(mut self, n: u128) -> Ev {
+                self.0.$field = Some($name(n));
+                self
+            }
+        )*}
+    };
+}
+
+id_setters!(run => run_id, thread => thread_id, block => block_id, message => message_id);
+
 impl Ev {
-    fn run(mut self, n: u128) -> Ev {
-        self.0.run_id = Some(run(n));
-        self
-    }
-    fn thread(mut self, n: u128) -> Ev {
-        self.0.thread_id = Some(thread(n));
-        self
-    }
-    fn block(mut self, n: u128) -> Ev {
-        self.0.block_id = Some(block(n));
-        self
-    }
-    fn message(mut self, n: u128) -> Ev {
-        self.0.message_id = Some(message(n));
-        self
-    }
     fn content(mut self, content: Value) -> Ev {
         self.0.content = content;
         self

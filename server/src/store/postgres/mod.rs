@@ -17,7 +17,6 @@
 use crate::store::StoreResult;
 use std::time::Duration;
 
-use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
 use chrono::{DateTime, DurationRound, Utc};
@@ -28,7 +27,8 @@ use uuid::Uuid;
 use super::branches::{read_along, ForkChains, Sequenced};
 use super::chunk::{OpenChunks, Pick, StoredRow};
 use super::error::unknown_agent_or;
-use super::rows::{check_contiguous, seq_from_column, seq_to_column, AgentRow, EventRow};
+use super::rows::agent_from_row;
+use super::rows::{check_contiguous, seq_from_column, seq_to_column, EventRow, KeyColumns};
 use super::StoredSnapshot;
 use super::{
     AppendBatch, ClusterOptions, DueApprovals, EventJson, EventLog, OpenApproval, StoreError,
@@ -165,24 +165,14 @@ fn micros(time: DateTime<Utc>) -> DateTime<Utc> {
     time.duration_trunc(chrono::TimeDelta::microseconds(1)).unwrap_or(time)
 }
 
-fn agent_from_row(row: &PgRow) -> StoreResult<Agent> {
-    AgentRow {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        system: row.try_get("system")?,
-        description: row.try_get("description")?,
-        model: row.try_get("model")?,
-        metadata: row.try_get("metadata")?,
-        tags: row.try_get("tags")?,
-        head_seq: row.try_get("head_seq")?,
-        owner: row.try_get("owner")?,
-        root_id: row.try_get("root_id")?,
-        parent_id: row.try_get("parent_id")?,
-        fork_seq: row.try_get("fork_seq")?,
-        current_branch: row.try_get("current_branch")?,
-        created_at: row.try_get("created_at")?,
+impl KeyColumns for PgRow {
+    fn uuid_column(&self, column: &str) -> StoreResult<Option<Uuid>> {
+        Ok(self.try_get(column)?)
     }
-    .to_agent()
+
+    fn time_column(&self, column: &str) -> StoreResult<DateTime<Utc>> {
+        Ok(self.try_get(column)?)
+    }
 }
 
 /// A row of `EVENT_COLUMNS`; the `json` columns come back as the text that was stored.

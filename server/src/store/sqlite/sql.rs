@@ -1,7 +1,6 @@
 //! The SQLite store's SQL texts and what it decodes rows with.
 
 use crate::store::StoreResult;
-use app::protocol::Agent;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use sqlx::Row;
@@ -9,7 +8,8 @@ use uuid::Uuid;
 
 use super::convert::parse_uuid;
 use crate::store::chunk::Pick;
-use crate::store::rows::{corrupt, seq_to_column, AgentRow};
+pub(super) use crate::store::rows::agent_from_row;
+use crate::store::rows::{corrupt, seq_to_column, KeyColumns};
 use crate::store::RUN_OUTLINE_KINDS;
 
 /// Ids one read looks up at most (one statement each, on one read connection).
@@ -108,24 +108,14 @@ pub(super) fn parse_time(text: &str) -> StoreResult<DateTime<Utc>> {
         .map_err(|error| corrupt(format!("bad timestamp {text:?}: {error}")))
 }
 
-pub(super) fn agent_from_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<Agent> {
-    AgentRow {
-        id: parse_uuid(row.try_get("id")?)?,
-        name: row.try_get("name")?,
-        system: row.try_get("system")?,
-        description: row.try_get("description")?,
-        model: row.try_get("model")?,
-        metadata: row.try_get("metadata")?,
-        tags: row.try_get("tags")?,
-        head_seq: row.try_get("head_seq")?,
-        owner: row.try_get("owner")?,
-        root_id: optional_uuid(row.try_get("root_id")?)?,
-        parent_id: optional_uuid(row.try_get("parent_id")?)?,
-        fork_seq: row.try_get("fork_seq")?,
-        current_branch: optional_uuid(row.try_get("current_branch")?)?,
-        created_at: parse_time(row.try_get("created_at")?)?,
+impl KeyColumns for sqlx::sqlite::SqliteRow {
+    fn uuid_column(&self, column: &str) -> StoreResult<Option<Uuid>> {
+        optional_uuid(self.try_get(column)?)
     }
-    .to_agent()
+
+    fn time_column(&self, column: &str) -> StoreResult<DateTime<Utc>> {
+        parse_time(self.try_get(column)?)
+    }
 }
 
 fn optional_uuid(text: Option<&str>) -> StoreResult<Option<Uuid>> {

@@ -95,15 +95,15 @@ pub async fn send_message(
         .into_response())
 }
 
-/// `POST /v1/agents/{id}/messages/stream`.
+/// `POST /v1/agents/{id}/messages/stream`: `…/messages` with `streaming: true`.
 pub async fn stream_messages(
-    State(state): State<LettaState>,
+    state: State<LettaState>,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    ApiJson(request): ApiJson<LettaRequest>,
+    agent_id: Path<String>,
+    ApiJson(mut request): ApiJson<LettaRequest>,
 ) -> Result<Response, ApiError> {
-    let agent_id = followed(&state, &agent_id).await?;
-    stream_run_request(state, &caller, agent_id, request).await
+    request.streaming = Some(true);
+    send_message(state, caller, agent_id, ApiJson(request)).await
 }
 
 async fn stream_run_request(

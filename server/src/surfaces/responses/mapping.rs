@@ -177,6 +177,22 @@ impl ResponseMapper {
         out.push(fields);
     }
 
+    /// An event about a text item's one part: `fields` with the item's id and index, and the
+    /// part's (`summary_index` of a reasoning item, `content_index` of a message's).
+    fn emit_part(
+        &mut self,
+        out: &mut Vec<Value>,
+        kind: &str,
+        (item_id, index): (&str, usize),
+        reasoning: bool,
+        mut fields: Value,
+    ) {
+        fields["item_id"] = json!(item_id);
+        fields["output_index"] = json!(index);
+        fields[if reasoning { "summary_index" } else { "content_index" }] = json!(0);
+        self.emit(out, kind, fields);
+    }
+
     fn lifecycle(&mut self, out: &mut Vec<Value>, kind: &str, status: Status) {
         self.status = Some(status);
         let response = self.response().unwrap_or(Value::Null);
@@ -254,22 +270,11 @@ impl ResponseMapper {
         // The item's text is written when it is done (or when a poll asks): copied per token
         // it would cost the message's length every token.
         let (index, item) = (open.index, open.item_id.clone());
-        if reasoning {
-            self.emit(
-                out,
-                "response.reasoning_summary_text.delta",
-                json!({ "item_id": item, "output_index": index, "summary_index": 0, "delta": piece }),
-            );
-        } else {
-            self.emit(
-                out,
-                "response.output_text.delta",
-                json!({
-                    "item_id": item, "output_index": index, "content_index": 0,
-                    "delta": piece, "logprobs": [],
-                }),
-            );
-        }
+        let (kind, fields) = match reasoning {
+            true => ("response.reasoning_summary_text.delta", json!({ "delta": piece })),
+            false => ("response.output_text.delta", json!({ "delta": piece, "logprobs": [] })),
+        };
+        self.emit_part(out, kind, (&item, index), reasoning, fields);
     }
 
     fn open_text(
@@ -292,23 +297,20 @@ impl ResponseMapper {
         item["id"] = json!(item_id(prefix, event.id));
         let index = self.add_item(out, item);
         let id = self.id_at(index);
-        if reasoning {
-            let part = json!({ "type": "summary_text", "text": "" });
-            self.output[index]["summary"] = json!([part]);
-            self.emit(
-                out,
+        let (kind, parts, part) = match reasoning {
+            true => (
                 "response.reasoning_summary_part.added",
-                json!({ "item_id": id, "output_index": index, "summary_index": 0, "part": part }),
-            );
-        } else {
-            let part = json!({ "type": "output_text", "text": "", "annotations": [] });
-            self.output[index]["content"] = json!([part]);
-            self.emit(
-                out,
+                "summary",
+                json!({ "type": "summary_text", "text": "" }),
+            ),
+            false => (
                 "response.content_part.added",
-                json!({ "item_id": id, "output_index": index, "content_index": 0, "part": part }),
-            );
-        }
+                "content",
+                json!({ "type": "output_text", "text": "", "annotations": [] }),
+            ),
+        };
+        self.output[index][parts] = json!([part]);
+        self.emit_part(out, kind, (&id, index), reasoning, json!({ "part": part }));
         self.open =
             Some(OpenText { index, reasoning, message_id, item_id: id, text: String::new() });
     }
@@ -319,34 +321,23 @@ impl ResponseMapper {
         };
         let (id, index, text) = (open.item_id, open.index, open.text);
         *text_field(&mut self.output[index], open.reasoning) = json!(text);
-        if open.reasoning {
-            self.emit(
-                out,
+        let reasoning = open.reasoning;
+        let (text_done, part_done, text_fields, part) = match reasoning {
+            true => (
                 "response.reasoning_summary_text.done",
-                json!({ "item_id": id, "output_index": index, "summary_index": 0, "text": text }),
-            );
-            let part = json!({ "type": "summary_text", "text": text });
-            self.emit(
-                out,
                 "response.reasoning_summary_part.done",
-                json!({ "item_id": id, "output_index": index, "summary_index": 0, "part": part }),
-            );
-        } else {
-            self.emit(
-                out,
+                json!({ "text": text }),
+                json!({ "type": "summary_text", "text": text }),
+            ),
+            false => (
                 "response.output_text.done",
-                json!({
-                    "item_id": id, "output_index": index, "content_index": 0,
-                    "text": text, "logprobs": [],
-                }),
-            );
-            let part = json!({ "type": "output_text", "text": text, "annotations": [] });
-            self.emit(
-                out,
                 "response.content_part.done",
-                json!({ "item_id": id, "output_index": index, "content_index": 0, "part": part }),
-            );
-        }
+                json!({ "text": text, "logprobs": [] }),
+                json!({ "type": "output_text", "text": text, "annotations": [] }),
+            ),
+        };
+        self.emit_part(out, text_done, (&id, index), reasoning, text_fields);
+        self.emit_part(out, part_done, (&id, index), reasoning, json!({ "part": part }));
         self.finish_item(out, index, status);
     }
 
