@@ -10,6 +10,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 use uuid::Uuid;
 
+use crate::agent::approval::ApprovalDecision;
 use crate::agent::cancel::cancel_and_wait;
 use crate::agent::cancel::CANCEL_WAIT_MS_MAX;
 use crate::agent::start::Starter;
@@ -46,7 +47,7 @@ pub(crate) async fn create_run_inner(
     starter: &Starter,
     agent_id: Uuid,
     request: CreateRunRequest,
-) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
+) -> Accepted {
     // Prefixed: a native key never names another surface's message or an approval.
     let key = request.idempotency_key.as_deref().map(str::trim).filter(|key| !key.is_empty());
     if key.is_some_and(|key| key.chars().count() > CLIENT_IDEMPOTENCY_KEY_CHARS_MAX) {
@@ -63,9 +64,20 @@ pub(crate) async fn create_run_inner(
     Ok(accepted(agent_id, started.run_id))
 }
 
+/// 202 with the run that was started, or why none was.
+type Accepted = Result<(StatusCode, Json<RunAccepted>), ApiError>;
+
 /// 202 with the run that was started.
 fn accepted(agent_id: Uuid, run_id: Uuid) -> (StatusCode, Json<RunAccepted>) {
     (StatusCode::ACCEPTED, Json(RunAccepted { run_id, agent_id }))
+}
+
+/// An answer to a call that waits (a person's decision, a client tool's result): the run that
+/// carries it out.
+async fn answer(starter: &Starter, agent_id: &str, decision: ApprovalDecision) -> Accepted {
+    let agent_id = parse_agent_id(agent_id)?;
+    let started = starter.answer_approval(agent_id, decision, RunOptions::default()).await?;
+    Ok(accepted(agent_id, started.run_id))
 }
 
 /// `POST /v1/agents/{id}/approvals {call_id, approve, reason?}`: a person's answer to an
@@ -76,16 +88,14 @@ pub async fn answer_approval(
     State(starter): State<Starter>,
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<app::protocol::ApprovalRequest>,
-) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
-    let agent_id = parse_agent_id(&agent_id)?;
-    let decision = crate::agent::approval::ApprovalDecision {
+) -> Accepted {
+    let decision = ApprovalDecision {
         tool_call_id: request.call_id,
         approve: request.approve,
         reason: request.reason,
         output: None,
     };
-    let started = starter.answer_approval(agent_id, decision, RunOptions::default()).await?;
-    Ok(accepted(agent_id, started.run_id))
+    answer(&starter, &agent_id, decision).await
 }
 
 /// `POST /v1/agents/{id}/tool-results {call_id, output | error}`: the client's result of a call
@@ -96,8 +106,7 @@ pub async fn answer_tool_result(
     State(starter): State<Starter>,
     Path(agent_id): Path<String>,
     ApiJson(request): ApiJson<app::protocol::ToolResultRequest>,
-) -> Result<(StatusCode, Json<RunAccepted>), ApiError> {
-    let agent_id = parse_agent_id(&agent_id)?;
+) -> Accepted {
     let output = match (request.output, request.error) {
         (Some(output), None) => Ok(output),
         (None, Some(error)) => Err(error),
@@ -109,9 +118,7 @@ pub async fn answer_tool_result(
             ))
         }
     };
-    let decision = crate::agent::approval::ApprovalDecision::returned(request.call_id, output);
-    let started = starter.answer_approval(agent_id, decision, RunOptions::default()).await?;
-    Ok(accepted(agent_id, started.run_id))
+    answer(&starter, &agent_id, ApprovalDecision::returned(request.call_id, output)).await
 }
 
 pub async fn cancel_run(
