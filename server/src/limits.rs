@@ -237,14 +237,17 @@ pub const CHUNK_BYTES_MAX: usize = 640;
 pub const CHUNK_RAW_BYTES_MAX: usize = 8 * 1024;
 
 /// Bytes of contents, commas and varints one row of stream messages holds at most. Larger than
-/// a run row's: the messages of one append are written once, never extended by a later commit,
-/// so a row in overflow pages costs nothing more to write.
+/// a run row's: the messages of one append are written once, never extended by a later commit.
+/// Such a row spills past the ~1 000 bytes a cell of the log keeps on its 4 KiB page (the log
+/// is a `WITHOUT ROWID` table, an index B-tree), and each comparison of a later insert's descent
+/// that lands on it copies it whole; fewer rows still win: capped at 640 bytes, so that none
+/// spilled, 64-message appends were ~17 % slower (more rows to insert and index).
 pub const MESSAGE_ROW_BYTES_MAX: usize = 32 * 1024;
 
 /// Bytes of contents, commas and varints one row of single-message appends holds at most (the
-/// fold joins such appends of one stream). Smaller than a row of one append's messages: each
-/// fold step that adds to the row writes it again, so it stays within a 4 KiB page's local
-/// payload (~40 messages of 45 bytes), as a run row does.
+/// fold joins such appends of one stream, ~40 messages of 45 bytes). Smaller than a row of one
+/// append's messages: each fold step that adds to the row writes it again (and a row past
+/// ~1 000 bytes writes its overflow page too).
 pub const SINGLES_ROW_BYTES_MAX: usize = 2 * 1024;
 
 // SQLite's newest rows (store/sqlite/recent.rs): committed, not yet moved into `events`
