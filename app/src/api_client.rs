@@ -3,9 +3,7 @@
 use gloo_net::http::{Request, Response};
 use uuid::Uuid;
 
-use crate::protocol::{
-    Agent, CreateAgentRequest, CreateRunRequest, ErrorBody, EventsPage, RunAccepted,
-};
+use crate::protocol::{Agent, CreateRunRequest, ErrorBody, EventsPage, RunAccepted};
 
 /// `path` on this page's origin.
 fn url(path: &str) -> String {
@@ -57,14 +55,6 @@ async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> Result<T, String
 
 fn network(error: gloo_net::Error) -> String {
     format!("network error: {error}")
-}
-
-pub async fn list_agents() -> Result<Vec<Agent>, String> {
-    get_json(&url("/v1/agents")).await
-}
-
-pub async fn create_agent(request: &CreateAgentRequest) -> Result<Agent, String> {
-    send_json(Request::post(&url("/v1/agents")), request).await
 }
 
 /// Starts a run for `content`, offering the model `client_tools` (the tools this page runs).

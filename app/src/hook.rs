@@ -316,13 +316,16 @@ mod client {
         // Whatever is still buffered counts as received: fold it before choosing the cursor.
         buffer.flush();
         let cursor = signals.timeline.with_untracked(Timeline::last_seq);
-        let mut newest_seen = match fill(agent_id, buffer, cursor, None).await {
-            Ok(newest) => newest,
-            Err(message) => return SessionEnd::Failed(message),
-        };
+        // The socket's handshake runs while the catch-up is read: the subscription goes out as
+        // soon as both are done, a round trip sooner than one after the other (on a 150 ms link,
+        // the live view is live 150 ms earlier). Nothing arrives on it before it subscribes.
         let socket = match WebSocket::open(&api_client::websocket_url()) {
             Ok(socket) => socket,
             Err(error) => return SessionEnd::Failed(format!("cannot open the socket: {error}")),
+        };
+        let mut newest_seen = match fill(agent_id, buffer, cursor, None).await {
+            Ok(newest) => newest,
+            Err(message) => return SessionEnd::Failed(message),
         };
         let (mut sender, mut receiver) = socket.split();
         // A live view only needs the merged text of what it fell behind on (a tab that slept, a

@@ -107,6 +107,16 @@ test("the copy button copies the code exactly", async ({ page, context, request 
   await page.locator(".message.kind-text .copy-code").click();
   await expect(page.locator(".message.kind-text .copy-code")).toHaveText("Copied");
   expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(CODE);
+  // The history page is HTML with one island, its timeline: hydrated, its buttons copy too —
+  // the code, and a message's Markdown as the log has it.
+  await page.evaluate(() => navigator.clipboard.writeText(""));
+  await page.goto(`/agents/${agentId}/history`);
+  await page.locator(".message.kind-text .copy-code").click();
+  await expect(page.locator(".message.kind-text .copy-code")).toHaveText("Copied");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(CODE);
+  await page.locator(".message.kind-text .copy-message").click();
+  await expect(page.locator(".message.kind-text .copy-message")).toHaveText("Copied");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(CORPUS);
 });
 
 const HOSTILE = [

@@ -15,7 +15,7 @@ use crate::inspect::{inspect, Lane, LaneKind};
 use crate::timeline::Timeline;
 
 /// The inspector of run `run_id` of the agent `history` holds.
-#[component]
+#[island]
 pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
     let agent_id = history.agent.id;
     let lines = super::branches::line_note(&history);

@@ -39,7 +39,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 // Named, so a browser does not ask for a /favicon.ico that is not there.
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
-                <HydrationScripts options/>
+                // Islands: the script hydrates each `<leptos-island>` of the page, nothing else.
+                <HydrationScripts options islands=true/>
                 <MetaTags/>
             </head>
             <body>
@@ -109,48 +110,18 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// `/`: the agents, and a form to create one.
+/// `/`: the agents, and a form to create one. Plain HTML, no island: the form posts to the
+/// server, which answers with the new agent's page (or a page saying why it could not).
 #[component]
 fn AgentsPage() -> impl IntoView {
-    // Read on the server before the page is sent: the list is there without JavaScript.
+    // Read on the server before the page is sent.
     let agents = resources::agents_resource();
-    let name = RwSignal::new(String::new());
-    let create_error = RwSignal::new(None::<String>);
-
-    let navigate = leptos_router::hooks::use_navigate();
-    let on_submit = move |event: leptos::ev::SubmitEvent| {
-        event.prevent_default();
-        let wanted_name = name.get_untracked().trim().to_owned();
-        let _ = (&navigate, &wanted_name);
-        #[cfg(feature = "hydrate")]
-        {
-            let navigate = navigate.clone();
-            leptos::task::spawn_local(async move {
-                let request = crate::protocol::CreateAgentRequest {
-                    name: (!wanted_name.is_empty()).then_some(wanted_name),
-                    ..Default::default()
-                };
-                match crate::api_client::create_agent(&request).await {
-                    Ok(agent) => navigate(&format!("/agents/{}", agent.id), Default::default()),
-                    Err(message) => create_error.set(Some(message)),
-                }
-            });
-        }
-    };
-
     view! {
         <h1>"Agents"</h1>
-        <form class="create-agent" method="post" action="/agents" on:submit=on_submit>
-            <input
-                type="text"
-                name="name"
-                placeholder="New agent name"
-                prop:value=move || name.get()
-                on:input=move |event| name.set(event_target_value(&event))
-            />
+        <form class="create-agent" method="post" action="/agents">
+            <input type="text" name="name" placeholder="New agent name"/>
             <button type="submit">"Create agent"</button>
         </form>
-        {move || create_error.get().map(|message| view! { <p class="error">{message}</p> })}
         <Suspense fallback=|| view! { <p class="muted">"Loading agents…"</p> }>
         {move || Suspend::new(async move { match agents.await {
             Err(message) => view! { <p class="error">{message}</p> }.into_any(),
@@ -257,25 +228,35 @@ fn HistoryPage() -> impl IntoView {
     move || match agent_id() {
         Some(agent_id) => with_history(agent_id, !main_line(), |history| {
             let agent_id = history.agent.id;
-            provide_context(shared::AgentOfPage(agent_id));
-            provide_context(branches::Branching::new(&history, None));
-            let lines = branches::line_note(&history);
-            let timeline = RwSignal::new(history.timeline).read_only();
+            let name = history.agent.name.clone();
             view! {
-                <h1>{history.agent.name}" · history"</h1>
+                <h1>{name}" · history"</h1>
                 <p class="muted">
                     <a href=format!("/agents/{agent_id}")>"Open the live view"</a>
                 </p>
-                {lines}
-                <div class="status-bar">
-                    <RunBar timeline/>
-                </div>
-                <div class="timeline-scroll history">
-                    <TimelineView timeline/>
-                </div>
+                <HistoryLines history/>
             }
         })
         .into_any(),
         None => not_an_agent_id().into_any(),
+    }
+}
+
+/// The history's lines and timeline: an island, so its copy buttons and branch switchers work
+/// once the page is hydrated (it does not follow the log: that is the live view).
+#[island]
+fn HistoryLines(history: AgentHistory) -> impl IntoView {
+    provide_context(shared::AgentOfPage(history.agent.id));
+    provide_context(branches::Branching::new(&history, None));
+    let lines = branches::line_note(&history);
+    let timeline = RwSignal::new(history.timeline).read_only();
+    view! {
+        {lines}
+        <div class="status-bar">
+            <RunBar timeline/>
+        </div>
+        <div class="timeline-scroll history">
+            <TimelineView timeline/>
+        </div>
     }
 }

@@ -1,5 +1,6 @@
-//! The pages' blocking resources: read through the server's [`HistorySource`] before any HTML
-//! is sent, loaded over REST (`crate::api_client`) after a client-side navigation.
+//! The pages' blocking resources, read through the server's [`HistorySource`] before any HTML is
+//! sent. Only the server reads them: the browser hydrates islands, which get what they need as
+//! props (`#[island]` in this module's parent), and never renders a page itself.
 
 use uuid::Uuid;
 
@@ -8,9 +9,8 @@ use crate::history::AgentHistory;
 use crate::history::HistorySourceHandle;
 use crate::protocol::Agent;
 
-/// The agents for the agents page, as a blocking resource: read on the server before any HTML
-/// is sent (so the page lists them without JavaScript), loaded over REST after a client-side
-/// navigation.
+/// The agents for the agents page, as a blocking resource: the page lists them without
+/// JavaScript.
 pub fn agents_resource() -> leptos::prelude::Resource<Result<Vec<Agent>, String>> {
     #[cfg(feature = "ssr")]
     let source = leptos::prelude::use_context::<HistorySourceHandle>();
@@ -19,7 +19,7 @@ pub fn agents_resource() -> leptos::prelude::Resource<Result<Vec<Agent>, String>
         move |_| {
             #[cfg(feature = "ssr")]
             let source = source.clone();
-            let load = async move {
+            async move {
                 #[cfg(feature = "ssr")]
                 {
                     match source {
@@ -27,27 +27,21 @@ pub fn agents_resource() -> leptos::prelude::Resource<Result<Vec<Agent>, String>
                         None => Err("the server has no history source".to_owned()),
                     }
                 }
-                #[cfg(all(feature = "hydrate", not(feature = "ssr")))]
+                #[cfg(not(feature = "ssr"))]
                 {
-                    crate::api_client::list_agents().await
+                    Err::<Vec<Agent>, String>(SERVER_ONLY.into())
                 }
-                #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
-                {
-                    Err::<Vec<Agent>, String>(
-                        "agents load only on the server or in the browser".into(),
-                    )
-                }
-            };
-            #[cfg(feature = "hydrate")]
-            let load = send_wrapper::SendWrapper::new(load);
-            load
+            }
         },
     )
 }
 
-/// The history of `agent_id` as a blocking resource: on the server it is read from the store
-/// before any HTML is sent and serialized into the page; in the browser the serialized value is
-/// used as is, and only a client-side navigation loads it (over REST).
+/// What a resource says where it was never meant to be read.
+#[cfg(not(feature = "ssr"))]
+const SERVER_ONLY: &str = "pages are read on the server";
+
+/// The history of `agent_id` as a blocking resource, read from the store before any HTML is
+/// sent; the islands that draw it get it as their props.
 pub fn history_resource(
     agent_id: Uuid,
     follow_current: bool,
@@ -61,7 +55,7 @@ pub fn history_resource(
         move |agent_id| {
             #[cfg(feature = "ssr")]
             let (source, response) = (source.clone(), response.clone());
-            let load = async move {
+            async move {
                 #[cfg(feature = "ssr")]
                 {
                     let Some(source) = source else {
@@ -86,22 +80,12 @@ pub fn history_resource(
                         }
                     }
                 }
-                #[cfg(all(feature = "hydrate", not(feature = "ssr")))]
+                #[cfg(not(feature = "ssr"))]
                 {
-                    crate::api_client::load_history(agent_id, follow_current).await
+                    let _ = (agent_id, follow_current);
+                    Err::<AgentHistory, String>(SERVER_ONLY.into())
                 }
-                #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
-                {
-                    Err::<AgentHistory, String>(format!(
-                        "history of {agent_id} ({follow_current}) loads only on the server or in \
-                         the browser"
-                    ))
-                }
-            };
-            // Browser futures are not Send; the browser runs one thread, so this is sound.
-            #[cfg(feature = "hydrate")]
-            let load = send_wrapper::SendWrapper::new(load);
-            load
+            }
         },
     )
 }
