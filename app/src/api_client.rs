@@ -14,8 +14,9 @@ fn origin() -> String {
     web_sys::window().and_then(|window| window.location().origin().ok()).unwrap_or_default()
 }
 
-/// `ws://host/v1/ws`, or `wss://` when the page came over HTTPS.
-pub fn websocket_url() -> String {
+/// `ws://host/v1/ws?subscribe=…`, or `wss://` when the page came over HTTPS: a socket that
+/// opens subscribed to `agent_id` after `since`, runs of token appends merged (`coalesce`).
+pub fn subscribed_socket_url(agent_id: Uuid, since: u64) -> String {
     let origin = origin();
     let socket_origin = if let Some(rest) = origin.strip_prefix("https://") {
         format!("wss://{rest}")
@@ -24,7 +25,7 @@ pub fn websocket_url() -> String {
     } else {
         origin
     };
-    format!("{socket_origin}/v1/ws")
+    format!("{socket_origin}/v1/ws?subscribe={agent_id}&since={since}&coalesce=true")
 }
 
 async fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T, String> {

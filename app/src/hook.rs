@@ -1,8 +1,10 @@
 //! `use_agent_messages`: one agent's log as reactive signals.
 //!
-//! Loads history over REST (or starts from history the server already folded into the page),
-//! subscribes on the WebSocket from the timeline's cursor, folds every batch into the shared
-//! [`Timeline`], fills gaps with `GET …/events?since=`, drops duplicates, and reconnects with
+//! Starts from history the server already folded into the page (or from nothing), opens a
+//! WebSocket subscribed from the timeline's cursor (the server's catch-up, then live events;
+//! after a reconnect, what it missed is read over REST first, pages at once), folds every batch
+//! into the shared [`Timeline`], fills holes with `GET …/events?since=`, drops duplicates, and
+//! reconnects with
 //! bounded exponential backoff and jitter. Incoming events are buffered and folded at most once
 //! per animation frame, so the DOM updates at most once per frame however fast tokens arrive.
 //! The network side only exists in the browser build: during server rendering the signals keep
@@ -96,7 +98,7 @@ mod client {
 
     use futures::channel::{mpsc, oneshot};
     use futures::future::{select, Either};
-    use futures::{SinkExt, StreamExt};
+    use futures::StreamExt;
     use gloo_net::websocket::{futures::WebSocket, Message};
     use leptos::prelude::*;
     use uuid::Uuid;
@@ -106,17 +108,18 @@ mod client {
     use super::{ConnectionState, Signals};
     use crate::api_client;
     use crate::event::AgentEvent;
-    use crate::protocol::{frame::LogFrame, ClientMessage};
+    use crate::protocol::frame::LogFrame;
     use crate::timeline::Timeline;
 
     /// First retry waits about this long; each further one doubles it.
     const RECONNECT_DELAY_INITIAL_MS: u32 = 250;
     /// No retry waits longer than this, however many attempts failed.
     const RECONNECT_DELAY_MAX_MS: u32 = 10_000;
-    /// Events asked for per REST page while catching up or filling a gap.
+    /// Events asked for per REST page while filling a hole.
     const FILL_PAGE_EVENTS: u32 = 1000;
-    /// Pages read at once while catching up: seqs have no holes, so once the first page told the
-    /// head, the cursor of every later page is known without waiting for the one before.
+    /// Pages read at once while filling a hole: seqs have no holes in the log, so once the first
+    /// page told the head, the cursor of every later page is known without waiting for the one
+    /// before.
     const FILL_PAGES_IN_FLIGHT_MAX: usize = 4;
     /// Events buffered for the next animation frame at most. Hidden tabs get no frames; past this
     /// the buffer is folded at once, so it never grows without bound.
@@ -221,6 +224,7 @@ mod client {
         // Dropped when this function returns: the view is gone, its listeners go too.
         let (mut network, _listeners) = network_changes();
         let mut failed_attempts: u32 = 0;
+        let mut sessions: u32 = 0;
         loop {
             if browser_online() {
                 signals.connection.set(if failed_attempts == 0 {
@@ -228,7 +232,10 @@ mod client {
                 } else {
                     ConnectionState::Reconnecting
                 });
-                match session(agent_id, signals, &buffer, &mut stop, &mut network).await {
+                let reconnect = sessions > 0;
+                sessions = sessions.saturating_add(1);
+                match session(agent_id, signals, &buffer, &mut stop, &mut network, reconnect).await
+                {
                     SessionEnd::Stopped => return,
                     SessionEnd::Failed(message) => {
                         signals.error.set(Some(message));
@@ -312,29 +319,30 @@ mod client {
         buffer: &FrameBuffer,
         stop: &mut oneshot::Receiver<()>,
         network: &mut mpsc::Receiver<bool>,
+        reconnect: bool,
     ) -> SessionEnd {
         // Whatever is still buffered counts as received: fold it before choosing the cursor.
         buffer.flush();
-        let cursor = signals.timeline.with_untracked(Timeline::last_seq);
-        // The socket's handshake runs while the catch-up is read: the subscription goes out as
-        // soon as both are done, a round trip sooner than one after the other (on a 150 ms link,
-        // the live view is live 150 ms earlier). Nothing arrives on it before it subscribes.
-        let socket = match WebSocket::open(&api_client::websocket_url()) {
+        let mut newest_seen = signals.timeline.with_untracked(Timeline::last_seq);
+        // After a reconnect the view may be far behind (a tab that slept, a long outage): that
+        // is read over REST first, several pages at once. The first session's cursor is the
+        // server-rendered page's, a moment old.
+        if reconnect {
+            newest_seen = match fill(agent_id, buffer, newest_seen, None).await {
+                Ok(newest) => newest,
+                Err(message) => return SessionEnd::Failed(message),
+            };
+        }
+        // The socket's URL subscribes from the cursor (a live view merges what it fell behind
+        // on: the server may merge runs of token appends, the timeline folds them): the server
+        // answers `subscribed` with the handshake and sends the catch-up, then live events. A
+        // `subscribe` message would wait for the socket to open, a round trip later (on a
+        // 150 ms link the live view was live 150 ms later).
+        let url = api_client::subscribed_socket_url(agent_id, newest_seen);
+        let mut receiver = match WebSocket::open(&url) {
             Ok(socket) => socket,
             Err(error) => return SessionEnd::Failed(format!("cannot open the socket: {error}")),
         };
-        let mut newest_seen = match fill(agent_id, buffer, cursor, None).await {
-            Ok(newest) => newest,
-            Err(message) => return SessionEnd::Failed(message),
-        };
-        let (mut sender, mut receiver) = socket.split();
-        // A live view only needs the merged text of what it fell behind on (a tab that slept, a
-        // slow link): the server may merge runs of token appends; the timeline folds them.
-        let subscribe = ClientMessage::Subscribe { agent_id, since: newest_seen, coalesce: true };
-        let text = serde_json::to_string(&subscribe).expect("client messages serialize");
-        if let Err(error) = sender.send(Message::Text(text)).await {
-            return SessionEnd::Failed(format!("cannot subscribe: {error}"));
-        }
         loop {
             let frame = match select(select(receiver.next(), network.next()), &mut *stop).await {
                 Either::Left((Either::Left((frame, _)), _)) => frame,

@@ -163,16 +163,23 @@ test("the live view arrives server-rendered and hydrates without refetching hist
   expect(html).toContain("Render me on the server");
   expect(html).toContain(serverText.split(" ").slice(0, 4).join(" "));
 
-  // Hydration asks only for what came after the server-rendered cursor, never the whole log.
+  // Hydration asks only for what came after the server-rendered cursor, never the whole log:
+  // its socket opens subscribed from the page's last seq, and nothing is read over REST.
   const eventRequests: string[] = [];
+  const sockets: string[] = [];
   page.on("request", (sent) => {
     if (sent.url().includes("/events")) eventRequests.push(sent.url());
   });
+  page.on("websocket", (socket) => sockets.push(socket.url()));
+  const head = (await (await request.get(`/v1/agents/${agentId}/events?limit=1`)).json()).head_seq;
+  expect(head).toBeGreaterThan(0);
   await page.reload();
   await expect(page.locator(".connection")).toHaveAttribute("data-state", "live");
   await expect(page.locator(".message.kind-text .body")).toHaveText(serverText);
-  expect(eventRequests.length).toBeGreaterThan(0);
-  for (const url of eventRequests) expect(url).not.toContain("since=0&");
+  expect(sockets).toEqual([
+    expect.stringContaining(`/v1/ws?subscribe=${agentId}&since=${head}&coalesce=true`),
+  ]);
+  expect(eventRequests).toEqual([]);
 });
 
 test("without JavaScript the forms still create an agent and send a message", async ({

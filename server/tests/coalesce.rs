@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use app::protocol::ServerMessage;
 use app::AgentEvent;
 use common::{assert_ranges_contiguous, fold, TestServer};
 
@@ -47,6 +48,21 @@ async fn a_coalesced_resume_merges_the_catch_up_then_goes_live() {
     client.subscribe_with(agent_id, 0, true).await;
     let (replayed, _) = client.receive_until_run_end().await;
     assert_merged(&replayed, &history);
+
+    // The live view's way: the socket's URL subscribes, and the same catch-up comes without a
+    // word sent on it.
+    let mut opened = server
+        .connect_with(Some(&format!("subscribe={agent_id}&since=0&coalesce=true")))
+        .await
+        .unwrap();
+    match opened.receive().await {
+        ServerMessage::Subscribed { agent_id: subscribed, since: 0, .. } => {
+            assert_eq!(subscribed, agent_id)
+        }
+        other => panic!("expected subscribed, got {other:?}"),
+    }
+    let (opened_replay, _) = opened.receive_until_run_end().await;
+    assert_merged(&opened_replay, &history);
 
     // The same subscription carries on live, from the seq after the merged catch-up.
     let second_run = server.start_run(agent_id, "two").await;

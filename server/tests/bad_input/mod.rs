@@ -103,6 +103,37 @@ async fn bad_websocket_messages_get_error_frames_and_the_socket_stays_open() {
 }
 
 #[tokio::test]
+async fn a_bad_subscription_in_the_socket_url_is_refused_before_the_upgrade() {
+    let (server, agent) = TestServer::start().await.with_agent().await;
+    let cases = [
+        ("subscribe=nope".to_owned(), "invalid_id", "\"nope\""),
+        ("since=3".to_owned(), "invalid_query", "subscribe={agent_id}"),
+        ("coalesce=true".to_owned(), "invalid_query", "subscribe={agent_id}"),
+        (format!("subscribe={agent}&since=-1"), "invalid_query", "since=\"-1\""),
+        (format!("subscribe={agent}&coalesce=maybe"), "invalid_query", "coalesce=\"maybe\""),
+    ];
+    for (query, code, named) in cases {
+        let Err((status, body)) = server.connect_with(Some(&query)).await else {
+            panic!("?{query} opened a socket");
+        };
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some(code)), "?{query}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "?{query}: {message}");
+    }
+    // An agent that is not there is the subscription's own refusal, as for a message.
+    let stranger = Uuid::new_v4();
+    let mut client = server.connect_with(Some(&format!("subscribe={stranger}"))).await.unwrap();
+    match client.receive().await {
+        ServerMessage::Error { code, agent_id, .. } => {
+            assert_eq!((code.as_str(), agent_id), ("unknown_agent", Some(stranger)));
+        }
+        other => panic!("expected unknown_agent, got {other:?}"),
+    }
+    assert_eq!(row_counts(&server).await, (1, 0), "bad input wrote something");
+}
+
+#[tokio::test]
 async fn an_oversized_websocket_frame_closes_only_that_socket() {
     let server = TestServer::start().await;
     let mut reckless = server.connect().await;

@@ -326,8 +326,24 @@ impl TestServer {
     }
 
     pub async fn connect(&self) -> WsClient {
-        let (stream, _) = tokio_tungstenite::connect_async(&self.ws_url).await.unwrap();
-        WsClient { stream }
+        self.connect_with(None).await.unwrap()
+    }
+
+    /// A socket opened with `query` in its URL (`subscribe=…&since=…`); the refusal of the
+    /// handshake when the server answers with an HTTP status instead.
+    pub async fn connect_with(&self, query: Option<&str>) -> Result<WsClient, (u16, String)> {
+        let url = match query {
+            Some(query) => format!("{}?{query}", self.ws_url),
+            None => self.ws_url.clone(),
+        };
+        match tokio_tungstenite::connect_async(&url).await {
+            Ok((stream, _)) => Ok(WsClient { stream }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let body = response.body().clone().unwrap_or_default();
+                Err((response.status().as_u16(), String::from_utf8_lossy(&body).into_owned()))
+            }
+            Err(error) => panic!("cannot open {url}: {error}"),
+        }
     }
 
     /// A WebSocket client whose socket receive buffer is tiny, so that a client which stops

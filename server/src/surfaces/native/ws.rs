@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use app::protocol::{ClientMessage, ServerMessage};
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::{Sink, SinkExt, Stream, StreamExt};
+use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -29,6 +30,7 @@ use crate::delivery::subscription::{self, Form, Outbound};
 use crate::http::auth::Access;
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
+use crate::http::params::{parse_agent_id, CountQuery};
 use crate::http::token::Scope;
 use crate::metrics::Metrics;
 use crate::store::ClusterStore;
@@ -48,6 +50,37 @@ pub const WS_WRITE_BUFFER_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// as in HTTP's 401): reconnect with a fresh token.
 pub const WS_CLOSE_TOKEN_EXPIRED: u16 = 4401;
 
+/// `GET /v1/ws?subscribe={agent_id}&since=N&coalesce=true`: the socket opens already subscribed,
+/// as if its first message were that `subscribe` — the `subscribed` frame comes back with the
+/// handshake, a round trip sooner than a message sent once the socket is open (the live view's
+/// first connection on a slow link). Every parameter is optional; without `subscribe`, neither
+/// of the others may be given.
+#[derive(Debug, Deserialize)]
+pub struct OpenQuery {
+    subscribe: Option<String>,
+    #[serde(flatten)]
+    cursor: CountQuery,
+}
+
+impl OpenQuery {
+    /// The subscription the query asks for, if any; a bad value is a 400 that names it.
+    fn subscription(&self) -> Result<Option<ClientMessage>, ApiError> {
+        let since = self.cursor.since_value()?;
+        let coalesce = self.cursor.coalesce_value()?;
+        let Some(agent_id) = self.subscribe.as_deref() else {
+            if since.is_some() || coalesce {
+                return Err(ApiError::bad_request(
+                    "invalid_query",
+                    "since= and coalesce= open a subscription only with subscribe={agent_id}",
+                ));
+            }
+            return Ok(None);
+        };
+        let agent_id = parse_agent_id(agent_id)?;
+        Ok(Some(ClientMessage::Subscribe { agent_id, since: since.unwrap_or(0), coalesce }))
+    }
+}
+
 // An axum handler: each argument is an extractor.
 #[allow(clippy::too_many_arguments)]
 pub async fn upgrade(
@@ -58,8 +91,13 @@ pub async fn upgrade(
     caller: Caller,
     held: Option<axum::Extension<crate::http::subjects::HeldSlot>>,
     headers: axum::http::HeaderMap,
+    Query(query): Query<OpenQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    let first = match query.subscription() {
+        Ok(first) => first,
+        Err(error) => return error.into_response(),
+    };
     if !crate::http::auth::origin_allowed(&headers, &access.allowed_origins) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
@@ -90,19 +128,20 @@ pub async fn upgrade(
         .on_upgrade(move |socket: WebSocket| async move {
             let (sink, stream) = socket.split();
             let cluster = starter.cluster.clone();
-            serve_socket(feeds, starter, cluster, caller, sink, stream).await;
+            serve_socket(feeds, starter, cluster, caller, first, sink, stream).await;
             // The connection's slots (the server's, and its token subject's) go with it.
             drop((permit, held));
         })
 }
 
 /// Runs one connection until the client leaves, the server shuts down or (a scoped token) the
-/// token expires.
+/// token expires. `first` is handled before anything is read: a subscription the URL asked for.
 pub async fn serve_socket<W, R>(
     feeds: Feeds,
     starter: Starter,
     cluster: Option<Arc<dyn ClusterStore>>,
     caller: Caller,
+    first: Option<ClientMessage>,
     sink: W,
     mut stream: R,
 ) where
@@ -128,6 +167,9 @@ pub async fn serve_socket<W, R>(
     tokio::pin!(expiry);
     let mut connection =
         Connection { feeds, starter, cluster, caller, out, subscriptions: HashMap::new() };
+    if let Some(message) = first {
+        connection.handle(message).await;
+    }
     loop {
         let frame = tokio::select! {
             _ = &mut expiry => {
