@@ -54,6 +54,7 @@ pub struct AgentEvent {
     /// Provider, model, timings.
     #[serde(default)]
     pub metadata: Value,
+    #[serde(deserialize_with = "crate::time::deserialize")]
     pub created_at: DateTime<Utc>,
 }
 

@@ -6,6 +6,7 @@
 //! - [`coalesce`]: merging runs of token deltas into one event, for subscribers that fall behind.
 //! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
 //! - [`inspect`]: one run as lanes on its own clock, for the run inspector.
+//! - [`time`]: RFC 3339 times read from JSON without chrono's general parser.
 //! - [`markdown`]: messages rendered to safe HTML, the same on the server and in the browser.
 //! - [`hook`]: `use_agent_messages`, the log as reactive signals (network side in `hydrate` only).
 //! - [`pages`]: the Leptos pages, rendered on the server (`ssr`) and hydrated in the browser.
@@ -26,6 +27,7 @@ pub mod pages;
 pub mod protocol;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod time;
 pub mod timeline;
 
 #[cfg(feature = "hydrate")]

@@ -30,6 +30,7 @@ pub struct Agent {
     pub tags: Vec<String>,
     /// The seq of the newest committed event (0 = empty log).
     pub head_seq: u64,
+    #[serde(deserialize_with = "crate::time::deserialize")]
     pub created_at: DateTime<Utc>,
     /// The user it was created for (a scoped token's `sub`, or the operator's `owner`): it
     /// lists under that user, and no other user's token reaches it.
@@ -186,7 +187,9 @@ pub struct RunInfo {
     pub agent_id: Uuid,
     /// `running`, `completed`, `failed` or `cancelled`.
     pub status: String,
+    #[serde(deserialize_with = "crate::time::deserialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(default, deserialize_with = "crate::time::deserialize_option")]
     pub completed_at: Option<DateTime<Utc>>,
     pub stop_reason: Option<String>,
     pub background: bool,

@@ -43,9 +43,17 @@ pub struct TimelineBlock {
     pub message_ids: Vec<Uuid>,
     /// When the block's first and newest events were made (their `created_at`; a merged
     /// event counts at its last event's time): how long an LLM call or a tool call took.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::deserialize_option"
+    )]
     pub first_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::deserialize_option"
+    )]
     pub last_at: Option<DateTime<Utc>>,
     /// Events of the block (a merged event counts the seqs it stands for): for a model call,
     /// about one per token.
@@ -103,9 +111,17 @@ pub struct RunSummary {
     pub thread_ids: Vec<Uuid>,
     /// When the run started and ended (`created_at` of its `run_started` and of its end): the
     /// log's own clock, no other.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::deserialize_option"
+    )]
     pub started_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::deserialize_option"
+    )]
     pub ended_at: Option<DateTime<Utc>>,
     /// For a run that carries out a person's answer to an approval request: the first run of
     /// the turn it continues (`run_started`'s `metadata.continues`).
