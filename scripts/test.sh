@@ -84,6 +84,9 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # the shipped one), so it gets a clippy run of its own.
 run_suite "clippy (frontend and app, wasm32)" \
   cargo clippy -p app -p frontend --target wasm32-unknown-unknown -- -D warnings
+# …and the run inspector's bundle, whose islands are chosen by a feature (xtask/src/project.rs).
+run_suite "clippy (the inspector's bundle, wasm32)" cargo clippy -p app -p frontend \
+  --target wasm32-unknown-unknown --features frontend/inspector -- -D warnings
 run_suite "xtask (cargo test, clippy-checked)" cargo test -p xtask
 # The module graph: no circle between files and no arrow up the floors beyond the known ones
 # (xtask/deps-known.txt, being taken apart; ARCHITECTURE.md, "Code map").

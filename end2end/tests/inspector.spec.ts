@@ -43,12 +43,21 @@ test("a run's lanes: its message, each model call and each tool, with their figu
 });
 
 test("the inspector follows a run while it goes", async ({ page, request }) => {
+  // Each page loads one bundle: the live view the main one, the inspector its own (the main
+  // bundle carries no inspector, the inspector's nothing else).
+  const bundles: string[] = [];
+  page.on("request", (sent) => {
+    if (sent.url().endsWith(".wasm")) bundles.push(new URL(sent.url()).pathname);
+  });
   const agentId = await createAgent(request, "inspected live");
   await openLive(page, agentId);
+  expect(bundles).toEqual(["/pkg/agentstream.wasm"]);
   await send(page, "/tools slow 3");
   const link = page.locator(".run-header a.run-inspect").last();
   await expect(link).toBeVisible();
   await page.goto((await link.getAttribute("href"))!);
+  await expect.poll(() => bundles.length).toBe(2);
+  expect(bundles[1]).toBe("/pkg/inspector/pkg/agentstream.wasm");
   await expect(page.locator(".inspector")).toHaveAttribute("data-status", "running");
   await expect(page.locator(".lane.kind-tool")).toContainText("slow");
   await expect(page.locator(".inspector")).toHaveAttribute("data-status", "completed", { timeout: 20_000 });

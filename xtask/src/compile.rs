@@ -2,7 +2,7 @@
 //! the site from their output. The commands are the ones cargo-leptos runs for the same
 //! `[workspace.metadata.leptos]`, so both tools fill one target directory with the same files.
 
-use crate::project::Project;
+use crate::project::{Bundle, Project};
 use crate::site;
 use crate::step::{self, StepError};
 use std::path::PathBuf;
@@ -40,8 +40,8 @@ pub fn server_command(project: &Project, release: bool) -> Command {
     command
 }
 
-/// `cargo build` of the lib package for wasm32.
-pub fn bundle_command(project: &Project, release: bool) -> Command {
+/// `cargo build` of the lib package for wasm32, with the feature that makes `bundle`.
+pub fn bundle_command(project: &Project, bundle: &Bundle, release: bool) -> Command {
     let mut command = Command::new(cargo());
     command.current_dir(&project.root).args([
         "build",
@@ -54,6 +54,9 @@ pub fn bundle_command(project: &Project, release: bool) -> Command {
         "--profile",
         project.lib_profile(release),
     ]);
+    if let Some(feature) = bundle.feature {
+        command.args(["--features", feature]);
+    }
     command.envs(project.leptos_env());
     command
 }
@@ -76,7 +79,7 @@ pub fn build(project: &Project, release: bool, parts: Parts) -> Result<(), StepE
     } else {
         None
     };
-    let bundle = if parts.bundle { bundle(project, release) } else { Ok(()) };
+    let bundle = if parts.bundle { bundles(project, release) } else { Ok(()) };
     // A failed bundle stops the server's build at once: its error is the one to read, and a
     // build left running would hold the target directory's lock.
     if let Err(error) = bundle {
@@ -97,17 +100,24 @@ pub fn build(project: &Project, release: bool, parts: Parts) -> Result<(), StepE
     Ok(())
 }
 
-/// The wasm module, then its JavaScript, then (release) wasm-opt.
-fn bundle(project: &Project, release: bool) -> Result<(), StepError> {
-    step::run(
-        "compile the browser bundle (wasm32)",
-        bundle_command(project, release),
-        "read the compiler's messages above; after a toolchain change, \
-         `rustup target add wasm32-unknown-unknown`",
-    )?;
-    site::bindgen(project, release)?;
-    if release {
-        site::optimize(project)?;
+/// Each bundle in turn (they share the lib package's output file): the wasm module, then its
+/// JavaScript, then (release) wasm-opt.
+fn bundles(project: &Project, release: bool) -> Result<(), StepError> {
+    for bundle in project.bundles() {
+        let step = match bundle.feature {
+            None => "compile the browser bundle (wasm32)".to_owned(),
+            Some(feature) => format!("compile the {feature} page's bundle (wasm32)"),
+        };
+        step::run(
+            &step,
+            bundle_command(project, &bundle, release),
+            "read the compiler's messages above; after a toolchain change, \
+             `rustup target add wasm32-unknown-unknown`",
+        )?;
+        site::bindgen(project, &bundle, release)?;
+        if release {
+            site::optimize(project, &bundle)?;
+        }
     }
     Ok(())
 }

@@ -8,6 +8,20 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The parts of the leptos section this tool uses, with paths made absolute.
+/// Pages whose islands are a bundle of their own: the lib package's feature of that name
+/// builds it (only that page's islands), served from `<pkg>/<feature>/<pkg>/` — the run
+/// inspector's lanes are 16 KB of brotli the live view never runs (app/src/pages/mod.rs
+/// points the page's hydration script there).
+pub const PAGE_BUNDLES: [&str; 1] = ["inspector"];
+
+/// One wasm bundle of the site: which feature of the lib package builds it, and where its
+/// `<name>.js` and `<name>.wasm` go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    pub feature: Option<&'static str>,
+    pub pkg_dir: PathBuf,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
     /// The workspace's root directory.
@@ -91,6 +105,17 @@ impl Project {
         self.site_root.join(&self.site_pkg_dir)
     }
 
+    /// The site's wasm bundles: the lib package as is (every page but one), then one per page
+    /// whose islands build apart ([`PAGE_BUNDLES`]), each under the main bundle's directory.
+    pub fn bundles(&self) -> Vec<Bundle> {
+        let main = Bundle { feature: None, pkg_dir: self.pkg_dir() };
+        let pages = PAGE_BUNDLES.iter().map(|&feature| Bundle {
+            feature: Some(feature),
+            pkg_dir: self.pkg_dir().join(feature).join(&self.site_pkg_dir),
+        });
+        std::iter::once(main).chain(pages).collect()
+    }
+
     /// The cargo profile of the wasm build.
     pub fn lib_profile(&self, release: bool) -> &str {
         if release {
@@ -156,6 +181,16 @@ mod tests {
         assert_eq!(project.output_name, "agentstream");
         assert_eq!(project.site_root, PathBuf::from("/w/target/site"));
         assert_eq!(project.pkg_dir(), PathBuf::from("/w/target/site/pkg"));
+        let bundles = project.bundles();
+        let places: Vec<_> =
+            bundles.iter().map(|bundle| (bundle.feature, bundle.pkg_dir.clone())).collect();
+        assert_eq!(
+            places,
+            [
+                (None, PathBuf::from("/w/target/site/pkg")),
+                (Some("inspector"), PathBuf::from("/w/target/site/pkg/inspector/pkg")),
+            ]
+        );
         assert_eq!(project.style_file, Some(PathBuf::from("/w/style/main.css")));
         assert_eq!(
             project.wasm_artifact(true),

@@ -3,7 +3,7 @@
 //! (`<site-root>/<site-pkg-dir>/<name>.{js,wasm,css}` and the assets at the site's root), exactly
 //! the files cargo-leptos writes.
 
-use crate::project::Project;
+use crate::project::{Bundle, Project};
 use crate::step::{self, StepError};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,8 @@ use std::time::Instant;
 /// npm's 132 (end2end/package.json) works.
 const WASM_OPT_VERSION_MIN: u32 = 116;
 
-/// Writes the wasm bundle's JavaScript and module from the compiled lib package.
-pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
+/// Writes `bundle`'s JavaScript and module from the compiled lib package.
+pub fn bindgen(project: &Project, bundle: &Bundle, release: bool) -> Result<(), StepError> {
     let step = "generate the bundle's JavaScript (wasm-bindgen)";
     step::announce(step);
     let started = Instant::now();
@@ -28,7 +28,7 @@ pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
             "build the wasm module first (`cargo xtask build` does both)",
         ));
     }
-    let pkg_dir = project.pkg_dir();
+    let pkg_dir = &bundle.pkg_dir;
     let fail = |error: String| {
         StepError::new(
             step,
@@ -42,12 +42,14 @@ pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
         .web(true)
         .and_then(|bindgen| bindgen.generate_output())
         .map_err(|error| fail(format!("{error:#}")))?;
+    fs::create_dir_all(pkg_dir)
+        .map_err(|error| fail(format!("cannot create {}: {error}", pkg_dir.display())))?;
     output
-        .emit(&pkg_dir)
+        .emit(pkg_dir)
         .map_err(|error| fail(format!("cannot write to {}: {error:#}", pkg_dir.display())))?;
     // leptos's hydration script loads `<name>.wasm`, not wasm-bindgen's `<name>_bg.wasm`.
     let emitted = pkg_dir.join(format!("{}_bg.wasm", project.output_name));
-    let wasm = wasm_file(project);
+    let wasm = wasm_file(project, bundle);
     fs::rename(&emitted, &wasm).map_err(|error| {
         fail(format!("cannot rename {} to {}: {error}", emitted.display(), wasm.display()))
     })?;
@@ -55,13 +57,13 @@ pub fn bindgen(project: &Project, release: bool) -> Result<(), StepError> {
     Ok(())
 }
 
-/// The bundle's module as the server serves it.
-pub fn wasm_file(project: &Project) -> PathBuf {
-    project.pkg_dir().join(format!("{}.wasm", project.output_name))
+/// A bundle's module as the server serves it.
+pub fn wasm_file(project: &Project, bundle: &Bundle) -> PathBuf {
+    bundle.pkg_dir.join(format!("{}.wasm", project.output_name))
 }
 
 /// Shrinks the release module with binaryen's `wasm-opt -Oz`, as cargo-leptos does.
-pub fn optimize(project: &Project) -> Result<(), StepError> {
+pub fn optimize(project: &Project, bundle: &Bundle) -> Result<(), StepError> {
     let step = "optimise the wasm module (wasm-opt -Oz)";
     let wasm_opt = find_wasm_opt(project).map_err(|cause| {
         StepError::new(
@@ -70,7 +72,7 @@ pub fn optimize(project: &Project) -> Result<(), StepError> {
             "install npm's binaryen: `npm ci` in end2end/ (./scripts/run.sh does it)",
         )
     })?;
-    let wasm = wasm_file(project);
+    let wasm = wasm_file(project, bundle);
     let mut command = Command::new(&wasm_opt);
     command.args(["-Oz", "--enable-bulk-memory"]).arg(&wasm).arg("-o").arg(&wasm);
     step::run(
@@ -116,10 +118,15 @@ pub fn precompress(project: &Project, release: bool) -> Result<(), StepError> {
     let step = "compress the bundle (brotli, gzip)";
     let fail = |cause: String| StepError::new(step, cause, "check the disk has room and retry");
     let started = std::time::Instant::now();
-    let entries = fs::read_dir(project.pkg_dir())
-        .map_err(|error| fail(format!("cannot read {}: {error}", project.pkg_dir().display())))?;
-    for entry in entries {
-        let path = entry.map_err(|error| fail(error.to_string()))?.path();
+    let mut files = Vec::new();
+    for bundle in project.bundles() {
+        // A page's bundle directory is missing before its first build: nothing to compress.
+        let Ok(entries) = fs::read_dir(&bundle.pkg_dir) else { continue };
+        for entry in entries {
+            files.push(entry.map_err(|error| fail(error.to_string()))?.path());
+        }
+    }
+    for path in files {
         let wanted = path
             .extension()
             .and_then(|extension| extension.to_str())

@@ -15,7 +15,10 @@ use crate::inspect::{inspect, Lane, LaneKind};
 use crate::timeline::Timeline;
 
 /// The inspector of run `run_id` of the agent `history` holds.
-#[island]
+// The inspector bundle's island (the server draws it as one everywhere); in the main bundle a
+// plain component no page there uses.
+#[cfg_attr(not(all(feature = "hydrate", not(feature = "inspector-bundle"))), island)]
+#[cfg_attr(all(feature = "hydrate", not(feature = "inspector-bundle")), component)]
 pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
     let agent_id = history.agent.id;
     let lines = super::branches::line_note(&history);

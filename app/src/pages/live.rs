@@ -14,7 +14,9 @@ const FOLLOW_THRESHOLD_PX: i32 = 48;
 
 /// The live view of the line on screen: a switch to another line (or a new branch) swaps it for
 /// that line's, whose hook follows that line's log.
-#[island]
+// The main bundle's island; in the inspector's bundle a plain component no page there uses.
+#[cfg_attr(not(feature = "inspector-bundle"), island)]
+#[cfg_attr(feature = "inspector-bundle", component)]
 pub(super) fn LiveLines(history: AgentHistory) -> impl IntoView {
     let shown = RwSignal::new(history);
     move || view! { <LiveView history=shown.get() shown/> }

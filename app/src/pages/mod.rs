@@ -31,6 +31,12 @@ use timeline::TimelineView;
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     send_script_policy();
+    // Islands: the script hydrates each `<leptos-island>` of the page, nothing else, from the
+    // page's bundle.
+    let scripts = match page_bundle_root(&options.site_pkg_dir) {
+        Some(root) => view! { <HydrationScripts options islands=true root/> }.into_any(),
+        None => view! { <HydrationScripts options islands=true/> }.into_any(),
+    };
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -39,8 +45,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 // Named, so a browser does not ask for a /favicon.ico that is not there.
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
-                // Islands: the script hydrates each `<leptos-island>` of the page, nothing else.
-                <HydrationScripts options islands=true/>
+                {scripts}
                 <MetaTags/>
             </head>
             <body>
@@ -48,6 +53,29 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </body>
         </html>
     }
+}
+
+/// Where this page's bundle is, if not the main one: the run inspector loads a bundle of its
+/// own (`<pkg>/inspector/<pkg>/`: xtask builds it from the lib package's `inspector` feature,
+/// holding that page's island alone), so no other page carries the inspector's code.
+fn page_bundle_root(pkg_dir: &str) -> Option<String> {
+    #[cfg(feature = "ssr")]
+    {
+        let parts = use_context::<http::request::Parts>()?;
+        bundle_root(parts.uri.path(), pkg_dir)
+    }
+    #[cfg(not(feature = "ssr"))]
+    {
+        let _ = pkg_dir;
+        None
+    }
+}
+
+/// `/{pkg}/inspector` for a run inspector's path (`/agents/{id}/runs/{run_id}`), else `None`:
+/// the root the hydration script puts before `/{pkg}/{name}.js`.
+pub fn bundle_root(path: &str, pkg_dir: &str) -> Option<String> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(segments.as_slice(), ["agents", _, "runs", _]).then(|| format!("/{pkg_dir}/inspector"))
 }
 
 /// The page's Content-Security-Policy, the defence behind the Markdown renderer's own rules:
@@ -244,7 +272,8 @@ fn HistoryPage() -> impl IntoView {
 
 /// The history's lines and timeline: an island, so its copy buttons and branch switchers work
 /// once the page is hydrated (it does not follow the log: that is the live view).
-#[island]
+#[cfg_attr(not(feature = "inspector-bundle"), island)]
+#[cfg_attr(feature = "inspector-bundle", component)]
 fn HistoryLines(history: AgentHistory) -> impl IntoView {
     provide_context(shared::AgentOfPage(history.agent.id));
     provide_context(branches::Branching::new(&history, None));
@@ -258,5 +287,25 @@ fn HistoryLines(history: AgentHistory) -> impl IntoView {
         <div class="timeline-scroll history">
             <TimelineView timeline/>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_the_run_inspector_loads_its_own_bundle() {
+        let run = "/agents/7c1d/runs/9f2e";
+        let cases = [
+            (run, Some("/pkg/inspector")),
+            ("/agents/7c1d/runs/9f2e/", Some("/pkg/inspector")),
+            ("/agents/7c1d", None),
+            ("/agents/7c1d/history", None),
+            ("/agents/7c1d/runs", None),
+            ("/agents/7c1d/runs/9f2e/more", None),
+            ("/", None),
+        ];
+        for (path, root) in cases {
+            assert_eq!(super::bundle_root(path, "pkg").as_deref(), root, "{path}");
+        }
     }
 }
