@@ -46,7 +46,10 @@ if [ "$what" = run ] || [ "$what" = both ]; then
     sleep 2
   done
   run_seconds=$((SECONDS - started))
-  kill "$server"
+  # `$!` is the subshell that runs `fresh`; run.sh (exec'd by env) execs the server in its
+  # child, so stop the child first: killing the subshell alone left the server running.
+  pkill -TERM -P "$server" || true
+  kill "$server" 2>/dev/null || true
   wait "$server" || true
   grep -E "^==> .*(done in|ready in)" "$scratch/run.log" || true
   echo "run: the page was served $run_seconds s after ./scripts/run.sh started"
