@@ -82,8 +82,8 @@ pub async fn get_agent(agent_id: Uuid) -> Result<Agent, String> {
 /// Events read per page while folding history in the browser.
 const HISTORY_PAGE_EVENTS: u32 = 1000;
 
-/// The agent and its whole log folded, over REST (for client-side navigation); a conversation's
-/// current branch when `follow_current`.
+/// The agent and its whole log folded, over REST (the live view switching to another line of a
+/// conversation); a conversation's current branch when `follow_current`.
 pub async fn load_history(
     agent_id: Uuid,
     follow_current: bool,

@@ -2,9 +2,9 @@
 //!
 //! On the server the history is read from the store and folded by the same [`Timeline`] the
 //! browser uses; the folded timeline (bounded by content, not by the number of deltas) is
-//! serialized into the page, so the browser hydrates without refetching it and carries on folding
-//! live events from its cursor. When the browser navigates to an agent on its own, it loads the
-//! same thing over REST.
+//! serialized into the page as the props of the islands that draw it, so the browser hydrates
+//! without refetching it and carries on folding live events from its cursor. When the live view
+//! switches to another line of a conversation, it loads the same thing over REST.
 
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
