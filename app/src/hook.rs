@@ -224,7 +224,7 @@ mod client {
         // Dropped when this function returns: the view is gone, its listeners go too.
         let (mut network, _listeners) = network_changes();
         let mut failed_attempts: u32 = 0;
-        let mut sessions: u32 = 0;
+        let mut reconnect = false;
         loop {
             if browser_online() {
                 signals.connection.set(if failed_attempts == 0 {
@@ -232,10 +232,9 @@ mod client {
                 } else {
                     ConnectionState::Reconnecting
                 });
-                let reconnect = sessions > 0;
-                sessions = sessions.saturating_add(1);
-                match session(agent_id, signals, &buffer, &mut stop, &mut network, reconnect).await
-                {
+                let ended = session(agent_id, signals, &buffer, &mut stop, &mut network, reconnect);
+                reconnect = true;
+                match ended.await {
                     SessionEnd::Stopped => return,
                     SessionEnd::Failed(message) => {
                         signals.error.set(Some(message));

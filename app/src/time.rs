@@ -16,19 +16,16 @@ use serde::{Deserialize, Deserializer};
 /// any length (nanoseconds kept), second 60 for a leap second. `None` for anything else.
 pub fn parse_rfc3339(text: &str) -> Option<DateTime<Utc>> {
     let mut cursor = Cursor { bytes: text.as_bytes(), at: 0 };
-    let sign = match cursor.peek() {
-        Some(b'+') => 1,
-        Some(b'-') => -1,
-        _ => 0,
-    };
-    if sign != 0 {
+    let negative = cursor.peek() == Some(b'-');
+    if matches!(cursor.peek(), Some(b'+' | b'-')) {
         cursor.at += 1;
     }
     let year_digits = cursor.digits_run();
     if !(4..=6).contains(&year_digits) {
         return None;
     }
-    let year = sign_of(sign) * cursor.number_before(year_digits) as i32;
+    let year = cursor.number_before(year_digits) as i32;
+    let year = if negative { -year } else { year };
     cursor.expect(b"-")?;
     let month = cursor.two_digits()?;
     cursor.expect(b"-")?;
@@ -114,14 +111,6 @@ fn other_shapes(text: &str) -> Option<DateTime<Utc>> {
 #[cfg(target_arch = "wasm32")]
 fn other_shapes(_: &str) -> Option<DateTime<Utc>> {
     None
-}
-
-fn sign_of(sign: i32) -> i32 {
-    if sign < 0 {
-        -1
-    } else {
-        1
-    }
 }
 
 /// The decimal value of ASCII digits (at most nine: no overflow).

@@ -7,7 +7,6 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// The parts of the leptos section this tool uses, with paths made absolute.
 /// Pages whose islands are a bundle of their own: the lib package's feature of that name
 /// builds it (only that page's islands), served from `<pkg>/<feature>/<pkg>/` — the run
 /// inspector's lanes are 16 KB of brotli the live view never runs (app/src/pages/mod.rs
@@ -22,6 +21,7 @@ pub struct Bundle {
     pub pkg_dir: PathBuf,
 }
 
+/// The parts of the leptos section this tool uses, with paths made absolute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
     /// The workspace's root directory.

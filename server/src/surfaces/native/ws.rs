@@ -94,10 +94,6 @@ pub async fn upgrade(
     Query(query): Query<OpenQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let first = match query.subscription() {
-        Ok(first) => first,
-        Err(error) => return error.into_response(),
-    };
     if !crate::http::auth::origin_allowed(&headers, &access.allowed_origins) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
@@ -106,6 +102,10 @@ pub async fn upgrade(
         )
         .into_response();
     }
+    let first = match query.subscription() {
+        Ok(first) => first,
+        Err(error) => return error.into_response(),
+    };
     let Ok(permit) = connections.try_acquire_owned() else {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
