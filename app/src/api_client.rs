@@ -29,11 +29,13 @@ pub fn subscribed_socket_url(agent_id: Uuid, since: u64) -> String {
 }
 
 async fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T, String> {
-    if response.ok() {
-        return response.json::<T>().await.map_err(|error| format!("unreadable answer: {error}"));
-    }
     let status = response.status();
-    match response.json::<ErrorBody>().await {
+    let text = response.text().await.map_err(network)?;
+    if response.ok() {
+        return crate::json::read::<T>(&text)
+            .map_err(|error| format!("unreadable answer: {error}"));
+    }
+    match crate::json::read::<ErrorBody>(&text) {
         Ok(body) => Err(body.error.message),
         Err(_) => Err(format!("the server answered {status}")),
     }

@@ -7,6 +7,7 @@
 //! - [`timeline`]: the pure fold of a log into messages, shared by browser, server and tests.
 //! - [`inspect`]: one run as lanes on its own clock, for the run inspector.
 //! - [`time`]: RFC 3339 times read from JSON without chrono's general parser.
+//! - [`json`]: JSON read in the browser through one parser (a smaller bundle), and islands' props.
 //! - [`markdown`]: messages rendered to safe HTML, the same on the server and in the browser.
 //! - [`hook`]: `use_agent_messages`, the log as reactive signals (network side in `hydrate` only).
 //! - [`pages`]: the Leptos pages, rendered on the server (`ssr`) and hydrated in the browser.
@@ -22,6 +23,7 @@ pub mod event;
 pub mod history;
 pub mod hook;
 pub mod inspect;
+pub mod json;
 pub mod markdown;
 pub mod pages;
 pub mod protocol;

@@ -104,6 +104,14 @@ fn what_models_write_renders() {
         ("&copy; &hellip; &rarr; &nbsp;&apos;", &["<p>© … → \u{a0}&#39;</p>"]),
         ("&NotLessEqual; &bogus;", &["<p>&amp;NotLessEqual; &amp;bogus;</p>"]),
         ("&#169; &#x2192;", &["<p>© →</p>"]),
+        // Reference links match their definition ignoring ASCII case (VENDORED.md: no Unicode
+        // folding); a label that matches nothing stays text.
+        ("[The Docs] and [the docs]\n\n[THE DOCS]: https://example.com/docs", &[
+            "<p><a href=\"https://example.com/docs\" rel=\"noopener noreferrer nofollow\" \
+             target=\"_blank\">The Docs</a> and <a href=\"https://example.com/docs\"",
+            "target=\"_blank\">the docs</a></p>",
+        ]),
+        ("[nowhere]\n\n[elsewhere]: https://example.com", &["<p>[nowhere]</p>"]),
     ];
     for (markdown, wanted) in cases {
         let html = to_html(markdown);

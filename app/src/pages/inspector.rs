@@ -12,6 +12,7 @@ use super::run_header::{duration_text, outcome_text};
 use crate::history::AgentHistory;
 use crate::hook::{use_agent_messages_from, AgentMessages};
 use crate::inspect::{inspect, Lane, LaneKind};
+use crate::json::ServerProps;
 use crate::timeline::Timeline;
 
 /// The inspector of run `run_id` of the agent `history` holds.
@@ -19,7 +20,8 @@ use crate::timeline::Timeline;
 // plain component no page there uses.
 #[cfg_attr(not(all(feature = "hydrate", not(feature = "inspector-bundle"))), island)]
 #[cfg_attr(all(feature = "hydrate", not(feature = "inspector-bundle")), component)]
-pub(super) fn Inspector(history: AgentHistory, run_id: Uuid) -> impl IntoView {
+pub(super) fn Inspector(history: ServerProps<AgentHistory>, run_id: Uuid) -> impl IntoView {
+    let ServerProps(history) = history;
     let agent_id = history.agent.id;
     let lines = super::branches::line_note(&history);
     let AgentMessages { timeline, connection, .. } =

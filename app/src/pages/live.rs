@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::timeline::TimelineView;
 use crate::history::AgentHistory;
 use crate::hook::{use_agent_messages_from, AgentMessages};
+use crate::json::ServerProps;
 use crate::timeline::{RunStatus, Timeline};
 
 /// Within this many pixels of the bottom, the view counts as "at the bottom" and keeps following.
@@ -17,7 +18,8 @@ const FOLLOW_THRESHOLD_PX: i32 = 48;
 // The main bundle's island; in the inspector's bundle a plain component no page there uses.
 #[cfg_attr(not(feature = "inspector-bundle"), island)]
 #[cfg_attr(feature = "inspector-bundle", component)]
-pub(super) fn LiveLines(history: AgentHistory) -> impl IntoView {
+pub(super) fn LiveLines(history: ServerProps<AgentHistory>) -> impl IntoView {
+    let ServerProps(history) = history;
     let shown = RwSignal::new(history);
     move || view! { <LiveView history=shown.get() shown/> }
 }

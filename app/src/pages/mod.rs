@@ -11,6 +11,7 @@ use leptos_router::{
 use uuid::Uuid;
 
 use crate::history::AgentHistory;
+use crate::json::ServerProps;
 use resources::history_resource;
 
 mod approval;
@@ -221,9 +222,12 @@ fn not_an_agent_id() -> impl IntoView {
 fn AgentPage() -> impl IntoView {
     let agent_id = route_agent_id();
     move || match agent_id() {
-        Some(agent_id) => {
-            with_history(agent_id, true, |history| view! { <LiveLines history/> }).into_any()
-        }
+        Some(agent_id) => with_history(
+            agent_id,
+            true,
+            |history| view! { <LiveLines history=ServerProps(history)/> },
+        )
+        .into_any(),
         None => not_an_agent_id().into_any(),
     }
 }
@@ -238,7 +242,7 @@ fn InspectorPage() -> impl IntoView {
     move || match (agent_id(), run_id()) {
         // A run is in the log the link names (a conversation's own run is on its main line).
         (Some(agent_id), Some(run_id)) => with_history(agent_id, false, move |history| {
-            view! { <inspector::Inspector history run_id/> }
+            view! { <inspector::Inspector history=ServerProps(history) run_id/> }
         })
         .into_any(),
         _ => not_an_agent_id().into_any(),
@@ -262,7 +266,7 @@ fn HistoryPage() -> impl IntoView {
                 <p class="muted">
                     <a href=format!("/agents/{agent_id}")>"Open the live view"</a>
                 </p>
-                <HistoryLines history/>
+                <HistoryLines history=ServerProps(history)/>
             }
         })
         .into_any(),
@@ -274,7 +278,8 @@ fn HistoryPage() -> impl IntoView {
 /// once the page is hydrated (it does not follow the log: that is the live view).
 #[cfg_attr(not(feature = "inspector-bundle"), island)]
 #[cfg_attr(feature = "inspector-bundle", component)]
-fn HistoryLines(history: AgentHistory) -> impl IntoView {
+fn HistoryLines(history: ServerProps<AgentHistory>) -> impl IntoView {
+    let ServerProps(history) = history;
     provide_context(shared::AgentOfPage(history.agent.id));
     provide_context(branches::Branching::new(&history, None));
     let lines = branches::line_note(&history);

@@ -57,7 +57,7 @@ fn kind(text: &str) -> Result<String, serde_json::Error> {
         .filter(|kind| !kind.contains('\\'));
     match leading {
         Some(kind) => Ok(kind.to_owned()),
-        None => serde_json::from_str::<Tag>(text).map(|tag| tag.kind),
+        None => crate::json::read::<Tag>(text).map(|tag| tag.kind),
     }
 }
 
@@ -68,17 +68,17 @@ impl LogFrame {
         let kind = kind(text)?;
         Ok(match kind.as_str() {
             "subscribed" => {
-                let frame: Subscribed = serde_json::from_str(text)?;
+                let frame: Subscribed = crate::json::read(text)?;
                 LogFrame::Subscribed { head_seq: frame.head_seq }
             }
-            "events" => LogFrame::Events(serde_json::from_str::<Events>(text)?.events),
+            "events" => LogFrame::Events(crate::json::read::<Events>(text)?.events),
             "error" => {
-                let frame: Error = serde_json::from_str(text)?;
+                let frame: Error = crate::json::read(text)?;
                 LogFrame::Error { code: frame.code, message: frame.message }
             }
             _ => {
                 // The same rule as for the kinds read: the frame is one JSON object.
-                serde_json::from_str::<serde::de::IgnoredAny>(text)?;
+                crate::json::read::<serde::de::IgnoredAny>(text)?;
                 LogFrame::Other(kind)
             }
         })

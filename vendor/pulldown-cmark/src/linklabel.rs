@@ -20,7 +20,7 @@
 
 //! Link label parsing and matching.
 
-use unicase::UniCase;
+use core::hash::{Hash, Hasher};
 
 use crate::scanners::{is_ascii_punctuation, is_ascii_whitespace, scan_eol};
 use crate::strings::CowStr;
@@ -29,6 +29,41 @@ use crate::strings::CowStr;
 pub(crate) enum ReferenceLabel<'a> {
     Link(CowStr<'a>),
     Footnote(CowStr<'a>),
+}
+
+/// A label that matches another ignoring ASCII case (vendored change, VENDORED.md: upstream
+/// folds case with `unicase`'s Unicode tables, 6 KB of the browser's bundle; a label that
+/// differs from its definition only in the case of a non-ASCII letter no longer matches).
+#[derive(Clone, Debug)]
+pub(crate) struct UniCase<S>(S);
+
+impl<S> UniCase<S> {
+    pub(crate) fn new(label: S) -> Self {
+        UniCase(label)
+    }
+}
+
+impl<S: AsRef<str>> AsRef<str> for UniCase<S> {
+    fn as_ref(&self) -> &str {
+        self.0.as_ref()
+    }
+}
+
+impl<S: AsRef<str>> PartialEq for UniCase<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_ref().eq_ignore_ascii_case(other.0.as_ref())
+    }
+}
+
+impl<S: AsRef<str>> Eq for UniCase<S> {}
+
+impl<S: AsRef<str>> Hash for UniCase<S> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for byte in self.0.as_ref().bytes() {
+            state.write_u8(byte.to_ascii_lowercase());
+        }
+        state.write_u8(0xff);
+    }
 }
 
 pub(crate) type LinkLabel<'a> = UniCase<CowStr<'a>>;

@@ -22,13 +22,13 @@ const SERVER_FLOORS: Floors = Floors(&[
 ]);
 
 /// The app's floors: the pages; the browser's hook and calls, and history; the pure folds;
-/// the records; how the records read their times.
+/// the records; how the records read their times and JSON.
 const APP_FLOORS: Floors = Floors(&[
     &["", "pages"],
     &["hook", "api_client", "history"],
     &["timeline", "inspect", "approvals", "coalesce", "testing", "markdown", "branches"],
     &["protocol", "event"],
-    &["time"],
+    &["time", "json"],
 ]);
 
 const KNOWN: &str = "xtask/deps-known.txt";
