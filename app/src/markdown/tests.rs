@@ -102,6 +102,7 @@ fn what_models_write_renders() {
         // Named entities: HTML 4.01's and `&apos;` (vendor/pulldown-cmark/VENDORED.md); a name
         // outside them stays as written, like any `&name;` CommonMark does not know.
         ("&copy; &hellip; &rarr; &nbsp;&apos;", &["<p>© … → \u{a0}&#39;</p>"]),
+        ("&AElig; &zwnj;&amp; &zeta; &Aacute;", &["<p>Æ \u{200c}&amp; ζ Á</p>"]),
         ("&NotLessEqual; &bogus;", &["<p>&amp;NotLessEqual; &amp;bogus;</p>"]),
         ("&#169; &#x2192;", &["<p>© →</p>"]),
         // Reference links match their definition ignoring ASCII case (VENDORED.md: no Unicode
