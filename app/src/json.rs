@@ -78,6 +78,20 @@ mod tests {
     }
 
     #[test]
+    fn a_float_where_it_does_not_belong_is_named_in_the_error() {
+        // serde_json writes the float itself (vendor/serde_core/VENDORED.md), from text and
+        // from a tree alike.
+        let from_text = read::<Row>(r#"{"id":7.25}"#).unwrap_err().to_string();
+        let from_tree = serde_json::from_value::<Row>(serde_json::json!({"id": 7.25}));
+        for error in [from_text, from_tree.unwrap_err().to_string()] {
+            assert!(error.contains("invalid type: floating point `7.25`, expected u64"), "{error}");
+        }
+        let unexpected = serde::de::Unexpected::Float(3.0).to_string();
+        assert_eq!(unexpected, "floating point `3.0`");
+        assert_eq!(serde::de::Unexpected::Float(0.5).to_string(), "floating point");
+    }
+
+    #[test]
     fn server_props_read_the_value_and_say_what_was_wrong() {
         let props: ServerProps<Row> = serde_json::from_str(r#"{"id":3,"name":null}"#).unwrap();
         assert_eq!(props.0, Row { id: 3, name: None });
