@@ -2318,7 +2318,8 @@ fn body_to_tag_end(body: &ItemBody) -> TagEnd {
         ItemBody::DefinitionList(_) => TagEnd::DefinitionList,
         ItemBody::DefinitionListTitle => TagEnd::DefinitionListTitle,
         ItemBody::DefinitionListDefinition(_) => TagEnd::DefinitionListDefinition,
-        _ => panic!("unexpected item body {:?}", body),
+        // Vendored change (../VENDORED.md): the message without the body's `Debug`.
+        _ => panic!("unexpected item body"),
     }
 }
 
@@ -2407,7 +2408,8 @@ fn item_to_event<'a>(item: &Item, text: &'a str, allocs: &mut Allocations<'a>) -
         ItemBody::DefinitionList(_) => Tag::DefinitionList,
         ItemBody::DefinitionListTitle => Tag::DefinitionListTitle,
         ItemBody::DefinitionListDefinition(_) => Tag::DefinitionListDefinition,
-        _ => panic!("unexpected item body {:?}", item.body),
+        // Vendored change (../VENDORED.md): the message without the body's `Debug`.
+        _ => panic!("unexpected item body"),
     };
 
     Event::Start(tag)
