@@ -8,6 +8,12 @@
 //!
 //! [`ServerProps`] does the same for an island's props, which Leptos reads from the page, and
 //! keeps their serializer out of the browser (only the server writes props).
+//!
+//! Numbers: the browser's serde_json is built without `float_roundtrip` (17 KB of exact decimal
+//! reading; only the server's Cargo.toml asks for it). A decimal of up to 15 significant digits
+//! with a power of ten up to 22 still reads as the closest double; a longer one may read one
+//! step (ulp) away. The browser only shows the numbers it reads (tool inputs and results,
+//! usage); what it sends is built from what a person typed or clicked.
 
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
