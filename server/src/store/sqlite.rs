@@ -29,6 +29,7 @@ mod agents;
 mod appender;
 mod branches;
 mod convert;
+mod heads;
 mod reader;
 mod recent;
 mod sql;
@@ -74,6 +75,8 @@ pub struct SqliteStore {
     forks: ForkChains,
     /// Pool writers waiting for the write lock, whom the append thread lets go first.
     turns: turns::WriteTurns,
+    /// Each log's head as last committed (see [`heads`]).
+    heads: heads::Heads,
 }
 
 impl SqliteStore {
@@ -102,6 +105,7 @@ impl SqliteStore {
         let wal = appender::WalRestart { reset_pages: wal_reset_pages, reads: reader.gate() };
         let recent = recent::RecentIndex::default();
         let turns = turns::WriteTurns::default();
+        let heads = heads::Heads::default();
         let appender = appender::Appender::start(appender::Setup {
             path,
             busy_timeout_ms,
@@ -109,8 +113,17 @@ impl SqliteStore {
             wal,
             index: recent.clone(),
             turns: turns.clone(),
+            heads: heads.clone(),
         })?;
-        Ok(SqliteStore { pool, appender, reader, recent, forks: ForkChains::default(), turns })
+        Ok(SqliteStore {
+            pool,
+            appender,
+            reader,
+            recent,
+            forks: ForkChains::default(),
+            turns,
+            heads,
+        })
     }
 
     /// A place in line for a write on the pool, held until it ended (see [`turns`]).
@@ -171,11 +184,19 @@ impl SqliteStore {
 #[async_trait]
 impl EventLog for SqliteStore {
     async fn head_seq(&self, agent_id: Uuid) -> StoreResult<Option<u64>> {
+        if let Some(head) = self.heads.get(agent_id) {
+            return Ok(Some(head));
+        }
+        let deletes = self.heads.deletes();
         let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
             .fetch_optional(&self.pool)
             .await?;
-        head.map(seq_from_column).transpose()
+        let head = head.map(seq_from_column).transpose()?;
+        if let Some(head) = head {
+            self.heads.fill(agent_id, head, deletes);
+        }
+        Ok(head)
     }
 
     async fn read_events(

@@ -93,9 +93,11 @@ pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
 
     // Deleting: refused while a branch reads it; the current branch falls back to the parent.
     assert_eq!(store.delete_branch(b.id).await.unwrap(), BranchDeletion::HasBranches);
+    assert_eq!(store.head_seq(c.id).await.unwrap(), Some(8));
     assert_eq!(store.delete_branch(c.id).await.unwrap(), BranchDeletion::Deleted);
     assert_eq!(current_branch(subject, root.id).await, Some(b.id));
     assert_eq!(store.get_agent(c.id).await.unwrap(), None);
+    assert_eq!(store.head_seq(c.id).await.unwrap(), None, "a deleted branch has no head");
     assert_eq!(read_all(subject, b.id, 7).await, b_path);
     assert_eq!(store.delete_branch(b.id).await.unwrap(), BranchDeletion::Deleted);
     assert_eq!(current_branch(subject, root.id).await, None);
@@ -103,7 +105,11 @@ pub async fn branches_share_their_prefix_and_delete_alone(subject: &Subject) {
     assert_eq!(read_all(subject, root.id, 10).await, main);
     assert_eq!(read_all(subject, flattened.id, 3).await, main[..3]);
 
-    // Deleting the conversation deletes its branches.
+    // Deleting the conversation deletes its branches (their heads too, though only the
+    // conversation was named).
+    assert_eq!(store.head_seq(flattened.id).await.unwrap(), Some(3));
     assert!(store.delete_agent(root.id).await.unwrap());
     assert_eq!(store.get_agent(flattened.id).await.unwrap(), None);
+    assert_eq!(store.head_seq(flattened.id).await.unwrap(), None);
+    assert_eq!(store.head_seq(root.id).await.unwrap(), None);
 }

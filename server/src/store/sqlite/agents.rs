@@ -66,8 +66,10 @@ impl Agents for SqliteStore {
         let result = sqlx::query("DELETE FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
             .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+            .await;
+        // Its branches went with it (a cascade): every kept head is forgotten.
+        self.heads.deleted();
+        Ok(result?.rows_affected() > 0)
     }
 
     async fn chat_agent(&self, chat_id: &str) -> StoreResult<Option<Uuid>> {

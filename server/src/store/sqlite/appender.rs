@@ -19,6 +19,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
+use super::heads::Heads;
 use super::recent::{Recent, RecentIndex, FOLD_STEP_ROWS_MAX};
 use super::turns::WriteTurns;
 use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
@@ -70,12 +71,14 @@ pub(super) struct Setup {
     pub(super) wal: WalRestart,
     pub(super) index: RecentIndex,
     pub(super) turns: WriteTurns,
+    /// Where each commit notes its logs' new heads.
+    pub(super) heads: Heads,
 }
 
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
     pub(super) fn start(setup: Setup) -> StoreResult<Appender> {
-        let Setup { path, busy_timeout_ms, fold_when_idle_ms, wal, index, turns } = setup;
+        let Setup { path, busy_timeout_ms, fold_when_idle_ms, wal, index, turns, heads } = setup;
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection.busy_timeout(Duration::from_millis(busy_timeout_ms)).map_err(sqlite_error)?;
         // `temp_store = MEMORY`: a fold's `INSERT … SELECT` keeps a statement journal (to undo
@@ -136,7 +139,8 @@ impl Appender {
                         continue;
                     }
                     turns.let_pool_writers_go();
-                    let outcome = append(&mut connection, job.batches, abandoned, &mut recent);
+                    let outcome =
+                        append(&mut connection, job.batches, abandoned, &mut recent, &heads);
                     let _ = job.reply.send(outcome);
                 }
                 // Dropping the sender stops the checkpointer.
@@ -198,6 +202,7 @@ fn append(
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
     recent: &mut Recent,
+    known_heads: &Heads,
 ) -> StoreResult<Vec<Vec<AgentEvent>>> {
     if recent.full() {
         // Steps have kept failing (else commits would have kept `recent` near its bound): one
@@ -217,6 +222,8 @@ fn append(
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
     recent.catch_up(&transaction)?;
+    // Taken with the write lock held: no delete can end between this and the commit.
+    let deletes = known_heads.deletes();
     let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
     {
         let mut bump = transaction
@@ -401,7 +408,14 @@ fn append(
         // Dropping the transaction rolls it back.
         return Err(StoreError::Unavailable("the writer went away before the commit".into()));
     }
-    transaction.commit().map_err(sqlite_error)?;
+    if let Err(error) = transaction.commit() {
+        // Whether it committed is not known: the next ask of these heads reads the database.
+        known_heads.forget(totals.iter().map(|(agent_id, _)| *agent_id));
+        return Err(sqlite_error(error));
+    }
+    // Before anyone learns of the commit, so a read after the answer sees these heads.
+    let noted: Vec<(Uuid, u64)> = heads.iter().map(|&(log, head)| (log, head as u64)).collect();
+    known_heads.committed(&noted, deletes);
     recent.sealed();
     if let Some(step) = step {
         recent.moved(step);

@@ -121,7 +121,9 @@ impl Branches for SqliteStore {
             .bind(branch.to_string())
             .execute(&mut *transaction)
             .await?;
-        transaction.commit().await?;
+        let committed = transaction.commit().await;
+        self.heads.deleted();
+        committed?;
         self.forks.forget(branch);
         Ok(BranchDeletion::Deleted)
     }

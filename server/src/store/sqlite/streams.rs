@@ -109,7 +109,8 @@ impl Streams for SqliteStore {
         )
         .bind(path)
         .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() > 0)
+        .await;
+        self.heads.deleted();
+        Ok(result?.rows_affected() > 0)
     }
 }
