@@ -94,7 +94,10 @@ impl Branches for SqliteStore {
 
     async fn delete_branch(&self, branch: Uuid) -> StoreResult<BranchDeletion> {
         let _turn = self.pool_write();
-        let mut transaction = self.pool.begin().await?;
+        // IMMEDIATE: the write lock before the read. Begun deferred, the read pinned a snapshot,
+        // and a commit of the append thread before the first write made SQLite refuse that
+        // write at once (`SQLITE_BUSY_SNAPSHOT`; the busy handler does not wait for it).
+        let mut transaction = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query(
             "SELECT root_id, parent_id, EXISTS (SELECT 1 FROM agents c WHERE c.parent_id = ?1) \
              AS forked FROM agents WHERE id = ?1 AND root_id IS NOT NULL",
