@@ -118,7 +118,7 @@ pub(crate) async fn long_poll(
     loop {
         let (messages, tail) = source.read(state, since).await?;
         if !messages.is_empty() {
-            let response = messages_response(&source, &messages, tail, &start_text, None);
+            let response = messages_response(&source, messages, tail, &start_text, None);
             return Ok(with(response, STREAM_CURSOR, cursor(query.cursor.as_deref())));
         }
         if source.closed() && since >= tail {

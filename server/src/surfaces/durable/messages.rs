@@ -60,7 +60,8 @@ impl Messages {
     pub fn reserve(&mut self, count: usize, bytes: usize) {
         self.offsets.reserve(count);
         self.ends.reserve(count);
-        self.joined.reserve(bytes + count);
+        // The commas, and the brackets of a body made in place (`into_json_array`).
+        self.joined.reserve(bytes + count + 1);
     }
 
     pub fn push(&mut self, offset: u64, text: &str) {
@@ -77,6 +78,19 @@ impl Messages {
             .iter()
             .zip(starts.zip(&self.ends))
             .map(|(offset, (start, end))| (*offset, &self.joined[start..*end]))
+    }
+
+    /// The messages as one JSON array, in the texts' own buffer: no second buffer of a page's
+    /// size (a catch-up of 10 000 messages copied 450 KB into a new one; with the tail's copy that
+    /// was half the read's CPU).
+    pub fn into_json_array(self) -> Vec<u8> {
+        let mut joined = self.joined;
+        if joined.pop().is_none() {
+            return b"[]".to_vec();
+        }
+        joined.push(']');
+        joined.insert(0, '[');
+        joined.into_bytes()
     }
 
     /// The messages as one JSON array.
@@ -274,10 +288,13 @@ impl Tails {
         }
         let cut = tail.messages.ends[end_index - 1] + 1;
         let ends = tail.messages.ends[from..end_index].iter().map(|end| end - start).collect();
+        // Room for the brackets: a body is made in this buffer (`into_json_array`).
+        let mut joined = String::with_capacity(cut - start + 1);
+        joined.push_str(&tail.messages.joined[start..cut]);
         Some(Messages {
             offsets: (from..end_index).map(|index| base + tail.first_seq + index as u64).collect(),
             ends,
-            joined: tail.messages.joined[start..cut].to_owned(),
+            joined,
         })
     }
 

@@ -215,12 +215,17 @@ pub fn message_bytes(content: &str) -> Vec<u8> {
 
 /// A read's body: JSON mode's messages (JSON text each, as the log keeps them) as one array,
 /// byte mode's bytes one after another.
-pub fn body(content_type: &str, messages: &super::messages::Messages) -> Vec<u8> {
+pub fn body(content_type: &str, messages: super::messages::Messages) -> Vec<u8> {
     if is_json(content_type) {
-        messages.json_array()
+        messages.into_json_array()
     } else {
-        messages.iter().flat_map(|(_, content)| message_bytes(content)).collect()
+        bytes_of(&messages)
     }
+}
+
+/// Byte mode's messages, one after another.
+fn bytes_of(messages: &super::messages::Messages) -> Vec<u8> {
+    messages.iter().flat_map(|(_, content)| message_bytes(content)).collect()
 }
 
 /// A page of messages as one SSE `data` payload: JSON as one array, text as it is, bytes as
@@ -230,9 +235,9 @@ pub fn sse_payload(content_type: &str, messages: &super::messages::Messages) -> 
         // The texts are strings, so the array is too.
         String::from_utf8(messages.json_array()).unwrap_or_default()
     } else if is_text(content_type) {
-        String::from_utf8_lossy(&body(content_type, messages)).into_owned()
+        String::from_utf8_lossy(&bytes_of(messages)).into_owned()
     } else {
-        base64::engine::general_purpose::STANDARD.encode(body(content_type, messages))
+        base64::engine::general_purpose::STANDARD.encode(bytes_of(messages))
     }
 }
 

@@ -59,5 +59,5 @@ async fn catch_up(
     let (messages, tail) = source.read(state, since).await?;
     let start = query.offset_text.as_deref().unwrap_or("-1");
     let if_none_match = header_text(headers, "if-none-match");
-    Ok(messages_response(source, &messages, tail, start, if_none_match))
+    Ok(messages_response(source, messages, tail, start, if_none_match))
 }

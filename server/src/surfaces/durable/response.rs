@@ -80,7 +80,7 @@ pub fn refused(refusal: Refusal) -> Response {
 /// reader asked from, as it wrote it.
 pub(super) fn messages_response(
     source: &Source,
-    messages: &messages::Messages,
+    messages: messages::Messages,
     tail: u64,
     start: &str,
     if_none_match: Option<&str>,

@@ -17,6 +17,9 @@ fn a_page_is_one_array_of_the_texts_as_kept() {
     assert_eq!(messages.json_array(), br#"[{"a":1},"two"]"#);
     assert_eq!(texts(&messages), [(3, r#"{"a":1}"#.to_owned()), (4, r#""two""#.to_owned())]);
     assert_eq!(messages.last_offset(), Some(4));
+    // Made in place, the same bytes.
+    assert_eq!(Messages::default().into_json_array(), b"[]");
+    assert_eq!(messages.into_json_array(), br#"[{"a":1},"two"]"#);
 }
 
 #[test]
@@ -61,6 +64,9 @@ fn limits_cut_a_page_but_never_below_one_message() {
     assert_eq!(page.len(), 2);
     let page = tails.read(log(), 1, 4, 0, 10, 1).unwrap();
     assert_eq!(page.json_array(), b"[bbbb]");
+    // A page from the middle of a tail, made into a body in place.
+    let page = tails.read(log(), 1, 3, 0, 10, 1 << 20).unwrap();
+    assert_eq!(page.into_json_array(), b"[bbbb,cccc]");
 }
 
 #[test]

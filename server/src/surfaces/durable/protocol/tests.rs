@@ -109,13 +109,13 @@ fn json_mode_keeps_message_boundaries_and_flattens_arrays() {
         messages
     };
     let contents = [json!({"a": 1}).to_string(), json!("two").to_string()];
-    assert_eq!(body("application/json", &page(&contents)), br#"[{"a":1},"two"]"#);
-    assert_eq!(body("application/json", &page(&contents[..1])), br#"[{"a":1}]"#);
-    assert_eq!(body("application/json", &page(&[])), b"[]");
+    assert_eq!(body("application/json", page(&contents)), br#"[{"a":1},"two"]"#);
+    assert_eq!(body("application/json", page(&contents[..1])), br#"[{"a":1}]"#);
+    assert_eq!(body("application/json", page(&[])), b"[]");
     let bytes =
         [stored(Message::Bytes(b"hello ".to_vec())), stored(Message::Bytes(vec![0, 255, 10]))];
     let bytes: Vec<String> = bytes.iter().map(|text| text.as_str().unwrap().to_owned()).collect();
-    assert_eq!(body("text/plain", &page(&bytes)), b"hello \x00\xff\n");
+    assert_eq!(body("text/plain", page(&bytes)), b"hello \x00\xff\n");
     assert_eq!(sse_payload("application/octet-stream", &page(&bytes[1..])), "AP8K");
     assert_eq!(sse_payload("application/octet-stream", &page(&bytes)), "aGVsbG8gAP8K");
     assert_eq!(sse_payload("text/plain", &page(&bytes[..1])), "hello ");
