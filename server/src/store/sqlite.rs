@@ -29,7 +29,7 @@ mod agents;
 mod appender;
 mod branches;
 mod convert;
-mod heads;
+mod known;
 mod reader;
 mod recent;
 mod sql;
@@ -75,8 +75,8 @@ pub struct SqliteStore {
     forks: ForkChains,
     /// Pool writers waiting for the write lock, whom the append thread lets go first.
     turns: turns::WriteTurns,
-    /// Each log's head as last committed (see [`heads`]).
-    heads: heads::Heads,
+    /// Each log's head and its producers' positions as last committed (see [`known`]).
+    known: known::Known,
 }
 
 impl SqliteStore {
@@ -105,7 +105,7 @@ impl SqliteStore {
         let wal = appender::WalRestart { reset_pages: wal_reset_pages, reads: reader.gate() };
         let recent = recent::RecentIndex::default();
         let turns = turns::WriteTurns::default();
-        let heads = heads::Heads::default();
+        let known = known::Known::default();
         let appender = appender::Appender::start(appender::Setup {
             path,
             busy_timeout_ms,
@@ -113,7 +113,7 @@ impl SqliteStore {
             wal,
             index: recent.clone(),
             turns: turns.clone(),
-            heads: heads.clone(),
+            known: known.clone(),
         })?;
         Ok(SqliteStore {
             pool,
@@ -122,7 +122,7 @@ impl SqliteStore {
             recent,
             forks: ForkChains::default(),
             turns,
-            heads,
+            known,
         })
     }
 
@@ -184,17 +184,17 @@ impl SqliteStore {
 #[async_trait]
 impl EventLog for SqliteStore {
     async fn head_seq(&self, agent_id: Uuid) -> StoreResult<Option<u64>> {
-        if let Some(head) = self.heads.get(agent_id) {
+        if let Some(head) = self.known.head(agent_id) {
             return Ok(Some(head));
         }
-        let deletes = self.heads.deletes();
+        let changes = self.known.changes();
         let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = ?")
             .bind(agent_id.to_string())
             .fetch_optional(&self.pool)
             .await?;
         let head = head.map(seq_from_column).transpose()?;
         if let Some(head) = head {
-            self.heads.fill(agent_id, head, deletes);
+            self.known.fill_head(agent_id, head, changes);
         }
         Ok(head)
     }
@@ -239,6 +239,10 @@ impl EventLog for SqliteStore {
         agent_id: Uuid,
         producer_id: &str,
     ) -> StoreResult<Option<super::ProducerPosition>> {
+        if let Some(position) = self.known.position(agent_id, producer_id) {
+            return Ok(Some(position));
+        }
+        let changes = self.known.changes();
         let row: Option<(i64, i64, Option<Vec<u8>>, i64)> = sqlx::query_as(
             "SELECT epoch, seq, run_id, updated_at FROM producers \
              WHERE agent_id = ? AND producer_id = ?",
@@ -247,7 +251,7 @@ impl EventLog for SqliteStore {
         .bind(producer_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|(epoch, seq, run_id, updated_at)| {
+        let position = row.map(|(epoch, seq, run_id, updated_at)| -> StoreResult<_> {
             let run_id = run_id
                 .map(|bytes| {
                     Uuid::from_slice(&bytes)
@@ -264,8 +268,12 @@ impl EventLog for SqliteStore {
                 },
                 updated_at: super::chunk::time_from_nanos(updated_at),
             })
-        })
-        .transpose()
+        });
+        let position = position.transpose()?;
+        if let Some(position) = &position {
+            self.known.fill_position(agent_id, position.clone(), changes);
+        }
+        Ok(position)
     }
 
     async fn waiting_call(&self, agent_id: Uuid) -> StoreResult<Option<String>> {

@@ -68,7 +68,7 @@ impl Agents for SqliteStore {
             .execute(&self.pool)
             .await;
         // Its branches went with it (a cascade): every kept head is forgotten.
-        self.heads.deleted();
+        self.known.deleted();
         Ok(result?.rows_affected() > 0)
     }
 

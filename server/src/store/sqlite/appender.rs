@@ -19,13 +19,13 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
-use super::heads::Heads;
+use super::known::{Commit, Known};
 use super::recent::{Recent, RecentIndex, FOLD_STEP_ROWS_MAX};
 use super::turns::WriteTurns;
 use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
 use crate::store::chunk::{self, Form, OpenChunks, Written};
 use crate::store::rows::{totals, SeqCursors};
-use crate::store::{AppendBatch, StoreError};
+use crate::store::{AppendBatch, ProducerPosition, ProducerStamp, StoreError};
 
 /// Groups waiting for the append thread. The writer sends one group at a time; the bound only
 /// matters for callers that append directly.
@@ -71,14 +71,14 @@ pub(super) struct Setup {
     pub(super) wal: WalRestart,
     pub(super) index: RecentIndex,
     pub(super) turns: WriteTurns,
-    /// Where each commit notes its logs' new heads.
-    pub(super) heads: Heads,
+    /// Where each commit notes its logs' new heads and producers' positions.
+    pub(super) known: Known,
 }
 
 impl Appender {
     /// Opens the connection (the file exists and is migrated) and starts the thread.
     pub(super) fn start(setup: Setup) -> StoreResult<Appender> {
-        let Setup { path, busy_timeout_ms, fold_when_idle_ms, wal, index, turns, heads } = setup;
+        let Setup { path, busy_timeout_ms, fold_when_idle_ms, wal, index, turns, known } = setup;
         let connection = Connection::open(&path).map_err(sqlite_error)?;
         connection.busy_timeout(Duration::from_millis(busy_timeout_ms)).map_err(sqlite_error)?;
         // `temp_store = MEMORY`: a fold's `INSERT … SELECT` keeps a statement journal (to undo
@@ -140,7 +140,7 @@ impl Appender {
                     }
                     turns.let_pool_writers_go();
                     let outcome =
-                        append(&mut connection, job.batches, abandoned, &mut recent, &heads);
+                        append(&mut connection, job.batches, abandoned, &mut recent, &known);
                     let _ = job.reply.send(outcome);
                 }
                 // Dropping the sender stops the checkpointer.
@@ -202,7 +202,7 @@ fn append(
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
     recent: &mut Recent,
-    known_heads: &Heads,
+    known: &Known,
 ) -> StoreResult<Vec<Vec<AgentEvent>>> {
     if recent.full() {
         // Steps have kept failing (else commits would have kept `recent` near its bound): one
@@ -223,7 +223,8 @@ fn append(
         .map_err(sqlite_error)?;
     recent.catch_up(&transaction)?;
     // Taken with the write lock held: no delete can end between this and the commit.
-    let deletes = known_heads.deletes();
+    let changes = known.changes();
+    let mut noted = Commit::default();
     let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
     {
         let mut bump = transaction
@@ -370,13 +371,23 @@ fn append(
                         now
                     ])
                     .map_err(sqlite_error)?;
+                noted.positions.push((
+                    agent_id,
+                    ProducerPosition {
+                        stamp: ProducerStamp { fenced_at: None, ..stamp.clone() },
+                        updated_at: chunk::time_from_nanos(now),
+                    },
+                ));
                 if stamp.seq == 0 {
-                    forget
+                    let forgotten = forget
                         .execute(params![
                             agent_text,
                             i64::from(crate::store::PRODUCERS_PER_AGENT_MAX)
                         ])
                         .map_err(sqlite_error)?;
+                    if forgotten > 0 {
+                        noted.forgot.push(agent_id);
+                    }
                 }
             }
             committed.push(events);
@@ -410,12 +421,12 @@ fn append(
     }
     if let Err(error) = transaction.commit() {
         // Whether it committed is not known: the next ask of these heads reads the database.
-        known_heads.forget(totals.iter().map(|(agent_id, _)| *agent_id));
+        known.forget(totals.iter().map(|(agent_id, _)| *agent_id));
         return Err(sqlite_error(error));
     }
-    // Before anyone learns of the commit, so a read after the answer sees these heads.
-    let noted: Vec<(Uuid, u64)> = heads.iter().map(|&(log, head)| (log, head as u64)).collect();
-    known_heads.committed(&noted, deletes);
+    // Before anyone learns of the commit, so a read after the answer sees what it left.
+    noted.heads = heads.iter().map(|&(log, head)| (log, head as u64)).collect();
+    known.committed(noted, changes);
     recent.sealed();
     if let Some(step) = step {
         recent.moved(step);

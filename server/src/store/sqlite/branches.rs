@@ -125,7 +125,7 @@ impl Branches for SqliteStore {
             .execute(&mut *transaction)
             .await?;
         let committed = transaction.commit().await;
-        self.heads.deleted();
+        self.known.deleted();
         committed?;
         self.forks.forget(branch);
         Ok(BranchDeletion::Deleted)

@@ -110,7 +110,7 @@ impl Streams for SqliteStore {
         .bind(path)
         .execute(&self.pool)
         .await;
-        self.heads.deleted();
+        self.known.deleted();
         Ok(result?.rows_affected() > 0)
     }
 }

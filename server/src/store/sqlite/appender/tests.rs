@@ -8,7 +8,7 @@ fn group(agents: &[Uuid], kind: app::EventKind) -> Vec<AppendBatch> {
 }
 
 /// A second connection to the store's file, with this process's view of `recent` caught up
-/// (appends on it note their heads in the store's map, as its append thread's do).
+/// (appends on it note what they commit in the store's maps, as its append thread's do).
 fn beside(path: &std::path::Path, recent: Recent) -> (Connection, Recent) {
     let connection = Connection::open(path).unwrap();
     let mut recent = recent;
@@ -22,10 +22,10 @@ async fn a_group_nobody_waits_for_is_not_committed() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
     let group = || group(&[agent], app::EventKind::Text);
     let (mut connection, mut open) = beside(&path, Recent::new(RecentIndex::default()));
-    assert!(append(&mut connection, group(), || true, &mut open, &store.heads).is_err());
+    assert!(append(&mut connection, group(), || true, &mut open, &store.known).is_err());
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(0));
     assert_eq!(store.read_events(agent, 0, 10).await.unwrap().len(), 0);
-    assert!(append(&mut connection, group(), || false, &mut open, &store.heads).is_ok());
+    assert!(append(&mut connection, group(), || false, &mut open, &store.known).is_ok());
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(1));
 }
 
@@ -42,9 +42,9 @@ async fn the_rows_of_a_failed_commit_are_forgotten_before_another_process_reuses
     );
     let group = |agent_id| group(&[agent_id], app::EventKind::Text);
     let (mut connection, mut recent) = beside(&path, Recent::new(RecentIndex::default()));
-    assert!(append(&mut connection, group(mine), || true, &mut recent, &store.heads).is_err());
+    assert!(append(&mut connection, group(mine), || true, &mut recent, &store.known).is_err());
     store.append(&group(theirs)[..]).await.unwrap();
-    append(&mut connection, group(mine), || false, &mut recent, &store.heads).unwrap();
+    append(&mut connection, group(mine), || false, &mut recent, &store.known).unwrap();
     while recent.any() {
         let transaction = connection.transaction().unwrap();
         let step = recent.step(&transaction, FOLD_STEP_ROWS_MAX).unwrap();
@@ -73,17 +73,17 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
         )
         .unwrap();
     for _ in 0..8 {
-        append(&mut connection, group(), || false, &mut recent, &store.heads).unwrap();
+        append(&mut connection, group(), || false, &mut recent, &store.known).unwrap();
     }
     for _ in 0..3 {
         let error =
-            append(&mut connection, group(), || false, &mut recent, &store.heads).unwrap_err();
+            append(&mut connection, group(), || false, &mut recent, &store.known).unwrap_err();
         assert!(error.to_string().contains("cannot be moved"), "{error}");
     }
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(8));
     assert_eq!(index.live_rows(), 8, "the backlog the metrics show");
     connection.execute_batch("DROP TRIGGER refuse_moves").unwrap();
-    append(&mut connection, group(), || false, &mut recent, &store.heads).unwrap();
+    append(&mut connection, group(), || false, &mut recent, &store.known).unwrap();
     assert_eq!(seqs(&store, agent, 20).await, (1..=9).collect::<Vec<u64>>());
     assert!(index.live_rows() < 8, "{} rows left", index.live_rows());
 }
@@ -108,7 +108,7 @@ async fn groups_of_thousands_of_rows_keep_recent_near_its_bound() {
     let (mut connection, mut recent) = beside(&path, Recent::new(RecentIndex::default()));
     let groups = RECENT_ROWS_HARD_MAX / GROUP_ROWS + 1;
     for _ in 0..groups {
-        append(&mut connection, group(), || false, &mut recent, &store.heads).unwrap();
+        append(&mut connection, group(), || false, &mut recent, &store.known).unwrap();
         assert!(
             recent.live_rows() <= RECENT_ROWS_MAX + GROUP_ROWS,
             "{} rows live in recent",
