@@ -176,3 +176,30 @@ fn a_restarted_wal_is_written_from_its_start() {
     let rows: i64 = connection.query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0)).unwrap();
     assert_eq!(rows, 12 * 20);
 }
+
+/// An idle step commits without a sync of its own and leaves the connection syncing every
+/// commit again: the next group is acknowledged only once on disk, and its sync covers the step.
+#[tokio::test]
+async fn an_idle_step_moves_rows_and_leaves_commits_synced() {
+    let (_directory, path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let (mut connection, mut recent) = beside(&path, Recent::new(RecentIndex::default()));
+    set_synchronous(&connection, "FULL").unwrap();
+    append(
+        &mut connection,
+        group(&[agent], app::EventKind::Text),
+        || false,
+        &mut recent,
+        &store.known,
+    )
+    .unwrap();
+    assert!(recent.any());
+    let mut unsynced = false;
+    while recent.any() {
+        assert!(idle_fold_step(&mut recent, &mut connection, &mut unsynced));
+    }
+    assert!(!unsynced);
+    let level: i64 = connection.query_row("PRAGMA synchronous", [], |row| row.get(0)).unwrap();
+    assert_eq!(level, 2, "FULL again after the step");
+    assert_eq!(seqs(&store, agent, 10).await, vec![1]);
+}
