@@ -124,14 +124,15 @@ impl Known {
     /// Notes what a commit left (the append thread, after the commit, before it answers).
     pub(super) fn committed(&self, commit: Commit, changes: u64) {
         let mut inner = self.inner();
+        // A delete ended meanwhile: these logs may be gone (the maps were cleared then).
+        let stale = inner.changes != changes;
         if !commit.forgot.is_empty() {
             inner.changes += 1;
             for log in &commit.forgot {
                 inner.producers.remove(log);
             }
         }
-        if inner.changes != changes + u64::from(!commit.forgot.is_empty()) {
-            // A delete ended meanwhile: these logs may be gone. The maps were cleared then.
+        if stale {
             return;
         }
         for (log, head) in commit.heads {
