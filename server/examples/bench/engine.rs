@@ -43,6 +43,19 @@ impl EngineFigures {
     }
 }
 
+impl EngineFigures {
+    /// One line: throughput and latency (the `--engine` rounds).
+    pub(crate) fn print_round(&self, label: &str, agents: u64) {
+        println!(
+            "{:<50} {:>10.0} events/s, p50 / p99 {:.1} / {:.1} ms",
+            format!("{label}{agents} agents at once"),
+            self.events_per_second,
+            self.p50_ms,
+            self.p99_ms
+        );
+    }
+}
+
 /// The real store, writer and hub: `agents` producers each append `events_per_agent` token
 /// deltas, pipelined as runs do, while one subscriber per agent receives them from the hub.
 /// The clock stops when every subscriber has its agent's last event.

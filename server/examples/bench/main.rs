@@ -9,7 +9,8 @@
 //! version (the test command uses it so the benchmark keeps building and running); `--cost`
 //! runs only what metrics and traces cost (`observability.rs`), `--producer` only the producer
 //! API beside our own loop (`producer.rs`), `--streams` only durable streams (`streams.rs`),
-//! `--branches` only what a fork costs (`branches.rs`). Not a test: nothing here passes or fails
+//! `--branches` only what a fork costs (`branches.rs`), `--engine` only the engine, in rounds
+//! (`engine.rs`: to profile it or to compare two builds). Not a test: nothing here passes or fails
 //! on a number.
 //!
 //! With `AGENTSTREAM_BENCH_POSTGRES_URL=postgres://…/postgres` (any database on the server; the
@@ -157,6 +158,30 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
         let url = format!("sqlite://{}", path.display());
         live::resume_rounds(&url, sizes.gap_events, rounds).await;
         remove_database(&path);
+        return;
+    }
+    if std::env::args().any(|argument| argument == "--engine") {
+        println!("agentstream-bench --engine: the engine alone, in rounds");
+        let rounds = if smoke { 1 } else { 5 };
+        for round in 1..=rounds {
+            let path = directory.join("engine.db");
+            remove_database(&path);
+            let url = format!("sqlite://{}", path.display());
+            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url).await.unwrap());
+            let figures = engine(store, sizes.agents, sizes.events_per_agent).await;
+            remove_database(&path);
+            figures.print_round(&format!("round {round}: "), sizes.agents);
+            settle_disk();
+        }
+        if let Ok(admin) = std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL") {
+            for round in 1..=rounds {
+                let url = create_postgres_database(&admin, &format!("engine_{round}")).await;
+                let options = agentstream_server::store::ClusterOptions::default();
+                let store: Arc<dyn Store> = Arc::new(PgStore::open(&url, &options).await.unwrap());
+                let figures = engine(store, sizes.agents, sizes.events_per_agent).await;
+                figures.print_round(&format!("postgres round {round}: "), sizes.agents);
+            }
+        }
         return;
     }
     if std::env::args().any(|argument| argument == "--streams") {

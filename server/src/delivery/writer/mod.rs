@@ -28,9 +28,14 @@ mod retry;
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the
 /// database's back-pressure, which is the one a producer should feel (never a subscriber's).
 pub const WRITER_QUEUE_REQUESTS_MAX: usize = 4096;
-/// Events committed in one transaction at most. Large enough to amortize the fsync over a burst
-/// of tokens from many agents, small enough that one commit stays in the low milliseconds.
-pub const WRITER_BATCH_EVENTS_MAX: usize = 512;
+/// Events committed in one transaction at most. A commit's fixed costs (the `fsync`, and per
+/// agent a head bump and a row) are paid per group, so under load a bigger group costs less per
+/// event: 512 → 4 096 took the engine bench (100 agents, 64 appends in flight each) from 73–87 to
+/// 190–280 thousand events/s (CPU per event 14.3 → 7.7 µs) and 64-message Durable Streams
+/// appends from 158 to 246 thousand messages/s (64 connections' POSTs now fit one group). Under
+/// such load an event waits for the queue ahead of it, which big groups drain faster (engine
+/// p50 60 → 25 ms); at light load groups stay small whatever this is.
+pub const WRITER_BATCH_EVENTS_MAX: usize = 4096;
 
 /// Why an append did not commit.
 #[derive(Debug, thiserror::Error)]
