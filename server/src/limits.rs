@@ -61,8 +61,9 @@ pub const TOOL_CALLS_PER_STEP_MAX: usize = 16;
 // Delivery (delivery/hub.rs, delivery/writer/)
 
 /// Batches a room keeps for its slowest subscriber. Past this the subscriber lags and catches up
-/// from the store. A batch is one writer commit (at most `WRITER_BATCH_EVENTS_MAX` events), so
-/// this bounds a room at that many events times this, shared by every subscriber of the room.
+/// from the store. A batch is what one request to the writer committed (a run's append is an
+/// event or a few; a Durable Streams append, the messages of one body), so this bounds a room
+/// at this many requests' events, shared by every subscriber of the room.
 pub const HUB_ROOM_BATCHES_MAX_DEFAULT: usize = 1024;
 
 // Delivery (delivery/hub.rs, delivery/writer/)
