@@ -41,9 +41,7 @@ impl EngineFigures {
             self.events_per_second / baseline
         );
     }
-}
 
-impl EngineFigures {
     /// One line: throughput and latency (the `--engine` rounds).
     pub(crate) fn print_round(&self, label: &str, agents: u64) {
         println!(

@@ -179,7 +179,8 @@ async fn run(directory: &Path, sizes: &Sizes, smoke: bool) {
             figures.print_round(&format!("round {round}: "), sizes.agents);
             settle_disk();
         }
-        if let Ok(admin) = std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL") {
+        let admin = std::env::var("AGENTSTREAM_BENCH_POSTGRES_URL").unwrap_or_default();
+        if !admin.trim().is_empty() {
             for round in 1..=rounds {
                 let url = create_postgres_database(&admin, &format!("engine_{round}")).await;
                 let options = agentstream_server::store::ClusterOptions::default();
