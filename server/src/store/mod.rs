@@ -18,6 +18,7 @@
 pub mod branches;
 pub mod chunk;
 mod error;
+pub(crate) mod event_text;
 mod interface;
 mod migrations;
 mod opening;

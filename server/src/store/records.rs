@@ -168,10 +168,7 @@ pub struct EventJson {
 
 impl EventJson {
     pub fn of(event: &AgentEvent) -> EventJson {
-        EventJson {
-            seq: event.seq,
-            json: serde_json::to_string(event).expect("events serialize").into(),
-        }
+        EventJson { seq: event.seq, json: super::event_text::event_text(event).into_boxed_str() }
     }
 
     /// `events` as one JSON array, written into `out`.

@@ -193,55 +193,43 @@ impl EventRow<'_> {
     /// byte, without building the event: the JSON columns are checked without building a
     /// tree and copied. A resume sends these strings as they are.
     pub fn to_json(&self) -> StoreResult<EventJson> {
-        use std::fmt::Write as _;
-        // Names, punctuation, six ids and the time come to about 490 bytes: with this the
-        // string never grows (growing it copied every event twice).
+        use super::event_text::{self as text, Head, EVENT_JSON_FIXED_BYTES};
+        // With this room the string never grows (growing it copied every event twice).
         let mut json = String::with_capacity(
-            512 + self.delta.map_or(0, str::len)
+            EVENT_JSON_FIXED_BYTES
+                + self.delta.map_or(0, str::len)
                 + self.delta_path.map_or(0, str::len)
                 + self.content.len()
                 + self.raw.map_or(0, str::len)
                 + self.metadata.len(),
         );
-        let mut uuid_buffer = Uuid::encode_buffer();
-        let mut uuid = |json: &mut String, name: &str, id: Option<Uuid>| {
-            if let Some(id) = id {
-                json.push_str(name);
-                json.push('"');
-                json.push_str(id.hyphenated().encode_lower(&mut uuid_buffer));
-                json.push('"');
-            }
+        let head = Head {
+            id: self.id,
+            agent_id: self.agent_id,
+            seq: self.seq,
+            coalesced_from: None,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            block_id: self.block_id,
+            message_id: self.message_id,
+            kind: EventKind::parse(self.kind).as_str(),
         };
-        uuid(&mut json, "{\"id\":", Some(self.id));
-        uuid(&mut json, ",\"agent_id\":", Some(self.agent_id));
-        let _ = write!(json, ",\"seq\":{}", self.seq);
-        uuid(&mut json, ",\"run_id\":", self.run_id);
-        uuid(&mut json, ",\"thread_id\":", self.thread_id);
-        uuid(&mut json, ",\"block_id\":", self.block_id);
-        uuid(&mut json, ",\"message_id\":", self.message_id);
-        // `as_str` is serde's name (checked in `app::event`'s tests).
-        json.push_str(",\"kind\":\"");
-        json.push_str(EventKind::parse(self.kind).as_str());
-        json.push('"');
+        text::write_head(&mut json, &head);
         if let Some(delta) = self.delta {
             json.push_str(",\"delta\":");
             push_json_text(&mut json, delta)?;
         }
         if let Some(path) = self.delta_path {
             json.push_str(",\"delta_path\":");
-            json.push_str(&serde_json::to_string(path).expect("strings serialize"));
+            text::write_string(&mut json, path);
         }
         if let Some(name) = self.delta_action {
-            let action = delta_action(name)?;
-            json.push_str(",\"delta_action\":\"");
-            json.push_str(action.as_str());
-            json.push('"');
+            text::write_action(&mut json, delta_action(name)?);
         }
         json.push_str(",\"content\":");
         if self.kind == EventKind::StreamMessage.as_str() {
             // The event's content is the message's text as a string.
-            let text = checked_json(self.content)?;
-            json.push_str(&serde_json::to_string(text).expect("strings serialize"));
+            text::write_string(&mut json, checked_json(self.content)?);
         } else {
             push_json_text(&mut json, self.content)?;
         }
@@ -251,10 +239,7 @@ impl EventRow<'_> {
         }
         json.push_str(",\"metadata\":");
         push_json_text(&mut json, self.metadata)?;
-        // serde's form of a `DateTime<Utc>` (RFC 3339, `Z`).
-        json.push_str(",\"created_at\":\"");
-        json.push_str(&self.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
-        json.push_str("\"}");
+        text::write_time(&mut json, &self.created_at);
         Ok(EventJson { seq: self.seq, json: json.into_boxed_str() })
     }
 }
