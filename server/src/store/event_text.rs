@@ -17,6 +17,57 @@ use uuid::Uuid;
 /// with this room (plus its values' text) and never grows.
 pub(crate) const EVENT_JSON_FIXED_BYTES: usize = 512;
 
+/// An event's text being written: bytes, checked to be UTF-8 once at the end ([`Text::done`]).
+pub(crate) struct Text(Vec<u8>);
+
+impl Text {
+    pub fn with_capacity(bytes: usize) -> Text {
+        Text(Vec::with_capacity(bytes))
+    }
+
+    pub fn push_str(&mut self, text: &str) {
+        self.0.extend_from_slice(text.as_bytes());
+    }
+
+    fn push_number(&mut self, number: u64) {
+        use std::io::Write as _;
+        // Writing into a `Vec` cannot fail.
+        let _ = write!(self.0, "{number}");
+    }
+
+    fn push_digits(&mut self, number: u32, digits: u32) {
+        for place in (0..digits).rev() {
+            self.0.push(b'0' + (number / 10u32.pow(place) % 10) as u8);
+        }
+    }
+
+    /// A JSON string's text (quoted and escaped as serde_json escapes it).
+    pub fn push_string(&mut self, text: &str) {
+        // Writing into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut self.0, text);
+    }
+
+    /// A JSON value's text, as serde_json prints it.
+    pub fn push_value(&mut self, value: &Value) {
+        let start = self.0.len();
+        // Writing into a `Vec` fails only for a map with non-string keys, which `Value` cannot
+        // hold; were it to, the value would read `null` rather than half of it.
+        if serde_json::to_writer(&mut self.0, value).is_err() {
+            self.0.truncate(start);
+            self.0.extend_from_slice(b"null");
+        }
+    }
+
+    /// The text. Everything written came from `str`s, numbers and serde_json's writer, so the
+    /// check never fails; were it ever to, the bad bytes would be replaced rather than a panic.
+    pub fn done(self) -> String {
+        match String::from_utf8(self.0) {
+            Ok(text) => text,
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        }
+    }
+}
+
 /// The fields before `delta`: ids, seq and kind.
 pub(crate) struct Head {
     pub id: Uuid,
@@ -31,22 +82,23 @@ pub(crate) struct Head {
 }
 
 /// Writes `{"id":…` through `"kind":"…"` (no comma after).
-pub(crate) fn write_head(json: &mut String, head: &Head) {
-    use std::fmt::Write as _;
+pub(crate) fn write_head(json: &mut Text, head: &Head) {
     let mut buffer = Uuid::encode_buffer();
-    let mut uuid = |json: &mut String, name: &str, id: Option<Uuid>| {
+    let mut uuid = |json: &mut Text, name: &str, id: Option<Uuid>| {
         if let Some(id) = id {
             json.push_str(name);
-            json.push('"');
+            json.push_str("\"");
             json.push_str(id.hyphenated().encode_lower(&mut buffer));
-            json.push('"');
+            json.push_str("\"");
         }
     };
     uuid(json, "{\"id\":", Some(head.id));
     uuid(json, ",\"agent_id\":", Some(head.agent_id));
-    let _ = write!(json, ",\"seq\":{}", head.seq);
+    json.push_str(",\"seq\":");
+    json.push_number(head.seq);
     if let Some(from) = head.coalesced_from {
-        let _ = write!(json, ",\"coalesced_from\":{from}");
+        json.push_str(",\"coalesced_from\":");
+        json.push_number(from);
     }
     uuid(json, ",\"run_id\":", head.run_id);
     uuid(json, ",\"thread_id\":", head.thread_id);
@@ -55,60 +107,64 @@ pub(crate) fn write_head(json: &mut String, head: &Head) {
     // `as_str` is serde's name (checked in `app::event`'s tests).
     json.push_str(",\"kind\":\"");
     json.push_str(head.kind);
-    json.push('"');
+    json.push_str("\"");
 }
 
 /// Writes `,"delta_action":"…"`.
-pub(crate) fn write_action(json: &mut String, action: DeltaAction) {
+pub(crate) fn write_action(json: &mut Text, action: DeltaAction) {
     json.push_str(",\"delta_action\":\"");
     json.push_str(action.as_str());
-    json.push('"');
+    json.push_str("\"");
 }
 
-/// Writes `,"created_at":"…"}`: serde's form of a `DateTime<Utc>` (RFC 3339, `Z`), and the end.
-pub(crate) fn write_time(json: &mut String, created_at: &DateTime<Utc>) {
+/// Writes `,"created_at":"…"}` and the end: serde's form of a `DateTime<Utc>`, RFC 3339 with
+/// `Z` and as many fraction digits as it needs (none, 3, 6 or 9), as chrono writes it.
+pub(crate) fn write_time(json: &mut Text, created_at: &DateTime<Utc>) {
+    use chrono::{Datelike, Timelike};
     json.push_str(",\"created_at\":\"");
-    json.push_str(&created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+    let (year, nanos) = (created_at.year(), created_at.nanosecond());
+    if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
+        // Years past four digits and leap seconds: chrono's own writer.
+        json.push_str(&created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+    } else {
+        json.push_digits(year as u32, 4);
+        for (separator, part) in [('-', created_at.month()), ('-', created_at.day())] {
+            json.0.push(separator as u8);
+            json.push_digits(part, 2);
+        }
+        for (separator, part) in
+            [('T', created_at.hour()), (':', created_at.minute()), (':', created_at.second())]
+        {
+            json.0.push(separator as u8);
+            json.push_digits(part, 2);
+        }
+        match nanos {
+            0 => {}
+            _ if nanos % 1_000_000 == 0 => {
+                json.push_str(".");
+                json.push_digits(nanos / 1_000_000, 3);
+            }
+            _ if nanos % 1_000 == 0 => {
+                json.push_str(".");
+                json.push_digits(nanos / 1_000, 6);
+            }
+            _ => {
+                json.push_str(".");
+                json.push_digits(nanos, 9);
+            }
+        }
+        json.push_str("Z");
+    }
     json.push_str("\"}");
 }
 
-/// A JSON string's text (quoted and escaped as serde_json escapes it).
-pub(crate) fn write_string(json: &mut String, text: &str) {
-    write_value_with(json, |buffer| serde_json::to_writer(buffer, text));
-}
-
-/// A JSON value's text, as serde_json prints it.
-pub(crate) fn write_value(json: &mut String, value: &Value) {
-    write_value_with(json, |buffer| serde_json::to_writer(buffer, value));
-}
-
-/// Runs serde_json's writer into the string's bytes. serde_json writes UTF-8 (its input is
-/// `str`s and numbers), so the check that takes the bytes back never fails; were it ever to, the
-/// text would be kept with the bad bytes replaced rather than a panic.
-fn write_value_with(
-    json: &mut String,
-    write: impl FnOnce(&mut Vec<u8>) -> Result<(), serde_json::Error>,
-) {
-    let mut bytes = std::mem::take(json).into_bytes();
-    let start = bytes.len();
-    // Writing into a `Vec` fails only for a map with non-string keys, which `Value` cannot hold.
-    if write(&mut bytes).is_err() {
-        bytes.truncate(start);
-        bytes.extend_from_slice(b"null");
-    }
-    *json = match String::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
-    };
-}
-
-/// The JSON serde makes of `event`, without serde's field-by-field formatting.
+/// The JSON serde makes of `event`, without serde's formatting of ids and time.
 pub(crate) fn event_text(event: &AgentEvent) -> String {
     let values = [event.delta.as_ref(), Some(&event.content), event.raw.as_ref()];
     let room: usize = values.into_iter().flatten().map(guess_len).sum::<usize>()
         + guess_len(&event.metadata)
         + event.delta_path.as_ref().map_or(0, |path| path.len() + 2);
-    let mut json = String::with_capacity(EVENT_JSON_FIXED_BYTES + room);
+    let mut json = Text::with_capacity(EVENT_JSON_FIXED_BYTES + room);
     write_head(
         &mut json,
         &Head {
@@ -125,25 +181,25 @@ pub(crate) fn event_text(event: &AgentEvent) -> String {
     );
     if let Some(delta) = &event.delta {
         json.push_str(",\"delta\":");
-        write_value(&mut json, delta);
+        json.push_value(delta);
     }
     if let Some(path) = &event.delta_path {
         json.push_str(",\"delta_path\":");
-        write_string(&mut json, path);
+        json.push_string(path);
     }
     if let Some(action) = event.delta_action {
         write_action(&mut json, action);
     }
     json.push_str(",\"content\":");
-    write_value(&mut json, &event.content);
+    json.push_value(&event.content);
     if let Some(raw) = &event.raw {
         json.push_str(",\"raw\":");
-        write_value(&mut json, raw);
+        json.push_value(raw);
     }
     json.push_str(",\"metadata\":");
-    write_value(&mut json, &event.metadata);
+    json.push_value(&event.metadata);
     write_time(&mut json, &event.created_at);
-    json
+    json.done()
 }
 
 /// About how long a value's text is: exact for a string without escapes (the token deltas of

@@ -193,9 +193,9 @@ impl EventRow<'_> {
     /// byte, without building the event: the JSON columns are checked without building a
     /// tree and copied. A resume sends these strings as they are.
     pub fn to_json(&self) -> StoreResult<EventJson> {
-        use super::event_text::{self as text, Head, EVENT_JSON_FIXED_BYTES};
+        use super::event_text::{self as text, Head, Text, EVENT_JSON_FIXED_BYTES};
         // With this room the string never grows (growing it copied every event twice).
-        let mut json = String::with_capacity(
+        let mut json = Text::with_capacity(
             EVENT_JSON_FIXED_BYTES
                 + self.delta.map_or(0, str::len)
                 + self.delta_path.map_or(0, str::len)
@@ -221,7 +221,7 @@ impl EventRow<'_> {
         }
         if let Some(path) = self.delta_path {
             json.push_str(",\"delta_path\":");
-            text::write_string(&mut json, path);
+            json.push_string(path);
         }
         if let Some(name) = self.delta_action {
             text::write_action(&mut json, delta_action(name)?);
@@ -229,7 +229,7 @@ impl EventRow<'_> {
         json.push_str(",\"content\":");
         if self.kind == EventKind::StreamMessage.as_str() {
             // The event's content is the message's text as a string.
-            text::write_string(&mut json, checked_json(self.content)?);
+            json.push_string(checked_json(self.content)?);
         } else {
             push_json_text(&mut json, self.content)?;
         }
@@ -240,7 +240,7 @@ impl EventRow<'_> {
         json.push_str(",\"metadata\":");
         push_json_text(&mut json, self.metadata)?;
         text::write_time(&mut json, &self.created_at);
-        Ok(EventJson { seq: self.seq, json: json.into_boxed_str() })
+        Ok(EventJson { seq: self.seq, json: json.done().into_boxed_str() })
     }
 }
 
@@ -249,7 +249,7 @@ fn delta_action(name: &str) -> StoreResult<DeltaAction> {
 }
 
 /// Appends a stored JSON column after checking it is one JSON value (no tree is built).
-fn push_json_text(json: &mut String, text: &str) -> StoreResult<()> {
+fn push_json_text(json: &mut super::event_text::Text, text: &str) -> StoreResult<()> {
     json.push_str(checked_json(text)?);
     Ok(())
 }

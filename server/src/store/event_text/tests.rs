@@ -42,6 +42,11 @@ fn the_text_is_serdes_byte_for_byte() {
         Utc.timestamp_opt(1_764_000_000, 123_000_000).unwrap(),
         Utc.timestamp_opt(1_764_000_000, 1).unwrap(),
         Utc.timestamp_opt(1_764_000_000, 999_999_999).unwrap(),
+        Utc.timestamp_opt(1_764_000_000, 123_456_000).unwrap(),
+        Utc.timestamp_opt(-62_135_596_800, 0).unwrap(), // year 1
+        Utc.timestamp_opt(253_402_300_799, 10_000_000).unwrap(), // 9999-12-31T23:59:59.010
+        Utc.timestamp_opt(253_402_300_800, 0).unwrap(), // year 10000
+        Utc.timestamp_opt(1_483_228_799, 1_500_000_000).unwrap(), // a leap second
     ]
     .into_iter()
     .enumerate()
