@@ -274,6 +274,7 @@ macro_rules! part {
 
 part! {
     Arc<dyn Store> = store;
+    Arc<Hub> = hub;
     Arc<Producers> = producers;
     Starter = starter;
     Arc<Runs> = runs;

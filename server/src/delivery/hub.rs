@@ -13,6 +13,7 @@ use app::AgentEvent;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use super::tail::LogTails;
 use crate::metrics::Metrics;
 use crate::store::EventJson;
 
@@ -50,6 +51,8 @@ impl std::ops::Deref for Batch {
 pub struct Hub {
     /// A std mutex: it is held for a map lookup only, never across an await.
     rooms: Mutex<HashMap<Uuid, Room>>,
+    /// Every published batch, kept for catch-up reads (whether or not the agent has a room).
+    tails: LogTails,
     room_batches_max: usize,
     /// Where subscriptions count what they deliver, lag and read back.
     metrics: Arc<Metrics>,
@@ -65,6 +68,7 @@ impl Hub {
     pub fn new(room_batches_max: usize) -> Hub {
         Hub {
             rooms: Mutex::new(HashMap::new()),
+            tails: LogTails::default(),
             room_batches_max: room_batches_max.max(1),
             metrics: Arc::new(Metrics::new()),
         }
@@ -77,6 +81,11 @@ impl Hub {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The resident tails of the logs published here (see [`crate::delivery::tail`]).
+    pub fn tails(&self) -> &LogTails {
+        &self.tails
     }
 
     fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Room>> {
@@ -95,44 +104,46 @@ impl Hub {
         room.sender.subscribe()
     }
 
-    /// Hands a committed batch to the room's subscribers. Never blocks. Called after the commit:
-    /// by the writer (in commit order), and with PostgreSQL also by [`crate::cluster`] for what
-    /// other processes committed. Events at or below the newest seq already published are cut
-    /// off, so a room's seqs only go up; a hole (another process's commit not fetched yet) is
-    /// filled by each subscriber from the store (see [`crate::delivery::subscription`]).
+    /// Hands a committed batch to the agent's resident tail and to its room's subscribers.
+    /// Never blocks. Called after the commit: by the writer (in commit order), and with
+    /// PostgreSQL also by [`crate::cluster`] for what other processes committed. Events at or
+    /// below the newest seq already published to the room are cut off, so a room's seqs only go
+    /// up; a hole (another process's commit not fetched yet) is filled by each subscriber from
+    /// the store (see [`crate::delivery::subscription`]).
     ///
     /// The writer lends its committed events (it answers its submitters with them); they are
-    /// copied only when the agent has a room here, and only the fresh ones.
+    /// copied once, into a batch the tail and the room share.
     pub fn publish<'a>(&self, agent_id: Uuid, events: impl Into<Cow<'a, [AgentEvent]>>) {
+        let batch = Arc::new(Batch::new(events.into().into_owned()));
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return;
+        };
+        let (first, last) = (first.seq, last.seq);
+        self.tails.committed(agent_id, batch.clone());
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(&agent_id) else {
             return;
         };
-        let events = events.into();
-        let Some(fresh) = events.iter().position(|event| event.seq > room.last_published_seq)
-        else {
+        if last <= room.last_published_seq {
             return;
+        }
+        let batch = if first > room.last_published_seq {
+            batch
+        } else {
+            // Partly published already (a late publish overlapping a newer one): the fresh part.
+            let fresh = batch.partition_point(|event| event.seq <= room.last_published_seq);
+            Arc::new(Batch::new(batch[fresh..].to_vec()))
         };
-        let events = match events {
-            Cow::Borrowed(events) => events[fresh..].to_vec(),
-            Cow::Owned(mut events) => {
-                events.drain(..fresh);
-                events
-            }
-        };
-        let batch = Arc::new(Batch::new(events));
-        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
-            return;
-        };
-        if room.last_published_seq != 0 && first.seq != room.last_published_seq + 1 {
+        let first = batch.first().map_or(first, |event| event.seq);
+        if room.last_published_seq != 0 && first != room.last_published_seq + 1 {
             tracing::debug!(
                 %agent_id,
                 expected = room.last_published_seq + 1,
-                found = first.seq,
+                found = first,
                 "published seqs are not consecutive; subscribers will fill from the store"
             );
         }
-        room.last_published_seq = last.seq;
+        room.last_published_seq = last;
         if room.sender.send(batch).is_err() {
             // Nobody is listening any more: drop the room rather than keep its buffer.
             rooms.remove(&agent_id);
@@ -162,8 +173,10 @@ impl Hub {
         }
     }
 
-    /// Closes the room of a deleted agent: its subscribers see the channel close.
+    /// Closes the room of a deleted agent (its subscribers see the channel close) and drops its
+    /// tail.
     pub fn close(&self, agent_id: Uuid) {
         self.rooms().remove(&agent_id);
+        self.tails.forget(agent_id);
     }
 }
