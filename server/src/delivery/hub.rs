@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use app::AgentEvent;
+use app::{AgentEvent, EventKind};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
@@ -112,14 +112,37 @@ impl Hub {
     /// the store (see [`crate::delivery::subscription`]).
     ///
     /// The writer lends its committed events (it answers its submitters with them); they are
-    /// copied once, into a batch the tail and the room share.
+    /// copied once, into a batch the tail and the room share. A durable stream's messages are not
+    /// kept in these tails (its surface keeps its own, as the texts its readers get): without a
+    /// room they are not copied at all.
     pub fn publish<'a>(&self, agent_id: Uuid, events: impl Into<Cow<'a, [AgentEvent]>>) {
-        let batch = Arc::new(Batch::new(events.into().into_owned()));
+        let events = events.into();
+        let Some(first) = events.first() else {
+            return;
+        };
+        let tailed = first.kind != EventKind::StreamMessage;
+        let watched = self.rooms().contains_key(&agent_id);
+        if !tailed && !watched {
+            return;
+        }
+        let batch = Arc::new(Batch::new(events.into_owned()));
+        if tailed {
+            if !watched {
+                // No socket asks for this JSON now; the tail's next reader would print it inline,
+                // page after page, where the store's reads run two at once on other threads.
+                batch.json();
+            }
+            self.tails.committed(agent_id, batch.clone());
+        }
+        self.send_to_room(agent_id, batch);
+    }
+
+    /// The room's part of [`Hub::publish`].
+    fn send_to_room(&self, agent_id: Uuid, batch: EventBatch) {
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
             return;
         };
         let (first, last) = (first.seq, last.seq);
-        self.tails.committed(agent_id, batch.clone());
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(&agent_id) else {
             return;

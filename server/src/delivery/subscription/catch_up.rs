@@ -67,6 +67,10 @@ pub(super) async fn catch_up(
         let full_page = count as u32 == wanted;
         last_delivered = newest;
         send(out, page).await?;
+        // A page from a resident tail is read without waiting: without this the socket's writer
+        // (woken into this worker's next slot, which no other worker takes) sent nothing until
+        // the whole catch-up was read.
+        tokio::task::yield_now().await;
         if !full_page {
             if until.is_none() {
                 return Ok(last_delivered);
