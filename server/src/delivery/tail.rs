@@ -32,12 +32,14 @@ use uuid::Uuid;
 use super::hub::EventBatch;
 use crate::store::{EventJson, EventLog, StoreResult};
 
-/// Estimated bytes one agent's tail holds at most (about 15 000 token events); past it its
+/// Estimated bytes one agent's tail holds at most (about 10 000 token events); past it its
 /// oldest batches are dropped.
 pub const LOG_TAIL_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Estimated bytes all tails hold at most; past it the least recently used agents' tails are
-/// dropped until a quarter is free.
-pub const LOG_TAILS_BYTES_MAX: usize = 128 * 1024 * 1024;
+/// dropped until a quarter is free. Small on purpose: with 128 MiB the engine bench (100 busy
+/// logs) ran a fifth slower — the batches outlived their subscribers and the process touched
+/// that much more memory; at 32 MiB it ran as fast as without tails (`bench --engine`).
+pub const LOG_TAILS_BYTES_MAX: usize = 32 * 1024 * 1024;
 /// An event's fixed share of the estimate: the struct, its ids, and its JSON's names and ids.
 pub const EVENT_RESIDENT_BYTES_FIXED: usize = 512 + std::mem::size_of::<AgentEvent>();
 

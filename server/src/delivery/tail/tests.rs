@@ -85,7 +85,7 @@ fn bounds_drop_the_oldest_batches_and_the_least_recent_agents() {
     let newest = 40 * per_batch;
     assert_eq!(seqs(tails.read(agent, newest - 1, 10)), Some(vec![newest]));
 
-    // Nine more agents of ~16 MiB each pass the 128 MiB bound: the least recent go first.
+    // Nine more agents of ~16 MiB each pass the bound in all: the least recent go first.
     let others: Vec<Uuid> = (0..9).map(|_| Uuid::now_v7()).collect();
     for other in &others {
         for index in 0..16u64 {
