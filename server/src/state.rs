@@ -274,7 +274,6 @@ macro_rules! part {
 
 part! {
     Arc<dyn Store> = store;
-    Arc<Hub> = hub;
     Arc<Producers> = producers;
     Starter = starter;
     Arc<Runs> = runs;

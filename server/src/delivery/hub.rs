@@ -9,11 +9,10 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use app::{AgentEvent, EventKind};
+use app::AgentEvent;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use super::tail::LogTails;
 use crate::metrics::Metrics;
 use crate::store::EventJson;
 
@@ -51,8 +50,6 @@ impl std::ops::Deref for Batch {
 pub struct Hub {
     /// A std mutex: it is held for a map lookup only, never across an await.
     rooms: Mutex<HashMap<Uuid, Room>>,
-    /// Every published batch, kept for catch-up reads (whether or not the agent has a room).
-    tails: LogTails,
     room_batches_max: usize,
     /// Where subscriptions count what they deliver, lag and read back.
     metrics: Arc<Metrics>,
@@ -68,7 +65,6 @@ impl Hub {
     pub fn new(room_batches_max: usize) -> Hub {
         Hub {
             rooms: Mutex::new(HashMap::new()),
-            tails: LogTails::default(),
             room_batches_max: room_batches_max.max(1),
             metrics: Arc::new(Metrics::new()),
         }
@@ -81,11 +77,6 @@ impl Hub {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    /// The resident tails of the logs published here (see [`crate::delivery::tail`]).
-    pub fn tails(&self) -> &LogTails {
-        &self.tails
     }
 
     fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Room>> {
@@ -104,69 +95,44 @@ impl Hub {
         room.sender.subscribe()
     }
 
-    /// Hands a committed batch to the agent's resident tail and to its room's subscribers.
-    /// Never blocks. Called after the commit: by the writer (in commit order), and with
-    /// PostgreSQL also by [`crate::cluster`] for what other processes committed. Events at or
-    /// below the newest seq already published to the room are cut off, so a room's seqs only go
-    /// up; a hole (another process's commit not fetched yet) is filled by each subscriber from
-    /// the store (see [`crate::delivery::subscription`]).
+    /// Hands a committed batch to the room's subscribers. Never blocks. Called after the commit:
+    /// by the writer (in commit order), and with PostgreSQL also by [`crate::cluster`] for what
+    /// other processes committed. Events at or below the newest seq already published are cut
+    /// off, so a room's seqs only go up; a hole (another process's commit not fetched yet) is
+    /// filled by each subscriber from the store (see [`crate::delivery::subscription`]).
     ///
     /// The writer lends its committed events (it answers its submitters with them); they are
-    /// copied once, into a batch the tail and the room share. A durable stream's messages are not
-    /// kept in these tails (its surface keeps its own, as the texts its readers get): without a
-    /// room they are not copied at all.
+    /// copied only when the agent has a room here, and only the fresh ones.
     pub fn publish<'a>(&self, agent_id: Uuid, events: impl Into<Cow<'a, [AgentEvent]>>) {
-        let events = events.into();
-        let Some(first) = events.first() else {
-            return;
-        };
-        let tailed = first.kind != EventKind::StreamMessage;
-        let watched = self.rooms().contains_key(&agent_id);
-        if !tailed && !watched {
-            return;
-        }
-        let batch = Arc::new(Batch::new(events.into_owned()));
-        if tailed {
-            if !watched {
-                // No socket asks for this JSON now; the tail's next reader would print it inline,
-                // page after page, where the store's reads run two at once on other threads.
-                batch.json();
-            }
-            self.tails.committed(agent_id, batch.clone());
-        }
-        self.send_to_room(agent_id, batch);
-    }
-
-    /// The room's part of [`Hub::publish`].
-    fn send_to_room(&self, agent_id: Uuid, batch: EventBatch) {
-        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
-            return;
-        };
-        let (first, last) = (first.seq, last.seq);
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(&agent_id) else {
             return;
         };
-        if last <= room.last_published_seq {
+        let events = events.into();
+        let Some(fresh) = events.iter().position(|event| event.seq > room.last_published_seq)
+        else {
             return;
-        }
-        let batch = if first > room.last_published_seq {
-            batch
-        } else {
-            // Partly published already (a late publish overlapping a newer one): the fresh part.
-            let fresh = batch.partition_point(|event| event.seq <= room.last_published_seq);
-            Arc::new(Batch::new(batch[fresh..].to_vec()))
         };
-        let first = batch.first().map_or(first, |event| event.seq);
-        if room.last_published_seq != 0 && first != room.last_published_seq + 1 {
+        let events = match events {
+            Cow::Borrowed(events) => events[fresh..].to_vec(),
+            Cow::Owned(mut events) => {
+                events.drain(..fresh);
+                events
+            }
+        };
+        let batch = Arc::new(Batch::new(events));
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return;
+        };
+        if room.last_published_seq != 0 && first.seq != room.last_published_seq + 1 {
             tracing::debug!(
                 %agent_id,
                 expected = room.last_published_seq + 1,
-                found = first,
+                found = first.seq,
                 "published seqs are not consecutive; subscribers will fill from the store"
             );
         }
-        room.last_published_seq = last;
+        room.last_published_seq = last.seq;
         if room.sender.send(batch).is_err() {
             // Nobody is listening any more: drop the room rather than keep its buffer.
             rooms.remove(&agent_id);
@@ -196,10 +162,8 @@ impl Hub {
         }
     }
 
-    /// Closes the room of a deleted agent (its subscribers see the channel close) and drops its
-    /// tail.
+    /// Closes the room of a deleted agent: its subscribers see the channel close.
     pub fn close(&self, agent_id: Uuid) {
         self.rooms().remove(&agent_id);
-        self.tails.forget(agent_id);
     }
 }

@@ -2,7 +2,6 @@
 //!
 //! - [`writer`]: assigns seqs, group-commits, then hands committed batches to the [`hub`].
 //! - [`hub`]: per-agent rooms with bounded buffers.
-//! - [`tail`]: each log's newest published batches, read back by catch-ups without the store.
 //! - [`subscription`]: "store + hub" as an exactly-once, in-order feed for one subscriber,
 //!   recovering from lag.
 //!
@@ -10,5 +9,4 @@
 
 pub mod hub;
 pub mod subscription;
-pub mod tail;
 pub mod writer;

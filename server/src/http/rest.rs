@@ -226,7 +226,6 @@ pub async fn get_agent(
 
 pub async fn list_events(
     State(store): State<Arc<dyn Store>>,
-    State(hub): State<Arc<crate::delivery::hub::Hub>>,
     State(limits): State<Arc<Limits>>,
     Path(agent_id): Path<String>,
     Query(query): Query<CountQuery>,
@@ -238,9 +237,7 @@ pub async fn list_events(
     // never falsely false for the events that existed when the request came in.
     let coalesce = query.coalesce_value()?;
     let head_seq = head_for_cursor(store.as_ref(), agent_id, since).await?;
-    let mut events =
-        crate::delivery::tail::read_json(store.as_ref(), hub.tails(), agent_id, since, limit)
-            .await?;
+    let mut events = store.read_events_json(agent_id, since, limit).await?;
     let next_since = events.last().map_or(since, |event| event.seq);
     let head_seq = head_seq.max(next_since);
     if coalesce {

@@ -177,8 +177,7 @@ pub async fn rounds(database_url: &str, gap_events: u32, rounds: usize) {
     let (mut all_ms, mut frames_ms, mut again_ms) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let gap = resume_gap(&server).await;
-        // A log nobody read yet, resumed twice: the second is a client reconnecting (the
-        // events' JSON, made for the first, is in the log's resident tail).
+        // A log nobody read yet, resumed twice: the second is a client reconnecting.
         let (agent_id, head) = long_log(&server).await;
         let (frames, bytes) = resume_frames_only(&server, agent_id, head).await;
         let (again, _) = resume_frames_only(&server, agent_id, head).await;

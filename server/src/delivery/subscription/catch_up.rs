@@ -7,7 +7,6 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::outbound::{Form, Outbound};
-use crate::delivery::tail::{self, LogTails};
 use crate::limits::{CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use crate::store::{EventLog, StoreError};
 
@@ -24,7 +23,6 @@ pub const CATCHUP_READS_AT_ONCE: usize = 2;
 /// read ahead of it is dropped unread, and reading goes on (or ends) from what was delivered.
 pub(super) async fn catch_up(
     store: &dyn EventLog,
-    tails: &LogTails,
     agent_id: Uuid,
     after: u64,
     until: Option<u64>,
@@ -45,7 +43,7 @@ pub(super) async fn catch_up(
             };
             page_events = (page_events * 2).min(CATCHUP_PAGE_EVENTS);
             reads.push_back(async move {
-                (wanted, read_retrying(store, tails, agent_id, cursor, wanted, form).await)
+                (wanted, read_retrying(store, agent_id, cursor, wanted, form).await)
             });
             cursor += wanted as u64;
         }
@@ -67,10 +65,6 @@ pub(super) async fn catch_up(
         let full_page = count as u32 == wanted;
         last_delivered = newest;
         send(out, page).await?;
-        // A page from a resident tail is read without waiting: without this the socket's writer
-        // (woken into this worker's next slot, which no other worker takes) sent nothing until
-        // the whole catch-up was read.
-        tokio::task::yield_now().await;
         if !full_page {
             if until.is_none() {
                 return Ok(last_delivered);
@@ -90,12 +84,10 @@ pub const CATCHUP_READ_RETRIES_MAX: u32 = 10;
 pub const CATCHUP_RETRY_DELAY_INITIAL_MS: u64 = 20;
 pub const CATCHUP_RETRY_DELAY_MAX_MS: u64 = 1_000;
 
-/// A page of the log (as JSON from the resident tail as far as it reaches), read again (bounded)
-/// while the error is transient: a subscriber mid-stream rides out a database restart instead of
-/// being dropped.
+/// A page of the log, read again (bounded) while the error is transient: a subscriber mid-stream
+/// rides out a database restart instead of being dropped.
 async fn read_retrying(
     store: &dyn EventLog,
-    tails: &LogTails,
     agent_id: Uuid,
     after: u64,
     limit: u32,
@@ -105,7 +97,7 @@ async fn read_retrying(
     loop {
         let read = match form {
             Form::Json { coalesce } => {
-                tail::read_json(store, tails, agent_id, after, limit).await.map(|events| {
+                store.read_events_json(agent_id, after, limit).await.map(|events| {
                     Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce }
                 })
             }

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::catch_up::{catch_up, send, FollowError};
 use super::outbound::{Form, Outbound};
 use crate::delivery::hub::{EventBatch, Hub};
+use crate::metrics::Metrics;
 use crate::store::EventLog;
 
 impl FollowError {
@@ -43,7 +44,7 @@ pub async fn follow(
     let mut membership = Membership { hub, agent_id, live: Some(hub.subscribe(agent_id)) };
     let live = membership.live.as_mut().expect("joined above");
     tokio::select! {
-        result = follow_with(store, hub, agent_id, since, form, out, live) => result,
+        result = follow_with(store, hub.metrics(), agent_id, since, form, out, live) => result,
         _ = out.closed() => Err(FollowError::SubscriberGone),
     }
 }
@@ -65,21 +66,20 @@ impl Drop for Membership<'_> {
 
 async fn follow_with(
     store: &dyn EventLog,
-    hub: &Hub,
+    metrics: &Metrics,
     agent_id: Uuid,
     since: u64,
     form: Form,
     out: &mpsc::Sender<Outbound>,
     live: &mut broadcast::Receiver<EventBatch>,
 ) -> Result<(), FollowError> {
-    let (metrics, tails) = (hub.metrics(), hub.tails());
     let head_seq = store.head_seq(agent_id).await?.ok_or(FollowError::UnknownAgent(agent_id))?;
     if since > head_seq {
         return Err(FollowError::SinceBeyondHead { agent_id, since, head_seq });
     }
     send(out, ServerMessage::Subscribed { agent_id, since, head_seq }).await?;
     metrics.catch_up_reads.inc();
-    let mut last_delivered = catch_up(store, tails, agent_id, since, None, form, out).await?;
+    let mut last_delivered = catch_up(store, agent_id, since, None, form, out).await?;
     metrics.events_delivered.inc_by(last_delivered.saturating_sub(since));
     loop {
         match live.recv().await {
@@ -88,16 +88,9 @@ async fn follow_with(
                 if first.seq > last_delivered + 1 {
                     metrics.catch_up_reads.inc();
                     let before = last_delivered;
-                    last_delivered = catch_up(
-                        store,
-                        tails,
-                        agent_id,
-                        last_delivered,
-                        Some(first.seq - 1),
-                        form,
-                        out,
-                    )
-                    .await?;
+                    last_delivered =
+                        catch_up(store, agent_id, last_delivered, Some(first.seq - 1), form, out)
+                            .await?;
                     metrics.events_delivered.inc_by(last_delivered.saturating_sub(before));
                 }
                 // Seqs go up within a batch: what is fresh is a suffix of it.
@@ -122,8 +115,7 @@ async fn follow_with(
                 .await?;
                 metrics.catch_up_reads.inc();
                 let before = last_delivered;
-                last_delivered =
-                    catch_up(store, tails, agent_id, last_delivered, None, form, out).await?;
+                last_delivered = catch_up(store, agent_id, last_delivered, None, form, out).await?;
                 metrics.events_delivered.inc_by(last_delivered.saturating_sub(before));
             }
             Err(broadcast::error::RecvError::Closed) => {
