@@ -1,7 +1,7 @@
 //! An event's JSON written field by field, byte for byte what serde makes of `AgentEvent`
 //! (field order, omitted `None`s), shared by the two places that print events: a stored row
 //! ([`super::rows::EventRow::to_json`], whose JSON columns are copied as stored) and a committed
-//! event in memory ([`super::EventJson::of`], the live path and the resident tail).
+//! event in memory ([`super::EventJson::of`], what every live room sends).
 //!
 //! **Why not serde.** `serde_json::to_string(&event)` spent ~1.5–2 µs per token event on this
 //! machine, most of it formatting six UUIDs and the time through `fmt` (a 10 000-event batch:
@@ -138,20 +138,16 @@ pub(crate) fn write_time(json: &mut Text, created_at: &DateTime<Utc>) {
             json.0.push(separator as u8);
             json.push_digits(part, 2);
         }
-        match nanos {
-            0 => {}
-            _ if nanos % 1_000_000 == 0 => {
-                json.push_str(".");
-                json.push_digits(nanos / 1_000_000, 3);
-            }
-            _ if nanos % 1_000 == 0 => {
-                json.push_str(".");
-                json.push_digits(nanos / 1_000, 6);
-            }
-            _ => {
-                json.push_str(".");
-                json.push_digits(nanos, 9);
-            }
+        // chrono's `AutoSi`: no fraction, or milli-, micro- or nanoseconds, the shortest exact.
+        let fraction = match nanos {
+            0 => None,
+            _ if nanos % 1_000_000 == 0 => Some((nanos / 1_000_000, 3)),
+            _ if nanos % 1_000 == 0 => Some((nanos / 1_000, 6)),
+            _ => Some((nanos, 9)),
+        };
+        if let Some((value, digits)) = fraction {
+            json.push_str(".");
+            json.push_digits(value, digits);
         }
         json.push_str("Z");
     }
