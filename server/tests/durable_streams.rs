@@ -79,6 +79,38 @@ async fn a_json_stream_keeps_its_messages_in_the_log_and_resumes_exactly() {
     assert_eq!(agents.as_array().map(Vec::len), Some(0), "{agents}");
 }
 
+async fn next_chunk(
+    body: &mut (impl futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin),
+) -> String {
+    let chunk = tokio::time::timeout(Duration::from_secs(10), body.next()).await;
+    String::from_utf8(chunk.unwrap().unwrap().unwrap().to_vec()).unwrap()
+}
+
+/// Over SSE a data event and the control event that gives its offset leave in one write. The
+/// protocol's own client (0.1.5 to 0.2.7) pairs a data event with the next control event; when
+/// its connection ends between the two (its reader aborted, the data in one read and the control
+/// still in flight), it hands the data out with the offset from *before* it, and a reader that
+/// resumes from there gets those messages twice — seen in the browser suite as seqs 1…k, 25….
+#[tokio::test]
+async fn sse_sends_each_data_event_with_its_control_event_in_one_write() {
+    let server = TestServer::start().await;
+    put(&server, "paired", "application/json", r#"[{"n":1},{"n":2}]"#).await;
+    let response = get(&server, "paired", "offset=-1&live=sse").await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    // The catch-up, then a message appended live: each a data event and its control in one
+    // chunk (the server's chunked encoding writes each of its frames as one chunk).
+    let caught_up = next_chunk(&mut body).await;
+    assert!(caught_up.starts_with("event: data\n"), "{caught_up:?}");
+    assert!(caught_up.contains(r#"[{"n":1},{"n":2}]"#), "{caught_up:?}");
+    assert!(caught_up.contains("\n\nevent: control\n"), "{caught_up:?}");
+    assert!(caught_up.contains(r#""streamNextOffset":"0000000000000000_0000000000000002""#));
+    post(&server, "paired", "application/json", r#"{"n":3}"#).await;
+    let live = next_chunk(&mut body).await;
+    assert!(live.starts_with("event: data\n") && live.contains(r#"[{"n":3}]"#), "{live:?}");
+    assert!(live.contains(r#""streamNextOffset":"0000000000000000_0000000000000003""#), "{live:?}");
+}
+
 /// A reader gets each message as the bytes it was sent as — spacing, number forms, escapes —
 /// from this server's memory and from the database alike (a second server on the same
 /// database has none of the first's memory). Messages were once kept as trees and printed

@@ -216,13 +216,14 @@ async fn follow(
         };
         // A page is one data event (JSON: one array; bytes: one run of them), followed by the
         // control event that says where it left the reader — per message, a catch-up of 10 000
-        // was 20 000 events.
+        // was 20 000 events. Both go in one frame, one write: the protocol's client pairs data
+        // with the next control event, and a connection that ends between the two hands the
+        // data out with the offset from before it (its reader then gets it twice).
         let last = messages.last_offset();
+        let mut frame = String::new();
         if !messages.is_empty() {
             let payload = protocol::sse_payload(source.content_type(), &messages);
-            if !send(protocol::sse_event("data", &payload)).await {
-                return;
-            }
+            frame = protocol::sse_event("data", &payload);
         }
         // After the last message sent, or the tail when none was.
         since = last.unwrap_or(tail);
@@ -239,7 +240,8 @@ async fn follow(
             }
             control
         };
-        if !send(protocol::sse_event("control", &control.to_string())).await {
+        frame.push_str(&protocol::sse_event("control", &control.to_string()));
+        if !send(frame).await {
             return;
         }
         if source.closed() && at_tail {
