@@ -29,16 +29,30 @@ impl Text {
         self.0.extend_from_slice(text.as_bytes());
     }
 
-    fn push_number(&mut self, number: u64) {
-        use std::io::Write as _;
-        // Writing into a `Vec` cannot fail.
-        let _ = write!(self.0, "{number}");
+    /// A number's decimal digits (without `fmt`'s machinery: one per event of a read).
+    fn push_number(&mut self, mut number: u64) {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (number % 10) as u8;
+            number /= 10;
+            if number == 0 {
+                break;
+            }
+        }
+        self.0.extend_from_slice(&digits[start..]);
     }
 
-    fn push_digits(&mut self, number: u32, digits: u32) {
-        for place in (0..digits).rev() {
-            self.0.push(b'0' + (number / 10u32.pow(place) % 10) as u8);
+    /// `number`'s last `digits` decimal digits (at most 10), zeros in front.
+    fn push_digits(&mut self, mut number: u32, digits: u32) {
+        let mut text = [b'0'; 10];
+        let digits = (digits as usize).min(text.len());
+        for place in text[..digits].iter_mut().rev() {
+            *place = b'0' + (number % 10) as u8;
+            number /= 10;
         }
+        self.0.extend_from_slice(&text[..digits]);
     }
 
     /// A JSON string's text (quoted and escaped as serde_json escapes it).
@@ -100,13 +114,23 @@ pub(crate) fn write_head(json: &mut Text, head: &Head) {
         json.push_str(",\"coalesced_from\":");
         json.push_number(from);
     }
-    uuid(json, ",\"run_id\":", head.run_id);
-    uuid(json, ",\"thread_id\":", head.thread_id);
-    uuid(json, ",\"block_id\":", head.block_id);
-    uuid(json, ",\"message_id\":", head.message_id);
+    write_head_ids(json, [head.run_id, head.thread_id, head.block_id, head.message_id], head.kind);
+}
+
+/// Writes `,"run_id":…` (each of the four ids that is set) through `,"kind":"…"`.
+pub(crate) fn write_head_ids(json: &mut Text, ids: [Option<Uuid>; 4], kind: &str) {
+    let mut buffer = Uuid::encode_buffer();
+    let names = [",\"run_id\":\"", ",\"thread_id\":\"", ",\"block_id\":\"", ",\"message_id\":\""];
+    for (name, id) in names.into_iter().zip(ids) {
+        if let Some(id) = id {
+            json.push_str(name);
+            json.push_str(id.hyphenated().encode_lower(&mut buffer));
+            json.push_str("\"");
+        }
+    }
     // `as_str` is serde's name (checked in `app::event`'s tests).
     json.push_str(",\"kind\":\"");
-    json.push_str(head.kind);
+    json.push_str(kind);
     json.push_str("\"");
 }
 
@@ -120,38 +144,56 @@ pub(crate) fn write_action(json: &mut Text, action: DeltaAction) {
 /// Writes `,"created_at":"…"}` and the end: serde's form of a `DateTime<Utc>`, RFC 3339 with
 /// `Z` and as many fraction digits as it needs (none, 3, 6 or 9), as chrono writes it.
 pub(crate) fn write_time(json: &mut Text, created_at: &DateTime<Utc>) {
+    if has_plain_time(created_at) {
+        write_seconds(json, created_at);
+        write_subseconds(json, created_at);
+    } else {
+        // Years past four digits and leap seconds: chrono's own writer.
+        json.push_str(",\"created_at\":\"");
+        json.push_str(&created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+        json.push_str("\"}");
+    }
+}
+
+/// A time [`write_seconds`] and [`write_subseconds`] write: a four-digit year, no leap second.
+pub(crate) fn has_plain_time(created_at: &DateTime<Utc>) -> bool {
+    use chrono::{Datelike, Timelike};
+    (0..=9999).contains(&created_at.year()) && created_at.nanosecond() < 1_000_000_000
+}
+
+/// Writes `,"created_at":"YYYY-MM-DDTHH:MM:SS` (the same for every time of one second).
+pub(crate) fn write_seconds(json: &mut Text, created_at: &DateTime<Utc>) {
     use chrono::{Datelike, Timelike};
     json.push_str(",\"created_at\":\"");
-    let (year, nanos) = (created_at.year(), created_at.nanosecond());
-    if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
-        // Years past four digits and leap seconds: chrono's own writer.
-        json.push_str(&created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
-    } else {
-        json.push_digits(year as u32, 4);
-        for (separator, part) in [('-', created_at.month()), ('-', created_at.day())] {
-            json.0.push(separator as u8);
-            json.push_digits(part, 2);
-        }
-        for (separator, part) in
-            [('T', created_at.hour()), (':', created_at.minute()), (':', created_at.second())]
-        {
-            json.0.push(separator as u8);
-            json.push_digits(part, 2);
-        }
-        // chrono's `AutoSi`: no fraction, or milli-, micro- or nanoseconds, the shortest exact.
-        let fraction = match nanos {
-            0 => None,
-            _ if nanos % 1_000_000 == 0 => Some((nanos / 1_000_000, 3)),
-            _ if nanos % 1_000 == 0 => Some((nanos / 1_000, 6)),
-            _ => Some((nanos, 9)),
-        };
-        if let Some((value, digits)) = fraction {
-            json.push_str(".");
-            json.push_digits(value, digits);
-        }
-        json.push_str("Z");
+    json.push_digits(created_at.year() as u32, 4);
+    for (separator, part) in [('-', created_at.month()), ('-', created_at.day())] {
+        json.0.push(separator as u8);
+        json.push_digits(part, 2);
     }
-    json.push_str("\"}");
+    for (separator, part) in
+        [('T', created_at.hour()), (':', created_at.minute()), (':', created_at.second())]
+    {
+        json.0.push(separator as u8);
+        json.push_digits(part, 2);
+    }
+}
+
+/// Writes the fraction, `Z"` and the event's closing brace. chrono's `AutoSi`: no fraction, or
+/// milli-, micro- or nanoseconds, the shortest exact.
+pub(crate) fn write_subseconds(json: &mut Text, created_at: &DateTime<Utc>) {
+    use chrono::Timelike;
+    let nanos = created_at.nanosecond();
+    let fraction = match nanos {
+        0 => None,
+        _ if nanos.is_multiple_of(1_000_000) => Some((nanos / 1_000_000, 3)),
+        _ if nanos.is_multiple_of(1_000) => Some((nanos / 1_000, 6)),
+        _ => Some((nanos, 9)),
+    };
+    if let Some((value, digits)) = fraction {
+        json.push_str(".");
+        json.push_digits(value, digits);
+    }
+    json.push_str("Z\"}");
 }
 
 /// The JSON serde makes of `event`, without serde's formatting of ids and time.
@@ -207,5 +249,11 @@ fn guess_len(value: &Value) -> usize {
     }
 }
 
+mod stored;
+pub(crate) use stored::stored_event_json;
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod stored_tests;

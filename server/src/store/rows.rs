@@ -191,75 +191,38 @@ impl EventRow<'_> {
 
     /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
     /// byte, without building the event: the JSON columns are checked without building a
-    /// tree and copied. A resume sends these strings as they are.
+    /// tree and copied, and what repeats from the event before is not written again
+    /// ([`super::event_text::stored_event_json`]). A resume sends these strings as they are.
     pub fn to_json(&self) -> StoreResult<EventJson> {
-        use super::event_text::{self as text, Head, Text, EVENT_JSON_FIXED_BYTES};
-        // With this room the string never grows (growing it copied every event twice).
-        let mut json = Text::with_capacity(
-            EVENT_JSON_FIXED_BYTES
-                + self.delta.map_or(0, str::len)
-                + self.delta_path.map_or(0, str::len)
-                + self.content.len()
-                + self.raw.map_or(0, str::len)
-                + self.metadata.len(),
-        );
-        let head = Head {
-            id: self.id,
-            agent_id: self.agent_id,
-            seq: self.seq,
-            coalesced_from: None,
-            run_id: self.run_id,
-            thread_id: self.thread_id,
-            block_id: self.block_id,
-            message_id: self.message_id,
-            kind: EventKind::parse(self.kind).as_str(),
-        };
-        text::write_head(&mut json, &head);
-        if let Some(delta) = self.delta {
-            json.push_str(",\"delta\":");
-            push_json_text(&mut json, delta)?;
-        }
-        if let Some(path) = self.delta_path {
-            json.push_str(",\"delta_path\":");
-            json.push_string(path);
-        }
-        if let Some(name) = self.delta_action {
-            text::write_action(&mut json, delta_action(name)?);
-        }
-        json.push_str(",\"content\":");
-        if self.kind == EventKind::StreamMessage.as_str() {
-            // The event's content is the message's text as a string.
-            json.push_string(checked_json(self.content)?);
-        } else {
-            push_json_text(&mut json, self.content)?;
-        }
-        if let Some(raw) = self.raw {
-            json.push_str(",\"raw\":");
-            push_json_text(&mut json, raw)?;
-        }
-        json.push_str(",\"metadata\":");
-        push_json_text(&mut json, self.metadata)?;
-        text::write_time(&mut json, &self.created_at);
-        Ok(EventJson { seq: self.seq, json: json.done().into_boxed_str() })
+        super::event_text::stored_event_json(self)
     }
 }
 
-fn delta_action(name: &str) -> StoreResult<DeltaAction> {
+pub(crate) fn delta_action(name: &str) -> StoreResult<DeltaAction> {
     DeltaAction::parse(name).ok_or_else(|| corrupt(format!("bad delta_action {name:?}")))
-}
-
-/// Appends a stored JSON column after checking it is one JSON value (no tree is built).
-fn push_json_text(json: &mut super::event_text::Text, text: &str) -> StoreResult<()> {
-    json.push_str(checked_json(text)?);
-    Ok(())
 }
 
 /// `text`, once checked to be JSON (without building a tree): a damaged row is an error, never
 /// a broken answer.
 pub fn checked_json(text: &str) -> StoreResult<&str> {
+    if is_plain_string(text) {
+        return Ok(text);
+    }
     serde_json::from_str::<serde::de::IgnoredAny>(text)
         .map_err(|error| corrupt(format!("bad JSON {text:?}: {error}")))?;
     Ok(text)
+}
+
+/// A JSON string with no escapes (a token's delta, mostly): `"`, then anything but `"`, `\`
+/// and control characters, then `"`. Any `&str` is UTF-8, so that is the whole check.
+fn is_plain_string(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() >= 2
+        && bytes[0] == b'"'
+        && bytes[bytes.len() - 1] == b'"'
+        && bytes[1..bytes.len() - 1]
+            .iter()
+            .all(|&byte| byte != b'"' && byte != b'\\' && byte >= 0x20)
 }
 
 /// Events per agent in a group, in order of first appearance.
