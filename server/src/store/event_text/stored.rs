@@ -10,7 +10,8 @@
 //! (never by address), so the text is byte for byte what it would be written from scratch.
 //!
 //! The memo is per thread (reads run on the blocking pool, one row after another), holds one
-//! entry per part, and keeps nothing longer than [`EVENT_TEXT_MEMO_BYTES_MAX`].
+//! entry per part, and keeps nothing longer than [`EVENT_TEXT_MEMO_BYTES_MAX`]. The body part
+//! is kept for deltas only: other events' contents differ from one to the next.
 
 use std::cell::RefCell;
 
@@ -121,7 +122,11 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
         }
         Ok(())
     };
-    if row.content.len() + row.delta_path.map_or(0, str::len) <= EVENT_TEXT_MEMO_BYTES_MAX {
+    // A delta's event shares its body with the deltas before it (a reply's `null` content);
+    // any other event's content is its own (a message, a call), so keeping it would only copy.
+    let shared = row.delta.is_some();
+    if shared && row.content.len() + row.delta_path.map_or(0, str::len) <= EVENT_TEXT_MEMO_BYTES_MAX
+    {
         let body = || Body {
             delta_path: row.delta_path.map(str::to_owned),
             delta_action: row.delta_action.map(str::to_owned),

@@ -62,6 +62,8 @@ fn each_row_is_serdes_text_whatever_the_row_before_it_was() {
         ("another path", EventRow { delta_path: Some("parts.0.\"x\""), ..base }),
         ("no path", EventRow { delta_path: None, ..base }),
         ("another action", EventRow { delta_action: Some("replace"), ..base }),
+        ("a delta beside content", EventRow { content: "{\"a\":1}", ..base }),
+        ("the same, other content", EventRow { content: "{\"a\":2}", ..base }),
         (
             "content",
             EventRow { delta: None, delta_action: None, content: "{\"text\":\"hi\"}", ..base },
