@@ -1,6 +1,6 @@
 //! An event's JSON written field by field, byte for byte what serde makes of `AgentEvent`
 //! (field order, omitted `None`s), shared by the two places that print events: a stored row
-//! ([`super::rows::EventRow::to_json`], whose JSON columns are copied as stored) and a committed
+//! ([`super::row_text::event_json`], whose JSON columns are copied as stored) and a committed
 //! event in memory ([`super::EventJson::of`], what every live room sends).
 //!
 //! **Why not serde.** `serde_json::to_string(&event)` spent ~1.5–2 µs per token event on this
@@ -30,7 +30,7 @@ impl Text {
     }
 
     /// A number's decimal digits (without `fmt`'s machinery: one per event of a read).
-    fn push_number(&mut self, mut number: u64) {
+    pub fn push_number(&mut self, mut number: u64) {
         let mut digits = [0u8; 20];
         let mut start = digits.len();
         loop {
@@ -249,11 +249,5 @@ fn guess_len(value: &Value) -> usize {
     }
 }
 
-mod stored;
-pub(crate) use stored::stored_event_json;
-
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod stored_tests;

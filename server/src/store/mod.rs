@@ -24,6 +24,7 @@ mod migrations;
 mod opening;
 pub mod postgres;
 mod records;
+pub(crate) mod row_text;
 pub(crate) mod rows;
 pub mod sqlite;
 pub mod streams;

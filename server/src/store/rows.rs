@@ -11,7 +11,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub use super::records::{content_column, message_text};
-use super::{AppendBatch, ContentJson, EventJson, StoreError};
+use super::{AppendBatch, ContentJson, StoreError};
 
 pub fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
@@ -187,14 +187,6 @@ impl EventRow<'_> {
             stream_message: self.kind == EventKind::StreamMessage.as_str(),
             json: checked_json(self.content)?.into(),
         })
-    }
-
-    /// The JSON serde makes of the same `AgentEvent` (field order, omitted `None`s), byte for
-    /// byte, without building the event: the JSON columns are checked without building a
-    /// tree and copied, and what repeats from the event before is not written again
-    /// ([`super::event_text::stored_event_json`]). A resume sends these strings as they are.
-    pub fn to_json(&self) -> StoreResult<EventJson> {
-        super::event_text::stored_event_json(self)
     }
 }
 

@@ -214,7 +214,7 @@ impl EventLog for SqliteStore {
         since: u64,
         limit: u32,
     ) -> StoreResult<Vec<EventJson>> {
-        self.read_made(agent_id, since, limit, |row| row.to_json()).await
+        self.read_made(agent_id, since, limit, super::row_text::event_json).await
     }
 
     async fn read_contents(

@@ -225,7 +225,7 @@ fn to_event(row: &EventRow<'_>) -> StoreResult<AgentEvent> {
 }
 
 fn to_json(row: &EventRow<'_>) -> StoreResult<EventJson> {
-    row.to_json()
+    crate::store::row_text::event_json(row)
 }
 
 #[async_trait]

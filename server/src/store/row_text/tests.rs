@@ -5,7 +5,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use uuid::Uuid;
 
-use super::stored_event_json;
+use super::event_json as stored_event_json;
 use crate::store::rows::EventRow;
 
 fn at(seconds: i64, nanos: u32) -> DateTime<Utc> {
@@ -21,7 +21,7 @@ fn serdes(row: &EventRow<'_>) -> String {
 fn each_row_is_serdes_text_whatever_the_row_before_it_was() {
     let (agent, other_agent, run, block, message) =
         (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-    let big = format!("{{\"text\":\"{}\"}}", "x".repeat(super::stored::EVENT_TEXT_MEMO_BYTES_MAX));
+    let big = format!("{{\"text\":\"{}\"}}", "x".repeat(super::EVENT_TEXT_MEMO_BYTES_MAX));
     let base = EventRow {
         id: Uuid::now_v7(),
         agent_id: agent,

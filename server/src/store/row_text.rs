@@ -1,5 +1,5 @@
-//! A stored row's event text ([`crate::store::rows::EventRow::to_json`]), with the parts that
-//! repeat from one event to the next written once.
+//! A stored row's event text: the JSON serde makes of the event, with the parts that repeat
+//! from one event to the next written once. Both stores' JSON reads make their events here.
 //!
 //! **Why.** A catch-up reads thousands of events in a row that differ only in id, seq, delta and
 //! time: a streamed reply's events share agent, run, thread, block, message, kind, delta path and
@@ -18,7 +18,9 @@ use std::cell::RefCell;
 use app::EventKind;
 use uuid::Uuid;
 
-use super::{write_head_ids, write_seconds, write_subseconds, Text};
+use super::event_text::{
+    self as text, write_head_ids, write_seconds, write_subseconds, Text, EVENT_JSON_FIXED_BYTES,
+};
 use crate::store::rows::{checked_json, EventRow};
 use crate::store::{EventJson, StoreResult};
 
@@ -64,13 +66,13 @@ thread_local! {
 
 /// The JSON serde makes of the row's event (field order, omitted `None`s), byte for byte; the
 /// JSON columns are checked (once per distinct value) and copied.
-pub(crate) fn stored_event_json(row: &EventRow<'_>) -> StoreResult<EventJson> {
+pub fn event_json(row: &EventRow<'_>) -> StoreResult<EventJson> {
     MEMO.with(|memo| write(&mut memo.borrow_mut(), row))
 }
 
 fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
     let mut json = Text::with_capacity(
-        super::EVENT_JSON_FIXED_BYTES
+        EVENT_JSON_FIXED_BYTES
             + row.delta.map_or(0, str::len)
             + row.delta_path.map_or(0, str::len)
             + row.content.len()
@@ -111,7 +113,7 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
             text.push_string(path);
         }
         if let Some(name) = row.delta_action {
-            super::write_action(text, crate::store::rows::delta_action(name)?);
+            text::write_action(text, crate::store::rows::delta_action(name)?);
         }
         text.push_str(",\"content\":");
         if stream_message {
@@ -159,14 +161,14 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
     let (second, nanos) = (time.timestamp(), time.timestamp_subsec_nanos());
     let hit =
         nanos < 1_000_000_000 && memo.second.as_ref().is_some_and(|(kept, _)| *kept == second);
-    if hit || super::has_plain_time(&time) {
+    if hit || text::has_plain_time(&time) {
         json.push_str(remembered(&mut memo.second, second, |text| {
             write_seconds(text, &time);
             Ok(())
         })?);
         write_subseconds(&mut json, &time);
     } else {
-        super::write_time(&mut json, &time);
+        text::write_time(&mut json, &time);
     }
     Ok(EventJson { seq: row.seq, json: json.done().into_boxed_str() })
 }
@@ -217,3 +219,6 @@ fn remember<K>(
     write(&mut text)?;
     Ok(slot.insert((key, text.done())).1.as_str())
 }
+
+#[cfg(test)]
+mod tests;
