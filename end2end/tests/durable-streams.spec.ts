@@ -33,11 +33,20 @@ for (const { alias, version } of versions) {
     // `json: true`: 0.1.5 takes JSON mode from the first response's type, which for SSE is
     // text/event-stream (0.2 takes it from the stream's).
     const live = await client.stream({ url, offset: "-1", live: "sse", json: true, signal: first.signal });
+    // Once it has decided to leave, the reader takes no more batches. The client reads a batch
+    // ahead, and 0.1.5 has handed that batch out after the abort with the offset from *before*
+    // it (seen under load: seqs 1…35, then 25… again; the server sends each data event and its
+    // control event in one write) — a reader that took it would read those events twice.
+    let leaving = false;
     await new Promise<void>((resolve) => {
       live.subscribeJson(async (batch: any) => {
+        if (leaving) return;
         received.push(...(batch.items as Event[]));
         saved = batch.offset;
-        if (received.filter((event) => event.kind === "text").length >= 10) resolve();
+        if (received.filter((event) => event.kind === "text").length >= 10) {
+          leaving = true;
+          resolve();
+        }
       });
     });
     first.abort();
