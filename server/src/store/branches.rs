@@ -215,49 +215,79 @@ impl Sequenced for ContentJson {
     }
 }
 
+/// What a read gathers events into: a `Vec` of them, or a page of their text
+/// ([`super::page::PageText`]).
+pub trait Gathered: Default {
+    fn count(&self) -> usize;
+    /// The seqs of the events gathered, in order.
+    fn seqs(&self) -> impl Iterator<Item = u64> + '_;
+    /// Adds `later`'s events after these.
+    fn append(&mut self, later: Self);
+}
+
+impl<T: Sequenced> Gathered for Vec<T> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.iter().map(Sequenced::seq)
+    }
+
+    fn append(&mut self, later: Vec<T>) {
+        self.extend(later);
+    }
+}
+
 /// The events of `log` after `since`, at most `limit`, read along its `chain`: each ancestor's
 /// stretch first (`read` of that log, bounded to the stretch), then its own. A stretch that
 /// comes back short is a corrupt store: the parent's events up to the fork are committed.
-pub async fn read_along<T, F, Fut>(
+pub async fn read_along<C, F, Fut>(
     chain: &[Segment],
     log: Uuid,
     mut since: u64,
     limit: u32,
     mut read: F,
-) -> StoreResult<Vec<T>>
+) -> StoreResult<C>
 where
-    T: Sequenced,
+    C: Gathered,
     F: FnMut(Uuid, u64, u32) -> Fut,
-    Fut: Future<Output = StoreResult<Vec<T>>>,
+    Fut: Future<Output = StoreResult<C>>,
 {
-    let mut out = Vec::new();
+    // The first stretch read is the start of the answer (a page keeps its room at the front);
+    // the stretches after it are added to it.
+    let mut out: Option<C> = None;
+    let add = |out: &mut Option<C>, got: C| match out {
+        Some(out) => out.append(got),
+        None => *out = Some(got),
+    };
     let mut left = limit;
     for segment in chain {
         if left == 0 {
-            return Ok(out);
+            break;
         }
         if since >= segment.upto {
             continue;
         }
         let wanted = u32::try_from(segment.upto - since).unwrap_or(u32::MAX).min(left);
         let got = read(segment.log, since, wanted).await?;
-        if got.len() != wanted as usize {
+        if got.count() != wanted as usize {
             return Err(corrupt(format!(
                 "branch {log}: its parent {} holds {} of seqs {}..={}",
                 segment.log,
-                got.len(),
+                got.count(),
                 since + 1,
                 since + u64::from(wanted)
             )));
         }
         since += u64::from(wanted);
         left -= wanted;
-        out.extend(got);
+        add(&mut out, got);
     }
     if left > 0 {
-        out.extend(read(log, since, left).await?);
+        add(&mut out, read(log, since, left).await?);
     }
-    Ok(out)
+    Ok(out.unwrap_or_default())
 }
 
 #[cfg(test)]

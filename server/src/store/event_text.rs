@@ -29,6 +29,16 @@ impl Text {
         self.0.extend_from_slice(text.as_bytes());
     }
 
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Adds `other`'s bytes from `from` on.
+    pub fn push_text_from(&mut self, other: &Text, from: usize) {
+        self.0.extend_from_slice(other.0.get(from..).unwrap_or_default());
+    }
+
     /// A number's decimal digits (without `fmt`'s machinery: one per event of a read).
     pub fn push_number(&mut self, mut number: u64) {
         let mut digits = [0u8; 20];
@@ -75,10 +85,16 @@ impl Text {
     /// The text. Everything written came from `str`s, numbers and serde_json's writer, so the
     /// check never fails; were it ever to, the bad bytes would be replaced rather than a panic.
     pub fn done(self) -> String {
-        match String::from_utf8(self.0) {
+        match self.checked() {
             Ok(text) => text,
             Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
         }
+    }
+
+    /// The text, or the error when it is not UTF-8 (for text whose byte offsets were kept, which
+    /// a replacement would move).
+    pub fn checked(self) -> Result<String, std::string::FromUtf8Error> {
+        String::from_utf8(self.0)
     }
 }
 

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::limits::{PG_POOL_CONNECTIONS_MAX_DEFAULT, RUN_LEASE_MS_DEFAULT};
+use crate::store::page::JsonPage;
 use crate::store::records::{
     AppendBatch, ContentJson, EventJson, NewAgent, ProducerPosition, StoredSnapshot,
 };
@@ -78,6 +79,19 @@ pub trait EventLog: Send + Sync + 'static {
     ) -> StoreResult<Vec<EventJson>> {
         let events = self.read_events(agent_id, since, limit).await?;
         Ok(events.iter().map(EventJson::of).collect())
+    }
+    /// The same events' JSON as one page ([`JsonPage`]), with `room` bytes at its front for the
+    /// head of the frame it will be sent in. A store that reads rows itself (SQLite) writes the
+    /// page straight from them; any other makes it from [`EventLog::read_events_json`].
+    async fn read_events_page(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+        room: usize,
+    ) -> StoreResult<JsonPage> {
+        let events = self.read_events_json(agent_id, since, limit).await?;
+        Ok(JsonPage::from_events(room, &events))
     }
     /// The `content` of the same events, as JSON text, for reads that serve it as it is (the
     /// Durable Streams surface). SQLite copies it straight from the row.

@@ -22,6 +22,7 @@ pub(crate) mod event_text;
 mod interface;
 mod migrations;
 mod opening;
+mod page;
 pub mod postgres;
 mod records;
 pub(crate) mod row_text;
@@ -36,6 +37,7 @@ pub use interface::{
     OpenApproval, RunKeys, PRODUCERS_PER_AGENT_MAX, RUN_OUTLINE_KINDS,
 };
 pub use opening::{open, postgres_migrations_through, sqlite_path, Opened, Store};
+pub use page::JsonPage;
 pub use records::{
     AppendBatch, ContentJson, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp,
     StoredSnapshot,

@@ -19,7 +19,8 @@ use app::EventKind;
 use uuid::Uuid;
 
 use super::event_text::{
-    self as text, write_head_ids, write_seconds, write_subseconds, Text, EVENT_JSON_FIXED_BYTES,
+    self as event_text, write_head_ids, write_seconds, write_subseconds, Text,
+    EVENT_JSON_FIXED_BYTES,
 };
 use crate::store::rows::{checked_json, EventRow};
 use crate::store::{EventJson, StoreResult};
@@ -67,10 +68,6 @@ thread_local! {
 /// The JSON serde makes of the row's event (field order, omitted `None`s), byte for byte; the
 /// JSON columns are checked (once per distinct value) and copied.
 pub fn event_json(row: &EventRow<'_>) -> StoreResult<EventJson> {
-    MEMO.with(|memo| write(&mut memo.borrow_mut(), row))
-}
-
-fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
     let mut json = Text::with_capacity(
         EVENT_JSON_FIXED_BYTES
             + row.delta.map_or(0, str::len)
@@ -79,6 +76,16 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
             + row.raw.map_or(0, str::len)
             + row.metadata.len(),
     );
+    write_event(row, &mut json)?;
+    Ok(EventJson { seq: row.seq, json: json.done().into_boxed_str() })
+}
+
+/// [`event_json`]'s text, written at the end of `json` (a page of events).
+pub fn write_event(row: &EventRow<'_>, json: &mut Text) -> StoreResult<()> {
+    MEMO.with(|memo| write(&mut memo.borrow_mut(), row, json))
+}
+
+fn write(memo: &mut Memo, row: &EventRow<'_>, json: &mut Text) -> StoreResult<()> {
     let mut buffer = Uuid::encode_buffer();
     json.push_str("{\"id\":\"");
     json.push_str(row.id.hyphenated().encode_lower(&mut buffer));
@@ -113,7 +120,7 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
             text.push_string(path);
         }
         if let Some(name) = row.delta_action {
-            text::write_action(text, crate::store::rows::delta_action(name)?);
+            event_text::write_action(text, crate::store::rows::delta_action(name)?);
         }
         text.push_str(",\"content\":");
         if stream_message {
@@ -138,7 +145,7 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
         let same = same_body(row, stream_message);
         json.push_str(remembered_by(&mut memo.body, same, body, write_body)?);
     } else {
-        write_body(&mut json)?;
+        write_body(json)?;
     }
     if let Some(raw) = row.raw {
         json.push_str(",\"raw\":");
@@ -154,23 +161,23 @@ fn write(memo: &mut Memo, row: &EventRow<'_>) -> StoreResult<EventJson> {
         let key = || row.metadata.to_owned();
         json.push_str(remembered_by(&mut memo.metadata, same, key, write_metadata)?);
     } else {
-        write_metadata(&mut json)?;
+        write_metadata(json)?;
     }
     let time = row.created_at;
     // The memo holds only plain seconds, so a hit needs no check of the year.
     let (second, nanos) = (time.timestamp(), time.timestamp_subsec_nanos());
     let hit =
         nanos < 1_000_000_000 && memo.second.as_ref().is_some_and(|(kept, _)| *kept == second);
-    if hit || text::has_plain_time(&time) {
+    if hit || event_text::has_plain_time(&time) {
         json.push_str(remembered(&mut memo.second, second, |text| {
             write_seconds(text, &time);
             Ok(())
         })?);
-        write_subseconds(&mut json, &time);
+        write_subseconds(json, &time);
     } else {
-        text::write_time(&mut json, &time);
+        event_text::write_time(json, &time);
     }
-    Ok(EventJson { seq: row.seq, json: json.done().into_boxed_str() })
+    Ok(())
 }
 
 /// Whether the kept body is this row's, compared field by field without copying the row's.

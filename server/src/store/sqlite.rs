@@ -16,13 +16,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 use uuid::Uuid;
 
-use super::branches::{read_along, ForkChains, Sequenced};
-use super::chunk::Pick;
+use super::branches::{read_along, ForkChains, Gathered, Sequenced};
+use super::chunk::{Made, Pick};
 use super::error::unknown_agent_or;
+use super::page::PageText;
 use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{
-    AppendBatch, ContentJson, DueApprovals, EventJson, EventLog, OpenApproval, StoreError,
-    StoredSnapshot,
+    AppendBatch, ContentJson, DueApprovals, EventJson, EventLog, JsonPage, OpenApproval,
+    StoreError, StoredSnapshot,
 };
 
 mod agents;
@@ -134,26 +135,30 @@ impl SqliteStore {
     /// Events after `since` of the log `agent_id` names, along its branch's chain (see
     /// `store::branches`), at most `limit`, each segment checked whole: rows of `columns`, each
     /// decoded by `decode` (events in full, as their JSON, or their contents alone).
-    async fn read_range<T, D>(
+    ///
+    /// Each segment's events are gathered into what `gather` makes for its limit.
+    async fn read_range<C, D>(
         &self,
         agent_id: Uuid,
         since: u64,
         limit: u32,
         columns: &'static str,
+        gather: impl Fn(u32) -> C,
         decode: D,
-    ) -> StoreResult<Vec<T>>
+    ) -> StoreResult<C>
     where
-        T: Sequenced + Send + 'static,
-        D: Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> StoreResult<bool> + Copy + Send + 'static,
+        C: Gathered + Send + 'static,
+        D: Fn(&rusqlite::Row<'_>, Pick, &mut C) -> StoreResult<bool> + Copy + Send + 'static,
     {
         let chain = self.forks.chain(self, agent_id).await?;
         let sql = range_sql(columns);
         read_along(&chain, agent_id, since, limit, |log, since, limit| {
             let sql = sql.clone();
+            let into = gather(limit);
             async move {
                 let query = range_query(log, since, limit, self.recent.first_row(log))?;
-                let rows = self.reader.decoded(sql, query, decode).await?;
-                check_contiguous(log, since, rows.iter().map(Sequenced::seq))?;
+                let rows = self.reader.decoded(sql, query, into, decode).await?;
+                check_contiguous(log, since, rows.seqs())?;
                 Ok(rows)
             }
         })
@@ -170,9 +175,9 @@ impl SqliteStore {
         make: fn(&EventRow<'_>) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
         let decode = move |row: &rusqlite::Row<'_>, pick, out: &mut Vec<T>| {
-            reader::expand(row, pick, make, out)
+            reader::expand(row, pick, &mut Made { make, out })
         };
-        self.read_range(agent_id, since, limit, EVENT_COLUMNS, decode).await
+        self.read_range(agent_id, since, limit, EVENT_COLUMNS, |_| Vec::new(), decode).await
     }
 
     /// The pool, for tests that look at the file directly.
@@ -217,13 +222,28 @@ impl EventLog for SqliteStore {
         self.read_made(agent_id, since, limit, super::row_text::event_json).await
     }
 
+    async fn read_events_page(
+        &self,
+        agent_id: Uuid,
+        since: u64,
+        limit: u32,
+        room: usize,
+    ) -> StoreResult<JsonPage> {
+        let gather = |limit| PageText::new(room, limit);
+        let decode =
+            |row: &rusqlite::Row<'_>, pick, out: &mut PageText| reader::expand(row, pick, out);
+        self.read_range(agent_id, since, limit, EVENT_COLUMNS, gather, decode).await?.done()
+    }
+
     async fn read_contents(
         &self,
         agent_id: Uuid,
         since: u64,
         limit: u32,
     ) -> StoreResult<Vec<ContentJson>> {
-        self.read_range(agent_id, since, limit, CONTENT_COLUMNS, reader::expand_contents).await
+        let gather = |_| Vec::new();
+        self.read_range(agent_id, since, limit, CONTENT_COLUMNS, gather, reader::expand_contents)
+            .await
     }
 
     async fn run_outline(&self, run_id: Uuid) -> StoreResult<Vec<AgentEvent>> {

@@ -4,8 +4,8 @@
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::StoreResult;
 use agentstream_server::store::{
-    Agents, AppendBatch, BranchDeletion, Branches, DueApprovals, EventJson, EventLog, NewAgent,
-    OpenApproval, ProducerPosition, RunKeys, StreamRow, Streams,
+    Agents, AppendBatch, BranchDeletion, Branches, DueApprovals, EventJson, EventLog, JsonPage,
+    NewAgent, OpenApproval, ProducerPosition, RunKeys, StreamRow, Streams,
 };
 use app::protocol::Agent;
 use app::AgentEvent;
@@ -99,6 +99,7 @@ forward!(EventLog {
     fn head_seq(agent_id: Uuid) -> Option<u64>, after Read::Head;
     fn read_events(agent_id: Uuid, since: u64, limit: u32) -> Vec<AgentEvent>, after Read::Log;
     fn read_events_json(agent_id: Uuid, since: u64, limit: u32) -> Vec<EventJson>, after Read::Log;
+    fn read_events_page(agent_id: Uuid, since: u64, limit: u32, room: usize) -> JsonPage, after Read::Log;
     fn events_by_id(ids: &[Uuid]) -> Vec<AgentEvent>, after Read::ById;
     fn run_outline(run_id: Uuid) -> Vec<AgentEvent>;
     fn unfinished_runs() -> Vec<AgentEvent>;

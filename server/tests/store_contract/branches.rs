@@ -26,6 +26,9 @@ async fn read_all(subject: &Subject, log: Uuid, head: u64) -> Vec<(Uuid, u64, Uu
             assert_eq!(seqs, want, "{log}: since {since}, limit {limit}");
             let json = store.read_events_json(log, since, limit).await.unwrap();
             assert_eq!(json.iter().map(|event| event.seq).collect::<Vec<_>>(), want);
+            // A page crossing from the parent's log into the branch's holds the same events.
+            let page = store.read_events_page(log, since, limit, 2).await.unwrap();
+            assert_eq!(page.to_events(), json, "{log}: page since {since}, limit {limit}");
             let contents = store.read_contents(log, since, limit).await.unwrap();
             assert_eq!(contents.iter().map(|c| c.seq).collect::<Vec<_>>(), want);
         }

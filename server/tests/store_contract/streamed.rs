@@ -96,6 +96,14 @@ pub(super) async fn streamed_appends_read_back_at_every_cursor(subject: &Subject
                 let contents = store.read_contents(*agent_id, since, limit).await.unwrap();
                 let want: Vec<ContentJson> = want.iter().map(ContentJson::of).collect();
                 assert_eq!(contents, want, "contents since {since}, limit {limit}");
+                // A page of the same events (rows of every shape, cut anywhere): their JSON,
+                // joined as one array, framed in its own buffer.
+                let page = store.read_events_page(*agent_id, since, limit, 1).await.unwrap();
+                let json: Vec<EventJson> = read.iter().map(EventJson::of).collect();
+                assert_eq!(page.to_events(), json, "page since {since}, limit {limit}");
+                let array: serde_json::Value =
+                    serde_json::from_str(&page.into_framed("[", "]")).unwrap();
+                assert_eq!(array, serde_json::to_value(&read).unwrap());
             }
         }
         let json = store.read_events_json(*agent_id, 0, 1_000).await.unwrap();

@@ -31,6 +31,31 @@ pub struct StoredRow<'a> {
     pub raws: Option<&'a [u8]>,
 }
 
+/// Where a row's events go as they are expanded: made into values one by one ([`Made`]), or
+/// written into a page's text.
+pub trait EventSink {
+    /// Events taken so far.
+    fn count(&self) -> usize;
+    fn take(&mut self, event: &EventRow<'_>) -> StoreResult<()>;
+}
+
+/// Events made by `make` into `out`.
+pub struct Made<'o, T, F> {
+    pub make: F,
+    pub out: &'o mut Vec<T>,
+}
+
+impl<T, F: Fn(&EventRow<'_>) -> StoreResult<T>> EventSink for Made<'_, T, F> {
+    fn count(&self) -> usize {
+        self.out.len()
+    }
+
+    fn take(&mut self, event: &EventRow<'_>) -> StoreResult<()> {
+        self.out.push((self.make)(event)?);
+        Ok(())
+    }
+}
+
 impl StoredRow<'_> {
     /// The row's events that `pick` wants, made by `make` into `out`. True when the read has
     /// what it wants (stop reading rows).
@@ -40,6 +65,11 @@ impl StoredRow<'_> {
         make: impl Fn(&EventRow<'_>) -> StoreResult<T>,
         out: &mut Vec<T>,
     ) -> StoreResult<bool> {
+        self.expand_into(pick, &mut Made { make, out })
+    }
+
+    /// [`StoredRow::expand`] into any sink.
+    pub fn expand_into(&self, pick: Pick, out: &mut impl EventSink) -> StoreResult<bool> {
         let event = &self.event;
         let (first_seq, first_id, last_seq) = (event.seq, event.id, self.last_seq);
         let wanted = |seq: u64, id: Uuid| match pick {
@@ -48,17 +78,17 @@ impl StoredRow<'_> {
             Pick::Id(wanted) => id == wanted,
         };
         let full =
-            |out: &Vec<T>| matches!(pick, Pick::Range { limit, .. } if out.len() >= limit as usize);
+            |taken: usize| matches!(pick, Pick::Range { limit, .. } if taken >= limit as usize);
         let Some(encoded) = self.pieces else {
             if last_seq != first_seq {
                 return Err(corrupt(format!(
                     "a row of one event spans seqs {first_seq}..={last_seq}"
                 )));
             }
-            if wanted(first_seq, first_id) && !full(out) {
-                out.push(make(event)?);
+            if wanted(first_seq, first_id) && !full(out.count()) {
+                out.take(event)?;
             }
-            return Ok(full(out));
+            return Ok(full(out.count()));
         };
         let count = last_seq
             .checked_sub(first_seq)
@@ -75,6 +105,8 @@ impl StoredRow<'_> {
             Some(text) => pieces(text, encoded, first_nanos, count)?,
             None => message_pieces(event.content, encoded, first_nanos, count)?,
         };
+        // A piece's text as a JSON string, in one buffer for the whole row.
+        let mut delta = Vec::new();
         for (k, piece) in cut.into_iter().enumerate() {
             let seq = first_seq + k as u64;
             let id = nth_id(first_id, k as u64)
@@ -82,13 +114,13 @@ impl StoredRow<'_> {
             if !wanted(seq, id) {
                 continue;
             }
-            if full(out) {
+            if full(out.count()) {
                 break;
             }
             let raw = raws.as_ref().and_then(|raws| raws[k].as_deref());
             let created_at = time_from_nanos(piece.nanos);
             if messages {
-                out.push(make(&EventRow {
+                out.take(&EventRow {
                     id,
                     seq,
                     block_id: if singles { Some(id) } else { event.block_id },
@@ -96,12 +128,16 @@ impl StoredRow<'_> {
                     raw,
                     created_at,
                     ..*event
-                })?);
+                })?;
                 continue;
             }
-            let delta = serde_json::to_string(piece.text).expect("strings serialize");
-            out.push(make(&EventRow { id, seq, delta: Some(&delta), raw, created_at, ..*event })?);
+            delta.clear();
+            // Writing a `str` into a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut delta, piece.text);
+            let delta = std::str::from_utf8(&delta)
+                .map_err(|error| corrupt(format!("a run row's text: {error}")))?;
+            out.take(&EventRow { id, seq, delta: Some(delta), raw, created_at, ..*event })?;
         }
-        Ok(full(out))
+        Ok(full(out.count()))
     }
 }

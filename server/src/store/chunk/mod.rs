@@ -40,7 +40,7 @@ mod ids;
 mod row;
 pub use chains::{IdChains, ID_CHAINS_AGENTS_MAX};
 pub use columns::{message_pieces, pieces, raws, Piece};
-pub use expand::{Pick, StoredRow};
+pub use expand::{EventSink, Made, Pick, StoredRow};
 pub use group::{GroupRows, OpenChunks, Written, OPEN_CHUNKS_AGENTS_MAX};
 pub use ids::{next_id, nth_id, time_from_nanos, time_nanos};
 pub use row::{continues, Chunk, Form};

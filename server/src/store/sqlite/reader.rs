@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::convert::parse_uuid;
 use crate::limits::SQLITE_READS_AT_ONCE_MAX;
-use crate::store::chunk::{self, Pick, StoredRow};
+use crate::store::chunk::{self, EventSink, Made, Pick, StoredRow};
 use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
 use crate::store::{ContentJson, StoreError};
 use app::EventKind;
@@ -66,18 +66,21 @@ impl Reader {
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
     ) -> StoreResult<Vec<AgentEvent>> {
-        self.decoded(sql, queries, |row, pick, out| expand(row, pick, |row| row.to_event(), out))
-            .await
+        let decode = |row: &rusqlite::Row<'_>, pick, out: &mut Vec<AgentEvent>| {
+            expand(row, pick, &mut Made { make: |row: &EventRow<'_>| row.to_event(), out })
+        };
+        self.decoded(sql, queries, Vec::new(), decode).await
     }
 
     /// Runs `sql` once per set of `queries` on a read connection, `decode` turning each row into
-    /// what its [`Pick`] wants (true: the read has what it wants).
-    pub(super) async fn decoded<T: Send + 'static>(
+    /// what its [`Pick`] wants, gathered in `events` (true: the read has what it wants).
+    pub(super) async fn decoded<C: Send + 'static>(
         &self,
         sql: String,
         queries: Vec<(Vec<SqlValue>, Pick)>,
-        decode: impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> StoreResult<bool> + Send + 'static,
-    ) -> StoreResult<Vec<T>> {
+        mut events: C,
+        decode: impl Fn(&rusqlite::Row<'_>, Pick, &mut C) -> StoreResult<bool> + Send + 'static,
+    ) -> StoreResult<C> {
         let permit = self
             .at_once
             .clone()
@@ -93,7 +96,6 @@ impl Reader {
                 Some(connection) => connection,
                 None => open(&path, busy_timeout)?,
             };
-            let mut events = Vec::new();
             let mut outcome = Ok(());
             for (params, pick) in queries {
                 outcome = query(&connection, &sql, params, pick, &decode, &mut events);
@@ -125,13 +127,13 @@ fn open(path: &std::path::Path, busy_timeout: Duration) -> StoreResult<Connectio
     Ok(connection)
 }
 
-fn query<T>(
+fn query<C>(
     connection: &Connection,
     sql: &str,
     params: Vec<SqlValue>,
     pick: Pick,
-    decode: &impl Fn(&rusqlite::Row<'_>, Pick, &mut Vec<T>) -> StoreResult<bool>,
-    out: &mut Vec<T>,
+    decode: &impl Fn(&rusqlite::Row<'_>, Pick, &mut C) -> StoreResult<bool>,
+    out: &mut C,
 ) -> StoreResult<()> {
     let mut statement = connection.prepare_cached(sql).map_err(sqlite_error)?;
     let mut rows = statement.query(params_from_iter(params)).map_err(sqlite_error)?;
@@ -174,12 +176,11 @@ fn uuid_of(bytes: &[u8]) -> StoreResult<Uuid> {
 
 /// A row of `EVENT_COLUMNS` (agent_id, first_seq, last_seq, id, run_id, thread_id, block_id,
 /// message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at,
-/// pieces, raws) expanded into the events `pick` wants ([`StoredRow::expand`]).
-pub(super) fn expand<T>(
+/// pieces, raws) expanded into the events `pick` wants ([`StoredRow::expand_into`]).
+pub(super) fn expand(
     row: &rusqlite::Row<'_>,
     pick: Pick,
-    make: fn(&EventRow<'_>) -> StoreResult<T>,
-    out: &mut Vec<T>,
+    out: &mut impl EventSink,
 ) -> StoreResult<bool> {
     let optional_uuid = |index| blob(row, index)?.map(uuid_of).transpose();
     let stored = StoredRow {
@@ -204,7 +205,7 @@ pub(super) fn expand<T>(
         pieces: blob(row, 16)?,
         raws: blob(row, 17)?,
     };
-    stored.expand(pick, make, out)
+    stored.expand_into(pick, out)
 }
 
 /// A row of `CONTENT_COLUMNS` (first_seq, last_seq, kind, content, pieces) into the contents

@@ -7,7 +7,8 @@ use app::AgentEvent;
 use rusqlite::Connection;
 use uuid::Uuid;
 
-use crate::store::chunk::{Chunk, GroupRows, OpenChunks, Pick, Written};
+use crate::store::chunk::{Chunk, GroupRows, Made, OpenChunks, Pick, Written};
+use crate::store::rows::EventRow;
 use crate::store::sqlite::convert::sqlite_error;
 use crate::store::sqlite::reader::expand;
 use crate::store::sqlite::sql::EVENT_COLUMNS;
@@ -83,7 +84,8 @@ fn join_runs(
     let mut rows = select.query([picked]).map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
         events.clear();
-        expand(row, Pick::All, |event| event.to_event(), &mut events)?;
+        let make = |event: &EventRow<'_>| event.to_event();
+        expand(row, Pick::All, &mut Made { make, out: &mut events })?;
         for event in &events {
             let agent_id = event.agent_id;
             if !matches!(&current, Some((open, _)) if *open == agent_id) {
