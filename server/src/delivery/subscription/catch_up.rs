@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::outbound::{Form, Outbound};
+use super::outbound::{Form, Outbound, EVENTS_FRAME_HEAD_BYTES};
 use crate::limits::{CATCHUP_FIRST_PAGE_EVENTS, CATCHUP_PAGE_EVENTS};
 use crate::store::{EventLog, StoreError};
 
@@ -96,11 +96,20 @@ async fn read_retrying(
     let mut attempt = 0;
     loop {
         let read = match form {
-            Form::Json { coalesce } => {
-                store.read_events_json(agent_id, after, limit).await.map(|events| {
-                    Outbound::Events { agent_id, events: Arc::from(events), from: 0, coalesce }
-                })
-            }
+            // A subscriber that merges appends gets the events one by one, to merge.
+            Form::Json { coalesce: true } => store
+                .read_events_json(agent_id, after, limit)
+                .await
+                .map(|events| Outbound::Events {
+                    agent_id,
+                    events: Arc::from(events),
+                    from: 0,
+                    coalesce: true,
+                }),
+            Form::Json { coalesce: false } => store
+                .read_events_page(agent_id, after, limit, EVENTS_FRAME_HEAD_BYTES)
+                .await
+                .map(|page| Outbound::Page { agent_id, page }),
             Form::Values => store
                 .read_events(agent_id, after, limit)
                 .await

@@ -183,8 +183,8 @@ mod tests {
         let mut lagged = false;
         while delivered.last().copied() != Some(53) {
             match tokio::time::timeout(Duration::from_secs(5), inbox.recv()).await {
-                Ok(Some(events @ Outbound::Events { .. })) => {
-                    delivered.extend(events.events().iter().map(|event| event.seq))
+                Ok(Some(events @ (Outbound::Events { .. } | Outbound::Page { .. }))) => {
+                    delivered.extend(events.event_texts().iter().map(|&(seq, _)| seq))
                 }
                 Ok(Some(Outbound::Message(ServerMessage::Lagged { .. }))) => lagged = true,
                 other => panic!("unexpected {other:?} after {delivered:?}"),

@@ -75,10 +75,10 @@ pub async fn stream_events(
 /// The SSE messages of one subscription message: one per event, its JSON as it came.
 fn sse_events(message: Outbound) -> Vec<Result<Event, Infallible>> {
     match message {
-        Outbound::Events { .. } => message
-            .events()
-            .iter()
-            .map(|event| Ok(Event::default().id(event.seq.to_string()).data(&*event.json)))
+        Outbound::Events { .. } | Outbound::Page { .. } => message
+            .event_texts()
+            .into_iter()
+            .map(|(seq, json)| Ok(Event::default().id(seq.to_string()).data(json)))
             .collect(),
         Outbound::Message(
             message @ (ServerMessage::Lagged { .. } | ServerMessage::Error { .. }),

@@ -270,7 +270,7 @@ async fn write_socket<W>(
             }
         }
         for message in subscription::coalesce_waiting(waiting) {
-            let frame = message.frame();
+            let frame = message.into_frame();
             sent.frame(frame.len());
             if sink.send(Message::Text(frame.into())).await.is_err() {
                 break 'writing;
