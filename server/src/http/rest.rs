@@ -26,7 +26,7 @@ use std::sync::Arc;
 use crate::agent::Runs;
 use crate::cluster::Cluster;
 use crate::store::Store;
-use crate::store::{EventJson, NewAgent};
+use crate::store::{EventJson, JsonPage, NewAgent};
 
 /// Events per page when the client does not say.
 pub const EVENTS_PAGE_LIMIT_DEFAULT: u32 = 100;
@@ -237,6 +237,13 @@ pub async fn list_events(
     // never falsely false for the events that existed when the request came in.
     let coalesce = query.coalesce_value()?;
     let head_seq = head_for_cursor(store.as_ref(), agent_id, since).await?;
+    if !coalesce {
+        // The page as one text, the response's head written into the room at its front.
+        let page = store.read_events_page(agent_id, since, limit, EVENTS_PAGE_HEAD_BYTES).await?;
+        let next_since = page.last_seq().unwrap_or(since);
+        let tail = events_page_tail(head_seq.max(next_since), next_since);
+        return Ok(json_response(page.into_framed(&events_page_head(agent_id), &tail)));
+    }
     let mut events = store.read_events_json(agent_id, since, limit).await?;
     let next_since = events.last().map_or(since, |event| event.seq);
     let head_seq = head_seq.max(next_since);
@@ -261,13 +268,30 @@ fn events_page_response(
     head_seq: u64,
     next_since: u64,
 ) -> Response {
-    use std::fmt::Write as _;
-    let mut body = String::with_capacity(EventJson::array_len(events) + 160);
-    let _ = write!(body, r#"{{"agent_id":"{agent_id}","events":"#);
-    EventJson::write_array(events, &mut body);
+    let page = JsonPage::from_events(EVENTS_PAGE_HEAD_BYTES, events);
+    json_response(
+        page.into_framed(&events_page_head(agent_id), &events_page_tail(head_seq, next_since)),
+    )
+}
+
+/// `{"agent_id":"…","events":[`: an events page up to its first event.
+const EVENTS_PAGE_HEAD_BYTES: usize = r#"{"agent_id":""#.len() + 36 + r#"","events":["#.len();
+
+fn events_page_head(agent_id: Uuid) -> String {
+    let mut head = String::with_capacity(EVENTS_PAGE_HEAD_BYTES);
+    head.push_str(r#"{"agent_id":""#);
+    head.push_str(agent_id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+    head.push_str(r#"","events":["#);
+    head
+}
+
+/// An events page from the end of its array on.
+fn events_page_tail(head_seq: u64, next_since: u64) -> String {
     let has_more = next_since < head_seq;
-    let _ =
-        write!(body, r#","head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#);
+    format!(r#"],"head_seq":{head_seq},"next_since":{next_since},"has_more":{has_more}}}"#)
+}
+
+fn json_response(body: String) -> Response {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
