@@ -18,12 +18,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use app::protocol::Agent;
-use app::AgentEvent;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::gathered::Gathered;
 use super::rows::corrupt;
-use super::{Agents, ContentJson, EventJson};
+use super::Agents;
 
 /// Branches one conversation may have: each edit or regenerate makes one.
 pub const BRANCHES_PER_CONVERSATION_MAX: u32 = 1000;
@@ -190,53 +190,6 @@ async fn load_chain<S: Branches + ?Sized>(store: &S, log: Uuid) -> StoreResult<V
     }
     chain.reverse();
     Ok(chain)
-}
-
-/// What a read yields, by its seq.
-pub trait Sequenced {
-    fn seq(&self) -> u64;
-}
-
-impl Sequenced for AgentEvent {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
-
-impl Sequenced for EventJson {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
-
-impl Sequenced for ContentJson {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
-
-/// What a read gathers events into: a `Vec` of them, or a page of their text
-/// ([`super::page::PageText`]).
-pub trait Gathered: Default {
-    fn count(&self) -> usize;
-    /// The seqs of the events gathered, in order.
-    fn seqs(&self) -> impl Iterator<Item = u64> + '_;
-    /// Adds `later`'s events after these.
-    fn append(&mut self, later: Self);
-}
-
-impl<T: Sequenced> Gathered for Vec<T> {
-    fn count(&self) -> usize {
-        self.len()
-    }
-
-    fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
-        self.iter().map(Sequenced::seq)
-    }
-
-    fn append(&mut self, later: Vec<T>) {
-        self.extend(later);
-    }
 }
 
 /// The events of `log` after `since`, at most `limit`, read along its `chain`: each ancestor's

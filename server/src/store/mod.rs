@@ -19,6 +19,7 @@ pub mod branches;
 pub mod chunk;
 mod error;
 pub(crate) mod event_text;
+mod gathered;
 mod interface;
 mod migrations;
 mod opening;

@@ -9,9 +9,9 @@
 
 use crate::store::{EventJson, StoreResult};
 
-use super::branches::Gathered;
 use super::chunk::EventSink;
 use super::event_text::Text;
+use super::gathered::Gathered;
 use super::rows::{corrupt, EventRow};
 
 /// Consecutive events of one log as JSON text: `room` bytes (spaces) at the front, then each

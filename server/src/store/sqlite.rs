@@ -16,9 +16,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 use uuid::Uuid;
 
-use super::branches::{read_along, ForkChains, Gathered, Sequenced};
+use super::branches::{read_along, ForkChains};
 use super::chunk::{Made, Pick};
 use super::error::unknown_agent_or;
+use super::gathered::{Gathered, Sequenced};
 use super::page::PageText;
 use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{

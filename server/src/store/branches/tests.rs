@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::{read_along, Segment, Sequenced};
+use super::{read_along, Segment};
+use crate::store::gathered::Sequenced;
 use crate::store::StoreError;
 
 #[derive(Debug, PartialEq)]

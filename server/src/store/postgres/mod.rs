@@ -24,9 +24,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
-use super::branches::{read_along, ForkChains, Sequenced};
+use super::branches::{read_along, ForkChains};
 use super::chunk::{OpenChunks, Pick, StoredRow};
 use super::error::unknown_agent_or;
+use super::gathered::Sequenced;
 use super::rows::agent_from_row;
 use super::rows::{check_contiguous, seq_from_column, seq_to_column, EventRow, KeyColumns};
 use super::StoredSnapshot;
