@@ -130,13 +130,11 @@ pub(super) async fn subscriber(
                 }
             }
             for message in subscription::coalesce_waiting(waiting) {
-                if let Outbound::Events { .. } = message {
-                    // The JSON a socket would carry, read back as a client does.
-                    let events = message
-                        .events()
-                        .iter()
-                        .map(|event| serde_json::from_str(&event.json).expect("events are JSON"))
-                        .collect();
+                // The frame a socket would carry (a catch-up page, live events, a control
+                // message), read back as a client does.
+                let frame = message.into_frame();
+                let message: ServerMessage = serde_json::from_str(&frame).expect("frames are JSON");
+                if let ServerMessage::Events { events, .. } = message {
                     client.lock().unwrap().receive(events);
                     batches += 1;
                 }

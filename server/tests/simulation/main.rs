@@ -57,6 +57,7 @@ use agentstream_server::delivery::subscription::{Form, Outbound};
 use agentstream_server::store::sqlite::SqliteStore;
 use agentstream_server::store::{Agents, EventLog, NewAgent, Store};
 use agentstream_server::AppState;
+use app::protocol::ServerMessage;
 use app::timeline::Timeline;
 use app::{AgentEvent, EventKind};
 use common::hooked_store::HookedStore;
