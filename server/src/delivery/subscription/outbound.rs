@@ -66,7 +66,7 @@ impl Outbound {
     pub fn into_frame(self) -> String {
         match self {
             Outbound::Page { agent_id, page } => {
-                page.into_framed(&events_frame_head(agent_id), EVENTS_FRAME_TAIL)
+                page.into_framed(&events_frame_head(agent_id, 0), EVENTS_FRAME_TAIL)
             }
             other => other.frame(),
         }
@@ -80,7 +80,8 @@ impl Outbound {
             }
             Outbound::Events { agent_id, .. } => events_frame(*agent_id, self.events()),
             Outbound::Page { agent_id, page } => {
-                let mut frame = events_frame_head(*agent_id);
+                let rest = page.joined().len() + EVENTS_FRAME_TAIL.len();
+                let mut frame = events_frame_head(*agent_id, rest);
                 frame.push_str(page.joined());
                 frame.push_str(EVENTS_FRAME_TAIL);
                 frame
@@ -121,9 +122,10 @@ const UUID_TEXT_BYTES: usize = 36;
 /// What follows the last event of an events frame.
 const EVENTS_FRAME_TAIL: &str = "]}";
 
-/// An events frame's text up to its first event ([`EVENTS_FRAME_HEAD_BYTES`] long).
-fn events_frame_head(agent_id: Uuid) -> String {
-    let mut head = String::with_capacity(EVENTS_FRAME_HEAD_BYTES);
+/// An events frame's text up to its first event ([`EVENTS_FRAME_HEAD_BYTES`] long), in a string
+/// with room for `then` more bytes (the rest of the frame, when it is written into it).
+fn events_frame_head(agent_id: Uuid, then: usize) -> String {
+    let mut head = String::with_capacity(EVENTS_FRAME_HEAD_BYTES + then);
     head.push_str(EVENTS_FRAME_HEAD_START);
     head.push_str(agent_id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
     head.push_str(EVENTS_FRAME_HEAD_END);
@@ -134,8 +136,8 @@ fn events_frame_head(agent_id: Uuid) -> String {
 /// The text of `ServerMessage::Events { agent_id, events }`, as serde writes it, from events
 /// that are JSON already.
 pub fn events_frame(agent_id: Uuid, events: &[EventJson]) -> String {
-    let mut frame = events_frame_head(agent_id);
-    frame.reserve(EventJson::array_len(events));
+    // The frame is the head, then the array in place of the head's `[`, then `}`.
+    let mut frame = events_frame_head(agent_id, EventJson::array_len(events));
     // The head's `[` opens the array `write_array` writes whole.
     frame.pop();
     EventJson::write_array(events, &mut frame);
