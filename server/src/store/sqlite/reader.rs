@@ -36,6 +36,9 @@ const READ_MMAP_BYTES_MAX: i64 = 1 << 30;
 /// Idle read connections kept for the next read.
 const SQLITE_READ_CONNECTIONS_IDLE_MAX: usize = 4;
 
+/// A statement that makes a connection read the schema (any table named in a statement does).
+pub(super) const SCHEMA_READ_SQL: &str = "SELECT name FROM sqlite_schema WHERE 0";
+
 pub(super) struct Reader {
     path: PathBuf,
     busy_timeout_ms: u64,
@@ -51,6 +54,27 @@ impl Reader {
             idle: Arc::new(Mutex::new(Vec::new())),
             at_once: Arc::new(tokio::sync::Semaphore::new(SQLITE_READS_AT_ONCE_MAX)),
         }
+    }
+
+    /// Opens the connections kept idle and reads the schema on each, so the first reads after a
+    /// start do not pay for it (opening, mapping, parsing the schema on the first statement).
+    pub(super) async fn warm(&self) -> StoreResult<()> {
+        let (idle, path) = (self.idle.clone(), self.path.clone());
+        let busy_timeout = Duration::from_millis(self.busy_timeout_ms);
+        tokio::task::spawn_blocking(move || {
+            let mut opened = Vec::with_capacity(SQLITE_READ_CONNECTIONS_IDLE_MAX);
+            for _ in 0..SQLITE_READ_CONNECTIONS_IDLE_MAX {
+                let connection = open(&path, busy_timeout)?;
+                connection.execute_batch(SCHEMA_READ_SQL).map_err(sqlite_error)?;
+                opened.push(connection);
+            }
+            let mut idle = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let room = SQLITE_READ_CONNECTIONS_IDLE_MAX.saturating_sub(idle.len());
+            idle.extend(opened.into_iter().take(room));
+            Ok(())
+        })
+        .await
+        .map_err(|error| StoreError::Unavailable(format!("a read thread failed: {error}")))?
     }
 
     /// The reads' permits: whoever holds all of them knows no read is in flight and none can
