@@ -1,6 +1,7 @@
-//! PostgreSQL's append: one transaction that locks and bumps the agents' heads, checks the runs
-//! are this process's, inserts the whole group as column arrays and notifies the other
-//! processes at commit.
+//! PostgreSQL's append: one transaction that locks and bumps the agents' heads (one statement),
+//! checks the runs are this process's, inserts the whole group as column arrays and notifies the
+//! other processes at commit (one statement). A group of plain events is four round trips:
+//! `BEGIN`, the heads, the rows, `COMMIT` (it was six).
 
 use crate::store::StoreResult;
 use app::{AgentEvent, DeltaAction, EventKind};
@@ -74,11 +75,20 @@ impl Columns {
         }
     }
 
-    /// Inserts the group's rows in one statement; a run row an earlier group wrote gets its
-    /// new end, text and pieces.
-    async fn insert(&self, transaction: &mut Transaction<'_>) -> StoreResult<()> {
+    /// Inserts the group's rows (a run row an earlier group wrote gets its new end, text and
+    /// pieces), frees the slots of the runs it ended and queues one notice per agent (delivered
+    /// at commit), in one statement: one round trip where there were two. The runs the group
+    /// started were inserted before this (a run that starts and ends in one group is deleted
+    /// here), as data-modifying parts of one statement see the same snapshot.
+    async fn insert_and_notify(
+        &self,
+        transaction: &mut Transaction<'_>,
+        ended_runs: &[Uuid],
+        notices: &[String],
+    ) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO events (id, agent_id, first_seq, last_seq, run_id, thread_id, block_id, \
+            "WITH written AS (INSERT INTO events (id, agent_id, first_seq, last_seq, run_id, \
+                 thread_id, block_id, \
                  message_id, kind, delta, delta_path, delta_action, content, raw, metadata, \
                  created_at, pieces, raws) \
              SELECT id, agent_id, first_seq, last_seq, run_id, thread_id, block_id, message_id, \
@@ -92,7 +102,10 @@ impl Columns {
                  content, raw, metadata, created_at, pieces, raws) \
              ON CONFLICT (agent_id, first_seq) DO UPDATE SET last_seq = excluded.last_seq, \
                  delta = excluded.delta, content = excluded.content, pieces = excluded.pieces, \
-                 raws = excluded.raws",
+                 raws = excluded.raws), \
+             ended AS (DELETE FROM active_runs WHERE run_id = ANY($19)), \
+             closed AS (DELETE FROM open_runs WHERE run_id = ANY($19)) \
+             SELECT pg_notify($20, notice) FROM UNNEST($21::text[]) AS notice",
         )
         .bind(&self.id)
         .bind(&self.agent_id)
@@ -112,6 +125,9 @@ impl Columns {
         .bind(&self.created_at)
         .bind(&self.pieces)
         .bind(&self.raws)
+        .bind(ended_runs)
+        .bind(EVENTS_CHANNEL)
+        .bind(notices)
         .execute(&mut **transaction)
         .await?;
         Ok(())
@@ -291,7 +307,8 @@ impl PgStore {
             committed.push(events);
         }
         let open_after = rows.finish(&mut write)?;
-        columns.insert(&mut transaction).await?;
+        // Before the rows' statement, which deletes the runs this group ended (see
+        // `insert_and_notify`).
         if !started.run_id.is_empty() {
             sqlx::query(
                 "INSERT INTO open_runs (run_id, agent_id, started_seq) \
@@ -315,16 +332,7 @@ impl PgStore {
                 format!("{agent_id} {} {}", next - total, next - 1)
             })
             .collect();
-        sqlx::query(
-            "WITH ended AS (DELETE FROM active_runs WHERE run_id = ANY($1)), \
-                 closed AS (DELETE FROM open_runs WHERE run_id = ANY($1)) \
-             SELECT pg_notify($2, notice) FROM UNNEST($3::text[]) AS notice",
-        )
-        .bind(&ended_runs)
-        .bind(EVENTS_CHANNEL)
-        .bind(&notices)
-        .execute(&mut *transaction)
-        .await?;
+        columns.insert_and_notify(&mut transaction, &ended_runs, &notices).await?;
         transaction.commit().await?;
         self.open_chunks().keep(open_after);
         Ok(committed)
@@ -370,18 +378,16 @@ async fn bump_heads(
 ) -> StoreResult<SeqCursors> {
     let agent_ids: Vec<Uuid> = totals.iter().map(|(agent_id, _)| *agent_id).collect();
     let counts: Vec<i64> = totals.iter().map(|(_, total)| *total as i64).collect();
-    let locked: Vec<Uuid> =
-        sqlx::query_scalar("SELECT id FROM agents WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-            .bind(&agent_ids)
-            .fetch_all(&mut **transaction)
-            .await?;
-    if let Some(missing) = agent_ids.iter().find(|id| !locked.contains(id)) {
-        return Err(StoreError::UnknownAgent(*missing));
-    }
+    // One statement (one round trip where there were two): the sub-select locks the rows in id
+    // order as it yields them, and the update touches a row only once it was yielded, so locks
+    // are still taken in id order. An agent that is not there gets no row back, which
+    // `SeqCursors::new` refuses as `UnknownAgent`.
     let heads = sqlx::query(
         "UPDATE agents SET head_seq = agents.head_seq + bump.count \
          FROM UNNEST($1::uuid[], $2::bigint[]) AS bump(id, count) \
-         WHERE agents.id = bump.id RETURNING agents.id, agents.head_seq",
+         WHERE agents.id = bump.id \
+         AND agents.id IN (SELECT id FROM agents WHERE id = ANY($1) ORDER BY id FOR UPDATE) \
+         RETURNING agents.id, agents.head_seq",
     )
     .bind(&agent_ids)
     .bind(&counts)
