@@ -123,7 +123,8 @@ impl SqliteStore {
         let path = options.get_filename().to_owned();
         warm_pool(&pool).await?;
         let reader = reader::Reader::new(path.clone(), busy_timeout_ms);
-        reader.warm().await?;
+        // The range reads' statements, prepared on each: the first reads do not parse them.
+        reader.warm(vec![range_sql(CONTENT_COLUMNS), range_sql(EVENT_COLUMNS)]).await?;
         let wal = appender::WalRestart { reset_pages: wal_reset_pages, reads: reader.gate() };
         let recent = recent::RecentIndex::default();
         let turns = turns::WriteTurns::default();

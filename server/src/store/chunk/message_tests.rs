@@ -45,6 +45,8 @@ fn contents() -> Vec<Value> {
 /// The row as a store reads it back, expanded with `pick`.
 fn read_back(chunk: &Chunk, pick: Pick) -> Vec<AgentEvent> {
     let content = chunk.content_column();
+    // The columns as the stores write them: a row of messages' pieces carry its checksum.
+    let pieces = chunk.pieces_column(&content);
     let head = &chunk.head;
     let metadata = crate::store::rows::json_text(&head.metadata);
     let row = StoredRow {
@@ -66,7 +68,7 @@ fn read_back(chunk: &Chunk, pick: Pick) -> Vec<AgentEvent> {
             created_at: head.created_at,
         },
         last_seq: chunk.last_seq,
-        pieces: Some(&chunk.pieces),
+        pieces: Some(&pieces),
         raws: None,
     };
     let mut out = Vec::new();
@@ -167,6 +169,33 @@ fn damaged_rows_of_messages_are_refused() {
         assert_eq!(result.is_ok(), index == 0, "case {index}: {result:?}");
     }
     assert!(message_pieces("[1,22]", &[1, 0, 2, 0], 0, 3).is_err(), "count differs");
+}
+
+/// A row of messages' pieces carry its content's checksum: a content that differs by a byte is
+/// refused, even when every message is still JSON; a row without one (written before rows had
+/// it) reads, and its messages are left to be checked as JSON.
+#[test]
+fn a_row_of_messages_is_checked_by_its_checksum() {
+    let content = "[1,22]";
+    let pieces: &[u8] = &[1, 0, 2, 0];
+    let column = columns::messages_pieces_column(content, pieces);
+    assert_eq!(column.len(), columns::CHECKSUM_BYTES + pieces.len());
+    let (cut, checked) = checked_message_pieces(content, &column, 0, 2).unwrap();
+    assert!(checked);
+    assert_eq!(cut.iter().map(|piece| piece.text).collect::<Vec<_>>(), ["1", "22"]);
+    let (cut, checked) = checked_message_pieces(content, pieces, 0, 2).unwrap();
+    assert!(!checked, "a row without a checksum");
+    assert_eq!(cut.len(), 2);
+    let refused: [(&str, &[u8]); 4] = [
+        ("[1,23]", &column),     // still JSON, not what was written
+        ("[2,22]", &column),     // the same
+        (content, &column[..3]), // the checksum cut short
+        (content, &[&column[..5], &[3, 0]][..].concat()), // the pieces changed after it
+    ];
+    for (index, (content, encoded)) in refused.iter().enumerate() {
+        let result = checked_message_pieces(content, encoded, 0, 2);
+        assert!(result.is_err(), "case {index}: {result:?}");
+    }
 }
 
 /// The writer chains the ids of one append's messages, and only those.

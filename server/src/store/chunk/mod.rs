@@ -39,7 +39,7 @@ mod group;
 mod ids;
 mod row;
 pub use chains::{IdChains, ID_CHAINS_AGENTS_MAX};
-pub use columns::{message_pieces, pieces, raws, Piece};
+pub use columns::{checked_message_pieces, message_pieces, pieces, raws, Piece};
 pub use expand::{EventSink, Made, Pick, StoredRow};
 pub use group::{GroupRows, OpenChunks, Written, OPEN_CHUNKS_AGENTS_MAX};
 pub use ids::{next_id, nth_id, time_from_nanos, time_nanos};

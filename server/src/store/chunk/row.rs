@@ -6,7 +6,11 @@ use app::{AgentEvent, DeltaAction};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::columns::{push_varint, zigzag, VARINT_BYTES_MAX};
+use std::borrow::Cow;
+
+use super::columns::{
+    messages_pieces_column, push_varint, zigzag, CHECKSUM_BYTES, VARINT_BYTES_MAX,
+};
 use super::ids::{next_id, time_nanos};
 use crate::limits::{
     CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX, MESSAGE_ROW_BYTES_MAX,
@@ -174,7 +178,7 @@ impl Chunk {
     /// A row of stream messages starting with `event`, when its content fits one.
     fn start_messages(event: &AgentEvent) -> StoreResult<Option<Chunk>> {
         let content = crate::store::rows::message_text(&event.content);
-        if content.len() + 2 * VARINT_BYTES_MAX + 2 > MESSAGE_ROW_BYTES_MAX {
+        if content.len() + 2 * VARINT_BYTES_MAX + 2 + CHECKSUM_BYTES > MESSAGE_ROW_BYTES_MAX {
             return Ok(None);
         }
         let nanos = time_nanos(event.created_at)?;
@@ -222,7 +226,12 @@ impl Chunk {
             } else {
                 MESSAGE_ROW_BYTES_MAX
             };
-            if self.text.len() + self.pieces.len() + content.len() + 2 * VARINT_BYTES_MAX + 2
+            if self.text.len()
+                + self.pieces.len()
+                + content.len()
+                + 2 * VARINT_BYTES_MAX
+                + 2
+                + CHECKSUM_BYTES
                 > row_max
             {
                 return false;
@@ -272,6 +281,15 @@ impl Chunk {
         match self.form {
             Form::Text => crate::store::rows::json_text(&self.head.content),
             Form::Messages => format!("{}]", self.text),
+        }
+    }
+
+    /// The `pieces` column beside `content` (this row's [`Chunk::content_column`]): a row of
+    /// messages' carries the content's checksum first ([`super::checked_message_pieces`]).
+    pub fn pieces_column(&self, content: &str) -> Cow<'_, [u8]> {
+        match self.form {
+            Form::Text => Cow::Borrowed(&self.pieces),
+            Form::Messages => Cow::Owned(messages_pieces_column(content, &self.pieces)),
         }
     }
 }

@@ -66,10 +66,11 @@ impl Columns {
                 self.raws.push(None);
             }
             Written::Chunk(chunk) => {
-                self.push_head(&chunk.head, chunk.last_seq, chunk.content_column());
+                let content = chunk.content_column();
+                self.pieces.push(Some(chunk.pieces_column(&content).into_owned()));
+                self.push_head(&chunk.head, chunk.last_seq, content);
                 self.delta.push(chunk.delta_column().map(str::to_owned));
                 self.raw.push(None);
-                self.pieces.push(Some(chunk.pieces.clone()));
                 self.raws.push(chunk.raws_column());
             }
         }

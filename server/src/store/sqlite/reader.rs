@@ -56,9 +56,10 @@ impl Reader {
         }
     }
 
-    /// Opens the connections kept idle and reads the schema on each, so the first reads after a
-    /// start do not pay for it (opening, mapping, parsing the schema on the first statement).
-    pub(super) async fn warm(&self) -> StoreResult<()> {
+    /// Opens the connections kept idle, reads the schema on each and prepares `statements` (kept
+    /// in each connection's statement cache), so the first reads after a start do not pay for it
+    /// (opening, mapping, parsing the schema and the statement: ~0.5 ms of a first read).
+    pub(super) async fn warm(&self, statements: Vec<String>) -> StoreResult<()> {
         let (idle, path) = (self.idle.clone(), self.path.clone());
         let busy_timeout = Duration::from_millis(self.busy_timeout_ms);
         tokio::task::spawn_blocking(move || {
@@ -66,6 +67,9 @@ impl Reader {
             for _ in 0..SQLITE_READ_CONNECTIONS_IDLE_MAX {
                 let connection = open(&path, busy_timeout)?;
                 connection.execute_batch(SCHEMA_READ_SQL).map_err(sqlite_error)?;
+                for sql in &statements {
+                    connection.prepare_cached(sql).map_err(sqlite_error)?;
+                }
                 opened.push(connection);
             }
             let mut idle = idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -234,8 +238,9 @@ pub(super) fn expand(
 
 /// A row of `CONTENT_COLUMNS` (first_seq, last_seq, kind, content, pieces) into the contents
 /// of the events `pick` (a range, or all) wants, without the ids, times and other columns a
-/// stream read never looks at. A row of stream messages is cut by its lengths, each message
-/// checked as JSON (a damaged row is an error, never a broken answer); the events of a run
+/// stream read never looks at. A row of stream messages is cut by its lengths, its checksum
+/// checked (or, in a row without one, each message checked as JSON): a damaged row is an error,
+/// never a broken answer; the events of a run
 /// row share the row's content, as [`StoredRow::expand`] gives them.
 pub(super) fn expand_contents(
     row: &rusqlite::Row<'_>,
@@ -259,13 +264,14 @@ pub(super) fn expand_contents(
     match blob(row, 4)? {
         Some(encoded) if stream_message => {
             let count = last_seq - first_seq + 1;
-            let pieces = chunk::message_pieces(content, encoded, 0, count)?;
+            let (pieces, checked) = chunk::checked_message_pieces(content, encoded, 0, count)?;
             let skip = (from - first_seq) as usize;
             for (k, piece) in pieces.iter().enumerate().skip(skip).take(wanted as usize) {
+                let json = if checked { piece.text } else { checked_json(piece.text)? };
                 out.push(ContentJson {
                     seq: first_seq + k as u64,
                     stream_message,
-                    json: checked_json(piece.text)?.into(),
+                    json: json.into(),
                 });
             }
         }

@@ -184,10 +184,11 @@ fn messages(agent_id: Uuid, texts: &[&str]) -> AppendBatch {
 
 /// A row damaged on disk (a message's JSON no longer JSON, its length unchanged) reads as a
 /// corrupt store, never as a broken answer: in a row of one append's messages and in a row of
-/// one message, moved into the log or not, as contents and as events.
+/// one message, moved into the log or not, as contents and as events — found by the row's
+/// checksum, and in a row written before rows had one (`legacy`) by checking each message.
 #[tokio::test]
 async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
-    for moved in [false, true] {
+    for (moved, legacy) in [(false, false), (true, false), (false, true), (true, true)] {
         // Rows left in `recent` stay there: the store's own fold must not move them between the
         // two tables' damage (it did on a slow machine, and the read found the undamaged copy).
         let (_directory, _path, store) = if moved {
@@ -197,7 +198,8 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
         };
         let agent = store.create_agent(NewAgent::default()).await.unwrap();
         let batches = [
-            messages(agent.id, &[r#"{"a":1}"#, r#"{"b":2}"#, r#"{"c":3}"#]),
+            messages(agent.id, &[r#"{"a":1}"#]),
+            messages(agent.id, &[r#"{"b":2}"#, r#"{"c":3}"#]),
             messages(agent.id, &[r#"{"d":4}"#]),
         ];
         for batch in &batches {
@@ -211,9 +213,26 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(!moved || store.backlog_rows() == Some(0), "the rows were moved");
+        let case = format!("moved: {moved}, legacy: {legacy}");
+        let mut checked = 0;
+        for table in ["events", "recent"] {
+            let marked = "delta IS NULL AND substr(pieces, 1, 1) = x'00'";
+            let rows: i64 =
+                sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE {marked}"))
+                    .fetch_one(store.pool())
+                    .await
+                    .unwrap();
+            checked += rows;
+            if legacy {
+                // As a row of messages was written before it carried its checksum.
+                let strip = format!("UPDATE {table} SET pieces = substr(pieces, 6) WHERE {marked}");
+                sqlx::query(&strip).execute(store.pool()).await.unwrap();
+            }
+        }
+        assert_eq!(checked, 3, "every row of messages carries its checksum ({case})");
         let read = store.read_contents(agent.id, 0, 10).await.unwrap();
-        assert_eq!(read.len(), 4);
-        assert_eq!(&*read[1].json, r#"{"b":2}"#);
+        assert_eq!(read.len(), 4, "{case}");
+        assert_eq!(&*read[1].json, r#"{"b":2}"#, "{case}");
         for table in ["events", "recent"] {
             sqlx::query(&format!(
                 "UPDATE {table} SET content = replace(replace(content, '\"b\":2}}', '\"b\":2]'), \
@@ -225,13 +244,13 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
         }
         for since in [0, 3] {
             let error = store.read_contents(agent.id, since, 10).await.unwrap_err();
-            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?} ({case})");
             let error = store.read_events_json(agent.id, since, 10).await.unwrap_err();
-            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?} ({case})");
         }
-        // The messages before the damage still read.
+        // The messages of the row before the damage still read.
         let read = store.read_contents(agent.id, 0, 1).await.unwrap();
-        assert_eq!(&*read[0].json, r#"{"a":1}"#, "moved: {moved}");
+        assert_eq!(&*read[0].json, r#"{"a":1}"#, "{case}");
     }
 }
 

@@ -105,7 +105,8 @@ pub(super) fn write_chunk(
 ) -> StoreResult<usize> {
     let head = &chunk.head;
     let content = chunk.content_column();
-    let bytes = content.len() + chunk.delta_column().map_or(0, str::len) + chunk.pieces.len();
+    let pieces = chunk.pieces_column(&content);
+    let bytes = content.len() + chunk.delta_column().map_or(0, str::len) + pieces.len();
     let agent_id = head.agent_id.to_string();
     let (first_seq, last_seq) = (head.seq as i64, chunk.last_seq as i64);
     let (metadata, created_at) = (json_text(&head.metadata), chunk::time_nanos(head.created_at)?);
@@ -129,7 +130,7 @@ pub(super) fn write_chunk(
             &none,
             &metadata,
             &created_at,
-            &chunk.pieces,
+            &&*pieces,
             &chunk.raws_column(),
         ],
         n,
