@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::limits::{PG_POOL_CONNECTIONS_MAX_DEFAULT, RUN_LEASE_MS_DEFAULT};
+use crate::store::contents::ContentPage;
 use crate::store::page::JsonPage;
 use crate::store::records::{
     AppendBatch, ContentJson, EventJson, NewAgent, ProducerPosition, StoredSnapshot,
@@ -93,16 +94,21 @@ pub trait EventLog: Send + Sync + 'static {
         let events = self.read_events_json(agent_id, since, limit).await?;
         Ok(JsonPage::from_events(room, &events))
     }
-    /// The `content` of the same events, as JSON text, for reads that serve it as it is (the
-    /// Durable Streams surface). SQLite copies it straight from the row.
+    /// The `content` of the same events, as JSON text in one page, for reads that serve it as it
+    /// is (the Durable Streams surface). SQLite copies it straight from the rows.
     async fn read_contents(
         &self,
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> StoreResult<Vec<ContentJson>> {
+    ) -> StoreResult<ContentPage> {
         let events = self.read_events(agent_id, since, limit).await?;
-        Ok(events.iter().map(ContentJson::of).collect())
+        let mut page = ContentPage::with_capacity(events.len(), 0);
+        for event in &events {
+            let content = ContentJson::of(event);
+            page.push(content.seq, content.stream_message, &content.json);
+        }
+        Ok(page)
     }
     /// The lifecycle and usage events of one run (`run_started`, `usage`, the run's end), in seq
     /// order; empty for an unknown run. Reads the run index, not the agent's whole log.

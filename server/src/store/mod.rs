@@ -17,6 +17,7 @@
 
 pub mod branches;
 pub mod chunk;
+mod contents;
 mod error;
 pub(crate) mod event_text;
 mod gathered;
@@ -32,6 +33,7 @@ pub mod sqlite;
 pub mod streams;
 
 pub use branches::{fork, BranchDeletion, Branches, ForkRefusal};
+pub use contents::ContentPage;
 pub use error::{redact_url, StoreError, StoreResult};
 pub use interface::{
     agent_for_chat, Agents, ClusterOptions, ClusterStore, DueApprovals, EventLog, Notice, Notices,

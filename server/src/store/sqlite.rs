@@ -23,7 +23,7 @@ use super::gathered::{Gathered, Sequenced};
 use super::page::PageText;
 use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{
-    AppendBatch, ContentJson, DueApprovals, EventJson, EventLog, JsonPage, OpenApproval,
+    AppendBatch, ContentPage, DueApprovals, EventJson, EventLog, JsonPage, OpenApproval,
     StoreError, StoredSnapshot,
 };
 
@@ -262,8 +262,8 @@ impl EventLog for SqliteStore {
         agent_id: Uuid,
         since: u64,
         limit: u32,
-    ) -> StoreResult<Vec<ContentJson>> {
-        let gather = |_| Vec::new();
+    ) -> StoreResult<ContentPage> {
+        let gather = |_| ContentPage::default();
         self.read_range(agent_id, since, limit, CONTENT_COLUMNS, gather, reader::expand_contents)
             .await
     }

@@ -30,7 +30,7 @@ async fn read_all(subject: &Subject, log: Uuid, head: u64) -> Vec<(Uuid, u64, Uu
             let page = store.read_events_page(log, since, limit, 2).await.unwrap();
             assert_eq!(page.to_events(), json, "{log}: page since {since}, limit {limit}");
             let contents = store.read_contents(log, since, limit).await.unwrap();
-            assert_eq!(contents.iter().map(|c| c.seq).collect::<Vec<_>>(), want);
+            assert_eq!(contents.iter().map(|(seq, _, _)| seq).collect::<Vec<_>>(), want);
         }
     }
     whole

@@ -94,6 +94,7 @@ pub(super) async fn streamed_appends_read_back_at_every_cursor(subject: &Subject
                 assert_eq!(read, want, "since {since}, limit {limit}");
                 // Contents alone (what a stream read serves), from rows of every shape.
                 let contents = store.read_contents(*agent_id, since, limit).await.unwrap();
+                let contents = contents.contents();
                 let want: Vec<ContentJson> = want.iter().map(ContentJson::of).collect();
                 assert_eq!(contents, want, "contents since {since}, limit {limit}");
                 // A page of the same events (rows of every shape, cut anywhere): their JSON,

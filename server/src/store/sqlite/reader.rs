@@ -21,7 +21,7 @@ use super::convert::parse_uuid;
 use crate::limits::SQLITE_READS_AT_ONCE_MAX;
 use crate::store::chunk::{self, EventSink, Made, Pick, StoredRow};
 use crate::store::rows::{checked_json, corrupt, seq_from_column, EventRow};
-use crate::store::{ContentJson, StoreError};
+use crate::store::{ContentPage, StoreError};
 use app::EventKind;
 
 /// How much of the database file a read connection maps into memory instead of `pread`ing it
@@ -245,7 +245,7 @@ pub(super) fn expand(
 pub(super) fn expand_contents(
     row: &rusqlite::Row<'_>,
     pick: Pick,
-    out: &mut Vec<ContentJson>,
+    out: &mut ContentPage,
 ) -> StoreResult<bool> {
     let (since, limit) = match pick {
         Pick::Range { since, limit } => (since, limit as usize),
@@ -266,13 +266,10 @@ pub(super) fn expand_contents(
             let count = last_seq - first_seq + 1;
             let (pieces, checked) = chunk::checked_message_pieces(content, encoded, 0, count)?;
             let skip = (from - first_seq) as usize;
+            out.reserve(wanted as usize, content.len());
             for (k, piece) in pieces.iter().enumerate().skip(skip).take(wanted as usize) {
                 let json = if checked { piece.text } else { checked_json(piece.text)? };
-                out.push(ContentJson {
-                    seq: first_seq + k as u64,
-                    stream_message,
-                    json: json.into(),
-                });
+                out.push(first_seq + k as u64, stream_message, json);
             }
         }
         encoded => {
@@ -281,13 +278,9 @@ pub(super) fn expand_contents(
                     "a row of one event spans seqs {first_seq}..={last_seq}"
                 )));
             }
-            if wanted > 0 {
-                let json: Box<str> = checked_json(content)?.into();
-                out.extend((from..from + wanted).map(|seq| ContentJson {
-                    seq,
-                    stream_message,
-                    json: json.clone(),
-                }));
+            let json = if wanted > 0 { checked_json(content)? } else { "" };
+            for seq in from..from + wanted {
+                out.push(seq, stream_message, json);
             }
         }
     }

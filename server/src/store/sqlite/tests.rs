@@ -230,7 +230,7 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
             }
         }
         assert_eq!(checked, 3, "every row of messages carries its checksum ({case})");
-        let read = store.read_contents(agent.id, 0, 10).await.unwrap();
+        let read = store.read_contents(agent.id, 0, 10).await.unwrap().contents();
         assert_eq!(read.len(), 4, "{case}");
         assert_eq!(&*read[1].json, r#"{"b":2}"#, "{case}");
         for table in ["events", "recent"] {
@@ -249,7 +249,7 @@ async fn a_damaged_stream_row_reads_as_corrupt_never_as_broken_json() {
             assert!(matches!(error, StoreError::Corrupt(_)), "{error:?} ({case})");
         }
         // The messages of the row before the damage still read.
-        let read = store.read_contents(agent.id, 0, 1).await.unwrap();
+        let read = store.read_contents(agent.id, 0, 1).await.unwrap().contents();
         assert_eq!(&*read[0].json, r#"{"a":1}"#, "{case}");
     }
 }

@@ -22,6 +22,8 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
+use crate::store::ContentPage;
+
 /// Bytes one stream's resident tail holds at most; past it the older half is dropped.
 pub const TAIL_STREAM_BYTES_MAX: usize = 1024 * 1024;
 /// Bytes all resident tails hold at most; past it the least recently appended streams' tails
@@ -69,6 +71,38 @@ impl Messages {
         self.ends.push(self.joined.len());
         self.joined.push(',');
         self.offsets.push(offset);
+    }
+
+    /// The stream messages of a page read from the log (each at `base + seq`), up to the first
+    /// event that is not one, the first past offset `cap`, or the first that would take the
+    /// texts past `bytes_max` (one at least, when these are none yet). Into empty messages the
+    /// page's own buffers move, with no copy.
+    pub fn extend_page(
+        &mut self,
+        base: u64,
+        cap: Option<u64>,
+        bytes_max: usize,
+        mut page: ContentPage,
+    ) {
+        let taken = (0..page.len())
+            .position(|index| {
+                let offset = base + page.seq(index);
+                cap.is_some_and(|cap| offset > cap)
+                    || !page.is_stream_message(index)
+                    || (self.bytes() + page.end(index) > bytes_max && self.len() + index > 0)
+            })
+            .unwrap_or(page.len());
+        page.truncate(taken);
+        if self.is_empty() {
+            let (seqs, ends, joined) = page.into_parts();
+            let offsets = seqs.into_iter().map(|seq| base + seq).collect();
+            *self = Messages { offsets, ends, joined };
+            return;
+        }
+        self.reserve(page.len(), page.bytes());
+        for (seq, _, text) in page.iter() {
+            self.push(base + seq, text);
+        }
     }
 
     /// Each message as `(offset, JSON text)`.

@@ -155,3 +155,44 @@ fn a_read_never_replaces_a_tail_that_reaches_as_far() {
     );
     assert_eq!(tails.read(log(), 6, 9, 0, 1000, 1 << 20), None);
 }
+
+/// A page read from the log is taken up to the first event that is not a stream message, past
+/// the cap, or past the bytes (one at least), as taking each in turn would: into empty messages
+/// (its buffers moved) and after messages already read (a fork's source first).
+#[test]
+fn a_page_from_the_log_is_taken_as_far_as_its_bounds() {
+    let mut page = ContentPage::default();
+    for (seq, message, text) in [(1, true, "11"), (2, true, "222"), (3, true, "3"), (4, false, "4")]
+    {
+        page.push(seq, message, text);
+    }
+    let before = |count: usize| {
+        let mut messages = Messages::default();
+        for k in 0..count {
+            messages.push(100 + k as u64, "xx");
+        }
+        messages
+    };
+    for already in [0, 2] {
+        for cap in [None, Some(10), Some(11), Some(12), Some(13), Some(14)] {
+            for bytes_max in [0, 1, 2, 3, 6, 7, 9, 10, 100] {
+                let mut want = before(already);
+                for (seq, message, text) in page.iter() {
+                    let offset = 10 + seq;
+                    if cap.is_some_and(|cap| offset > cap) || !message {
+                        break;
+                    }
+                    if want.bytes() + text.len() > bytes_max && !want.is_empty() {
+                        break;
+                    }
+                    want.push(offset, text);
+                }
+                let mut got = before(already);
+                got.extend_page(10, cap, bytes_max, page.clone());
+                let case = format!("already {already}, cap {cap:?}, bytes {bytes_max}");
+                assert_eq!(texts(&got), texts(&want), "{case}");
+                assert_eq!(got.json_array(), want.json_array(), "{case}");
+            }
+        }
+    }
+}

@@ -64,18 +64,8 @@ impl Service {
         }
         let own_since = since.saturating_sub(row.base_offset);
         // The contents as the log keeps them (JSON text): served as they are, no tree built.
-        let contents = self.store.read_contents(row.log_id, own_since, room).await?;
-        out.reserve(contents.len(), contents.iter().map(|content| content.json.len()).sum());
-        for content in contents {
-            let offset = row.base_offset + content.seq;
-            if cap.is_some_and(|cap| offset > cap) || !content.stream_message {
-                break;
-            }
-            if out.bytes() + content.json.len() > READ_BODY_BYTES_MAX && !out.is_empty() {
-                break;
-            }
-            out.push(offset, &content.json);
-        }
+        let page = self.store.read_contents(row.log_id, own_since, room).await?;
+        out.extend_page(row.base_offset, cap, READ_BODY_BYTES_MAX, page);
         Ok(())
     }
 
