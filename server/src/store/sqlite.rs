@@ -49,13 +49,17 @@ const SQLITE_POOL_CONNECTIONS_MAX: u32 = 8;
 /// opened and its schema parsed, ~0.4 ms a hop on the first read of a stream.
 const SQLITE_POOL_CONNECTIONS_WARM: u32 = 4;
 
-/// Opens [`SQLITE_POOL_CONNECTIONS_WARM`] pool connections (each reads the schema) and gives
-/// them back to the pool, which keeps that many open (`min_connections`).
+/// Opens [`SQLITE_POOL_CONNECTIONS_WARM`] pool connections (each reads the schema and prepares
+/// the look-ups of a stream's first read, [`sql::lookups`]) and gives them back to the pool,
+/// which keeps that many open (`min_connections`).
 async fn warm_pool(pool: &sqlx::SqlitePool) -> StoreResult<()> {
     let mut held = Vec::with_capacity(SQLITE_POOL_CONNECTIONS_WARM as usize);
     for _ in 0..SQLITE_POOL_CONNECTIONS_WARM {
         let mut connection = pool.acquire().await?;
         sqlx::query(reader::SCHEMA_READ_SQL).execute(&mut *connection).await?;
+        for lookup in sql::lookups() {
+            sqlx::query(&lookup).bind("").fetch_optional(&mut *connection).await?;
+        }
         held.push(connection);
     }
     Ok(())
@@ -215,7 +219,7 @@ impl EventLog for SqliteStore {
             return Ok(Some(head));
         }
         let changes = self.known.changes();
-        let head: Option<i64> = sqlx::query_scalar("SELECT head_seq FROM agents WHERE id = ?")
+        let head: Option<i64> = sqlx::query_scalar(sql::HEAD_SQL)
             .bind(agent_id.to_string())
             .fetch_optional(&self.pool)
             .await?;

@@ -16,12 +16,10 @@ use crate::store::rows::{json_text, seq_from_column, seq_to_column};
 #[async_trait]
 impl Branches for SqliteStore {
     async fn fork_origin(&self, log: Uuid) -> StoreResult<Option<(Uuid, u64)>> {
-        let row = sqlx::query(
-            "SELECT parent_id, fork_seq FROM agents WHERE id = ? AND parent_id IS NOT NULL",
-        )
-        .bind(log.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(super::sql::FORK_ORIGIN_SQL)
+            .bind(log.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|row| {
             let parent = parse_uuid(row.try_get("parent_id")?)?;
             Ok((parent, seq_from_column(row.try_get("fork_seq")?)?))

@@ -21,6 +21,24 @@ pub(super) const AGENT_COLUMNS: &str =
 /// The columns a stream read needs of the same rows, in this order (`reader::expand_contents`
 /// decodes them): not the ids, times and JSON columns it never looks at.
 pub(super) const CONTENT_COLUMNS: &str = "first_seq, last_seq, kind, content, pieces";
+
+/// A log's head, when it is not known in memory.
+pub(super) const HEAD_SQL: &str = "SELECT head_seq FROM agents WHERE id = ?";
+/// Where a branch was forked from (none for a log that is no branch).
+pub(super) const FORK_ORIGIN_SQL: &str =
+    "SELECT parent_id, fork_seq FROM agents WHERE id = ? AND parent_id IS NOT NULL";
+
+/// A stream's row by its path.
+pub(super) fn stream_sql() -> String {
+    format!("SELECT {} FROM streams WHERE path = ?", crate::store::streams::STREAM_COLUMNS)
+}
+
+/// The look-ups a stream's first read makes before its page — its row, its log's head, whether
+/// the log is a branch — each with an argument that finds nothing: run once on a connection,
+/// sqlx keeps each prepared there.
+pub(super) fn lookups() -> [String; 3] {
+    [stream_sql(), HEAD_SQL.to_owned(), FORK_ORIGIN_SQL.to_owned()]
+}
 pub(super) const EVENT_COLUMNS: &str = "agent_id, first_seq, last_seq, id, run_id, thread_id, block_id, \
      message_id, kind, delta, delta_path, delta_action, content, raw, metadata, created_at, pieces, \
      raws";

@@ -19,10 +19,8 @@ fn from_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<StreamRow> {
 #[async_trait]
 impl Streams for SqliteStore {
     async fn stream(&self, path: &str) -> StoreResult<Option<StreamRow>> {
-        let row = sqlx::query(&format!("SELECT {STREAM_COLUMNS} FROM streams WHERE path = ?"))
-            .bind(path)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row =
+            sqlx::query(&super::sql::stream_sql()).bind(path).fetch_optional(&self.pool).await?;
         row.as_ref().map(from_row).transpose()
     }
 
