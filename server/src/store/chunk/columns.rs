@@ -66,7 +66,8 @@ pub fn message_pieces<'a>(
 }
 
 /// [`message_pieces`], and whether the row's checksum proved its content is the JSON the writer
-/// wrote (true), or the row has none and each message must be checked as JSON (false).
+/// wrote, cut where the writer cut it (true), or the row has none and each message must be
+/// checked as JSON (false).
 ///
 /// **Why a checksum.** A read serves each message as the log keeps its text, so a damaged row
 /// must be an error, never a broken answer: each message was parsed as JSON on every read, the
@@ -84,7 +85,7 @@ pub fn checked_message_pieces<'a>(
             let (sum, rest) = rest
                 .split_first_chunk::<4>()
                 .ok_or_else(|| corrupt("a row of messages' checksum is cut short"))?;
-            if u32::from_le_bytes(*sum) != crc32fast::hash(content.as_bytes()) {
+            if u32::from_le_bytes(*sum) != checksum(content, rest) {
                 return Err(corrupt("a row of messages does not match its checksum"));
             }
             (rest, true)
@@ -98,8 +99,8 @@ pub fn checked_message_pieces<'a>(
     Ok((cut(inner, encoded, first_nanos, count, Some(b','))?, checked))
 }
 
-/// The first byte of a row of messages' `pieces` when a checksum of its content follows (4 bytes,
-/// CRC-32, little-endian), then the pieces. A row without one (written before rows had it) starts
+/// The first byte of a row of messages' `pieces` when a checksum of its content and pieces
+/// follows (4 bytes, CRC-32, little-endian), then the pieces. A row without one (written before rows had it) starts
 /// with its first message's length, a varint that is never 0: a JSON text has at least one byte.
 const CHECKSUM_MARK: u8 = 0;
 
@@ -111,9 +112,18 @@ pub const CHECKSUM_BYTES: usize = 5;
 pub fn messages_pieces_column(content: &str, pieces: &[u8]) -> Vec<u8> {
     let mut column = Vec::with_capacity(CHECKSUM_BYTES + pieces.len());
     column.push(CHECKSUM_MARK);
-    column.extend_from_slice(&crc32fast::hash(content.as_bytes()).to_le_bytes());
+    column.extend_from_slice(&checksum(content, pieces).to_le_bytes());
     column.extend_from_slice(pieces);
     column
+}
+
+/// The CRC-32 of a row's content and its pieces: the pieces too, since lengths changed so that
+/// each cut still meets a comma (inside a string) would cut messages that are not JSON.
+fn checksum(content: &str, pieces: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(content.as_bytes());
+    hasher.update(pieces);
+    hasher.finalize()
 }
 
 fn cut<'a>(

@@ -192,6 +192,15 @@ fn a_row_of_messages_is_checked_by_its_checksum() {
         (content, &column[..3]), // the checksum cut short
         (content, &[&column[..5], &[3, 0]][..].concat()), // the pieces changed after it
     ];
+    // Lengths changed so that each cut still meets a comma, inside a string: every structural
+    // check passes, and the first message would be `"a`. Only the checksum refuses it.
+    let content = r#"["a,b",1]"#;
+    let column = columns::messages_pieces_column(content, &[5, 0, 1, 0]);
+    assert!(checked_message_pieces(content, &column, 0, 2).unwrap().1);
+    let moved = [&column[..5], &[2, 0, 4, 0][..]].concat();
+    assert!(message_pieces(content, &moved[5..], 0, 2).is_ok(), "the structure alone passes");
+    let result = checked_message_pieces(content, &moved, 0, 2);
+    assert!(result.is_err(), "{result:?}");
     for (index, (content, encoded)) in refused.iter().enumerate() {
         let result = checked_message_pieces(content, encoded, 0, 2);
         assert!(result.is_err(), "case {index}: {result:?}");
