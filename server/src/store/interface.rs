@@ -12,7 +12,7 @@ use crate::limits::{PG_POOL_CONNECTIONS_MAX_DEFAULT, RUN_LEASE_MS_DEFAULT};
 use crate::store::contents::ContentPage;
 use crate::store::page::JsonPage;
 use crate::store::records::{
-    AppendBatch, ContentJson, EventJson, NewAgent, ProducerPosition, StoredSnapshot,
+    content_column, AppendBatch, EventJson, NewAgent, ProducerPosition, StoredSnapshot,
 };
 use crate::store::StoreError;
 
@@ -105,8 +105,8 @@ pub trait EventLog: Send + Sync + 'static {
         let events = self.read_events(agent_id, since, limit).await?;
         let mut page = ContentPage::with_capacity(events.len(), 0);
         for event in &events {
-            let content = ContentJson::of(event);
-            page.push(content.seq, content.stream_message, &content.json);
+            let stream_message = event.kind == app::EventKind::StreamMessage;
+            page.push(event.seq, stream_message, &content_column(event));
         }
         Ok(page)
     }

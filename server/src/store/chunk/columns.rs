@@ -73,7 +73,8 @@ pub fn message_pieces<'a>(
 /// must be an error, never a broken answer: each message was parsed as JSON on every read, the
 /// largest part of reading a long stream from the database (~45 % of the page read of a
 /// 10 000-message stream). The writer made the content from parsed values, so it was JSON; a
-/// CRC-32 of it, checked at several GB/s, proves it is still what was written.
+/// CRC-32 of it and of its pieces, checked at several GB/s, proves both are still what was
+/// written.
 pub fn checked_message_pieces<'a>(
     content: &'a str,
     encoded: &[u8],
@@ -100,8 +101,9 @@ pub fn checked_message_pieces<'a>(
 }
 
 /// The first byte of a row of messages' `pieces` when a checksum of its content and pieces
-/// follows (4 bytes, CRC-32, little-endian), then the pieces. A row without one (written before rows had it) starts
-/// with its first message's length, a varint that is never 0: a JSON text has at least one byte.
+/// follows (4 bytes, CRC-32, little-endian), then the pieces. A row without one (written before
+/// rows had it) starts with its first message's length, a varint that is never 0: a JSON text
+/// has at least one byte.
 const CHECKSUM_MARK: u8 = 0;
 
 /// The bytes [`messages_pieces_column`] adds to a row's pieces.

@@ -285,7 +285,8 @@ impl Chunk {
     }
 
     /// The `pieces` column beside `content` (this row's [`Chunk::content_column`]): a row of
-    /// messages' carries the content's checksum first ([`super::checked_message_pieces`]).
+    /// messages' carries the checksum of its content and pieces first
+    /// ([`super::checked_message_pieces`]).
     pub fn pieces_column(&self, content: &str) -> Cow<'_, [u8]> {
         match self.form {
             Form::Text => Cow::Borrowed(&self.pieces),
