@@ -107,13 +107,16 @@ pub async fn serve(
     // client reads nothing would hold the process for ever, so past that it is dropped
     // unfinished. Whatever is still queued for the log is committed before the process exits.
     let shutdown_signalled = stop.clone();
-    let serving = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; streams end");
-            stop.cancel();
-        })
-        .into_future();
+    let serving = axum::serve(
+        listener,
+        axum::ServiceExt::<axum::extract::Request>::into_make_service(router),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections; streams end");
+        stop.cancel();
+    })
+    .into_future();
     tokio::pin!(serving);
     let served_before_signal = tokio::select! {
         served = &mut serving => Some(served),

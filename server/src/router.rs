@@ -154,8 +154,14 @@ async fn bundle_headers(
     response
 }
 
+mod fast;
+
+/// The application's service: the router, with the Durable Streams path past it (`fast.rs`),
+/// inside the CORS layer when origins are listed.
+pub type App = tower::util::Either<tower_http::cors::Cors<fast::Fast>, fast::Fast>;
+
 /// The whole application: API routes plus the server-rendered pages and static files.
-pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
+pub fn app(state: AppState, leptos_options: LeptosOptions) -> App {
     let routes = generate_route_list(app::App);
     let (store, snapshots) = (state.store.clone(), state.snapshots.clone());
     let trace_url_template = state.trace_url_template.clone();
@@ -194,19 +200,18 @@ pub fn app(state: AppState, leptos_options: LeptosOptions) -> Router {
     // makes every response `Vary: Origin`).
     let origins = state.allowed_origins.clone();
     // The edge: one middleware around every route (`http::edge` says why one).
-    let edge = axum::middleware::from_fn_with_state(
-        edge::Edge {
-            telemetry: state.telemetry.clone(),
-            metrics: state.metrics.clone(),
-            access: axum::extract::FromRef::from_ref(&state),
-            body_read_ms_max: state.limits.body_read_ms_max,
-        },
-        edge::edge,
-    );
-    let router = api_router(state).merge(pages).layer(edge);
+    let edge = edge::Edge {
+        telemetry: state.telemetry.clone(),
+        metrics: state.metrics.clone(),
+        access: axum::extract::FromRef::from_ref(&state),
+        body_read_ms_max: state.limits.body_read_ms_max,
+    };
+    let durable = axum::extract::FromRef::from_ref(&state);
+    let layer = axum::middleware::from_fn_with_state(edge.clone(), edge::edge);
+    let service = fast::Fast::new(api_router(state).merge(pages).layer(layer), edge, durable);
     if origins.is_empty() {
-        router
+        tower::util::Either::Right(service)
     } else {
-        router.layer(cors::layer(&origins))
+        tower::util::Either::Left(tower::Layer::layer(&cors::layer(&origins), service))
     }
 }

@@ -20,6 +20,7 @@ mod client_tools;
 mod cluster;
 mod coalesce;
 mod crash;
+mod durable_fast;
 mod durable_streams;
 mod event_log;
 mod hostile_appends;

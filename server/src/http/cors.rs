@@ -19,9 +19,26 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 pub const CORS_PREFLIGHT_MAX_AGE_SECONDS: u64 = 600;
 
 /// Response headers a client of another origin may read besides the safelisted ones: where a
-/// created resource is, the AI SDK's stream marker, why a token was refused, when to retry.
-const EXPOSED_HEADERS: [&str; 4] =
-    ["location", "x-vercel-ai-ui-message-stream", "www-authenticate", "retry-after"];
+/// created resource is, the AI SDK's stream marker, why a token was refused, when to retry, and
+/// the Durable Streams protocol's answers (a browser's stream client resumes from
+/// `Stream-Next-Offset`; without it exposed, every read started over).
+const EXPOSED_HEADERS: [&str; 15] = [
+    "location",
+    "x-vercel-ai-ui-message-stream",
+    "www-authenticate",
+    "retry-after",
+    "etag",
+    "stream-next-offset",
+    "stream-cursor",
+    "stream-up-to-date",
+    "stream-closed",
+    "stream-ttl",
+    "stream-expires-at",
+    "producer-epoch",
+    "producer-seq",
+    "producer-expected-seq",
+    "producer-received-seq",
+];
 
 /// The layer for `allowed_origins` (exact `scheme://host[:port]` strings).
 pub fn layer(allowed_origins: &[String]) -> CorsLayer {

@@ -9,6 +9,7 @@
 //! single append's server CPU fell 10–15 %: ARCHITECTURE.md, `edge.rs`). Here the steps are
 //! plain async functions nested in one future.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -32,23 +33,38 @@ pub struct Edge {
 /// The middleware (a route layer, so the matched route's template is known to the metrics and
 /// the span).
 pub async fn edge(State(edge): State<Edge>, request: Request, next: Next) -> Response {
-    let edge = &edge;
-    request_id::tag(&edge.telemetry, request, |request| {
-        crate::metrics::http::observe(&edge.metrics, request, |request| async move {
-            security_headers(admit(edge, request, next).await)
+    let route = crate::metrics::http::route_of(&request);
+    run(&edge, route, request, |request| next.run(request)).await
+}
+
+/// Every step of the edge around `handler`, for a request that matched `route`: the router's
+/// middleware above, and the Durable Streams path that skips the router (`router/fast.rs`).
+pub async fn run<F: Future<Output = Response>>(
+    edge: &Edge,
+    route: Arc<str>,
+    request: Request,
+    handler: impl FnOnce(Request) -> F,
+) -> Response {
+    request_id::tag(&edge.telemetry, &route.clone(), request, |request| {
+        crate::metrics::http::observe(&edge.metrics, route, request, |request| async move {
+            security_headers(admit(edge, request, handler).await)
         })
     })
     .await
 }
 
 /// The refusals, then the handler.
-async fn admit(edge: &Edge, request: Request, next: Next) -> Response {
+async fn admit<F: Future<Output = Response>>(
+    edge: &Edge,
+    request: Request,
+    handler: impl FnOnce(Request) -> F,
+) -> Response {
     let allowed_origins = &edge.access.allowed_origins;
     if let Err(message) = cross_site::check(request.method(), request.headers(), allowed_origins) {
         return cross_site::refused(message);
     }
     auth::require_token(&edge.access, request, |request| {
-        body_deadline::limit(edge.body_read_ms_max, request, |request| next.run(request))
+        body_deadline::limit(edge.body_read_ms_max, request, handler)
     })
     .await
 }

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::Response;
 use opentelemetry::context::FutureExt as _;
@@ -32,9 +32,10 @@ pub fn accepted(value: &str) -> Option<&str> {
 }
 
 /// Part of the edge (`super::edge`), outermost: the request's id and span cover everything
-/// below.
+/// below. `route` is the template the request matched (the server span's name).
 pub async fn tag<F: Future<Output = Response>>(
     telemetry: &Telemetry,
+    route: &str,
     mut request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> Response {
@@ -56,11 +57,7 @@ pub async fn tag<F: Future<Output = Response>>(
         span_id = tracing::field::Empty,
     );
     let server_span = telemetry.tracer().map(|tracer| {
-        let route = request
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or(crate::metrics::http::UNMATCHED_ROUTE, |path| path.as_str())
-            .to_owned();
+        let route = route.to_owned();
         let method = request.method().as_str().to_owned();
         Traced::start(
             Some(tracer),

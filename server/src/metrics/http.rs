@@ -54,18 +54,23 @@ pub fn status_class(status: u16) -> &'static str {
     }
 }
 
-/// Part of the edge (`crate::http::edge`, a route layer, so the matched route template is
-/// known).
+/// The route template a request matched ([`UNMATCHED_ROUTE`] when none did): known to a
+/// route layer from the router's `MatchedPath`.
+pub fn route_of(request: &Request) -> Arc<str> {
+    request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| Arc::from(UNMATCHED_ROUTE), |path| Arc::from(path.as_str()))
+}
+
+/// Part of the edge (`crate::http::edge`), which knows the request's route template.
 pub async fn observe<F: Future<Output = Response>>(
     metrics: &Metrics,
+    route: Arc<str>,
     request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> Response {
     let started = std::time::Instant::now();
-    let route: Arc<str> = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| Arc::from(UNMATCHED_ROUTE), |path| Arc::from(path.as_str()));
     let method = bounded(request.method().as_str(), METHODS);
     let response = next(request).await;
     let surface = surface_of(&route);

@@ -56,6 +56,21 @@ async fn another_origin_gets_cors_only_when_listed() {
         .await;
     assert_eq!(unauthorized.status(), 401);
     assert_eq!(unauthorized.headers()["access-control-allow-origin"], APP_ORIGIN);
+    // The Durable Streams path skips the router, not the CORS layer, and a browser's stream
+    // client reads its offsets (they were not exposed: every read started over).
+    let stream = client
+        .put(server.url("/v1/streams/cors"))
+        .header(header::ORIGIN, APP_ORIGIN)
+        .header(header::CONTENT_TYPE, "application/json")
+        .bearer_auth(OPERATOR)
+        .sent()
+        .await;
+    assert_eq!(stream.status(), 201);
+    assert_eq!(stream.headers()["access-control-allow-origin"], APP_ORIGIN);
+    let exposed = stream.headers()["access-control-expose-headers"].to_str().unwrap();
+    for wanted in ["stream-next-offset", "stream-up-to-date", "stream-closed", "etag"] {
+        assert!(exposed.contains(wanted), "{exposed}");
+    }
 }
 
 /// Without a token (a server on localhost), a page of another site could still make a browser

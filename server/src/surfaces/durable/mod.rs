@@ -17,8 +17,8 @@ pub mod service;
 mod source;
 mod state;
 
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -33,7 +33,7 @@ pub use state::DurableState;
 /// An append's (or a create's) body, at most. Larger is 413.
 pub const STREAM_BODY_BYTES_MAX: usize = 8 * 1024 * 1024;
 
-/// `/v1/streams/{path}`, every method.
+/// `/v1/streams/{path}`, every method (the route the router keeps for paths with escapes).
 pub async fn stream(
     State(state): State<DurableState>,
     method: Method,
@@ -42,9 +42,81 @@ pub async fn stream(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let response = match protocol::agent_of(&path) {
-        Some(agent) => agent::handle(&state, &method, agent, query.as_deref(), &headers).await,
-        None => handle(&state, &method, &path, query.as_deref(), &headers, &body).await,
+    answer(&state, &method, &path, query.as_deref(), &headers, &body).await
+}
+
+/// Where the streams live.
+pub const STREAMS_PREFIX: &str = "/v1/streams/";
+
+/// The stream a request's path names, when [`serve`] can take it as the router's route would:
+/// a path after [`STREAMS_PREFIX`] with no `%` escape (those the router's `Path` decodes, or
+/// refuses).
+pub fn stream_path(path: &str) -> Option<&str> {
+    path.strip_prefix(STREAMS_PREFIX).filter(|rest| !rest.is_empty() && !rest.contains('%'))
+}
+
+/// `/v1/streams/{path}` for a request the router never saw (`router/fast.rs`): what [`stream`]
+/// answers, with the request's head borrowed instead of extracted piece by piece and the body
+/// read here — at most [`STREAM_BODY_BYTES_MAX`], refused as the router's body extractor
+/// refuses (413, or 400 for a body that broke off).
+pub async fn serve(state: &DurableState, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let Some(path) = stream_path(parts.uri.path()) else {
+        return text(StatusCode::NOT_FOUND, "Not a stream's path");
+    };
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err((status, reason)) => {
+            let message = format!("Failed to buffer the request body: {reason}");
+            return (status, message).into_response();
+        }
+    };
+    answer(state, &parts.method, path, parts.uri.query(), &parts.headers, &body).await
+}
+
+/// The body's bytes, at most [`STREAM_BODY_BYTES_MAX`] (one announced longer is refused before
+/// it is read); one frame (a small append) is taken as it came, without a copy.
+async fn read_body(mut body: Body) -> Result<Bytes, (StatusCode, String)> {
+    use http_body::Body as _;
+    let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, "length limit exceeded".to_owned());
+    if body.size_hint().lower() > STREAM_BODY_BYTES_MAX as u64 {
+        return Err(too_large());
+    }
+    let mut first: Option<Bytes> = None;
+    let mut joined: Vec<u8> = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|context| std::pin::Pin::new(&mut body).poll_frame(context)).await
+    {
+        let frame = frame.map_err(|error| (StatusCode::BAD_REQUEST, error.to_string()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let read = first.as_ref().map_or(0, Bytes::len) + joined.len() + data.len();
+        if read > STREAM_BODY_BYTES_MAX {
+            return Err(too_large());
+        }
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            earlier => {
+                joined.extend_from_slice(earlier.as_deref().unwrap_or_default());
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(joined)))
+}
+
+async fn answer(
+    state: &DurableState,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let response = match protocol::agent_of(path) {
+        Some(agent) => agent::handle(state, method, agent, query, headers).await,
+        None => handle(state, method, path, query, headers, body).await,
     };
     secured(response)
 }
