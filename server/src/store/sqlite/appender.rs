@@ -35,6 +35,9 @@ const APPEND_QUEUE_GROUPS_MAX: usize = 16;
 /// indexes' pages from the OS on every commit (`pread` was the top kernel symbol of its thread).
 const APPEND_CACHE_KIB: u32 = 64 * 1024;
 
+/// Prepared statements the append connection keeps (see [`Appender::start`]).
+const APPEND_STATEMENTS_CACHED_MAX: usize = 32;
+
 struct Job {
     batches: Vec<AppendBatch>,
     reply: oneshot::Sender<StoreResult<Vec<Vec<AgentEvent>>>>,
@@ -91,7 +94,9 @@ impl Appender {
                  PRAGMA temp_store = MEMORY;"
             ))
             .map_err(sqlite_error)?;
-        connection.set_prepared_statement_cache_capacity(16);
+        // Room for every statement the thread runs (a commit's ten, `recent`'s and a fold step's
+        // six): one pushed out is parsed again at its next use.
+        connection.set_prepared_statement_cache_capacity(APPEND_STATEMENTS_CACHED_MAX);
         let reset_wanted = Arc::new(AtomicBool::new(false));
         let checkpointer =
             start_checkpointer(&path, busy_timeout_ms, wal.reset_pages, reset_wanted.clone())?;

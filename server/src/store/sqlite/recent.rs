@@ -199,8 +199,11 @@ impl Recent {
     /// `recent_next` when nobody else wrote.
     pub(super) fn catch_up(&mut self, connection: &Connection) -> StoreResult<()> {
         self.forget_uncommitted();
+        // Cached: every commit asks (a statement prepared per commit was ~4 % of the append
+        // thread's CPU under single appends).
         let next: i64 = connection
-            .query_row("SELECT n FROM recent_next", [], |row| row.get(0))
+            .prepare_cached("SELECT n FROM recent_next")
+            .and_then(|mut select| select.query_row([], |row| row.get(0)))
             .map_err(sqlite_error)?;
         if next != self.committed {
             let mut select = connection
