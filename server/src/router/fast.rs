@@ -5,7 +5,7 @@
 //! **Why.** A single append's CPU under load was ~30 % the router's: each `Router::layer` wraps
 //! the route in a boxed service whose future is moved and boxed per request (the nested
 //! `/v1` router, the body-limit layers, the edge), the extractors clone the headers and the
-//! path, and the futures are large — the largest share of that was copying them. Here the
+//! path, and the futures are large (copying them was the largest single cost). Here the
 //! request goes from hyper to the handler in one future.
 //!
 //! **What stays the same.** The edge (request id and span, metrics under the route's template,
