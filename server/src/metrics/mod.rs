@@ -43,6 +43,10 @@ pub struct Metrics {
     pub commits: Counter,
     pub commit_events: Histogram,
     pub commit_duration: Histogram,
+    /// Groups sent to the store while the one before them was still committing, and those of
+    /// them sent again because that one did not commit (`store::pipeline`).
+    pub groups_sent_ahead: Counter,
+    pub groups_sent_again: Counter,
     pub store_errors: Family<KindLabel, Counter>,
     /// External producers' batches by outcome (`agent::produce`).
     pub producer_batches: Family<OutcomeLabel, Counter>,
@@ -119,6 +123,8 @@ impl Metrics {
             commits: Counter::default(),
             commit_events: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
             commit_duration: Histogram::new(seconds_buckets()),
+            groups_sent_ahead: Counter::default(),
+            groups_sent_again: Counter::default(),
             store_errors: Family::default(),
             producer_batches: Family::default(),
             subscribers: Family::default(),
@@ -170,6 +176,17 @@ impl Metrics {
                 "commit_events",
                 "Events per committed transaction (group commit)",
                 metrics.commit_events.clone(),
+            );
+            ours.register(
+                "groups_sent_ahead",
+                "Groups the writer sent while the group before them was still committing",
+                metrics.groups_sent_ahead.clone(),
+            );
+            ours.register(
+                "groups_sent_again",
+                "Groups sent ahead that were not tried (the group before them did not commit), \
+                 committed again",
+                metrics.groups_sent_again.clone(),
             );
             ours.register_with_unit(
                 "commit_duration",

@@ -137,6 +137,12 @@ pub trait EventLog: Send + Sync + 'static {
     /// Commits every batch in one transaction, assigning each agent's next seqs in batch order.
     /// All or nothing: an unknown agent fails the whole call and writes nothing.
     async fn append(&self, batches: &[AppendBatch]) -> StoreResult<Vec<Vec<AgentEvent>>>;
+    /// Where the writer may send a group while the one before it still commits, for a store that
+    /// commits groups one after another in the order they were sent (SQLite); `None` (the
+    /// default) where groups could overtake one another, as on a pool of connections.
+    fn pipeline(&self) -> Option<&dyn super::pipeline::AppendPipeline> {
+        None
+    }
     /// An external producer's position on an agent: the last batch it committed (see
     /// [`ProducerStamp`]), or `None` for a producer that never committed one.
     async fn producer_position(

@@ -25,6 +25,7 @@ mod interface;
 mod migrations;
 mod opening;
 mod page;
+pub mod pipeline;
 pub mod postgres;
 mod records;
 pub(crate) mod row_text;

@@ -21,6 +21,7 @@ use super::chunk::{Made, Pick};
 use super::error::unknown_agent_or;
 use super::gathered::{Gathered, Sequenced};
 use super::page::PageText;
+use super::pipeline::AppendPipeline;
 use super::rows::{check_contiguous, corrupt, seq_from_column, seq_to_column, EventRow};
 use super::{
     AppendBatch, ContentPage, DueApprovals, EventJson, EventLog, JsonPage, OpenApproval,
@@ -397,6 +398,10 @@ impl EventLog for SqliteStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> StoreResult<Vec<Vec<AgentEvent>>> {
         self.appender.append(batches.to_vec()).await
+    }
+
+    fn pipeline(&self) -> Option<&dyn AppendPipeline> {
+        Some(&self.appender)
     }
 
     fn backlog_rows(&self) -> Option<u64> {

@@ -7,7 +7,8 @@
 //! for all agents loses nothing, and it keeps per-agent order trivially: requests of one agent are
 //! committed, published and acknowledged in the order they were submitted.
 
-use retry::{append_retrying, reconcile};
+use committer::{Committer, Flight};
+pub use refusals::REFUSED_RUNS_REMEMBERED_MAX;
 pub use retry::{RECONCILE_ATTEMPTS_MAX, WRITER_RETRY_DELAY_INITIAL_MS, WRITER_RETRY_DELAY_MAX_MS};
 use std::sync::Arc;
 
@@ -18,11 +19,13 @@ use uuid::Uuid;
 use crate::delivery::hub::Hub;
 use crate::limits::WRITER_COMMIT_RETRIES_MAX_DEFAULT;
 use crate::metrics::Metrics;
-use crate::store::chunk::IdChains;
+use crate::store::pipeline::Piped;
 use crate::store::{AppendBatch, EventDraft, EventLog, ProducerStamp, StoreError};
 use observed::Observed;
 
+mod committer;
 mod observed;
+mod refusals;
 mod retry;
 
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the
@@ -55,50 +58,6 @@ struct WriteRequest {
     /// earlier event of the run was refused).
     continues_run: bool,
     reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
-}
-
-/// What the writer keeps of a request while its batch is being committed.
-struct Reply {
-    continues_run: bool,
-    reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
-}
-
-/// Runs whose events the writer refused, remembered so their later events (already in flight)
-/// are refused too: a run's log never has a hole in the middle. Bounded: a forgotten run is long
-/// over, and its ids never come again.
-pub const REFUSED_RUNS_REMEMBERED_MAX: usize = 1024;
-
-#[derive(Default)]
-struct RefusedRuns {
-    order: std::collections::VecDeque<Uuid>,
-    set: std::collections::HashSet<Uuid>,
-}
-
-impl RefusedRuns {
-    fn insert(&mut self, run_id: Uuid) {
-        if self.set.insert(run_id) {
-            self.order.push_back(run_id);
-            if self.order.len() > REFUSED_RUNS_REMEMBERED_MAX {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.set.remove(&oldest);
-                }
-            }
-        }
-    }
-
-    fn remove(&mut self, run_id: Uuid) {
-        if self.set.remove(&run_id) {
-            self.order.retain(|id| *id != run_id);
-        }
-    }
-}
-
-fn behind_a_refusal() -> StoreError {
-    StoreError::Unavailable("an earlier event of this run was refused".into())
-}
-
-fn run_of(batch: &AppendBatch) -> Option<Uuid> {
-    batch.drafts.first().and_then(|draft| draft.run_id)
 }
 
 /// A handle to the writer task. Cheap to clone.
@@ -243,203 +202,53 @@ pub async fn wait(receipt: AppendReceipt) -> Appended {
     }
 }
 
+/// What the writer's loop waits for next.
+enum Next {
+    Request(Option<WriteRequest>),
+    Answer(Result<Piped, oneshot::error::RecvError>),
+}
+
 async fn run(
     store: Arc<dyn EventLog>,
     hub: Arc<Hub>,
     mut receiver: mpsc::Receiver<WriteRequest>,
     retries_max: u32,
-    mut observed: Observed,
+    observed: Observed,
 ) {
-    let mut refused = RefusedRuns::default();
-    let mut chains = IdChains::default();
-    while let Some(first) = receiver.recv().await {
-        let mut events_in_batch = first.batch.drafts.len();
-        let mut requests = vec![first];
-        while events_in_batch < WRITER_BATCH_EVENTS_MAX {
-            match receiver.try_recv() {
-                Ok(request) => {
-                    events_in_batch += request.batch.drafts.len();
-                    requests.push(request);
+    let mut committer = Committer::new(store, hub, retries_max, observed);
+    // The group sent and not landed yet (see `crate::store::pipeline`).
+    let mut flight: Option<Flight> = None;
+    loop {
+        let next = match flight.as_mut() {
+            None => Next::Request(receiver.recv().await),
+            // A request that comes while a group commits is taken first: the group it starts
+            // goes to the store before that one's answer is handled, so the store never waits
+            // for the writer between the two.
+            Some(sent) => tokio::select! {
+                biased;
+                request = receiver.recv() => Next::Request(request),
+                answer = &mut sent.receipt => Next::Answer(answer),
+            },
+        };
+        match next {
+            Next::Request(Some(first)) => {
+                let group = committer.take(first, &mut receiver);
+                flight = committer.send(group, flight.take()).await;
+            }
+            Next::Request(None) => break,
+            Next::Answer(answer) => {
+                if let Some(sent) = flight.take() {
+                    committer.land(sent, answer).await;
                 }
-                Err(_) => break,
             }
-        }
-        // Later events of a run the writer already refused are refused without trying: the
-        // run is ending, and its log must not go on past a hole.
-        let (requests, held_back): (Vec<_>, Vec<_>) = requests
-            .into_iter()
-            .partition(|request| !behind_a_hole(request.continues_run, &request.batch, &refused));
-        for request in held_back {
-            let _ = request.reply.send(Err(Arc::new(behind_a_refusal())));
-        }
-        // Requests with no events are barriers: answered once everything queued before them
-        // has committed (or been refused), which is now, after this group.
-        // (Rare: only a group that holds one is taken apart.)
-        let (barriers, requests): (Vec<_>, Vec<_>) =
-            if requests.iter().any(|request| request.batch.drafts.is_empty()) {
-                requests.into_iter().partition(|request| request.batch.drafts.is_empty())
-            } else {
-                (Vec::new(), requests)
-            };
-        if !requests.is_empty() {
-            // Before the first attempt, so a retry and the look-up after a refused commit ask
-            // for the ids that were written.
-            let mut requests = requests;
-            for request in &mut requests {
-                chains.assign(&mut request.batch);
-            }
-            commit(&store, &hub, requests, &mut refused, retries_max, &mut observed).await;
-        }
-        for barrier in barriers {
-            let _ = barrier.reply.send(Ok(Vec::new()));
         }
     }
-}
-
-/// Commits a group of requests, publishes what committed, and answers every request.
-async fn commit(
-    store: &Arc<dyn EventLog>,
-    hub: &Arc<Hub>,
-    requests: Vec<WriteRequest>,
-    refused: &mut RefusedRuns,
-    retries_max: u32,
-    observed: &mut Observed,
-) {
-    let started = std::time::Instant::now();
-    // The batches go to the store by reference; the replies stay beside them (no per-event copy).
-    let (batches, requests): (Vec<AppendBatch>, Vec<Reply>) = requests
-        .into_iter()
-        .map(|request| {
-            (request.batch, Reply { continues_run: request.continues_run, reply: request.reply })
-        })
-        .unzip();
-    // Requests whose events may have committed although the writer could not learn it.
-    let mut maybe_committed = vec![false; requests.len()];
-    let outcomes: Vec<Outcome> =
-        match append_retrying(store.as_ref(), &batches, retries_max, &observed.metrics).await {
-            Ok(committed) => committed.into_iter().map(Ok).collect(),
-            Err(failed) if batches.len() == 1 || failed.maybe_committed => {
-                // One request; or the group may have committed, and trying it in parts could write
-                // it twice: every request gets the refusal, and the log is asked later.
-                maybe_committed.fill(failed.maybe_committed);
-                refusal_for_all(failed.error, batches.len())
-            }
-            Err(_) => {
-                // One bad request (say, an agent deleted meanwhile) must not fail its neighbours:
-                // commit them one by one so each gets its own answer.
-                let one_by_one = OneByOne {
-                    store: store.as_ref(),
-                    refused,
-                    retries_max,
-                    metrics: &observed.metrics,
-                };
-                one_by_one.commit(&requests, &batches, &mut maybe_committed).await
-            }
-        };
-    observed.group(&outcomes, started.elapsed());
-    for (index, ((request, batch), outcome)) in
-        requests.into_iter().zip(batches).zip(outcomes).enumerate()
-    {
-        let run = run_of(&batch);
-        if let Ok(events) = &outcome {
-            // Only now, after the commit, does anyone see these events.
-            hub.publish(batch.agent_id, events.as_slice());
-            if let (false, Some(run)) = (request.continues_run, run) {
-                refused.remove(run);
-            }
-        } else if let Err(error) = &outcome {
-            if batch.producer.is_some()
-                && matches!(**error, StoreError::ProducerMoved { .. } | StoreError::RunNotOwned(_))
-            {
-                // Two servers taking one producer's retry: the loser fences again.
-                tracing::debug!(agent_id = %batch.agent_id, %error, "a producer's batch lost its race");
-            } else {
-                tracing::warn!(agent_id = %batch.agent_id, %error, "append refused");
-            }
-            if let (Some(run), true) = (run, leaves_a_hole(&batch)) {
-                refused.insert(run);
-            }
-            if maybe_committed[index] {
-                tokio::spawn(reconcile(store.clone(), hub.clone(), batch));
-            }
-        }
-        // The submitter may have gone away; the events are committed either way.
-        let _ = request.reply.send(outcome);
+    if let Some(sent) = flight {
+        committer.land_when_answered(sent).await;
     }
 }
 
 pub(super) type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
-
-/// Whether a refusal leaves the run with a hole its later events must not go past. An external
-/// producer's batch never does: it is whole, and fenced by the producer's position, so the batch
-/// after a refused one is its retry (or refused as a gap).
-fn leaves_a_hole(batch: &AppendBatch) -> bool {
-    batch.producer.is_none()
-}
-
-/// Whether a request continues a run the writer refused an event of (and is not a producer's
-/// fenced batch, which cannot leave a hole).
-fn behind_a_hole(continues_run: bool, batch: &AppendBatch, refused: &RefusedRuns) -> bool {
-    continues_run
-        && batch.producer.is_none()
-        && run_of(batch).is_some_and(|run| refused.set.contains(&run))
-}
-
-/// The same refusal for each of `count` requests (the first gets the error itself).
-fn refusal_for_all(error: StoreError, count: usize) -> Vec<Outcome> {
-    let message = error.to_string();
-    let mut first = Some(error);
-    (0..count)
-        .map(|_| {
-            Err(Arc::new(first.take().unwrap_or_else(|| StoreError::Unavailable(message.clone()))))
-        })
-        .collect()
-}
-
-/// A refused group committed again request by request.
-struct OneByOne<'a> {
-    store: &'a dyn EventLog,
-    refused: &'a mut RefusedRuns,
-    retries_max: u32,
-    metrics: &'a Metrics,
-}
-
-impl OneByOne<'_> {
-    async fn commit(
-        self,
-        requests: &[Reply],
-        batches: &[AppendBatch],
-        maybe_committed: &mut [bool],
-    ) -> Vec<Outcome> {
-        let mut outcomes = Vec::with_capacity(batches.len());
-        for (index, (request, batch)) in requests.iter().zip(batches).enumerate() {
-            let run = run_of(batch);
-            if behind_a_hole(request.continues_run, batch, self.refused) {
-                outcomes.push(Err(Arc::new(behind_a_refusal())));
-                continue;
-            }
-            let outcome = match append_retrying(
-                self.store,
-                std::slice::from_ref(batch),
-                self.retries_max,
-                self.metrics,
-            )
-            .await
-            {
-                Ok(mut committed) => Ok(committed.pop().unwrap_or_default()),
-                Err(failed) => {
-                    maybe_committed[index] = failed.maybe_committed;
-                    Err(Arc::new(failed.error))
-                }
-            };
-            if let (Err(_), Some(run), true) = (&outcome, run, leaves_a_hole(batch)) {
-                self.refused.insert(run);
-            }
-            outcomes.push(outcome);
-        }
-        outcomes
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,20 @@ impl Observed {
         Observed { metrics, runs: RunTimes::default(), counting }
     }
 
+    /// A group went to the store while the one before it was still committing.
+    pub(super) fn sent_ahead(&self) {
+        if self.counting {
+            self.metrics.groups_sent_ahead.inc();
+        }
+    }
+
+    /// A group sent ahead was not tried and goes again.
+    pub(super) fn sent_again(&self) {
+        if self.counting {
+            self.metrics.groups_sent_again.inc();
+        }
+    }
+
     /// A group's outcomes: one transaction when all committed together, else one per request
     /// that committed on its own.
     pub(super) fn group<E>(

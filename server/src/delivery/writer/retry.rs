@@ -21,16 +21,22 @@ pub const WRITER_RETRY_DELAY_MAX_MS: u64 = 500;
 /// the database and before its answer came back. Appending again would then write the events
 /// twice (or, as the event ids are unique, fail). So before every retry the log is asked
 /// whether the group's events are there; if so, those committed events are the outcome.
+///
+/// `tried`: the error of a first attempt made already (a group sent ahead); it is weighed as the
+/// first attempt's would be.
 pub(super) async fn append_retrying(
     store: &dyn EventLog,
     batches: &[AppendBatch],
     retries_max: u32,
     store_errors: &Metrics,
+    mut tried: Option<StoreError>,
 ) -> Result<Vec<Vec<AgentEvent>>, Refused> {
     let mut attempt = 0;
     let mut outcome_unknown = false;
     loop {
-        let tried = if outcome_unknown {
+        let tried = if let Some(error) = tried.take() {
+            Err(error)
+        } else if outcome_unknown {
             match committed_already(store, batches).await {
                 Ok(Some(committed)) => {
                     tracing::warn!("an append whose answer was lost had committed");

@@ -1,6 +1,7 @@
 //! The writer against a real SQLite store: ordering, refusals, lost commit answers.
 
 use super::*;
+use crate::metrics::Metrics;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Agents, NewAgent};
 use app::EventKind;
@@ -67,4 +68,103 @@ async fn a_barrier_waits_for_what_was_queued_before_it() {
     }
     writer.barrier().await.unwrap();
     assert_eq!(store.head_seq(agent.id).await.unwrap(), Some(500));
+}
+
+/// A writer that counts (its groups sent ahead among the rest), on a fresh SQLite store.
+async fn counting_writer() -> (tempfile::TempDir, Arc<SqliteStore>, Writer) {
+    let (directory, store) = SqliteStore::temporary().await;
+    let store = Arc::new(store);
+    let metrics = Arc::new(Metrics::new());
+    let hub = Arc::new(Hub::new(4096));
+    let writer = Writer::spawn_observed(store.clone(), hub, 3, metrics);
+    (directory, store, writer)
+}
+
+fn text_of_run(run_id: Option<Uuid>) -> Vec<EventDraft> {
+    vec![EventDraft { run_id, ..EventDraft::new(EventKind::Text) }]
+}
+
+/// Groups go to the store while the group before them commits. One that fails (a request for an
+/// agent that does not exist is in it) stops the group sent behind it, which is sent again after
+/// the failed one was dealt with: every good request commits, and each agent's seqs follow the
+/// order the requests were submitted in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_sent_ahead_never_overtakes_a_failed_one() {
+    let (_directory, store, writer) = counting_writer().await;
+    // Submitters that each send a few requests without waiting, then wait for them all: their
+    // requests straddle groups, a group sent ahead among them.
+    let mut submitters = Vec::new();
+    for submitter in 0..12u64 {
+        let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+        let writer = writer.clone();
+        submitters.push(tokio::spawn(async move {
+            let gone = Uuid::new_v4();
+            let mut next_seq = 1;
+            for round in 0..80u64 {
+                let mut receipts = Vec::new();
+                for index in 0..4u64 {
+                    let bad = index == 2 && (round + submitter) % 5 == 0;
+                    let agent_id = if bad { gone } else { agent };
+                    receipts.push((bad, writer.submit(agent_id, text_of_run(None)).await.unwrap()));
+                }
+                for (bad, receipt) in receipts {
+                    match (bad, wait(receipt).await) {
+                        (false, Ok(events)) => {
+                            assert_eq!(
+                                events[0].seq, next_seq,
+                                "submitter {submitter} out of order"
+                            );
+                            next_seq += 1;
+                        }
+                        (true, Err(AppendError::Store(StoreError::UnknownAgent(_)))) => {}
+                        (bad, outcome) => panic!("submitter {submitter}, bad {bad}: {outcome:?}"),
+                    }
+                }
+            }
+            (agent, next_seq - 1)
+        }));
+    }
+    for submitter in submitters {
+        let (agent, last_seq) = submitter.await.unwrap();
+        assert_eq!(store.head_seq(agent).await.unwrap(), Some(last_seq));
+    }
+    let metrics = writer.metrics();
+    assert!(metrics.groups_sent_ahead.get() > 0, "no group was sent ahead");
+    assert!(metrics.groups_sent_again.get() > 0, "no group sent ahead was sent again");
+}
+
+/// A run's event refused: its later events are refused as behind a hole, whether they were in
+/// the refused group, in the group sent ahead behind it, or later; and once the run's closing
+/// event committed, groups go ahead again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_refused_in_a_group_sent_ahead_keeps_its_hole() {
+    let (_directory, store, writer) = counting_writer().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let gone = Uuid::new_v4();
+    for gap in 0..24 {
+        let run = Some(Uuid::new_v4());
+        let first = writer.submit(gone, text_of_run(run)).await.unwrap();
+        let mut between = Vec::new();
+        for _ in 0..gap {
+            between.push(writer.submit(agent, text_of_run(None)).await.unwrap());
+        }
+        let later = writer.submit(gone, text_of_run(run)).await.unwrap();
+        let after = writer.submit(agent, text_of_run(None)).await.unwrap();
+        assert!(matches!(wait(first).await, Err(AppendError::Store(StoreError::UnknownAgent(_)))));
+        for receipt in between {
+            wait(receipt).await.unwrap();
+        }
+        match wait(later).await {
+            Err(AppendError::Store(StoreError::Unavailable(message))) => {
+                assert!(message.contains("earlier event of this run"), "gap {gap}: {message}")
+            }
+            outcome => panic!("gap {gap}: the run went on past its hole: {outcome:?}"),
+        }
+        wait(after).await.unwrap();
+        // The run ends (on a log that exists): the writer forgets its hole.
+        writer.append_closing(agent, text_of_run(run)).await.unwrap();
+    }
+    let head = store.head_seq(agent).await.unwrap().unwrap();
+    assert_eq!(head, (0..24).map(|gap| gap + 2).sum::<u64>());
+    assert!(writer.metrics().groups_sent_ahead.get() > 0, "no group was sent ahead");
 }

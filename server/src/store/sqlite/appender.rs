@@ -24,11 +24,12 @@ use super::recent::{Recent, RecentIndex, FOLD_STEP_ROWS_MAX};
 use super::turns::WriteTurns;
 use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
 use crate::store::chunk::{self, Form, OpenChunks, Written};
+use crate::store::pipeline::{AppendPipeline, Chain, Link, Piped, PipedReceipt};
 use crate::store::rows::{totals, SeqCursors};
 use crate::store::{AppendBatch, ProducerPosition, ProducerStamp, StoreError};
 
-/// Groups waiting for the append thread. The writer sends one group at a time; the bound only
-/// matters for callers that append directly.
+/// Groups waiting for the append thread from callers that append directly (the writer's own
+/// groups, at most two sent at a time, do not count).
 const APPEND_QUEUE_GROUPS_MAX: usize = 16;
 
 /// The append connection's page cache. SQLite's default (2 MiB) made the writer re-read the
@@ -40,9 +41,13 @@ const APPEND_STATEMENTS_CACHED_MAX: usize = 32;
 
 struct Job {
     batches: Vec<AppendBatch>,
-    reply: oneshot::Sender<StoreResult<Vec<Vec<AgentEvent>>>>,
-    /// One of [`APPEND_QUEUE_GROUPS_MAX`], given back when the thread takes the job.
-    _queued: OwnedSemaphorePermit,
+    /// Its place in the writer's order (see [`crate::store::pipeline`]); `None` for a direct
+    /// append.
+    link: Option<Link>,
+    reply: oneshot::Sender<Piped>,
+    /// One of [`APPEND_QUEUE_GROUPS_MAX`], given back when the thread takes the job (none for a
+    /// linked job: the writer keeps at most two of those sent).
+    _queued: Option<OwnedSemaphorePermit>,
 }
 
 /// The handle to the append thread; the thread ends (and closes its connection) when this is
@@ -115,6 +120,7 @@ impl Appender {
                 // Set when an idle step could not put `synchronous` back to FULL: no group
                 // commits until it is back.
                 let mut unsynced = false;
+                let mut chain = Chain::default();
                 loop {
                     let next = if recent.any() {
                         // Between steps, only a glance: a group that came goes first.
@@ -144,12 +150,15 @@ impl Appender {
                     // is) is not committed: nobody would learn that it was, and a run whose
                     // events committed after recovery looked at the log would stay open.
                     let abandoned = || job.reply.is_closed();
-                    if abandoned() {
+                    if abandoned() || !chain.may_try(job.link) {
+                        chain.took(job.link, false);
+                        let _ = job.reply.send(Piped::NotTried);
                         continue;
                     }
                     if unsynced {
                         if let Err(error) = set_synchronous(&connection, "FULL") {
-                            let _ = job.reply.send(Err(error));
+                            chain.took(job.link, false);
+                            let _ = job.reply.send(Piped::Failed(error));
                             continue;
                         }
                         unsynced = false;
@@ -157,7 +166,11 @@ impl Appender {
                     turns.let_pool_writers_go();
                     let outcome =
                         append(&mut connection, job.batches, abandoned, &mut recent, &known);
-                    let _ = job.reply.send(outcome);
+                    chain.took(job.link, outcome.is_ok());
+                    let _ = job.reply.send(match outcome {
+                        Ok(committed) => Piped::Committed(committed),
+                        Err(error) => Piped::Failed(error),
+                    });
                 }
                 // Dropping the sender stops the checkpointer.
                 drop(checkpointer);
@@ -172,11 +185,29 @@ impl Appender {
         &self,
         batches: Vec<AppendBatch>,
     ) -> StoreResult<Vec<Vec<AgentEvent>>> {
-        let stopped = || StoreError::Unavailable("the append thread has stopped".into());
         let queued = self.queue_room.clone().acquire_owned().await.map_err(|_| stopped())?;
         let (reply, answer) = oneshot::channel();
-        self.jobs.send(Job { batches, reply, _queued: queued }).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        let job = Job { batches, link: None, reply, _queued: Some(queued) };
+        self.jobs.send(job).map_err(|_| stopped())?;
+        match answer.await.map_err(|_| stopped())? {
+            Piped::Committed(committed) => Ok(committed),
+            Piped::Failed(error) => Err(error),
+            // Only a linked job, or one nobody waits for, is not tried.
+            Piped::NotTried => Err(stopped()),
+        }
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the append thread has stopped".into())
+}
+
+impl AppendPipeline for Appender {
+    fn send(&self, batches: Vec<AppendBatch>, link: Link) -> PipedReceipt {
+        let (reply, answer) = oneshot::channel();
+        // A send that fails (the thread has stopped) drops the reply: the receipt then says so.
+        let _ = self.jobs.send(Job { batches, link: Some(link), reply, _queued: None });
+        answer
     }
 }
 
