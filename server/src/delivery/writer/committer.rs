@@ -16,7 +16,7 @@ use super::{Outcome, WriteRequest, WRITER_BATCH_EVENTS_MAX};
 use crate::delivery::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::chunk::IdChains;
-use crate::store::pipeline::{Link, Piped, PipedReceipt};
+use crate::store::pipeline::{AppendPipeline, Link, Piped, PipedReceipt};
 use crate::store::{AppendBatch, EventLog, StoreError};
 
 type ReplySender = oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>;
@@ -137,44 +137,82 @@ impl Committer {
             self.commit(group, None, Instant::now()).await;
             return None;
         };
-        self.tickets += 1;
-        let link = Link { ticket: self.tickets, after: previous.as_ref().map(|sent| sent.ticket) };
-        let receipt = pipeline.send(group.batches.clone(), link);
-        let flight = Flight { group, ticket: link.ticket, started: Instant::now(), receipt };
+        let flight = self.dispatch(pipeline, group, previous.as_ref().map(|sent| sent.ticket));
         if let Some(previous) = previous {
             self.observed.sent_ahead();
-            self.land_when_answered(previous).await;
+            if !self.land_when_answered(previous).await {
+                // The group just sent follows one that did not commit, so it comes back not
+                // tried: landed now (sent again), the next group follows nothing. Left in
+                // flight, every later group would follow one not tried, for as long as the
+                // load never paused (seen: 229 groups sent again after 10 failures).
+                self.land_when_answered(flight).await;
+                return None;
+            }
         }
         Some(flight)
     }
 
-    /// Waits for a sent group's answer, and lands it.
-    pub(super) async fn land_when_answered(&mut self, mut flight: Flight) {
+    /// Sends `group` through `pipeline`, to be tried only if the group with ticket `after`
+    /// committed (always, for none).
+    fn dispatch(
+        &mut self,
+        pipeline: &dyn AppendPipeline,
+        group: Group,
+        after: Option<u64>,
+    ) -> Flight {
+        self.tickets += 1;
+        let link = Link { ticket: self.tickets, after };
+        let receipt = pipeline.send(group.batches.clone(), link);
+        Flight { group, ticket: link.ticket, started: Instant::now(), receipt }
+    }
+
+    /// Waits for a sent group's answer, and lands it; whether it committed as sent.
+    pub(super) async fn land_when_answered(&mut self, mut flight: Flight) -> bool {
         let answer = (&mut flight.receipt).await;
-        self.land(flight, answer).await;
+        self.land(flight, answer).await
     }
 
     /// A sent group's answer: published and answered when it committed; when it was refused,
-    /// what a refused commit gets (retries, then one request at a time); when it was not tried
-    /// (the group before it did not commit), committed now.
+    /// what a refused commit gets (retries, then one request at a time). When it was not tried
+    /// (the group before it did not commit), it is weighed against the runs refused meanwhile
+    /// and sent again following nothing, which starts the store's chain again (the writer's
+    /// retries are not linked). True when it committed as sent.
     pub(super) async fn land(
         &mut self,
         flight: Flight,
         answer: Result<Piped, oneshot::error::RecvError>,
-    ) {
-        let Flight { group, started, .. } = flight;
+    ) -> bool {
+        let Flight { mut group, mut started, .. } = flight;
         let stopped = || StoreError::Unavailable("the append thread has stopped".into());
-        match answer.unwrap_or_else(|_| Piped::Failed(stopped())) {
-            Piped::Committed(committed) => {
-                let maybe_committed = vec![false; group.batches.len()];
-                let outcomes = committed.into_iter().map(Ok).collect();
-                self.finish(group, outcomes, maybe_committed, started);
-            }
-            Piped::Failed(error) => self.commit(group, Some(error), started).await,
-            Piped::NotTried => {
-                self.observed.sent_again();
-                let group = self.retake(group);
-                self.commit(group, None, Instant::now()).await;
+        let mut answer = answer.unwrap_or_else(|_| Piped::Failed(stopped()));
+        // Sent again after it was not tried.
+        let mut again = false;
+        loop {
+            match answer {
+                Piped::Committed(committed) => {
+                    let maybe_committed = vec![false; group.batches.len()];
+                    let outcomes = committed.into_iter().map(Ok).collect();
+                    self.finish(group, outcomes, maybe_committed, started);
+                    return !again;
+                }
+                Piped::Failed(error) => {
+                    self.commit(group, Some(error), started).await;
+                    return false;
+                }
+                Piped::NotTried => {
+                    self.observed.sent_again();
+                    again = true;
+                    group = self.retake(group);
+                    let store = self.store.clone();
+                    let pipeline = store.pipeline().filter(|_| !group.batches.is_empty());
+                    let Some(pipeline) = pipeline else {
+                        self.commit(group, None, Instant::now()).await;
+                        return false;
+                    };
+                    let flight = self.dispatch(pipeline, group, None);
+                    (group, started) = (flight.group, flight.started);
+                    answer = flight.receipt.await.unwrap_or_else(|_| Piped::Failed(stopped()));
+                }
             }
         }
     }
