@@ -4,22 +4,30 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use app::AgentEvent;
 use tokio::sync::{mpsc, oneshot};
 
 use super::observed::Observed;
 use super::refusals::{
     behind_a_hole, behind_a_refusal, leaves_a_hole, refusal_for_all, run_of, RefusedRuns,
 };
+use super::request::{Outcome, WriteRequest};
 use super::retry::{append_retrying, reconcile};
-use super::{Outcome, WriteRequest, WRITER_BATCH_EVENTS_MAX};
 use crate::delivery::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::chunk::IdChains;
 use crate::store::pipeline::{AppendPipeline, Link, Piped, PipedReceipt};
 use crate::store::{AppendBatch, EventLog, StoreError};
 
-type ReplySender = oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>;
+type ReplySender = oneshot::Sender<Outcome>;
+
+/// Events committed in one transaction at most. A commit's fixed costs (the `fsync`, and per
+/// agent a head bump and a row) are paid per group, so under load a bigger group costs less per
+/// event: 512 → 4 096 took the engine bench (100 agents, 64 appends in flight each) from 73–87 to
+/// 190–280 thousand events/s (CPU per event 14.3 → 7.7 µs) and 64-message Durable Streams
+/// appends from 158 to 246 thousand messages/s (64 connections' POSTs now fit one group). Under
+/// such load an event waits for the queue ahead of it, which big groups drain faster (engine
+/// p50 60 → 25 ms); at light load groups stay small whatever this is.
+pub const WRITER_BATCH_EVENTS_MAX: usize = 4096;
 
 /// What the writer keeps of a request while its batch is being committed.
 struct Reply {

@@ -7,6 +7,7 @@
 //! for all agents loses nothing, and it keeps per-agent order trivially: requests of one agent are
 //! committed, published and acknowledged in the order they were submitted.
 
+pub use committer::WRITER_BATCH_EVENTS_MAX;
 use committer::{Committer, Flight};
 pub use refusals::REFUSED_RUNS_REMEMBERED_MAX;
 pub use retry::{RECONCILE_ATTEMPTS_MAX, WRITER_RETRY_DELAY_INITIAL_MS, WRITER_RETRY_DELAY_MAX_MS};
@@ -26,20 +27,14 @@ use observed::Observed;
 mod committer;
 mod observed;
 mod refusals;
+mod request;
 mod retry;
+
+use request::WriteRequest;
 
 /// Requests waiting for the writer. A producer that finds the queue full waits: that is the
 /// database's back-pressure, which is the one a producer should feel (never a subscriber's).
 pub const WRITER_QUEUE_REQUESTS_MAX: usize = 4096;
-/// Events committed in one transaction at most. A commit's fixed costs (the `fsync`, and per
-/// agent a head bump and a row) are paid per group, so under load a bigger group costs less per
-/// event: 512 → 4 096 took the engine bench (100 agents, 64 appends in flight each) from 73–87 to
-/// 190–280 thousand events/s (CPU per event 14.3 → 7.7 µs) and 64-message Durable Streams
-/// appends from 158 to 246 thousand messages/s (64 connections' POSTs now fit one group). Under
-/// such load an event waits for the queue ahead of it, which big groups drain faster (engine
-/// p50 60 → 25 ms); at light load groups stay small whatever this is.
-pub const WRITER_BATCH_EVENTS_MAX: usize = 4096;
-
 /// Why an append did not commit.
 #[derive(Debug, thiserror::Error)]
 pub enum AppendError {
@@ -51,14 +46,6 @@ pub enum AppendError {
 
 /// The acknowledgement of one submitted request: the committed events, with their seqs.
 pub type AppendReceipt = oneshot::Receiver<Result<Vec<AgentEvent>, Arc<StoreError>>>;
-
-struct WriteRequest {
-    batch: AppendBatch,
-    /// False for the events that close a run after a refusal (they must go in even though an
-    /// earlier event of the run was refused).
-    continues_run: bool,
-    reply: oneshot::Sender<Result<Vec<AgentEvent>, Arc<StoreError>>>,
-}
 
 /// A handle to the writer task. Cheap to clone.
 #[derive(Clone)]
@@ -248,8 +235,6 @@ async fn run(
         let _ = committer.land_when_answered(sent).await;
     }
 }
-
-pub(super) type Outcome = Result<Vec<AgentEvent>, Arc<StoreError>>;
 
 #[cfg(test)]
 mod tests;

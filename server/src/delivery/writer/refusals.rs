@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::Outcome;
+use super::request::Outcome;
 use crate::store::{AppendBatch, StoreError};
 
 /// Runs whose events the writer refused, remembered so their later events (already in flight)
