@@ -1,15 +1,19 @@
 //! The real SQLite store with hooks at its boundary: the seam where tests inject faults
-//! (failed or slow appends, lost commit answers, failed reads) and observe commits.
+//! (failed or slow appends, lost commit answers, failed reads) and observe commits. Groups the
+//! writer sends ahead go through the hooks too, for hooks that ask for it ([`Hooks::pipelined`]).
 
+use agentstream_server::store::pipeline::{AppendPipeline, Link, Piped, PipedReceipt};
 use agentstream_server::store::sqlite::SqliteStore;
-use agentstream_server::store::StoreResult;
 use agentstream_server::store::{
     Agents, AppendBatch, BranchDeletion, Branches, DueApprovals, EventJson, EventLog, JsonPage,
     NewAgent, OpenApproval, ProducerPosition, RunKeys, StreamRow, Streams,
 };
+use agentstream_server::store::{StoreError, StoreResult};
 use app::protocol::Agent;
 use app::AgentEvent;
 use async_trait::async_trait;
+use std::time::Duration;
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 /// Which log read a [`Hooks::before_read`] is asked about.
@@ -22,7 +26,7 @@ pub enum Read {
 
 /// What a test does at the store's boundary. Each hook's default lets the call through.
 #[async_trait]
-pub trait Hooks: Send + Sync + 'static {
+pub trait Hooks: Clone + Send + Sync + 'static {
     /// Before a log read (head, catch-up page, look-up by id); an error fails the read.
     fn before_read(&self, _read: Read) -> StoreResult<()> {
         Ok(())
@@ -35,6 +39,17 @@ pub trait Hooks: Send + Sync + 'static {
     /// answer (as when a connection breaks after COMMIT).
     fn after_commit(&self, _batches: &[AppendBatch]) -> StoreResult<()> {
         Ok(())
+    }
+    /// Whether the writer may send groups ahead through the inner store's pipeline
+    /// (`store::pipeline`), with the hooks applied to them as to an append:
+    /// [`Hooks::before_send`] when a group is sent, [`Hooks::after_commit`] to a committed answer.
+    fn pipelined(&self) -> bool {
+        false
+    }
+    /// Before a group is sent ahead: an error fails it unsent (the group behind it is then not
+    /// tried); a delay holds back its answer (a send itself never waits).
+    fn before_send(&self, _batches: &[AppendBatch]) -> StoreResult<Duration> {
+        Ok(Duration::ZERO)
     }
 }
 
@@ -114,4 +129,42 @@ forward!(EventLog {
         self.hooks.after_commit(batches)?;
         Ok(committed)
     }
+    fn pipeline(&self) -> Option<&dyn AppendPipeline> {
+        self.hooks.pipelined().then_some(self as &dyn AppendPipeline)
+    }
 );
+
+impl<H: Hooks> AppendPipeline for HookedStore<H> {
+    fn send(&self, batches: Vec<AppendBatch>, link: Link) -> PipedReceipt {
+        let (answer, receipt) = oneshot::channel();
+        let stopped = || StoreError::Unavailable("the append thread has stopped".into());
+        let (delay, pipeline) = match (self.hooks.before_send(&batches), self.inner.pipeline()) {
+            (Ok(delay), Some(pipeline)) => (delay, pipeline),
+            (Err(error), _) => {
+                let _ = answer.send(Piped::Failed(error));
+                return receipt;
+            }
+            (Ok(_), None) => {
+                let _ = answer.send(Piped::Failed(stopped()));
+                return receipt;
+            }
+        };
+        let sent = pipeline.send(batches.clone(), link);
+        let hooks = self.hooks.clone();
+        tokio::spawn(async move {
+            let piped = match sent.await {
+                Ok(Piped::Committed(committed)) => match hooks.after_commit(&batches) {
+                    Ok(()) => Piped::Committed(committed),
+                    Err(error) => Piped::Failed(error),
+                },
+                Ok(other) => other,
+                Err(_) => Piped::Failed(stopped()),
+            };
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let _ = answer.send(piped);
+        });
+        receipt
+    }
+}

@@ -37,7 +37,15 @@ pub(super) fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64
     }
     for (run_id, (started, ends)) in &runs {
         if *started != 1 {
-            fail(seed, format!("run {run_id} started {started} times"));
+            let events: Vec<String> = log
+                .iter()
+                .filter(|event| event.run_id == Some(*run_id))
+                .map(|event| format!("{} {}", event.seq, event.kind.as_str()))
+                .collect();
+            fail(
+                seed,
+                format!("run {run_id} started {started} times; its events: {}", events.join(", ")),
+            );
         }
         if ends.len() != 1 {
             let events: Vec<String> = log

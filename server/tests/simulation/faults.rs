@@ -34,6 +34,9 @@ impl Faults {
     }
 }
 
+/// Groups the writers sent through the pipeline, over all seeds (the summary shows them).
+pub(crate) static GROUPS_SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn injected(what: &str) -> StoreError {
     StoreError::Unavailable(format!("injected fault: {what}"))
 }
@@ -61,6 +64,18 @@ impl Hooks for Arc<Faults> {
             return Err(injected("append"));
         }
         Ok(())
+    }
+    /// The writer's groups go ahead as on any SQLite store, and meet the same faults: a failed
+    /// send, a slow answer, a lost one.
+    fn pipelined(&self) -> bool {
+        true
+    }
+    fn before_send(&self, _batches: &[AppendBatch]) -> Result<Duration, StoreError> {
+        GROUPS_SENT.fetch_add(1, Ordering::Relaxed);
+        if self.flip(self.append_fail_per_mille) {
+            return Err(injected("append"));
+        }
+        Ok(self.delay())
     }
     fn after_commit(&self, _batches: &[AppendBatch]) -> Result<(), StoreError> {
         if self.flip(self.lost_ack_per_mille) {

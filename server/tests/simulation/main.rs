@@ -412,12 +412,15 @@ fn simulated_faults_and_crashes_never_break_the_log_invariants() {
         .zip(&RUN_ENDS)
         .map(|(name, count)| format!("{name} {}", count.load(Ordering::Relaxed)))
         .collect();
+    let groups_sent = faults::GROUPS_SENT.load(Ordering::Relaxed);
     println!(
-        "runs: {}; branches {}; crashes {}; subscriber reconnects {}; seqs delivered merged {}",
+        "runs: {}; branches {}; crashes {}; subscriber reconnects {}; seqs delivered merged {}; \
+         groups sent through the pipeline {groups_sent}",
         ends.join(", "),
         FORKS.load(Ordering::Relaxed),
         CRASHES.load(Ordering::Relaxed),
         RECONNECTS.load(Ordering::Relaxed),
         MERGED_SEQS.load(Ordering::Relaxed)
     );
+    assert!(groups_sent > 0, "the writers sent no group through the pipeline");
 }

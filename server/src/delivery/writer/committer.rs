@@ -153,7 +153,16 @@ impl Committer {
                 // tried: landed now (sent again), the next group follows nothing. Left in
                 // flight, every later group would follow one not tried, for as long as the
                 // load never paused (seen: 229 groups sent again after 10 failures).
-                self.land_when_answered(flight).await;
+                let Flight { group, started, receipt, .. } = flight;
+                let answer = receipt.await;
+                // Refused before it was tried (its send failed), it is weighed against what
+                // `previous` refused before it is tried again (seen in the simulation: a run's
+                // event committed after its refused start).
+                let group = match answer {
+                    Ok(Piped::Failed(_)) | Err(_) => self.retake(group),
+                    _ => group,
+                };
+                self.land_group(group, started, answer).await;
                 return None;
             }
         }
@@ -190,7 +199,16 @@ impl Committer {
         flight: Flight,
         answer: Result<Piped, oneshot::error::RecvError>,
     ) -> bool {
-        let Flight { mut group, mut started, .. } = flight;
+        self.land_group(flight.group, flight.started, answer).await
+    }
+
+    /// [`Committer::land`], of a group sent at `started`.
+    async fn land_group(
+        &mut self,
+        mut group: Group,
+        mut started: Instant,
+        answer: Result<Piped, oneshot::error::RecvError>,
+    ) -> bool {
         let stopped = || StoreError::Unavailable("the append thread has stopped".into());
         let mut answer = answer.unwrap_or_else(|_| Piped::Failed(stopped()));
         // Sent again after it was not tried.
