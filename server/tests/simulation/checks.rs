@@ -36,30 +36,23 @@ pub(super) fn check_log(seed: u64, agent_id: Uuid, log: &[AgentEvent], head: u64
         }
     }
     for (run_id, (started, ends)) in &runs {
-        if *started != 1 {
+        // The run's events, for a failure's message.
+        let events = || {
             let events: Vec<String> = log
                 .iter()
                 .filter(|event| event.run_id == Some(*run_id))
                 .map(|event| format!("{} {}", event.seq, event.kind.as_str()))
                 .collect();
-            fail(
-                seed,
-                format!("run {run_id} started {started} times; its events: {}", events.join(", ")),
-            );
+            events.join(", ")
+        };
+        if *started != 1 {
+            fail(seed, format!("run {run_id} started {started} times; its events: {}", events()));
         }
         if ends.len() != 1 {
-            let events: Vec<String> = log
-                .iter()
-                .filter(|event| event.run_id == Some(*run_id))
-                .map(|event| format!("{} {}", event.seq, event.kind.as_str()))
-                .collect();
+            let count = ends.len();
             fail(
                 seed,
-                format!(
-                    "run {run_id} has {} terminal events; its events: {}",
-                    ends.len(),
-                    events.join(", ")
-                ),
+                format!("run {run_id} has {count} terminal events; its events: {}", events()),
             );
         }
         let error_type = ends[0].content.pointer("/error/type").and_then(Value::as_str);

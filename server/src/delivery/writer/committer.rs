@@ -139,6 +139,8 @@ impl Committer {
         let store = self.store.clone();
         let pipeline = store.pipeline().filter(|_| self.refused.is_empty());
         let (Some(pipeline), false) = (pipeline, group.batches.is_empty()) else {
+            // With `previous` in flight no run was refused (a group goes ahead only then, and
+            // only a landing refuses one): the group was weighed as it would be now.
             if let Some(previous) = previous {
                 self.land_when_answered(previous).await;
             }
