@@ -10,7 +10,7 @@
 //! What this must not change: a group commits only after the one sent before it did. A group sent
 //! "after" another ([`Link::after`]) is not tried when that one failed ([`Piped::NotTried`],
 //! nothing written), so the writer can deal with the failure (retries, one request at a time,
-//! runs with a hole) and then send it again, in order, as if it had never been sent.
+//! runs with a hole) and then commit it, in order, as if it had never been sent.
 
 use app::AgentEvent;
 use tokio::sync::oneshot;

@@ -151,20 +151,12 @@ impl Committer {
         if let Some(previous) = previous {
             self.observed.sent_ahead();
             if !self.land_when_answered(previous).await {
-                // The group just sent follows one that did not commit, so it comes back not
-                // tried: landed now (sent again), the next group follows nothing. Left in
-                // flight, every later group would follow one not tried, for as long as the
-                // load never paused (seen: 229 groups sent again after 10 failures).
+                // The group just sent follows one that did not commit: landed now, so the next
+                // group follows nothing. Left in flight, every later group would follow one not
+                // tried, for as long as the load never paused (seen: 229 groups sent again
+                // after 10 failures).
                 let Flight { group, started, receipt, .. } = flight;
-                let answer = receipt.await;
-                // Refused before it was tried (its send failed), it is weighed against what
-                // `previous` refused before it is tried again (seen in the simulation: a run's
-                // event committed after its refused start).
-                let group = match answer {
-                    Ok(Piped::Failed(_)) | Err(_) => self.retake(group),
-                    _ => group,
-                };
-                self.land_group(group, started, answer).await;
+                self.land_group(group, started, receipt.await, true).await;
                 return None;
             }
         }
@@ -192,55 +184,49 @@ impl Committer {
     }
 
     /// A sent group's answer: published and answered when it committed; when it was refused,
-    /// what a refused commit gets (retries, then one request at a time). When it was not tried
-    /// (the group before it did not commit), it is weighed against the runs refused meanwhile
-    /// and sent again following nothing, which starts the store's chain again (the writer's
-    /// retries are not linked). True when it committed as sent.
+    /// what a refused commit gets (retries, then one request at a time); when it was not tried
+    /// (the group before it did not commit), committed now. True when it committed as sent.
     pub(super) async fn land(
         &mut self,
         flight: Flight,
         answer: Result<Piped, oneshot::error::RecvError>,
     ) -> bool {
-        self.land_group(flight.group, flight.started, answer).await
+        self.land_group(flight.group, flight.started, answer, false).await
     }
 
-    /// [`Committer::land`], of a group sent at `started`.
+    /// [`Committer::land`], of a group sent at `started`; `behind_a_failure`: sent behind a group
+    /// that did not commit. Such a group, unless it committed, is weighed against what that group
+    /// refused before it is tried again — whether it came back not tried or its send failed
+    /// (seen in the simulation: a run's event committed after its refused start).
     async fn land_group(
         &mut self,
-        mut group: Group,
-        mut started: Instant,
+        group: Group,
+        started: Instant,
         answer: Result<Piped, oneshot::error::RecvError>,
+        behind_a_failure: bool,
     ) -> bool {
         let stopped = || StoreError::Unavailable("the append thread has stopped".into());
-        let mut answer = answer.unwrap_or_else(|_| Piped::Failed(stopped()));
-        // Sent again after it was not tried.
-        let mut again = false;
-        loop {
-            match answer {
-                Piped::Committed(committed) => {
-                    let maybe_committed = vec![false; group.batches.len()];
-                    let outcomes = committed.into_iter().map(Ok).collect();
-                    self.finish(group, outcomes, maybe_committed, started);
-                    return !again;
-                }
-                Piped::Failed(error) => {
-                    self.commit(group, Some(error), started).await;
-                    return false;
-                }
-                Piped::NotTried => {
-                    self.observed.sent_again();
-                    again = true;
-                    group = self.retake(group);
-                    let store = self.store.clone();
-                    let pipeline = store.pipeline().filter(|_| !group.batches.is_empty());
-                    let Some(pipeline) = pipeline else {
-                        self.commit(group, None, Instant::now()).await;
-                        return false;
-                    };
-                    let flight = self.dispatch(pipeline, group, None);
-                    (group, started) = (flight.group, flight.started);
-                    answer = flight.receipt.await.unwrap_or_else(|_| Piped::Failed(stopped()));
-                }
+        let answer = answer.unwrap_or_else(|_| Piped::Failed(stopped()));
+        let group = match (&answer, behind_a_failure) {
+            (Piped::Committed(_), _) | (_, false) => group,
+            (_, true) => self.retake(group),
+        };
+        match answer {
+            Piped::Committed(committed) => {
+                let maybe_committed = vec![false; group.batches.len()];
+                let outcomes = committed.into_iter().map(Ok).collect();
+                self.finish(group, outcomes, maybe_committed, started);
+                true
+            }
+            Piped::Failed(error) => {
+                self.commit(group, Some(error), started).await;
+                false
+            }
+            Piped::NotTried => {
+                // Committed as any group is; the next one goes ahead following nothing.
+                self.observed.sent_again();
+                self.commit(group, None, Instant::now()).await;
+                false
             }
         }
     }
