@@ -42,7 +42,19 @@ pub async fn stream(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    answer(&state, &method, &path, query.as_deref(), &headers, &body).await
+    let asked = Asked { method: &method, path: &path, query: query.as_deref(), headers: &headers };
+    answer(&state, asked, &body).await
+}
+
+/// A request's head as both ways in take it: the router's extractors ([`stream`]) or the
+/// request borrowed whole ([`serve`]).
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    method: &'a Method,
+    /// The stream's path (after [`STREAMS_PREFIX`]).
+    path: &'a str,
+    query: Option<&'a str>,
+    headers: &'a HeaderMap,
 }
 
 /// Where the streams live.
@@ -71,7 +83,9 @@ pub async fn serve(state: &DurableState, request: Request) -> Response {
             return (status, message).into_response();
         }
     };
-    answer(state, &parts.method, path, parts.uri.query(), &parts.headers, &body).await
+    let asked =
+        Asked { method: &parts.method, path, query: parts.uri.query(), headers: &parts.headers };
+    answer(state, asked, &body).await
 }
 
 /// The body's bytes, at most [`STREAM_BODY_BYTES_MAX`]; one frame (a small append) is taken as
@@ -105,29 +119,17 @@ async fn read_body(mut body: Body) -> Result<Bytes, (StatusCode, String)> {
     Ok(first.unwrap_or_else(|| Bytes::from(joined)))
 }
 
-async fn answer(
-    state: &DurableState,
-    method: &Method,
-    path: &str,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Response {
+async fn answer(state: &DurableState, asked: Asked<'_>, body: &Bytes) -> Response {
+    let Asked { method, path, query, headers } = asked;
     let response = match protocol::agent_of(path) {
         Some(agent) => agent::handle(state, method, agent, query, headers).await,
-        None => handle(state, method, path, query, headers, body).await,
+        None => handle(state, asked, body).await,
     };
     secured(response)
 }
 
-async fn handle(
-    state: &DurableState,
-    method: &Method,
-    path: &str,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Response {
+async fn handle(state: &DurableState, asked: Asked<'_>, body: &Bytes) -> Response {
+    let Asked { method, path, query, headers } = asked;
     let result = match *method {
         Method::PUT => create(state, path, headers, body).await,
         Method::POST => append(state, path, headers, body).await,
