@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use super::body_lines::{BodyLines, LineError};
 use super::error::ApiError;
 use super::params::parse_agent_id;
-use crate::agent::produce::check::{parse_batch, ProducedEvent};
+use crate::agent::produce::check::{parse_batch, BatchError, ProducedEvent};
 use crate::agent::produce::fence::ProducerHeaders;
 use crate::agent::produce::{Appended, ProduceError, Produced, Producers};
 
@@ -162,11 +162,13 @@ pub async fn produce(
 
 /// A batch's events from its bytes, or the error refusing it.
 fn batch_of(bytes: &[u8]) -> Result<Vec<ProducedEvent>, ApiError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
-        ApiError::bad_request("invalid_json", format!("the batch is not JSON: {error}"))
-    })?;
-    parse_batch(value).map_err(|refusal| {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_event", refusal.to_string())
+    parse_batch(bytes).map_err(|error| match error {
+        BatchError::NotJson(error) => {
+            ApiError::bad_request("invalid_json", format!("the batch is not JSON: {error}"))
+        }
+        BatchError::Refused(refusal) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_event", refusal.to_string())
+        }
     })
 }
 

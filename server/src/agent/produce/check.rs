@@ -67,35 +67,6 @@ pub struct ProducedEvent {
     pub metadata: Option<Value>,
 }
 
-/// A batch's events from its JSON: an array of events, or one event.
-pub fn parse_batch(value: Value) -> Result<Vec<ProducedEvent>, Refusal> {
-    let items = match value {
-        Value::Array(items) => items,
-        item @ Value::Object(_) => vec![item],
-        _ => {
-            return Err(Refusal::batch(
-                "the body must be a JSON array of events (or one event object)",
-            ))
-        }
-    };
-    if items.is_empty() {
-        return Err(Refusal::batch("the batch has no events"));
-    }
-    if items.len() > PRODUCE_BATCH_EVENTS_MAX {
-        return Err(Refusal::batch(format!(
-            "a batch holds at most {PRODUCE_BATCH_EVENTS_MAX} events"
-        )));
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(index, item)| {
-            serde_json::from_value::<ProducedEvent>(item)
-                .map_err(|error| Refusal::at(index, error.to_string()))
-        })
-        .collect()
-}
-
 /// Why a batch was refused: the event (by index) and what was wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
@@ -331,7 +302,9 @@ fn name_field<'a>(content: &'a Value, field: &str, kind: &str) -> Result<&'a str
 }
 
 mod events;
+mod parse;
 mod rebuild;
+pub use parse::{parse_batch, BatchError};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,12 @@ use super::*;
 const PRODUCER: Producer<'static> = Producer { id: "worker", epoch: 2 };
 
 fn items(batch: Value) -> Vec<ProducedEvent> {
-    parse_batch(batch).expect("the case's batch parses")
+    parse_value(&batch).expect("the case's batch parses")
+}
+
+/// [`parse_batch`] of the batch's JSON text.
+fn parse_value(batch: &Value) -> Result<Vec<ProducedEvent>, BatchError> {
+    parse_batch(serde_json::to_string(batch).unwrap().as_bytes())
 }
 
 /// Runs `batches` in order; returns the kinds each wrote, or the first refusal.
@@ -293,8 +298,9 @@ fn refused_batches_name_the_event() {
         ),
     ];
     for (name, batches, says) in cases {
-        let refused = match batches.last().map(|batch| parse_batch(batch.clone())) {
-            Some(Err(refusal)) => refusal.to_string(),
+        let refused = match batches.last().map(parse_value) {
+            Some(Err(BatchError::Refused(refusal))) => refusal.to_string(),
+            Some(Err(BatchError::NotJson(error))) => panic!("{name}: not JSON? {error}"),
             _ => run(&batches, RunLimits::default()).map(|_| ()).expect_err(name),
         };
         assert!(refused.contains(says), "{name}: {refused:?} should say {says:?}");
