@@ -28,7 +28,7 @@ use super::error::ApiError;
 use super::params::parse_agent_id;
 use crate::agent::produce::check::{parse_batch, BatchError, ProducedEvent};
 use crate::agent::produce::fence::ProducerHeaders;
-use crate::agent::produce::{Appended, ProduceError, Produced, Producers};
+use crate::agent::produce::{Appended, Batch, ProduceError, Produced, Producers};
 
 /// A JSON batch body larger than this is refused (413) before it is parsed.
 pub const PRODUCE_BODY_BYTES_MAX: usize = 8 * 1024 * 1024;
@@ -149,7 +149,7 @@ pub async fn produce(
         Ok(items) => items,
         Err(error) => return error.into_response(),
     };
-    match producers.append(agent_id, &producer, items).await {
+    match producers.append(agent_id, &producer, Batch::parsed(items, bytes)).await {
         Ok(Produced::Appended(appended)) => {
             with_position(Json(appended_json(&appended)).into_response(), &producer, producer.seq)
         }
@@ -219,7 +219,7 @@ async fn streamed(
             }
         };
         let headers = ProducerHeaders { seq: producer.seq + index as u64, ..producer.clone() };
-        match producers.append(agent_id, &headers, items).await {
+        match producers.append(agent_id, &headers, Batch::parsed(items, line)).await {
             Ok(Produced::Appended(appended)) => last = Some(appended),
             Ok(Produced::Duplicate) => duplicates += 1,
             Err(error) => {

@@ -19,6 +19,7 @@
 //! from the log where a server finds it open without holding it (`lease.rs`).
 
 mod answer;
+mod batch;
 pub mod check;
 pub mod fence;
 mod lease;
@@ -37,6 +38,7 @@ use super::registry::{ProducedSlot, RunLimits, Runs};
 use crate::delivery::writer::{AppendError, Writer};
 use crate::store::{ClusterStore, ProducerStamp, Store, StoreError};
 pub use answer::{Appended, ProduceError, Produced};
+pub use batch::Batch;
 pub use slot::PRODUCER_OPENING_WAIT_MS_MAX;
 
 /// A producer's run in flight.
@@ -157,7 +159,7 @@ impl Producers {
         self: &Arc<Self>,
         agent_id: Uuid,
         headers: &ProducerHeaders,
-        items: Vec<ProducedEvent>,
+        batch: Batch,
     ) -> Result<Produced, ProduceError> {
         // The batch is fenced, checked, committed and booked in a task of its own: a producer
         // whose connection drops midway (its answer lost) must not leave the run's state here
@@ -166,7 +168,7 @@ impl Producers {
         let producers = self.clone();
         let headers = headers.clone();
         let answer =
-            tokio::spawn(async move { producers.append_fenced(agent_id, &headers, items).await })
+            tokio::spawn(async move { producers.append_fenced(agent_id, &headers, batch).await })
                 .await
                 .unwrap_or(Err(ProduceError::WriterStopped));
         let outcome = match &answer {
@@ -198,15 +200,21 @@ impl Producers {
         self: &Arc<Self>,
         agent_id: Uuid,
         headers: &ProducerHeaders,
-        items: Vec<ProducedEvent>,
+        mut batch: Batch,
     ) -> Result<Produced, ProduceError> {
-        for _ in 1..PRODUCER_FENCE_ATTEMPTS_MAX {
-            match self.append_batch(agent_id, headers, items.clone()).await {
-                Err(ProduceError::Store(StoreError::ProducerMoved { .. })) => continue,
+        let mut attempts = 1;
+        loop {
+            let items = std::mem::take(&mut batch.items);
+            match self.append_batch(agent_id, headers, items).await {
+                Err(ProduceError::Store(StoreError::ProducerMoved { .. }))
+                    if attempts < PRODUCER_FENCE_ATTEMPTS_MAX =>
+                {
+                    attempts += 1;
+                    batch.items = batch.again()?;
+                }
                 answer => return answer,
             }
         }
-        self.append_batch(agent_id, headers, items).await
     }
 
     async fn append_batch(

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use super::inbound::Inbound;
 use crate::agent::produce::fence::ProducerHeaders;
-use crate::agent::produce::{Produced, Producers};
+use crate::agent::produce::{Batch, Produced, Producers};
 use crate::http::body_lines::{BodyLines, LineError, BODY_LINE_BYTES_MAX};
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
@@ -198,7 +198,7 @@ async fn pipe(
             }
             let batch = ProducerHeaders { seq: producer.seq + batches, ..producer.clone() };
             events += produced.len() as u64;
-            match producers.append(agent_id, &batch, produced).await {
+            match producers.append(agent_id, &batch, Batch::made(produced)).await {
                 Ok(Produced::Appended(appended)) => run_id = Some(appended.run_id),
                 Ok(Produced::Duplicate) => {}
                 Err(error) => {
