@@ -26,7 +26,8 @@ use serde_json::{json, Value};
 use super::body_lines::{BodyLines, LineError};
 use super::error::ApiError;
 use super::params::parse_agent_id;
-use crate::agent::produce::check::{parse_batch, BatchError, ProducedEvent};
+use crate::agent::produce::check::parse::{parse_batch, BatchError};
+use crate::agent::produce::check::ProducedEvent;
 use crate::agent::produce::fence::ProducerHeaders;
 use crate::agent::produce::{Appended, Batch, ProduceError, Produced, Producers};
 

@@ -5,7 +5,8 @@
 //! of its events and its drop (`perf`, 64-event batches: ~7 % of the producer API's CPU); a
 //! batch parsed from bytes is parsed again from them instead, only when a try is lost.
 
-use super::check::{parse_batch, BatchError, ProducedEvent};
+use super::check::parse::{parse_batch, BatchError};
+use super::check::ProducedEvent;
 use super::ProduceError;
 use crate::store::StoreError;
 

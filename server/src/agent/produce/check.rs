@@ -302,9 +302,8 @@ fn name_field<'a>(content: &'a Value, field: &str, kind: &str) -> Result<&'a str
 }
 
 mod events;
-mod parse;
+pub mod parse;
 mod rebuild;
-pub use parse::{parse_batch, BatchError};
 
 #[cfg(test)]
 mod tests;

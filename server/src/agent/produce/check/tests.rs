@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use super::parse::{parse_batch, BatchError};
 use super::*;
 
 const PRODUCER: Producer<'static> = Producer { id: "worker", epoch: 2 };
