@@ -10,6 +10,7 @@ use super::check::ProducedEvent;
 use super::ProduceError;
 use crate::store::StoreError;
 
+/// A batch's events ([`Batch::parsed`] or [`Batch::made`]), taken by `Producers::append`.
 pub struct Batch {
     pub(super) items: Vec<ProducedEvent>,
     again: Again,
