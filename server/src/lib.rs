@@ -24,6 +24,7 @@ pub mod http_client;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;
+pub mod process;
 pub mod provider;
 pub mod redact;
 pub mod router;

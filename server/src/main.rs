@@ -68,21 +68,8 @@ fn apply_flags(arguments: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// No transparent huge pages for this process. mimalloc asks for them on its arenas, so the
-/// first touch of fresh heap zeroed 2 MiB at a time: a stream's first read after a restart
-/// (about 1 MB of buffers) took 7–42 ms instead of 7 (`scripts/bench.sh --peers`, "the first of
-/// those reads"), and a 64-message append's p99 was 38–49 ms against 27–29 without them, at the
-/// same throughput. The kernel flag covers every mapping, mimalloc's madvise included.
-fn no_huge_pages() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_THP_DISABLE takes integer arguments and touches no memory of ours.
-    unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
-    }
-}
-
 fn main() {
-    no_huge_pages();
+    agentstream_server::process::no_huge_pages();
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     if arguments.iter().any(|arg| arg == "--help" || arg == "-h") {
         print!("{HELP}");

@@ -76,6 +76,8 @@ struct Sizes {
 }
 
 fn main() {
+    // The engine runs in this process: set up as the server binary sets up its own.
+    agentstream_server::process::no_huge_pages();
     let smoke = std::env::args().any(|argument| argument == "--smoke");
     let sizes = if smoke {
         Sizes {

@@ -12,7 +12,7 @@ use crate::step::StepError;
 /// they share (errors, parameters, access — which knows no surface); runs; what runs use; the
 /// log; and at the bottom what every floor may use.
 const SERVER_FLOORS: Floors = Floors(&[
-    &["", "state", "config", "router", "stats"],
+    &["", "state", "config", "router", "stats", "process"],
     &["surfaces"],
     &["http"],
     &["agent", "cluster"],
