@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The producer API under load, on the server alone: `produce-load.sh SERVER_BINARY [PRODUCERS]
-# [SECONDS] [PER]` starts the binary on a fresh SQLite database, creates PRODUCERS agents (32),
+# The producer API under load, on the server alone: `produce-load.sh [SERVER_BINARY] [PRODUCERS]
+# [SECONDS] [PER]` starts the binary (built in release from this checkout when none is named, or
+# named `-`) on a fresh SQLite database, creates PRODUCERS agents (32),
 # starts a run on each at Producer-Seq 0, then wrk sends PER events (64) per POST from one
 # producer per wrk thread for SECONDS (5). Prints events/s, the server's CPU per event and the
 # answers' p50/p99. `PER_APPEND`-sized Durable Streams appends of the same batches:
 # server/examples/peers (`./scripts/bench.sh --peers`), or wrk with append.lua.
 set -euo pipefail
-server=$1 producers=${2:-32} seconds=${3:-5} per=${4:-64}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../install.sh"
+server=${1:--} producers=${2:-32} seconds=${3:-5} per=${4:-64}
+ensure_wrk
+if [ "$server" = - ]; then
+  (cd "$AGENTSTREAM_ROOT" && CARGO_INCREMENTAL=0 cargo build --release -p server --bin server)
+  server="$CARGO_TARGET_DIR/release/server"
+fi
 data=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 base=http://127.0.0.1:$port
