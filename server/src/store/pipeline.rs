@@ -10,7 +10,8 @@
 //! What this must not change: a group commits only after the one sent before it did. A group sent
 //! "after" another ([`Link::after`]) is not tried when that one failed ([`Piped::NotTried`],
 //! nothing written), so the writer can deal with the failure (retries, one request at a time,
-//! runs with a hole) and then commit it, in order, as if it had never been sent.
+//! runs with a hole) and then commit it, in order, as if it had never been sent. A group whose
+//! answer never comes (the append thread had stopped before it took the group) was not tried.
 
 use app::AgentEvent;
 use tokio::sync::oneshot;
@@ -25,15 +26,17 @@ pub struct Link {
     pub after: Option<u64>,
 }
 
-/// A sent group's answer.
+/// A sent group's answer. The group itself went to the store (the writer keeps no copy of its
+/// drafts); one that did not commit comes back with the answer, as it was sent, for the writer
+/// to try again.
 #[derive(Debug)]
 pub enum Piped {
     /// Committed; the events of each batch, with their seqs.
     Committed(Vec<Vec<AgentEvent>>),
     /// Tried and refused (as [`super::EventLog::append`] would have refused it).
-    Failed(StoreError),
+    Failed(StoreError, Vec<AppendBatch>),
     /// Not tried: the group it was to follow did not commit. Nothing of it was written.
-    NotTried,
+    NotTried(Vec<AppendBatch>),
 }
 
 /// The receipt of a sent group.

@@ -111,6 +111,27 @@ impl EventDraft {
         }
     }
 
+    /// The draft an event was made from ([`EventDraft::into_event`] undone: its agent and seq
+    /// dropped). What a group that did not commit gives back, so the writer can try it again
+    /// without having kept a copy of every draft.
+    pub fn from_event(event: AgentEvent) -> EventDraft {
+        EventDraft {
+            id: event.id,
+            run_id: event.run_id,
+            thread_id: event.thread_id,
+            block_id: event.block_id,
+            message_id: event.message_id,
+            kind: event.kind,
+            delta: event.delta,
+            delta_path: event.delta_path,
+            delta_action: event.delta_action,
+            content: event.content,
+            raw: event.raw,
+            metadata: event.metadata,
+            created_at: event.created_at,
+        }
+    }
+
     /// The committed event this draft becomes at `seq`.
     pub fn into_event(self, agent_id: Uuid, seq: u64) -> AgentEvent {
         AgentEvent {
@@ -199,7 +220,7 @@ pub struct StoredSnapshot {
 }
 
 /// The events of one agent to commit together, in order.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AppendBatch {
     pub agent_id: Uuid,
     pub drafts: Vec<EventDraft>,

@@ -141,11 +141,11 @@ impl<H: Hooks> AppendPipeline for HookedStore<H> {
         let (delay, pipeline) = match (self.hooks.before_send(&batches), self.inner.pipeline()) {
             (Ok(delay), Some(pipeline)) => (delay, pipeline),
             (Err(error), _) => {
-                let _ = answer.send(Piped::Failed(error));
+                let _ = answer.send(Piped::Failed(error, batches));
                 return receipt;
             }
             (Ok(_), None) => {
-                let _ = answer.send(Piped::Failed(stopped()));
+                let _ = answer.send(Piped::Failed(stopped(), batches));
                 return receipt;
             }
         };
@@ -155,10 +155,10 @@ impl<H: Hooks> AppendPipeline for HookedStore<H> {
             let piped = match sent.await {
                 Ok(Piped::Committed(committed)) => match hooks.after_commit(&batches) {
                     Ok(()) => Piped::Committed(committed),
-                    Err(error) => Piped::Failed(error),
+                    Err(error) => Piped::Failed(error, batches),
                 },
                 Ok(other) => other,
-                Err(_) => Piped::Failed(stopped()),
+                Err(_) => Piped::Failed(stopped(), batches),
             };
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;

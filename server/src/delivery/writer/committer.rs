@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
 
 use super::observed::Observed;
 use super::refusals::{
@@ -29,14 +30,29 @@ type ReplySender = oneshot::Sender<Outcome>;
 /// p50 60 → 25 ms); at light load groups stay small whatever this is.
 pub const WRITER_BATCH_EVENTS_MAX: usize = 4096;
 
-/// What the writer keeps of a request while its batch is being committed.
+/// What the writer keeps of a request while its batch is being committed: where to answer,
+/// and what publishing or refusing the batch needs to know of it (the batch itself may be with
+/// the store).
 struct Reply {
     continues_run: bool,
     reply: ReplySender,
+    agent_id: Uuid,
+    /// [`run_of`] the batch.
+    run: Option<Uuid>,
+    /// Whether a refusal leaves the run with a hole ([`leaves_a_hole`]).
+    leaves_a_hole: bool,
 }
 
-/// Requests committed in one transaction; the batches go to the store by reference, the replies
-/// stay beside them (no per-event copy).
+impl Reply {
+    fn new(batch: &AppendBatch, continues_run: bool, reply: ReplySender) -> Reply {
+        let (agent_id, run, leaves_a_hole) = (batch.agent_id, run_of(batch), leaves_a_hole(batch));
+        Reply { continues_run, reply, agent_id, run, leaves_a_hole }
+    }
+}
+
+/// Requests committed in one transaction, the replies beside the batches. A group sent ahead
+/// ([`Committer::dispatch`]) has its batches moved to the store (no per-event copy); they come
+/// back only with a group that did not commit.
 pub(super) struct Group {
     batches: Vec<AppendBatch>,
     replies: Vec<Reply>,
@@ -109,8 +125,8 @@ impl Committer {
                 // Before the first attempt, so a retry and the look-up after a refused commit
                 // ask for the ids that were written.
                 self.chains.assign(&mut batch);
+                group.replies.push(Reply::new(&batch, continues_run, reply));
                 group.batches.push(batch);
-                group.replies.push(Reply { continues_run, reply });
             }
         }
         group
@@ -168,12 +184,12 @@ impl Committer {
     fn dispatch(
         &mut self,
         pipeline: &dyn AppendPipeline,
-        group: Group,
+        mut group: Group,
         after: Option<u64>,
     ) -> Flight {
         self.tickets += 1;
         let link = Link { ticket: self.tickets, after };
-        let receipt = pipeline.send(group.batches.clone(), link);
+        let receipt = pipeline.send(std::mem::take(&mut group.batches), link);
         Flight { group, ticket: link.ticket, started: Instant::now(), receipt }
     }
 
@@ -205,24 +221,37 @@ impl Committer {
         answer: Result<Piped, oneshot::error::RecvError>,
         behind_a_failure: bool,
     ) -> bool {
-        let stopped = || StoreError::Unavailable("the append thread has stopped".into());
-        let answer = answer.unwrap_or_else(|_| Piped::Failed(stopped()));
-        let group = match (&answer, behind_a_failure) {
-            (Piped::Committed(_), _) | (_, false) => group,
-            (_, true) => self.retake(group),
+        let Ok(mut answer) = answer else {
+            // The append thread had stopped before it took the group: nothing was written, and
+            // nothing can be (its batches went with it).
+            let error = StoreError::Unavailable("the append thread has stopped".into());
+            let count = group.replies.len();
+            self.finish(group, refusal_for_all(error, count), vec![false; count], started);
+            return false;
+        };
+        let group = match answer {
+            Piped::Committed(_) => group,
+            Piped::Failed(_, ref mut batches) | Piped::NotTried(ref mut batches) => {
+                let back = Group { batches: std::mem::take(batches), ..group };
+                if behind_a_failure {
+                    self.retake(back)
+                } else {
+                    back
+                }
+            }
         };
         match answer {
             Piped::Committed(committed) => {
-                let maybe_committed = vec![false; group.batches.len()];
+                let maybe_committed = vec![false; group.replies.len()];
                 let outcomes = committed.into_iter().map(Ok).collect();
                 self.finish(group, outcomes, maybe_committed, started);
                 true
             }
-            Piped::Failed(error) => {
+            Piped::Failed(error, _) => {
                 self.commit(group, Some(error), started).await;
                 false
             }
-            Piped::NotTried => {
+            Piped::NotTried(_) => {
                 // Committed as any group is; the next one goes ahead following nothing.
                 self.observed.sent_again();
                 self.commit(group, None, Instant::now()).await;
@@ -278,33 +307,37 @@ impl Committer {
             self.observed.group(&outcomes, started.elapsed());
         }
         let Group { batches, replies, barriers } = group;
-        let answered = replies.into_iter().zip(batches).zip(outcomes).zip(maybe_committed);
-        for (((request, batch), outcome), maybe_committed) in answered {
-            let run = run_of(&batch);
+        // The batches, unless the group committed as sent (they went to the store): only a
+        // refusal that may have committed needs one (to ask the log later).
+        let mut batches = batches.into_iter();
+        let answered = replies.into_iter().zip(outcomes).zip(maybe_committed);
+        for ((request, outcome), maybe_committed) in answered {
+            let batch = batches.next();
+            let agent_id = request.agent_id;
             match &outcome {
                 Ok(events) => {
                     // Only now, after the commit, does anyone see these events.
-                    self.hub.publish(batch.agent_id, events.as_slice());
-                    if let (false, Some(run)) = (request.continues_run, run) {
+                    self.hub.publish(agent_id, events.as_slice());
+                    if let (false, Some(run)) = (request.continues_run, request.run) {
                         self.refused.remove(run);
                     }
                 }
                 Err(error) => {
-                    if batch.producer.is_some()
+                    if !request.leaves_a_hole
                         && matches!(
                             **error,
                             StoreError::ProducerMoved { .. } | StoreError::RunNotOwned(_)
                         )
                     {
                         // Two servers taking one producer's retry: the loser fences again.
-                        tracing::debug!(agent_id = %batch.agent_id, %error, "a producer's batch lost its race");
+                        tracing::debug!(%agent_id, %error, "a producer's batch lost its race");
                     } else {
-                        tracing::warn!(agent_id = %batch.agent_id, %error, "append refused");
+                        tracing::warn!(%agent_id, %error, "append refused");
                     }
-                    if let (Some(run), true) = (run, leaves_a_hole(&batch)) {
+                    if let (Some(run), true) = (request.run, request.leaves_a_hole) {
                         self.refused.insert(run);
                     }
-                    if maybe_committed {
+                    if let (true, Some(batch)) = (maybe_committed, batch) {
                         tokio::spawn(reconcile(self.store.clone(), self.hub.clone(), batch));
                     }
                 }

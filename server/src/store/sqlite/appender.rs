@@ -8,6 +8,7 @@
 
 use super::convert::sqlite_error;
 use crate::store::StoreResult;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -27,6 +28,7 @@ use crate::store::chunk::{self, Form, OpenChunks, Written};
 use crate::store::pipeline::{AppendPipeline, Chain, Link, Piped, PipedReceipt};
 use crate::store::rows::{totals, SeqCursors};
 use crate::store::{AppendBatch, ProducerPosition, ProducerStamp, StoreError};
+use staged::{Staged, Unwritten};
 
 /// Groups waiting for the append thread from callers that append directly (the writer's own
 /// groups, at most two sent at a time, do not count).
@@ -152,13 +154,13 @@ impl Appender {
                     let abandoned = || job.reply.is_closed();
                     if abandoned() || !chain.may_try(job.link) {
                         chain.took(job.link, false);
-                        let _ = job.reply.send(Piped::NotTried);
+                        let _ = job.reply.send(Piped::NotTried(job.batches));
                         continue;
                     }
                     if unsynced {
                         if let Err(error) = set_synchronous(&connection, "FULL") {
                             chain.took(job.link, false);
-                            let _ = job.reply.send(Piped::Failed(error));
+                            let _ = job.reply.send(Piped::Failed(error, job.batches));
                             continue;
                         }
                         unsynced = false;
@@ -167,10 +169,19 @@ impl Appender {
                     let outcome =
                         append(&mut connection, job.batches, abandoned, &mut recent, &known);
                     chain.took(job.link, outcome.is_ok());
-                    let _ = job.reply.send(match outcome {
-                        Ok(committed) => Piped::Committed(committed),
-                        Err(error) => Piped::Failed(error),
-                    });
+                    match outcome {
+                        Ok(committed) => {
+                            let _ = job.reply.send(Piped::Committed(committed));
+                        }
+                        Err(Unwritten { error, batches, panic }) => {
+                            let _ = job.reply.send(Piped::Failed(error, batches));
+                            if let Some(panic) = panic {
+                                // The connection and `recent` may be anywhere: the thread ends
+                                // (later appends are refused) once the writer has its group.
+                                std::panic::resume_unwind(panic);
+                            }
+                        }
+                    }
                 }
                 // Dropping the sender stops the checkpointer.
                 drop(checkpointer);
@@ -191,9 +202,9 @@ impl Appender {
         self.jobs.send(job).map_err(|_| stopped())?;
         match answer.await.map_err(|_| stopped())? {
             Piped::Committed(committed) => Ok(committed),
-            Piped::Failed(error) => Err(error),
+            Piped::Failed(error, _) => Err(error),
             // Only a linked job, or one nobody waits for, is not tried.
-            Piped::NotTried => Err(stopped()),
+            Piped::NotTried(_) => Err(stopped()),
         }
     }
 }
@@ -211,18 +222,48 @@ impl AppendPipeline for Appender {
     }
 }
 
-/// One group in one transaction (refused while `recent` is full): per agent, the head bump
-/// (which also finds an unknown agent before anything is inserted), then the events, as rows at
-/// the end of `recent` (a string append continues a run row of this group only: moving them
-/// joins the groups' pieces). All or nothing; nothing when `abandoned` says, just before the
-/// commit, that nobody waits for the answer any more.
+/// One group in one transaction ([`write_group`]); the events of each batch when it committed,
+/// else the batches as they came ([`staged`]), also when the commit panicked.
 fn append(
     connection: &mut Connection,
     batches: Vec<AppendBatch>,
     abandoned: impl Fn() -> bool,
     recent: &mut Recent,
     known: &Known,
-) -> StoreResult<Vec<Vec<AgentEvent>>> {
+) -> Result<Vec<Vec<AgentEvent>>, Unwritten> {
+    let totals = totals(&batches);
+    let mut staged = staged::stage(batches);
+    let written = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        write_group(connection, &totals, &mut staged, abandoned, recent, known)
+    }));
+    let (error, panic) = match written {
+        Ok(Ok(())) => return Ok(staged.into_iter().map(|one| one.events).collect()),
+        Ok(Err(error)) => (error, None),
+        Err(panic) => {
+            // Before or after its `COMMIT`: the writer asks the log before it tries again.
+            let error = StoreError::Unavailable(
+                "the append thread failed during a commit; whether it committed is not known"
+                    .into(),
+            );
+            (error, Some(panic))
+        }
+    };
+    Err(Unwritten { error, batches: staged::unstage(staged), panic })
+}
+
+/// One group in one transaction (refused while `recent` is full): per agent, the head bump
+/// (which also finds an unknown agent before anything is inserted), then the events (numbered
+/// here), as rows at the end of `recent` (a string append continues a run row of this group
+/// only: moving them joins the groups' pieces). All or nothing; nothing when `abandoned` says,
+/// just before the commit, that nobody waits for the answer any more.
+fn write_group(
+    connection: &mut Connection,
+    totals: &[(Uuid, u64)],
+    staged: &mut [Staged],
+    abandoned: impl Fn() -> bool,
+    recent: &mut Recent,
+    known: &Known,
+) -> StoreResult<()> {
     if recent.full() {
         // Steps have kept failing (else commits would have kept `recent` near its bound): one
         // more try, whenever it was last tried, so appends come back as soon as steps do.
@@ -235,7 +276,6 @@ fn append(
             )));
         }
     }
-    let totals = totals(&batches);
     // IMMEDIATE: take the write lock now, so a busy database is found before any work.
     let mut transaction = connection
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -251,7 +291,7 @@ fn append(
                 "UPDATE agents SET head_seq = head_seq + ?2 WHERE id = ?1 RETURNING head_seq",
             )
             .map_err(sqlite_error)?;
-        for (agent_id, total) in &totals {
+        for (agent_id, total) in totals {
             let head: Option<i64> = bump
                 .query_row(params![agent_id.to_string(), *total as i64], |row| row.get(0))
                 .optional()
@@ -259,11 +299,10 @@ fn append(
             heads.extend(head.map(|head| (*agent_id, head)));
         }
     }
-    let mut cursors = SeqCursors::new(&totals, |agent_id| {
+    let mut cursors = SeqCursors::new(totals, |agent_id| {
         heads.iter().find(|(id, _)| *id == agent_id).map(|(_, head)| *head)
     })?;
     let mut rows = OpenChunks::default().take([]);
-    let mut committed = Vec::with_capacity(batches.len());
     // Rows this group inserts into `recent`.
     let mut added_rows = 0usize;
     {
@@ -334,13 +373,13 @@ fn append(
                  ORDER BY updated_at DESC LIMIT ?2)",
             )
             .map_err(sqlite_error)?;
-        for batch in batches {
-            let agent_id = batch.agent_id;
+        for one in staged.iter_mut() {
+            let agent_id = one.agent_id;
             let agent_text = agent_id.to_string();
-            let mut events = Vec::with_capacity(batch.drafts.len());
-            for draft in batch.drafts {
-                let event = draft.into_event(agent_id, cursors.take(agent_id));
-                rows.add(&event, &mut write)?;
+            for event in one.events.iter_mut() {
+                event.seq = cursors.take(agent_id);
+                let event = &*event;
+                rows.add(event, &mut write)?;
                 match (event.kind, event.run_id) {
                     (EventKind::RunStarted, Some(run_id)) => {
                         open.execute(params![run_id.to_string(), agent_text, event.seq as i64])
@@ -351,7 +390,7 @@ fn append(
                     }
                     _ => {}
                 }
-                match (event.kind, crate::store::rows::approval_call_id(&event)) {
+                match (event.kind, crate::store::rows::approval_call_id(event)) {
                     (EventKind::ApprovalRequested, Some(call_id)) => {
                         let requested_at = chunk::time_nanos(event.created_at)?;
                         ask.execute(params![agent_text, call_id, requested_at])
@@ -362,9 +401,8 @@ fn append(
                     }
                     _ => {}
                 }
-                events.push(event);
             }
-            if let Some(stamp) = &batch.producer {
+            if let Some(stamp) = &one.producer {
                 // The position the batch was fenced against must still be the stored one.
                 let stored: Option<(i64, i64)> = fenced
                     .query_row(params![agent_text, stamp.producer_id], |row| {
@@ -409,7 +447,6 @@ fn append(
                     }
                 }
             }
-            committed.push(events);
         }
         // The group's run rows are written whole; the next fold continues them.
         rows.finish(&mut write)?;
@@ -450,12 +487,13 @@ fn append(
     if let Some(step) = step {
         recent.moved(step);
     }
-    Ok(committed)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests;
 
+mod staged;
 mod steps;
 mod wal;
 use steps::{fold_step, idle_fold_step, set_synchronous};

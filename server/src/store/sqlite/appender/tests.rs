@@ -22,11 +22,43 @@ async fn a_group_nobody_waits_for_is_not_committed() {
     let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
     let group = || group(&[agent], app::EventKind::Text);
     let (mut connection, mut open) = beside(&path, Recent::new(RecentIndex::default()));
-    assert!(append(&mut connection, group(), || true, &mut open, &store.known).is_err());
+    let sent = group();
+    let refused = append(&mut connection, sent.clone(), || true, &mut open, &store.known);
+    assert_eq!(refused.unwrap_err().batches, sent, "given back as it was sent");
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(0));
     assert_eq!(store.read_events(agent, 0, 10).await.unwrap().len(), 0);
     assert!(append(&mut connection, group(), || false, &mut open, &store.known).is_ok());
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(1));
+}
+
+/// A group refused after its events were numbered and written (its second batch is a
+/// producer's, fenced at a position that is not the stored one) writes nothing and comes back
+/// as it was sent: the writer tries those batches again without having kept a copy.
+#[tokio::test]
+async fn a_group_refused_midway_comes_back_as_it_was_sent() {
+    let (_directory, path, store) = open().await;
+    let agent = store.create_agent(NewAgent::default()).await.unwrap().id;
+    let mut sent = group(&[agent, agent], app::EventKind::Text);
+    sent[0].drafts[0].content = serde_json::json!("first");
+    sent[1].producer = Some(crate::store::ProducerStamp {
+        producer_id: "p".into(),
+        epoch: 1,
+        seq: 0,
+        run_id: None,
+        fenced_at: Some((1, 5)),
+    });
+    let (mut connection, mut recent) = beside(&path, Recent::new(RecentIndex::default()));
+    let refused =
+        append(&mut connection, sent.clone(), || false, &mut recent, &store.known).unwrap_err();
+    assert!(matches!(refused.error, StoreError::ProducerMoved { .. }), "{:?}", refused.error);
+    assert_eq!(refused.batches, sent);
+    assert_eq!(store.head_seq(agent).await.unwrap(), Some(0));
+    sent[1].producer = None;
+    let committed = append(&mut connection, sent, || false, &mut recent, &store.known).unwrap();
+    let seqs: Vec<Vec<u64>> =
+        committed.iter().map(|events| events.iter().map(|event| event.seq).collect()).collect();
+    assert_eq!(seqs, [vec![1], vec![2]]);
+    assert_eq!(committed[0][0].content, serde_json::json!("first"));
 }
 
 /// A group that did not commit left its rows' `n`s in the thread's list; another process then
@@ -76,8 +108,9 @@ async fn appends_are_refused_at_the_hard_bound_while_steps_fail_and_resume_after
         append(&mut connection, group(), || false, &mut recent, &store.known).unwrap();
     }
     for _ in 0..3 {
-        let error =
+        let refused =
             append(&mut connection, group(), || false, &mut recent, &store.known).unwrap_err();
+        let error = refused.error;
         assert!(error.to_string().contains("cannot be moved"), "{error}");
     }
     assert_eq!(store.head_seq(agent).await.unwrap(), Some(8));
