@@ -8,7 +8,6 @@
 
 use super::convert::sqlite_error;
 use crate::store::StoreResult;
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -26,7 +25,7 @@ use super::turns::WriteTurns;
 use super::write::{blob, events_upsert_sql, recent_insert_sql, write_chunk, write_event};
 use crate::store::chunk::{self, Form, OpenChunks, Written};
 use crate::store::pipeline::{AppendPipeline, Chain, Link, Piped, PipedReceipt};
-use crate::store::rows::{totals, SeqCursors};
+use crate::store::rows::SeqCursors;
 use crate::store::{AppendBatch, ProducerPosition, ProducerStamp, StoreError};
 use staged::{Staged, Unwritten};
 
@@ -231,24 +230,9 @@ fn append(
     recent: &mut Recent,
     known: &Known,
 ) -> Result<Vec<Vec<AgentEvent>>, Unwritten> {
-    let totals = totals(&batches);
-    let mut staged = staged::stage(batches);
-    let written = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        write_group(connection, &totals, &mut staged, abandoned, recent, known)
-    }));
-    let (error, panic) = match written {
-        Ok(Ok(())) => return Ok(staged.into_iter().map(|one| one.events).collect()),
-        Ok(Err(error)) => (error, None),
-        Err(panic) => {
-            // Before or after its `COMMIT`: the writer asks the log before it tries again.
-            let error = StoreError::Unavailable(
-                "the append thread failed during a commit; whether it committed is not known"
-                    .into(),
-            );
-            (error, Some(panic))
-        }
-    };
-    Err(Unwritten { error, batches: staged::unstage(staged), panic })
+    staged::write_staged(batches, |totals, staged| {
+        write_group(connection, totals, staged, abandoned, recent, known)
+    })
 }
 
 /// One group in one transaction (refused while `recent` is full): per agent, the head bump

@@ -9,11 +9,13 @@
 //! commit goes back as it was sent ([`Unwritten`]).
 
 use std::any::Any;
+use std::panic::AssertUnwindSafe;
 
 use app::AgentEvent;
 use uuid::Uuid;
 
-use crate::store::{AppendBatch, EventDraft, ProducerStamp, StoreError};
+use crate::store::rows::totals;
+use crate::store::{AppendBatch, EventDraft, ProducerStamp, StoreError, StoreResult};
 
 /// One batch of a group, its drafts made into events (their seqs set by the commit).
 pub(super) struct Staged {
@@ -31,8 +33,32 @@ pub(crate) struct Unwritten {
     pub(super) panic: Option<Box<dyn Any + Send>>,
 }
 
+/// `batches` staged and handed to `write` (with each agent's event count): their events when it
+/// succeeded, else the batches back, also when it panicked (then before or after its `COMMIT`:
+/// the writer asks the log before it tries again).
+pub(super) fn write_staged(
+    batches: Vec<AppendBatch>,
+    write: impl FnOnce(&[(Uuid, u64)], &mut [Staged]) -> StoreResult<()>,
+) -> Result<Vec<Vec<AgentEvent>>, Unwritten> {
+    let totals = totals(&batches);
+    let mut staged = stage(batches);
+    let written = std::panic::catch_unwind(AssertUnwindSafe(|| write(&totals, &mut staged)));
+    let (error, panic) = match written {
+        Ok(Ok(())) => return Ok(staged.into_iter().map(|one| one.events).collect()),
+        Ok(Err(error)) => (error, None),
+        Err(panic) => {
+            let error = StoreError::Unavailable(
+                "the append thread failed during a commit; whether it committed is not known"
+                    .into(),
+            );
+            (error, Some(panic))
+        }
+    };
+    Err(Unwritten { error, batches: unstage(staged), panic })
+}
+
 /// `batches`' drafts as events (seq 0 until the commit numbers them).
-pub(super) fn stage(batches: Vec<AppendBatch>) -> Vec<Staged> {
+fn stage(batches: Vec<AppendBatch>) -> Vec<Staged> {
     batches
         .into_iter()
         .map(|AppendBatch { agent_id, drafts, producer }| Staged {
@@ -44,7 +70,7 @@ pub(super) fn stage(batches: Vec<AppendBatch>) -> Vec<Staged> {
 }
 
 /// The batches `staged` was made from.
-pub(super) fn unstage(staged: Vec<Staged>) -> Vec<AppendBatch> {
+fn unstage(staged: Vec<Staged>) -> Vec<AppendBatch> {
     staged
         .into_iter()
         .map(|Staged { agent_id, events, producer }| AppendBatch {
@@ -92,5 +118,36 @@ mod tests {
             assert_eq!(seen, sent, "{name}: staged");
             assert_eq!(unstage(staged), batches, "{name}: given back");
         }
+    }
+
+    #[test]
+    fn a_write_that_fails_or_panics_midway_gives_the_batches_back() {
+        let agent = Uuid::from_u128(7);
+        let sent = vec![AppendBatch::new(agent, vec![EventDraft::new(EventKind::Text); 3])];
+        let numbered = |staged: &mut [Staged]| {
+            for (seq, event) in staged[0].events.iter_mut().enumerate() {
+                event.seq = seq as u64 + 1;
+            }
+        };
+        let committed = write_staged(sent.clone(), |totals, staged| {
+            assert_eq!(totals, [(agent, 3)]);
+            numbered(staged);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(committed[0].iter().map(|event| event.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        let failed = write_staged(sent.clone(), |_, staged| {
+            numbered(staged);
+            Err(StoreError::Unavailable("disk".into()))
+        })
+        .unwrap_err();
+        assert_eq!((failed.batches, failed.panic.is_none()), (sent.clone(), true));
+        let panicked = write_staged(sent.clone(), |_, staged| {
+            numbered(staged);
+            panic!("midway")
+        })
+        .unwrap_err();
+        assert!(panicked.error.is_transient(), "{}", panicked.error);
+        assert_eq!((panicked.batches, panicked.panic.is_some()), (sent, true));
     }
 }
