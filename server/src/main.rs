@@ -102,10 +102,14 @@ fn main() {
     } else {
         tracing_subscriber::fmt().with_env_filter(filter).init();
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("the tokio runtime starts");
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let database_url = std::env::var("DATABASE_URL").ok();
+        let workers = agentstream_server::process::runtime_workers(cores, database_url.as_deref());
+        runtime.worker_threads(workers);
+    }
+    let runtime = runtime.enable_all().build().expect("the tokio runtime starts");
     let outcome = runtime.block_on(run());
     // Connections dropped unfinished at shutdown (clients that read nothing) are tasks still
     // in the runtime: they are dropped here, and nothing blocking may hold the exit either.

@@ -66,6 +66,8 @@ Environment:
                                         http://tempo:3200/trace/{trace_id}): the run inspector
                                         links each run's trace (default: the id, unlinked)
   RUST_LOG                              log filter (default info)
+  TOKIO_WORKER_THREADS                  async worker threads (default: one per core, one fewer
+                                        on SQLite, whose append thread takes a core)
 
 Limits (each must be at least 1):
   AGENTSTREAM_REQUEST_BODY_BYTES_MAX    request body size (default 65536)
