@@ -308,7 +308,9 @@ impl Committer {
         }
         let Group { batches, replies, barriers } = group;
         // The batches, unless the group committed as sent (they went to the store): only a
-        // refusal that may have committed needs one (to ask the log later).
+        // refusal that may have committed needs one (to ask the log later). When present they
+        // are the replies' own, in order (a store gives a group back as it was sent).
+        debug_assert!(batches.is_empty() || batches.len() == replies.len());
         let mut batches = batches.into_iter();
         let answered = replies.into_iter().zip(outcomes).zip(maybe_committed);
         for ((request, outcome), maybe_committed) in answered {
