@@ -19,12 +19,14 @@
 use std::collections::HashMap;
 
 use app::{DeltaAction, EventKind};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::agent::registry::RunLimits;
 use crate::limits::PRODUCER_LEASE_MS_DEFAULT;
+use crate::store::chunk::nth_id;
 use crate::store::EventDraft;
 
 /// Events one batch (one request, or one line of a streamed request) may hold.
@@ -130,6 +132,30 @@ pub struct ProducedRun {
     usage: Value,
 }
 
+/// The ids and the time of the drafts made at once (one batch, one stop): one UUIDv7 and one
+/// clock read for them all, the k-th draft's id `k` after the first ([`nth_id`]). A UUIDv7 per
+/// draft read the OS's random source each time (with the clock, ~6 % of the producer API's CPU
+/// at 64 events a batch).
+pub(super) struct Stamp {
+    first: Uuid,
+    made: u64,
+    at: DateTime<Utc>,
+}
+
+impl Stamp {
+    pub(super) fn new() -> Stamp {
+        Stamp { first: Uuid::now_v7(), made: 0, at: Utc::now() }
+    }
+
+    /// The next draft of `kind`, everything else empty.
+    fn draft(&mut self, kind: EventKind) -> EventDraft {
+        // Past the first id's low 32 bits (rare), an id of its own.
+        let id = nth_id(self.first, self.made).unwrap_or_else(Uuid::now_v7);
+        self.made += 1;
+        EventDraft::made(kind, id, self.at)
+    }
+}
+
 /// Who produces: recorded in `run_started`'s metadata.
 #[derive(Clone, Debug)]
 pub struct Producer<'a> {
@@ -172,6 +198,7 @@ pub fn check_batch(
     if items.is_empty() {
         return Err(Refusal::batch("the batch has no events"));
     }
+    let stamp = &mut Stamp::new();
     let mut run = open.cloned();
     let mut run_id = open.map(|open| open.run_id);
     let mut drafts = Vec::with_capacity(items.len() + 2);
@@ -193,7 +220,7 @@ pub fn check_batch(
                     open.run_id
                 )));
             }
-            let (started, produced) = open_run(item, &producer).map_err(refuse)?;
+            let (started, produced) = open_run(stamp, item, &producer).map_err(refuse)?;
             drafts.push(started);
             run_id = Some(produced.run_id);
             run = Some(produced);
@@ -211,7 +238,7 @@ pub fn check_batch(
         if item.run_id.is_some_and(|run_id| run_id != current.run_id) {
             return Err(refuse(format!("run_id must be the open run's, {}", current.run_id)));
         }
-        let made = current.event(kind, item).map_err(refuse)?;
+        let made = current.event(stamp, kind, item).map_err(refuse)?;
         ended = kind.is_run_end();
         for draft in made {
             current.count(&draft, limits).map_err(|message| Refusal {
@@ -232,6 +259,7 @@ pub fn check_batch(
 
 /// `run_started`: a new run, its main thread, its lease.
 fn open_run(
+    stamp: &mut Stamp,
     item: ProducedEvent,
     producer: &Producer<'_>,
 ) -> Result<(EventDraft, ProducedRun), String> {
@@ -266,7 +294,7 @@ fn open_run(
         bytes: 0,
         usage: Value::Null,
     };
-    let mut draft = run.draft(EventKind::RunStarted, None);
+    let mut draft = run.draft(stamp, EventKind::RunStarted, None);
     draft.content = object_or_null(item.content, "content")?;
     draft.raw = item.raw;
     draft.metadata = metadata;

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{
-    name_field, object_or_empty, object_or_null, Call, ProducedEvent, ProducedRun, Stop,
+    name_field, object_or_empty, object_or_null, Call, ProducedEvent, ProducedRun, Stamp, Stop,
     DELTA_PATH_CHARS_MAX, PRODUCED_CALLS_PER_RUN_MAX,
 };
 use crate::agent::registry::RunLimits;
@@ -14,8 +14,13 @@ use crate::limits::EVENT_BYTES_MAX;
 use crate::store::EventDraft;
 
 impl ProducedRun {
-    pub(super) fn draft(&self, kind: EventKind, thread_id: Option<Uuid>) -> EventDraft {
-        let mut draft = EventDraft::new(kind);
+    pub(super) fn draft(
+        &self,
+        stamp: &mut Stamp,
+        kind: EventKind,
+        thread_id: Option<Uuid>,
+    ) -> EventDraft {
+        let mut draft = stamp.draft(kind);
         draft.run_id = Some(self.run_id);
         draft.thread_id = Some(thread_id.unwrap_or(self.thread_id));
         draft
@@ -64,14 +69,15 @@ impl ProducedRun {
     /// The drafts one produced event (not `run_started`) becomes.
     pub(super) fn event(
         &mut self,
+        stamp: &mut Stamp,
         kind: EventKind,
         item: ProducedEvent,
     ) -> Result<Vec<EventDraft>, String> {
         check_delta(&item)?;
         match kind {
-            EventKind::User | EventKind::Text | EventKind::Thinking => self.message(kind, item),
-            EventKind::ToolCall => self.tool_call(item),
-            EventKind::ToolResult => self.tool_result(item),
+            EventKind::User | EventKind::Text | EventKind::Thinking => self.message(stamp, kind, item),
+            EventKind::ToolCall => self.tool_call(stamp, item),
+            EventKind::ToolResult => self.tool_result(stamp, item),
             EventKind::Usage => {
                 let content = object_or_null(item.content, "content")?;
                 for field in ["input_tokens", "output_tokens"] {
@@ -80,21 +86,21 @@ impl ProducedRun {
                     }
                 }
                 self.usage = content.clone();
-                Ok(vec![self.plain(kind, item.thread_id, content, item.raw, item.metadata)?])
+                Ok(vec![self.plain(stamp, kind, item.thread_id, content, item.raw, item.metadata)?])
             }
             EventKind::Loading => {
                 let content = object_or_null(item.content, "content")?;
-                Ok(vec![self.plain(kind, item.thread_id, content, item.raw, item.metadata)?])
+                Ok(vec![self.plain(stamp, kind, item.thread_id, content, item.raw, item.metadata)?])
             }
             EventKind::Error => {
                 let content = object_or_null(item.content, "content")?;
                 name_field(&content, "message", "error")?;
-                let mut draft = self.plain(kind, item.thread_id, content, item.raw, item.metadata)?;
+                let mut draft = self.plain(stamp, kind, item.thread_id, content, item.raw, item.metadata)?;
                 draft.message_id = Some(item.message_id.unwrap_or_else(Uuid::new_v4));
                 Ok(vec![draft])
             }
             EventKind::RunCompleted | EventKind::RunFailed | EventKind::RunCancelled => {
-                self.end(kind, item)
+                self.end(stamp, kind, item)
             }
             EventKind::ApprovalRequested | EventKind::ApprovalResponse => Err(format!(
                 "{} is not produced: approvals are asked and answered through the server",
@@ -110,13 +116,14 @@ impl ProducedRun {
     /// An event with a whole content and no message.
     fn plain(
         &self,
+        stamp: &mut Stamp,
         kind: EventKind,
         thread_id: Option<Uuid>,
         content: Value,
         raw: Option<Value>,
         metadata: Option<Value>,
     ) -> Result<EventDraft, String> {
-        let mut draft = self.draft(kind, thread_id);
+        let mut draft = self.draft(stamp, kind, thread_id);
         draft.content = content;
         draft.raw = raw;
         draft.metadata = object_or_null(metadata, "metadata")?;
@@ -124,7 +131,12 @@ impl ProducedRun {
     }
 
     /// `user`, `text`, `thinking`: a delta of a message, or its whole content.
-    fn message(&mut self, kind: EventKind, item: ProducedEvent) -> Result<Vec<EventDraft>, String> {
+    fn message(
+        &mut self,
+        stamp: &mut Stamp,
+        kind: EventKind,
+        item: ProducedEvent,
+    ) -> Result<Vec<EventDraft>, String> {
         let message_id =
             item.message_id.ok_or_else(|| format!("{} needs message_id", kind.as_str()))?;
         let content = object_or_null(item.content, "content")?;
@@ -136,7 +148,7 @@ impl ProducedRun {
             }
         }
         self.claim_message(message_id, kind)?;
-        let mut draft = self.draft(kind, item.thread_id);
+        let mut draft = self.draft(stamp, kind, item.thread_id);
         draft.block_id = Some(item.block_id.unwrap_or(message_id));
         draft.message_id = Some(message_id);
         draft.content = content;
@@ -169,14 +181,18 @@ impl ProducedRun {
             })
     }
 
-    fn tool_call(&mut self, item: ProducedEvent) -> Result<Vec<EventDraft>, String> {
+    fn tool_call(
+        &mut self,
+        stamp: &mut Stamp,
+        item: ProducedEvent,
+    ) -> Result<Vec<EventDraft>, String> {
         if item.delta.is_some() {
             let index = self.call_named(item.message_id, item.content.as_ref())?;
             let call = &self.calls[index];
             if call.answered {
                 return Err(format!("tool call {} has its result already", call.tool_call_id));
             }
-            let mut draft = self.draft(EventKind::ToolCall, Some(call.thread_id));
+            let mut draft = self.draft(stamp, EventKind::ToolCall, Some(call.thread_id));
             draft.block_id = Some(call.block_id);
             draft.message_id = Some(call.message_id);
             draft.delta = item.delta;
@@ -215,7 +231,7 @@ impl ProducedRun {
             message_id,
             answered: false,
         };
-        let mut draft = self.draft(EventKind::ToolCall, Some(call.thread_id));
+        let mut draft = self.draft(stamp, EventKind::ToolCall, Some(call.thread_id));
         draft.block_id = Some(call.block_id);
         draft.message_id = Some(call.message_id);
         draft.content = content;
@@ -225,7 +241,11 @@ impl ProducedRun {
         Ok(vec![draft])
     }
 
-    fn tool_result(&mut self, item: ProducedEvent) -> Result<Vec<EventDraft>, String> {
+    fn tool_result(
+        &mut self,
+        stamp: &mut Stamp,
+        item: ProducedEvent,
+    ) -> Result<Vec<EventDraft>, String> {
         if item.delta.is_some() {
             return Err("a tool_result is whole: no delta".into());
         }
@@ -253,8 +273,8 @@ impl ProducedRun {
         if content.get("name").is_none() {
             content["name"] = json!(call.name);
         }
-        let status = self.call_status(&call, if is_error { "error" } else { "done" });
-        let mut result = self.draft(EventKind::ToolResult, Some(call.thread_id));
+        let status = self.call_status(stamp, &call, if is_error { "error" } else { "done" });
+        let mut result = self.draft(stamp, EventKind::ToolResult, Some(call.thread_id));
         result.block_id = Some(call.block_id);
         result.message_id = Some(item.message_id.unwrap_or_else(Uuid::new_v4));
         result.content = content;
@@ -264,8 +284,8 @@ impl ProducedRun {
     }
 
     /// The merge that sets a call's card status, as our loop writes it.
-    fn call_status(&self, call: &Call, status: &str) -> EventDraft {
-        let mut draft = self.draft(EventKind::ToolCall, Some(call.thread_id));
+    fn call_status(&self, stamp: &mut Stamp, call: &Call, status: &str) -> EventDraft {
+        let mut draft = self.draft(stamp, EventKind::ToolCall, Some(call.thread_id));
         draft.block_id = Some(call.block_id);
         draft.message_id = Some(call.message_id);
         draft.delta = Some(json!({ "status": status }));
@@ -275,7 +295,7 @@ impl ProducedRun {
     }
 
     /// An error result for every call still open, saying why.
-    fn answer_open_calls(&mut self, why: &str) -> Vec<EventDraft> {
+    fn answer_open_calls(&mut self, stamp: &mut Stamp, why: &str) -> Vec<EventDraft> {
         let mut drafts = Vec::new();
         for index in 0..self.calls.len() {
             if self.calls[index].answered {
@@ -283,8 +303,8 @@ impl ProducedRun {
             }
             self.calls[index].answered = true;
             let call = self.calls[index].clone();
-            drafts.push(self.call_status(&call, "error"));
-            let mut result = self.draft(EventKind::ToolResult, Some(call.thread_id));
+            drafts.push(self.call_status(stamp, &call, "error"));
+            let mut result = self.draft(stamp, EventKind::ToolResult, Some(call.thread_id));
             result.block_id = Some(call.block_id);
             result.message_id = Some(Uuid::new_v4());
             result.content = json!({
@@ -299,7 +319,12 @@ impl ProducedRun {
     }
 
     /// The producer's end of its run.
-    fn end(&mut self, kind: EventKind, item: ProducedEvent) -> Result<Vec<EventDraft>, String> {
+    fn end(
+        &mut self,
+        stamp: &mut Stamp,
+        kind: EventKind,
+        item: ProducedEvent,
+    ) -> Result<Vec<EventDraft>, String> {
         let mut content = object_or_empty(item.content, "content")?;
         match content.get("stop_reason") {
             None => {
@@ -316,8 +341,9 @@ impl ProducedRun {
         if content.get("usage").is_none() {
             content["usage"] = self.usage.clone();
         }
-        let mut drafts = self.answer_open_calls("the producer ended the run without a result");
-        let mut end = self.draft(kind, item.thread_id);
+        let mut drafts =
+            self.answer_open_calls(stamp, "the producer ended the run without a result");
+        let mut end = self.draft(stamp, kind, item.thread_id);
         end.content = content;
         end.raw = item.raw;
         end.metadata = object_or_null(item.metadata, "metadata")?;
@@ -328,6 +354,7 @@ impl ProducedRun {
     /// What ends the run when its producer did not: error results for open calls, then
     /// `run_cancelled` (cancelled) or an `error` and `run_failed` of type `interrupted`.
     pub fn stopped(&mut self, stop: Stop) -> Vec<EventDraft> {
+        let stamp = &mut Stamp::new();
         let why = match stop {
             Stop::Cancelled => "the run was cancelled".to_owned(),
             Stop::LeaseExpired => {
@@ -336,19 +363,19 @@ impl ProducedRun {
             Stop::Shutdown => "the server shut down while the producer's run was open".to_owned(),
             Stop::Abandoned => "the producer's stream ended before the run did".to_owned(),
         };
-        let mut drafts = self.answer_open_calls(&why);
+        let mut drafts = self.answer_open_calls(stamp, &why);
         if stop == Stop::Cancelled {
-            let mut end = self.draft(EventKind::RunCancelled, None);
+            let mut end = self.draft(stamp, EventKind::RunCancelled, None);
             end.content = json!({ "stop_reason": "cancelled", "usage": self.usage });
             drafts.push(end);
             return drafts;
         }
         let error = json!({ "type": "interrupted", "message": why, "retryable": true });
-        let mut reported = self.draft(EventKind::Error, None);
+        let mut reported = self.draft(stamp, EventKind::Error, None);
         reported.message_id = Some(Uuid::new_v4());
         reported.content = error.clone();
         drafts.push(reported);
-        let mut end = self.draft(EventKind::RunFailed, None);
+        let mut end = self.draft(stamp, EventKind::RunFailed, None);
         end.content = json!({ "stop_reason": "error", "error": error, "usage": self.usage });
         drafts.push(end);
         drafts

@@ -430,3 +430,40 @@ fn a_run_rebuilt_from_its_events_is_the_run_the_checks_left() {
         assert_eq!(again, original, "{name}");
     }
 }
+
+/// Drafts made at once share one UUIDv7 and one clock read, yet each has an id of its own:
+/// within a batch (whatever each event becomes), across batches, and in a stop's drafts.
+#[test]
+fn every_draft_has_an_id_of_its_own() {
+    let limits = RunLimits::default();
+    let opened = check_batch(None, items(start()), PRODUCER, limits).unwrap();
+    let text = |n: usize| {
+        (0..n)
+            .map(|_| json!({ "kind": "text", "message_id": MESSAGE, "delta": "tok ", "delta_action": "append" }))
+            .collect::<Vec<_>>()
+    };
+    let mut batches = vec![json!(text(64)), json!(text(1))];
+    batches.push(json!([
+        { "kind": "tool_call", "content": { "tool_call_id": "a", "name": "x" } },
+        { "kind": "tool_call", "content": { "tool_call_id": "b", "name": "y" } },
+        { "kind": "tool_result", "content": { "tool_call_id": "a", "result": 1 } },
+    ]));
+    let mut seen = std::collections::HashSet::new();
+    seen.extend(opened.drafts.iter().map(|draft| draft.id));
+    let mut open = opened.run;
+    for batch in batches {
+        let checked = check_batch(open.as_ref(), items(batch), PRODUCER, limits).unwrap();
+        let at = checked.drafts[0].created_at;
+        for draft in &checked.drafts {
+            assert!(seen.insert(draft.id), "id {} given twice", draft.id);
+            assert_eq!(draft.created_at, at, "one batch, one time");
+        }
+        open = checked.run;
+    }
+    // The stop answers call "b" (a status and a result) and fails the run.
+    let stopped = open.unwrap().stopped(Stop::LeaseExpired);
+    assert_eq!(stopped.len(), 4);
+    for draft in &stopped {
+        assert!(seen.insert(draft.id), "id {} given twice", draft.id);
+    }
+}
