@@ -26,7 +26,7 @@ pub fn no_huge_pages() {
 /// runtime itself (there one worker was 10 % slower at 64 per POST): a worker per core.
 /// `TOKIO_WORKER_THREADS`, when set, wins (tokio reads it).
 pub fn runtime_workers(cores: usize, database_url: Option<&str>) -> usize {
-    let sqlite = database_url.is_none_or(|url| url.starts_with("sqlite:"));
+    let sqlite = database_url.is_none_or(crate::store::is_sqlite);
     if sqlite {
         cores.saturating_sub(1).max(1)
     } else {

@@ -40,7 +40,7 @@ pub use interface::{
     agent_for_chat, Agents, ClusterOptions, ClusterStore, DueApprovals, EventLog, Notice, Notices,
     OpenApproval, RunKeys, PRODUCERS_PER_AGENT_MAX, RUN_OUTLINE_KINDS,
 };
-pub use opening::{open, postgres_migrations_through, sqlite_path, Opened, Store};
+pub use opening::{is_sqlite, open, postgres_migrations_through, sqlite_path, Opened, Store};
 pub use page::JsonPage;
 pub use records::{
     AppendBatch, ContentJson, EventDraft, EventJson, NewAgent, ProducerPosition, ProducerStamp,

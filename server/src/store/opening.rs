@@ -26,7 +26,7 @@ pub fn postgres_migrations_through(version: i64) -> sqlx::migrate::Migrator {
 /// Opens the store `url` names, migrating it: `sqlite://path` (created if missing) or
 /// `postgres://…` / `postgresql://…`. PostgreSQL comes with its [`ClusterStore`].
 pub async fn open(url: &str, cluster: &ClusterOptions) -> StoreResult<Opened> {
-    if url.starts_with("sqlite:") {
+    if is_sqlite(url) {
         let store = Arc::new(sqlite::SqliteStore::open(url).await?);
         Ok(Opened { store, cluster: None })
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -35,6 +35,11 @@ pub async fn open(url: &str, cluster: &ClusterOptions) -> StoreResult<Opened> {
     } else {
         Err(StoreError::UnsupportedUrl(redact_url(url)))
     }
+}
+
+/// Whether `url` names a SQLite store (what [`open`] opens as one).
+pub fn is_sqlite(url: &str) -> bool {
+    url.starts_with("sqlite:")
 }
 
 /// The file a `sqlite://path` URL names (without its query); `None` for any other URL.
