@@ -276,17 +276,24 @@ fn write_group(
     let mut noted = Commit::default();
     let mut heads: Vec<(Uuid, i64)> = Vec::with_capacity(totals.len());
     {
+        // Read, then written by rowid: `UPDATE … RETURNING` kept its answer in a temporary
+        // B-tree, opened and dropped per statement (~1 µs of this thread per single append).
+        let mut find = transaction
+            .prepare_cached("SELECT rowid, head_seq FROM agents WHERE id = ?1")
+            .map_err(sqlite_error)?;
         let mut bump = transaction
-            .prepare_cached(
-                "UPDATE agents SET head_seq = head_seq + ?2 WHERE id = ?1 RETURNING head_seq",
-            )
+            .prepare_cached("UPDATE agents SET head_seq = ?2 WHERE rowid = ?1")
             .map_err(sqlite_error)?;
         for (agent_id, total) in totals {
-            let head: Option<i64> = bump
-                .query_row(params![agent_id.to_string(), *total as i64], |row| row.get(0))
+            let found: Option<(i64, i64)> = find
+                .query_row(params![agent_id.to_string()], |row| Ok((row.get(0)?, row.get(1)?)))
                 .optional()
                 .map_err(sqlite_error)?;
-            heads.extend(head.map(|head| (*agent_id, head)));
+            if let Some((rowid, head)) = found {
+                let head = head + *total as i64;
+                bump.execute(params![rowid, head]).map_err(sqlite_error)?;
+                heads.push((*agent_id, head));
+            }
         }
     }
     let mut cursors = SeqCursors::new(totals, |agent_id| {
