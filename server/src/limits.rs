@@ -228,9 +228,10 @@ pub const LETTA_FEED_ITEMS_MAX: usize = 64;
 /// this also bounds what a read skips inside its first row.
 pub const CHUNK_EVENTS_MAX: u64 = 256;
 
-/// Bytes of text and per-event varints one row holds at most: the row stays within the local
-/// payload of a 4 KiB B-tree page (SQLite moves a larger one to overflow pages, which every
-/// extension of the row would rewrite).
+/// Bytes of text and per-event varints one row holds at most. Small because a run row is
+/// extended while its run streams, each extension writing the row again (on PostgreSQL too),
+/// and it stays within what an index B-tree cell keeps on its 4 KiB page (~1 000 bytes; SQLite's
+/// `events` was one until migration 15).
 pub const CHUNK_BYTES_MAX: usize = 640;
 
 /// Bytes of raw provider events (JSON and a length varint each) one row holds at most, before
@@ -239,16 +240,15 @@ pub const CHUNK_RAW_BYTES_MAX: usize = 8 * 1024;
 
 /// Bytes of contents, commas and varints one row of stream messages holds at most. Larger than
 /// a run row's: the messages of one append are written once, never extended by a later commit.
-/// Such a row spills past the ~1 000 bytes a cell of the log keeps on its 4 KiB page (the log
-/// is a `WITHOUT ROWID` table, an index B-tree), and each comparison of a later insert's descent
-/// that lands on it copies it whole; fewer rows still win: capped at 640 bytes, so that none
-/// spilled, 64-message appends were ~17 % slower (more rows to insert and index).
+/// On SQLite a table leaf keeps ~4 000 bytes of a row on its 4 KiB page, so a 64-message append
+/// of ~45-byte messages is one row without overflow pages. (When `events` was a `WITHOUT ROWID`
+/// table such rows spilled, and every insert's descent copied the spilled rows it compared
+/// with; still, capped at 640 bytes so that none spilled, 64-message appends were ~17 % slower.)
 pub const MESSAGE_ROW_BYTES_MAX: usize = 32 * 1024;
 
 /// Bytes of contents, commas and varints one row of single-message appends holds at most (the
 /// fold joins such appends of one stream, ~40 messages of 45 bytes). Smaller than a row of one
-/// append's messages: each fold step that adds to the row writes it again (and a row past
-/// ~1 000 bytes writes its overflow page too).
+/// append's messages: each fold step that adds to the row writes it again.
 pub const SINGLES_ROW_BYTES_MAX: usize = 2 * 1024;
 
 // SQLite's newest rows (store/sqlite/recent.rs): committed, not yet moved into `events`

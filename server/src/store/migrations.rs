@@ -27,6 +27,7 @@ const SQLITE: &[Source] = &[
     (12, "streams", include_str!("../../migrations/0012_streams.sql")),
     (13, "recent", include_str!("../../migrations/0013_recent.sql")),
     (14, "branches", include_str!("../../migrations/0014_branches.sql")),
+    (15, "events rowid", include_str!("../../migrations/0015_events_rowid.sql")),
 ];
 
 const POSTGRES: &[Source] = &[

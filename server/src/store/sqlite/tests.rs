@@ -33,7 +33,10 @@ async fn range_reads_use_the_agent_seq_index() {
     // The log's part walks its key in order (no sort of up to a page of rows); the newest rows'
     // part is a rowid range of the bounded `recent` table, sorted.
     let (log, newest) = plan.split_once("RIGHT").unwrap();
-    assert!(log.contains("SEARCH events USING PRIMARY KEY"), "{plan}");
+    assert!(
+        log.contains("SEARCH events USING INDEX events_key (agent_id=? AND first_seq>?)"),
+        "{plan}"
+    );
     assert!(!log.contains("TEMP B-TREE"), "range reads must not sort: {plan}");
     assert!(newest.contains("SEARCH recent USING INTEGER PRIMARY KEY (rowid>?)"), "{plan}");
 }
