@@ -11,7 +11,10 @@
 -- appends +11–22 %, bytes written per message 360 → 258, on disk 88 → 76; a streamed token's
 -- share of the log 16.0 → 13.7 bytes (appended rows fill the table's pages).
 --
--- The rows are copied in key order, so each log's old rows stay together.
+-- The rows are copied in key order, so each log's old rows stay together. The copy runs once, at
+-- the first start of a build with this migration, and leaves the old table's pages free inside
+-- the file: later rows reuse them, `VACUUM` (offline) gives them back to the file system. A
+-- 666 MB log of 8.9 million stream messages took ~3 s, and its file grew to 1.24 GB.
 CREATE TABLE events_new (
     agent_id     TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
     first_seq    INTEGER NOT NULL CHECK (first_seq >= 1),
