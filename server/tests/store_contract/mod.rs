@@ -3,6 +3,7 @@
 //! `Agents`, `EventLog` and `RunKeys` may rely on, whichever database answers.
 mod branches;
 use crate::common;
+mod rowid_migration;
 mod rows;
 mod streamed;
 

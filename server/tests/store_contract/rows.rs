@@ -5,7 +5,7 @@ use super::*;
 
 /// The log's rows once the store moved its newest rows (`recent`) into it, which it does when
 /// appends pause.
-async fn sqlite_rows(store: &SqliteStore) -> i64 {
+pub(super) async fn sqlite_rows(store: &SqliteStore) -> i64 {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let recent: i64 = sqlx::query_scalar("SELECT count(*) FROM recent")
@@ -26,7 +26,7 @@ async fn postgres_rows(store: &PgStore) -> i64 {
 }
 
 /// Writes the plain stream (`streamed_groups(_, false)`) for two new agents; the events written.
-async fn write_plain_stream(store: &dyn Store) -> usize {
+pub(super) async fn write_plain_stream(store: &dyn Store) -> usize {
     let agents = [
         store.create_agent(NewAgent::default()).await.unwrap().id,
         store.create_agent(NewAgent::default()).await.unwrap().id,
@@ -60,7 +60,7 @@ async fn postgres_keeps_runs_of_appends_in_shared_rows() {
 
 /// Three appends of 64 stream messages each to a new log (ids chained as the writer chains
 /// them); the events the store says it wrote.
-async fn write_three_appends_of_messages(store: &dyn Store) -> usize {
+pub(super) async fn write_three_appends_of_messages(store: &dyn Store) -> usize {
     let log = store.create_agent(NewAgent::default()).await.unwrap().id;
     let mut chains = IdChains::default();
     let mut events = 0;
