@@ -229,9 +229,9 @@ pub const LETTA_FEED_ITEMS_MAX: usize = 64;
 pub const CHUNK_EVENTS_MAX: u64 = 256;
 
 /// Bytes of text and per-event varints one row holds at most. Small because a run row is
-/// extended while its run streams, each extension writing the row again (on PostgreSQL too),
-/// and it stays within what an index B-tree cell keeps on its 4 KiB page (~1 000 bytes; SQLite's
-/// `events` was one until migration 15).
+/// extended while its run streams, and each extension writes the whole row again (both stores).
+/// (Chosen when SQLite's `events` was an index B-tree, whose cells keep ~1 000 bytes on a 4 KiB
+/// page; a table leaf since migration 15 keeps ~4 000, not measured at other sizes since.)
 pub const CHUNK_BYTES_MAX: usize = 640;
 
 /// Bytes of raw provider events (JSON and a length varint each) one row holds at most, before
