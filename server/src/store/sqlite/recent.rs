@@ -2,15 +2,15 @@
 //! them into `events` in bulk.
 //!
 //! **Why.** `events` was one B-tree keyed by `(agent_id, first_seq)` (since migration 15 its key
-//! index is), so a commit of single appends to 25 logs wrote into 25 leaves: 25 pages of 4 KiB
-//! to the WAL (and through `pwrite`, the WAL checksum and `fdatasync`) for 25 rows of ~150 bytes. The append thread spent
-//! most of its time there. A commit now appends its rows to the end of `recent` (a page or two).
-//! Once `recent` holds more than [`RECENT_ROWS_MAX`] rows, each commit also moves the oldest
-//! logs' rows into `events` (at most [`FOLD_STEP_ROWS_MAX`], in the commit's own transaction: no
-//! extra `fsync`, no stall), and when appends pause the append thread moves the rest the same
-//! way, a step at a time. A log's leaf is then written once per ~`RECENT_ROWS_MAX / logs` rows
-//! instead of once per commit, and runs of string appends that several commits wrote in pieces
-//! become one run row again.
+//! index is), so a commit of single appends to 25 logs wrote into 25 leaves: 25 pages of 4 KiB to
+//! the WAL (and through `pwrite`, the WAL checksum and `fdatasync`) for 25 rows of ~150 bytes. The
+//! append thread spent most of its time there. A commit now appends its rows to the end of `recent`
+//! (a page or two). Once `recent` holds more than [`RECENT_ROWS_MAX`] rows, each commit also moves
+//! the oldest logs' rows into `events` (at most [`FOLD_STEP_ROWS_MAX`], in the commit's own
+//! transaction: no extra `fsync`, no stall), and when appends pause the append thread moves the
+//! rest the same way, a step at a time. A log's leaf is then written once per ~`RECENT_ROWS_MAX /
+//! logs` rows instead of once per commit, and runs of string appends that several commits wrote in
+//! pieces become one run row again.
 //!
 //! **Invariants.**
 //! - In every snapshot each event is in exactly one of the two tables: a fold step inserts into

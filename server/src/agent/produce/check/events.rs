@@ -75,7 +75,9 @@ impl ProducedRun {
     ) -> Result<Vec<EventDraft>, String> {
         check_delta(&item)?;
         match kind {
-            EventKind::User | EventKind::Text | EventKind::Thinking => self.message(stamp, kind, item),
+            EventKind::User | EventKind::Text | EventKind::Thinking => {
+                self.message(stamp, kind, item)
+            }
             EventKind::ToolCall => self.tool_call(stamp, item),
             EventKind::ToolResult => self.tool_result(stamp, item),
             EventKind::Usage => {
@@ -95,7 +97,8 @@ impl ProducedRun {
             EventKind::Error => {
                 let content = object_or_null(item.content, "content")?;
                 name_field(&content, "message", "error")?;
-                let mut draft = self.plain(stamp, kind, item.thread_id, content, item.raw, item.metadata)?;
+                let mut draft =
+                    self.plain(stamp, kind, item.thread_id, content, item.raw, item.metadata)?;
                 draft.message_id = Some(item.message_id.unwrap_or_else(Uuid::new_v4));
                 Ok(vec![draft])
             }
