@@ -6,10 +6,33 @@ use crate::limits::CHUNK_RAW_BYTES_MAX;
 use crate::store::rows::corrupt;
 use crate::store::StoreResult;
 
+/// A run row's `raws` column inflated: per event, its raw event's length plus one (0: none),
+/// then the JSON.
+pub(super) fn inflate_raws(column: &[u8]) -> StoreResult<Vec<u8>> {
+    miniz_oxide::inflate::decompress_to_vec_with_limit(column, CHUNK_RAW_BYTES_MAX)
+        .map_err(|error| corrupt(format!("a run row's raw events do not inflate: {error}")))
+}
+
+/// A row of messages' array inside its brackets, and its pieces after the checksum (both
+/// unchecked: for a row a read has just checked).
+pub(super) fn message_pieces_rest<'a>(
+    content: &'a str,
+    encoded: &'a [u8],
+) -> StoreResult<(&'a str, &'a [u8])> {
+    let encoded = match encoded.split_first() {
+        Some((&CHECKSUM_MARK, rest)) => rest.get(4..).unwrap_or_default(),
+        _ => encoded,
+    };
+    let inner = content
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .ok_or_else(|| corrupt("a row of messages is not a JSON array"))?;
+    Ok((inner, encoded))
+}
+
 /// The raw provider events of a run row's `count` events, from its `raws` column.
 pub fn raws(column: &[u8], count: u64) -> StoreResult<Vec<Option<String>>> {
-    let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(column, CHUNK_RAW_BYTES_MAX)
-        .map_err(|error| corrupt(format!("a run row's raw events do not inflate: {error}")))?;
+    let bytes = inflate_raws(column)?;
     let mut out = Vec::with_capacity(count as usize);
     let mut at = 0;
     while at < bytes.len() {
@@ -175,7 +198,7 @@ pub(super) fn push_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn read_varint(bytes: &[u8], at: &mut usize) -> StoreResult<u64> {
+pub(super) fn read_varint(bytes: &[u8], at: &mut usize) -> StoreResult<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at).ok_or_else(|| corrupt("a run row's varint is cut short"))?;
@@ -192,6 +215,6 @@ pub(super) fn zigzag(value: i64) -> u64 {
     ((value << 1) ^ (value >> 63)) as u64
 }
 
-fn unzigzag(value: u64) -> i64 {
+pub(super) fn unzigzag(value: u64) -> i64 {
     ((value >> 1) as i64) ^ -((value & 1) as i64)
 }

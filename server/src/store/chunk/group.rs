@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use app::AgentEvent;
 use uuid::Uuid;
 
+use super::join::{place, Placed, WholeRow};
 use super::row::Chunk;
 
 /// Agents whose open run row a store keeps, to extend it with their next appends; past it, it
@@ -88,6 +89,40 @@ impl GroupRows {
             None => write(Written::Event(event))?,
         }
         Ok(())
+    }
+
+    /// Adds a stored run row taken whole: as many of its events as the agent's open row takes
+    /// (as [`GroupRows::add`] would have added them one by one), the rest as a row of their own.
+    /// False, and nothing changed, when it must go event by event ([`GroupRows::add`]).
+    pub fn add_row(
+        &mut self,
+        whole: &WholeRow<'_>,
+        write: &mut impl FnMut(Written<'_>) -> StoreResult<()>,
+    ) -> StoreResult<bool> {
+        let agent_id = whole.first.agent_id;
+        let open = self.staged.get(&agent_id).map(|open| &open.chunk);
+        let Some(Placed { taken, rest }) = place(open, whole)? else {
+            return Ok(false);
+        };
+        if taken > 0 {
+            let Some(open) = self.staged.get_mut(&agent_id) else {
+                return Ok(false);
+            };
+            if !open.chunk.take_first(whole, taken) {
+                return Ok(false);
+            }
+            open.dirty = true;
+        }
+        if let Some(chunk) = rest {
+            // The open row ends here: written if this group changed it.
+            if let Some(ended) = self.staged.remove(&agent_id) {
+                if ended.dirty {
+                    write(Written::Chunk(&ended.chunk))?;
+                }
+            }
+            self.staged.insert(agent_id, Staged { chunk, dirty: true });
+        }
+        Ok(true)
     }
 
     /// Writes the run rows still open that this group changed; returns every open run row, to

@@ -37,12 +37,14 @@ mod columns;
 mod expand;
 mod group;
 mod ids;
+mod join;
 mod row;
 pub use chains::{IdChains, ID_CHAINS_AGENTS_MAX};
 pub use columns::{checked_message_pieces, message_pieces, pieces, raws, Piece};
 pub use expand::{EventSink, Made, Pick, StoredRow};
 pub use group::{GroupRows, OpenChunks, Written, OPEN_CHUNKS_AGENTS_MAX};
 pub use ids::{next_id, nth_id, time_from_nanos, time_nanos};
+pub use join::WholeRow;
 pub use row::{continues, Chunk, Form};
 
 #[cfg(test)]
@@ -50,3 +52,6 @@ mod tests;
 
 #[cfg(test)]
 mod message_tests;
+
+#[cfg(test)]
+mod join_tests;

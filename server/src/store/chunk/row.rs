@@ -206,10 +206,7 @@ impl Chunk {
     /// Adds `event` when it continues this run (next seq, next id, same part) and the row has
     /// room; false (and nothing changed) otherwise.
     pub fn extend(&mut self, event: &AgentEvent) -> bool {
-        let continues = event.seq == self.last_seq + 1
-            && next_id(self.last_id) == Some(event.id)
-            && same_part(self.form, &self.head, event);
-        if !continues || self.last_seq - self.head.seq + 1 >= CHUNK_EVENTS_MAX {
+        if !self.continued_by(event) || self.last_seq - self.head.seq + 1 >= CHUNK_EVENTS_MAX {
             return false;
         }
         let Ok(nanos) = time_nanos(event.created_at) else {
@@ -220,12 +217,7 @@ impl Chunk {
                 return false;
             }
             let content = crate::store::rows::message_text(&event.content);
-            // A row of single messages grows with each fold step, as a run row with each commit.
-            let row_max = if single_message(&self.head) {
-                SINGLES_ROW_BYTES_MAX
-            } else {
-                MESSAGE_ROW_BYTES_MAX
-            };
+            let row_max = self.messages_row_max();
             if self.text.len()
                 + self.pieces.len()
                 + content.len()
@@ -264,6 +256,23 @@ impl Chunk {
         self.last_seq = event.seq;
         self.last_id = event.id;
         true
+    }
+
+    /// True when `event` continues this run (next seq, next id, same part), room aside.
+    pub(super) fn continued_by(&self, event: &AgentEvent) -> bool {
+        event.seq == self.last_seq + 1
+            && next_id(self.last_id) == Some(event.id)
+            && same_part(self.form, &self.head, event)
+    }
+
+    /// The bytes a row of messages holds at most. A row of single messages grows with each fold
+    /// step, as a run row with each commit.
+    pub(super) fn messages_row_max(&self) -> usize {
+        if single_message(&self.head) {
+            SINGLES_ROW_BYTES_MAX
+        } else {
+            MESSAGE_ROW_BYTES_MAX
+        }
     }
 
     /// The `delta` column: a run row's text; none for stream messages.

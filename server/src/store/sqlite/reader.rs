@@ -210,6 +210,11 @@ pub(super) fn expand(
     pick: Pick,
     out: &mut impl EventSink,
 ) -> StoreResult<bool> {
+    stored_row(row)?.expand_into(pick, out)
+}
+
+/// A row of `EVENT_COLUMNS` as the log keeps it, its columns borrowed from the row.
+pub(super) fn stored_row<'r>(row: &'r rusqlite::Row<'_>) -> StoreResult<StoredRow<'r>> {
     let optional_uuid = |index| blob(row, index)?.map(uuid_of).transpose();
     let stored = StoredRow {
         event: EventRow {
@@ -233,7 +238,7 @@ pub(super) fn expand(
         pieces: blob(row, 16)?,
         raws: blob(row, 17)?,
     };
-    stored.expand_into(pick, out)
+    Ok(stored)
 }
 
 /// A row of `CONTENT_COLUMNS` (first_seq, last_seq, kind, content, pieces) into the contents

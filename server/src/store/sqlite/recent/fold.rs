@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::store::chunk::{Chunk, GroupRows, Made, OpenChunks, Pick, Written};
 use crate::store::rows::EventRow;
 use crate::store::sqlite::convert::sqlite_error;
-use crate::store::sqlite::reader::expand;
+use crate::store::sqlite::reader::stored_row;
 use crate::store::sqlite::sql::EVENT_COLUMNS;
 use crate::store::sqlite::write::{events_upsert_sql, write_chunk, write_event};
 use crate::store::StoreError;
@@ -27,10 +27,11 @@ const PICKED: &str = "n IN (SELECT value FROM json_each(?1))";
 /// caller's transaction; the run rows left open. Rows that no later row can continue (single
 /// events, the messages of an append of several) are copied by one statement. Run rows (string
 /// appends, and single-message appends of a stream, which several commits wrote in pieces) are
-/// expanded into their events and written
-/// as the commit path would have written them had the commits been one, so the pieces of one
-/// run share a row again (a row continues only the run whose last event is its first's
-/// predecessor: seq and id).
+/// joined as the commit path would have written them had the commits been one, so the pieces of
+/// one run share a row again (a row continues only the run whose last event is its first's
+/// predecessor: seq and id). A row is taken whole: as many of its events as the open row takes,
+/// the rest a row of their own, its bytes copied rather than each event made again
+/// ([`crate::store::chunk::WholeRow`]).
 pub(super) fn move_rows(
     connection: &Connection,
     ns: &[i64],
@@ -83,20 +84,26 @@ fn join_runs(
     let mut events: Vec<AgentEvent> = Vec::new();
     let mut rows = select.query([picked]).map_err(sqlite_error)?;
     while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let stored = stored_row(row)?;
+        let agent_id = stored.event.agent_id;
+        if !matches!(&current, Some((open, _)) if *open == agent_id) {
+            if let Some((_, ended)) = current.take() {
+                open_after.extend(ended.finish(&mut write)?);
+            }
+            current = Some((agent_id, open_chunks.take([agent_id])));
+        }
+        let Some((_, group)) = current.as_mut() else {
+            continue;
+        };
+        // The row whole (see `chunk::join`); event by event only if it cannot go so.
+        if group.add_row(&stored.whole()?, &mut write)? {
+            continue;
+        }
         events.clear();
         let make = |event: &EventRow<'_>| event.to_event();
-        expand(row, Pick::All, &mut Made { make, out: &mut events })?;
+        stored.expand_into(Pick::All, &mut Made { make, out: &mut events })?;
         for event in &events {
-            let agent_id = event.agent_id;
-            if !matches!(&current, Some((open, _)) if *open == agent_id) {
-                if let Some((_, ended)) = current.take() {
-                    open_after.extend(ended.finish(&mut write)?);
-                }
-                current = Some((agent_id, open_chunks.take([agent_id])));
-            }
-            if let Some((_, group)) = current.as_mut() {
-                group.add(event, &mut write)?;
-            }
+            group.add(event, &mut write)?;
         }
     }
     if let Some((_, ended)) = current.take() {
