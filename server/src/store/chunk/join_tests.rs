@@ -15,7 +15,7 @@ const HEAD: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
 
 /// A row's columns as the stores write them.
 #[derive(Clone, Debug, PartialEq)]
-struct Stored {
+pub(super) struct Stored {
     head: AgentEvent,
     last_seq: u64,
     delta: Option<String>,
@@ -27,7 +27,7 @@ struct Stored {
 }
 
 impl Stored {
-    fn of_chunk(chunk: &Chunk) -> Stored {
+    pub(super) fn of_chunk(chunk: &Chunk) -> Stored {
         let content = chunk.content_column();
         let pieces = chunk.pieces_column(&content).into_owned();
         Stored {
@@ -55,7 +55,7 @@ impl Stored {
         }
     }
 
-    fn row(&self) -> StoredRow<'_> {
+    pub(super) fn row(&self) -> StoredRow<'_> {
         let head = &self.head;
         StoredRow {
             event: EventRow {

@@ -5,11 +5,11 @@ use chrono::{Duration, TimeZone, Utc};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::expand::{Pick, StoredRow};
+use super::expand::Pick;
+use super::join_tests::Stored;
 use super::tests::{continues_only_where_named, Change};
 use super::*;
 use crate::limits::{CHUNK_EVENTS_MAX, MESSAGE_ROW_BYTES_MAX};
-use crate::store::rows::EventRow;
 
 const HEAD: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0010);
 
@@ -44,35 +44,10 @@ fn contents() -> Vec<Value> {
 
 /// The row as a store reads it back, expanded with `pick`.
 fn read_back(chunk: &Chunk, pick: Pick) -> Vec<AgentEvent> {
-    let content = chunk.content_column();
     // The columns as the stores write them: a row of messages' pieces carry its checksum.
-    let pieces = chunk.pieces_column(&content);
-    let head = &chunk.head;
-    let metadata = crate::store::rows::json_text(&head.metadata);
-    let row = StoredRow {
-        event: EventRow {
-            id: head.id,
-            agent_id: head.agent_id,
-            seq: head.seq,
-            run_id: head.run_id,
-            thread_id: head.thread_id,
-            block_id: head.block_id,
-            message_id: head.message_id,
-            kind: head.kind.as_str(),
-            delta: chunk.delta_column(),
-            delta_path: head.delta_path.as_deref(),
-            delta_action: head.delta_action.map(app::DeltaAction::as_str),
-            content: &content,
-            raw: None,
-            metadata: &metadata,
-            created_at: head.created_at,
-        },
-        last_seq: chunk.last_seq,
-        pieces: Some(&pieces),
-        raws: None,
-    };
+    let stored = Stored::of_chunk(chunk);
     let mut out = Vec::new();
-    row.expand(pick, |row| row.to_event(), &mut out).unwrap();
+    stored.row().expand(pick, |row| row.to_event(), &mut out).unwrap();
     out
 }
 
