@@ -19,14 +19,14 @@ use app::AgentEvent;
 use serde_json::Value;
 
 use super::columns::{
-    inflate_raws, message_pieces_rest, read_varint, unzigzag, zigzag, CHECKSUM_BYTES,
-    VARINT_BYTES_MAX,
+    inflate_raws, message_pieces, message_pieces_rest, pieces, read_varint, unzigzag, zigzag,
+    CHECKSUM_BYTES, VARINT_BYTES_MAX,
 };
-use super::expand::{Pick, StoredRow};
+use super::expand::StoredRow;
 use super::ids::{nth_id, time_from_nanos, time_nanos};
 use super::row::{Chunk, Form};
 use crate::limits::{CHUNK_BYTES_MAX, CHUNK_EVENTS_MAX, CHUNK_RAW_BYTES_MAX};
-use crate::store::rows::{corrupt, parse_json};
+use crate::store::rows::{corrupt, parse_json, EventRow};
 
 /// Where one event of a row lies in the row's columns, and its time.
 struct Part {
@@ -56,14 +56,35 @@ pub struct WholeRow<'a> {
 }
 
 impl StoredRow<'_> {
-    /// This run row whole: its first event expanded (the whole row checked on the way: lengths,
-    /// ids, checksum), and where each event lies in its columns.
+    /// This run row whole, checked as a read checks it (lengths, ids, checksum): where each event
+    /// lies in its columns, and its first event made (the raw events inflated once, and only the
+    /// first's parsed).
     pub fn whole(&self) -> StoreResult<WholeRow<'_>> {
         let event = &self.event;
         let encoded = self.pieces.ok_or_else(|| corrupt("a run row without pieces"))?;
-        let mut first = Vec::with_capacity(1);
-        self.expand(Pick::Id(event.id), |row| row.to_event(), &mut first)?;
-        let first = first.pop().ok_or_else(|| corrupt("a run row without its first event"))?;
+        let count = self
+            .last_seq
+            .checked_sub(event.seq)
+            .ok_or_else(|| corrupt("a run row ends before it starts"))?
+            + 1;
+        // Checked as a read checks a row before it gives an event of it: the lengths cut the
+        // text at character boundaries (a row of messages' at its commas, under its checksum),
+        // and the ids stay within their low bits.
+        let first_nanos = time_nanos(event.created_at)?;
+        match event.delta {
+            Some(text) => pieces(text, encoded, first_nanos, count)?,
+            None => message_pieces(event.content, encoded, first_nanos, count)?,
+        };
+        nth_id(event.id, count - 1)
+            .ok_or_else(|| corrupt("a run row's ids run past their low bits"))?;
+        // The columns every event of the row shares; each one's own are set by `event_at`.
+        let shared = EventRow {
+            delta: None,
+            raw: None,
+            content: if event.delta.is_some() { event.content } else { "" },
+            ..*event
+        };
+        let first = shared.to_event()?;
         let (form, text, pieces) = match event.delta {
             Some(text) => (Form::Text, text, encoded),
             None => {
@@ -74,7 +95,7 @@ impl StoredRow<'_> {
         let raws = self.raws.map(inflate_raws).transpose()?;
         let mut parts = Vec::with_capacity((self.last_seq - event.seq + 1) as usize);
         let (mut at, mut raw_at, mut offset) = (0, 0, 0);
-        let mut nanos = time_nanos(event.created_at)?;
+        let mut nanos = first_nanos;
         while at < pieces.len() {
             let piece_start = at;
             let length = read_varint(pieces, &mut at)? as usize;
@@ -100,11 +121,12 @@ impl StoredRow<'_> {
             });
             offset += length;
         }
-        // The read that made the first event cut the whole row: these hold.
         if offset != text.len() || raws.as_ref().is_some_and(|raws| raw_at != raws.len()) {
             return Err(corrupt("a run row's lengths do not cut its columns"));
         }
-        Ok(WholeRow { first, form, text, pieces, raws, parts })
+        let mut whole = WholeRow { first, form, text, pieces, raws, parts };
+        whole.first = whole.event_at(0)?;
+        Ok(whole)
     }
 }
 

@@ -262,4 +262,17 @@ fn a_damaged_row_is_refused_whole() {
     let mut damaged = rows[1].clone();
     damaged.delta.as_mut().unwrap().push('x');
     assert!(damaged.row().whole().is_err(), "text left over");
+    // Raw events for fewer or more events than the row holds.
+    let mut events = tokens(8, |_| "ab".into());
+    for event in &mut events {
+        event.raw = Some(json!({"t": 1}));
+    }
+    let rows = commit_rows(&events, 4);
+    assert!(rows[0].row().whole().is_ok());
+    let mut damaged = rows[0].clone();
+    damaged.raws = rows[0].raws.as_ref().map(|column| column[..column.len() / 2].to_vec());
+    assert!(damaged.row().whole().is_err(), "raw events cut short");
+    let mut damaged = rows[0].clone();
+    damaged.last_seq -= 1;
+    assert!(damaged.row().whole().is_err(), "an event fewer than its pieces");
 }
